@@ -1,0 +1,55 @@
+// Tier: one storage level of the bank (RAM, SSD, later a shared remote store).
+// The Bank composes tiers behind this one interface and never knows which
+// kind it talks to.
+//
+// Contract, for every implementation:
+//  1. get() returns only objects whose bytes were verified in this tier
+//     (checksum on every read for tiers that serialise; RAM objects are
+//     immutable). A failed check is a miss: the object is quarantined and
+//     counted, and get() returns kCorruption.
+//  2. put() of a name that is present is a no-op; an object is visible to
+//     contains()/get() only after it is complete (and durable, for SSD).
+//  3. All methods are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bank/object.h"
+#include "common/status.h"
+
+namespace sb {
+
+// Why an object is kept; eviction drops lower roles first (docs/bank.md,
+// "Snapshots: where and how many"; the exact order is in bank/ram_tier.h).
+enum class ObjectRole : uint8_t {
+  kBlock = 0,
+  kSnapshotInterval = 1,   // every S-th block boundary
+  kSnapshotPromptEnd = 2,  // last full block boundary of a prompt
+  kSnapshotMessage = 3,    // boundary before a chat's final user message
+};
+
+struct TierStats {
+  uint64_t bytes = 0;
+  uint64_t budget_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t snapshots = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t check_failures = 0;
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+};
+
+class Tier {
+ public:
+  virtual ~Tier() = default;
+  virtual const char* name() const = 0;  // "ram", "ssd"
+  virtual bool contains(ObjectKind kind, const Key& key) const = 0;
+  virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
+  virtual Status put(const ObjectRef& object, ObjectRole role) = 0;
+  virtual TierStats stats() const = 0;
+};
+
+}  // namespace sb

@@ -1,0 +1,40 @@
+// Args: the command-line parser shared by every statebank subcommand.
+//
+// Flags are `--name value` or `--name=value`; switches are `--name` alone.
+// A flag not declared by the command, a missing value or a bad number is an
+// error with one clear message (main prints it on one line, exit 2).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sb {
+
+class Args {
+ public:
+  // `flags` take a value, `switches` do not.
+  Args(std::set<std::string> flags, std::set<std::string> switches) : flags_(std::move(flags)), switches_(std::move(switches)) {}
+  Status parse(int argc, char** argv);  // argv[0] is the subcommand name
+
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  Status get_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi, int64_t* out) const;
+  Status get_double(const std::string& name, double fallback, double* out) const;
+  // SIZE with optional suffix K, M, G, T (powers of 1024), e.g. 512M.
+  Status get_size(const std::string& name, uint64_t fallback, uint64_t* out) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::set<std::string> flags_, switches_;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+Status parse_size(const std::string& text, uint64_t* out);
+
+}  // namespace sb

@@ -1,0 +1,72 @@
+// Checkpoint: read-only, mmapped access to the tensors of a Hugging Face
+// checkpoint directory (one model.safetensors, or several shards listed by
+// model.safetensors.index.json).
+//
+// Every inconsistency is an error naming the tensor and the file: a header
+// that is not JSON or lies about offsets (overlap, past the end of the file),
+// a truncated file, an unsupported dtype, an index naming a missing shard or
+// tensor. Thread-safe after open(); views stay valid while it lives.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/state.h"
+
+namespace sb {
+
+struct TensorView {
+  std::string name;
+  std::string file;  // shard file name, for error messages
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  uint64_t nbytes = 0;
+  int64_t numel() const;
+};
+
+class Checkpoint {
+ public:
+  static Status open(const std::string& dir, std::unique_ptr<Checkpoint>* out);
+  ~Checkpoint();
+
+  const TensorView* find(const std::string& name) const;
+  const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  // Hash of every shard's bytes (identity of the weights; part of the
+  // model fingerprint). Computed once at open.
+  const std::string& weights_digest() const { return digest_; }
+
+ private:
+  struct Mapping;
+  Checkpoint() = default;
+  std::vector<std::unique_ptr<Mapping>> mappings_;
+  std::map<std::string, TensorView> tensors_;
+  std::string digest_;
+};
+
+// Writes one safetensors file. Tensors are written in the order given.
+class SafetensorsWriter {
+ public:
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  Status write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Float conversions used by the loader and the writer.
+float bf16_to_f32(uint16_t v);
+uint16_t f32_to_bf16(float v);  // round to nearest even
+float f16_to_f32(uint16_t v);
+
+}  // namespace sb

@@ -1,0 +1,90 @@
+// ModelConfig: everything the runtime needs from a checkpoint's config.json,
+// normalised across the families (spec: ../shared/spec/model.md section 1,
+// docs/qsa.md for statebank_qsa).
+//
+// Accepted layouts: flat `qwen3`, `qwen3_next`, `statebank_qsa`; nested
+// `qwen3_5` / `qwen3_5_moe` (fields under `text_config`, tie flag at either
+// level); rope settings in `rope_parameters` first, then top-level keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sb {
+
+enum class Arch { kQwen3, kQwen3Next, kQwen35, kQwen35Moe, kQsa };
+enum class LayerType { kFullAttention, kLinearAttention, kSparseAttention };
+
+const char* arch_name(Arch arch);            // "qwen3", "qwen3_next", "qwen3_5", "qwen3_5_moe", "statebank_qsa"
+const char* layer_type_name(LayerType type);  // "full_attention", ...
+
+struct ModelConfig {
+  Arch arch = Arch::kQwen3;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // dense MLP width
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1e6;
+  double partial_rotary_factor = 1.0;  // qwen3: 1.0; hybrids: 0.25
+  bool tie_word_embeddings = false;
+  std::vector<LayerType> layer_types;  // one per layer
+
+  // Gated DeltaNet (linear_attention layers).
+  int64_t conv_kernel = 4;
+  int64_t lin_key_head_dim = 0;
+  int64_t lin_value_head_dim = 0;
+  int64_t lin_n_key_heads = 0;
+  int64_t lin_n_value_heads = 0;
+
+  // Mixture of experts; n_experts == 0 means dense MLP everywhere.
+  int64_t n_experts = 0;
+  int64_t n_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+  bool norm_topk_prob = true;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+
+  // Indexed sparse attention (statebank_qsa only; docs/qsa.md).
+  int64_t index_n_heads = 4;
+  int64_t index_head_dim = 128;
+  int64_t index_compress_ratio = 4;
+  int64_t index_topk_blocks = 512;
+
+  // Derived by parse_config from the family.
+  bool attention_gated = true;   // per-head [query|gate] q_proj layout; false for qwen3
+  bool norm_weight_offset = true;  // zero-centred (1 + w) RMSNorm; false for qwen3
+  std::string tensor_prefix = "model.";  // "model.language_model." for qwen3_5*
+
+  int64_t rotary_dim() const { return static_cast<int64_t>(head_dim * partial_rotary_factor); }
+  bool layer_is_moe(int64_t layer) const;
+  // A stable text form of every field; part of the model fingerprint.
+  std::string describe() const;
+};
+
+// Reads DIR/config.json. Every missing or inconsistent field is an error that
+// names the field and the file.
+Status parse_config(const std::string& dir, ModelConfig* out);
+Status parse_config_json(const std::string& json_text, const std::string& source, ModelConfig* out);
+// Writes a config.json that parse_config reads back into the same ModelConfig,
+// in the layout the family's real checkpoints use.
+std::string config_to_json(const ModelConfig& config);
+
+// One tensor the checkpoint must hold for this config.
+struct TensorSpec {
+  std::string name;             // full safetensors name
+  std::vector<int64_t> shape;
+};
+// Every tensor of the text model, in a stable order. Routed experts use the
+// family's native layout (per-expert 2-D for qwen3_next, fused 3-D for
+// qwen3_5_moe); the loader also accepts the other layout.
+std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
+
+}  // namespace sb

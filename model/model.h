@@ -1,0 +1,70 @@
+// Model: a loaded checkpoint that runs prefill and decode on CPU.
+//
+// Thread safety: immutable after load(); prefill() and decode() may be called
+// from many threads at once, each with its own State.
+//
+// Promises (tests/model/split_invariance_test.cpp and friends):
+//  1. Split invariance: prefill of [0, n) in one call gives bit for bit the
+//     same logits and State as any sequence of calls split at multiples of
+//     kGrid, for a fixed thread count.
+//  2. Prefill runs the chunked Gated DeltaNet form on the absolute kGrid grid;
+//     decode runs the recurrent form. Both agree within ~1e-5 relative.
+//  3. Capture: a prefill hands out the recurrent state at each requested
+//     position on the way (positions inside the call's range, multiples of
+//     kGrid, or its end), without another pass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/config.h"
+#include "runtime/state.h"
+
+namespace sb {
+
+constexpr int64_t kGrid = 64;  // prefill chunk grid (the Gated DeltaNet chunk)
+
+struct RuntimeOptions {
+  int threads = 1;  // fixed at load; results depend on nothing else
+};
+
+struct PrefillOptions {
+  std::vector<int64_t> capture_positions;  // absolute; kept if inside (start, end]
+  bool all_logits = false;                 // logits for every row, else the last row only
+};
+
+struct PrefillOutput {
+  int64_t n_rows = 0;          // rows of logits
+  std::vector<float> logits;   // n_rows * vocab
+  std::vector<RecurrentSnapshot> snapshots;  // in position order
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Loads a checkpoint directory (config.json + safetensors).
+  static Status load(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out);
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const StateSchema& schema() const = 0;
+  // Hex digest of everything that changes the numbers: weights, config, the
+  // dtypes of weights and state, the runtime's numerics version.
+  virtual const std::string& fingerprint() const = 0;
+  int64_t vocab_size() const { return config().vocab_size; }
+
+  State new_state() const { return State(schema()); }
+
+  // Consumes `tokens` at positions [state.position(), +tokens.size()).
+  // REQUIRES: tokens non-empty, every id in [0, vocab_size).
+  virtual Status prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
+                         PrefillOutput* out) const = 0;
+  // Consumes one token with the recurrent form; logits has vocab_size floats.
+  virtual Status decode(State& state, int32_t token, std::vector<float>* logits) const = 0;
+};
+
+}  // namespace sb

