@@ -1,0 +1,138 @@
+// Gated full attention (spec/model.md 2.4), dense Qwen3 attention (no gate,
+// plain norms), and indexed sparse attention (docs/qsa.md), which is gated
+// attention restricted to the key blocks an indexer selects.
+#include <algorithm>
+#include <cmath>
+
+#include "model/transformer.h"
+
+namespace sb {
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const {
+  const ModelConfig& c = config_;
+  const AttentionWeights& a = w.attn;
+  const int64_t T = call.rows, nh = c.n_heads, nkv = c.n_kv_heads, d = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  std::vector<float> proj(T * a.q.rows);
+  kernels_->matmul(xn, T, a.q, proj.data());
+  std::vector<float> q(T * nh * d), gate;
+  if (c.attention_gated) {
+    // q_proj rows are [query_h | gate_h] per head, not two global halves.
+    gate.resize(T * nh * d);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < nh; ++h) {
+        const float* src = proj.data() + (t * nh + h) * 2 * d;
+        std::copy(src, src + d, q.data() + (t * nh + h) * d);
+        std::copy(src + d, src + 2 * d, gate.data() + (t * nh + h) * d);
+      }
+  } else {
+    q = std::move(proj);
+  }
+  std::vector<float> k(T * nkv * d), v(T * nkv * d);
+  kernels_->matmul(xn, T, a.k, k.data());
+  kernels_->matmul(xn, T, a.v, v.data());
+  kernels_->rms_norm(q.data(), T * nh, d, a.q_norm.data(), eps, c.norm_weight_offset, q.data());
+  kernels_->rms_norm(k.data(), T * nkv, d, a.k_norm.data(), eps, c.norm_weight_offset, k.data());
+  kernels_->rope(q.data(), T, nh, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
+  kernels_->rope(k.data(), T, nkv, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
+  State& st = *call.state;
+  st.append_rows(w.comp_k, k);
+  st.append_rows(w.comp_v, v);
+
+  std::vector<uint8_t> mask;
+  AttentionInput in;
+  in.rows = T;
+  in.first_pos = call.first_pos;
+  in.n_heads = nh;
+  in.n_kv = nkv;
+  in.head_dim = d;
+  in.q = q.data();
+  in.k = st.buffer(w.comp_k).data();
+  in.v = st.buffer(w.comp_v).data();
+  in.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  if (w.type == LayerType::kSparseAttention) {
+    sparse_selection(w, call, xn, &mask);
+    in.block_mask = mask.data();
+    in.mask_block = c.index_compress_ratio;
+    in.mask_stride = (call.first_pos + T + c.index_compress_ratio - 1) / c.index_compress_ratio;
+  }
+  std::vector<float> o(T * nh * d);
+  kernels_->attention(in, o.data());
+  if (c.attention_gated)
+    for (int64_t i = 0; i < T * nh * d; ++i) o[i] *= sigmoid(gate[i]);
+  kernels_->matmul(o.data(), T, a.o, out);
+}
+
+void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn,
+                                   std::vector<uint8_t>* mask) const {
+  const ModelConfig& c = config_;
+  const AttentionWeights& a = w.attn;
+  const int64_t T = call.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
+  const int64_t rot = std::min(dI, c.rotary_dim());
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  State& st = *call.state;
+
+  // Raw keys are stored per token, before any norm or RoPE.
+  std::vector<float> raw(T * dI);
+  kernels_->matmul(xn, T, a.index_k, raw.data());
+  st.append_rows(w.comp_index_raw, raw);
+  // Close every block whose last token is in this call: its pooled key depends
+  // only on the raw keys of its own m tokens.
+  const int64_t end = call.first_pos + T;
+  const std::vector<float>& all_raw = st.buffer(w.comp_index_raw);
+  for (int64_t b = static_cast<int64_t>(st.rows(w.comp_index_pooled)); (b + 1) * m <= end; ++b) {
+    std::vector<float> pooled(dI, 0.0f);
+    for (int64_t s = b * m; s < (b + 1) * m; ++s)
+      for (int64_t i = 0; i < dI; ++i) pooled[i] += all_raw[s * dI + i];
+    for (float& p : pooled) p /= static_cast<float>(m);
+    kernels_->rms_norm(pooled.data(), 1, dI, a.index_k_norm.data(), eps, true, pooled.data());
+    const int64_t pos = b * m;
+    kernels_->rope(pooled.data(), 1, 1, dI, rot, &pos, c.rope_theta);
+    st.append_rows(w.comp_index_pooled, pooled);
+  }
+
+  std::vector<float> iq(T * HI * dI), iw(T * HI);
+  kernels_->matmul(xn, T, a.index_q, iq.data());
+  kernels_->matmul(xn, T, a.index_w, iw.data());
+  kernels_->rope(iq.data(), T, HI, dI, rot, call.positions.data(), c.rope_theta);
+  const float w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HI)));
+  const float s_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI)));
+  const std::vector<float>& pooled = st.buffer(w.comp_index_pooled);
+
+  const int64_t stride = (end + m - 1) / m;
+  mask->assign(T * stride, 0);
+  std::vector<std::pair<float, int64_t>> scored;
+  for (int64_t r = 0; r < T; ++r) {
+    const int64_t t = call.first_pos + r;
+    const int64_t closed = (t + 1) / m;
+    uint8_t* row = mask->data() + r * stride;
+    if (closed <= c.index_topk_blocks) {
+      std::fill(row, row + closed, 1);
+    } else {
+      scored.clear();
+      for (int64_t b = 0; b < closed; ++b) {
+        float score = 0.0f;
+        for (int64_t h = 0; h < HI; ++h) {
+          float qk = 0.0f;
+          const float* qh = iq.data() + (r * HI + h) * dI;
+          for (int64_t i = 0; i < dI; ++i) qk = std::fma(qh[i], pooled[b * dI + i], qk);
+          score = std::fma(iw[r * HI + h] * w_scale, std::max(qk, 0.0f), score);
+        }
+        scored.emplace_back(score * s_scale, b);
+      }
+      // Highest score first, ties to the lower block index.
+      std::partial_sort(scored.begin(), scored.begin() + c.index_topk_blocks, scored.end(),
+                        [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+      for (int64_t i = 0; i < c.index_topk_blocks; ++i) row[scored[i].second] = 1;
+    }
+    if (closed * m <= t) row[t / m] = 1;  // the query's own open block
+  }
+}
+
+}  // namespace sb

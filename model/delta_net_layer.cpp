@@ -1,0 +1,124 @@
+// Gated DeltaNet (spec/model.md 2.5): projections, causal conv, L2 norm,
+// gates, the delta rule on the absolute 64-token grid, gated RMSNorm.
+#include <algorithm>
+#include <cmath>
+
+#include "model/transformer.h"
+
+namespace sb {
+namespace {
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// PyTorch's softplus with its threshold: x itself above 20.
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+void l2_normalise(float* x, int64_t d, float scale) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < d; ++i) ss = std::fma(x[i], x[i], ss);
+  const float inv = 1.0f / std::sqrt(ss + 1e-6f);
+  for (int64_t i = 0; i < d; ++i) x[i] = (x[i] * inv) * scale;
+}
+
+}  // namespace
+
+void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const {
+  const ModelConfig& c = config_;
+  const DeltaNetWeights& dw = w.delta;
+  const int64_t T = call.rows, nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim,
+                dv = c.lin_value_head_dim, r = nv / nk, K = c.conv_kernel;
+  const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
+
+  // m = [q heads | k heads | v heads] in conv channel order; z, b, a per value head.
+  std::vector<float> mixed(T * conv_dim), z(T * value_dim), b(T * nv), a(T * nv);
+  if (dw.qkv.data) {
+    kernels_->matmul(xn, T, dw.qkv, mixed.data());
+    kernels_->matmul(xn, T, dw.z, z.data());
+    kernels_->matmul(xn, T, dw.b, b.data());
+    kernels_->matmul(xn, T, dw.a, a.data());
+  } else {
+    // Qwen3-Next groups every projection by key head: un-group it.
+    const int64_t group = 2 * dk + 2 * r * dv;
+    std::vector<float> u(T * nk * group), ba(T * nk * 2 * r);
+    kernels_->matmul(xn, T, dw.qkvz, u.data());
+    kernels_->matmul(xn, T, dw.ba, ba.data());
+    for (int64_t t = 0; t < T; ++t) {
+      float* mt = mixed.data() + t * conv_dim;
+      for (int64_t j = 0; j < nk; ++j) {
+        const float* g = u.data() + (t * nk + j) * group;
+        std::copy(g, g + dk, mt + j * dk);
+        std::copy(g + dk, g + 2 * dk, mt + key_dim + j * dk);
+        for (int64_t i = 0; i < r; ++i) {
+          const int64_t h = j * r + i;
+          std::copy(g + 2 * dk + i * dv, g + 2 * dk + (i + 1) * dv, mt + 2 * key_dim + h * dv);
+          std::copy(g + 2 * dk + (r + i) * dv, g + 2 * dk + (r + i + 1) * dv, z.data() + (t * nv + h) * dv);
+          b[t * nv + h] = ba[(t * nk + j) * 2 * r + i];
+          a[t * nv + h] = ba[(t * nk + j) * 2 * r + r + i];
+        }
+      }
+    }
+  }
+
+  std::vector<float> beta(T * nv), g(T * nv);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      beta[t * nv + h] = sigmoid(b[t * nv + h]);
+      g[t * nv + h] = dw.neg_exp_a_log[h] * softplus(a[t * nv + h] + dw.dt_bias[h]);
+    }
+
+  State& st = *call.state;
+  float* conv_state = st.buffer(w.comp_conv).data();
+  float* ssm = st.buffer(w.comp_ssm).data();
+  std::vector<float> conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim), o(T * value_dim);
+  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+  size_t next_capture = 0;
+  // Segments end at grid multiples (and the call's end), so a prefill split on
+  // the grid runs exactly the same segments as an unsplit one.
+  for (int64_t s = 0; s < T;) {
+    const int64_t pos = call.first_pos + s;
+    const int64_t e = call.recurrent ? T : std::min(T, s + (kGrid - pos % kGrid));
+    const int64_t n = e - s;
+    kernels_->causal_conv_silu(mixed.data() + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state,
+                               conv_out.data() + s * conv_dim);
+    for (int64_t t = s; t < e; ++t) {
+      const float* y = conv_out.data() + t * conv_dim;
+      std::copy(y, y + key_dim, q.data() + t * key_dim);
+      std::copy(y + key_dim, y + 2 * key_dim, k.data() + t * key_dim);
+      std::copy(y + 2 * key_dim, y + conv_dim, v.data() + t * value_dim);
+      for (int64_t j = 0; j < nk; ++j) {
+        l2_normalise(q.data() + t * key_dim + j * dk, dk, q_scale);
+        l2_normalise(k.data() + t * key_dim + j * dk, dk, 1.0f);
+      }
+    }
+    DeltaRuleInput in;
+    in.tokens = n;
+    in.n_k = nk;
+    in.n_v = nv;
+    in.d_k = dk;
+    in.d_v = dv;
+    in.q = q.data() + s * key_dim;
+    in.k = k.data() + s * key_dim;
+    in.v = v.data() + s * value_dim;
+    in.g = g.data() + s * nv;
+    in.beta = beta.data() + s * nv;
+    if (call.recurrent)
+      kernels_->delta_rule_recurrent(in, ssm, o.data() + s * value_dim);
+    else
+      kernels_->delta_rule_chunk(in, ssm, o.data() + s * value_dim);
+    const int64_t end_pos = call.first_pos + e;
+    while (next_capture < call.capture.size() && call.capture[next_capture] < end_pos) ++next_capture;
+    if (next_capture < call.capture.size() && call.capture[next_capture] == end_pos) {
+      RecurrentSnapshot& snap = (*call.snapshots)[next_capture];
+      snap.parts[w.rec_conv] = st.buffer(w.comp_conv);
+      snap.parts[w.rec_ssm] = st.buffer(w.comp_ssm);
+    }
+    s = e;
+  }
+
+  // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.
+  kernels_->rms_norm(o.data(), T * nv, dv, dw.norm.data(), static_cast<float>(c.rms_norm_eps), false, o.data());
+  for (int64_t i = 0; i < T * value_dim; ++i) o[i] *= silu(z[i]);
+  kernels_->matmul(o.data(), T, dw.out, out);
+}
+
+}  // namespace sb

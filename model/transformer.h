@@ -1,0 +1,111 @@
+// Transformer: the one Model implementation, for every family of
+// model/config.h. A model is a list of layers, each a mixer (gated attention,
+// Gated DeltaNet, or indexed sparse attention) and a feed-forward block
+// (dense or mixture of experts); the state schema is the concatenation of
+// the layers' components (docs/bank.md "Model state as the bank sees it").
+//
+// Internal to model/: users hold a Model (model/model.h).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "model/weights.h"
+#include "runtime/kernels.h"
+#include "runtime/threads.h"
+
+namespace sb {
+
+struct AttentionWeights {
+  WeightRef q, k, v, o;
+  std::vector<float> q_norm, k_norm;
+  // Indexed sparse attention only (docs/qsa.md).
+  WeightRef index_q, index_k, index_w;
+  std::vector<float> index_k_norm;
+};
+
+struct DeltaNetWeights {
+  WeightRef qkvz, ba;           // qwen3_next (grouped per key head)
+  WeightRef qkv, z, b, a;       // qwen3_5 (flat)
+  std::vector<float> conv;      // [conv_dim, kernel]
+  std::vector<float> neg_exp_a_log;  // -exp(A_log), per value head
+  std::vector<float> dt_bias;
+  std::vector<float> norm;      // gated RMSNorm weight [d_v]
+  WeightRef out;
+};
+
+struct FfnWeights {
+  bool moe = false;
+  WeightRef gate, up, down;  // dense MLP, or the shared expert of a MoE block
+  WeightRef router, shared_gate;
+  std::vector<std::array<WeightRef, 3>> experts;  // gate, up, down
+};
+
+struct LayerWeights {
+  LayerType type = LayerType::kFullAttention;
+  std::vector<float> input_norm, post_norm;
+  AttentionWeights attn;
+  DeltaNetWeights delta;
+  FfnWeights ffn;
+  // Indices into the state schema (-1 when absent) and, for recurrent
+  // components, their ordinal among the schema's recurrent components.
+  int comp_k = -1, comp_v = -1, comp_index_raw = -1, comp_index_pooled = -1;
+  int comp_conv = -1, comp_ssm = -1, rec_conv = -1, rec_ssm = -1;
+};
+
+// What one forward call over `rows` tokens needs to know besides the weights.
+struct ForwardCall {
+  State* state = nullptr;
+  int64_t first_pos = 0;
+  int64_t rows = 0;
+  bool recurrent = false;  // decode: recurrent delta rule
+  std::vector<int64_t> capture;  // absolute positions, ascending, at chunk ends
+  std::vector<RecurrentSnapshot>* snapshots = nullptr;  // one per capture
+  std::vector<int64_t> positions;  // first_pos .. first_pos + rows - 1
+};
+
+class Transformer final : public Model {
+ public:
+  static Status create(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out);
+
+  const ModelConfig& config() const override { return config_; }
+  const StateSchema& schema() const override { return schema_; }
+  const std::string& fingerprint() const override { return fingerprint_; }
+  Status prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
+                 PrefillOutput* out) const override;
+  Status decode(State& state, int32_t token, std::vector<float>* logits) const override;
+
+ private:
+  Transformer() = default;
+  Status bind_weights();
+  void build_schema();
+  Status check_tokens(const State& state, std::span<const int32_t> tokens) const;
+  // Runs every layer over x [rows, hidden] in place.
+  void run_layers(ForwardCall& call, std::vector<float>& x) const;
+  void logits_for_rows(const float* x, int64_t first_row, int64_t n_rows, float* out) const;
+
+  void attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
+  void sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn, std::vector<uint8_t>* mask) const;
+  void delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
+  void ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, float* out) const;
+
+  WeightRef ref(const MatrixView& m);
+  WeightRef ref(const TensorView& t);
+  std::vector<float> floats(const TensorView& t) const;
+
+  ModelConfig config_;
+  StateSchema schema_;
+  std::string fingerprint_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  WeightSet weights_;
+  std::vector<std::unique_ptr<std::vector<float>>> owned_;  // f16 tensors widened to f32
+  WeightRef embed_, lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<LayerWeights> layers_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Kernels> kernels_;
+};
+
+}  // namespace sb

@@ -1,0 +1,128 @@
+// V16: sixteen float lanes with fused multiply-add, the unit of every
+// reduction in the CPU kernels.
+//
+// The three implementations (AVX-512, AVX2+FMA, scalar) give identical bits:
+// each lane is an exactly rounded fma chain, and horizontal sums use one fixed
+// tree. So a kernel's result depends on its data only, never on the machine's
+// vector width or on how many rows a call processes.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define SB_V16_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SB_V16_AVX2 1
+#endif
+
+namespace sb::cpu {
+
+#if SB_V16_AVX512
+struct V16 {
+  __m512 v;
+  static V16 zero() { return {_mm512_setzero_ps()}; }
+  static V16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static V16 load_bf16(const uint16_t* p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
+  }
+  static V16 set1(float x) { return {_mm512_set1_ps(x)}; }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  friend V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  friend V16 operator+(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+  friend V16 operator*(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+};
+#elif SB_V16_AVX2
+struct V16 {
+  __m256 lo, hi;
+  static V16 zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static V16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static V16 load_bf16(const uint16_t* p) {
+    __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(b, 16))};
+  }
+  static V16 set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+  void store(float* p) const {
+    _mm256_storeu_ps(p, lo);
+    _mm256_storeu_ps(p + 8, hi);
+  }
+  friend V16 fma(V16 a, V16 b, V16 c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+  friend V16 operator+(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+  friend V16 operator*(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+};
+#else
+struct V16 {
+  float v[16];
+  static V16 zero() { return set1(0.0f); }
+  static V16 load(const float* p) {
+    V16 r;
+    std::memcpy(r.v, p, sizeof r.v);
+    return r;
+  }
+  static V16 load_bf16(const uint16_t* p) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) {
+      uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
+      std::memcpy(&r.v[i], &bits, 4);
+    }
+    return r;
+  }
+  static V16 set1(float x) {
+    V16 r;
+    for (float& f : r.v) f = x;
+    return r;
+  }
+  void store(float* p) const { std::memcpy(p, v, sizeof v); }
+  friend V16 fma(V16 a, V16 b, V16 c) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) r.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+    return r;
+  }
+  friend V16 operator+(V16 a, V16 b) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] + b.v[i];
+    return r;
+  }
+  friend V16 operator*(V16 a, V16 b) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] * b.v[i];
+    return r;
+  }
+};
+#endif
+
+// The fixed horizontal sum: lanes (i, i+8), then (i, i+4), (i, i+2), (i, i+1).
+inline float hsum(V16 x) {
+  alignas(64) float t[16];
+  x.store(t);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int i = 0; i < w; ++i) t[i] = t[i] + t[i + w];
+  return t[0];
+}
+
+// Dot product of two f32 vectors of length n in the fixed order: lane l
+// accumulates elements l, l+16, ... with fma; a tail (n % 16) is accumulated
+// sequentially after the tree sum.
+inline float dot(const float* a, const float* b, int64_t n) {
+  V16 acc = V16::zero();
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) acc = fma(V16::load(a + k), V16::load(b + k), acc);
+  float s = hsum(acc);
+  for (; k < n; ++k) s = std::fma(a[k], b[k], s);
+  return s;
+}
+
+// y[i] += a * x[i] over n elements; per-element, so order-free.
+inline void axpy(float a, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  V16 va = V16::set1(a);
+  for (; i + 16 <= n; i += 16) fma(va, V16::load(x + i), V16::load(y + i)).store(y + i);
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
+}  // namespace sb::cpu

@@ -1,0 +1,91 @@
+// Kernels: the backend boundary. Every arithmetic operation of the forward
+// pass goes through this interface; the model code owns no math loops. The
+// CPU implementation is runtime/cpu/; a CUDA one can follow behind the same
+// calls.
+//
+// The promise every implementation keeps (split and batch invariance): each
+// output element is computed by one fixed sequence of floating-point
+// operations that depends only on that element's own inputs — never on how
+// many rows a call has, how rows are tiled, or how many threads run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/state.h"
+
+namespace sb {
+
+class ThreadPool;
+
+// A weight matrix [rows = out features, cols = in features], row-major, as
+// stored in safetensors. data points into the mmapped file (f32 or bf16).
+struct WeightRef {
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+  // Rows [first, first + n) of this matrix (for fused expert tensors).
+  WeightRef slice_rows(int64_t first, int64_t n) const;
+};
+
+// Inputs of the gated delta rule for one span of tokens (one chunk in
+// prefill, one token in decode). Layouts: q, k [t, n_k, d_k] (already
+// L2-normalised, q scaled); v [t, n_v, d_v]; g, beta [t, n_v].
+struct DeltaRuleInput {
+  int64_t tokens = 0;
+  int64_t n_k = 0, n_v = 0, d_k = 0, d_v = 0;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+};
+
+struct AttentionInput {
+  int64_t rows = 0;      // query rows
+  int64_t first_pos = 0; // absolute position of query row 0; row i sees keys [0, first_pos + i]
+  int64_t n_heads = 0, n_kv = 0, head_dim = 0;
+  const float* q = nullptr;  // [rows, n_heads, head_dim]
+  const float* k = nullptr;  // [first_pos + rows, n_kv, head_dim]
+  const float* v = nullptr;  // same
+  float scale = 1.0f;
+  // Optional sparse selection: key tau is visible to row i only if
+  // block_mask[i * mask_stride + tau / mask_block] != 0 (causality still holds).
+  const uint8_t* block_mask = nullptr;
+  int64_t mask_stride = 0;
+  int64_t mask_block = 1;
+};
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual const char* name() const = 0;
+
+  // y[m, w.rows] = x[m, w.cols] · wᵀ.
+  virtual void matmul(const float* x, int64_t m, const WeightRef& w, float* y) = 0;
+  // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
+  virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
+                        float* y) = 0;
+  // Rotate-half RoPE on the first `rot` dims of every head vector of x
+  // [rows, heads, head_dim]; row i is at position positions[i].
+  virtual void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
+                    double theta) = 0;
+  // out [rows, n_heads, head_dim]: causal softmax attention, GQA by contiguous groups.
+  virtual void attention(const AttentionInput& in, float* out) = 0;
+  // Causal depthwise conv over channels then SiLU. x [t, channels]; state
+  // [kernel - 1, channels] holds the previous inputs and is advanced;
+  // weight [channels, kernel], the last tap multiplies the current token.
+  virtual void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
+                                float* state, float* out) = 0;
+  // Gated delta rule. Chunked form (prefill) over one chunk of at most 64
+  // tokens, or recurrent form token by token (decode). state [n_v, d_k, d_v]
+  // is advanced; out [t, n_v, d_v].
+  virtual void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) = 0;
+  virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) = 0;
+};
+
+// The CPU kernels, parallel over output elements on `pool`.
+std::unique_ptr<Kernels> make_cpu_kernels(ThreadPool* pool);
+
+}  // namespace sb

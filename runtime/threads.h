@@ -1,0 +1,44 @@
+// ThreadPool: a fixed set of workers that run parallel_for jobs.
+//
+// Kernels split work by output element ranges only, never by reduction
+// ranges, so the number of threads changes speed and never bits.
+// parallel_for may be called from several threads at once (each request's
+// forward pass); the calling thread works on its own job too, so a call never
+// waits on a queue that only it could drain.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sb {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // threads >= 1; threads - 1 workers are started
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return threads_; }
+  // Runs fn(i) for every i in [0, n) and returns when all have finished.
+  void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
+
+ private:
+  struct Job;
+  void worker_loop();
+  static void run_some(Job& job);
+
+  int threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job*> jobs_;  // guarded by mu_
+  bool stop_ = false;      // guarded by mu_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace sb

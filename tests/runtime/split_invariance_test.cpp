@@ -1,0 +1,163 @@
+// The runtime's promise to the bank: prefill split on the 64-token grid gives
+// bit for bit the logits and state of an unsplit prefill, on every
+// architecture, and captured snapshots equal the state of a shorter prefill.
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "tests/runtime/test_models.h"
+
+namespace sb {
+namespace {
+
+using testing::kAllArchs;
+using testing::load_model;
+using testing::tiny_checkpoint;
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t vocab) {
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(std::min<int64_t>(vocab, 151643) - 1));
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+class SplitInvariance : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(SplitInvariance, RandomGridSplitsGiveIdenticalBits) {
+  auto model = load_model(tiny_checkpoint(GetParam()), 2);
+  std::mt19937 rng(1234 + static_cast<int>(GetParam()));
+  for (int trial = 0; trial < 3; ++trial) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(65, 260)(rng);
+    auto tokens = random_tokens(rng, n, model->vocab_size());
+    State whole = model->new_state();
+    PrefillOutput ref;
+    PrefillOptions all;
+    all.all_logits = true;
+    ASSERT_TRUE(model->prefill(whole, tokens, all, &ref).is_ok());
+
+    // Random cut points on the grid.
+    std::vector<int64_t> cuts;
+    for (int64_t p = kGrid; p < n; p += kGrid)
+      if (rng() % 2) cuts.push_back(p);
+    cuts.push_back(n);
+    State split = model->new_state();
+    std::vector<float> logits;
+    int64_t at = 0;
+    for (int64_t cut : cuts) {
+      PrefillOutput part;
+      ASSERT_TRUE(model->prefill(split, std::span(tokens).subspan(at, cut - at), all, &part).is_ok());
+      logits.insert(logits.end(), part.logits.begin(), part.logits.end());
+      at = cut;
+    }
+    ASSERT_TRUE(split.check_consistent().is_ok());
+    EXPECT_TRUE(same_bits(logits, ref.logits)) << "n=" << n << " trial " << trial;
+    EXPECT_TRUE(split.bitwise_equal(whole)) << "n=" << n << " trial " << trial;
+  }
+}
+
+TEST_P(SplitInvariance, LastRowLogitsEqualTheAllRowsLogits) {
+  auto model = load_model(tiny_checkpoint(GetParam()));
+  std::mt19937 rng(99);
+  auto tokens = random_tokens(rng, 130, model->vocab_size());
+  State a = model->new_state(), b = model->new_state();
+  PrefillOutput last, all;
+  PrefillOptions opt_all;
+  opt_all.all_logits = true;
+  ASSERT_TRUE(model->prefill(a, tokens, {}, &last).is_ok());
+  ASSERT_TRUE(model->prefill(b, tokens, opt_all, &all).is_ok());
+  const int64_t V = model->vocab_size();
+  std::vector<float> tail(all.logits.end() - V, all.logits.end());
+  EXPECT_TRUE(same_bits(tail, last.logits));
+}
+
+TEST_P(SplitInvariance, ThreadCountDoesNotChangeBits) {
+  auto one = load_model(tiny_checkpoint(GetParam()), 1);
+  auto two = load_model(tiny_checkpoint(GetParam()), 2);
+  std::mt19937 rng(7);
+  auto tokens = random_tokens(rng, 150, one->vocab_size());
+  State a = one->new_state(), b = two->new_state();
+  PrefillOutput oa, ob;
+  ASSERT_TRUE(one->prefill(a, tokens, {}, &oa).is_ok());
+  ASSERT_TRUE(two->prefill(b, tokens, {}, &ob).is_ok());
+  EXPECT_TRUE(same_bits(oa.logits, ob.logits));
+  EXPECT_TRUE(a.bitwise_equal(b));
+}
+
+TEST_P(SplitInvariance, CapturedSnapshotEqualsTheStateOfAShorterPrefill) {
+  auto model = load_model(tiny_checkpoint(GetParam()));
+  std::mt19937 rng(5);
+  auto tokens = random_tokens(rng, 200, model->vocab_size());
+  State full = model->new_state();
+  PrefillOptions opt;
+  opt.capture_positions = {64, 128, 200};
+  PrefillOutput out;
+  ASSERT_TRUE(model->prefill(full, tokens, opt, &out).is_ok());
+  ASSERT_EQ(out.snapshots.size(), 3u);
+  // A model without recurrent components (qwen3) captures empty snapshots.
+  EXPECT_EQ(out.snapshots[0].parts.empty(), !model->schema().has_recurrent());
+  for (const RecurrentSnapshot& snap : out.snapshots) {
+    State shorter = model->new_state();
+    PrefillOutput ignored;
+    ASSERT_TRUE(model->prefill(shorter, std::span(tokens).first(snap.position), {}, &ignored).is_ok());
+    RecurrentSnapshot want = capture_recurrent(shorter);
+    ASSERT_EQ(want.parts.size(), snap.parts.size());
+    for (size_t i = 0; i < want.parts.size(); ++i)
+      EXPECT_TRUE(same_bits(want.parts[i], snap.parts[i])) << "position " << snap.position << " part " << i;
+  }
+}
+
+TEST_P(SplitInvariance, CaptureOffTheGridIsRefused) {
+  auto model = load_model(tiny_checkpoint(GetParam()));
+  std::vector<int32_t> tokens(100, 42);
+  State s = model->new_state();
+  PrefillOptions opt;
+  opt.capture_positions = {70};
+  PrefillOutput out;
+  EXPECT_EQ(model->prefill(s, tokens, opt, &out).code(), Code::kInvalidArgument);
+}
+
+TEST_P(SplitInvariance, DecodeAfterPrefillMatchesPrefillOfOneMoreToken) {
+  auto model = load_model(tiny_checkpoint(GetParam()));
+  std::mt19937 rng(11);
+  auto tokens = random_tokens(rng, 140, model->vocab_size());
+  State a = model->new_state(), b = model->new_state();
+  PrefillOutput pa, pb;
+  ASSERT_TRUE(model->prefill(a, std::span(tokens).first(139), {}, &pa).is_ok());
+  std::vector<float> decoded;
+  ASSERT_TRUE(model->decode(a, tokens[139], &decoded).is_ok());
+  ASSERT_TRUE(model->prefill(b, tokens, {}, &pb).is_ok());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    num += (decoded[i] - pb.logits[i]) * (decoded[i] - pb.logits[i]);
+    den += pb.logits[i] * pb.logits[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 1e-5);
+  EXPECT_EQ(a.position(), b.position());
+}
+
+TEST_P(SplitInvariance, OutOfVocabularyTokenIsAnError) {
+  auto model = load_model(tiny_checkpoint(GetParam()));
+  State s = model->new_state();
+  std::vector<int32_t> tokens = {1, 2, static_cast<int32_t>(model->vocab_size())};
+  PrefillOutput out;
+  Status st = model->prefill(s, tokens, {}, &out);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("index 2"), std::string::npos) << st.message();
+  EXPECT_EQ(s.position(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, SplitInvariance, ::testing::ValuesIn(kAllArchs),
+                         [](const auto& info) { return std::string(arch_name(info.param)); });
+
+}  // namespace
+}  // namespace sb
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
+  return RUN_ALL_TESTS();
+}
