@@ -3,6 +3,7 @@
 // attention restricted to the key blocks an indexer selects.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "model/transformer.h"
 
@@ -69,13 +70,45 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   kernels_->matmul(o.data(), T, a.o, out);
 }
 
+void Transformer::pooled_key(const LayerWeights& w, const float* raw, int64_t b, float* out) const {
+  const ModelConfig& c = config_;
+  const int64_t m = c.index_compress_ratio, dI = c.index_head_dim;
+  std::fill(out, out + dI, 0.0f);
+  for (int64_t s = b * m; s < (b + 1) * m; ++s)
+    for (int64_t i = 0; i < dI; ++i) out[i] += raw[s * dI + i];
+  for (int64_t i = 0; i < dI; ++i) out[i] /= static_cast<float>(m);
+  kernels_->rms_norm(out, 1, dI, w.attn.index_k_norm.data(), static_cast<float>(c.rms_norm_eps), true, out);
+  const int64_t pos = b * m;
+  kernels_->rope(out, 1, 1, dI, std::min(dI, c.rotary_dim()), &pos, c.rope_theta);
+}
+
+Status Transformer::verify_state(const State& state) const {
+  if (!(state.schema() == schema_)) return Status::invalid("state was made for another model");
+  SB_RETURN_IF_ERROR(state.check_consistent());
+  // Derived components must be what their sources give: a pooled table built
+  // from other tokens' keys is as wrong as one of the wrong length.
+  const int64_t dI = config_.index_head_dim;
+  std::vector<float> want(dI);
+  for (const LayerWeights& w : layers_) {
+    if (w.comp_index_pooled < 0) continue;
+    const std::vector<float>& raw = state.buffer(w.comp_index_raw);
+    const std::vector<float>& pooled = state.buffer(w.comp_index_pooled);
+    for (uint64_t b = 0; b < state.rows(w.comp_index_pooled); ++b) {
+      pooled_key(w, raw.data(), static_cast<int64_t>(b), want.data());
+      if (std::memcmp(want.data(), pooled.data() + b * dI, dI * sizeof(float)) != 0)
+        return Status::corruption("component " + schema_.components[w.comp_index_pooled].name + " row " +
+                                  std::to_string(b) + " does not derive from the raw indexer keys of its tokens");
+    }
+  }
+  return Status::ok();
+}
+
 void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn,
                                    std::vector<uint8_t>* mask) const {
   const ModelConfig& c = config_;
   const AttentionWeights& a = w.attn;
   const int64_t T = call.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
   const int64_t rot = std::min(dI, c.rotary_dim());
-  const float eps = static_cast<float>(c.rms_norm_eps);
   State& st = *call.state;
 
   // Raw keys are stored per token, before any norm or RoPE.
@@ -87,13 +120,8 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
   const int64_t end = call.first_pos + T;
   const std::vector<float>& all_raw = st.buffer(w.comp_index_raw);
   for (int64_t b = static_cast<int64_t>(st.rows(w.comp_index_pooled)); (b + 1) * m <= end; ++b) {
-    std::vector<float> pooled(dI, 0.0f);
-    for (int64_t s = b * m; s < (b + 1) * m; ++s)
-      for (int64_t i = 0; i < dI; ++i) pooled[i] += all_raw[s * dI + i];
-    for (float& p : pooled) p /= static_cast<float>(m);
-    kernels_->rms_norm(pooled.data(), 1, dI, a.index_k_norm.data(), eps, true, pooled.data());
-    const int64_t pos = b * m;
-    kernels_->rope(pooled.data(), 1, 1, dI, rot, &pos, c.rope_theta);
+    std::vector<float> pooled(dI);
+    pooled_key(w, all_raw.data(), b, pooled.data());
     st.append_rows(w.comp_index_pooled, pooled);
   }
 

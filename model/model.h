@@ -65,6 +65,11 @@ class Model {
                          PrefillOutput* out) const = 0;
   // Consumes one token with the recurrent form; logits has vocab_size floats.
   virtual Status decode(State& state, int32_t token, std::vector<float>* logits) const = 0;
+
+  // The check after every restore: the State is consistent (runtime/state.h
+  // invariants 1-3) and every derived component equals what its sources give
+  // (a pooled row recomputed from its block's raw keys, bit for bit).
+  virtual Status verify_state(const State& state) const = 0;
 };
 
 }  // namespace sb

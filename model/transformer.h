@@ -76,6 +76,7 @@ class Transformer final : public Model {
   Status prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
                  PrefillOutput* out) const override;
   Status decode(State& state, int32_t token, std::vector<float>* logits) const override;
+  Status verify_state(const State& state) const override;
 
  private:
   Transformer() = default;
@@ -87,6 +88,8 @@ class Transformer final : public Model {
   void logits_for_rows(const float* x, int64_t first_row, int64_t n_rows, float* out) const;
 
   void attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
+  // Pooled indexer key of block b from the raw keys [b*m, (b+1)*m).
+  void pooled_key(const LayerWeights& w, const float* raw, int64_t b, float* out) const;
   void sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn, std::vector<uint8_t>* mask) const;
   void delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
   void ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, float* out) const;
