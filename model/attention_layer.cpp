@@ -1,4 +1,4 @@
-// Gated full attention (spec/model.md 2.4), dense Qwen3 attention (no gate,
+// Gated full attention (docs/model-spec.md 2.4), dense Qwen3 attention (no gate,
 // plain norms), and indexed sparse attention (docs/qsa.md), which is gated
 // attention restricted to the key blocks an indexer selects.
 #include <algorithm>

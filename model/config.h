@@ -1,5 +1,5 @@
 // ModelConfig: everything the runtime needs from a checkpoint's config.json,
-// normalised across the families (spec: ../shared/spec/model.md section 1,
+// normalised across the families (spec: docs/model-spec.md section 1,
 // docs/qsa.md for statebank_qsa).
 //
 // Accepted layouts: flat `qwen3`, `qwen3_next`, `statebank_qsa`; nested

@@ -1,4 +1,4 @@
-// Gated DeltaNet (spec/model.md 2.5): projections, causal conv, L2 norm,
+// Gated DeltaNet (docs/model-spec.md 2.5): projections, causal conv, L2 norm,
 // gates, the delta rule on the absolute 64-token grid, gated RMSNorm.
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Feed-forward blocks: the SwiGLU MLP and the sparse mixture of experts with
-// a sigmoid-gated shared expert (spec/model.md 2.6).
+// a sigmoid-gated shared expert (docs/model-spec.md 2.6).
 #include <algorithm>
 #include <cmath>
 #include <numeric>

@@ -1,4 +1,4 @@
-// The gated delta rule (spec/model.md 2.5 (6) and (8)), per value head.
+// The gated delta rule (docs/model-spec.md 2.5 (6) and (8)), per value head.
 //
 // Chunked form for prefill: one call is one chunk of the absolute 64-token
 // grid, so a prefill split at grid multiples runs exactly the same chunks.

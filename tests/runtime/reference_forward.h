@@ -1,5 +1,5 @@
 // An independent, deliberately naive forward pass in double precision,
-// written from ../shared/spec/model.md and docs/qsa.md token by token with
+// written from docs/model-spec.md and docs/qsa.md token by token with
 // plain loops: no kernels, no chunking, no shared code with model/ beyond the
 // weight binding. Each numbered rule of the spec that reimplementations get
 // wrong can be switched off (Rules), so a test can show that breaking it

@@ -1,0 +1,378 @@
+#include "model/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "model/safetensors_format.h"
+
+namespace sb {
+
+using nlohmann::json;
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// ---- float conversions -----------------------------------------------------
+
+float bf16_to_f32(uint16_t v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t f32_to_bf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN, sign kept
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float f16_to_f32(uint16_t v) {
+  uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16;
+  uint32_t exp = (v >> 10) & 0x1fu;
+  uint32_t mant = v & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {
+    // Subnormal half: normalise into a float.
+    int shift = 0;
+    while (!(mant & 0x400u)) {
+      mant <<= 1;
+      ++shift;
+    }
+    mant &= 0x3ffu;
+    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t f32_to_f16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u | static_cast<uint16_t>((abs >> 13) & 0x3ffu);
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity (>= 65520)
+  if (abs < 0x38800000u) {
+    // Subnormal or zero half: value = abs_f / 2^-24, rounded to nearest even.
+    if (abs < 0x33000000u) return sign;  // below half the smallest subnormal
+    uint32_t exp = abs >> 23;
+    uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exp;  // 113 - exp + 13
+    uint32_t q = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return sign | static_cast<uint16_t>(q);
+  }
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
+}
+
+// ---- container format ------------------------------------------------------
+
+const char* safetensors_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
+  }
+  return "?";
+}
+
+uint64_t safetensors_nbytes(const SafetensorsEntry& e) {
+  uint64_t n = dtype_size(e.dtype);
+  for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+std::string safetensors_header(const std::vector<SafetensorsEntry>& entries) {
+  nlohmann::ordered_json h;
+  h["__metadata__"] = {{"format", "pt"}};
+  uint64_t offset = 0;
+  for (const auto& e : entries) {
+    uint64_t n = safetensors_nbytes(e);
+    h[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string text = h.dump();
+  while (text.size() % 8 != 0) text.push_back(' ');
+  std::string out(8, '\0');
+  uint64_t len = text.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  return out + text;
+}
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            std::vector<uint8_t> bytes) {
+  entries_.push_back({name, dtype, std::move(shape), std::move(bytes)});
+}
+
+Status SafetensorsWriter::write(const std::string& path) const {
+  std::vector<SafetensorsEntry> specs;
+  for (const auto& e : entries_) {
+    SafetensorsEntry s{e.name, e.dtype, e.shape};
+    if (safetensors_nbytes(s) != e.bytes.size())
+      return Status::invalid("tensor " + e.name + " for " + path + " has " + std::to_string(e.bytes.size()) +
+                             " bytes, its shape needs " + std::to_string(safetensors_nbytes(s)));
+    specs.push_back(std::move(s));
+  }
+  std::string header = safetensors_header(specs);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return Status::io_error(path + ": cannot create: " + std::strerror(errno));
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  for (const auto& e : entries_)
+    if (ok && !e.bytes.empty()) ok = std::fwrite(e.bytes.data(), 1, e.bytes.size(), f) == e.bytes.size();
+  if (std::fclose(f) != 0) ok = false;
+  if (!ok) return Status::io_error(path + ": write failed: " + std::strerror(errno));
+  return Status::ok();
+}
+
+// ---- reader ----------------------------------------------------------------
+
+struct Checkpoint::Mapping {
+  std::string file;  // name inside the directory
+  const uint8_t* base = nullptr;
+  uint64_t size = 0;
+  ~Mapping() {
+    if (base) munmap(const_cast<uint8_t*>(base), size);
+  }
+};
+
+Checkpoint::~Checkpoint() = default;
+
+const TensorView* Checkpoint::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Parses one shard's header into views over its mapped bytes.
+Status parse_shard(const uint8_t* base, uint64_t size, const std::string& file,
+                   std::map<std::string, TensorView>* out) {
+  if (size < 8)
+    return Status::corruption("file " + file + " is truncated: " + std::to_string(size) +
+                              " bytes, less than the 8-byte header length");
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(base[i]) << (8 * i);
+  if (hlen > size - 8)
+    return Status::corruption("file " + file + ": header length " + std::to_string(hlen) +
+                              " runs past the end of the file (" + std::to_string(size) + " bytes; truncated?)");
+  const char* text = reinterpret_cast<const char*>(base + 8);
+  json h = json::parse(text, text + hlen, nullptr, /*allow_exceptions=*/false);
+  if (h.is_discarded() || !h.is_object())
+    return Status::corruption("file " + file + ": header is not a JSON object");
+  const uint64_t data_begin = 8 + hlen;
+  const uint64_t data_size = size - data_begin;
+  struct Range {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") continue;
+    const json& e = it.value();
+    const std::string where = "tensor " + name + " in file " + file;
+    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+        !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2)
+      return Status::corruption(where + ": header entry needs dtype, shape and two data_offsets");
+    std::string dt = e["dtype"].get<std::string>();
+    TensorView v;
+    v.name = name;
+    v.file = file;
+    if (dt == "F32") v.dtype = DType::kF32;
+    else if (dt == "BF16") v.dtype = DType::kBF16;
+    else if (dt == "F16") v.dtype = DType::kF16;
+    else return Status::unsupported(where + " has unsupported dtype " + dt + " (F32, BF16, F16 are accepted)");
+    uint64_t numel = 1;
+    for (const json& d : e["shape"]) {
+      if (!d.is_number_unsigned()) return Status::corruption(where + ": shape " + e["shape"].dump() + " is not a list of sizes");
+      uint64_t x = d.get<uint64_t>();
+      if (x != 0 && numel > (uint64_t{1} << 50) / x) return Status::corruption(where + ": shape " + e["shape"].dump() + " is too large");
+      numel *= x;
+      v.shape.push_back(static_cast<int64_t>(x));
+    }
+    const json& off = e["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      return Status::corruption(where + ": data_offsets " + off.dump() + " are not byte offsets");
+    uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
+    if (b > en) return Status::corruption(where + ": data_offsets " + off.dump() + " end before they begin");
+    if (en > data_size)
+      return Status::corruption(where + ": data_offsets " + off.dump() + " run past the end of the data (" +
+                                std::to_string(data_size) + " bytes; file truncated or header wrong)");
+    uint64_t want = numel * dtype_size(v.dtype);
+    if (en - b != want)
+      return Status::corruption(where + ": data_offsets " + off.dump() + " span " + std::to_string(en - b) +
+                                " bytes, but shape " + shape_text(v.shape) + " of " + dt + " needs " + std::to_string(want));
+    v.data = base + data_begin + b;
+    v.nbytes = want;
+    ranges.push_back({b, en, name});
+    if (out->count(name)) return Status::corruption(where + " also appears in file " + (*out)[name].file);
+    (*out)[name] = std::move(v);
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].begin < ranges[i - 1].end)
+      return Status::corruption("tensor " + ranges[i].name + " in file " + file + ": data_offsets overlap those of tensor " +
+                                ranges[i - 1].name);
+  }
+  return Status::ok();
+}
+
+Status map_file(const std::string& path, const uint8_t** base, uint64_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::io_error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Status s = Status::io_error(path + ": stat failed: " + std::strerror(errno));
+    ::close(fd);
+    return s;
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  *base = nullptr;
+  if (*size > 0) {
+    void* p = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      Status s = Status::io_error(path + ": mmap failed: " + std::strerror(errno));
+      ::close(fd);
+      return s;
+    }
+    *base = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out) {
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  const std::string single = dir + "/model.safetensors";
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  std::map<std::string, std::string> weight_map;  // tensor -> shard, when sharded
+  std::vector<std::string> files;
+  const bool sharded = !file_exists(single);
+  if (!sharded) {
+    files.push_back("model.safetensors");
+  } else {
+    if (!file_exists(index_path))
+      return Status::not_found(dir + ": no model.safetensors or model.safetensors.index.json");
+    std::ifstream in(index_path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json idx = json::parse(ss.str(), nullptr, false);
+    if (idx.is_discarded() || !idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
+      return Status::corruption("file model.safetensors.index.json in " + dir + " is not JSON with a weight_map object");
+    std::set<std::string> shard_set;
+    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+      if (!it.value().is_string())
+        return Status::corruption("tensor " + it.key() + " in file model.safetensors.index.json: shard name is not a string");
+      std::string shard = it.value().get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+        return Status::corruption("tensor " + it.key() + " in file model.safetensors.index.json: bad shard name '" + shard + "'");
+      if (!file_exists(dir + "/" + shard))
+        return Status::not_found("tensor " + it.key() + " in file model.safetensors.index.json: shard " + shard +
+                                 " is missing from " + dir);
+      weight_map[it.key()] = shard;
+      shard_set.insert(shard);
+    }
+    if (shard_set.empty()) return Status::corruption("file model.safetensors.index.json in " + dir + " lists no tensors");
+    files.assign(shard_set.begin(), shard_set.end());
+  }
+  XXH3_state_t* hs = XXH3_createState();
+  XXH3_128bits_reset(hs);
+  Status status;
+  for (const std::string& file : files) {
+    auto m = std::make_unique<Mapping>();
+    m->file = file;
+    status = map_file(dir + "/" + file, &m->base, &m->size);
+    if (!status.is_ok()) break;
+    ck->mappings_.push_back(std::move(m));
+    const Mapping& mm = *ck->mappings_.back();
+    std::map<std::string, TensorView> views;
+    status = parse_shard(mm.base, mm.size, file, &views);
+    if (!status.is_ok()) break;
+    for (auto& [name, v] : views) {
+      if (sharded) {
+        auto it = weight_map.find(name);
+        if (it == weight_map.end()) {
+          status = Status::corruption("tensor " + name + " in file " + file +
+                                      " is not listed in model.safetensors.index.json");
+          break;
+        }
+        if (it->second != file) {
+          status = Status::corruption("tensor " + name + " in file " + file +
+                                      ": model.safetensors.index.json places it in " + it->second);
+          break;
+        }
+      }
+      if (ck->tensors_.count(name)) {
+        status = Status::corruption("tensor " + name + " in file " + file + " also appears in file " +
+                                    ck->tensors_[name].file);
+        break;
+      }
+      ck->tensors_[name] = std::move(v);
+    }
+    if (!status.is_ok()) break;
+    XXH3_128bits_update(hs, mm.base, mm.size);
+  }
+  XXH128_hash_t hash = XXH3_128bits_digest(hs);
+  XXH3_freeState(hs);
+  SB_RETURN_IF_ERROR(status);
+  for (const auto& [name, shard] : weight_map) {
+    if (!ck->tensors_.count(name))
+      return Status::corruption("tensor " + name + " in file " + shard +
+                                " is missing (model.safetensors.index.json lists it there)");
+  }
+  XXH128_canonical_t canon;
+  XXH128_canonicalFromHash(&canon, hash);
+  static const char* hex = "0123456789abcdef";
+  for (unsigned char b : canon.digest) {
+    ck->digest_.push_back(hex[b >> 4]);
+    ck->digest_.push_back(hex[b & 15]);
+  }
+  *out = std::move(ck);
+  return Status::ok();
+}
+
+}  // namespace sb
