@@ -20,8 +20,9 @@
 
 namespace sb {
 
-// Why an object is kept; eviction drops lower roles first (docs/bank.md,
-// "Snapshots: where and how many"; the exact order is in bank/ram_tier.h).
+// Why an object is kept (docs/bank.md, "Snapshots: where and how many").
+// The RAM tier's exact eviction order, which uses the role together with the
+// chain structure, is written in bank/ram_tier.h.
 enum class ObjectRole : uint8_t {
   kBlock = 0,
   kSnapshotInterval = 1,   // every S-th block boundary

@@ -1,7 +1,211 @@
+// `statebank bank stats|ls|verify|gc [--bank-dir DIR] [--json]`: inspect,
+// check and clean an SSD bank directory (bank/ssd_tier.h).
+//
+// stats and ls open the bank read-only (a shared lock: they are refused
+// while a server writes to it). verify and gc open it for writing: verify
+// reads every object and quarantines the damaged ones; gc removes temporary
+// and quarantined files and, with --budget, evicts in the tier's eviction
+// order until the bank fits.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bank/format.h"
+#include "bank/ssd_tier.h"
+#include "cli/args.h"
 #include "cli/commands.h"
 
 namespace sb {
+namespace {
 
-int cmd_bank(int argc, char** argv) { return fail("bank", "not built yet"); }
+const char* kUsage = "usage: statebank bank stats|ls|verify|gc [--bank-dir DIR] [--json] [--budget SIZE (gc)]";
+
+std::string default_bank_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return std::string(xdg) + "/statebank/bank";
+  const char* home = std::getenv("HOME");
+  if (home && *home) return std::string(home) + "/.cache/statebank/bank";
+  return "";
+}
+
+const char* role_name(ObjectRole r) {
+  switch (r) {
+    case ObjectRole::kBlock: return "block";
+    case ObjectRole::kSnapshotInterval: return "interval";
+    case ObjectRole::kSnapshotPromptEnd: return "prompt-end";
+    case ObjectRole::kSnapshotMessage: return "message";
+  }
+  return "?";
+}
+
+std::string human(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+nlohmann::json stats_json(const SsdTier& t) {
+  SsdStats s = t.ssd_stats();
+  return {{"bank_dir", t.dir()},
+          {"objects", s.tier.blocks + s.tier.snapshots},
+          {"blocks", s.tier.blocks},
+          {"snapshots", s.tier.snapshots},
+          {"bytes", s.tier.bytes},
+          {"quarantine_files", s.quarantine_files},
+          {"quarantine_bytes", s.quarantine_bytes},
+          {"quarantined_now", s.quarantined},
+          {"temporary_files_removed", s.temp_removed},
+          {"temporary_files_left", s.temp_left},
+          {"ignored_files", s.ignored_files}};
+}
+
+int run_stats(const SsdTier& t, bool json) {
+  nlohmann::json j = stats_json(t);
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("bank directory    %s\n", t.dir().c_str());
+  std::printf("objects           %llu (%llu blocks, %llu snapshots)\n", (unsigned long long)j["objects"],
+              (unsigned long long)j["blocks"], (unsigned long long)j["snapshots"]);
+  std::printf("bytes             %llu (%s)\n", (unsigned long long)j["bytes"], human(j["bytes"]).c_str());
+  std::printf("quarantine        %llu files, %llu bytes\n", (unsigned long long)j["quarantine_files"],
+              (unsigned long long)j["quarantine_bytes"]);
+  std::printf("temporary files   %llu\n", (unsigned long long)j["temporary_files_left"]);
+  std::printf("ignored files     %llu (foreign or newer format)\n", (unsigned long long)j["ignored_files"]);
+  return 0;
+}
+
+nlohmann::json entry_json(const SsdEntry& e) {
+  return {{"kind", kind_tag(e.kind)}, {"key", key_to_hex(e.key)}, {"bytes", e.bytes},
+          {"position", e.position},   {"role", role_name(e.role)}};
+}
+
+int run_ls(const SsdTier& t, bool json) {
+  auto entries = t.list();
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& e : entries) arr.push_back(entry_json(e));
+    std::printf("%s\n", arr.dump(2).c_str());
+    return 0;
+  }
+  // Eviction order: the first line is the next victim.
+  std::printf("%-8s %-32s %12s %10s %s\n", "kind", "key", "bytes", "position", "role");
+  for (const auto& e : entries)
+    std::printf("%-8s %-32s %12llu %10lld %s\n", kind_tag(e.kind), key_to_hex(e.key).c_str(),
+                (unsigned long long)e.bytes, (long long)e.position, role_name(e.role));
+  return 0;
+}
+
+int run_verify(SsdTier& t, bool json) {
+  auto entries = t.list();
+  uint64_t ok = 0;
+  nlohmann::json failed = nlohmann::json::array();
+  // Batches keep memory bounded while reads run in parallel.
+  const size_t kBatch = 16;
+  for (size_t at = 0; at < entries.size(); at += kBatch) {
+    std::vector<SsdRead> reads;
+    for (size_t i = at; i < std::min(entries.size(), at + kBatch); ++i)
+      reads.push_back(SsdRead{entries[i].kind, entries[i].key, nullptr, Status()});
+    t.get_many(reads);
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (reads[i].status.is_ok()) {
+        ++ok;
+      } else {
+        nlohmann::json f = entry_json(entries[at + i]);
+        f["error"] = reads[i].status.to_string();
+        failed.push_back(f);
+      }
+    }
+  }
+  if (json) {
+    nlohmann::json j = {{"checked", entries.size()}, {"ok", ok}, {"failed", failed}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    for (const auto& f : failed)
+      std::printf("FAILED %s %s: %s\n", f["kind"].get<std::string>().c_str(), f["key"].get<std::string>().c_str(),
+                  f["error"].get<std::string>().c_str());
+    std::printf("checked %zu objects: %llu ok, %zu failed (moved to quarantine/)\n", entries.size(),
+                (unsigned long long)ok, failed.size());
+  }
+  return failed.empty() ? 0 : 1;
+}
+
+int run_gc(SsdTier& t, bool json, bool has_budget, uint64_t budget) {
+  uint64_t qfiles = 0, qbytes = 0, evicted = 0, ebytes = 0;
+  Status s = t.clear_quarantine(&qfiles, &qbytes);
+  if (!s.is_ok()) return fail("bank", "gc: " + s.to_string());
+  if (has_budget) {
+    s = t.evict_to(budget, &evicted, &ebytes);
+    if (!s.is_ok()) return fail("bank", "gc: " + s.to_string());
+  }
+  SsdStats st = t.ssd_stats();
+  if (json) {
+    nlohmann::json j = {{"temporary_files_removed", st.temp_removed},
+                        {"quarantine_files_removed", qfiles},
+                        {"quarantine_bytes_removed", qbytes},
+                        {"evicted_objects", evicted},
+                        {"evicted_bytes", ebytes},
+                        {"objects", st.tier.blocks + st.tier.snapshots},
+                        {"bytes", st.tier.bytes}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("removed %llu temporary files, %llu quarantined files (%s)", (unsigned long long)st.temp_removed,
+                (unsigned long long)qfiles, human(qbytes).c_str());
+    if (has_budget)
+      std::printf(", evicted %llu objects (%s) to fit %s", (unsigned long long)evicted, human(ebytes).c_str(),
+                  human(budget).c_str());
+    std::printf("; %llu objects, %s left\n", (unsigned long long)(st.tier.blocks + st.tier.snapshots),
+                human(st.tier.bytes).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bank(int argc, char** argv) {
+  Args args({"bank-dir", "budget"}, {"json"});
+  Status s = args.parse(argc, argv);
+  if (!s.is_ok()) return fail("bank", s.message() + "\n" + kUsage);
+  if (args.positional().size() != 1) return fail("bank", kUsage);
+  const std::string action = args.positional()[0];
+  if (action != "stats" && action != "ls" && action != "verify" && action != "gc")
+    return fail("bank", "unknown action '" + action + "'\n" + kUsage);
+  uint64_t budget = 0;
+  const bool has_budget = args.has("budget");
+  if (has_budget) {
+    if (action != "gc") return fail("bank", "--budget only applies to gc");
+    s = args.get_size("budget", 0, &budget);
+    if (!s.is_ok()) return fail("bank", s.message());
+  }
+  SsdOptions o;
+  o.dir = args.get("bank-dir", default_bank_dir());
+  if (o.dir.empty()) return fail("bank", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
+  const bool json = args.has("json");
+  o.mode = (action == "stats" || action == "ls") ? SsdMode::kReadOnly : SsdMode::kOn;
+  o.log = [](const std::string& m) { std::fprintf(stderr, "statebank bank: %s\n", m.c_str()); };
+  if (o.mode == SsdMode::kOn) {
+    // verify and gc clean a bank; they never create one.
+    FileInfo info;
+    if (!posix_fs()->stat(o.dir, &info).is_ok() || !info.is_dir) return fail("bank", "no bank directory at " + o.dir);
+  }
+  std::unique_ptr<SsdTier> t;
+  s = SsdTier::open(o, &t);
+  if (!s.is_ok()) return fail("bank", s.message());
+  if (action == "stats") return run_stats(*t, json);
+  if (action == "ls") return run_ls(*t, json);
+  if (action == "verify") return run_verify(*t, json);
+  return run_gc(*t, json, has_budget, budget);
+}
 
 }  // namespace sb

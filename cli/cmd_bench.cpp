@@ -1,7 +1,298 @@
+// statebank bench agent: the agent workload (bench/agent_workload.h) on a
+// generated or given checkpoint, with a markdown report, a per-request CSV
+// and, when gnuplot is installed, PNG plots (tools/bench/agent_plots.gp).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "bench/agent_report.h"
+#include "bench/agent_workload.h"
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "model/demo.h"
+#include "model/gen_model.h"
+#include "model/model.h"
 
 namespace sb {
+namespace {
 
-int cmd_bench(int argc, char** argv) { return fail("bench", "not built yet"); }
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "usage: statebank bench agent [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
+    "         [--prefix-tokens 8192] [--project-tokens 1024] [--message-tokens 40] [--reply-tokens 32]\n"
+    "         [--projects 3] [--turns 2] [--turns-after 1] [--block-tokens 256] [--snapshot-every 2048]\n"
+    "         [--threads 2] [--ram-bytes 8G] [--seed 1] [--work-dir DIR] [--keep-bank]\n"
+    "         [--report FILE.md] [--csv FILE.csv] [--plot-script FILE] [--no-plots]";
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return Status::io_error("cannot write " + tmp);
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::io_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return Status::ok();
+}
+
+// The checkpoint of (arch, preset) under the cache, generated once (to a
+// temporary sibling, renamed into place).
+Status ensure_bench_model(const std::string& cache_dir, const std::string& arch_name, const std::string& preset,
+                          std::string* dir) {
+  Arch arch;
+  ModelConfig config;
+  SB_RETURN_IF_ERROR(parse_arch(arch_name, &arch));
+  SB_RETURN_IF_ERROR(preset_config(arch, preset, &config));
+  const std::string recipe = "statebank bench model v1: " + arch_name + " " + preset + " seed 0 bf16\n";
+  const fs::path target = fs::path(cache_dir) / ("bench-" + arch_name + "-" + preset);
+  *dir = target.string();
+  std::error_code ec;
+  if (read_text(target / "bench_recipe") == recipe && fs::is_regular_file(target / "config.json", ec)) return Status::ok();
+  std::fprintf(stderr, "statebank bench: generating the %s %s checkpoint in %s (once)\n", arch_name.c_str(),
+               preset.c_str(), target.c_str());
+  std::string tokenizer;
+  SB_RETURN_IF_ERROR(find_tokenizer_dir("", &tokenizer));
+  const fs::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  SB_RETURN_IF_ERROR(write_random_checkpoint(config, 0, DType::kBF16, tokenizer, tmp.string()));
+  SB_RETURN_IF_ERROR(write_text((tmp / "bench_recipe").string(), recipe));
+  fs::remove_all(target, ec);
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    if (read_text(target / "bench_recipe") != recipe)
+      return Status::io_error("cannot move the generated checkpoint to " + target.string());
+  }
+  return Status::ok();
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+std::string quote_arg(const std::string& a) {
+  if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./:,+") ==
+                        std::string::npos)
+    return a;
+  std::string out = "'";
+  for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (!path) return false;
+  std::string p = path;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = p.find(':', start);
+    const std::string d = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!d.empty() && ::access((d + "/" + name).c_str(), X_OK) == 0) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+// tools/bench/agent_plots.gp in a parent of the executable or of the
+// working directory.
+std::string find_plot_script() {
+  std::error_code ec;
+  for (fs::path start : {fs::read_symlink("/proc/self/exe", ec).parent_path(), fs::current_path(ec)}) {
+    for (fs::path d = start; !d.empty(); d = d.parent_path()) {
+      const fs::path f = d / "tools/bench/agent_plots.gp";
+      if (fs::is_regular_file(f, ec)) return f.string();
+      if (d == d.parent_path()) break;
+    }
+  }
+  return "";
+}
+
+// Empty on success, else why there are no plots.
+std::string make_plots(const std::string& script, const std::string& csv, const std::string& ttft_png,
+                       const std::string& bytes_png) {
+  if (!on_path("gnuplot")) return "gnuplot is not installed (apt-get install gnuplot-nox), so no plots were drawn";
+  if (script.empty()) return "tools/bench/agent_plots.gp was not found, so no plots were drawn";
+  for (const auto& p : {csv, ttft_png, bytes_png})
+    if (p.find('\'') != std::string::npos || p.find('"') != std::string::npos)
+      return "a path holds a quote character, so no plots were drawn";
+  const std::string vars = "csv='" + csv + "'; ttft_png='" + ttft_png + "'; bytes_png='" + bytes_png + "'";
+  const std::string cmd = "gnuplot -e " + quote_arg(vars) + " " + quote_arg(script) + " 1>&2";
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) return "gnuplot failed (" + cmd + ")";
+  return "";
+}
+
+int bench_agent(int argc, char** argv) {
+  Args args({"model", "arch", "preset", "cache-dir", "prefix-tokens", "project-tokens", "message-tokens",
+             "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads",
+             "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script"},
+            {"keep-bank", "no-plots"});
+  Status s = args.parse(argc, argv);
+  if (!s) return fail("bench", s.message() + " (statebank bench --help)");
+  if (!args.positional().empty())
+    return fail("bench", "unexpected argument '" + args.positional()[0] + "' (statebank bench --help)");
+  AgentWorkloadOptions o;
+  int64_t projects, turns, turns_after, block, threads, seed;
+  if (!(s = args.get_int("prefix-tokens", 8192, 1, 1 << 24, &o.prefix_tokens)) ||
+      !(s = args.get_int("project-tokens", 1024, 0, 1 << 24, &o.project_tokens)) ||
+      !(s = args.get_int("message-tokens", 40, 1, 1 << 20, &o.message_tokens)) ||
+      !(s = args.get_int("reply-tokens", 32, 1, 1 << 16, &o.reply_tokens)) ||
+      !(s = args.get_int("projects", 3, 1, 1000, &projects)) || !(s = args.get_int("turns", 2, 1, 1000, &turns)) ||
+      !(s = args.get_int("turns-after", 1, 0, 1000, &turns_after)) ||
+      !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block)) ||
+      !(s = args.get_int("snapshot-every", 2048, 0, 1 << 30, &o.snapshot_every)) ||
+      !(s = args.get_int("threads", 2, 1, 256, &threads)) || !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
+      !(s = args.get_size("ram-bytes", 8ull << 30, &o.ram_bytes)))
+    return fail("bench", s.message());
+  o.projects = static_cast<int>(projects);
+  o.turns = static_cast<int>(turns);
+  o.turns_after = static_cast<int>(turns_after);
+  o.block_tokens = static_cast<uint32_t>(block);
+  o.seed = static_cast<uint64_t>(seed);
+  o.progress = [](const std::string& line) { std::fprintf(stderr, "statebank bench: %s\n", line.c_str()); };
+
+  const std::string cache_base = fs::path(demo_model_dir()).parent_path().string();
+  const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
+  std::string model_dir, model_desc;
+  if (args.has("model")) {
+    if (args.has("preset") || args.has("arch")) return fail("bench", "give --model or --arch/--preset, not both");
+    if (!(s = resolve_model_dir(args.get("model"), &model_dir))) return fail("bench", s.to_string());
+    model_desc = "`" + model_dir + "`";
+  } else {
+    if (!(s = ensure_bench_model(args.get("cache-dir", cache_base), arch, preset, &model_dir)))
+      return fail("bench", s.to_string());
+    model_desc = arch + " preset " + preset + " (random weights, bf16, seed 0)";
+  }
+  std::unique_ptr<Model> model;
+  RuntimeOptions ro;
+  ro.threads = static_cast<int>(threads);
+  if (!(s = Model::load(model_dir, ro, &model))) return fail("bench", s.to_string());
+
+  const fs::path work = args.get("work-dir", (fs::path(cache_base).parent_path() / "bench").string());
+  const fs::path run_dir = work / ("agent-" + std::to_string(::getpid()));
+  std::error_code ec;
+  if (fs::exists(run_dir, ec)) fs::remove_all(run_dir, ec);
+  o.bank_dir = (run_dir / "bank").string();
+  o.dd_file = (run_dir / "dd-baseline.bin").string();
+
+  // Output paths, checked before the long run.
+  const std::string report = args.get("report");
+  std::string csv = args.get("csv");
+  if (csv.empty() && !report.empty()) csv = (fs::path(report).replace_extension(".csv")).string();
+  for (const auto& p : {report, csv}) {
+    if (p.empty()) continue;
+    const fs::path parent = fs::path(p).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    if (!parent.empty() && !fs::is_directory(parent, ec)) return fail("bench", "cannot create " + parent.string());
+  }
+
+  std::fprintf(stderr, "statebank bench: agent workload on %s, %lld threads, bank in %s\n", model_dir.c_str(),
+               static_cast<long long>(threads), o.bank_dir.c_str());
+  AgentResult result;
+  s = run_agent_workload(*model, o, &result);
+  if (!args.has("keep-bank")) fs::remove_all(run_dir, ec);
+  if (!s) return fail("bench", s.to_string());
+
+  AgentReportContext c;
+  c.command = "tools/statebank.sh bench agent";
+  for (int i = 1; i < argc; ++i) c.command += " " + quote_arg(argv[i]);
+  c.model = model_desc;
+  c.fingerprint = model->fingerprint();
+  c.machine = cpu_name() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";
+  c.date = utc_now();
+  c.bank_dir = o.bank_dir;
+  c.threads = static_cast<int>(threads);
+  if (!csv.empty()) {
+    if (!(s = write_text(csv, agent_csv(result)))) return fail("bench", s.to_string());
+    const fs::path base = report.empty() ? fs::path(csv).parent_path() : fs::path(report).parent_path();
+    c.csv_name = fs::relative(fs::absolute(csv), fs::absolute(base.empty() ? "." : base), ec).string();
+    if (c.csv_name.empty()) c.csv_name = csv;
+    if (args.has("no-plots")) {
+      c.plots_note = "Plots were not drawn (--no-plots).";
+    } else {
+      const fs::path stem = fs::path(report.empty() ? csv : report).replace_extension("");
+      const std::string ttft_png = stem.string() + "_ttft.png", bytes_png = stem.string() + "_bytes.png";
+      const std::string script = args.get("plot-script", find_plot_script());
+      const std::string why = make_plots(script, csv, ttft_png, bytes_png);
+      if (why.empty()) {
+        c.plots.push_back({"time to first token per request, cold and warm", fs::path(ttft_png).filename().string()});
+        c.plots.push_back({"bank bytes on disk as the conversations grow", fs::path(bytes_png).filename().string()});
+      } else {
+        c.plots_note = why + "; `tools/bench/plot_agent.sh " + csv + "` draws them later.";
+        std::fprintf(stderr, "statebank bench: %s\n", why.c_str());
+      }
+    }
+  } else {
+    c.csv_name = "(no CSV: give --csv or --report)";
+  }
+  const std::string md = agent_markdown(result, o, c);
+  if (report.empty()) {
+    std::fputs(md.c_str(), stdout);
+  } else {
+    if (!(s = write_text(report, md))) return fail("bench", s.to_string());
+    std::fprintf(stderr, "statebank bench: wrote %s%s%s\n", report.c_str(), csv.empty() ? "" : " and ", csv.c_str());
+  }
+  const AgentSummary sum = summarize(result);
+  std::fprintf(stderr,
+               "statebank bench: %d of %d bank responses equal to bypass; warm RAM %.1f %%, warm SSD %.1f %% of cold; "
+               "restore %.2f GB/s vs dd %.2f GB/s; dedup %.2f; %.0f s\n",
+               sum.equal, sum.requests, 100 * sum.ram_ratio, 100 * sum.ssd_ratio, sum.restore_gbps, sum.dd_gbps,
+               sum.dedup_ratio, result.wall_seconds);
+  if (!result.mismatches.empty()) {
+    for (const auto& m : result.mismatches) std::fprintf(stderr, "statebank bench: MISMATCH %s\n", m.c_str());
+    std::fprintf(stderr, "statebank bench: FAILED: %zu bank responses differ from the bypass run\n",
+                 result.mismatches.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  if (argc < 2) return fail("bench", "which benchmark? (agent; statebank bench --help)");
+  const std::string which = argv[1];
+  if (which == "agent") return bench_agent(argc - 1, argv + 1);
+  if (which == "--help" || which == "-h") {
+    std::printf("%s\n", kUsage);
+    return 0;
+  }
+  return fail("bench", "unknown benchmark '" + which + "' (agent; statebank bench --help)");
+}
 
 }  // namespace sb

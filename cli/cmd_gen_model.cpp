@@ -1,7 +1,42 @@
+// statebank gen-model: writes a deterministic random-weight checkpoint.
+#include <cstdint>
+#include <cstdio>
+
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "model/gen_model.h"
 
 namespace sb {
 
-int cmd_gen_model(int argc, char** argv) { return fail("gen-model", "not built yet"); }
+int cmd_gen_model(int argc, char** argv) {
+  const char* cmd = "gen-model";
+  Args args({"arch", "preset", "seed", "dtype", "tokenizer"}, {});
+  if (Status s = args.parse(argc, argv); !s) return fail(cmd, s.message());
+  if (args.positional().size() != 1)
+    return fail(cmd,
+                "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|statebank_qsa "
+                "--preset tiny|small|0.8b [--seed N] [--dtype bf16|f32] [--tokenizer DIR] OUT_DIR");
+  if (!args.has("arch")) return fail(cmd, "--arch is required");
+  if (!args.has("preset")) return fail(cmd, "--preset is required");
+  Arch arch;
+  if (Status s = parse_arch(args.get("arch"), &arch); !s) return fail(cmd, s.message());
+  ModelConfig config;
+  if (Status s = preset_config(arch, args.get("preset"), &config); !s) return fail(cmd, s.message());
+  int64_t seed = 0;
+  if (Status s = args.get_int("seed", 0, 0, INT64_MAX, &seed); !s) return fail(cmd, s.message());
+  std::string dtype_name = args.get("dtype", "bf16");
+  DType dtype;
+  if (dtype_name == "bf16") dtype = DType::kBF16;
+  else if (dtype_name == "f32") dtype = DType::kF32;
+  else return fail(cmd, "--dtype must be bf16 or f32, got '" + dtype_name + "'");
+  std::string tokenizer_dir;
+  if (Status s = find_tokenizer_dir(args.get("tokenizer"), &tokenizer_dir); !s) return fail(cmd, s.message());
+  const std::string out = args.positional()[0];
+  if (Status s = write_random_checkpoint(config, static_cast<uint64_t>(seed), dtype, tokenizer_dir, out); !s)
+    return fail(cmd, s.message());
+  std::printf("wrote %s (%s, preset %s, seed %lld, %s)\n", out.c_str(), arch_name(arch), args.get("preset").c_str(),
+              static_cast<long long>(seed), dtype_name.c_str());
+  return 0;
+}
 
 }  // namespace sb

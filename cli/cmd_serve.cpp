@@ -1,7 +1,185 @@
+// statebank serve: the OpenAI-compatible HTTP server (server/server.h).
+//
+// Signals: SIGTERM and SIGINT are taken by one thread (blocked everywhere
+// else); the server then finishes the requests it accepted, stops listening,
+// flushes the bank's SSD write queue within --shutdown-deadline, and the
+// process exits 0.
+//
+// Exposure: the server binds 127.0.0.1 unless --host says otherwise. A host
+// that is not a loopback address needs an API key (--api-key or
+// --api-key-file), or --insecure-no-key to serve an open port on purpose.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "bank/ssd_tier.h"
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "server/engine_backend.h"
+#include "server/server.h"
 
 namespace sb {
+namespace {
 
-int cmd_serve(int argc, char** argv) { return fail("serve", "not built yet"); }
+const char* kUsage =
+    "usage: statebank serve --model DIR|demo [--host 127.0.0.1] [--port 8000] [--bank-dir DIR] [--ram-bank SIZE] "
+    "[--ssd-bank SIZE] [--ssd on|off|read-only] [--block-tokens 256] [--snapshot-every 2048] [--threads N] "
+    "[--api-key KEY | --api-key-file FILE] [--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
+    "[--workers N] [--max-queue N] [--max-tokens-limit N] [--shutdown-deadline SECONDS] [--insecure-no-key]";
+
+std::string default_bank_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";
+  return "";
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::string base_name(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  size_t slash = d.rfind('/');
+  return slash == std::string::npos ? d : d.substr(slash + 1);
+}
+
+Status read_key_file(const std::string& path, std::string* key) {
+  std::ifstream in(path);
+  if (!in) return Status::io_error("cannot read --api-key-file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string k = ss.str();
+  while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
+  if (k.empty()) return Status::invalid("--api-key-file " + path + " is empty");
+  if (k.find_first_of("\n\r") != std::string::npos) return Status::invalid("--api-key-file " + path + " holds more than one line");
+  *key = k;
+  return Status::ok();
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  // Before any thread exists, so that every thread inherits the mask and
+  // only the waiter below sees the signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
+             "threads", "api-key", "api-key-file", "max-prompt-tokens", "max-body-bytes", "audit", "workers",
+             "max-queue", "max-tokens-limit", "shutdown-deadline"},
+            {"insecure-no-key"});
+  Status s = args.parse(argc, argv);
+  if (!s) return fail("serve", s.message() + "\n" + kUsage);
+  if (!args.positional().empty()) return fail("serve", "unexpected argument '" + args.positional()[0] + "'\n" + kUsage);
+  if (!args.has("model")) return fail("serve", std::string("--model is required\n") + kUsage);
+
+  ServerOptions so;
+  EngineBackendOptions eo;
+  int64_t port, block_tokens, snapshot_every, threads, max_prompt, workers, max_queue, max_tokens_limit, deadline_s;
+  uint64_t max_body;
+  double audit;
+  if (!(s = args.get_int("port", 8000, 0, 65535, &port)) || !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block_tokens)) ||
+      !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &snapshot_every)) ||
+      !(s = args.get_int("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024, &threads)) ||
+      !(s = args.get_int("max-prompt-tokens", 0, 0, int64_t{1} << 40, &max_prompt)) ||
+      !(s = args.get_int("workers", 1, 1, 256, &workers)) || !(s = args.get_int("max-queue", 64, 1, 1 << 20, &max_queue)) ||
+      !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &max_tokens_limit)) ||
+      !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &deadline_s)) ||
+      !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.ram_bytes)) ||
+      !(s = args.get_size("ssd-bank", 0, &eo.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)))
+    return fail("serve", s.message());
+  if (!(audit >= 0.0 && audit <= 1.0)) return fail("serve", "--audit must be a rate in [0, 1]");
+  if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
+  if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
+  if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");
+  if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.ssd_mode))) return fail("serve", "--ssd: " + s.message());
+
+  so.host = args.get("host", "127.0.0.1");
+  so.port = static_cast<int>(port);
+  if (args.has("api-key") && args.has("api-key-file")) return fail("serve", "give at most one of --api-key and --api-key-file");
+  if (args.has("api-key")) {
+    so.api_key = args.get("api-key");
+    if (so.api_key.empty()) return fail("serve", "--api-key is empty");
+    so.has_api_key = true;
+  } else if (args.has("api-key-file")) {
+    if (!(s = read_key_file(args.get("api-key-file"), &so.api_key))) return fail("serve", s.message());
+    so.has_api_key = true;
+  }
+  if (!is_loopback(so.host) && !so.has_api_key && !args.has("insecure-no-key"))
+    return fail("serve", "refusing to serve " + so.host +
+                             " without an API key: give --api-key or --api-key-file, or --insecure-no-key to serve "
+                             "it open on purpose");
+  so.max_body_bytes = max_body;
+  so.limits.max_prompt_tokens = max_prompt;
+  so.limits.max_tokens_limit = max_tokens_limit;
+  so.workers = static_cast<int>(workers);
+  so.max_queue = static_cast<size_t>(max_queue);
+  so.http_threads = std::max(32, static_cast<int>(workers) * 4 + 16);
+  so.shutdown_deadline = std::chrono::seconds(deadline_s);
+
+  const std::string model_arg = args.get("model");
+  if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
+  eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
+  eo.threads = static_cast<int>(threads);
+  eo.bank_dir = args.get("bank-dir", default_bank_dir());
+  if (eo.ssd_mode != SsdMode::kOff && eo.bank_dir.empty())
+    return fail("serve", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
+  eo.block_tokens = static_cast<uint32_t>(block_tokens);
+  eo.snapshot_every = snapshot_every;
+  eo.audit_rate = audit;
+
+  std::unique_ptr<EngineBackend> backend;
+  if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());
+  Server server(backend.get(), so);
+  int bound = 0;
+  if (!(s = server.bind(&bound))) return fail("serve", s.message());
+  std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s)\n", so.host.c_str(), bound,
+              eo.model_id.c_str(), eo.ssd_mode == SsdMode::kOff ? "-" : eo.bank_dir.c_str(), ssd_mode_name(eo.ssd_mode));
+  std::fflush(stdout);
+
+  std::atomic<bool> done{false};
+  Status shutdown_status;
+  bool shut_down = false;
+  std::thread waiter([&] {
+    timespec tick{0, 200 * 1000 * 1000};
+    while (!done) {
+      int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig == SIGTERM || sig == SIGINT) {
+        std::fprintf(stderr, "statebank serve: %s: finishing accepted requests, flushing the bank\n",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        shutdown_status = server.shutdown();
+        shut_down = true;
+        return;
+      }
+    }
+  });
+  Status served = server.serve();
+  done = true;
+  waiter.join();
+  if (!shut_down) {
+    shutdown_status = server.shutdown();
+    if (!served) return fail("serve", served.message());
+  }
+  if (!shutdown_status) {
+    // Past the deadline a writer may still hold the SSD tier: leave at once.
+    // Objects not yet published are simply absent next time (publication is atomic).
+    std::fprintf(stderr, "statebank serve: %s\n", shutdown_status.message().c_str());
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
+  std::fprintf(stderr, "statebank serve: stopped\n");
+  return 0;
+}
 
 }  // namespace sb

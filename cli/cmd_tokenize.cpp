@@ -1,7 +1,53 @@
+// statebank tokenize --model DIR [--no-special] TEXT
+// statebank tokenize --model DIR [--no-special] --jsonl   (stdin: one JSON string per line)
+//
+// Prints the ids of TEXT as "1,2,3" (what detokenize takes), or with --jsonl
+// one JSON id array per input line. --no-special leaves special tokens such
+// as <|im_start|> in the text as plain characters (HF split_special_tokens).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sb {
 
-int cmd_tokenize(int argc, char** argv) { return fail("tokenize", "not built yet"); }
+int cmd_tokenize(int argc, char** argv) {
+  Args args({"model"}, {"jsonl", "no-special"});
+  if (Status st = args.parse(argc, argv); !st) return fail("tokenize", st.message());
+  if (!args.has("model")) return fail("tokenize", "--model DIR is required");
+  bool jsonl = args.has("jsonl");
+  if (jsonl && !args.positional().empty()) return fail("tokenize", "--jsonl reads stdin; give no TEXT");
+  if (!jsonl && args.positional().size() != 1) return fail("tokenize", "give exactly one TEXT argument (or --jsonl)");
+  std::unique_ptr<Tokenizer> tok;
+  if (Status st = Tokenizer::load(args.get("model"), &tok); !st) return fail("tokenize", st.to_string());
+  bool special = !args.has("no-special");
+
+  if (!jsonl) {
+    std::string out;
+    for (int32_t id : tok->encode(args.positional()[0], special)) {
+      if (!out.empty()) out += ',';
+      out += std::to_string(id);
+    }
+    std::printf("%s\n", out.c_str());
+  } else {
+    std::string line;
+    for (size_t n = 1; std::getline(std::cin, line); ++n) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_string())
+        return fail("tokenize", "stdin line " + std::to_string(n) + ": expected one JSON string");
+      std::string out = nlohmann::json(tok->encode(j.get_ref<const std::string&>(), special)).dump();
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fputc('\n', stdout);
+    }
+    if (std::cin.bad()) return fail("tokenize", "reading stdin failed");
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail("tokenize", "writing stdout failed");
+  return 0;
+}
 
 }  // namespace sb

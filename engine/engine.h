@@ -6,12 +6,15 @@
 // the same tokens and bit-identical logprobs as in mode kBypass.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/state.h"
 
 namespace sb {
 
@@ -35,7 +38,7 @@ struct GeneratedToken {
   std::vector<TokenLogprob> top;  // top_logprobs alternatives, best first
 };
 
-// The restore record of one request (../shared/design/interface.md).
+// The restore record of one request (docs/interface.md).
 struct RestoreRecord {
   std::string mode = "cold";  // cold, ram, ssd, mixed, bypass
   int64_t restore_point = 0;
@@ -73,5 +76,93 @@ struct CompletionResult {
   RestoreRecord restore;
   double ttft_ms = 0;
 };
+
+class Bank;
+class Model;
+
+struct EngineOptions {
+  uint32_t block_tokens = 256;   // B: a multiple of kGrid and of every pooled ratio
+  int64_t snapshot_every = 2048;  // S in tokens: a multiple of B; 0 = no interval snapshots
+};
+
+// Test-only ways to break a restore on purpose, so a test can prove that the
+// equivalence harness sees a broken restore. Never set outside tests.
+struct EngineTestHooks {
+  // Called with the composed State after a restore passed every check,
+  // before the rest of the prompt is prefilled.
+  std::function<void(State& restored)> tamper_restored_state;
+};
+
+struct EngineStats {
+  uint64_t requests = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;  // sum of restore_point
+  uint64_t mode_cold = 0, mode_ram = 0, mode_ssd = 0, mode_mixed = 0, mode_bypass = 0;
+  uint64_t check_failures = 0;
+};
+
+// Serves requests through the bank (docs/bank.md, "Lookup, restore,
+// continue"):
+//  1. chain keys of the prompt's full blocks under the root of (format
+//     version, model fingerprint, request namespace, B);
+//  2. plan: Bank::plan_restore over at most (n - 1) / B blocks, so at least
+//     one prompt token is prefilled and the first sampled token has logits;
+//  3. apply: compose a new State from the planned objects and check it; a
+//     failure here is counted and the request goes cold;
+//  4. prefill the rest in one call from the restore point (the absolute grid:
+//     B is a multiple of kGrid), capturing snapshots at the snapshot
+//     positions (snapshot_positions());
+//  5. publish (kDefault only) every new full block of the prompt and the
+//     captured snapshots; only prefill-produced state is ever banked;
+//  6. sample and decode.
+// Echo requests need the logits of every prompt row, which a restored prefix
+// does not have: they skip the restore (lookup included) and prefill cold;
+// in kDefault they still publish.
+// Thread safety: complete() may run on many threads at once; set_test_hooks()
+// only before any complete().
+class Engine {
+ public:
+  // bank may be null: every request is then served as bypass.
+  static Status create(const Model& model, Bank* bank, const EngineOptions& options, std::unique_ptr<Engine>* out);
+
+  Status complete(const CompletionRequest& request, CompletionResult* out) const;
+
+  const EngineOptions& options() const { return options_; }
+  const Model& model() const { return model_; }
+  Bank* bank() const { return bank_; }
+  EngineStats stats() const;
+  void set_test_hooks(EngineTestHooks hooks) { hooks_ = std::move(hooks); }
+
+ private:
+  Engine(const Model& model, Bank* bank, const EngineOptions& options)
+      : model_(model), bank_(bank), options_(options) {}
+
+  const Model& model_;
+  Bank* bank_;
+  EngineOptions options_;
+  EngineTestHooks hooks_;
+  struct Counters {
+    std::atomic<uint64_t> requests{0}, prompt_tokens{0}, cached_tokens{0};
+    std::atomic<uint64_t> cold{0}, ram{0}, ssd{0}, mixed{0}, bypass{0}, check_failures{0};
+  };
+  mutable Counters counters_;
+};
+
+// Why a snapshot is taken at a position (ObjectRole without the bank's
+// header): kept here so tests can check the placement rules.
+enum class SnapshotReason { kInterval, kPromptEnd, kMessage };
+struct SnapshotPlace {
+  int64_t position = 0;
+  SnapshotReason reason = SnapshotReason::kInterval;
+  bool operator==(const SnapshotPlace&) const = default;
+};
+// Where a prompt of n tokens takes snapshots, in increasing order, positions
+// in (0, n]: every multiple of snapshot_every; the last full block boundary
+// floor(n / B) * B and the last boundary a replay of the same prompt can
+// restore, floor((n - 1) / B) * B; and, when message_boundary >= 0, the
+// boundary floor(message_boundary / B) * B. A position with several reasons
+// takes the strongest (message > prompt end > interval).
+std::vector<SnapshotPlace> snapshot_positions(int64_t n, int64_t message_boundary, int64_t block_tokens,
+                                              int64_t snapshot_every);
 
 }  // namespace sb

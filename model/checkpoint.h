@@ -3,9 +3,15 @@
 // model.safetensors.index.json).
 //
 // Every inconsistency is an error naming the tensor and the file: a header
-// that is not JSON or lies about offsets (overlap, past the end of the file),
-// a truncated file, an unsupported dtype, an index naming a missing shard or
-// tensor. Thread-safe after open(); views stay valid while it lives.
+// that is not JSON or lies about offsets (overlap, hole, past the end of the
+// file, span not matching shape x dtype), a truncated file, an unsupported
+// dtype (only F32, BF16, F16), an index naming a missing shard or a tensor its
+// shard lacks, a shard holding a tensor the index does not list there.
+// A directory with model.safetensors uses it; otherwise the index. Views are
+// read-only mmaps; a tensor's data may be unaligned for its dtype (the data
+// section starts 8-byte aligned, but nothing aligns the tensors in it), so
+// read through memcpy or check alignment. Thread-safe after open(); views stay
+// valid while it lives.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +43,8 @@ class Checkpoint {
   const TensorView* find(const std::string& name) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   // Hash of every shard's bytes (identity of the weights; part of the
-  // model fingerprint). Computed once at open.
+  // model fingerprint): XXH3-128 over the shards' bytes in sorted file-name
+  // order, 32 hex digits. Computed once at open.
   const std::string& weights_digest() const { return digest_; }
 
  private:
@@ -68,5 +75,6 @@ class SafetensorsWriter {
 float bf16_to_f32(uint16_t v);
 uint16_t f32_to_bf16(float v);  // round to nearest even
 float f16_to_f32(uint16_t v);
+uint16_t f32_to_f16(float v);  // round to nearest even; overflow to infinity
 
 }  // namespace sb

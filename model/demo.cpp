@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -37,8 +38,9 @@ bool is_complete(const fs::path& dir) {
 }
 
 std::string unique_suffix() {
+  static std::atomic<uint64_t> counter{0};
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  return std::to_string(::getpid()) + "." + std::to_string(now);
+  return std::to_string(::getpid()) + "." + std::to_string(now) + "." + std::to_string(counter++);
 }
 
 }  // namespace

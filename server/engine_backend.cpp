@@ -1,0 +1,254 @@
+#include "server/engine_backend.h"
+
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "bank/key.h"
+#include "server/chat_output.h"
+#include "server/request_parse.h"
+
+namespace sb {
+
+using nlohmann::json;
+
+namespace {
+
+class DecoderStream : public TextStream {
+ public:
+  explicit DecoderStream(const Tokenizer& t) : decoder_(t) {}
+  std::string push(int32_t token) override { return decoder_.push(token); }
+  std::string finish() override { return decoder_.flush(); }
+
+ private:
+  StreamDecoder decoder_;
+};
+
+json tier_json(const TierStats& s) {
+  return json{{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
+              {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
+              {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"bytes_read", s.bytes_read},
+              {"bytes_written", s.bytes_written}};
+}
+
+BankTierStats tier_view(const char* name, const TierStats& s) {
+  BankTierStats t;
+  t.tier = name;
+  t.bytes["all"] = s.bytes;
+  t.objects["block"] = s.blocks;
+  t.objects["snapshot"] = s.snapshots;
+  t.evictions = s.evictions;
+  t.bytes_read = s.bytes_read;
+  t.bytes_written = s.bytes_written;
+  return t;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<EngineBackend>* out) {
+  std::unique_ptr<EngineBackend> b(new EngineBackend(options));
+  RuntimeOptions runtime;
+  runtime.threads = options.threads;
+  SB_RETURN_IF_ERROR(Model::load(options.model_dir, runtime, &b->model_));
+  SB_RETURN_IF_ERROR(Tokenizer::load(options.model_dir, &b->tokenizer_));
+  b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
+  b->has_template_ = b->template_status_.is_ok();
+
+  std::vector<Tier*> tiers;
+  if (options.ram_bytes > 0) {
+    b->ram_ = std::make_unique<RamTier>(options.ram_bytes);
+    tiers.push_back(b->ram_.get());
+  }
+  if (options.ssd_mode != SsdMode::kOff) {
+    SsdOptions o;
+    o.dir = options.bank_dir;
+    o.mode = options.ssd_mode;
+    o.budget_bytes = options.ssd_bytes;
+    o.schema = b->model_->schema();
+    o.verify_block = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
+    o.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
+    std::unique_ptr<SsdTier> ssd;
+    SB_RETURN_IF_ERROR(SsdTier::open(std::move(o), &ssd));
+    b->ssd_ = std::move(ssd);
+    tiers.push_back(b->ssd_.get());
+  }
+  if (!tiers.empty()) b->bank_ = std::make_unique<Bank>(tiers);
+  EngineOptions eo;
+  eo.block_tokens = options.block_tokens;
+  eo.snapshot_every = options.snapshot_every;
+  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_.get(), eo, &b->engine_));
+  *out = std::move(b);
+  return Status::ok();
+}
+
+EngineBackend::~EngineBackend() {
+  // The engine and bank refer to the tiers: drop them first.
+  engine_.reset();
+  bank_.reset();
+}
+
+Status EngineBackend::encode(const std::string& text, std::vector<int32_t>* ids) const {
+  *ids = tokenizer_->encode(text);
+  return Status::ok();
+}
+
+std::string EngineBackend::token_bytes(int32_t id) const { return std::string(tokenizer_->token_bytes(id)); }
+
+std::unique_ptr<TextStream> EngineBackend::new_text_stream() const {
+  return std::make_unique<DecoderStream>(*tokenizer_);
+}
+
+bool EngineBackend::enable_thinking(const ChatParams& params) const {
+  return params.enable_thinking.value_or(template_.thinking_default());
+}
+
+Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) const {
+  if (!has_template_) return Status::unsupported("this model has no usable chat template: " + template_status_.message());
+  std::vector<ChatMessage> messages;
+  for (const auto& m : params.messages) {
+    ChatMessage c;
+    c.role = m["role"].get<std::string>();
+    c.content = m["content"].get<std::string>();
+    if (m.contains("reasoning_content")) c.reasoning_content = m["reasoning_content"].get<std::string>();
+    if (m.contains("tool_calls"))
+      for (const auto& t : m["tool_calls"])
+        c.tool_calls.push_back(ToolCall{t.value("id", ""), t["function"]["name"].get<std::string>(),
+                                        t["function"]["arguments"].get<std::string>()});
+    if (m.contains("tool_call_id")) c.tool_call_id = m["tool_call_id"].get<std::string>();
+    messages.push_back(std::move(c));
+  }
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  if (params.tool_choice != "none") {
+    if (!params.tools_ordered.empty()) tools = params.tools_ordered;
+    else if (!params.tools.empty()) tools = nlohmann::ordered_json::parse(params.tools.dump());
+  }
+  RenderedChat rendered;
+  SB_RETURN_IF_ERROR(template_.render(messages, tools, true, enable_thinking(params), &rendered));
+  out->ids.clear();
+  out->message_boundary = -1;
+  if (rendered.final_user_offset != RenderedChat::npos) {
+    // The offset sits at an added token, so the two halves encode apart.
+    std::string_view text(rendered.text);
+    out->ids = tokenizer_->encode(text.substr(0, rendered.final_user_offset));
+    out->message_boundary = static_cast<int64_t>(out->ids.size());
+    auto rest = tokenizer_->encode(text.substr(rendered.final_user_offset));
+    out->ids.insert(out->ids.end(), rest.begin(), rest.end());
+  } else {
+    out->ids = tokenizer_->encode(rendered.text);
+  }
+  return Status::ok();
+}
+
+std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& params) const {
+  bool open = has_template_ && template_.prompt_opens_thinking(enable_thinking(params));
+  return std::make_unique<QwenChatOutput>(open);
+}
+
+Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {
+  SB_RETURN_IF_ERROR(engine_->complete(request, result));
+  if (options_.audit_rate > 0 && request.cache_mode != CacheMode::kBypass && result->restore.restore_point > 0 &&
+      result->finish_reason != "cancelled") {
+    bool due = false;
+    {
+      std::lock_guard<std::mutex> lock(audit_mu_);
+      audit_credit_ += options_.audit_rate;
+      if (audit_credit_ >= 1.0) {
+        audit_credit_ -= 1.0;
+        due = true;
+      }
+    }
+    if (due) audit(request, *result);
+  }
+  return Status::ok();
+}
+
+void EngineBackend::audit(const CompletionRequest& request, const CompletionResult& served) {
+  CompletionRequest cold = request;
+  cold.cache_mode = CacheMode::kBypass;
+  cold.on_token = nullptr;
+  cold.max_tokens = static_cast<int64_t>(served.tokens.size());
+  CompletionResult again;
+  audits_++;
+  Status s = cold.max_tokens > 0 ? engine_->complete(cold, &again) : Status::ok();
+  bool same = s.is_ok() && again.tokens.size() == served.tokens.size();
+  for (size_t i = 0; same && i < served.tokens.size(); ++i) {
+    const auto &a = served.tokens[i], &b = again.tokens[i];
+    same = a.token == b.token && same_bits(a.logprob, b.logprob) && a.top.size() == b.top.size();
+    for (size_t k = 0; same && k < a.top.size(); ++k)
+      same = a.top[k].token == b.top[k].token && same_bits(a.top[k].logprob, b.top[k].logprob);
+  }
+  if (!same) {
+    audit_mismatches_++;
+    std::fprintf(stderr,
+                 "statebank serve: AUDIT MISMATCH: a request restored at %lld tokens (%s) differs from its cold "
+                 "recomputation%s\n",
+                 static_cast<long long>(served.restore.restore_point), served.restore.mode.c_str(),
+                 s.is_ok() ? "" : (": " + s.to_string()).c_str());
+  }
+}
+
+BankStatsView EngineBackend::bank_stats() const {
+  BankStatsView v;
+  if (ram_) {
+    TierStats s = ram_->stats();
+    v.tiers.push_back(tier_view("ram", s));
+    v.check_failures["ram_read"] = s.check_failures;
+  }
+  if (ssd_) {
+    TierStats s = ssd_->stats();
+    v.tiers.push_back(tier_view("ssd", s));
+    v.check_failures["ssd_read"] = s.check_failures;
+  }
+  if (bank_) v.check_failures["restore"] = bank_->stats().check_failures;
+  v.audits = audits_.load();
+  v.audit_mismatches = audit_mismatches_.load();
+  return v;
+}
+
+json EngineBackend::bank_stats_json() const {
+  json j = {{"block_tokens", options_.block_tokens}, {"snapshot_every", options_.snapshot_every}};
+  if (ram_) j["ram"] = tier_json(ram_->stats());
+  if (ssd_) {
+    SsdStats s = ssd_->ssd_stats();
+    json t = tier_json(s.tier);
+    t["dir"] = ssd_->dir();
+    t["mode"] = ssd_mode_name(ssd_->mode());
+    t["queued"] = s.queued;
+    t["dropped_puts"] = s.dropped_puts;
+    t["write_errors"] = s.write_errors;
+    t["quarantined"] = s.quarantined;
+    t["quarantine_files"] = s.quarantine_files;
+    t["quarantine_bytes"] = s.quarantine_bytes;
+    j["ssd"] = t;
+  }
+  if (bank_) {
+    BankStats b = bank_->stats();
+    j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
+                 {"check_failures", b.check_failures}, {"published", b.published}, {"promoted", b.promoted}};
+  }
+  EngineStats e = engine_->stats();
+  j["engine"] = {{"requests", e.requests},
+                 {"prompt_tokens", e.prompt_tokens},
+                 {"cached_tokens", e.cached_tokens},
+                 {"modes",
+                  {{"cold", e.mode_cold}, {"ram", e.mode_ram}, {"ssd", e.mode_ssd}, {"mixed", e.mode_mixed}, {"bypass", e.mode_bypass}}},
+                 {"check_failures", e.check_failures}};
+  j["audit"] = {{"rate", options_.audit_rate}, {"audits", audits_.load()}, {"mismatches", audit_mismatches_.load()}};
+  return j;
+}
+
+Status EngineBackend::flush(std::chrono::milliseconds deadline) {
+  if (!ssd_) return Status::ok();
+  auto ssd = ssd_;
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  std::thread([ssd, done] { done->set_value(ssd->flush()); }).detach();
+  if (result.wait_for(deadline) != std::future_status::ready)
+    return Status::exhausted("the SSD write queue was not on disk by the deadline");
+  return result.get();
+}
+
+}  // namespace sb

@@ -1,0 +1,82 @@
+// EngineBackend: the real Backend: a loaded checkpoint (model/model.h), its
+// tokenizer and chat template (tokenizer/), the bank's tiers (RAM, then SSD)
+// and the Engine that serves requests through them.
+//
+// Audit (--audit RATE): a fraction RATE of the requests that restored a
+// prefix are run again with the bank bypassed, inline, and compared token
+// for token and bit for bit; a difference is logged loudly and counted
+// (statebank_audit_mismatches_total). Which requests are audited is decided
+// by a counter, not a clock or a random draw, so a run is reproducible.
+//
+// Thread safety: every Backend method may be called from many threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "bank/bank.h"
+#include "bank/ram_tier.h"
+#include "bank/ssd_tier.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/backend.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sb {
+
+struct EngineBackendOptions {
+  std::string model_dir;
+  std::string model_id;           // what /v1/models lists and requests may name
+  int threads = 1;
+  std::string bank_dir;
+  uint64_t ram_bytes = 2ull << 30;  // 0: no RAM tier
+  uint64_t ssd_bytes = 0;           // 0: no limit
+  SsdMode ssd_mode = SsdMode::kOn;
+  uint32_t block_tokens = 256;
+  int64_t snapshot_every = 2048;
+  double audit_rate = 0.0;          // in [0, 1]
+};
+
+class EngineBackend : public Backend {
+ public:
+  static Status open(const EngineBackendOptions& options, std::unique_ptr<EngineBackend>* out);
+  ~EngineBackend() override;
+
+  std::string model_id() const override { return options_.model_id; }
+  int64_t vocab_size() const override { return model_->vocab_size(); }
+  std::vector<int32_t> stop_token_ids() const override { return tokenizer_->stop_tokens(); }
+  Status encode(const std::string& text, std::vector<int32_t>* ids) const override;
+  std::string token_bytes(int32_t id) const override;
+  std::unique_ptr<TextStream> new_text_stream() const override;
+  Status render_chat(const ChatParams& params, ChatPrompt* out) const override;
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params) const override;
+  Status complete(const CompletionRequest& request, CompletionResult* result) override;
+  BankStatsView bank_stats() const override;
+  nlohmann::json bank_stats_json() const override;
+  Status flush(std::chrono::milliseconds deadline) override;
+
+ private:
+  explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
+  bool enable_thinking(const ChatParams& params) const;
+  void audit(const CompletionRequest& request, const CompletionResult& served);
+
+  EngineBackendOptions options_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  bool has_template_ = false;
+  Status template_status_;
+  ChatTemplate template_;
+  std::unique_ptr<RamTier> ram_;
+  std::shared_ptr<SsdTier> ssd_;  // shared: a flush past its deadline may still hold it
+  std::unique_ptr<Bank> bank_;
+  std::unique_ptr<Engine> engine_;
+  std::mutex audit_mu_;
+  double audit_credit_ = 0;
+  std::atomic<uint64_t> audits_{0}, audit_mismatches_{0};
+};
+
+}  // namespace sb

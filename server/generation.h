@@ -1,0 +1,93 @@
+// Generation: turns one request's generated tokens into OpenAI output:
+// streamed chunks as tokens arrive, and the final response or final chunk
+// (usage, `restore`) once the engine returns.
+//
+// Thread safety: on_token() runs on the model worker while the engine runs;
+// finish()/response() run after complete() returned, on whichever thread
+// waits for the job (the job's mutex orders them). Never concurrently.
+//
+// Responses are ResponseJson (server/sse.h): log-probabilities are stored as
+// the engine's float32 values and print as the shortest decimal (at most 9
+// significant digits) that reads back as the same float, so responses
+// compare exactly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "server/backend.h"
+#include "server/sse.h"
+#include "server/stop_matcher.h"
+
+namespace sb {
+
+ResponseJson restore_json(const RestoreRecord& r);
+
+struct GenerationSetup {
+  bool chat = false;
+  std::string id;
+  std::string model;
+  int64_t created = 0;
+  bool stream = false;
+  bool include_usage = false;
+  int logprobs = -1;  // -1: none; else the number of alternatives per token
+  bool echo = false;  // completions only
+  std::string echo_text;
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> stop_token_ids;  // ended generation; not shown as text
+  std::vector<std::string> stop;
+};
+
+class Generation {
+ public:
+  Generation(const Backend& backend, GenerationSetup setup, std::unique_ptr<ChatOutput> chat_output);
+
+  // Streaming: the opening events (the assistant role; an echoed prompt).
+  void start_stream(std::vector<std::string>* events);
+  // One generated token. Appends SSE events to *events when streaming.
+  // Returns false once a stop string has ended the text.
+  bool on_token(const GeneratedToken& token, std::vector<std::string>* events);
+  // Streaming: the closing events (last text, finish_reason, usage, restore, [DONE]).
+  void finish_stream(const CompletionResult& result, std::vector<std::string>* events);
+  // Not streaming: the response body.
+  ResponseJson response(const CompletionResult& result);
+
+  bool stopped_by_string() const { return stops_.stopped(); }
+
+ private:
+  struct Entry {
+    int32_t token;
+    float logprob;
+    std::vector<TokenLogprob> top;
+    int64_t text_offset;
+  };
+  ResponseJson chunk(ResponseJson choice) const;
+  ResponseJson completion_logprobs(const std::vector<Entry>& entries, const std::vector<Entry>& prompt) const;
+  ResponseJson chat_logprobs(const std::vector<Entry>& entries) const;
+  ResponseJson chat_delta(const ChatDelta& d);
+  void absorb(const ChatDelta& d);
+  std::string finish_reason(const CompletionResult& result) const;
+  ResponseJson usage(const CompletionResult& result) const;
+  std::string drain_text();  // held text at the end, through the stop matcher
+
+  const Backend& backend_;
+  GenerationSetup setup_;
+  std::unique_ptr<TextStream> text_stream_;
+  std::unique_ptr<ChatOutput> chat_output_;
+  StopMatcher stops_;
+  std::string text_;                 // emitted text (completions: after any echo)
+  int64_t text_bytes_ = 0;           // offsets for text_offset, echo included
+  std::vector<Entry> entries_;       // generated tokens shown to the user
+  size_t streamed_entries_ = 0;
+  // Chat: accumulated parts.
+  std::string content_, reasoning_;
+  std::vector<GeneratedToolCall> tool_calls_;
+  bool sent_role_ = false;
+};
+
+}  // namespace sb

@@ -1,0 +1,369 @@
+#include "server/request_parse.h"
+
+#include <cmath>
+#include <limits>
+
+namespace sb {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& param, const std::string& message) {
+  throw ApiException{bad_request(param, message)};
+}
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::string: return "string";
+    case json::value_t::array: return "array";
+    case json::value_t::object: return "object";
+    case json::value_t::number_float: return "number";
+    default: return "integer";
+  }
+}
+
+[[noreturn]] void wrong_type(const std::string& param, const char* want, const json& got) {
+  fail(param, "'" + param + "' must be " + want + ", got " + type_name(got));
+}
+
+// A field that is absent or null counts as not given.
+const json* field(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// Integers may arrive as 16 or 16.0; anything else is a type error. Values
+// outside [lo, hi] are range errors, including ones beyond int64.
+int64_t as_int(const json& v, const std::string& param, int64_t lo, int64_t hi) {
+  auto range = [&]() {
+    fail(param, "'" + param + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  };
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) range();
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) {
+    int64_t i = v.get<int64_t>();
+    if (i < lo || i > hi) range();
+    return i;
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) wrong_type(param, "an integer", v);
+    if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) range();
+    return static_cast<int64_t>(d);
+  }
+  wrong_type(param, "an integer", v);
+}
+
+double as_number(const json& v, const std::string& param, double lo, double hi) {
+  if (!v.is_number()) wrong_type(param, "a number", v);
+  double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "'%s' must be a number in [%g, %g]", param.c_str(), lo, hi);
+    fail(param, buf);
+  }
+  return d;
+}
+
+bool as_bool(const json& v, const std::string& param) {
+  if (!v.is_boolean()) wrong_type(param, "a boolean", v);
+  return v.get<bool>();
+}
+
+const std::string& as_string(const json& v, const std::string& param) {
+  if (!v.is_string()) wrong_type(param, "a string", v);
+  return v.get_ref<const std::string&>();
+}
+
+void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) {
+  if (!body.is_object()) throw ApiException{bad_request("", "the request body must be a JSON object", "invalid_json")};
+  if (const json* v = field(body, "model")) p->model = as_string(*v, "model");
+  if (const json* v = field(body, "temperature")) p->sampling.temperature = static_cast<float>(as_number(*v, "temperature", 0.0, 2.0));
+  if (const json* v = field(body, "top_p")) {
+    double top_p = as_number(*v, "top_p", 0.0, 1.0);
+    if (top_p <= 0.0) fail("top_p", "'top_p' must be greater than 0");
+    p->sampling.top_p = static_cast<float>(top_p);
+  }
+  if (const json* v = field(body, "top_k")) {
+    int64_t k = as_int(*v, "top_k", -1, std::numeric_limits<int32_t>::max());
+    p->sampling.top_k = k < 0 ? 0 : static_cast<int>(k);  // -1 means off, as in other servers
+  }
+  if (const json* v = field(body, "seed")) {
+    if (v->is_number_unsigned()) {
+      p->sampling.seed = v->get<uint64_t>();
+    } else {
+      p->sampling.seed = static_cast<uint64_t>(
+          as_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    }
+  }
+  if (const json* v = field(body, "n")) {
+    if (as_int(*v, "n", 1, 128) != 1) fail("n", "only n = 1 is supported");
+  }
+  if (const json* v = field(body, "stop")) {
+    if (v->is_string()) {
+      if (!v->get_ref<const std::string&>().empty()) p->stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      if (v->size() > limits.max_stop) fail("stop", "at most " + std::to_string(limits.max_stop) + " stop sequences");
+      for (size_t i = 0; i < v->size(); ++i) {
+        const std::string& s = as_string((*v)[i], "stop[" + std::to_string(i) + "]");
+        if (!s.empty()) p->stop.push_back(s);
+      }
+    } else {
+      wrong_type("stop", "a string or an array of strings", *v);
+    }
+  }
+  if (const json* v = field(body, "stream")) p->stream = as_bool(*v, "stream");
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) wrong_type("stream_options", "an object", *v);
+    if (const json* u = field(*v, "include_usage")) p->include_usage = as_bool(*u, "stream_options.include_usage");
+  }
+  if (const json* v = field(body, "cache_salt")) {
+    p->cache_salt = as_string(*v, "cache_salt");
+    p->has_cache_salt = true;
+  }
+}
+
+int32_t token_id(const json& v, const std::string& param, const ParseLimits& limits) {
+  if (!v.is_number_integer() && !v.is_number_unsigned()) wrong_type(param, "an integer token id", v);
+  int64_t hi = limits.vocab_size > 0 ? limits.vocab_size - 1 : std::numeric_limits<int32_t>::max();
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi) : (v.get<int64_t>() < 0 || v.get<int64_t>() > hi))
+    throw ApiException{bad_request(param, "token id " + v.dump() + " is outside the vocabulary [0, " + std::to_string(hi) + "]",
+                                   "invalid_token_id")};
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+void check_prompt_length(int64_t n, const ParseLimits& limits, const char* param) {
+  if (limits.max_prompt_tokens > 0 && n > limits.max_prompt_tokens)
+    throw ApiException{too_large(param, "the prompt has " + std::to_string(n) + " tokens, more than the limit of " +
+                                            std::to_string(limits.max_prompt_tokens),
+                                 "context_length_exceeded")};
+}
+
+void parse_prompt(const json& v, const ParseLimits& limits, CompletionParams* p) {
+  if (v.is_string()) {
+    p->prompt_is_text = true;
+    p->prompt_text = v.get<std::string>();
+    if (p->prompt_text.empty()) fail("prompt", "'prompt' must not be empty");
+    return;
+  }
+  if (!v.is_array()) wrong_type("prompt", "a string or an array of token ids", v);
+  if (v.empty()) fail("prompt", "'prompt' must not be empty");
+  // A batch of one ("prompt": ["text"] or [[1,2,3]]) is the same prompt.
+  if (v[0].is_string() || v[0].is_array()) {
+    if (v.size() != 1) fail("prompt", "batched prompts are not supported; send one prompt per request");
+    parse_prompt(v[0], limits, p);
+    return;
+  }
+  p->prompt_is_text = false;
+  p->prompt_ids.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) p->prompt_ids.push_back(token_id(v[i], "prompt[" + std::to_string(i) + "]", limits));
+  check_prompt_length(static_cast<int64_t>(p->prompt_ids.size()), limits, "prompt");
+}
+
+// Content is a string or an array of {"type":"text","text":...} parts.
+std::string message_content(const json& v, const std::string& param) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array()) wrong_type(param, "a string or an array of text parts", v);
+  std::string text;
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::string part = param + "[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) wrong_type(part, "an object", v[i]);
+    const json* type = field(v[i], "type");
+    if (!type) fail(part + ".type", "'" + part + ".type' is required");
+    if (as_string(*type, part + ".type") != "text") fail(part + ".type", "only text content parts are supported");
+    const json* t = field(v[i], "text");
+    if (!t) fail(part + ".text", "'" + part + ".text' is required");
+    text += as_string(*t, part + ".text");
+  }
+  return text;
+}
+
+json parse_tool_calls(const json& v, const std::string& param) {
+  if (!v.is_array()) wrong_type(param, "an array", v);
+  json out = json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::string p = param + "[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) wrong_type(p, "an object", v[i]);
+    json call = {{"type", "function"}};
+    if (const json* id = field(v[i], "id")) call["id"] = as_string(*id, p + ".id");
+    const json* fn = field(v[i], "function");
+    if (!fn) fail(p + ".function", "'" + p + ".function' is required");
+    if (!fn->is_object()) wrong_type(p + ".function", "an object", *fn);
+    const json* name = field(*fn, "name");
+    if (!name) fail(p + ".function.name", "'" + p + ".function.name' is required");
+    std::string arguments = "{}";
+    if (const json* a = field(*fn, "arguments")) {
+      // OpenAI sends arguments as a JSON string; accept an object as well.
+      arguments = a->is_object() ? a->dump() : as_string(*a, p + ".function.arguments");
+    }
+    call["function"] = {{"name", as_string(*name, p + ".function.name")}, {"arguments", arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+json parse_message(const json& m, size_t index) {
+  std::string p = "messages[" + std::to_string(index) + "]";
+  if (!m.is_object()) wrong_type(p, "an object", m);
+  const json* role_v = field(m, "role");
+  if (!role_v) fail(p + ".role", "'" + p + ".role' is required");
+  std::string role = as_string(*role_v, p + ".role");
+  if (role == "developer") role = "system";
+  if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+    fail(p + ".role", "'" + p + ".role' must be one of system, user, assistant, tool");
+  json out = {{"role", role}};
+  const json* content = field(m, "content");
+  const json* tool_calls = role == "assistant" ? field(m, "tool_calls") : nullptr;
+  if (content) {
+    out["content"] = message_content(*content, p + ".content");
+  } else if (role == "assistant" && tool_calls) {
+    out["content"] = "";
+  } else {
+    fail(p + ".content", "'" + p + ".content' is required");
+  }
+  if (role == "assistant") {
+    if (const json* r = field(m, "reasoning_content")) out["reasoning_content"] = as_string(*r, p + ".reasoning_content");
+    if (tool_calls) out["tool_calls"] = parse_tool_calls(*tool_calls, p + ".tool_calls");
+  }
+  if (role == "tool") {
+    if (const json* id = field(m, "tool_call_id")) out["tool_call_id"] = as_string(*id, p + ".tool_call_id");
+  }
+  if (const json* name = field(m, "name")) out["name"] = as_string(*name, p + ".name");
+  return out;
+}
+
+json parse_tools(const json& v) {
+  if (!v.is_array()) wrong_type("tools", "an array", v);
+  json out = json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::string p = "tools[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) wrong_type(p, "an object", v[i]);
+    if (const json* t = field(v[i], "type"); t && as_string(*t, p + ".type") != "function")
+      fail(p + ".type", "only tools of type 'function' are supported");
+    const json* fn = field(v[i], "function");
+    if (!fn) fail(p + ".function", "'" + p + ".function' is required");
+    if (!fn->is_object()) wrong_type(p + ".function", "an object", *fn);
+    const json* name = field(*fn, "name");
+    if (!name) fail(p + ".function.name", "'" + p + ".function.name' is required");
+    json f = {{"name", as_string(*name, p + ".function.name")}};
+    if (const json* d = field(*fn, "description")) f["description"] = as_string(*d, p + ".function.description");
+    if (const json* params = field(*fn, "parameters")) {
+      if (!params->is_object()) wrong_type(p + ".function.parameters", "an object", *params);
+      f["parameters"] = *params;
+    }
+    out.push_back({{"type", "function"}, {"function", f}});
+  }
+  return out;
+}
+
+}  // namespace
+
+int json_nesting_depth(std::string_view body) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    else if (c == ']' || c == '}') --depth;
+  }
+  return deepest;
+}
+
+json parse_body(std::string_view body, const ParseLimits& limits) {
+  if (json_nesting_depth(body) > limits.max_json_depth)
+    throw ApiException{bad_request("", "the JSON body nests deeper than " + std::to_string(limits.max_json_depth) + " levels",
+                                   "json_too_deep")};
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    // Parse again with exceptions for the position in the message.
+    try {
+      json again = json::parse(body);
+      (void)again;
+    } catch (const json::parse_error& e) {
+      throw ApiException{bad_request("", std::string("the body is not valid JSON: ") + e.what(), "invalid_json")};
+    }
+    throw ApiException{bad_request("", "the body is not valid JSON", "invalid_json")};
+  }
+  if (!parsed.is_object()) throw ApiException{bad_request("", "the request body must be a JSON object", "invalid_json")};
+  return parsed;
+}
+
+CompletionParams parse_completion_params(const json& body, const ParseLimits& limits) {
+  CompletionParams p;
+  parse_common(body, limits, &p);
+  const json* prompt = field(body, "prompt");
+  if (!prompt) fail("prompt", "'prompt' is required");
+  parse_prompt(*prompt, limits, &p);
+  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, limits.max_tokens_limit);
+  if (const json* v = field(body, "logprobs")) {
+    // OpenAI's legacy field is an integer; a boolean true means 0 alternatives.
+    if (v->is_boolean()) p.logprobs = v->get<bool>() ? 0 : -1;
+    else p.logprobs = static_cast<int>(as_int(*v, "logprobs", 0, 20));
+  }
+  if (const json* v = field(body, "echo")) p.echo = as_bool(*v, "echo");
+  return p;
+}
+
+ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
+  ChatParams p;
+  parse_common(body, limits, &p);
+  p.max_tokens = std::min(limits.default_chat_max_tokens, limits.max_tokens_limit);
+  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, limits.max_tokens_limit);
+  if (const json* v = field(body, "max_completion_tokens"))
+    p.max_tokens = as_int(*v, "max_completion_tokens", 1, limits.max_tokens_limit);
+  const json* messages = field(body, "messages");
+  if (!messages) fail("messages", "'messages' is required");
+  if (!messages->is_array()) wrong_type("messages", "an array", *messages);
+  if (messages->empty()) fail("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < messages->size(); ++i) p.messages.push_back(parse_message((*messages)[i], i));
+  if (const json* v = field(body, "tools")) p.tools = parse_tools(*v);
+  if (const json* v = field(body, "tool_choice")) {
+    if (v->is_string()) {
+      p.tool_choice = v->get<std::string>();
+      if (p.tool_choice != "none" && p.tool_choice != "auto" && p.tool_choice != "required")
+        fail("tool_choice", "'tool_choice' must be none, auto, required or a function");
+    } else if (v->is_object()) {
+      const json* fn = field(*v, "function");
+      const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+      if (!name) fail("tool_choice.function.name", "'tool_choice.function.name' is required");
+      p.tool_choice = as_string(*name, "tool_choice.function.name");
+      bool known = false;
+      for (const auto& t : p.tools) known |= t["function"]["name"] == p.tool_choice;
+      if (!known) fail("tool_choice.function.name", "tool_choice names a function that is not in 'tools'");
+    } else {
+      wrong_type("tool_choice", "a string or an object", *v);
+    }
+  }
+  if (const json* v = field(body, "logprobs")) p.logprobs = as_bool(*v, "logprobs");
+  if (const json* v = field(body, "top_logprobs")) {
+    p.top_logprobs = static_cast<int>(as_int(*v, "top_logprobs", 0, 20));
+    if (p.top_logprobs > 0 && !p.logprobs) fail("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+  }
+  if (const json* v = field(body, "chat_template_kwargs")) {
+    if (!v->is_object()) wrong_type("chat_template_kwargs", "an object", *v);
+    if (const json* t = field(*v, "enable_thinking")) p.enable_thinking = as_bool(*t, "chat_template_kwargs.enable_thinking");
+  }
+  return p;
+}
+
+CacheMode parse_cache_mode(const std::string& header) {
+  if (header.empty() || header == "default") return CacheMode::kDefault;
+  if (header == "bypass") return CacheMode::kBypass;
+  if (header == "read-only") return CacheMode::kReadOnly;
+  throw ApiException{bad_request("X-Cache-Mode", "X-Cache-Mode must be default, bypass or read-only", "invalid_header")};
+}
+
+}  // namespace sb

@@ -1,0 +1,80 @@
+// Scheduler: a bounded queue of completion jobs in front of the model
+// workers.
+//
+// Promises:
+//  1. submit() never blocks: a full queue is kFull (the route answers 429), a
+//     closed scheduler is kClosed (503).
+//  2. Every submitted job ends exactly once: its `done` flag is set and its
+//     waiters are woken, whether it ran, failed or was cancelled before it
+//     started.
+//  3. A job whose `cancelled` flag is set before a worker takes it never
+//     reaches the engine; one set while it runs stops it at the next token
+//     (the engine's on_token returns false).
+//  4. drain() returns when the queue is empty and no worker runs, or at the
+//     deadline (then it cancels what is left and returns false).
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine.h"
+
+namespace sb {
+
+class Backend;
+
+struct Job {
+  CompletionRequest request;  // request.on_token is set by the submitter
+  std::atomic<bool> cancelled{false};
+
+  // Guarded by mu: events for a stream, and the outcome.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::string> events;
+  bool done = false;
+  Status status;
+  CompletionResult result;
+  // Runs on the worker, under mu, after complete() returned and before done is set.
+  std::function<void(Job&)> on_done;
+};
+
+class Scheduler {
+ public:
+  enum class Submit { kOk, kFull, kClosed };
+
+  Scheduler(Backend* backend, int workers, size_t max_queue);
+  ~Scheduler();
+
+  Submit submit(std::shared_ptr<Job> job);
+  void close();  // refuse new jobs from now on
+  bool drain(std::chrono::milliseconds deadline);
+
+  size_t queued() const;
+  size_t running() const { return running_.load(); }
+
+ private:
+  void work();
+
+  Backend* backend_;
+  size_t max_queue_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;     // a job was queued, or stopping
+  std::condition_variable idle_cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool closed_ = false;
+  bool stopping_ = false;
+  std::atomic<size_t> running_{0};
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace sb

@@ -1,0 +1,88 @@
+// Server: statebank's OpenAI-compatible HTTP API (docs: interface.md, HTTP).
+//
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+// GET /v1/models/{id}, GET /health, GET /metrics, GET /v1/bank.
+//
+// Promises:
+//  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}})
+//     with the status interface.md lists; a 500 is logged to stderr with the
+//     request id that the response (and its X-Request-Id header) carries.
+//  2. With an API key configured, every route but /health needs
+//     `Authorization: Bearer KEY` (else 401), and the bank namespace is derived
+//     from the key (server/namespace.h).
+//  3. Completions queue for the model workers (server/scheduler.h): a full
+//     queue is 429, a server that is shutting down answers 503.
+//  4. A client that disconnects cancels its request at the next token.
+//  5. shutdown() finishes what was accepted, stops listening, then flushes
+//     the bank's SSD write queue, all within the deadline.
+// Thread safety: construct, bind() and serve() from one thread; shutdown()
+// from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "server/backend.h"
+#include "server/metrics.h"
+#include "server/request_parse.h"
+#include "server/scheduler.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace sb {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                   // 0: any free port
+  bool has_api_key = false;
+  std::string api_key;
+  size_t max_body_bytes = 16u << 20;
+  ParseLimits limits;                // vocab_size is taken from the backend
+  int workers = 1;                   // model worker threads
+  size_t max_queue = 64;             // waiting jobs before 429
+  int http_threads = 32;             // connections served at once
+  std::chrono::milliseconds shutdown_deadline{30000};
+};
+
+class Server {
+ public:
+  Server(Backend* backend, ServerOptions options);
+  ~Server();
+
+  // Binds the listening socket; *port is the bound port.
+  Status bind(int* port);
+  // Serves until shutdown() (blocking).
+  Status serve();
+  Status shutdown();
+
+ private:
+  void install_routes();
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void respond_error(httplib::Response& res, const ApiError& e);
+  std::string check_auth(const httplib::Request& req) const;  // the presented key; throws ApiException
+  std::string next_request_id();
+
+  Backend* backend_;
+  ServerOptions options_;
+  Metrics metrics_;  // before scheduler_: a worker's last job may still count
+  std::unique_ptr<httplib::Server> http_;
+  Scheduler scheduler_;
+  int64_t started_at_ = 0;
+  std::atomic<uint64_t> request_counter_{0};
+  std::atomic<bool> draining_{false};
+  std::mutex active_mu_;
+  std::condition_variable active_cv_;
+  int64_t active_ = 0;  // completion responses not yet fully written
+};
+
+}  // namespace sb

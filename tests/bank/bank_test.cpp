@@ -1,0 +1,322 @@
+// Bank: lookup over tiers, composition of a restorable prefix, checks and
+// fallbacks, promotion, publishing under concurrency. Synthetic schema and
+// states (tests/bank/synthetic_state.h): no model needed.
+#include "bank/bank.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "bank/chain.h"
+#include "bank/compose.h"
+#include "bank/ram_tier.h"
+#include "tests/bank/synthetic_state.h"
+
+namespace sb {
+namespace {
+
+using testing::synthetic_prefill;
+using testing::synthetic_run;
+using testing::synthetic_schema;
+
+constexpr uint32_t kB = 8;
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 5000);
+  return t;
+}
+
+// Publishes every full block of `tokens` and a snapshot at each position in
+// `snapshot_blocks` (block counts), computed by one synthetic prefill.
+void publish_chain(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& tokens,
+                   const std::set<int64_t>& snapshot_blocks, const std::string& ns = "") {
+  const int64_t n_blocks = static_cast<int64_t>(tokens.size()) / kB;
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", ns, kB), tokens, kB, n_blocks);
+  State state(schema);
+  for (int64_t k = 0; k < n_blocks; ++k) {
+    synthetic_prefill(state, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB));
+    ASSERT_TRUE(bank.publish(make_block(state, keys[k + 1], keys[k], k * kB,
+                                        std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB)),
+                             ObjectRole::kBlock)
+                    .is_ok());
+    if (schema.has_recurrent() && snapshot_blocks.count(k + 1)) {
+      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), ObjectRole::kSnapshotPromptEnd)
+                      .is_ok());
+    }
+  }
+}
+
+struct Lookup {
+  RestorePlan plan;
+  State state;
+};
+
+// Plans a restore of `prompt` (keeping one token), composes it, and checks
+// that the composed State equals a cold synthetic prefill of the same prefix.
+Lookup lookup_and_verify(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& prompt,
+                         const std::string& ns = "") {
+  const int64_t m = (static_cast<int64_t>(prompt.size()) - 1) / kB;
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", ns, kB), prompt, kB, m);
+  Lookup out;
+  EXPECT_TRUE(bank.plan_restore(schema, keys, prompt, kB, &out.plan).is_ok());
+  EXPECT_TRUE(compose_state(schema, out.plan.blocks, out.plan.snapshot, &out.state).is_ok());
+  const State cold =
+      synthetic_run(schema, std::span<const int32_t>(prompt).subspan(0, static_cast<size_t>(out.plan.restore_point)));
+  EXPECT_TRUE(out.state.bitwise_equal(cold)) << "restored state differs from cold at " << out.plan.restore_point;
+  EXPECT_LE(out.plan.restore_point, out.plan.common_prefix_tokens);
+  return out;
+}
+
+TEST(Bank, RestoresTheLongestPrefixWithASnapshotAndEqualsCold) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(10 * kB, 1);
+  publish_chain(bank, schema, tokens, {2, 5, 9});
+
+  // The same prompt: 9 blocks are the most a 10-block prompt may restore.
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 9 * kB);
+  EXPECT_EQ(r.plan.matched_tokens, 9 * kB);
+  EXPECT_EQ(r.plan.snapshot_position, 9 * kB);
+  EXPECT_EQ(r.plan.mode, "ram");
+  EXPECT_EQ(r.plan.blocks.size(), 9u);
+  EXPECT_EQ(r.plan.checks, 10);  // 9 blocks and a snapshot
+  EXPECT_EQ(r.plan.check_failures, 0);
+
+  // A prompt diverging inside block 7 (token 6B+3): blocks 1..6 match, the
+  // last snapshot at or before them is at 5B.
+  auto diverged = tokens;
+  diverged[6 * kB + 3] += 1;
+  r = lookup_and_verify(bank, schema, diverged);
+  EXPECT_EQ(r.plan.matched_tokens, 6 * kB);
+  EXPECT_EQ(r.plan.restore_point, 5 * kB);
+
+  // Diverging at the first token of a block (kB), and at the last of the one
+  // before (kB - 1).
+  auto at_boundary = tokens;
+  at_boundary[5 * kB] += 1;
+  EXPECT_EQ(lookup_and_verify(bank, schema, at_boundary).plan.restore_point, 5 * kB);
+  auto before_boundary = tokens;
+  before_boundary[5 * kB - 1] += 1;
+  EXPECT_EQ(lookup_and_verify(bank, schema, before_boundary).plan.restore_point, 2 * kB);
+
+  // Exactly 5B + 1 tokens: the walk may use 5 blocks.
+  std::vector<int32_t> short_prompt(tokens.begin(), tokens.begin() + 5 * kB + 1);
+  EXPECT_EQ(lookup_and_verify(bank, schema, short_prompt).plan.restore_point, 5 * kB);
+  // Exactly 5B tokens: one token must be left to prefill, so at most 4 blocks.
+  short_prompt.pop_back();
+  EXPECT_EQ(lookup_and_verify(bank, schema, short_prompt).plan.restore_point, 2 * kB);
+}
+
+TEST(Bank, AnotherNamespaceNeverHits) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(4 * kB, 2);
+  publish_chain(bank, schema, tokens, {3}, "tenant-a");
+  EXPECT_EQ(lookup_and_verify(bank, schema, tokens, "tenant-a").plan.restore_point, 3 * kB);
+  auto other = lookup_and_verify(bank, schema, tokens, "tenant-b");
+  EXPECT_EQ(other.plan.restore_point, 0);
+  EXPECT_EQ(other.plan.matched_tokens, 0);
+  EXPECT_EQ(other.plan.mode, "cold");
+  EXPECT_EQ(lookup_and_verify(bank, schema, tokens, "").plan.restore_point, 0);
+}
+
+TEST(Bank, AMissingMiddleBlockEndsTheWalk) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(8 * kB, 3);
+  publish_chain(bank, schema, tokens, {2, 4, 7});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 7);
+  ASSERT_TRUE(ram.erase(ObjectKind::kBlock, keys[3]));
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.matched_tokens, 2 * kB);  // blocks 4..7 and the snapshot at 7B are never used
+  EXPECT_EQ(r.plan.restore_point, 2 * kB);
+}
+
+TEST(Bank, ModelWithoutRecurrentStateNeedsNoSnapshot) {
+  const auto schema = synthetic_schema(/*with_recurrent=*/false);
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(6 * kB + 3, 4);
+  publish_chain(bank, schema, tokens, {});
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 6 * kB);
+  EXPECT_FALSE(r.plan.snapshot);
+  EXPECT_EQ(r.plan.snapshot_position, 0);
+}
+
+// A tier that wraps a RamTier and fails get() with kCorruption for chosen
+// names, as a tier whose checksum fails would.
+class CorruptingTier : public Tier {
+ public:
+  explicit CorruptingTier(const char* name) : name_(name), inner_(1 << 24) {}
+  const char* name() const override { return name_; }
+  bool contains(ObjectKind kind, const Key& key) const override { return inner_.contains(kind, key); }
+  Status get(ObjectKind kind, const Key& key, ObjectRef* out) override {
+    if (bad_.count({kind, key})) return Status::corruption("checksum mismatch (injected)");
+    return inner_.get(kind, key, out);
+  }
+  Status put(const ObjectRef& object, ObjectRole role) override { return inner_.put(object, role); }
+  TierStats stats() const override { return inner_.stats(); }
+  void corrupt(ObjectKind kind, const Key& key) { bad_.insert({kind, key}); }
+  RamTier& inner() { return inner_; }
+
+ private:
+  const char* name_;
+  RamTier inner_;
+  std::set<std::pair<ObjectKind, Key>> bad_;
+};
+
+TEST(Bank, ACorruptObjectIsAMissAndTheWalkFallsBack) {
+  const auto schema = synthetic_schema();
+  CorruptingTier tier("ram");
+  Bank bank({&tier});
+  const auto tokens = random_tokens(8 * kB, 5);
+  publish_chain(bank, schema, tokens, {2, 4, 7});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 7);
+
+  tier.corrupt(ObjectKind::kSnapshot, keys[7]);
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 4 * kB);
+  EXPECT_EQ(r.plan.check_failures, 1);
+
+  tier.corrupt(ObjectKind::kBlock, keys[3]);
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 2 * kB);
+  EXPECT_EQ(r.plan.check_failures, 1);  // the snapshot at 7B is not even read: block 3 fails first
+  EXPECT_EQ(bank.stats().check_failures, 2u);
+}
+
+TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
+  // A block filed under the right key with other tokens (a hash collision,
+  // or a bug in whoever wrote it) must never be served.
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(4 * kB, 6);
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 3);
+  auto forged_tokens = tokens;
+  forged_tokens[kB + 1] += 7;
+  const State forged = synthetic_run(schema, forged_tokens);
+  for (int64_t k = 0; k < 3; ++k) {
+    const auto& src = k == 1 ? forged_tokens : tokens;
+    const State st = synthetic_run(schema, std::span<const int32_t>(src).subspan(0, (k + 1) * kB));
+    ASSERT_TRUE(bank.publish(make_block(st, keys[k + 1], keys[k], k * kB,
+                                        std::span<const int32_t>(src).subspan(static_cast<size_t>(k) * kB, kB)),
+                             ObjectRole::kBlock)
+                    .is_ok());
+    ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(st), keys[k + 1]), ObjectRole::kSnapshotPromptEnd).is_ok());
+  }
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.matched_tokens, 3 * kB);
+  EXPECT_EQ(r.plan.restore_point, kB);
+  EXPECT_EQ(r.plan.check_failures, 1);
+}
+
+TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  CorruptingTier lower("ssd");
+  Bank bank({&ram, &lower});
+  const auto tokens = random_tokens(6 * kB, 7);
+  publish_chain(bank, schema, tokens, {5});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 5);
+
+  // Only the lower tier holds blocks 3..5 and the snapshot.
+  for (int k = 3; k <= 5; ++k) ASSERT_TRUE(ram.erase(ObjectKind::kBlock, keys[k]));
+  ASSERT_TRUE(ram.erase(ObjectKind::kSnapshot, keys[5]));
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 5 * kB);
+  EXPECT_EQ(r.plan.mode, "mixed");
+  EXPECT_EQ(r.plan.promoted, 4);
+  EXPECT_TRUE(ram.contains(ObjectKind::kBlock, keys[4]));
+  EXPECT_TRUE(ram.contains(ObjectKind::kSnapshot, keys[5]));
+  // Now all of it is in RAM.
+  EXPECT_EQ(lookup_and_verify(bank, schema, tokens).plan.mode, "ram");
+
+  // RAM empty: everything from the lower tier.
+  ram.set_budget(0);
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.mode, "ssd");
+  EXPECT_EQ(r.plan.restore_point, 5 * kB);
+
+  // A corrupt copy in RAM is a miss there; the good copy below serves.
+  CorruptingTier bad_ram("ram");
+  RamTier good(1 << 24);
+  Bank bank2({&bad_ram, &good});
+  publish_chain(bank2, schema, tokens, {5});
+  bad_ram.corrupt(ObjectKind::kBlock, keys[2]);
+  r = lookup_and_verify(bank2, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 5 * kB);
+  EXPECT_EQ(r.plan.check_failures, 1);
+  EXPECT_EQ(r.plan.mode, "mixed");
+}
+
+TEST(Bank, ConcurrentPublishersOfTheSameChainStoreItOnce) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 26);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(16 * kB, 8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      // Each thread publishes the shared prefix and a private tail, then
+      // restores its own prompt.
+      auto own = tokens;
+      own.resize(12 * kB);
+      auto tail = random_tokens(4 * kB, 100 + i);
+      own.insert(own.end(), tail.begin(), tail.end());
+      publish_chain(bank, schema, own, {4, 8, 12, 16});
+      auto r = lookup_and_verify(bank, schema, own);
+      EXPECT_EQ(r.plan.restore_point, 12 * kB);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ram.stats().blocks, 12u + 8u * 4u);
+  EXPECT_EQ(ram.stats().snapshots, 3u + 8u * 1u);
+}
+
+TEST(Compose, RefusesObjectsThatDoNotFitTheSchemaOrTheChain) {
+  const auto schema = synthetic_schema();
+  const auto tokens = random_tokens(2 * kB, 9);
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 2);
+  const State st = synthetic_run(schema, tokens);
+  const auto good = make_block(st, keys[2], keys[1], kB, std::span<const int32_t>(tokens).subspan(kB, kB));
+  const auto t = std::span<const int32_t>(tokens).subspan(kB, kB);
+  EXPECT_TRUE(check_block(*good, schema, keys[2], keys[1], kB, t).is_ok());
+  EXPECT_EQ(check_block(*good, schema, keys[1], keys[1], kB, t).code(), Code::kCorruption);  // wrong name
+  EXPECT_EQ(check_block(*good, schema, keys[2], keys[0], kB, t).code(), Code::kCorruption);  // wrong parent
+  EXPECT_EQ(check_block(*good, schema, keys[2], keys[1], 0, t).code(), Code::kCorruption);   // wrong position
+  auto short_part = std::make_shared<Object>(*good);
+  short_part->parts[1].pop_back();
+  EXPECT_EQ(check_block(*short_part, schema, keys[2], keys[1], kB, t).code(), Code::kCorruption);
+  auto extra = std::make_shared<Object>(*good);
+  extra->parts.push_back({1.0f});
+  EXPECT_EQ(check_block(*extra, schema, keys[2], keys[1], kB, t).code(), Code::kCorruption);
+
+  const auto snap = make_snapshot(capture_recurrent(st), keys[2]);
+  EXPECT_TRUE(check_snapshot(*snap, schema, keys[2], 2 * kB).is_ok());
+  EXPECT_EQ(check_snapshot(*snap, schema, keys[2], kB).code(), Code::kCorruption);  // filed under another position
+  auto short_snap = std::make_shared<Object>(*snap);
+  short_snap->parts[0].pop_back();
+  EXPECT_EQ(check_snapshot(*short_snap, schema, keys[2], 2 * kB).code(), Code::kCorruption);
+  EXPECT_EQ(check_snapshot(*good, schema, keys[2], 2 * kB).code(), Code::kCorruption);  // a block is no snapshot
+
+  // A snapshot from another position is refused by compose too.
+  const auto b1 = make_block(st, keys[1], keys[0], 0, std::span<const int32_t>(tokens).subspan(0, kB));
+  std::vector<ObjectRef> one = {b1};
+  State out;
+  EXPECT_EQ(compose_state(schema, one, snap, &out).code(), Code::kCorruption);
+  EXPECT_EQ(compose_state(schema, one, nullptr, &out).code(), Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace sb

@@ -1,0 +1,145 @@
+// Helpers for the SSD tier's tests: a scratch directory, deterministic
+// objects of a small schema with real chain keys, and exact comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bank/format.h"
+#include "bank/key.h"
+#include "bank/ssd_tier.h"
+
+namespace sb::testing {
+
+constexpr int32_t kTestBlockTokens = 16;
+
+inline StateSchema ssd_test_schema() {
+  StateSchema s;
+  s.components.push_back({"layers.0.attn.k", ComponentKind::kSequence, 1, DType::kF32, 8});
+  s.components.push_back({"layers.0.delta", ComponentKind::kRecurrent, 0, DType::kF32, 40});
+  s.components.push_back({"layers.1.pooled", ComponentKind::kPooled, 4, DType::kF32, 3});
+  s.components.push_back({"layers.1.conv", ComponentKind::kRecurrent, 0, DType::kF32, 6});
+  return s;
+}
+
+// A scratch directory removed at the end of the test.
+class ScratchDir {
+ public:
+  // in_memory: under /dev/shm when it exists, for tests whose durability
+  // comes from FaultFs's model rather than from the disk (fsync is free).
+  explicit ScratchDir(bool in_memory = false) {
+    const char* base = std::getenv("TMPDIR");
+    std::string root = base && *base ? base : "/tmp";
+    if (in_memory && std::filesystem::is_directory("/dev/shm")) root = "/dev/shm";
+    std::string tmpl = root + "/sb_ssd_test_XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!mkdtemp(buf.data())) std::abort();
+    path_ = buf.data();
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string bank() const { return path_ + "/bank"; }
+
+ private:
+  std::string path_;
+};
+
+// The chain of `n_blocks` blocks for a conversation seeded by `seed`, with a
+// snapshot at every block boundary. Values depend on seed and position so
+// that any two objects differ.
+struct TestChain {
+  std::vector<ObjectRef> blocks, snapshots;
+  std::vector<ObjectRef> all() const {
+    std::vector<ObjectRef> v = blocks;
+    v.insert(v.end(), snapshots.begin(), snapshots.end());
+    return v;
+  }
+};
+
+inline TestChain make_chain(uint64_t seed, int n_blocks, const StateSchema& schema = ssd_test_schema()) {
+  TestChain c;
+  std::mt19937_64 rng(seed);
+  Key k = root_key(kBankFormatVersion, "ssd-test-model", "ns" + std::to_string(seed % 3), kTestBlockTokens);
+  for (int b = 0; b < n_blocks; ++b) {
+    auto o = std::make_shared<Object>();
+    o->kind = ObjectKind::kBlock;
+    o->parent = k;
+    o->position = int64_t(b) * kTestBlockTokens;
+    for (int t = 0; t < kTestBlockTokens; ++t) o->tokens.push_back(static_cast<int32_t>(rng() % 150000));
+    o->key = chain_key(k, o->tokens);
+    for (const auto& comp : schema.components) {
+      if (comp.kind == ComponentKind::kRecurrent) continue;
+      uint64_t n = (comp.rows_at(o->position + kTestBlockTokens) - comp.rows_at(o->position)) * comp.row_elems;
+      std::vector<float> part(n);
+      for (auto& v : part) v = static_cast<float>(static_cast<int64_t>(rng() % 2000001) - 1000000) * 1e-3f;
+      o->parts.push_back(std::move(part));
+    }
+    k = o->key;
+    c.blocks.push_back(o);
+    auto s = std::make_shared<Object>();
+    s->kind = ObjectKind::kSnapshot;
+    s->key = k;
+    s->position = int64_t(b + 1) * kTestBlockTokens;
+    for (const auto& comp : schema.components) {
+      if (comp.kind != ComponentKind::kRecurrent) continue;
+      std::vector<float> part(comp.row_elems);
+      for (auto& v : part) v = static_cast<float>(rng() % 100000) * 0.25f;
+      s->parts.push_back(std::move(part));
+    }
+    c.snapshots.push_back(s);
+  }
+  return c;
+}
+
+inline bool same_object(const Object& a, const Object& b) {
+  if (a.kind != b.kind || a.key != b.key || a.parent != b.parent || a.position != b.position || a.tokens != b.tokens ||
+      a.parts.size() != b.parts.size())
+    return false;
+  for (size_t i = 0; i < a.parts.size(); ++i) {
+    if (a.parts[i].size() != b.parts[i].size()) return false;
+    if (!a.parts[i].empty() && std::memcmp(a.parts[i].data(), b.parts[i].data(), 4 * a.parts[i].size()) != 0)
+      return false;
+  }
+  return true;
+}
+
+inline SsdOptions test_options(const std::string& dir, Fs* fs = nullptr) {
+  SsdOptions o;
+  o.dir = dir;
+  o.fs = fs;
+  o.schema = ssd_test_schema();
+  o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
+  o.reader_threads = 2;
+  o.log = [](const std::string&) {};  // tests assert on stats, not on log lines
+  return o;
+}
+
+inline std::unique_ptr<SsdTier> open_tier(SsdOptions o) {
+  std::unique_ptr<SsdTier> t;
+  Status s = SsdTier::open(std::move(o), &t);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return t;
+}
+
+inline size_t count_files(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); it != std::filesystem::recursive_directory_iterator();
+       ++it)
+    if (it->is_regular_file()) ++n;
+  return n;
+}
+
+}  // namespace sb::testing

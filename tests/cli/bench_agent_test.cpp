@@ -1,0 +1,212 @@
+// `statebank bench agent` end to end on a tiny generated model: the report
+// and the CSV exist, requests restored from RAM and from SSD (after the
+// restart) skip a prefix and give the bypass twin's tokens, and without
+// gnuplot the bench still succeeds and says why there are no plots; and a
+// broken restore (the engine's test hook) is caught by the bench's own
+// comparison with the bypass twin.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/agent_report.h"
+#include "bench/agent_workload.h"
+#include "model/gen_model.h"
+#include "model/model.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  std::string item;
+  while (std::getline(in, item, sep)) out.push_back(item);
+  if (!line.empty() && line.back() == sep) out.push_back("");
+  return out;
+}
+
+struct Outcome {
+  int exit_code = -1;
+  std::string err;
+};
+
+// Runs the statebank binary with `args` and the environment prefix `env`.
+Outcome run_statebank(const fs::path& dir, const std::string& env, const std::string& args) {
+  const fs::path err = dir / "stderr.txt";
+  const std::string cmd = env + " '" SB_STATEBANK_BIN "' " + args + " >'" + (dir / "stdout.txt").string() + "' 2>'" +
+                          err.string() + "'";
+  const int st = std::system(cmd.c_str());
+  Outcome r;
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.err = read_text(err);
+  return r;
+}
+
+class BenchAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sb_bench_agent_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_;
+};
+
+TEST_F(BenchAgentTest, TinyRunReportsRestoresEqualToBypass) {
+  // A PATH with dd but without gnuplot: the bench must skip the plots and
+  // say so, and still measure the dd baseline.
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  fs::create_symlink("/bin/dd", bin / "dd");
+  const fs::path out = dir_ / "out";
+  const std::string args = "bench agent --preset tiny --cache-dir '" + (dir_ / "models").string() + "' --work-dir '" +
+                           (dir_ / "work").string() + "' --report '" + (out / "agent.md").string() +
+                           "' --prefix-tokens 300 --project-tokens 150 --message-tokens 20 --reply-tokens 6"
+                           " --projects 2 --turns 2 --turns-after 1 --block-tokens 64 --snapshot-every 128";
+  const Outcome r = run_statebank(dir_, "PATH='" + bin.string() + "'", args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  const std::string md = read_text(out / "agent.md");
+  ASSERT_FALSE(md.empty());
+  EXPECT_NE(md.find("## Headline"), std::string::npos);
+  EXPECT_NE(md.find("tools/statebank.sh bench agent --preset tiny"), std::string::npos) << md;
+  EXPECT_NE(md.find("gnuplot is not installed"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 6 of 6 |"), std::string::npos) << "the verdict line should count 6 equal bank responses\n" << md;
+  EXPECT_NE(md.find("iflag=direct"), std::string::npos) << "the dd baseline should have run\n" << md;
+  EXPECT_FALSE(fs::exists(out / "agent_ttft.png"));
+
+  const std::string csv = read_text(out / "agent.csv");
+  std::stringstream lines(csv);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  const auto header = split(line, ',');
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  for (const char* name : {"request", "phase", "turn", "project", "mode", "served", "ttft_ms", "restore_point",
+                           "prefill_tokens", "bytes_read", "equal_to_bypass", "tokens"})
+    ASSERT_TRUE(col.count(name)) << "no column " << name;
+
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(lines, line)) {
+    rows.push_back(split(line, ','));
+    ASSERT_EQ(rows.back().size(), header.size()) << line;
+  }
+  // 2 projects x (2 + 1) turns, each a bank row and its bypass twin.
+  ASSERT_EQ(rows.size(), 12u);
+  std::map<std::string, std::string> bypass_tokens;
+  for (const auto& row : rows)
+    if (row[col["mode"]] == "bypass") bypass_tokens[row[col["request"]]] = row[col["tokens"]];
+  ASSERT_EQ(bypass_tokens.size(), 6u);
+
+  int from_ram = 0, from_ssd = 0;
+  for (const auto& row : rows) {
+    if (row[col["mode"]] != "bank") continue;
+    const std::string& served = row[col["served"]];
+    const auto tokens = row[col["tokens"]];
+    EXPECT_EQ(split(tokens, ' ').size(), 6u) << tokens;
+    EXPECT_EQ(tokens, bypass_tokens[row[col["request"]]]) << "request " << row[col["request"]];
+    EXPECT_EQ(row[col["equal_to_bypass"]], "1");
+    if (served == "ram" || served == "ssd" || served == "mixed") {
+      EXPECT_GT(std::stoll(row[col["restore_point"]]), 0) << "request " << row[col["request"]];
+      EXPECT_GT(std::stoull(row[col["bytes_read"]]), 0u);
+    }
+    if (served == "ram") ++from_ram;
+    if (served == "ssd") {
+      EXPECT_EQ(row[col["phase"]], "after");
+      ++from_ssd;
+    }
+  }
+  // Turn 0 of project 1 restores the shared prefix, turn 1 of each project
+  // its previous prompt: from RAM. The first request after the restart can
+  // only be served from disk.
+  EXPECT_GE(from_ram, 3);
+  EXPECT_GE(from_ssd, 1);
+  // The first request of all found an empty bank.
+  EXPECT_EQ(rows[0][col["served"]], "cold");
+  EXPECT_EQ(rows[0][col["restore_point"]], "0");
+
+  // The bank directory is removed at the end (no --keep-bank).
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(dir_ / "work", ec) || fs::is_empty(dir_ / "work", ec));
+}
+
+TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
+  for (const std::string args : {"bench agent --turns 0", "bench agent --prefix-tokens x", "bench nope",
+                                 "bench agent --model /nonexistent/dir"}) {
+    const Outcome r = run_statebank(dir_, "", args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err.rfind("statebank bench: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST_F(BenchAgentTest, BrokenRestoreIsReportedAsMismatch) {
+  sb::ModelConfig config;
+  ASSERT_TRUE(sb::preset_config(sb::Arch::kQwen35, "tiny", &config).is_ok());
+  std::string tokenizer;
+  ASSERT_TRUE(sb::find_tokenizer_dir("", &tokenizer).is_ok());
+  const std::string model_dir = (dir_ / "model").string();
+  ASSERT_TRUE(sb::write_random_checkpoint(config, 0, sb::DType::kBF16, tokenizer, model_dir).is_ok());
+  std::unique_ptr<sb::Model> model;
+  ASSERT_TRUE(sb::Model::load(model_dir, sb::RuntimeOptions{}, &model).is_ok());
+
+  sb::AgentWorkloadOptions o;
+  o.prefix_tokens = 200;
+  o.project_tokens = 70;
+  o.message_tokens = 10;
+  o.reply_tokens = 4;
+  o.projects = 2;
+  o.turns = 1;
+  o.turns_after = 1;
+  o.block_tokens = 64;
+  o.snapshot_every = 128;
+  o.bank_dir = (dir_ / "bank").string();
+  int tampered = 0;
+  // Nudge the last row of the first component: a restored state that passed
+  // every check but is not what a cold prefill gives.
+  o.tamper_restored_state = [&](sb::State& restored) {
+    auto& buf = restored.buffer(0);
+    ASSERT_FALSE(buf.empty());
+    buf.back() += 0.5f;
+    ++tampered;
+  };
+  sb::AgentResult result;
+  ASSERT_TRUE(sb::run_agent_workload(*model, o, &result).is_ok());
+  ASSERT_GT(tampered, 0);
+  ASSERT_FALSE(result.mismatches.empty());
+  int restored_rows = 0, unequal_rows = 0;
+  for (const auto& row : result.rows) {
+    if (row.mode != "bank" || row.restore_point == 0) continue;
+    ++restored_rows;
+    if (!row.equal_to_bypass) ++unequal_rows;
+  }
+  EXPECT_GT(restored_rows, 0);
+  EXPECT_EQ(static_cast<size_t>(unequal_rows), result.mismatches.size());
+  const sb::AgentSummary s = sb::summarize(result);
+  EXPECT_LT(s.equal, s.requests);
+  const std::string md = sb::agent_markdown(result, o, sb::AgentReportContext{});
+  EXPECT_NE(md.find("## MISMATCHES"), std::string::npos);
+  EXPECT_NE(md.find("**not met**"), std::string::npos);
+}
+
+}  // namespace

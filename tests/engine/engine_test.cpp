@@ -1,0 +1,230 @@
+// Engine behaviour around the bank: modes, namespaces, snapshot placement,
+// echo, stops, holes, bad input. Every served result is also compared with
+// bypass.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "bank/bank.h"
+#include "bank/chain.h"
+#include "bank/key.h"
+#include "bank/ram_tier.h"
+#include "tests/engine/engine_test_models.h"
+#include "tests/engine/equivalence.h"
+
+namespace sb {
+namespace {
+
+constexpr uint32_t kB = 64;
+
+struct Fixture {
+  explicit Fixture(Arch arch, int64_t snapshot_every = 2 * kB) : model(testing::tiny_model(arch)), ram(1ULL << 30), bank({&ram}) {
+    EngineOptions o;
+    o.block_tokens = kB;
+    o.snapshot_every = snapshot_every;
+    const Status s = Engine::create(model, &bank, o, &engine);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+  }
+  CompletionResult serve(CompletionRequest r) {
+    CompletionResult served, bypass;
+    const Status s = engine->complete(r, &served);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    r.cache_mode = CacheMode::kBypass;
+    EXPECT_TRUE(engine->complete(r, &bypass).is_ok());
+    EXPECT_EQ(testing::compare_results(served, bypass), "");
+    EXPECT_LE(served.restore.restore_point, served.restore.common_prefix_tokens);
+    return served;
+  }
+  std::vector<Key> keys(const std::vector<int32_t>& prompt, const std::string& ns = "") {
+    return chain_keys(root_key(kBankFormatVersion, model.fingerprint(), ns, kB), prompt, kB,
+                      static_cast<int64_t>(prompt.size()) / kB);
+  }
+  const Model& model;
+  RamTier ram;
+  Bank bank;
+  std::unique_ptr<Engine> engine;
+};
+
+std::vector<int32_t> random_prompt(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 151936);
+  return t;
+}
+
+CompletionRequest request(std::vector<int32_t> prompt, CacheMode mode = CacheMode::kDefault, std::string ns = "") {
+  CompletionRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = 3;
+  r.cache_mode = mode;
+  r.name_space = std::move(ns);
+  return r;
+}
+
+TEST(Engine, ADifferentNamespaceNeverHitsTheSameOneDoes) {
+  Fixture f(Arch::kQwen3Next);
+  const auto prompt = random_prompt(3 * kB + 10, 1);
+  EXPECT_EQ(f.serve(request(prompt, CacheMode::kDefault, "alice")).restore.mode, "cold");
+  const auto other = f.serve(request(prompt, CacheMode::kDefault, "bob"));
+  EXPECT_EQ(other.restore.mode, "cold");
+  EXPECT_EQ(other.restore.matched_tokens, 0);
+  EXPECT_EQ(f.serve(request(prompt, CacheMode::kReadOnly, "")).restore.restore_point, 0);
+  const auto same = f.serve(request(prompt, CacheMode::kDefault, "alice"));
+  EXPECT_EQ(same.restore.mode, "ram");
+  EXPECT_EQ(same.restore.restore_point, 3 * kB);
+  EXPECT_EQ(same.restore.prefill_tokens, 10);
+  EXPECT_EQ(same.restore.snapshot_position, 3 * kB);
+  EXPECT_EQ(same.restore.blocks, 3);
+  EXPECT_GT(same.restore.bytes_read, 0u);
+}
+
+TEST(Engine, ReadOnlyLooksUpButStoresNothingAndBypassDoesNeither) {
+  Fixture f(Arch::kQwen3Next);
+  const auto prompt = random_prompt(2 * kB + 1, 2);
+  f.serve(request(prompt, CacheMode::kReadOnly));
+  EXPECT_EQ(f.ram.stats().blocks, 0u);
+  const uint64_t lookups = f.bank.stats().lookups;
+  CompletionResult r;
+  ASSERT_TRUE(f.engine->complete(request(prompt, CacheMode::kBypass), &r).is_ok());
+  EXPECT_EQ(r.restore.mode, "bypass");
+  EXPECT_EQ(f.bank.stats().lookups, lookups);
+  EXPECT_EQ(f.ram.stats().blocks, 0u);
+  f.serve(request(prompt, CacheMode::kDefault));
+  EXPECT_EQ(f.ram.stats().blocks, 2u);
+  EXPECT_EQ(f.serve(request(prompt, CacheMode::kReadOnly)).restore.restore_point, 2 * kB);
+}
+
+TEST(Engine, SnapshotPlacement) {
+  using R = SnapshotReason;
+  // Interval every 128, prompt end at 256, the message boundary 150 floors to 128.
+  EXPECT_EQ(snapshot_positions(300, 150, 64, 128),
+            (std::vector<SnapshotPlace>{{128, R::kMessage}, {256, R::kPromptEnd}}));
+  // A prompt of exactly 4 blocks: its end and the last boundary a replay can restore.
+  EXPECT_EQ(snapshot_positions(256, -1, 64, 0), (std::vector<SnapshotPlace>{{192, R::kPromptEnd}, {256, R::kPromptEnd}}));
+  EXPECT_EQ(snapshot_positions(600, 70, 64, 256),
+            (std::vector<SnapshotPlace>{{64, R::kMessage}, {256, R::kInterval}, {512, R::kInterval}, {576, R::kPromptEnd}}));
+  EXPECT_TRUE(snapshot_positions(63, 10, 64, 128).empty());
+}
+
+TEST(Engine, PublishesBlocksAndSnapshotsWherePlacedAndReplaysRestoreAtTheLastBoundary) {
+  Fixture f(Arch::kQwen3Next, /*snapshot_every=*/0);
+  auto prompt = random_prompt(4 * kB, 3);
+  auto r = request(prompt);
+  r.message_boundary = kB + 5;
+  f.serve(r);
+  const auto k = f.keys(prompt);
+  for (int b = 1; b <= 4; ++b) EXPECT_TRUE(f.ram.contains(ObjectKind::kBlock, k[b])) << b;
+  EXPECT_TRUE(f.ram.contains(ObjectKind::kSnapshot, k[1]));   // message boundary
+  EXPECT_FALSE(f.ram.contains(ObjectKind::kSnapshot, k[2]));  // no interval snapshots
+  EXPECT_TRUE(f.ram.contains(ObjectKind::kSnapshot, k[3]));   // last boundary a replay can use
+  EXPECT_TRUE(f.ram.contains(ObjectKind::kSnapshot, k[4]));   // prompt end
+  // The same prompt again keeps one token to prefill: restores 3 blocks.
+  const auto replay = f.serve(request(prompt));
+  EXPECT_EQ(replay.restore.restore_point, 3 * kB);
+  EXPECT_EQ(replay.restore.prefill_tokens, kB);
+  // One token more restores all 4.
+  prompt.push_back(17);
+  EXPECT_EQ(f.serve(request(prompt)).restore.restore_point, 4 * kB);
+}
+
+TEST(Engine, AnEvictedMiddleBlockEndsTheWalkThere) {
+  Fixture f(Arch::kQwen3Next, /*snapshot_every=*/kB);
+  const auto prompt = random_prompt(5 * kB + 3, 4);
+  f.serve(request(prompt));
+  ASSERT_TRUE(f.ram.erase(ObjectKind::kBlock, f.keys(prompt)[3]));
+  const auto r = f.serve(request(prompt));
+  EXPECT_EQ(r.restore.matched_tokens, 2 * kB);
+  EXPECT_EQ(r.restore.restore_point, 2 * kB);
+  // The request re-publishes the missing block; the next one restores all.
+  EXPECT_EQ(f.serve(request(prompt)).restore.restore_point, 5 * kB);
+}
+
+TEST(Engine, AttentionOnlyModelRestoresWithoutSnapshots) {
+  Fixture f(Arch::kQwen3);
+  const auto prompt = random_prompt(3 * kB + 1, 5);
+  f.serve(request(prompt));
+  EXPECT_EQ(f.ram.stats().snapshots, 0u);
+  const auto r = f.serve(request(prompt));
+  EXPECT_EQ(r.restore.restore_point, 3 * kB);
+  EXPECT_EQ(r.restore.snapshot_position, 0);
+}
+
+TEST(Engine, EchoPrefillsColdButStillPublishes) {
+  Fixture f(Arch::kQwen3Next);
+  const auto prompt = random_prompt(kB + 9, 6);
+  f.serve(request(prompt));
+  auto echo = request(prompt);
+  echo.echo = true;
+  const auto e = f.serve(echo);
+  EXPECT_EQ(e.restore.mode, "cold");
+  EXPECT_EQ(e.restore.restore_point, 0);
+  ASSERT_EQ(e.prompt_logprobs.size(), prompt.size());
+  EXPECT_EQ(e.prompt_logprobs[0], 0.0f);
+  for (size_t i = 1; i < prompt.size(); ++i) EXPECT_LT(e.prompt_logprobs[i], 0.0f);
+  // An echo request in a fresh namespace publishes for the next one.
+  echo.name_space = "fresh";
+  f.serve(echo);
+  EXPECT_EQ(f.serve(request(prompt, CacheMode::kDefault, "fresh")).restore.restore_point, kB);
+}
+
+TEST(Engine, StopTokensCancellationAndTopLogprobs) {
+  Fixture f(Arch::kQwen3Next);
+  auto r = request(random_prompt(70, 7));
+  r.max_tokens = 4;
+  r.top_logprobs = 3;
+  const auto full = f.serve(r);
+  ASSERT_EQ(full.tokens.size(), 4u);
+  EXPECT_EQ(full.finish_reason, "length");
+  ASSERT_EQ(full.tokens[0].top.size(), 3u);
+  EXPECT_EQ(full.tokens[0].top[0].token, full.tokens[0].token);  // greedy: the best alternative is the token
+  EXPECT_GE(full.tokens[0].top[0].logprob, full.tokens[0].top[1].logprob);
+
+  r.stop_tokens = {full.tokens[1].token};
+  const auto stopped = f.serve(r);
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.tokens.size(), 2u);
+
+  int seen = 0;
+  r.stop_tokens.clear();
+  r.on_token = [&seen](const GeneratedToken&) { return ++seen < 2; };
+  CompletionResult cancelled;
+  ASSERT_TRUE(f.engine->complete(r, &cancelled).is_ok());
+  EXPECT_EQ(cancelled.finish_reason, "cancelled");
+  EXPECT_EQ(cancelled.tokens.size(), 2u);
+}
+
+TEST(Engine, RejectsBadRequestsAndBadOptions) {
+  Fixture f(Arch::kQwen3Next);
+  CompletionResult r;
+  EXPECT_EQ(f.engine->complete(request({}), &r).code(), Code::kInvalidArgument);
+  EXPECT_EQ(f.engine->complete(request({1, 2, 151936}), &r).code(), Code::kInvalidArgument);
+  EXPECT_EQ(f.engine->complete(request({1, -2}), &r).code(), Code::kInvalidArgument);
+  auto bad = request({1, 2});
+  bad.top_logprobs = 21;
+  EXPECT_EQ(f.engine->complete(bad, &r).code(), Code::kInvalidArgument);
+  EXPECT_EQ(f.ram.stats().blocks, 0u);
+
+  std::unique_ptr<Engine> e;
+  EngineOptions o;
+  o.block_tokens = 100;
+  EXPECT_EQ(Engine::create(f.model, &f.bank, o, &e).code(), Code::kInvalidArgument);
+  o.block_tokens = 128;
+  o.snapshot_every = 192;
+  EXPECT_EQ(Engine::create(f.model, &f.bank, o, &e).code(), Code::kInvalidArgument);
+  o.snapshot_every = 256;
+  EXPECT_TRUE(Engine::create(f.model, &f.bank, o, &e).is_ok());
+  EXPECT_TRUE(Engine::create(f.model, nullptr, o, &e).is_ok());
+  ASSERT_TRUE(e->complete(request({1, 2, 3}), &r).is_ok());
+  EXPECT_EQ(r.restore.mode, "bypass");
+}
+
+}  // namespace
+}  // namespace sb
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new sb::testing::EngineScratchCleanup);
+  return RUN_ALL_TESTS();
+}

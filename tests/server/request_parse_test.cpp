@@ -1,0 +1,263 @@
+// Request parsing: every field's type and range, errors naming the field.
+#include "server/request_parse.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+ParseLimits limits() {
+  ParseLimits l;
+  l.vocab_size = 1000;
+  l.max_prompt_tokens = 50;
+  l.max_tokens_limit = 4096;
+  l.max_json_depth = 16;
+  return l;
+}
+
+// The error a completion body raises, or a 0-status error when it parses.
+ApiError completion_error(const json& body) {
+  try {
+    parse_completion_params(body, limits());
+  } catch (const ApiException& e) {
+    return e.error;
+  }
+  return ApiError{0, "", "", "", ""};
+}
+
+ApiError chat_error(const json& body) {
+  try {
+    parse_chat_params(body, limits());
+  } catch (const ApiException& e) {
+    return e.error;
+  }
+  return ApiError{0, "", "", "", ""};
+}
+
+TEST(RequestParse, CompletionWithTokenIdsAndEveryField) {
+  json body = {{"model", "m"},       {"prompt", {1, 2, 3}}, {"max_tokens", 7},      {"temperature", 0.5},
+               {"top_p", 0.9},       {"top_k", 40},          {"seed", 12345},        {"stop", {"\n\n", "END"}},
+               {"logprobs", 5},      {"echo", true},         {"stream", true},       {"cache_salt", "s1"},
+               {"frequency_penalty", 0.0}, {"some_unknown_field", {{"x", 1}}}};
+  CompletionParams p = parse_completion_params(body, limits());
+  EXPECT_EQ(p.model, "m");
+  EXPECT_FALSE(p.prompt_is_text);
+  EXPECT_EQ(p.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(p.max_tokens, 7);
+  EXPECT_FLOAT_EQ(p.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(p.sampling.top_p, 0.9f);
+  EXPECT_EQ(p.sampling.top_k, 40);
+  EXPECT_EQ(p.sampling.seed, 12345u);
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_EQ(p.logprobs, 5);
+  EXPECT_TRUE(p.echo);
+  EXPECT_TRUE(p.stream);
+  EXPECT_TRUE(p.has_cache_salt);
+  EXPECT_EQ(p.cache_salt, "s1");
+}
+
+TEST(RequestParse, CompletionDefaultsAndTextPrompt) {
+  CompletionParams p = parse_completion_params(json{{"prompt", "hello"}}, limits());
+  EXPECT_TRUE(p.prompt_is_text);
+  EXPECT_EQ(p.prompt_text, "hello");
+  EXPECT_EQ(p.max_tokens, 16);
+  EXPECT_EQ(p.sampling.temperature, 0.0f);
+  EXPECT_EQ(p.logprobs, -1);
+  EXPECT_FALSE(p.has_cache_salt);
+  // A batch of one is the same prompt; "stop" as one string; nulls are absent.
+  CompletionParams q = parse_completion_params(json{{"prompt", {{5, 6}}}, {"stop", "x"}, {"max_tokens", nullptr}}, limits());
+  EXPECT_EQ(q.prompt_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(q.stop, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(q.max_tokens, 16);
+}
+
+TEST(RequestParse, WrongTypesNameTheField) {
+  struct Case {
+    json body;
+    std::string param;
+  };
+  const Case cases[] = {
+      {{{"prompt", 5}}, "prompt"},
+      {{{"prompt", "a"}, {"max_tokens", "10"}}, "max_tokens"},
+      {{{"prompt", "a"}, {"max_tokens", 1.5}}, "max_tokens"},
+      {{{"prompt", "a"}, {"temperature", "hot"}}, "temperature"},
+      {{{"prompt", "a"}, {"top_p", true}}, "top_p"},
+      {{{"prompt", "a"}, {"top_k", 2.5}}, "top_k"},
+      {{{"prompt", "a"}, {"seed", "1"}}, "seed"},
+      {{{"prompt", "a"}, {"stop", 3}}, "stop"},
+      {{{"prompt", "a"}, {"stop", {"ok", 3}}}, "stop[1]"},
+      {{{"prompt", "a"}, {"logprobs", "5"}}, "logprobs"},
+      {{{"prompt", "a"}, {"echo", 1}}, "echo"},
+      {{{"prompt", "a"}, {"stream", "yes"}}, "stream"},
+      {{{"prompt", "a"}, {"cache_salt", 7}}, "cache_salt"},
+      {{{"prompt", "a"}, {"model", 7}}, "model"},
+      {{{"prompt", {1, "two"}}}, "prompt[1]"},
+      {{{"prompt", {1, 2.5}}}, "prompt[1]"},
+      {{{"prompt", "a"}, {"stream_options", {{"include_usage", "y"}}}}, "stream_options.include_usage"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = completion_error(c.body);
+    EXPECT_EQ(e.status, 400) << c.body.dump();
+    EXPECT_EQ(e.param, c.param) << c.body.dump();
+    EXPECT_EQ(e.type, "invalid_request_error");
+    EXPECT_NE(e.message.find(c.param.substr(0, c.param.find('['))), std::string::npos) << e.message;
+  }
+}
+
+TEST(RequestParse, RangesNegativeAndHugeNumbers) {
+  struct Case {
+    json body;
+    std::string param;
+  };
+  const Case cases[] = {
+      {{{"prompt", "a"}, {"max_tokens", 0}}, "max_tokens"},
+      {{{"prompt", "a"}, {"max_tokens", -3}}, "max_tokens"},
+      {{{"prompt", "a"}, {"max_tokens", 4097}}, "max_tokens"},
+      {{{"prompt", "a"}, {"max_tokens", 1e300}}, "max_tokens"},
+      {{{"prompt", "a"}, {"max_tokens", 18446744073709551615ULL}}, "max_tokens"},
+      {{{"prompt", "a"}, {"temperature", -0.1}}, "temperature"},
+      {{{"prompt", "a"}, {"temperature", 1e9}}, "temperature"},
+      {{{"prompt", "a"}, {"top_p", 0}}, "top_p"},
+      {{{"prompt", "a"}, {"top_p", 1.5}}, "top_p"},
+      {{{"prompt", "a"}, {"top_k", -2}}, "top_k"},
+      {{{"prompt", "a"}, {"logprobs", 21}}, "logprobs"},
+      {{{"prompt", "a"}, {"logprobs", -1}}, "logprobs"},
+      {{{"prompt", "a"}, {"n", 2}}, "n"},
+      {{{"prompt", ""}}, "prompt"},
+      {{{"prompt", json::array()}}, "prompt"},
+      {{{"prompt", {"a", "b"}}}, "prompt"},
+      {json::object(), "prompt"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = completion_error(c.body);
+    EXPECT_EQ(e.status, 400) << c.body.dump();
+    EXPECT_EQ(e.param, c.param) << c.body.dump();
+  }
+  // Integral floats are integers; the extremes of the ranges are accepted.
+  CompletionParams p = parse_completion_params(json{{"prompt", "a"}, {"max_tokens", 4096.0}, {"temperature", 2}}, limits());
+  EXPECT_EQ(p.max_tokens, 4096);
+  EXPECT_EQ(p.sampling.temperature, 2.0f);
+  EXPECT_EQ(parse_completion_params(json{{"prompt", "a"}, {"seed", -1}}, limits()).sampling.seed, ~uint64_t{0});
+}
+
+TEST(RequestParse, TokenIdsOutsideTheVocabulary) {
+  for (json bad : {json(-1), json(1000), json(4294967296LL), json(18446744073709551615ULL)}) {
+    ApiError e = completion_error(json{{"prompt", {1, 2, bad}}});
+    EXPECT_EQ(e.status, 400) << bad.dump();
+    EXPECT_EQ(e.param, "prompt[2]");
+    EXPECT_EQ(e.code, "invalid_token_id");
+  }
+  EXPECT_EQ(parse_completion_params(json{{"prompt", {0, 999}}}, limits()).prompt_ids, (std::vector<int32_t>{0, 999}));
+}
+
+TEST(RequestParse, PromptLongerThanTheLimitIs413) {
+  json ids = json::array();
+  for (int i = 0; i < 51; ++i) ids.push_back(i);
+  ApiError e = completion_error(json{{"prompt", ids}});
+  EXPECT_EQ(e.status, 413);
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  ids.erase(ids.size() - 1);
+  EXPECT_EQ(parse_completion_params(json{{"prompt", ids}}, limits()).prompt_ids.size(), 50u);
+}
+
+TEST(RequestParse, ChatMessagesToolsAndChoices) {
+  json body = {
+      {"messages",
+       {{{"role", "system"}, {"content", "be brief"}},
+        {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi "}}, {{"type", "text"}, {"text", "there"}}}}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{\"a\":1}"}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "42"}}}},
+      {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}}},
+      {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}},
+      {"max_completion_tokens", 9},
+      {"logprobs", true},
+      {"top_logprobs", 3}};
+  ChatParams p = parse_chat_params(body, limits());
+  ASSERT_EQ(p.messages.size(), 4u);
+  EXPECT_EQ(p.messages[1]["content"], "hi there");
+  EXPECT_EQ(p.messages[2]["content"], "");
+  EXPECT_EQ(p.messages[2]["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
+  EXPECT_EQ(p.messages[3]["tool_call_id"], "call_1");
+  EXPECT_EQ(p.tools.size(), 1u);
+  EXPECT_EQ(p.tool_choice, "f");
+  EXPECT_EQ(p.max_tokens, 9);
+  EXPECT_TRUE(p.logprobs);
+  EXPECT_EQ(p.top_logprobs, 3);
+}
+
+TEST(RequestParse, ChatErrorsNameTheField) {
+  struct Case {
+    json body;
+    std::string param;
+  };
+  const Case cases[] = {
+      {json::object(), "messages"},
+      {{{"messages", "hi"}}, "messages"},
+      {{{"messages", json::array()}}, "messages"},
+      {{{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}, "messages[0].role"},
+      {{{"messages", {{{"content", "x"}}}}}, "messages[0].role"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", 5}}}}}, "messages[1].content"},
+      {{{"messages", {{{"role", "user"}}}}}, "messages[0].content"},
+      {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}, "messages[0].content[0].type"},
+      {{{"messages", {{{"role", "assistant"}, {"tool_calls", {{{"function", {{"name", 3}}}}}}}}}},
+       "messages[0].tool_calls[0].function.name"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"tools", {{{"type", "function"}}}}}, "tools[0].function"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"tool_choice", "sometimes"}}, "tool_choice"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}},
+       "tool_choice.function.name"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"max_completion_tokens", -1}}, "max_completion_tokens"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"logprobs", 1}}, "logprobs"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"top_logprobs", 3}}, "top_logprobs"},
+      {{{"messages", {{{"role", "user"}, {"content", "a"}}}}, {"top_logprobs", 30}, {"logprobs", true}}, "top_logprobs"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = chat_error(c.body);
+    EXPECT_EQ(e.status, 400) << c.body.dump();
+    EXPECT_EQ(e.param, c.param) << c.body.dump();
+  }
+}
+
+TEST(RequestParse, BodySyntaxAndDepth) {
+  auto body_error = [](const std::string& text) {
+    try {
+      parse_body(text, limits());
+    } catch (const ApiException& e) {
+      return e.error;
+    }
+    return ApiError{0, "", "", "", ""};
+  };
+  EXPECT_EQ(body_error("{\"prompt\": ").code, "invalid_json");
+  EXPECT_EQ(body_error("not json").code, "invalid_json");
+  EXPECT_EQ(body_error("[1,2]").code, "invalid_json");  // not an object
+  std::string deep = std::string(17, '[') + std::string(17, ']');
+  EXPECT_EQ(json_nesting_depth(deep), 17);
+  EXPECT_EQ(body_error("{\"a\":" + deep + "}").code, "json_too_deep");
+  // Brackets inside strings, escaped quotes included, are not nesting.
+  EXPECT_EQ(json_nesting_depth(R"({"a":"[[[[\"[[[[[[[[[[[[[[[[[[[[[["})"), 1);
+  EXPECT_EQ(body_error("{\"a\":" + std::string(15, '[') + std::string(15, ']') + "}").status, 0);
+  EXPECT_EQ(body_error("{\"a\": \"\\ud800\"}").status, 400);  // a lone surrogate is invalid JSON
+}
+
+TEST(RequestParse, CacheModeHeader) {
+  EXPECT_EQ(parse_cache_mode(""), CacheMode::kDefault);
+  EXPECT_EQ(parse_cache_mode("default"), CacheMode::kDefault);
+  EXPECT_EQ(parse_cache_mode("bypass"), CacheMode::kBypass);
+  EXPECT_EQ(parse_cache_mode("read-only"), CacheMode::kReadOnly);
+  try {
+    parse_cache_mode("sometimes");
+    FAIL() << "accepted a bad X-Cache-Mode";
+  } catch (const ApiException& e) {
+    EXPECT_EQ(e.error.param, "X-Cache-Mode");
+  }
+}
+
+}  // namespace
+}  // namespace sb

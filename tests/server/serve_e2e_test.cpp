@@ -1,0 +1,199 @@
+// End to end over HTTP with the real binary and a generated checkpoint:
+// conversations that share a long prefix, a server restart in the middle
+// (the SSD tier carries the bank across), and every response equal, token
+// for token and logprob digit for digit, to the same request with
+// X-Cache-Mode: bypass; cached_tokens > 0 wherever a prefix was shared.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "tests/server/serve_process.h"
+
+namespace sb::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class ServeE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/sb_serve_e2e_XXXXXX";
+    root_ = mkdtemp(tmpl);
+    model_ = root_ + "/model";
+    const char* tok = std::getenv("SB_TOKENIZER_DIR");
+    ASSERT_NE(tok, nullptr) << "SB_TOKENIZER_DIR is not set (run through ctest)";
+    ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "3",
+                           "--tokenizer", tok, model_}),
+              0);
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  static std::vector<std::string> serve_args(const std::string& bank) {
+    return {SB_STATEBANK_BIN, "serve",          "--model",       model_, "--port",      "0",   "--bank-dir",
+            bank,             "--block-tokens", "64",            "--snapshot-every", "128", "--threads", "1",
+            "--ram-bank",     "256M"};
+  }
+
+  static std::string root_, model_;
+};
+std::string ServeE2E::root_, ServeE2E::model_;
+
+json post(httplib::Client& c, const std::string& path, const json& body, bool bypass) {
+  httplib::Headers h;
+  if (bypass) h.emplace("X-Cache-Mode", "bypass");
+  auto r = c.Post(path.c_str(), h, body.dump(), "application/json");
+  if (!r) {
+    ADD_FAILURE() << "no response from " << path;
+    return json::object();
+  }
+  EXPECT_EQ(r->status, 200) << r->body;
+  return json::parse(r->body);
+}
+
+// Sends the request twice (bank, then bypass) and checks they agree.
+// Returns the bank response.
+json served_equals_bypass(httplib::Client& c, const std::string& path, const json& body) {
+  json served = post(c, path, body, false);
+  json cold = post(c, path, body, true);
+  EXPECT_EQ(cold["restore"]["mode"], "bypass");
+  // Same tokens, same text, same logprob digits: the choices print identically.
+  EXPECT_EQ(served["choices"].dump(), cold["choices"].dump());
+  EXPECT_EQ(served["usage"]["completion_tokens"], cold["usage"]["completion_tokens"]);
+  const json& r = served["restore"];
+  EXPECT_EQ(served["usage"]["prompt_tokens_details"]["cached_tokens"], r["restore_point"]);
+  EXPECT_LE(r["restore_point"].get<int64_t>(), r["common_prefix_tokens"].get<int64_t>());
+  EXPECT_EQ(r["check_failures"], 0);
+  return served;
+}
+
+std::vector<int32_t> ids(int n, int start, int stride) {
+  std::vector<int32_t> v;
+  for (int i = 0; i < n; ++i) v.push_back(start + (i * stride) % 20000);
+  return v;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST_F(ServeE2E, RestartKeepsEveryResponseEqualToBypass) {
+  const std::string bank = root_ + "/bank";
+  const auto prefix = ids(400, 1000, 7);  // the shared part: several 64-token blocks
+  auto completion = [](const std::vector<int32_t>& prompt) {
+    return json{{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 5}, {"temperature", 0}};
+  };
+  std::string system(1500, ' ');
+  for (size_t i = 0; i < system.size(); ++i) system[i] = "statebank keeps model state for shared prefixes. "[i % 50];
+  json chat1 = {{"messages", {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", "Hello there."}}}},
+                {"max_tokens", 6},
+                {"logprobs", true},
+                {"top_logprobs", 3}};
+  json first_chat;
+  {
+    ServeProcess server(serve_args(bank));
+    auto c = server.client();
+    json a = served_equals_bypass(c, "/v1/completions", completion(concat(prefix, ids(30, 50, 3))));
+    EXPECT_EQ(a["restore"]["mode"], "cold");
+    json b = served_equals_bypass(c, "/v1/completions", completion(concat(prefix, ids(30, 90, 5))));
+    EXPECT_GT(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+    EXPECT_EQ(b["restore"]["mode"], "ram");
+    first_chat = served_equals_bypass(c, "/v1/chat/completions", chat1);
+    // Streaming gives the same text as the whole response.
+    json body = completion(concat(prefix, ids(30, 90, 5)));
+    body["stream"] = true;
+    auto r = c.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    std::string text;
+    size_t pos = 0;
+    while ((pos = r->body.find("data: {", pos)) != std::string::npos) {
+      size_t end = r->body.find("\n\n", pos);
+      text += json::parse(r->body.substr(pos + 6, end - pos - 6))["choices"][0]["text"].get<std::string>();
+      pos = end;
+    }
+    EXPECT_EQ(text, b["choices"][0]["text"]);
+    EXPECT_EQ(server.stop(), 0);  // SIGTERM: finishes, flushes the SSD queue, exits 0
+  }
+  {
+    ServeProcess server(serve_args(bank));
+    auto c = server.client();
+    // A new conversation on the shared prefix: served from the SSD tier.
+    json d = served_equals_bypass(c, "/v1/completions", completion(concat(prefix, ids(30, 170, 11))));
+    EXPECT_GT(d["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+    EXPECT_EQ(d["restore"]["mode"], "ssd");
+    EXPECT_GT(d["restore"]["bytes_read"].get<int64_t>(), 0);
+    // The first conversation again.
+    json a = served_equals_bypass(c, "/v1/completions", completion(concat(prefix, ids(30, 50, 3))));
+    EXPECT_GT(a["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+    // The chat's next turn: the history with the previous reply, then a new user message.
+    json chat2 = chat1;
+    chat2["messages"].push_back({{"role", "assistant"}, {"content", first_chat["choices"][0]["message"]["content"]}});
+    chat2["messages"].push_back({{"role", "user"}, {"content", "And one more thing."}});
+    json e = served_equals_bypass(c, "/v1/chat/completions", chat2);
+    EXPECT_GT(e["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_EQ(metrics->body.find("statebank_restores_total{mode=\"ssd\"} 0\n"), std::string::npos) << metrics->body;
+    EXPECT_NE(metrics->body.find("statebank_ssd_read_bytes_total "), std::string::npos);
+    EXPECT_EQ(server.stop(), 0);
+  }
+}
+
+TEST_F(ServeE2E, BadInputAgainstTheRealModelKeepsServing) {
+  auto args = serve_args(root_ + "/bank_bad");
+  args.insert(args.end(), {"--max-body-bytes", "64K", "--max-prompt-tokens", "1000"});
+  ServeProcess server(args);
+  auto c = server.client();
+  auto error_of = [&](const httplib::Result& r, int status) {
+    EXPECT_TRUE(r);
+    if (!r) return json::object();
+    EXPECT_EQ(r->status, status) << r->body;
+    json j = json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.contains("error")) << r->body;
+    return j.value("error", json::object());
+  };
+  // The tiny checkpoint has 151936 embedding rows.
+  EXPECT_EQ(error_of(c.Post("/v1/completions", json{{"prompt", {1, 151936}}}.dump(), "application/json"), 400)["param"],
+            "prompt[1]");
+  EXPECT_EQ(error_of(c.Post("/v1/completions", json{{"prompt", "x"}, {"model", "nope"}}.dump(), "application/json"), 404)["code"],
+            "model_not_found");
+  EXPECT_EQ(error_of(c.Post("/v1/completions", "{\"prompt\": [1,", "application/json"), 400)["code"], "invalid_json");
+  EXPECT_EQ(error_of(c.Post("/v1/completions", std::string(100000, ' '), "application/json"), 413)["code"],
+            "body_too_large");
+  EXPECT_EQ(error_of(c.Post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", 5}}}}}.dump(),
+                            "application/json"),
+                     400)["param"],
+            "messages[0].content");
+  EXPECT_EQ(error_of(c.Post("/v1/completions", json{{"prompt", std::vector<int>(1001, 5)}}.dump(), "application/json"), 413)["code"],
+            "context_length_exceeded");
+  json ok = post(c, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 2}}, false);
+  EXPECT_EQ(ok["choices"].size(), 1u);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST_F(ServeE2E, OfficialClientAgainstTheRealModel) {
+  ServeProcess server(serve_args(root_ + "/bank_client"));
+  std::string cmd = "SB_BASE_URL=http://127.0.0.1:" + std::to_string(server.port) + " node --test " +
+                    std::string(std::getenv("SB_SOURCE_DIR")) + "/tools/server/openai_client.test.mjs 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("# fail 0"), std::string::npos) << out;
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(ServeCli, RefusesAnOpenHostWithoutAKey) {
+  // Checked before the model loads: no checkpoint needed.
+  EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", "/nonexistent", "--host", "0.0.0.0"}), 2);
+  EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", "/nonexistent", "--ssd", "sometimes"}), 2);
+  EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", "/nonexistent"}), 2);  // no checkpoint there
+}
+
+}  // namespace
+}  // namespace sb::testing

@@ -1,0 +1,100 @@
+// ServeProcess: runs the real `statebank serve` binary on a free loopback
+// port for end-to-end tests, reads the port from its "listening on" line,
+// and stops it with SIGTERM (checking that it exits 0).
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace sb::testing {
+
+// Runs a command and returns its exit status (for gen-model).
+inline int run_command(const std::vector<std::string>& argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> argv) {
+    int out[2];
+    if (pipe(out) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      close(out[1]);
+      std::vector<char*> a;
+      for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      execv(a[0], a.data());
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[1024];
+    const std::string marker = "listening on http://127.0.0.1:";
+    while (std::fgets(line, sizeof line, f)) {
+      std::string l(line);
+      size_t at = l.find(marker);
+      if (at != std::string::npos) {
+        port = std::atoi(l.c_str() + at + marker.size());
+        break;
+      }
+    }
+    stdout_ = f;  // kept open so the server never writes into a closed pipe
+    if (port <= 0) {
+      stop();
+      throw std::runtime_error("statebank serve did not start");
+    }
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) stop();
+    if (stdout_) std::fclose(stdout_);
+  }
+
+  // SIGTERM, then the exit status (0 expected).
+  int stop() {
+    if (pid_ <= 0) return exit_status_;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_status_;
+  }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(300);
+    return c;
+  }
+
+  int port = 0;
+
+ private:
+  pid_t pid_ = -1;
+  FILE* stdout_ = nullptr;
+  int exit_status_ = -1;
+};
+
+}  // namespace sb::testing

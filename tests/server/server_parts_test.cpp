@@ -1,0 +1,158 @@
+// The HTTP layer's small parts: stop strings, namespaces, float printing,
+// the Prometheus text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "server/generation.h"
+#include "server/metrics.h"
+#include "server/namespace.h"
+#include "server/sse.h"
+#include "server/stop_matcher.h"
+
+namespace sb {
+namespace {
+
+TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheFirstStop) {
+  StopMatcher m({"END", "\n\n"});
+  EXPECT_EQ(m.push("hello E"), "hello ");  // "E" may start "END"
+  EXPECT_EQ(m.push("N"), "");
+  EXPECT_EQ(m.push("X more\n"), "ENX more");
+  EXPECT_EQ(m.push("\nafter"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.push("ignored"), "");
+  EXPECT_EQ(m.finish(), "");
+}
+
+TEST(StopMatcher, ConcatenationEqualsTextBeforeTheStopForEverySplit) {
+  const std::string text = "abc<stop>def";
+  for (size_t a = 0; a <= text.size(); ++a) {
+    for (size_t b = a; b <= text.size(); ++b) {
+      StopMatcher m({"<stop>", "zz"});
+      std::string out = m.push(text.substr(0, a));
+      out += m.push(text.substr(a, b - a));
+      out += m.push(text.substr(b));
+      out += m.finish();
+      EXPECT_EQ(out, "abc") << a << "," << b;
+    }
+  }
+  StopMatcher none({"<stop>"});
+  std::string held = none.push("abc<st");
+  EXPECT_EQ(held, "abc");
+  EXPECT_EQ(held + none.finish(), "abc<st");
+}
+
+TEST(Namespace, KeyIsHashedAndTaggedSaltCannotCollide) {
+  std::string with_key = derive_namespace(true, "secret-key", false, "");
+  EXPECT_EQ(with_key.find("secret-key"), std::string::npos);
+  EXPECT_EQ(with_key.rfind("k64:", 0), 0u);
+  EXPECT_NE(with_key, derive_namespace(true, "other-key", false, ""));
+  EXPECT_EQ(with_key, derive_namespace(true, "secret-key", false, ""));
+  EXPECT_NE(derive_namespace(true, "secret-key", true, "a"), with_key);
+  EXPECT_EQ(derive_namespace(false, "", false, ""), "");
+  // A salt that spells a key-derived namespace stays apart from it.
+  EXPECT_NE(derive_namespace(false, "", true, with_key), with_key);
+  EXPECT_NE(derive_namespace(false, "", true, ""), derive_namespace(false, "", false, ""));
+  EXPECT_TRUE(api_key_matches("abc", "abc"));
+  EXPECT_FALSE(api_key_matches("abd", "abc"));
+  EXPECT_FALSE(api_key_matches("", "abc"));
+}
+
+TEST(RoundTripFloat, NineDigitsReadBackAsTheSameFloat) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  int checked = 0;
+  while (checked < 200000) {
+    uint32_t b = bits(rng);
+    float f;
+    std::memcpy(&f, &b, 4);
+    if (!std::isfinite(f)) continue;
+    ++checked;
+    ResponseJson j = f;
+    std::string text = dump_json(j);
+    // What a client does: parse the decimal, narrow to float.
+    float back = static_cast<float>(std::strtod(text.c_str(), nullptr));
+    uint32_t back_bits;
+    std::memcpy(&back_bits, &back, 4);
+    ASSERT_EQ(back_bits, b) << text;
+    // At most 9 significant digits are printed (from the first non-zero
+    // digit to the last; zeros that only place the point do not count).
+    std::string mantissa = text.substr(0, text.find_first_of("eE"));
+    std::string d;
+    for (char c : mantissa)
+      if (c >= '0' && c <= '9') d += c;
+    size_t first = d.find_first_not_of('0'), last = d.find_last_not_of('0');
+    int digits = first == std::string::npos ? 0 : static_cast<int>(last - first + 1);
+    ASSERT_LE(digits, 9) << text;
+  }
+}
+
+TEST(Metrics, PrometheusTextHasEveryFamilyWithCounts) {
+  Metrics m;
+  m.record_request("/v1/completions", 200);
+  m.record_request("/v1/completions", 200);
+  m.record_request("/v1/completions", 400);
+  RestoreRecord r;
+  r.mode = "ssd";
+  r.restore_point = 512;
+  m.record_completion(r, 600, 10, 30.0);
+  r.mode = "cold";
+  r.restore_point = 0;
+  m.record_completion(r, 100, 5, 3000.0);
+  BankStatsView bank;
+  BankTierStats ram;
+  ram.tier = "ram";
+  ram.bytes["block"] = 1000;
+  ram.objects["block"] = 2;
+  ram.evictions = 3;
+  BankTierStats ssd;
+  ssd.tier = "ssd";
+  ssd.bytes_read = 77;
+  ssd.bytes_written = 88;
+  bank.tiers = {ram, ssd};
+  bank.check_failures["checksum"] = 4;
+  std::string text = m.render(bank, 1, 2);
+  for (const char* line : {
+           "statebank_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 2\n",
+           "statebank_requests_total{endpoint=\"/v1/completions\",code=\"400\"} 1\n",
+           "statebank_prompt_tokens_total 700\n",
+           "statebank_cached_tokens_total{tier=\"ssd\"} 512\n",
+           "statebank_cached_tokens_total{tier=\"ram\"} 0\n",
+           "statebank_restores_total{mode=\"ssd\"} 1\n",
+           "statebank_restores_total{mode=\"cold\"} 1\n",
+           "statebank_check_failures_total{kind=\"checksum\"} 4\n",
+           "statebank_bank_bytes{tier=\"ram\",kind=\"block\"} 1000\n",
+           "statebank_bank_objects{tier=\"ram\",kind=\"block\"} 2\n",
+           "statebank_bank_evictions_total{tier=\"ram\"} 3\n",
+           "statebank_ssd_read_bytes_total 77\n",
+           "statebank_ssd_written_bytes_total 88\n",
+           "statebank_queue_depth 1\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"0.025\"} 0\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"0.05\"} 1\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"2.5\"} 1\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"5\"} 2\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2\n",
+           "statebank_time_to_first_token_seconds_count 2\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  // Each family's samples follow its own TYPE line (no interleaving).
+  std::string last_family;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      last_family = line.substr(7, line.find(' ', 7) - 7);
+    } else if (line[0] != '#') {
+      std::string name = line.substr(0, line.find_first_of("{ "));
+      EXPECT_EQ(name.rfind(last_family, 0), 0u) << line;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sb

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Independent reference for statebank's chat rendering: renders a checkpoint's
+own Jinja chat template with the jinja2 library, configured the way Hugging
+Face transformers' apply_chat_template configures it (sandboxed environment,
+trim_blocks, lstrip_blocks, loop controls, a tojson filter that calls
+json.dumps(ensure_ascii=False), raise_exception).
+
+    render_chat.py TEMPLATE_SOURCE [--arguments-as-objects] < cases.json > rendered.jsonl
+
+TEMPLATE_SOURCE is a model directory (chat_template.jinja, else the
+chat_template of tokenizer_config.json) or a .jinja file. cases.json is a list
+of {"messages", "tools", "add_generation_prompt", "enable_thinking"}; one JSON
+line is printed per case: {"text": ...} or {"error": ...}.
+Tool-call arguments arrive as JSON text, as in OpenAI requests; with
+--arguments-as-objects they are parsed into objects first (what servers do for
+templates that iterate over the arguments, such as Qwen3.5's).
+"""
+import json
+import os
+import sys
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+def load_template(src):
+    if os.path.isdir(src):
+        jinja = os.path.join(src, "chat_template.jinja")
+        if os.path.exists(jinja):
+            return open(jinja, encoding="utf-8").read()
+        cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8"))
+        t = cfg["chat_template"]
+        if isinstance(t, list):
+            t = next(e["template"] for e in t if e.get("name") == "default")
+        return t
+    return open(src, encoding="utf-8").read()
+
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def main():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    template = env.from_string(load_template(sys.argv[1]))
+    as_objects = "--arguments-as-objects" in sys.argv[2:]
+    for case in json.load(sys.stdin):
+        if as_objects:
+            for m in case["messages"]:
+                for c in m.get("tool_calls", []):
+                    c["function"]["arguments"] = json.loads(c["function"]["arguments"] or "{}")
+        kwargs = {"messages": case["messages"], "add_generation_prompt": case.get("add_generation_prompt", False)}
+        if case.get("tools") is not None:
+            kwargs["tools"] = case["tools"]
+        if case.get("enable_thinking") is not None:
+            kwargs["enable_thinking"] = case["enable_thinking"]
+        try:
+            print(json.dumps({"text": template.render(**kwargs)}, ensure_ascii=False))
+        except Exception as e:  # the template refused the conversation
+            print(json.dumps({"error": str(e)}, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
