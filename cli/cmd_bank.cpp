@@ -193,7 +193,11 @@ int cmd_bank(int argc, char** argv) {
   if (o.dir.empty()) return fail("bank", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
   const bool json = args.has("json");
   o.mode = (action == "stats" || action == "ls") ? SsdMode::kReadOnly : SsdMode::kOn;
-  o.log = [](const std::string& m) { std::fprintf(stderr, "statebank bank: %s\n", m.c_str()); };
+  // What the tier found and did (temporary files removed, damage
+  // quarantined) goes to stderr; its summary line repeats `stats`.
+  o.log = [](const std::string& m) {
+    if (m.rfind("opened ", 0) != 0) std::fprintf(stderr, "statebank bank: %s\n", m.c_str());
+  };
   if (o.mode == SsdMode::kOn) {
     // verify and gc clean a bank; they never create one.
     FileInfo info;

@@ -144,7 +144,10 @@ Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) con
 
 std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& params) const {
   bool open = has_template_ && template_.prompt_opens_thinking(enable_thinking(params));
-  return std::make_unique<QwenChatOutput>(open);
+  ChatFlavour flavour = has_template_ ? template_.flavour() : ChatFlavour::kQwen3Json;
+  nlohmann::ordered_json tools = params.tools_ordered;
+  if (tools.empty() && !params.tools.empty()) tools = nlohmann::ordered_json::parse(params.tools.dump());
+  return std::make_unique<ParserChatOutput>(flavour, open, tools);
 }
 
 Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {

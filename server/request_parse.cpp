@@ -55,7 +55,8 @@ int64_t as_int(const json& v, const std::string& param, int64_t lo, int64_t hi) 
   if (v.is_number_float()) {
     double d = v.get<double>();
     if (!std::isfinite(d) || d != std::floor(d)) wrong_type(param, "an integer", v);
-    if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) range();
+    // 2^63 compares equal to double(INT64_MAX) but does not fit: reject it first.
+    if (d >= 9223372036854775808.0 || d < static_cast<double>(lo) || d > static_cast<double>(hi)) range();
     return static_cast<int64_t>(d);
   }
   wrong_type(param, "an integer", v);

@@ -13,6 +13,9 @@ apt_packages=(
   libcpp-httplib-dev
   nodejs npm
 )
+# python3 with jinja2 renders checkpoints' chat templates for the chat
+# template reference test (tools/tokenizer/render_chat.py).
+python3 -c "import jinja2" 2>/dev/null || apt_packages+=(python3 python3-jinja2)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

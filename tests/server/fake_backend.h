@@ -8,10 +8,12 @@
 // at 16-token boundaries per namespace, so cached_tokens behaves like the real
 // one for shared prefixes. Scripted replies: a last user message containing
 // CALL_TOOL answers with a <tool_call>, THINK with a <think> block (parsed
-// by the server's own QwenChatOutput).
+// by the server's ParserChatOutput, as with a real model). A prompt holding
+// token 255 fails with an internal error (the 500 path).
 // Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -117,11 +119,14 @@ class FakeBackend : public Backend {
     add_text("assistant\n");
     return Status::ok();
   }
-  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams&) const override {
-    return std::make_unique<QwenChatOutput>(false);
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params) const override {
+    return std::make_unique<ParserChatOutput>(ChatFlavour::kQwen3Json, false, params.tools_ordered);
   }
 
   Status complete(const CompletionRequest& request, CompletionResult* result) override {
+    // Byte 0xFF never occurs in UTF-8 text: a prompt holding it stands for an engine bug.
+    if (std::find(request.prompt.begin(), request.prompt.end(), 255) != request.prompt.end())
+      return Status::internal("the fake engine was asked to fail");
     running_++;
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -118,6 +118,7 @@ TEST(RequestParse, RangesNegativeAndHugeNumbers) {
       {{{"prompt", "a"}, {"max_tokens", -3}}, "max_tokens"},
       {{{"prompt", "a"}, {"max_tokens", 4097}}, "max_tokens"},
       {{{"prompt", "a"}, {"max_tokens", 1e300}}, "max_tokens"},
+      {{{"prompt", "a"}, {"seed", 9223372036854775808.0}}, "seed"},
       {{{"prompt", "a"}, {"max_tokens", 18446744073709551615ULL}}, "max_tokens"},
       {{{"prompt", "a"}, {"temperature", -0.1}}, "temperature"},
       {{{"prompt", "a"}, {"temperature", 1e9}}, "temperature"},

@@ -5,7 +5,10 @@
 // X-Cache-Mode: bypass; cached_tokens > 0 wherever a prefix was shared.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <string>
 
@@ -144,7 +147,7 @@ TEST_F(ServeE2E, RestartKeepsEveryResponseEqualToBypass) {
 
 TEST_F(ServeE2E, BadInputAgainstTheRealModelKeepsServing) {
   auto args = serve_args(root_ + "/bank_bad");
-  args.insert(args.end(), {"--max-body-bytes", "64K", "--max-prompt-tokens", "1000"});
+  args.insert(args.end(), {"--max-body-bytes", "64K", "--max-prompt-tokens", "1000", "--audit", "1"});
   ServeProcess server(args);
   auto c = server.client();
   auto error_of = [&](const httplib::Result& r, int status) {
@@ -171,6 +174,15 @@ TEST_F(ServeE2E, BadInputAgainstTheRealModelKeepsServing) {
             "context_length_exceeded");
   json ok = post(c, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 2}}, false);
   EXPECT_EQ(ok["choices"].size(), 1u);
+  // --audit 1: every restored request is recomputed cold and compared.
+  const auto shared = ids(300, 3000, 17);
+  post(c, "/v1/completions", {{"prompt", concat(shared, {11, 12})}, {"max_tokens", 3}}, false);
+  json again = post(c, "/v1/completions", {{"prompt", concat(shared, {13, 14})}, {"max_tokens", 3}}, false);
+  EXPECT_GT(again["restore"]["restore_point"].get<int64_t>(), 0);
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("statebank_audits_total 1\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("statebank_audit_mismatches_total 0\n"), std::string::npos);
   EXPECT_EQ(server.stop(), 0);
 }
 
@@ -186,6 +198,33 @@ TEST_F(ServeE2E, OfficialClientAgainstTheRealModel) {
   EXPECT_EQ(pclose(p), 0) << out;
   EXPECT_NE(out.find("# fail 0"), std::string::npos) << out;
   EXPECT_EQ(server.stop(), 0);
+}
+
+TEST_F(ServeE2E, SigtermFinishesTheStreamThatRuns) {
+  ServeProcess server(serve_args(root_ + "/bank_sigterm"));
+  std::atomic<bool> started{false};
+  std::string body;
+  std::thread client([&] {
+    httplib::Client c("127.0.0.1", server.port);
+    c.set_read_timeout(300);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = json{{"prompt", ids(100, 700, 3)}, {"max_tokens", 150}, {"stream", true}}.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      body.append(data, n);
+      started = true;
+      return true;
+    };
+    c.send(req);
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(server.stop(), 0);  // SIGTERM while tokens stream; waits for the exit
+  client.join();
+  ASSERT_NE(body.find("data: [DONE]"), std::string::npos) << body.substr(0, 300);
+  EXPECT_NE(body.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(body.find("\"completion_tokens\":150"), std::string::npos);
 }
 
 TEST(ServeCli, RefusesAnOpenHostWithoutAKey) {

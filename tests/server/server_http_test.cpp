@@ -256,6 +256,30 @@ TEST(ServerHttp, BadInputGetsOpenAIErrorsAndTheServerKeepsServing) {
   expect_serving(*c);
 }
 
+TEST(ServerHttp, EngineFailureIsA500WithTheRequestId) {
+  TestServer ts;
+  auto c = ts.client();
+  for (bool stream : {false, true}) {
+    auto r = post(*c, "/v1/completions", {{"prompt", {1, 255}}, {"stream", stream}});
+    ASSERT_TRUE(r);
+    std::string id = r->get_header_value("X-Request-Id");
+    ASSERT_FALSE(id.empty());
+    if (!stream) {
+      expect_openai_error(r, 500, "");
+      json e = json::parse(r->body)["error"];
+      EXPECT_EQ(e["code"], "internal_error");
+      EXPECT_NE(e["message"].get<std::string>().find(id), std::string::npos) << r->body;
+    } else {
+      // The stream had begun (200): the error comes as an event, then [DONE].
+      auto events = sse_payloads(r->body);
+      ASSERT_EQ(events.size(), 2u) << r->body;
+      EXPECT_NE(events[0].find(id), std::string::npos) << events[0];
+      EXPECT_EQ(events[1], "[DONE]");
+    }
+  }
+  expect_serving(*c);
+}
+
 TEST(ServerHttp, ApiKeyIsRequiredAndDerivesTheNamespace) {
   ServerOptions o;
   o.has_api_key = true;

@@ -25,7 +25,7 @@ class TestServer {
     if (!s) throw std::runtime_error(s.to_string());
     thread_ = std::thread([this] { served = server_->serve(); });
   }
-  ~TestServer() { stop(); }
+  ~TestServer() { (void)stop(); }
 
   Status stop() {
     Status s;

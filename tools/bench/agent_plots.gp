@@ -12,7 +12,7 @@ set datafile separator ","
 set datafile columnheaders
 set terminal pngcairo size 1000,560 font "sans,11"
 set grid ytics
-set key top left box opaque
+set key outside top center horizontal
 
 # The first request after the restart, for a marker line.
 stats csv using (strcol(2) eq "after" ? $1 : 1/0) nooutput
@@ -20,7 +20,7 @@ has_restart = (exists("STATS_records") && STATS_records > 0)
 if (has_restart) {
   restart_x = STATS_min - 0.5
   set arrow 1 from restart_x, graph 0 to restart_x, graph 1 nohead dashtype 2 linecolor rgb "#777777"
-  set label 1 "restart" at restart_x, graph 0.97 offset 0.5,0 textcolor rgb "#555555"
+  set label 1 "restart" at restart_x, graph 0.04 offset 0.5,0 textcolor rgb "#555555"
 }
 
 # Rows alternate: a bank request (even rows, counted from 0 after the
@@ -33,7 +33,7 @@ set xlabel "request (turn t, project p)"
 set ylabel "time to first token (ms, log scale)"
 set logscale y
 set xtics rotate by -45
-set offsets 0.5, 0.5, 0, 0
+set offsets 0.5, 0.5, graph 0.08, graph 0.08
 plot csv every 2::1 using 1:9 with linespoints pointtype 7 linecolor rgb "#c0392b" title "cold (bank bypassed)", \
      ''  every 2::0 using 1:9:xtic(label_of($3, $4)) with linespoints pointtype 5 linecolor rgb "#2471a3" title "through the bank (label: tier served from)", \
      ''  every 2::0 using 1:9:6 with labels offset 0,-1.2 font ",9" textcolor rgb "#2471a3" notitle
