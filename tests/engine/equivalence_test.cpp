@@ -43,6 +43,8 @@ void expect_equivalent(Arch arch, int requests, uint64_t seed) {
 
 TEST(Equivalence, Qwen3NextEveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen3Next, 300, 11); }
 TEST(Equivalence, Qwen3EveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen3, 250, 12); }
+// Indexed sparse attention: K, V, raw indexer keys and the pooled(4) table.
+TEST(Equivalence, QsaEveryResponseEqualsBypass) { expect_equivalent(Arch::kQsa, 100, 13); }
 
 // A restore broken on purpose must make the harness fail.
 HarnessReport run_broken(Arch arch, std::function<void(State&)> tamper) {
