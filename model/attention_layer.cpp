@@ -5,14 +5,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/activations.h"
 #include "model/transformer.h"
 
 namespace sb {
-namespace {
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-}  // namespace
 
 void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const {
   const ModelConfig& c = config_;

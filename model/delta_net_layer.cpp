@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/activations.h"
 #include "model/transformer.h"
 
 namespace sb {
 namespace {
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // PyTorch's softplus with its threshold: x itself above 20.
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 

@@ -4,12 +4,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/activations.h"
 #include "model/transformer.h"
 
 namespace sb {
 namespace {
-
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 void swiglu(Kernels& k, const WeightRef& gate, const WeightRef& up, const WeightRef& down, const float* x,
             int64_t rows, float* out) {
@@ -83,7 +82,7 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
     swiglu(*kernels_, w.gate, w.up, w.down, xn, rows, shared.data());
     kernels_->matmul(xn, rows, w.shared_gate, gate.data());
     for (int64_t t = 0; t < rows; ++t) {
-      const float s = 1.0f / (1.0f + std::exp(-gate[t]));
+      const float s = sigmoid(gate[t]);
       for (int64_t h = 0; h < H; ++h) out[t * H + h] += s * shared[t * H + h];
     }
   }
