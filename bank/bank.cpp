@@ -1,6 +1,7 @@
 #include "bank/bank.h"
 
 #include <algorithm>
+#include <map>
 
 #include "bank/compose.h"
 
@@ -14,13 +15,37 @@ bool Bank::any_contains(ObjectKind kind, const Key& key) const {
   return false;
 }
 
+void Bank::read_ahead(std::span<const ObjectId> ids, ReadAheads* out) {
+  std::vector<std::vector<TierRead>> per_tier(tiers_.size());
+  for (const auto& [kind, key] : ids) {
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      if (!tiers_[i]->contains(kind, key)) continue;
+      per_tier[i].push_back(TierRead{kind, key, nullptr, Status()});
+      break;
+    }
+  }
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    if (per_tier[i].empty()) continue;
+    tiers_[i]->get_many(per_tier[i]);
+    for (auto& r : per_tier[i]) out->emplace(ObjectId{r.kind, r.key}, ReadAhead{i, std::move(r)});
+  }
+}
+
 template <typename Check>
 bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
-                 Fetched* out) {
+                 ReadAheads* ahead, Fetched* out) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    if (!tiers_[i]->contains(kind, key)) continue;
     ObjectRef object;
-    const Status got = tiers_[i]->get(kind, key, &object);
+    Status got;
+    const auto early = ahead->find(ObjectId{kind, key});
+    if (early != ahead->end() && early->second.tier == i) {
+      got = early->second.read.status;
+      object = std::move(early->second.read.object);
+      ahead->erase(early);
+    } else {
+      if (!tiers_[i]->contains(kind, key)) continue;
+      got = tiers_[i]->get(kind, key, &object);
+    }
     if (!got.is_ok()) {
       // Evicted between contains() and get() is an ordinary miss; a failed
       // checksum is a failed check.
@@ -57,6 +82,21 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   while (matched < m && any_contains(ObjectKind::kBlock, chain[matched + 1])) ++matched;
   plan.matched_tokens = matched * B;
 
+  // Read ahead what the walk below most likely ends with (blocks 1..k and the
+  // snapshot at k, for the highest k that has one), in one get_many per
+  // tier, so that a tier on a device reads them concurrently. The walk uses
+  // these copies and reads one at a time only what it needs beyond them.
+  ReadAheads ahead;
+  {
+    int64_t likely = matched;
+    if (schema.has_recurrent())
+      while (likely > 0 && !any_contains(ObjectKind::kSnapshot, chain[likely])) --likely;
+    std::vector<ObjectId> ids;
+    for (int64_t j = 1; j <= likely; ++j) ids.emplace_back(ObjectKind::kBlock, chain[j]);
+    if (schema.has_recurrent() && likely > 0) ids.emplace_back(ObjectKind::kSnapshot, chain[likely]);
+    read_ahead(ids, &ahead);
+  }
+
   std::vector<Fetched> got;
   // Fetches blocks up to k; false when block got.size()+1 has no good copy.
   auto ensure_blocks = [&](int64_t k) {
@@ -65,7 +105,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
       const auto tokens = prompt.subspan(static_cast<size_t>(j * B), block_tokens);
       auto check = [&](const Object& o) { return check_block(o, schema, chain[j + 1], chain[j], j * B, tokens); };
       Fetched f;
-      if (!fetch(ObjectKind::kBlock, chain[j + 1], ObjectRole::kBlock, check, &plan, &f)) return false;
+      if (!fetch(ObjectKind::kBlock, chain[j + 1], ObjectRole::kBlock, check, &plan, &ahead, &f)) return false;
       got.push_back(std::move(f));
     }
     return true;
@@ -87,7 +127,8 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
         continue;
       }
       auto check = [&](const Object& o) { return check_snapshot(o, schema, chain[k], k * B); };
-      if (fetch(ObjectKind::kSnapshot, chain[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &snapshot)) break;
+      if (fetch(ObjectKind::kSnapshot, chain[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &ahead, &snapshot))
+        break;
       --k;
     }
   }

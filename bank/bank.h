@@ -29,8 +29,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bank/object.h"
@@ -90,12 +92,22 @@ class Bank {
     ObjectRef object;
     size_t tier = 0;
   };
+  using ObjectId = std::pair<ObjectKind, Key>;
+  struct ReadAhead {
+    size_t tier = 0;  // the first tier that held the object
+    TierRead read;
+  };
+  using ReadAheads = std::map<ObjectId, ReadAhead>;
+
   bool any_contains(ObjectKind kind, const Key& key) const;
+  // Reads each object from the first tier holding it, one get_many per tier.
+  void read_ahead(std::span<const ObjectId> ids, ReadAheads* out);
   // Asks every tier holding the object in order until one copy passes
-  // `check`; promotes it into the first tier when it came from below.
+  // `check`; promotes it into the first tier when it came from below. A copy
+  // in `ahead` stands for that tier's get() and is taken out of it.
   template <typename Check>
   bool fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
-             Fetched* out);
+             ReadAheads* ahead, Fetched* out);
 
   std::vector<Tier*> tiers_;
   std::atomic<uint64_t> lookups_{0};

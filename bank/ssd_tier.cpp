@@ -337,7 +337,7 @@ Status SsdTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
   return Status::ok();
 }
 
-void SsdTier::get_many(std::span<SsdRead> reads) {
+void SsdTier::get_many(std::span<TierRead> reads) {
   if (reads.empty()) return;
   if (options_.mode == SsdMode::kOff || reads.size() == 1) {
     for (auto& r : reads) r.status = get(r.kind, r.key, &r.object);

@@ -87,14 +87,6 @@ struct SsdStats {
   uint64_t quarantine_files = 0, quarantine_bytes = 0;  // in quarantine/ at open, plus since
 };
 
-// One request of a batch read.
-struct SsdRead {
-  ObjectKind kind = ObjectKind::kBlock;
-  Key key;
-  ObjectRef object;  // set when status is OK
-  Status status;
-};
-
 class SsdTier : public Tier {
  public:
   static Status open(SsdOptions options, std::unique_ptr<SsdTier>* out);
@@ -113,9 +105,8 @@ class SsdTier : public Tier {
   SsdMode mode() const { return options_.mode; }
   const std::string& dir() const { return options_.dir; }
 
-  // Reads several objects concurrently (reader_threads at a time); each
-  // request gets its own status as get() would give it.
-  void get_many(std::span<SsdRead> reads);
+  // Reads concurrently, reader_threads at a time.
+  void get_many(std::span<TierRead> reads) override;
   // Waits until every put() queued before the call is published or has
   // failed. Returns the first write failure since the previous flush().
   Status flush();

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "bank/object.h"
@@ -28,6 +29,14 @@ enum class ObjectRole : uint8_t {
   kSnapshotInterval = 1,   // every S-th block boundary
   kSnapshotPromptEnd = 2,  // last full block boundary of a prompt
   kSnapshotMessage = 3,    // boundary before a chat's final user message
+};
+
+// One request of a batch read (Tier::get_many).
+struct TierRead {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  ObjectRef object;  // set when status is OK
+  Status status;
 };
 
 struct TierStats {
@@ -50,6 +59,11 @@ class Tier {
   virtual bool contains(ObjectKind kind, const Key& key) const = 0;
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
   virtual Status put(const ObjectRef& object, ObjectRole role) = 0;
+  // Reads several objects; each request gets the status get() would give it.
+  // Tiers where a read waits on a device override it to read concurrently.
+  virtual void get_many(std::span<TierRead> reads) {
+    for (auto& r : reads) r.status = get(r.kind, r.key, &r.object);
+  }
   virtual TierStats stats() const = 0;
 };
 

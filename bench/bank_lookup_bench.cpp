@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_tuning.h"
 #include "bank/bank.h"
 #include "bank/chain.h"
 #include "bank/compose.h"
@@ -70,6 +71,7 @@ void publish(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& 
 }  // namespace
 
 int main(int argc, char** argv) {
+  sb::tune_memory(argv);
   const int64_t n_chains = arg(argc, argv, "--chains", 10000);
   const int64_t chain_blocks = arg(argc, argv, "--chain-blocks", 8);
   const int64_t n_prompt = arg(argc, argv, "--prompt", 65536);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_tuning.h"
 #include "model/checkpoint.h"
 #include "model/gen_model.h"
 #include "model/model.h"
@@ -46,6 +47,7 @@ std::string arg(int argc, char** argv, const char* name, const char* fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sb::tune_memory(argv);
   const std::string arch_s = arg(argc, argv, "--arch", "qwen3_5"), preset = arg(argc, argv, "--preset", "0.8b");
   const int64_t n_prefill = std::stoll(arg(argc, argv, "--prefill", "512"));
   const int64_t n_decode = std::stoll(arg(argc, argv, "--decode", "32"));

@@ -5,18 +5,15 @@
 //   ssd_read_bench [--dir DIR] [--gib 1.5] [--threads 1,4,8,16] [--batch 64]
 //                  [--snapshot-mib 4] [--no-dedup] [--default-malloc]
 //
-// Unless --default-malloc is given, the process runs with malloc tuned for
-// large short-lived objects (huge pages for the heap, freed memory kept):
-// restored objects are fresh memory, and on a virtual machine a page fault
-// per 4 KiB can cost more than reading the bytes from disk. Both settings
-// print CPU seconds and page faults per GiB read.
+// Unless --default-malloc is given, the process runs with malloc tuned as
+// every statebank process is (common/memory_tuning.h). Both settings print
+// CPU seconds and page faults per GiB read.
 //
 // DIR (default: a new directory under $TMPDIR or /tmp) should be on the file
 // system under test; it is removed at the end. The bank is written through the
 // tier, closed and reopened (a restart), its files dropped from the page cache,
 // then read back with get_many in batches of --batch objects (a restore of
 // batch * 256 tokens) with each reader-thread count.
-#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -28,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_tuning.h"
 #include "bank/format.h"
 #include "bank/ssd_tier.h"
 #include "fs/fs.h"
@@ -203,24 +201,7 @@ int main(int argc, char** argv) {
     else die("unknown flag " + a);
   }
   if (gib <= 0 || batch <= 0) die("bad --gib or --batch");
-  if (tune_malloc && !std::getenv("GLIBC_TUNABLES")) {
-    // Transparent huge pages for malloc's heap: one page fault per 2 MiB of
-    // restored objects instead of one per 4 KiB. A tunable is read at
-    // process start only, so start again with it set.
-    setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
-    execv("/proc/self/exe", argv);
-    die("cannot re-execute with GLIBC_TUNABLES set");
-  }
-  if (tune_malloc) {
-    // Restored objects are fresh vectors of several MiB. With glibc's
-    // defaults each one is mmapped or trimmed back to the OS when freed, so
-    // every read pays a page fault per 4 KiB, which on a virtual machine can
-    // cost more than the disk. Keeping freed memory in the heap removes
-    // that; a server process should set the same.
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    mallopt(M_TOP_PAD, 64 << 20);
-  }
+  if (tune_malloc) sb::tune_memory(argv);
   std::string root = dir_arg;
   if (root.empty()) {
     const char* t = std::getenv("TMPDIR");
@@ -290,9 +271,9 @@ int main(int argc, char** argv) {
     const long faults0 = minor_faults();
     uint64_t failures = 0;
     for (size_t at = 0; at < keys.size(); at += static_cast<size_t>(batch)) {
-      std::vector<sb::SsdRead> reads;
+      std::vector<sb::TierRead> reads;
       for (size_t i = at; i < std::min(keys.size(), at + static_cast<size_t>(batch)); ++i)
-        reads.push_back(sb::SsdRead{sb::ObjectKind::kBlock, keys[i], nullptr, sb::Status()});
+        reads.push_back(sb::TierRead{sb::ObjectKind::kBlock, keys[i], nullptr, sb::Status()});
       t->get_many(reads);
       for (const auto& r : reads) failures += r.status.is_ok() ? 0 : 1;
     }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_tuning.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -50,6 +51,7 @@ std::string shell_quote(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sb::tune_memory(argv);
   namespace fs = std::filesystem;
   fs::path root = fs::path(__FILE__).parent_path().parent_path();
   if (const char* s = std::getenv("SB_SOURCE_DIR")) root = s;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_tuning.h"
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
@@ -43,6 +44,7 @@ void print_record(const char* label, const CompletionResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sb::tune_memory(argv);
   const std::string arch_s = arg(argc, argv, "--arch", "qwen3_5"), preset = arg(argc, argv, "--preset", "0.8b");
   const int64_t n_prompt = std::stoll(arg(argc, argv, "--prompt", "16384"));
   const int threads = std::stoi(arg(argc, argv, "--threads", "2"));

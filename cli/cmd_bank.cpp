@@ -114,9 +114,9 @@ int run_verify(SsdTier& t, bool json) {
   // Batches keep memory bounded while reads run in parallel.
   const size_t kBatch = 16;
   for (size_t at = 0; at < entries.size(); at += kBatch) {
-    std::vector<SsdRead> reads;
+    std::vector<TierRead> reads;
     for (size_t i = at; i < std::min(entries.size(), at + kBatch); ++i)
-      reads.push_back(SsdRead{entries[i].kind, entries[i].key, nullptr, Status()});
+      reads.push_back(TierRead{entries[i].kind, entries[i].key, nullptr, Status()});
     t.get_many(reads);
     for (size_t i = 0; i < reads.size(); ++i) {
       if (reads[i].status.is_ok()) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "common/memory_tuning.h"
 
 namespace sb {
 
@@ -41,6 +42,7 @@ int usage(FILE* to) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sb::tune_memory(argv);
   if (argc < 2) return usage(stderr);
   if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help"))
     return usage(stdout);

@@ -21,6 +21,9 @@ ObjectRole role_of(SnapshotReason r) {
   switch (r) {
     case SnapshotReason::kInterval: return ObjectRole::kSnapshotInterval;
     case SnapshotReason::kPromptEnd: return ObjectRole::kSnapshotPromptEnd;
+    // A branch point is where conversations part, as a message boundary is:
+    // kept as long.
+    case SnapshotReason::kBranch: return ObjectRole::kSnapshotMessage;
     case SnapshotReason::kMessage: return ObjectRole::kSnapshotMessage;
   }
   return ObjectRole::kSnapshotInterval;
@@ -149,7 +152,11 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   PrefillOptions options;
   options.all_logits = req.echo;
   if (publish && schema.has_recurrent()) {
-    for (const auto& p : snapshot_positions(n, req.message_boundary, B, options_.snapshot_every))
+    // Stored blocks beyond the restore point mean another conversation shared
+    // this prefix and went on differently; a snapshot where they end lets the
+    // next conversation that shares it restore that far.
+    const int64_t branch_point = rec.matched_tokens > start ? rec.matched_tokens : 0;
+    for (const auto& p : snapshot_positions(n, req.message_boundary, B, options_.snapshot_every, branch_point))
       if (p.position > start) {
         places.push_back(p);
         options.capture_positions.push_back(p.position);

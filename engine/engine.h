@@ -150,7 +150,7 @@ class Engine {
 
 // Why a snapshot is taken at a position (ObjectRole without the bank's
 // header): kept here so tests can check the placement rules.
-enum class SnapshotReason { kInterval, kPromptEnd, kMessage };
+enum class SnapshotReason { kInterval, kPromptEnd, kBranch, kMessage };
 struct SnapshotPlace {
   int64_t position = 0;
   SnapshotReason reason = SnapshotReason::kInterval;
@@ -159,10 +159,13 @@ struct SnapshotPlace {
 // Where a prompt of n tokens takes snapshots, in increasing order, positions
 // in (0, n]: every multiple of snapshot_every; the last full block boundary
 // floor(n / B) * B and the last boundary a replay of the same prompt can
-// restore, floor((n - 1) / B) * B; and, when message_boundary >= 0, the
-// boundary floor(message_boundary / B) * B. A position with several reasons
-// takes the strongest (message > prompt end > interval).
+// restore, floor((n - 1) / B) * B; when message_boundary >= 0, the boundary
+// floor(message_boundary / B) * B; and, when branch_point > 0, the branch
+// point itself (a multiple of B: the end of the stored blocks the prompt
+// matched, where another conversation went on differently and no snapshot
+// was stored). A position with several reasons takes the strongest
+// (message > branch > prompt end > interval).
 std::vector<SnapshotPlace> snapshot_positions(int64_t n, int64_t message_boundary, int64_t block_tokens,
-                                              int64_t snapshot_every);
+                                              int64_t snapshot_every, int64_t branch_point);
 
 }  // namespace sb

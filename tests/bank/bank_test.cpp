@@ -166,8 +166,15 @@ class CorruptingTier : public Tier {
     return inner_.get(kind, key, out);
   }
   Status put(const ObjectRef& object, ObjectRole role) override { return inner_.put(object, role); }
+  void get_many(std::span<TierRead> reads) override {
+    ++batches;
+    batch_reads += reads.size();
+    Tier::get_many(reads);
+  }
   TierStats stats() const override { return inner_.stats(); }
   void corrupt(ObjectKind kind, const Key& key) { bad_.insert({kind, key}); }
+  int batches = 0;
+  size_t batch_reads = 0;
   RamTier& inner() { return inner_; }
 
  private:
@@ -243,11 +250,15 @@ TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {
   // Now all of it is in RAM.
   EXPECT_EQ(lookup_and_verify(bank, schema, tokens).plan.mode, "ram");
 
-  // RAM empty: everything from the lower tier.
+  // RAM empty: everything from the lower tier, read in one batch.
   ram.set_budget(0);
+  const int batches = lower.batches;
+  const size_t batch_reads = lower.batch_reads;
   r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.mode, "ssd");
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
+  EXPECT_EQ(lower.batches, batches + 1);
+  EXPECT_EQ(lower.batch_reads, batch_reads + 6);  // 5 blocks and the snapshot
 
   // A corrupt copy in RAM is a miss there; the good copy below serves.
   CorruptingTier bad_ram("ram");

@@ -209,9 +209,9 @@ TEST(SsdTier, GetManyReadsEveryRequestAndReportsEachStatus) {
   auto chain = make_chain(7, 12);
   auto t = open_tier(test_options(d.bank()));
   put_all(*t, chain.all());
-  std::vector<SsdRead> reads;
-  for (const auto& o : chain.all()) reads.push_back(SsdRead{o->kind, o->key, nullptr, Status()});
-  reads.push_back(SsdRead{ObjectKind::kBlock, Key{9, 9}, nullptr, Status()});
+  std::vector<TierRead> reads;
+  for (const auto& o : chain.all()) reads.push_back(TierRead{o->kind, o->key, nullptr, Status()});
+  reads.push_back(TierRead{ObjectKind::kBlock, Key{9, 9}, nullptr, Status()});
   t->get_many(reads);
   auto all = chain.all();
   for (size_t i = 0; i < all.size(); ++i) {

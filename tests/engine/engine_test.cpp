@@ -99,13 +99,44 @@ TEST(Engine, ReadOnlyLooksUpButStoresNothingAndBypassDoesNeither) {
 TEST(Engine, SnapshotPlacement) {
   using R = SnapshotReason;
   // Interval every 128, prompt end at 256, the message boundary 150 floors to 128.
-  EXPECT_EQ(snapshot_positions(300, 150, 64, 128),
+  EXPECT_EQ(snapshot_positions(300, 150, 64, 128, 0),
             (std::vector<SnapshotPlace>{{128, R::kMessage}, {256, R::kPromptEnd}}));
   // A prompt of exactly 4 blocks: its end and the last boundary a replay can restore.
-  EXPECT_EQ(snapshot_positions(256, -1, 64, 0), (std::vector<SnapshotPlace>{{192, R::kPromptEnd}, {256, R::kPromptEnd}}));
-  EXPECT_EQ(snapshot_positions(600, 70, 64, 256),
+  EXPECT_EQ(snapshot_positions(256, -1, 64, 0, 0), (std::vector<SnapshotPlace>{{192, R::kPromptEnd}, {256, R::kPromptEnd}}));
+  EXPECT_EQ(snapshot_positions(600, 70, 64, 256, 0),
             (std::vector<SnapshotPlace>{{64, R::kMessage}, {256, R::kInterval}, {512, R::kInterval}, {576, R::kPromptEnd}}));
-  EXPECT_TRUE(snapshot_positions(63, 10, 64, 128).empty());
+  EXPECT_TRUE(snapshot_positions(63, 10, 64, 128, 0).empty());
+  // A branch point at 384 between the intervals; one at 256 takes the interval's place.
+  EXPECT_EQ(snapshot_positions(600, -1, 64, 256, 384),
+            (std::vector<SnapshotPlace>{{256, R::kInterval}, {384, R::kBranch}, {512, R::kInterval}, {576, R::kPromptEnd}}));
+  EXPECT_EQ(snapshot_positions(600, 300, 64, 256, 256),
+            (std::vector<SnapshotPlace>{{256, R::kMessage}, {512, R::kInterval}, {576, R::kPromptEnd}}));
+}
+
+// Three conversations share a prefix of 3 blocks and a bit; no interval or
+// message snapshot falls on its end. The first stores the blocks, the second
+// finds them without a snapshot (served cold) and stores one at the branch
+// point, and the third restores there. Every answer equals bypass (serve()).
+TEST(Engine, ASecondConversationOnASharedPrefixLeavesASnapshotAtTheBranchPoint) {
+  Fixture f(Arch::kQwen35, /*snapshot_every=*/0);
+  const auto shared = random_prompt(3 * kB + 20, 11);
+  auto conversation = [&](uint32_t seed) {
+    auto p = shared;
+    const auto own = random_prompt(2 * kB + 7, seed);
+    p.insert(p.end(), own.begin(), own.end());
+    return p;
+  };
+  const auto first = f.serve(request(conversation(12)));
+  EXPECT_EQ(first.restore.mode, "cold");
+  const auto second = f.serve(request(conversation(13)));
+  EXPECT_EQ(second.restore.restore_point, 0);
+  EXPECT_EQ(second.restore.matched_tokens, 3 * kB);
+  const auto keys = f.keys(shared);
+  EXPECT_TRUE(f.ram.contains(ObjectKind::kSnapshot, keys[3]));
+  const auto third = f.serve(request(conversation(14)));
+  EXPECT_EQ(third.restore.mode, "ram");
+  EXPECT_EQ(third.restore.restore_point, 3 * kB);
+  EXPECT_EQ(third.restore.snapshot_position, 3 * kB);
 }
 
 TEST(Engine, PublishesBlocksAndSnapshotsWherePlacedAndReplaysRestoreAtTheLastBoundary) {
