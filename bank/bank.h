@@ -19,6 +19,9 @@
 //     prefix that passes.
 //  4. An object served from a lower tier is promoted (put) into the first
 //     tier.
+//  5. Reads: the objects the walk most likely ends with are requested first,
+//     one Tier::get_many per tier, so that a tier on a device reads them
+//     concurrently; the rules above then apply to those copies unchanged.
 // publish() writes an object into every tier; a name already present is a
 // no-op there (first wins).
 //

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace sb {
@@ -178,6 +179,11 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
      << mb(r.ideal_bytes) << " / " << mb(r.naive_bytes) << " | |\n";
   md << "| dedup ratio (ideal / on disk) | **" << fmt("%.3f", s.dedup_ratio) << "** (naive / on disk: "
      << fmt("%.1fx", s.saving) << ") | >= 0.9: " << verdict(s.dedup_ratio >= 0.9) << " |\n";
+  md << "| on disk beyond the ideal: snapshots no request of this run restored from; the rest (file headers, "
+        "part tables, anything stored twice) | "
+     << r.unused_snapshots << " snapshots, " << mb(r.unused_snapshot_bytes) << "; "
+     << (r.other_disk_bytes < 0 ? "-" : "") << mb(static_cast<uint64_t>(std::llabs(r.other_disk_bytes)))
+     << " | |\n";
   if (r.ssd_dropped_puts + r.ssd_write_errors > 0)
     md << "| **objects that never reached the disk** (queue full, write errors) | " << r.ssd_dropped_puts << ", "
        << r.ssd_write_errors << " | 0 |\n";
@@ -221,8 +227,13 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
         "which its next turn restores). The bank also keeps interval snapshots (every "
      << o.snapshot_every
      << " tokens), message-boundary snapshots and the last boundary a replay of each prompt could use "
-        "(engine/engine.h, snapshot_positions): the gap between the ideal and the bytes on disk is mostly "
-        "those.\n\n";
+        "(engine/engine.h, snapshot_positions), for prompts that diverge there later; this run left "
+     << r.unused_snapshots << " of them unused (" << mb(r.unused_snapshot_bytes)
+     << "). Everything else on disk beyond the ideal (file headers, part tables) comes to "
+     << (r.other_disk_bytes < 0 ? "-" : "") << mb(static_cast<uint64_t>(std::llabs(r.other_disk_bytes)))
+     << (std::llabs(r.other_disk_bytes) * 100 < static_cast<int64_t>(r.disk_bytes)
+             ? ": every object is stored once.\n\n"
+             : ", more than headers and part tables take: **some state is stored more than once**.\n\n");
 
   md << "## How it is measured\n\n";
   md << "- One process: the model is loaded once; the Engine runs in-process (engine/engine.h) over a Bank of a "

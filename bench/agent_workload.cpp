@@ -197,6 +197,7 @@ struct Bench {
   std::set<Key> restored_snapshots;
   std::vector<Key> last_prompt_end;  // per project; zero key: none yet
   std::vector<bool> has_prompt_end;
+  std::set<Key> needed;  // snapshots the ideal counts
 
   void say(const std::string& line) const {
     if (o.progress) o.progress(line);
@@ -250,7 +251,7 @@ struct Bench {
       result->naive_bytes += static_cast<uint64_t>(n_blocks) * result->block_state_bytes +
                              (recurrent ? result->snapshot_state_bytes : 0);
     }
-    std::set<Key> needed = restored_snapshots;
+    needed = restored_snapshots;
     if (recurrent)
       for (size_t p = 0; p < last_prompt_end.size(); ++p)
         if (has_prompt_end[p]) needed.insert(last_prompt_end[p]);
@@ -388,6 +389,14 @@ struct Bench {
     result->ssd_blocks = st.tier.blocks;
     result->ssd_snapshots = st.tier.snapshots;
     result->disk_bytes = dir_bytes(o.bank_dir, &result->disk_files);
+    for (const SsdEntry& e : ssd->list()) {
+      if (e.kind == ObjectKind::kSnapshot && !needed.count(e.key)) {
+        ++result->unused_snapshots;
+        result->unused_snapshot_bytes += result->snapshot_state_bytes;
+      }
+    }
+    result->other_disk_bytes = static_cast<int64_t>(result->disk_bytes) -
+                               static_cast<int64_t>(result->ideal_bytes + result->unused_snapshot_bytes);
     engine.reset();
     bank.reset();
     ram.reset();

@@ -108,6 +108,13 @@ struct AgentResult {
   uint64_t ssd_dropped_puts = 0, ssd_write_errors = 0;
   uint64_t naive_bytes = 0, ideal_bytes = 0;
   uint64_t distinct_blocks = 0, needed_snapshots = 0;
+  // What the files on disk hold beyond the ideal: snapshots the placement
+  // rules took that no request of this run restored from (interval and
+  // message-boundary snapshots, kept for prompts that diverge there), and the
+  // rest (file headers and part tables; an object stored twice would show
+  // here too).
+  uint64_t unused_snapshots = 0, unused_snapshot_bytes = 0;
+  int64_t other_disk_bytes = 0;
   // dd baseline on the bank's file system.
   bool dd_ran = false;
   std::string dd_command;

@@ -16,7 +16,8 @@
 //     glibc.malloc.hugetlb (any value: glibc.malloc.hugetlb=0 opts out), or
 //     when the re-execution fails (the program goes on with 4 KiB pages).
 //  2. Freed memory stays in the heap (mallopt: no trimming below 1 GiB,
-//     chunks up to 32 MiB from the heap rather than from fresh mappings).
+//     chunks up to 32 MiB from the heap rather than from fresh mappings), and
+//     every thread allocates from that one heap (one arena).
 // Call it first thing in main(), before any thread starts.
 #pragma once
 

@@ -33,32 +33,64 @@ int32_t Sampler::sample(std::span<const float> logits) {
     next_uniform();  // every step draws once, so the stream never depends on the mode of earlier steps
     return argmax(logits);
   }
-  // Candidates sorted by logit, ties to the lower id: the order is total, so
-  // the result is a function of the logits alone.
+  const double inv_t = 1.0 / config_.temperature;
+  const double mx = logits[static_cast<size_t>(argmax(logits))];
+  auto weight = [&](int32_t id) { return std::exp((logits[static_cast<size_t>(id)] - mx) * inv_t); };
+  const bool top_k = config_.top_k > 0 && static_cast<size_t>(config_.top_k) < logits.size();
+  const bool top_p = config_.top_p < 1.0f;
+
+  // Neither cut: the whole vocabulary in id order, no sort (a full sort of a
+  // 152k vocabulary per token costs more than the sampling itself).
+  if (!top_k && !top_p) {
+    std::vector<double> p(logits.size());
+    double total = 0.0;
+    for (size_t i = 0; i < p.size(); ++i) total += p[i] = weight(static_cast<int32_t>(i));
+    const double u = next_uniform() * total;
+    double acc = 0.0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      acc += p[i];
+      if (u < acc) return static_cast<int32_t>(i);
+    }
+    return static_cast<int32_t>(p.size() - 1);
+  }
+
+  // Candidates by logit, ties to the lower id: the order is total, so the
+  // result is a function of the logits alone.
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  size_t keep = ids.size();
-  if (config_.top_k > 0 && static_cast<size_t>(config_.top_k) < keep) keep = config_.top_k;
-  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), better);
-  ids.resize(keep);
-  const double inv_t = 1.0 / config_.temperature;
-  const double mx = logits[ids[0]];
-  std::vector<double> p(keep);
-  double total = 0.0;
-  for (size_t i = 0; i < keep; ++i) total += p[i] = std::exp((logits[ids[i]] - mx) * inv_t);
-  if (config_.top_p < 1.0f) {
+  // The nucleus needs the mass of the candidates it drops, so top-p alone
+  // weighs everything; the best candidates are then sorted in growing
+  // prefixes until the nucleus fits in one.
+  size_t pool = top_k ? static_cast<size_t>(config_.top_k) : ids.size();
+  double pool_mass = 0.0;
+  if (top_k) std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(pool), ids.end(), better);
+  if (top_p)
+    for (size_t i = 0; i < pool; ++i) pool_mass += weight(ids[i]);
+  size_t keep = pool, sorted = top_k ? pool : 0;
+  std::vector<double> p;
+  if (top_p) {
+    const double want = static_cast<double>(config_.top_p) * pool_mass;
     double mass = 0.0;
-    size_t n = 0;
-    while (n < keep) {
-      mass += p[n] / total;
-      ++n;
-      if (mass >= config_.top_p) break;
+    keep = 0;
+    for (size_t prefix = std::min<size_t>(256, pool);; prefix = std::min(pool, prefix * 8)) {
+      if (sorted < prefix) {
+        std::partial_sort(ids.begin() + static_cast<std::ptrdiff_t>(sorted),
+                          ids.begin() + static_cast<std::ptrdiff_t>(prefix),
+                          ids.begin() + static_cast<std::ptrdiff_t>(pool), better);
+        sorted = prefix;
+      }
+      while (keep < prefix && mass < want) {
+        p.push_back(weight(ids[keep++]));
+        mass += p.back();
+      }
+      if (mass >= want || prefix == pool) break;
     }
-    keep = n;
-    total = 0.0;
-    for (size_t i = 0; i < keep; ++i) total += p[i];
+  } else {
+    for (size_t i = 0; i < keep; ++i) p.push_back(weight(ids[i]));
   }
+  double total = 0.0;
+  for (size_t i = 0; i < keep; ++i) total += p[i];
   const double u = next_uniform() * total;
   double acc = 0.0;
   for (size_t i = 0; i < keep; ++i) {

@@ -256,6 +256,6 @@ TEST(Engine, RejectsBadRequestsAndBadOptions) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::EngineScratchCleanup);
+  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
   return RUN_ALL_TESTS();
 }

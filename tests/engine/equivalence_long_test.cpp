@@ -48,6 +48,6 @@ TEST(EquivalenceLong, Qwen3Block192) { run_case({Arch::kQwen3, 192, 384, 20, 104
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::EngineScratchCleanup);
+  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
   return RUN_ALL_TESTS();
 }

@@ -109,6 +109,6 @@ TEST(Equivalence, HarnessSeesOneUlpInOneRestoredRow) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::EngineScratchCleanup);
+  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
   return RUN_ALL_TESTS();
 }

@@ -109,7 +109,7 @@ TEST(QsaRestore, BoundaryWhereTheDonorChainIsMuchLonger) {
 }
 
 TEST(QsaRestore, SameAfterARestart) {
-  const std::string dir = testing::engine_scratch_dir() + "/qsa_restart";
+  const std::string dir = testing::scratch_dir() + "/qsa_restart";
   std::filesystem::remove_all(dir);
   auto donor = tokens(4, 8 * kBlock + 7);
   { Stack s(qsa(), dir); expect_equal_to_bypass(*s.engine, donor); }
@@ -158,6 +158,6 @@ TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::EngineScratchCleanup);
+  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
   return RUN_ALL_TESTS();
 }

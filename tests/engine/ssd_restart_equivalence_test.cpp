@@ -138,6 +138,6 @@ TEST(SsdRestartEquivalence, Qwen3NextWithFilesRottingBetweenRestarts) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::EngineScratchCleanup);
+  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
   return RUN_ALL_TESTS();
 }

@@ -1,5 +1,5 @@
-// Tiny generated checkpoints for runtime tests, written once per test binary
-// under a temporary directory.
+// Tiny generated checkpoints for tests, written once per test binary under a
+// temporary directory that ScratchCleanup removes at exit.
 #pragma once
 
 #include <unistd.h>
@@ -19,7 +19,7 @@ namespace sb::testing {
 
 inline std::string scratch_dir() {
   static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("sb_runtime_test_" + std::to_string(getpid()));
+    auto d = std::filesystem::temp_directory_path() / ("sb_test_" + std::to_string(getpid()));
     std::filesystem::create_directories(d);
     return d.string();
   }();

@@ -1,0 +1,125 @@
+// Sampler: greedy ties, determinism by seed, the top-k and top-p cuts, and
+// the frequencies of plain temperature sampling against softmax.
+#include "runtime/sampling.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace sb {
+namespace {
+
+std::vector<float> random_logits(size_t n, uint32_t seed, float scale = 3.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<int32_t> draw(const SamplerConfig& c, const std::vector<float>& logits, int n) {
+  Sampler s(c);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(s.sample(logits));
+  return out;
+}
+
+// Ids by logit, best first, ties to the lower id.
+std::vector<int32_t> ranked(const std::vector<float>& logits) {
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  return ids;
+}
+
+TEST(Sampler, GreedyTakesTheLowestIdAmongEqualMaxima) {
+  const std::vector<float> logits = {1.0f, 5.0f, -2.0f, 5.0f, 4.9f};
+  SamplerConfig c;
+  EXPECT_EQ(draw(c, logits, 3), (std::vector<int32_t>{1, 1, 1}));
+  c.temperature = 0.8f;
+  c.top_k = 1;
+  EXPECT_EQ(draw(c, logits, 3), (std::vector<int32_t>{1, 1, 1}));
+}
+
+TEST(Sampler, TheSameSeedGivesTheSameTokensAndAnotherSeedOthers) {
+  const auto logits = random_logits(5000, 1, 1.0f);
+  for (const auto& [k, p] : std::vector<std::pair<int, float>>{{0, 1.0f}, {40, 1.0f}, {0, 0.9f}, {50, 0.7f}}) {
+    SamplerConfig c;
+    c.temperature = 1.0f;
+    c.top_k = k;
+    c.top_p = p;
+    c.seed = 42;
+    const auto a = draw(c, logits, 200), b = draw(c, logits, 200);
+    EXPECT_EQ(a, b) << "top_k " << k << " top_p " << p;
+    c.seed = 43;
+    EXPECT_NE(a, draw(c, logits, 200)) << "top_k " << k << " top_p " << p;
+  }
+}
+
+TEST(Sampler, TopKDrawsOnlyFromTheKBest) {
+  const auto logits = random_logits(3000, 2, 1.0f);
+  const auto order = ranked(logits);
+  SamplerConfig c;
+  c.temperature = 2.0f;
+  c.top_k = 7;
+  const std::set<int32_t> best(order.begin(), order.begin() + 7);
+  std::set<int32_t> seen;
+  for (int32_t t : draw(c, logits, 3000)) {
+    EXPECT_TRUE(best.count(t)) << t;
+    seen.insert(t);
+  }
+  EXPECT_EQ(seen.size(), 7u);  // flat enough at temperature 2 that all seven show up
+}
+
+TEST(Sampler, TopPDrawsOnlyFromTheSmallestSetHoldingThatMass) {
+  // Flat enough logits that the nucleus spans more than the first sorted
+  // prefix of 256 candidates.
+  const auto logits = random_logits(4000, 3, 0.5f);
+  const auto order = ranked(logits);
+  for (const float top_p : {0.05f, 0.5f, 0.95f}) {
+    std::vector<double> w(order.size());
+    double total = 0.0;
+    for (size_t i = 0; i < order.size(); ++i) total += w[i] = std::exp(logits[order[i]] - logits[order[0]]);
+    size_t nucleus = 0;
+    double mass = 0.0;
+    while (mass < top_p * total) mass += w[nucleus++];
+    SamplerConfig c;
+    c.temperature = 1.0f;
+    c.top_p = top_p;
+    c.seed = 5;
+    std::map<int32_t, size_t> rank_of;
+    for (size_t i = 0; i < order.size(); ++i) rank_of[order[i]] = i;
+    size_t deepest = 0;
+    for (int32_t t : draw(c, logits, 600)) deepest = std::max(deepest, rank_of[t]);
+    EXPECT_LT(deepest, nucleus) << "top_p " << top_p;
+    if (top_p > 0.9f) {
+      EXPECT_GT(nucleus, 256u);
+      EXPECT_GT(deepest, nucleus / 2) << "the draws reach deep into the nucleus";
+    }
+  }
+}
+
+TEST(Sampler, PlainTemperatureSamplingFollowsTheSoftmax) {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f, 1.5f};
+  SamplerConfig c;
+  c.temperature = 0.7f;
+  c.seed = 9;
+  const int n = 20000;
+  std::vector<int> count(logits.size());
+  for (int32_t t : draw(c, logits, n)) ++count[static_cast<size_t>(t)];
+  double total = 0.0;
+  for (float l : logits) total += std::exp(l / 0.7);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double expected = std::exp(logits[i] / 0.7) / total;
+    EXPECT_NEAR(static_cast<double>(count[i]) / n, expected, 0.015) << "id " << i;
+  }
+}
+
+}  // namespace
+}  // namespace sb
