@@ -24,7 +24,7 @@ void tune_memory(char** argv) {
   // object they decoded (restore reads at 0.4 GB/s instead of 2.6-3.4 GB/s).
   // The lock is taken rarely: small blocks come from per-thread caches, and
   // the runtime allocates per call, not per element.
-  ::mallopt(M_ARENA_MAX, 1);
+  if (value.find("glibc.malloc.arena_max") == std::string::npos) ::mallopt(M_ARENA_MAX, 1);
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
   ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
   ::mallopt(M_TOP_PAD, 64 << 20);

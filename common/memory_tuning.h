@@ -17,7 +17,8 @@
 //     when the re-execution fails (the program goes on with 4 KiB pages).
 //  2. Freed memory stays in the heap (mallopt: no trimming below 1 GiB,
 //     chunks up to 32 MiB from the heap rather than from fresh mappings), and
-//     every thread allocates from that one heap (one arena).
+//     every thread allocates from that one heap (one arena, unless
+//     GLIBC_TUNABLES sets glibc.malloc.arena_max).
 // Call it first thing in main(), before any thread starts.
 #pragma once
 

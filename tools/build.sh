@@ -7,8 +7,9 @@ flavour="${1:-release}"
 shift || true
 case "$flavour" in
   release) opts=(-DCMAKE_BUILD_TYPE=Release) ;;
-  # -O2 without -g: sanitizer builds keep their asserts and cost CI less to compile.
-  asan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2" -DSB_SANITIZE=address) ;;
+  # -O1 without -g (the level ASan's authors recommend): the sanitizer build
+  # keeps its asserts, and its compile, most of CI's time, is far shorter.
+  asan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" -DSB_SANITIZE=address) ;;
   tsan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=thread) ;;
   *) echo "tools/build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
 esac

@@ -47,7 +47,9 @@ struct Stack {
   ~Stack() {
     engine.reset();
     bank.reset();
-    if (ssd) EXPECT_TRUE(ssd->flush().is_ok());
+    if (ssd) {
+      EXPECT_TRUE(ssd->flush().is_ok());
+    }
     ssd.reset();
   }
   std::unique_ptr<SsdTier> ssd;

@@ -95,7 +95,9 @@ void expect_equivalent_across_restarts(Arch arch, int requests, uint64_t seed, i
       if (failures.size() < 8) failures.push_back("step " + std::to_string(i) + " [" + steps[i].what + "]: " + why);
     }
     check_failures += server->ssd->stats().check_failures;
-    if (rot_every == 0) EXPECT_EQ(server->ssd->stats().check_failures, 0u);
+    if (rot_every == 0) {
+      EXPECT_EQ(server->ssd->stats().check_failures, 0u);
+    }
     server.reset();
     if (rot_every > 0 && served_requests % rot_every == 0) {
       std::vector<std::string> files;
@@ -121,7 +123,9 @@ void expect_equivalent_across_restarts(Arch arch, int requests, uint64_t seed, i
   EXPECT_EQ(mismatches, 0);
   // It proved something only if restores from disk happened.
   EXPECT_GE(from_ssd, served_requests / 4);
-  if (rot_every > 0) EXPECT_GT(check_failures, 0u) << "the rot was never read: the test proved nothing";
+  if (rot_every > 0) {
+    EXPECT_GT(check_failures, 0u) << "the rot was never read: the test proved nothing";
+  }
 }
 
 TEST(SsdRestartEquivalence, Qwen3NextEveryResponseEqualsBypass) {
