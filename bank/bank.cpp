@@ -82,18 +82,20 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   while (matched < m && any_contains(ObjectKind::kBlock, chain[matched + 1])) ++matched;
   plan.matched_tokens = matched * B;
 
-  // Read ahead what the walk below most likely ends with (blocks 1..k and the
-  // snapshot at k, for the highest k that has one), in one get_many per
-  // tier, so that a tier on a device reads them concurrently. The walk uses
-  // these copies and reads one at a time only what it needs beyond them.
+  // The walk starts at the highest k that has a snapshot in some tier.
+  int64_t k = matched;
+  if (schema.has_recurrent())
+    while (k > 0 && !any_contains(ObjectKind::kSnapshot, chain[k])) --k;
+
+  // Read ahead what the walk most likely ends with (blocks 1..k and the
+  // snapshot at k), in one get_many per tier, so that a tier on a device
+  // reads them concurrently. The walk uses these copies and reads one at a
+  // time only what a failed check makes it fall back to.
   ReadAheads ahead;
   {
-    int64_t likely = matched;
-    if (schema.has_recurrent())
-      while (likely > 0 && !any_contains(ObjectKind::kSnapshot, chain[likely])) --likely;
     std::vector<ObjectId> ids;
-    for (int64_t j = 1; j <= likely; ++j) ids.emplace_back(ObjectKind::kBlock, chain[j]);
-    if (schema.has_recurrent() && likely > 0) ids.emplace_back(ObjectKind::kSnapshot, chain[likely]);
+    for (int64_t j = 1; j <= k; ++j) ids.emplace_back(ObjectKind::kBlock, chain[j]);
+    if (schema.has_recurrent() && k > 0) ids.emplace_back(ObjectKind::kSnapshot, chain[k]);
     read_ahead(ids, &ahead);
   }
 
@@ -111,7 +113,6 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     return true;
   };
 
-  int64_t k = matched;
   Fetched snapshot;
   if (!schema.has_recurrent()) {
     ensure_blocks(k);

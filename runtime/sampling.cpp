@@ -39,30 +39,17 @@ int32_t Sampler::sample(std::span<const float> logits) {
   const bool top_k = config_.top_k > 0 && static_cast<size_t>(config_.top_k) < logits.size();
   const bool top_p = config_.top_p < 1.0f;
 
-  // Neither cut: the whole vocabulary in id order, no sort (a full sort of a
-  // 152k vocabulary per token costs more than the sampling itself).
-  if (!top_k && !top_p) {
-    std::vector<double> p(logits.size());
-    double total = 0.0;
-    for (size_t i = 0; i < p.size(); ++i) total += p[i] = weight(static_cast<int32_t>(i));
-    const double u = next_uniform() * total;
-    double acc = 0.0;
-    for (size_t i = 0; i < p.size(); ++i) {
-      acc += p[i];
-      if (u < acc) return static_cast<int32_t>(i);
-    }
-    return static_cast<int32_t>(p.size() - 1);
-  }
-
-  // Candidates by logit, ties to the lower id: the order is total, so the
-  // result is a function of the logits alone.
+  // Candidates: with neither cut, the whole vocabulary in id order, unsorted
+  // (a full sort of a 152k vocabulary per token costs more than the sampling
+  // itself); otherwise by logit, ties to the lower id. Either order is total,
+  // so the result is a function of the logits alone.
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
   // The nucleus needs the mass of the candidates it drops, so top-p alone
   // weighs everything; the best candidates are then sorted in growing
   // prefixes until the nucleus fits in one.
-  size_t pool = top_k ? static_cast<size_t>(config_.top_k) : ids.size();
+  const size_t pool = top_k ? static_cast<size_t>(config_.top_k) : ids.size();
   double pool_mass = 0.0;
   if (top_k) std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(pool), ids.end(), better);
   if (top_p)

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "bank/bank.h"
@@ -137,6 +138,28 @@ TEST(Engine, ASecondConversationOnASharedPrefixLeavesASnapshotAtTheBranchPoint) 
   EXPECT_EQ(third.restore.mode, "ram");
   EXPECT_EQ(third.restore.restore_point, 3 * kB);
   EXPECT_EQ(third.restore.snapshot_position, 3 * kB);
+
+  // Negative: the same restore from the branch snapshot with one recurrent
+  // value moved by one ulp must differ from bypass, so the equality above
+  // is evidence.
+  EngineTestHooks hooks;
+  hooks.tamper_restored_state = [](State& st) {
+    for (size_t c = 0; c < st.n_components(); ++c)
+      if (st.schema().components[c].kind == ComponentKind::kRecurrent && !st.buffer(c).empty()) {
+        st.buffer(c)[0] = std::nextafter(st.buffer(c)[0], 1e9f);
+        return;
+      }
+  };
+  f.engine->set_test_hooks(hooks);
+  auto broken = request(conversation(15));
+  broken.max_tokens = 1;
+  broken.top_logprobs = 5;
+  CompletionResult tampered, bypass;
+  ASSERT_TRUE(f.engine->complete(broken, &tampered).is_ok());
+  EXPECT_EQ(tampered.restore.snapshot_position, 3 * kB);
+  broken.cache_mode = CacheMode::kBypass;
+  ASSERT_TRUE(f.engine->complete(broken, &bypass).is_ok());
+  EXPECT_NE(testing::compare_results(tampered, bypass), "");
 }
 
 TEST(Engine, PublishesBlocksAndSnapshotsWherePlacedAndReplaysRestoreAtTheLastBoundary) {
