@@ -13,8 +13,14 @@ case "$flavour" in
   tsan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=thread) ;;
   *) echo "tools/build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
 esac
+# A compiler cache where one is installed (developer machines; CI has none).
+command -v ccache >/dev/null 2>&1 && opts+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 dir="$root/build/$flavour"
-if [[ ! -f "$dir/build.ninja" ]]; then
+# Configure whenever the options differ from the ones this directory was
+# configured with, so a changed flag is never silently ignored.
+stamp="$dir/.sb-configure-options"
+if [[ ! -f "$dir/build.ninja" || "$(cat "$stamp" 2>/dev/null)" != "${opts[*]}" ]]; then
   cmake -S "$root" -B "$dir" -G Ninja "${opts[@]}" >/dev/null
+  printf '%s' "${opts[*]}" >"$stamp"
 fi
 ninja -C "$dir" "$@" >&2
