@@ -11,7 +11,7 @@ namespace sb {
 
 // Bump when any kernel's arithmetic changes: it is part of every fingerprint,
 // so banks written by an older runtime are never restored into a newer one.
-constexpr const char* kNumericsVersion = "statebank-cpu-numerics-1";
+constexpr const char* kNumericsVersion = "statebank-cpu-numerics-2";
 
 Status Model::load(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out) {
   return Transformer::create(dir, options, out);
@@ -23,7 +23,10 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   SB_RETURN_IF_ERROR(Checkpoint::open(dir, &m->checkpoint_));
   SB_RETURN_IF_ERROR(WeightSet::bind(*m->checkpoint_, m->config_, &m->weights_));
   m->pool_ = std::make_unique<ThreadPool>(options.threads);
-  m->kernels_ = make_cpu_kernels(m->pool_.get());
+  KernelOptions ko;
+  ko.precision = options.precision.value_or(m->weights_.embed().dtype == DType::kBF16 ? Precision::kBF16
+                                                                                        : Precision::kF32);
+  m->kernels_ = make_cpu_kernels(m->pool_.get(), ko);
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
 
@@ -40,18 +43,18 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   return Status::ok();
 }
 
-WeightRef Transformer::ref(const MatrixView& m) {
-  WeightRef r{m.dtype, m.rows, m.cols, m.data};
+WeightRef Transformer::ref(const MatrixView& m, bool matmul) {
+  WeightRef r{m.dtype, m.rows, m.cols, m.data, nullptr};
   if (m.dtype == DType::kF16) {
     auto wide = std::make_unique<std::vector<float>>(m.rows * m.cols);
     convert_to_f32(DType::kF16, m.data, m.rows * m.cols, wide->data());
-    r = WeightRef{DType::kF32, m.rows, m.cols, wide->data()};
+    r = WeightRef{DType::kF32, m.rows, m.cols, wide->data(), nullptr};
     owned_.push_back(std::move(wide));
   }
-  return r;
+  return matmul ? kernels_->prepare(r) : r;
 }
 
-WeightRef Transformer::ref(const TensorView& t) { return ref(as_matrix(t)); }
+WeightRef Transformer::ref(const TensorView& t, bool matmul) { return ref(as_matrix(t), matmul); }
 
 std::vector<float> Transformer::floats(const TensorView& t) const {
   std::vector<float> v(t.numel());
@@ -61,8 +64,8 @@ std::vector<float> Transformer::floats(const TensorView& t) const {
 
 Status Transformer::bind_weights() {
   const ModelConfig& c = config_;
-  embed_ = ref(weights_.embed());
-  lm_head_ = c.tie_word_embeddings ? embed_ : ref(weights_.lm_head());
+  embed_ = ref(weights_.embed(), /*matmul=*/false);
+  lm_head_ = c.tie_word_embeddings ? kernels_->prepare(embed_) : ref(weights_.lm_head());
   final_norm_ = floats(weights_.final_norm());
   layers_.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l) {

@@ -73,6 +73,7 @@ class Transformer final : public Model {
   const ModelConfig& config() const override { return config_; }
   const StateSchema& schema() const override { return schema_; }
   const std::string& fingerprint() const override { return fingerprint_; }
+  const std::string& kernels_name() const override { return kernels_->name(); }
   Status prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
                  PrefillOutput* out) const override;
   Status decode(State& state, int32_t token, std::vector<float>* logits) const override;
@@ -94,8 +95,9 @@ class Transformer final : public Model {
   void delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
   void ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, float* out) const;
 
-  WeightRef ref(const MatrixView& m);
-  WeightRef ref(const TensorView& t);
+  // A weight for the kernels; prepared (packed) unless matmul is false.
+  WeightRef ref(const MatrixView& m, bool matmul = true);
+  WeightRef ref(const TensorView& t, bool matmul = true);
   std::vector<float> floats(const TensorView& t) const;
 
   ModelConfig config_;

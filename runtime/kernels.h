@@ -11,12 +11,33 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
+#include "common/status.h"
 #include "runtime/state.h"
 
 namespace sb {
 
 class ThreadPool;
+
+// The arithmetic of every matrix product (docs/kernels.md):
+//  kF32:  fp32 inputs and weights (bf16 weights widened exactly), fp32 fused
+//         multiply-adds.
+//  kBF16: each input row rounded once to bf16 (round to nearest even,
+//         subnormals to signed zero), weights rounded to bf16, products summed
+//         in fp32 with the semantics of AVX512_BF16's vdpbf16ps (per pair: the
+//         odd product, then the even one, each an fp32 fused multiply-add with
+//         subnormal inputs read as zero and subnormal results flushed).
+// Everything else (norms, RoPE, softmax, the delta rule) runs in fp32 under
+// both.
+enum class Precision : uint8_t { kF32 = 1, kBF16 = 2 };
+const char* precision_name(Precision p);
+Status parse_precision(std::string_view text, Precision* out);
+
+// A kernel's private copy of a weight in the layout it streams best, made
+// once at load by Kernels::prepare (defined by each backend).
+struct PackedWeight;
 
 // A weight matrix [rows = out features, cols = in features], row-major, as
 // stored in safetensors. data points into the mmapped file (f32 or bf16).
@@ -25,7 +46,10 @@ struct WeightRef {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
+  // Set by Kernels::prepare; a matmul reads it instead of data when present.
+  std::shared_ptr<const PackedWeight> packed;
   // Rows [first, first + n) of this matrix (for fused expert tensors).
+  // REQUIRES: not prepared.
   WeightRef slice_rows(int64_t first, int64_t n) const;
 };
 
@@ -60,9 +84,17 @@ struct AttentionInput {
 class Kernels {
  public:
   virtual ~Kernels() = default;
-  virtual const char* name() const = 0;
+  // The backend, its precision and the instruction set its products run on,
+  // e.g. "cpu/bf16/avx512bf16". Part of the model fingerprint: a bank
+  // written under one name is never read under another.
+  virtual const std::string& name() const = 0;
+  virtual Precision precision() const = 0;
 
-  // y[m, w.rows] = x[m, w.cols] · wᵀ.
+  // Returns w with a packed copy for matmul (w.data is kept: the embedding
+  // table is also read row by row). Speed only: a matmul gives the same bits
+  // with a prepared weight as with the unprepared one.
+  virtual WeightRef prepare(const WeightRef& w) = 0;
+  // y[m, w.rows] = x[m, w.cols] · wᵀ in the kernels' precision.
   virtual void matmul(const float* x, int64_t m, const WeightRef& w, float* y) = 0;
   // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
   virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
@@ -85,7 +117,14 @@ class Kernels {
   virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) = 0;
 };
 
+struct KernelOptions {
+  Precision precision = Precision::kF32;
+  // kBF16 on a CPU with AVX512_BF16: false runs the emulated dot product
+  // instead of vdpbf16ps (same bits, for tests that prove it).
+  bool native_bf16 = true;
+};
+
 // The CPU kernels, parallel over output elements on `pool`.
-std::unique_ptr<Kernels> make_cpu_kernels(ThreadPool* pool);
+std::unique_ptr<Kernels> make_cpu_kernels(ThreadPool* pool, const KernelOptions& options = {});
 
 }  // namespace sb

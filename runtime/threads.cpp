@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "runtime/cpu/float_mode.h"
+
 namespace sb {
 
 struct ThreadPool::Job {
@@ -40,6 +42,7 @@ void ThreadPool::run_some(Job& job) {
 }
 
 void ThreadPool::worker_loop() {
+  cpu::FlushSubnormals::set_for_this_thread();
   for (;;) {
     Job* job = nullptr;
     {

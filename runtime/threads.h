@@ -4,7 +4,8 @@
 // ranges, so the number of threads changes speed and never bits.
 // parallel_for may be called from several threads at once (each request's
 // forward pass); the calling thread works on its own job too, so a call never
-// waits on a queue that only it could drain.
+// waits on a queue that only it could drain. Workers run in the kernels'
+// float mode (runtime/cpu/float_mode.h) for their whole life.
 #pragma once
 
 #include <condition_variable>

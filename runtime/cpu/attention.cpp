@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 
 namespace sb::cpu {
 
 void CpuKernels::attention(const AttentionInput& in, float* out) {
+  FlushSubnormals mode;
   const int64_t d = in.head_dim, group = in.n_heads / in.n_kv;
   constexpr int64_t kRowTile = 16;
   const int64_t row_tiles = (in.rows + kRowTile - 1) / kRowTile;

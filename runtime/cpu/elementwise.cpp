@@ -4,12 +4,14 @@
 #include <vector>
 
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 
 namespace sb::cpu {
 
 void CpuKernels::rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                           float* y) {
+  FlushSubnormals mode;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
@@ -24,6 +26,7 @@ void CpuKernels::rms_norm(const float* x, int64_t rows, int64_t dim, const float
 
 void CpuKernels::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
                       double theta) {
+  FlushSubnormals mode;
   const int64_t half = rot / 2;
   std::vector<float> inv_freq(half), cs(half), sn(half);
   for (int64_t i = 0; i < half; ++i)
@@ -48,6 +51,7 @@ void CpuKernels::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, i
 
 void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                                   float* state, float* out) {
+  FlushSubnormals mode;
   const int64_t hist = kernel - 1;
   // ext = [state rows | x rows], each row `channels` wide.
   std::vector<float> ext((hist + t) * channels);

@@ -30,9 +30,23 @@ struct V16 {
     __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
   }
+  // 16 words of bf16 pairs: element 0 of each pair to `even`, 1 to `odd`.
+  static void load_bf16_pairs(const uint32_t* p, V16* even, V16* odd) {
+    __m512i w = _mm512_loadu_si512(p);
+    even->v = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    odd->v = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
   static V16 set1(float x) { return {_mm512_set1_ps(x)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
   friend V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  // Subnormal lanes to signed zero.
+  friend V16 ftz(V16 a) {
+    __m512i bits = _mm512_castps_si512(a.v);
+    __mmask16 sub = _mm512_cmplt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x00800000));
+    return {_mm512_castsi512_ps(
+        _mm512_mask_and_epi32(bits, sub, bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))))};
+  }
   friend V16 operator+(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
   friend V16 operator*(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 };
@@ -46,12 +60,27 @@ struct V16 {
     __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
     return {_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(b, 16))};
   }
+  static void load_bf16_pairs(const uint32_t* p, V16* even, V16* odd) {
+    const __m256i mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
+    *even = {_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(b, 16))};
+    *odd = {_mm256_castsi256_ps(_mm256_and_si256(a, mask)), _mm256_castsi256_ps(_mm256_and_si256(b, mask))};
+  }
   static V16 set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
   void store(float* p) const {
     _mm256_storeu_ps(p, lo);
     _mm256_storeu_ps(p + 8, hi);
   }
   friend V16 fma(V16 a, V16 b, V16 c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+  friend V16 ftz(V16 a) {
+    auto half = [](__m256 x) {
+      const __m256 abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+      const __m256 sub = _mm256_cmp_ps(abs, _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ);
+      return _mm256_blendv_ps(x, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)), sub);
+    };
+    return {half(a.lo), half(a.hi)};
+  }
   friend V16 operator+(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
   friend V16 operator*(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
 };
@@ -72,6 +101,13 @@ struct V16 {
     }
     return r;
   }
+  static void load_bf16_pairs(const uint32_t* p, V16* even, V16* odd) {
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t lo = p[i] << 16, hi = p[i] & 0xffff0000u;
+      std::memcpy(&even->v[i], &lo, 4);
+      std::memcpy(&odd->v[i], &hi, 4);
+    }
+  }
   static V16 set1(float x) {
     V16 r;
     for (float& f : r.v) f = x;
@@ -82,6 +118,11 @@ struct V16 {
     V16 r;
     for (int i = 0; i < 16; ++i) r.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
     return r;
+  }
+  friend V16 ftz(V16 a) {
+    for (float& f : a.v)
+      if (std::fabs(f) < 0x1p-126f) f = std::copysign(0.0f, f);
+    return a;
   }
   friend V16 operator+(V16 a, V16 b) {
     V16 r;
