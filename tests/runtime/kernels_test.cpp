@@ -69,7 +69,7 @@ TEST(Matmul, EachRowGetsTheSameBitsWhateverTheCall) {
   std::vector<uint16_t> wb(N * K);
   for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    WeightRef w{dt, N, K, dt == DType::kF32 ? static_cast<const void*>(wf.data()) : wb.data()};
+    WeightRef w{dt, N, K, dt == DType::kF32 ? static_cast<const void*>(wf.data()) : wb.data(), nullptr};
     ThreadPool p1(1), p2(2);
     auto k1 = make_cpu_kernels(&p1), k2 = make_cpu_kernels(&p2);
     std::vector<float> all(M * N), all2(M * N);
