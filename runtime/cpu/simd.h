@@ -150,6 +150,10 @@ inline float hsum(V16 x) {
 // sixteen vectors at once (15 vector adds instead of 60 scalar ones).
 inline void hsum16(const V16* v, float* out) {
 #if SB_V16_AVX512
+// GCC 12 takes the shuffles' _mm512_undefined_ps() operand for an uninitialised read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
   __m512 b[8], c[4], d[2];
   for (int i = 0; i < 8; ++i)  // level 1: lanes i and i+8 (x in lanes 0-7, y in 8-15)
     b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i].v, v[2 * i + 1].v, 0x44),
@@ -164,6 +168,7 @@ inline void hsum16(const V16* v, float* out) {
   const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xDD));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, e));
+#pragma GCC diagnostic pop
 #else
   for (int k = 0; k < 16; ++k) out[k] = hsum(v[k]);
 #endif

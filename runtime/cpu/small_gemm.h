@@ -33,13 +33,25 @@ inline void tile(int64_t K, const float* a, int64_t lda, const float* b, int64_t
     for (int v = 0; v < NV; ++v) acc[i][v].store(c + i * ldc + 16 * v);
 }
 
-// Rows [i0, M) in tiles of 4 (then 1), for the columns [j, j + NV * 16).
+// All rows in tiles of 4 (then 1), for the columns [j, j + NV * 16). With
+// `lower`, row i's chain runs over k <= i exactly: a tile runs to its first
+// row's diagonal, then each later row finishes its own chain alone.
 template <int NV>
 inline void column_block(int64_t M, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                          int64_t ldc, bool accumulate, bool lower) {
   int64_t i = 0;
-  for (; i + 4 <= M; i += 4)
-    tile<4, NV>(lower ? std::min(K, i + 4) : K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
+  for (; i + 4 <= M; i += 4) {
+    if (!lower) {
+      tile<4, NV>(K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
+      continue;
+    }
+    const int64_t k0 = std::min(K, i + 1);
+    tile<4, NV>(k0, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
+    for (int64_t r = i + 1; r < i + 4; ++r) {
+      const int64_t k1 = std::min(K, r + 1);
+      if (k1 > k0) tile<1, NV>(k1 - k0, a + r * lda + k0, lda, b + k0 * ldb, ldb, c + r * ldc, ldc, true);
+    }
+  }
   for (; i < M; ++i) tile<1, NV>(lower ? std::min(K, i + 1) : K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
 }
 
@@ -47,8 +59,8 @@ inline void column_block(int64_t M, int64_t K, const float* a, int64_t lda, cons
 
 // C[M, N] = A[M, K] B[K, N] (accumulate: C += A B). Row-major with leading
 // dimensions; C must not alias A or B. lower: A is lower triangular (zero
-// where k > i), and a tile of rows stops its chains after its last row's
-// diagonal (the products skipped are exact zeros).
+// where k > i) and row i's chain stops at k = i, so a row's bits do not
+// depend on how many rows follow it.
 inline void small_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
                        float* c, int64_t ldc, bool accumulate, bool lower = false) {
   using namespace small_gemm_detail;
@@ -59,7 +71,7 @@ inline void small_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t 
   for (; j + 16 <= N; j += 16) column_block<1>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower);
   for (; j < N; ++j)
     for (int64_t i = 0; i < M; ++i) {
-      const int64_t depth = lower ? std::min(K, (i / 4) * 4 + 4) : K;
+      const int64_t depth = lower ? std::min(K, i + 1) : K;
       float s = accumulate ? c[i * ldc + j] : 0.0f;
       for (int64_t k = 0; k < depth; ++k) s = std::fma(a[i * lda + k], b[k * ldb + j], s);
       c[i * ldc + j] = s;

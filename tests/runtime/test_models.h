@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -45,10 +46,13 @@ inline std::string tiny_checkpoint(Arch arch, uint64_t seed = 1, DType dtype = D
   return dir;
 }
 
-inline std::unique_ptr<Model> load_model(const std::string& dir, int threads = 1) {
+// precision unset: the checkpoint's default (bf16 for the bf16 checkpoints).
+inline std::unique_ptr<Model> load_model(const std::string& dir, int threads = 1,
+                                         std::optional<Precision> precision = std::nullopt) {
   std::unique_ptr<Model> m;
   RuntimeOptions options;
   options.threads = threads;
+  options.precision = precision;
   Status s = Model::load(dir, options, &m);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   return m;
