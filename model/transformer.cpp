@@ -62,6 +62,12 @@ std::vector<float> Transformer::floats(const TensorView& t) const {
   return v;
 }
 
+FusedWeight Transformer::fused(int64_t layer, std::initializer_list<const char*> names) {
+  std::vector<WeightRef> parts;
+  for (const char* n : names) parts.push_back(ref(weights_.layer(layer, n), /*matmul=*/false));
+  return kernels_->fuse(parts);
+}
+
 Status Transformer::bind_weights() {
   const ModelConfig& c = config_;
   embed_ = ref(weights_.embed(), /*matmul=*/false);
@@ -75,15 +81,12 @@ Status Transformer::bind_weights() {
     w.post_norm = floats(weights_.layer(l, "post_attention_layernorm.weight"));
     if (w.type == LayerType::kLinearAttention) {
       DeltaNetWeights& d = w.delta;
-      if (c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe) {
-        d.qkv = ref(weights_.layer(l, "linear_attn.in_proj_qkv.weight"));
-        d.z = ref(weights_.layer(l, "linear_attn.in_proj_z.weight"));
-        d.b = ref(weights_.layer(l, "linear_attn.in_proj_b.weight"));
-        d.a = ref(weights_.layer(l, "linear_attn.in_proj_a.weight"));
-      } else {
-        d.qkvz = ref(weights_.layer(l, "linear_attn.in_proj_qkvz.weight"));
-        d.ba = ref(weights_.layer(l, "linear_attn.in_proj_ba.weight"));
-      }
+      d.grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe);
+      if (d.grouped)
+        d.in = fused(l, {"linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight"});
+      else
+        d.in = fused(l, {"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
+                         "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight"});
       d.conv = floats(weights_.layer(l, "linear_attn.conv1d.weight"));
       d.dt_bias = floats(weights_.layer(l, "linear_attn.dt_bias"));
       d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A_log"));
@@ -92,36 +95,36 @@ Status Transformer::bind_weights() {
       d.out = ref(weights_.layer(l, "linear_attn.out_proj.weight"));
     } else {
       AttentionWeights& a = w.attn;
-      a.q = ref(weights_.layer(l, "self_attn.q_proj.weight"));
-      a.k = ref(weights_.layer(l, "self_attn.k_proj.weight"));
-      a.v = ref(weights_.layer(l, "self_attn.v_proj.weight"));
+      if (w.type == LayerType::kSparseAttention)
+        a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                         "self_attn.indexer.wk.weight", "self_attn.indexer.wq.weight",
+                         "self_attn.indexer.weights_proj.weight"});
+      else
+        a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
       a.o = ref(weights_.layer(l, "self_attn.o_proj.weight"));
       a.q_norm = floats(weights_.layer(l, "self_attn.q_norm.weight"));
       a.k_norm = floats(weights_.layer(l, "self_attn.k_norm.weight"));
-      if (w.type == LayerType::kSparseAttention) {
-        a.index_q = ref(weights_.layer(l, "self_attn.indexer.wq.weight"));
-        a.index_k = ref(weights_.layer(l, "self_attn.indexer.wk.weight"));
-        a.index_w = ref(weights_.layer(l, "self_attn.indexer.weights_proj.weight"));
+      if (w.type == LayerType::kSparseAttention)
         a.index_k_norm = floats(weights_.layer(l, "self_attn.indexer.k_norm.weight"));
-      }
     }
     FfnWeights& f = w.ffn;
     f.moe = c.layer_is_moe(l);
     if (f.moe) {
-      f.router = ref(weights_.layer(l, "mlp.gate.weight"));
-      if (c.shared_expert_intermediate_size > 0) {
-        f.gate = ref(weights_.layer(l, "mlp.shared_expert.gate_proj.weight"));
-        f.up = ref(weights_.layer(l, "mlp.shared_expert.up_proj.weight"));
+      f.shared_expert = c.shared_expert_intermediate_size > 0;
+      if (f.shared_expert) {
+        f.in = fused(l, {"mlp.gate.weight", "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+                         "mlp.shared_expert_gate.weight"});
         f.down = ref(weights_.layer(l, "mlp.shared_expert.down_proj.weight"));
-        f.shared_gate = ref(weights_.layer(l, "mlp.shared_expert_gate.weight"));
+      } else {
+        f.in = fused(l, {"mlp.gate.weight"});
       }
       for (int64_t e = 0; e < c.n_experts; ++e) {
         const ExpertWeights& ew = weights_.expert(l, e);
-        f.experts.push_back({ref(ew.gate), ref(ew.up), ref(ew.down)});
+        const WeightRef gate_up[2] = {ref(ew.gate, false), ref(ew.up, false)};
+        f.experts.push_back({kernels_->fuse(gate_up), ref(ew.down)});
       }
     } else {
-      f.gate = ref(weights_.layer(l, "mlp.gate_proj.weight"));
-      f.up = ref(weights_.layer(l, "mlp.up_proj.weight"));
+      f.in = fused(l, {"mlp.gate_proj.weight", "mlp.up_proj.weight"});
       f.down = ref(weights_.layer(l, "mlp.down_proj.weight"));
     }
   }
@@ -178,10 +181,10 @@ void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
       delta_net_layer(w, call, xn.data(), y.data());
     else
       attention_layer(w, call, xn.data(), y.data());
-    for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];
+    kernels_->add(x.data(), y.data(), T * H);
     kernels_->rms_norm(x.data(), T, H, w.post_norm.data(), eps, offset, xn.data());
     ffn_layer(w.ffn, xn.data(), T, y.data());
-    for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];
+    kernels_->add(x.data(), y.data(), T * H);
   }
 }
 

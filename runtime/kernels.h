@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "runtime/state.h"
@@ -56,6 +58,19 @@ struct WeightRef {
 // Inputs of the gated delta rule for one span of tokens (one chunk in
 // prefill, one token in decode). Layouts: q, k [t, n_k, d_k] (already
 // L2-normalised, q scaled); v [t, n_v, d_v]; g, beta [t, n_v].
+// Weights that read the same input, prepared together (Kernels::fuse): one
+// matmul over them reads the input once and runs one parallel region. Each
+// part's output is bit for bit what a matmul of that part alone gives.
+struct FusedWeight {
+  std::vector<WeightRef> parts;
+  std::shared_ptr<const PackedWeight> packed;  // every part, when the kernels pack
+};
+
+// Scalar functions applied element by element (one definition, so every
+// layer rounds them the same way): sigmoid(x) = 1 / (1 + e^-x),
+// silu(x) = x / (1 + e^-x).
+enum class Activation : uint8_t { kIdentity, kSigmoid, kSilu };
+
 struct DeltaRuleInput {
   int64_t tokens = 0;
   int64_t n_k = 0, n_v = 0, d_k = 0, d_v = 0;
@@ -96,6 +111,10 @@ class Kernels {
   virtual WeightRef prepare(const WeightRef& w) = 0;
   // y[m, w.rows] = x[m, w.cols] · wᵀ in the kernels' precision.
   virtual void matmul(const float* x, int64_t m, const WeightRef& w, float* y) = 0;
+  // REQUIRES: every part has the same cols; none prepared.
+  virtual FusedWeight fuse(std::span<const WeightRef> parts) = 0;
+  // outs[i][m, w.parts[i].rows] = x · w.parts[i]ᵀ.
+  virtual void matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) = 0;
   // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
   virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                         float* y) = 0;
@@ -115,6 +134,38 @@ class Kernels {
   // is advanced; out [t, n_v, d_v].
   virtual void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) = 0;
   virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) = 0;
+
+  // The small per-element and per-row steps between the big ones.
+  // x[i] += y[i].
+  virtual void add(float* x, const float* y, int64_t n) = 0;
+  // x[i] *= act(gate[i]).
+  virtual void mul_activation(float* x, const float* gate, int64_t n, Activation act) = 0;
+  // out[r, :] += act(scale[r * scale_stride]) * y[r * ld_y, :] for r < rows
+  // (product rounded, then the sum), out rows `dim` apart.
+  virtual void add_scaled_rows(float* out, const float* y, int64_t ld_y, const float* scale, int64_t scale_stride,
+                               int64_t rows, int64_t dim, Activation act) = 0;
+  // Per row of `dim`: x = (x / sqrt(sum x² + 1e-6)) * scale.
+  virtual void l2_normalise(float* x, int64_t rows, int64_t dim, float scale) = 0;
+  // Gated DeltaNet gates of `rows` tokens x `heads` value heads:
+  // beta = sigmoid(b), g = neg_exp_a[h] * softplus(a + dt_bias[h]) with
+  // PyTorch's softplus (x itself above 20).
+  virtual void delta_gates(const float* b, const float* a, int64_t rows, int64_t heads, const float* neg_exp_a,
+                           const float* dt_bias, float* beta, float* g) = 0;
+  // out = the mean of x's rows (summed in row order, then divided).
+  virtual void mean_rows(const float* x, int64_t rows, int64_t dim, float* out) = 0;
+  // MoE routing per row of `n_experts` router logits: softmax, the top_k
+  // experts (ties to the lower index), their weights renormalised to sum 1
+  // when asked. chosen and weights [rows, top_k].
+  virtual void route(const float* logits, int64_t rows, int64_t n_experts, int64_t top_k, bool renormalise,
+                     int64_t* chosen, float* weights) = 0;
+  // The sparse indexer's score of each of `blocks` pooled keys [blocks, dim]
+  // for one query row q [heads, dim] with head weights w [heads]:
+  // s_scale * sum over heads of (w_h * w_scale) * max(q_h . key, 0).
+  virtual void index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled,
+                            int64_t blocks, float w_scale, float s_scale, float* scores) = 0;
+  // The indices of the k highest of n scores, highest first, ties to the
+  // lower index.
+  virtual void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) = 0;
 };
 
 struct KernelOptions {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 
 namespace sb::cpu {
@@ -70,6 +71,7 @@ void matmul_rows(const float* x, int64_t m, const W* w, int64_t n0, int64_t n1, 
 }  // namespace
 
 void CpuKernels::matmul_f32(const float* x, int64_t m, const WeightRef& w, float* y) {
+  FlushSubnormals mode;
   const int64_t N = w.rows, K = w.cols;
   // Column panels small enough that a panel of weights stays in L2 while the
   // x rows stream past it; rows in slabs so that x stays in L1/L2 per panel.

@@ -26,14 +26,19 @@
 
 namespace sb {
 
-PackedWeight::PackedWeight(int64_t r, int64_t c)
-    : rows(r), cols(c), pairs((c + 1) / 2), panels((r + kPanelCols - 1) / kPanelCols) {
+PackedWeight::PackedWeight(std::vector<int64_t> rows, int64_t c)
+    : cols(c), pairs((c + 1) / 2), part_rows(std::move(rows)) {
+  for (int64_t r : part_rows) {
+    part_panel.push_back(panels);
+    panels += (r + kPanelCols - 1) / kPanelCols;
+  }
+  part_panel.push_back(panels);
   constexpr size_t kHuge = size_t(2) << 20;
   const size_t want = static_cast<size_t>(panels * pairs * kPanelCols) * sizeof(uint32_t);
   // Whole 2 MiB pages when the weight is large enough to use them: one TLB
   // entry then covers 2 MiB of a stream read once per token.
   const size_t align = want >= kHuge ? kHuge : 64;
-  bytes = (want + align - 1) / align * align;
+  bytes = std::max<size_t>(align, (want + align - 1) / align * align);
   data = static_cast<uint32_t*>(std::aligned_alloc(align, bytes));
   if (!data) throw std::bad_alloc();
   if (align == kHuge) madvise(data, bytes, MADV_HUGEPAGE);
@@ -59,11 +64,12 @@ struct WeightReader {
   }
 };
 
-void pack_panel(const WeightRef& w, PackedWeight& pw, int64_t p) {
+// Panel p of part w, whose first panel is `first`.
+void pack_panel(const WeightRef& w, PackedWeight& pw, int64_t first, int64_t p) {
   const WeightReader r{w};
   uint32_t* out = pw.data + p * pw.pairs * kCols;
   for (int64_t c = 0; c < kCols; ++c) {
-    const int64_t j = p * kCols + c;
+    const int64_t j = (p - first) * kCols + c;
     for (int64_t q = 0; q < pw.pairs; ++q)
       out[q * kCols + c] = static_cast<uint32_t>(r.at(j, 2 * q)) | (static_cast<uint32_t>(r.at(j, 2 * q + 1)) << 16);
   }
@@ -213,28 +219,50 @@ bool native_bf16_agrees() {
 #endif
 }
 
-std::shared_ptr<const PackedWeight> CpuKernels::pack(const WeightRef& w) {
-  auto pw = std::make_shared<PackedWeight>(w.rows, w.cols);
-  pool_->parallel_for(pw->panels, [&](int64_t p) { pack_panel(w, *pw, p); });
+std::shared_ptr<const PackedWeight> CpuKernels::pack(std::span<const WeightRef> parts) {
+  std::vector<int64_t> rows;
+  for (const WeightRef& w : parts) rows.push_back(w.rows);
+  auto pw = std::make_shared<PackedWeight>(rows, parts.empty() ? 0 : parts[0].cols);
+  pool_->parallel_for(pw->panels, [&](int64_t p) {
+    const size_t part = std::upper_bound(pw->part_panel.begin(), pw->part_panel.end(), p) - pw->part_panel.begin() - 1;
+    pack_panel(parts[part], *pw, pw->part_panel[part], p);
+  });
   return pw;
 }
 
 WeightRef CpuKernels::prepare(const WeightRef& w) {
   WeightRef r = w;
-  if (options_.precision == Precision::kBF16 && !r.packed) r.packed = pack(w);
+  if (options_.precision == Precision::kBF16 && !r.packed) r.packed = pack(std::span<const WeightRef>(&w, 1));
   return r;
 }
 
-void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y) {
-  FlushSubnormals mode;
-  if (m <= 0 || w.rows <= 0) return;
-  if (options_.precision == Precision::kF32) return matmul_f32(x, m, w, y);
-  if (w.packed) return matmul_bf16(x, m, *w.packed, y);
-  matmul_bf16(x, m, *pack(w), y);
+FusedWeight CpuKernels::fuse(std::span<const WeightRef> parts) {
+  FusedWeight f;
+  f.parts.assign(parts.begin(), parts.end());
+  if (options_.precision == Precision::kBF16) f.packed = pack(parts);
+  return f;
 }
 
-void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, float* y) {
-  const int64_t ld = 2 * w.pairs, N = w.rows;
+void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y) {
+  if (m <= 0 || w.rows <= 0) return;
+  if (options_.precision == Precision::kF32) return matmul_f32(x, m, w, y);
+  float* const outs[1] = {y};
+  if (w.packed) return matmul_bf16(x, m, *w.packed, outs);
+  matmul_bf16(x, m, *pack(std::span<const WeightRef>(&w, 1)), outs);
+}
+
+void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) {
+  if (m <= 0) return;
+  if (options_.precision == Precision::kF32 || !w.packed) {
+    for (size_t i = 0; i < w.parts.size(); ++i) matmul(x, m, w.parts[i], outs[i]);
+    return;
+  }
+  matmul_bf16(x, m, *w.packed, outs);
+}
+
+void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs) {
+  FlushSubnormals mode;
+  const int64_t ld = 2 * w.pairs;
   std::vector<uint16_t> xb(m * ld);
   round_rows_to_bf16(x, m, w.cols, xb.data(), ld);
   const TileFn* tiles = kEmulated;
@@ -243,7 +271,9 @@ void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, f
   if (native_bf16_) tiles = kNative, mr = kNativeMr;
 #endif
   pool_->parallel_for(w.panels, [&](int64_t p) {
-    const int64_t j0 = p * kCols, ncols = std::min(kCols, N - j0);
+    const size_t part = std::upper_bound(w.part_panel.begin(), w.part_panel.end(), p) - w.part_panel.begin() - 1;
+    const int64_t N = w.part_rows[part], j0 = (p - w.part_panel[part]) * kCols, ncols = std::min(kCols, N - j0);
+    float* y = outs[part];
     const uint32_t* panel = w.panel(p);
     int64_t i = 0;
     for (; i + mr <= m; i += mr) tiles[mr](xb.data() + i * ld, ld, panel, w.pairs, y + i * N + j0, N, ncols);
