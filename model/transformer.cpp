@@ -282,6 +282,61 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
 Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const {
   if (batch.empty()) return Status::invalid("a forward step needs at least one sequence");
   // Check every sequence before any State changes.
+  int64_t rows = 0;
+  {
+    ForwardCall call;
+    std::vector<SequenceOutput> outs(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) SB_RETURN_IF_ERROR(add_sequence(batch[i], &call, &outs[i]));
+    rows = call.rows;
+  }
+  if (rows <= kMaxPassRows) return forward_pass(batch, out);
+  // A long step runs as passes of at most kMaxPassRows rows, each sequence
+  // cut on the kGrid grid: split and batch invariance make every bit that of
+  // one pass, and a pass's activations stay small enough to be reused
+  // rather than mapped afresh.
+  std::vector<SequenceOutput> outs(batch.size());
+  std::vector<size_t> done(batch.size(), 0);
+  for (;;) {
+    std::vector<SequenceStep> steps;
+    std::vector<size_t> owner;
+    int64_t budget = kMaxPassRows;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const SequenceStep& s = batch[i];
+      const int64_t left = static_cast<int64_t>(s.tokens.size() - done[i]);
+      if (left == 0) continue;
+      const int64_t pos = s.state->position();
+      int64_t take = left;
+      if (take > budget) {
+        take = (pos + budget) / kGrid * kGrid - pos;
+        if (take <= 0) {
+          if (!steps.empty()) continue;
+          take = std::min(left, kGrid - pos % kGrid);  // progress: up to the next grid point
+        }
+      }
+      SequenceStep piece = s;
+      piece.tokens = s.tokens.subspan(done[i], static_cast<size_t>(take));
+      const bool last = take == left;
+      if (s.logits == LogitRows::kLast && !last) piece.logits = LogitRows::kNone;
+      steps.push_back(piece);
+      owner.push_back(i);
+      budget -= take;
+    }
+    if (steps.empty()) break;
+    std::vector<SequenceOutput> part;
+    SB_RETURN_IF_ERROR(forward_pass(steps, &part));
+    for (size_t j = 0; j < steps.size(); ++j) {
+      SequenceOutput& o = outs[owner[j]];
+      o.n_rows += part[j].n_rows;
+      o.logits.insert(o.logits.end(), part[j].logits.begin(), part[j].logits.end());
+      for (RecurrentSnapshot& snap : part[j].snapshots) o.snapshots.push_back(std::move(snap));
+      done[owner[j]] += steps[j].tokens.size();
+    }
+  }
+  *out = std::move(outs);
+  return Status::ok();
+}
+
+Status Transformer::forward_pass(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const {
   ForwardCall call;
   std::vector<SequenceOutput> outs(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) SB_RETURN_IF_ERROR(add_sequence(batch[i], &call, &outs[i]));

@@ -108,6 +108,9 @@ class Transformer final : public Model {
   Status check_tokens(const State& state, std::span<const int32_t> tokens) const;
   // Checks one sequence's step and lays out its rows at the end of `call`.
   Status add_sequence(const SequenceStep& step, ForwardCall* call, SequenceOutput* out) const;
+  // Rows of one pass of forward() (see there).
+  static constexpr int64_t kMaxPassRows = 512;
+  Status forward_pass(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const;
   // Runs every layer over x [rows, hidden] in place.
   void run_layers(ForwardCall& call, std::vector<float>& x) const;
   // Final norm and LM head over the rows each sequence asked logits for.

@@ -70,9 +70,9 @@ TEST_P(SplitInvariance, RandomGridSplitsGiveIdenticalBits) {
 }
 
 // A call of any row count from 1 to 70 gives its rows the bits they get in a
-// 70-row call, logits and keys alike; and a 512-row call the bits of the
-// same tokens split on the grid.
-TEST_P(SplitInvariance, RowCountsOneToSeventyAnd512InOneCall) {
+// 70-row call, logits and keys alike; and calls of 512 and 700 rows the bits
+// of the same tokens split on the grid.
+TEST_P(SplitInvariance, RowCountsOneToSeventyAnd512AndMoreInOneCall) {
   auto model = load();
   std::mt19937 rng(77);
   auto tokens = random_tokens(rng, 512, model->vocab_size());
@@ -93,15 +93,23 @@ TEST_P(SplitInvariance, RowCountsOneToSeventyAnd512InOneCall) {
           << rows << " rows, component " << model->schema().components[c].name;
     }
   }
-  State whole = model->new_state(), split = model->new_state();
-  PrefillOutput a, b;
+  // 700 tokens in one call (the model runs them as passes of at most 512
+  // rows), as 512 + 188, and split at random grid points.
+  tokens.resize(700);
+  for (size_t i = 512; i < tokens.size(); ++i) tokens[i] = tokens[i - 500];
+  State whole = model->new_state(), two = model->new_state(), split = model->new_state();
+  PrefillOutput a, b, c;
   ASSERT_TRUE(model->prefill(whole, tokens, {}, &a).is_ok());
-  for (int64_t at = 0; at < 512;) {
-    const int64_t n = std::min<int64_t>(512 - at, kGrid * (1 + rng() % 3));
-    ASSERT_TRUE(model->prefill(split, std::span(tokens).subspan(at, n), {}, &b).is_ok());
+  ASSERT_TRUE(model->prefill(two, std::span(tokens).first(512), {}, &b).is_ok());
+  ASSERT_TRUE(model->prefill(two, std::span(tokens).subspan(512), {}, &b).is_ok());
+  for (int64_t at = 0; at < 700;) {
+    const int64_t n = std::min<int64_t>(700 - at, kGrid * (1 + rng() % 4));
+    ASSERT_TRUE(model->prefill(split, std::span(tokens).subspan(at, n), {}, &c).is_ok());
     at += n;
   }
   EXPECT_TRUE(same_bits(a.logits, b.logits));
+  EXPECT_TRUE(same_bits(a.logits, c.logits));
+  EXPECT_TRUE(whole.bitwise_equal(two));
   EXPECT_TRUE(whole.bitwise_equal(split));
 }
 
