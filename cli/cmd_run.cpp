@@ -35,7 +35,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "temperature", "top-p", "top-k", "seed"},
+  Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "precision", "temperature", "top-p", "top-k",
+             "seed"},
             {"ids"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("run", s.message());
@@ -54,6 +55,7 @@ int cmd_run(int argc, char** argv) {
   std::unique_ptr<Model> model;
   RuntimeOptions options;
   options.threads = static_cast<int>(threads);
+  if (!(s = parse_precision_arg(args.get("precision"), &options.precision))) return fail("run", s.message());
   if (!(s = Model::load(dir, options, &model))) return fail("run", s.to_string());
   std::unique_ptr<Tokenizer> tokenizer;
   Status tok_status = Tokenizer::load(dir, &tokenizer);

@@ -30,6 +30,7 @@ namespace {
 const char* kUsage =
     "usage: statebank serve --model DIR|demo [--host 127.0.0.1] [--port 8000] [--bank-dir DIR] [--ram-bank SIZE] "
     "[--ssd-bank SIZE] [--ssd on|off|read-only] [--block-tokens 256] [--snapshot-every 2048] [--threads N] "
+    "[--precision bf16|f32] "
     "[--api-key KEY | --api-key-file FILE] [--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--workers N] [--max-queue N] [--max-tokens-limit N] [--shutdown-deadline SECONDS] [--insecure-no-key]";
 
@@ -76,7 +77,7 @@ int cmd_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
-             "threads", "api-key", "api-key-file", "max-prompt-tokens", "max-body-bytes", "audit", "workers",
+             "threads", "precision", "api-key", "api-key-file", "max-prompt-tokens", "max-body-bytes", "audit", "workers",
              "max-queue", "max-tokens-limit", "shutdown-deadline"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
@@ -132,6 +133,7 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
   eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
   eo.threads = static_cast<int>(threads);
+  if (!(s = parse_precision_arg(args.get("precision"), &eo.precision))) return fail("serve", s.message());
   eo.bank_dir = args.get("bank-dir", default_bank_dir());
   if (eo.ssd_mode != SsdMode::kOff && eo.bank_dir.empty())
     return fail("serve", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");

@@ -15,4 +15,13 @@ Status resolve_model_dir(const std::string& arg, std::string* dir) {
   return Status::ok();
 }
 
+Status parse_precision_arg(const std::string& arg, std::optional<Precision>* out) {
+  out->reset();
+  if (arg.empty()) return Status::ok();
+  Precision p;
+  SB_RETURN_IF_ERROR(parse_precision(arg, &p));
+  *out = p;
+  return Status::ok();
+}
+
 }  // namespace sb

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "bank/bank.h"
@@ -32,6 +33,7 @@ struct EngineBackendOptions {
   std::string model_dir;
   std::string model_id;           // what /v1/models lists and requests may name
   int threads = 1;
+  std::optional<Precision> precision;  // unset: the checkpoint's default
   std::string bank_dir;
   uint64_t ram_bytes = 2ull << 30;  // 0: no RAM tier
   uint64_t ssd_bytes = 0;           // 0: no limit
