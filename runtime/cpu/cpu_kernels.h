@@ -3,6 +3,7 @@
 // (fp32) and bf16.h (bf16 products), which is what makes them split invariant.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,6 +69,10 @@ class CpuKernels final : public Kernels {
   void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) override;
 
  private:
+  // Runs fn(begin, end) over [0, n) items of `cost` element operations each:
+  // inline when the whole is small (a decode step's row), else in ranges on
+  // the pool. For per-row and per-element work only: bits never change.
+  void for_ranges(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& fn);
   void matmul_f32(const float* x, int64_t m, const WeightRef& w, float* y);
   void matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs);
   std::shared_ptr<const PackedWeight> pack(std::span<const WeightRef> parts);

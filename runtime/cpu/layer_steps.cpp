@@ -15,34 +15,42 @@ namespace sb::cpu {
 
 void CpuKernels::add(float* x, const float* y, int64_t n) {
   FlushSubnormals mode;
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  for_ranges(n, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] += y[i];
+  });
 }
 
 void CpuKernels::mul_activation(float* x, const float* gate, int64_t n, Activation act) {
   FlushSubnormals mode;
-  for (int64_t i = 0; i < n; ++i) x[i] *= activate(act, gate[i]);
+  for_ranges(n, act == Activation::kIdentity ? 1 : 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] *= activate(act, gate[i]);
+  });
 }
 
 void CpuKernels::add_scaled_rows(float* out, const float* y, int64_t ld_y, const float* scale, int64_t scale_stride,
                                  int64_t rows, int64_t dim, Activation act) {
   FlushSubnormals mode;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = activate(act, scale[r * scale_stride]);
-    const float* yr = y + r * ld_y;
-    float* o = out + r * dim;
-    for (int64_t i = 0; i < dim; ++i) o[i] += s * yr[i];
-  }
+  for_ranges(rows, dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float s = activate(act, scale[r * scale_stride]);
+      const float* yr = y + r * ld_y;
+      float* o = out + r * dim;
+      for (int64_t i = 0; i < dim; ++i) o[i] += s * yr[i];
+    }
+  });
 }
 
 void CpuKernels::l2_normalise(float* x, int64_t rows, int64_t dim, float scale) {
   FlushSubnormals mode;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* v = x + r * dim;
-    float ss = 0.0f;
-    for (int64_t i = 0; i < dim; ++i) ss = std::fma(v[i], v[i], ss);
-    const float inv = 1.0f / std::sqrt(ss + 1e-6f);
-    for (int64_t i = 0; i < dim; ++i) v[i] = (v[i] * inv) * scale;
-  }
+  for_ranges(rows, dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* v = x + r * dim;
+      float ss = 0.0f;
+      for (int64_t i = 0; i < dim; ++i) ss = std::fma(v[i], v[i], ss);
+      const float inv = 1.0f / std::sqrt(ss + 1e-6f);
+      for (int64_t i = 0; i < dim; ++i) v[i] = (v[i] * inv) * scale;
+    }
+  });
 }
 
 void CpuKernels::delta_gates(const float* b, const float* a, int64_t rows, int64_t heads, const float* neg_exp_a,
