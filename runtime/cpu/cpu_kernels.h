@@ -85,8 +85,9 @@ class CpuKernels final : public Kernels {
 
 // True when this CPU's vdpbf16ps gives the bits of dp_pair (bf16.h) on a set
 // of probe lanes (random, cancelling and subnormal-range); false without
-// AVX512_BF16 in the build.
+// AVX512_BF16 in the build. Probed once per process.
 bool native_bf16_agrees();
+bool native_bf16_probe();  // the probe itself, every call
 
 }  // namespace cpu
 }  // namespace sb

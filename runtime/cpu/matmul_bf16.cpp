@@ -180,6 +180,11 @@ void round_rows_to_bf16(const float* x, int64_t m, int64_t k, uint16_t* out, int
 }
 
 bool native_bf16_agrees() {
+  static const bool agrees = native_bf16_probe();
+  return agrees;
+}
+
+bool native_bf16_probe() {
 #if defined(__AVX512BF16__)
   // Probe lanes: random magnitudes over a wide range, exact cancellations and
   // products in and below the subnormal range, each against dp_pair.
