@@ -65,7 +65,7 @@ void kill_at_every_write_op(CrashMode mode) {
   int kills = 0;
   for (uint64_t n = 1;; ++n) {
     ASSERT_LT(n, 500u) << "the write path never ends";
-    ScratchDir d(/*in_memory=*/true);
+    TempDir d(/*in_memory=*/true);
     FaultFs fault;
     auto t = open_tier(test_options(d.bank(), &fault));
     for (const auto& o : first) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
@@ -109,7 +109,7 @@ TEST(SsdCrash, KillAtEveryWriteOpWithTornWrites) { kill_at_every_write_op(CrashM
 // (durable); the parent kills it with SIGKILL at a random moment, reopens,
 // and checks. The child never exits on its own.
 TEST(SsdCrash, RealSigkillOfAWritingProcess) {
-  ScratchDir d;
+  TempDir d;
   std::mt19937 rng(1234);
   std::vector<ObjectRef> acknowledged;
   std::map<uint64_t, TestChain> chains;

@@ -41,7 +41,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
   int hits = 0;
   for (uint64_t n = 1;; ++n) {
     ASSERT_LT(n, 1000u);
-    ScratchDir d(/*in_memory=*/true);
+    TempDir d(/*in_memory=*/true);
     {
       auto t = open_tier(test_options(d.bank()));
       for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
@@ -91,7 +91,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
 }
 
 TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fault;
   const auto old_objs = make_chain(310, 2).all();
   const auto new_objs = make_chain(311, 2).all();
@@ -119,7 +119,7 @@ TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
 }
 
 TEST(SsdFault, DiskFullReportsAndRecoversWhenSpaceReturns) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fault;
   const auto old_objs = make_chain(320, 2).all();
   const auto new_objs = make_chain(321, 2).all();
