@@ -21,15 +21,6 @@ namespace sb {
 namespace {
 
 using namespace sb::testing;
-namespace fsys = std::filesystem;
-
-size_t count_temporaries(const std::string& dir) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fsys::recursive_directory_iterator(dir, ec); it != fsys::recursive_directory_iterator(); ++it)
-    if (it->path().filename().string().find(".tmp-") != std::string::npos) ++n;
-  return n;
-}
 
 // Opens the bank after a crash and checks the promise: every acknowledged
 // object is served exactly, every present object verifies, nothing is left
@@ -54,7 +45,7 @@ void check_after_crash(const std::string& bank, const std::vector<ObjectRef>& ca
   }
   EXPECT_EQ(t->stats().check_failures, 0u) << what;
   EXPECT_EQ(t->list().size(), t->stats().blocks + t->stats().snapshots);
-  EXPECT_EQ(count_temporaries(bank), 0u) << what;
+  EXPECT_EQ(count_temporary_files(bank), 0u) << what;
 }
 
 void kill_at_every_write_op(CrashMode mode) {

@@ -31,6 +31,17 @@ inline StateSchema ssd_test_schema() {
   return s;
 }
 
+// Temporary files (".tmp-" in the name) anywhere under a bank directory: a
+// writer's leftovers, which a clean run or a recovery leaves none of.
+inline size_t count_temporary_files(const std::string& bank) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(bank, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().find(".tmp-") != std::string::npos) ++n;
+  return n;
+}
+
 // The chain of `n_blocks` blocks for a conversation seeded by `seed`, with a
 // snapshot at every block boundary. Values depend on seed and position so
 // that any two objects differ.

@@ -147,6 +147,18 @@ TEST(CheckpointTest, OpensShardedCheckpoint) {
   EXPECT_EQ(ck->weights_digest().size(), 32u);
 }
 
+// Writes the sharded checkpoint, applies `edit` to its index, and expects
+// the open to fail with an error naming `tensor` and `file`.
+void expect_index_edit_refused(void (*edit)(json&), const std::string& tensor, const std::string& file) {
+  testing::TempDir dir;
+  write_sharded(dir);
+  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
+  edit(index);
+  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
+  std::unique_ptr<Checkpoint> ck;
+  expect_error_names(Checkpoint::open(dir.path(), &ck), tensor, file);
+}
+
 TEST(CheckpointTest, IndexNamingAMissingShard) {
   testing::TempDir dir;
   write_sharded(dir);
@@ -156,33 +168,18 @@ TEST(CheckpointTest, IndexNamingAMissingShard) {
 }
 
 TEST(CheckpointTest, IndexListingATensorTheShardLacks) {
-  testing::TempDir dir;
-  write_sharded(dir);
-  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
-  index["weight_map"]["t.ghost"] = "model-00002-of-00002.safetensors";
-  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
-  std::unique_ptr<Checkpoint> ck;
-  expect_error_names(Checkpoint::open(dir.path(), &ck), "t.ghost", "model-00002-of-00002.safetensors");
+  expect_index_edit_refused([](json& index) { index["weight_map"]["t.ghost"] = "model-00002-of-00002.safetensors"; },
+                            "t.ghost", "model-00002-of-00002.safetensors");
 }
 
 TEST(CheckpointTest, ShardHoldingATensorTheIndexLacks) {
-  testing::TempDir dir;
-  write_sharded(dir);
-  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
-  index["weight_map"].erase("t.two");
-  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
-  std::unique_ptr<Checkpoint> ck;
-  expect_error_names(Checkpoint::open(dir.path(), &ck), "t.two", "model-00001-of-00002.safetensors");
+  expect_index_edit_refused([](json& index) { index["weight_map"].erase("t.two"); }, "t.two",
+                            "model-00001-of-00002.safetensors");
 }
 
 TEST(CheckpointTest, IndexPlacingATensorInTheWrongShard) {
-  testing::TempDir dir;
-  write_sharded(dir);
-  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
-  index["weight_map"]["t.two"] = "model-00002-of-00002.safetensors";
-  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
-  std::unique_ptr<Checkpoint> ck;
-  expect_error_names(Checkpoint::open(dir.path(), &ck), "t.two", "model-00001-of-00002.safetensors");
+  expect_index_edit_refused([](json& index) { index["weight_map"]["t.two"] = "model-00002-of-00002.safetensors"; },
+                            "t.two", "model-00001-of-00002.safetensors");
 }
 
 TEST(CheckpointTest, IndexThatIsNotJson) {
