@@ -1,31 +1,37 @@
 // Prefill and decode throughput of the CPU runtime on a generated checkpoint
-// (default: qwen3_5 preset 0.8b, the shapes of Qwen3.5-0.8B), and decode as a
-// fraction of the read-bandwidth bound measured in the same run (weight bytes
-// read per token / a read-only probe's bandwidth at the same thread count).
+// (default: qwen3_5 preset 0.8b, the shapes of Qwen3.5-0.8B), per thread
+// count, with decode as a fraction of the read-bandwidth bound measured in
+// the same run: weight bytes read per decoded token over a read-only
+// bandwidth probe with the same number of threads (a memcpy probe would count
+// every byte twice).
 //
-// Each figure is the best of --reps runs. Two rates per figure: wall clock,
-// and CPU time (process CPU seconds / threads), which a machine loaded by
-// other processes disturbs less; on a quiet machine they agree.
+// usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2]
+//                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json]
 //
-// usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--prefill 512,2048] [--decode 32]
-//                      [--threads 1,2] [--precision bf16|f32] [--reps 3] [--dir DIR]
+// Each prefill length runs on a fresh State, and so does decode (from an
+// empty context, as llama-bench's tg test). --reps repeats every
+// measurement; the table shows the best (least disturbed) of them, as tokens
+// per second of wall clock and, in brackets, of CPU time (process CPU seconds
+// over the thread count: less disturbed by other work on a shared machine;
+// idle workers spin briefly, which counts as CPU time). --json prints every
+// sample in the layout of `llama-bench -o json` (test, n_threads, samples_ts,
+// avg_ts) so that a script reads both tools' results alike.
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_model.h"
+#include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
-#include "model/gen_model.h"
 #include "model/model.h"
 
 using namespace sb;
@@ -39,85 +45,81 @@ double cpu_s() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-struct Timing {
-  double wall = 1e30, cpu = 1e30;  // best seconds
-  void add(double w, double c) {
-    wall = std::min(wall, w);
-    cpu = std::min(cpu, c);
-  }
-};
-
-// Bytes per second that `threads` threads read (and only read) from a buffer
-// far larger than the caches: each sums its own slice. Best of 3.
-double read_bandwidth(int threads) {
-  const size_t n = size_t(1) << 30;
-  std::vector<uint64_t> buf(n / 8, 1);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    std::atomic<uint64_t> sink{0};
-    const double t0 = wall_s();
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t)
-      ts.emplace_back([&, t] {
-        const size_t per = buf.size() / threads;
-        const uint64_t* p = buf.data() + t * per;
-        uint64_t a = 0, b = 0, c = 0, d = 0;
-        for (size_t i = 0; i + 4 <= per; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
-        sink += a + b + c + d;
-      });
-    for (auto& t : ts) t.join();
-    best = std::max(best, n / (wall_s() - t0));
-    if (sink.load() == 0) std::printf("?");
-  }
-  return best;
-}
-
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
-
-std::vector<int64_t> ints(const std::string& s) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::stoll(item));
-  return v;
-}
-
 int fail(const Status& s) {
   std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
   return 2;
 }
 
+// Bytes per second that `threads` threads read from disjoint slices of a
+// buffer far larger than the caches; best of 3 after a first pass that
+// faults the pages in.
+double read_bandwidth(int threads) {
+  const size_t n_words = (size_t(1) << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n_words, 1), sinks(static_cast<size_t>(threads));
+  auto read_slice = [&](int t) {
+    const size_t begin = n_words * t / threads, end = n_words * (t + 1) / threads;
+    uint64_t acc[8] = {};
+    for (size_t i = begin; i + 8 <= end; i += 8)
+      for (int k = 0; k < 8; ++k) acc[k] += buf[i + k];
+    uint64_t s = 0;
+    for (uint64_t a : acc) s += a;
+    sinks[static_cast<size_t>(t)] = s;
+  };
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = wall_s();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(read_slice, t);
+    for (auto& th : pool) th.join();
+    if (rep > 0) best = std::max(best, n_words * sizeof(uint64_t) / (wall_s() - t0));
+  }
+  uint64_t total = 0;
+  for (uint64_t s : sinks) total += s;
+  if (total != n_words) std::fprintf(stderr, "runtime_bench: the read probe miscounted\n");
+  return best;
+}
+
+Status int_list(const Args& args, const std::string& name, const std::string& fallback, std::vector<int64_t>* out) {
+  std::stringstream ss(args.get(name, fallback));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1) return Status::invalid("--" + name + ": '" + item + "' is not a positive integer");
+    out->push_back(v);
+  }
+  if (out->empty()) return Status::invalid("--" + name + " is empty");
+  return Status::ok();
+}
+
+struct Sample {
+  std::string test;  // pp512, tg32
+  int threads = 0;
+  std::vector<double> ts, cpu_ts;  // tokens per second of wall clock and of CPU time, one per repetition
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  const std::string arch_s = arg(argc, argv, "--arch", "qwen3_5"), preset = arg(argc, argv, "--preset", "0.8b");
-  const auto prefills = ints(arg(argc, argv, "--prefill", "512"));
-  const int64_t n_decode = std::stoll(arg(argc, argv, "--decode", "32"));
-  const auto thread_counts = ints(arg(argc, argv, "--threads", "1,2"));
-  const int reps = std::stoi(arg(argc, argv, "--reps", "3"));
-  const std::string precision_s = arg(argc, argv, "--precision", "");
-  std::string dir = arg(argc, argv, "--dir", "");
-  Arch arch;
-  ModelConfig config;
-  Status s = parse_arch(arch_s, &arch);
-  if (s) s = preset_config(arch, preset, &config);
+  Args args({"arch", "preset", "dir", "threads", "prefill", "decode", "reps", "precision"}, {"json"});
+  std::vector<int64_t> thread_counts, prefills;
+  int64_t n_decode = 0, reps = 0;
+  Status s = args.parse(argc, argv);
+  if (s) s = int_list(args, "threads", "1,2", &thread_counts);
+  if (s) s = int_list(args, "prefill", "512", &prefills);
+  if (s) s = args.get_int("decode", 32, 1, int64_t{1} << 24, &n_decode);
+  if (s) s = args.get_int("reps", 1, 1, 1000, &reps);
   RuntimeOptions options;
-  if (s && !precision_s.empty()) {
+  if (s && args.has("precision")) {
     Precision p;
-    if ((s = parse_precision(precision_s, &p))) options.precision = p;
+    if ((s = parse_precision(args.get("precision"), &p))) options.precision = p;
   }
+  const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
+  std::string dir;
+  ModelConfig config;
+  if (s) s = bench_checkpoint(arch, preset, args.get("dir"), &dir, &config);
   if (!s) return fail(s);
-  if (dir.empty()) dir = (std::filesystem::temp_directory_path() / ("sb_bench_" + arch_s + "_" + preset)).string();
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    std::string tok;
-    if (!(s = find_tokenizer_dir("", &tok)) || !(s = write_random_checkpoint(config, 0, DType::kBF16, tok, dir)))
-      return fail(s);
-  }
   std::unique_ptr<Checkpoint> ckpt;
   if (!(s = Checkpoint::open(dir, &ckpt))) return fail(s);
   // Per decoded token every matrix is read once; a tied embedding is read as the head.
@@ -125,54 +127,81 @@ int main(int argc, char** argv) {
   for (const auto& [name, t] : ckpt->tensors()) weight_bytes += t.nbytes;
   if (!config.tie_word_embeddings) weight_bytes -= ckpt->find(config.tensor_prefix + "embed_tokens.weight")->nbytes;
   ckpt.reset();
-  std::printf("model %s preset %s, %.2f GB of weights read per decoded token; best of %d, t/s wall [CPU time]\n",
-              arch_s.c_str(), preset.c_str(), weight_bytes / 1e9, reps);
-  std::printf("| threads | kernels |");
-  for (int64_t n : prefills) std::printf(" prefill %lld |", static_cast<long long>(n));
-  std::printf(" decode | read GB/s | decode / read bound |\n|---|---|");
-  for (size_t i = 0; i < prefills.size(); ++i) std::printf("---|");
-  std::printf("---|---|---|\n");
+  std::map<int64_t, double> bandwidth;
+  for (int64_t t : thread_counts) bandwidth[t] = read_bandwidth(static_cast<int>(t));
+
   std::mt19937 rng(1);
+  std::vector<int32_t> prompt(*std::max_element(prefills.begin(), prefills.end()));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % 151643);
+  std::vector<Sample> samples;
+  std::string kernels;
   for (int64_t threads : thread_counts) {
-    options.threads = static_cast<int>(threads);
     std::unique_ptr<Model> model;
+    options.threads = static_cast<int>(threads);
     if (!(s = Model::load(dir, options, &model))) return fail(s);
-    std::printf("| %lld | %s |", static_cast<long long>(threads), model->kernels_name().c_str());
-    std::fflush(stdout);
-    State state;
-    for (int64_t n : prefills) {
-      std::vector<int32_t> prompt(n);
-      for (auto& t : prompt) t = static_cast<int32_t>(rng() % 151643);
-      Timing t;
-      for (int r = 0; r < reps; ++r) {
-        state = model->new_state();
+    kernels = model->kernels_name();
+    const size_t first = samples.size();
+    for (int64_t n : prefills) samples.push_back({"pp" + std::to_string(n), static_cast<int>(threads), {}, {}});
+    samples.push_back({"tg" + std::to_string(n_decode), static_cast<int>(threads), {}, {}});
+    for (int64_t rep = 0; rep < reps; ++rep) {
+      for (size_t k = 0; k < prefills.size(); ++k) {
+        State state = model->new_state();
         PrefillOutput out;
         const double w0 = wall_s(), c0 = cpu_s();
-        if (!(s = model->prefill(state, prompt, {}, &out))) return fail(s);
-        t.add(wall_s() - w0, (cpu_s() - c0) / threads);
+        if (!(s = model->prefill(state, std::span<const int32_t>(prompt).first(prefills[k]), {}, &out))) return fail(s);
+        samples[first + k].ts.push_back(prefills[k] / (wall_s() - w0));
+        samples[first + k].cpu_ts.push_back(prefills[k] * threads / (cpu_s() - c0));
       }
-      std::printf(" %.1f [%.1f] |", n / t.wall, n / t.cpu);
-      std::fflush(stdout);
-    }
-    if (state.position() == 0) {
-      state = model->new_state();
-      PrefillOutput out;
-      const int32_t one[1] = {1};
-      if (!(s = model->prefill(state, one, {}, &out))) return fail(s);
-    }
-    // Decode continues the last prefill, in runs of n_decode tokens.
-    std::vector<float> logits;
-    (void)model->decode(state, 0, &logits);
-    Timing t;
-    for (int r = 0; r < reps; ++r) {
+      State state = model->new_state();
+      std::vector<float> logits;
+      if (!(s = model->decode(state, 0, &logits))) return fail(s);  // first touch outside the timing
       const double w0 = wall_s(), c0 = cpu_s();
-      for (int64_t i = 0; i < n_decode; ++i) (void)model->decode(state, static_cast<int32_t>(i % 1000), &logits);
-      t.add(wall_s() - w0, (cpu_s() - c0) / threads);
+      for (int64_t i = 0; i < n_decode; ++i)
+        if (!(s = model->decode(state, static_cast<int32_t>(i % 1000), &logits))) return fail(s);
+      samples.back().ts.push_back(n_decode / (wall_s() - w0));
+      samples.back().cpu_ts.push_back(n_decode * threads / (cpu_s() - c0));
     }
-    const double bw = read_bandwidth(static_cast<int>(threads));
-    const double bound = bw / weight_bytes;
-    std::printf(" %.2f [%.2f] | %.1f | %.2f |\n", n_decode / t.wall, n_decode / t.cpu, bw / 1e9,
-                n_decode / t.wall / bound);
   }
+
+  auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  auto avg = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  if (args.has("json")) {
+    std::printf("{\"model\": \"%s %s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
+                "\"read_bandwidth\": {",
+                arch.c_str(), preset.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes));
+    bool first = true;
+    for (const auto& [t, bw] : bandwidth) {
+      std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw);
+      first = false;
+    }
+    std::printf("},\n \"results\": [\n");
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const Sample& x = samples[i];
+      std::printf("  {\"test\": \"%s\", \"n_threads\": %d, \"avg_ts\": %.3f, \"samples_ts\": [", x.test.c_str(), x.threads,
+                  avg(x.ts));
+      for (size_t k = 0; k < x.ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.ts[k]);
+      std::printf("], \"samples_cpu_ts\": [");
+      for (size_t k = 0; k < x.cpu_ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.cpu_ts[k]);
+      std::printf("]}%s\n", i + 1 < samples.size() ? "," : "");
+    }
+    std::printf(" ]}\n");
+    return 0;
+  }
+  std::printf("model %s preset %s (%s), kernels %s, %.2f GB of weights read per decoded token\n", arch.c_str(),
+              preset.c_str(), dir.c_str(), kernels.c_str(), weight_bytes / 1e9);
+  std::printf("| test | threads | t/s, best of %lld [CPU time] | decode / read-bandwidth bound |\n|---|---|---|---|\n",
+              static_cast<long long>(reps));
+  for (const Sample& x : samples) {
+    char frac[32] = "";
+    if (x.test.rfind("tg", 0) == 0) std::snprintf(frac, sizeof frac, "%.2f", best(x.ts) * weight_bytes / bandwidth[x.threads]);
+    std::printf("| %s | %d | %.2f [%.2f] | %s |\n", x.test.c_str(), x.threads, best(x.ts), best(x.cpu_ts), frac);
+  }
+  std::printf("read bandwidth:");
+  for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%lld threads)", bw / 1e9, static_cast<long long>(t));
+  std::printf("\n");
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "cli/model_arg.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "model/demo.h"
@@ -22,6 +23,12 @@ Status parse_precision_arg(const std::string& arg, std::optional<Precision>* out
   SB_RETURN_IF_ERROR(parse_precision(arg, &p));
   *out = p;
   return Status::ok();
+}
+
+std::string default_bank_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";
+  return "";
 }
 
 }  // namespace sb

@@ -1,6 +1,7 @@
 // Resolves a --model argument: a checkpoint directory, or `demo` for the
-// built-in demo model (generated on first use, model/demo.h); and the
-// --precision argument every command that loads a model takes.
+// built-in demo model (generated on first use, model/demo.h); where the bank
+// lives when --bank-dir is not given; and the --precision argument every
+// command that loads a model takes.
 #pragma once
 
 #include <optional>
@@ -15,5 +16,9 @@ Status resolve_model_dir(const std::string& arg, std::string* dir);
 
 // "bf16" or "f32"; empty: unset (the checkpoint's default).
 Status parse_precision_arg(const std::string& arg, std::optional<Precision>* out);
+
+// The default --bank-dir: $XDG_CACHE_HOME/statebank/bank, else
+// $HOME/.cache/statebank/bank; empty when neither variable is set.
+std::string default_bank_dir();
 
 }  // namespace sb

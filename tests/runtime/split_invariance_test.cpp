@@ -3,11 +3,14 @@
 // architecture and in both precisions (bf16 and f32 products), and captured
 // snapshots equal the state of a shorter prefill. A row's bits never depend
 // on how many rows share its call or on the thread count.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 
-#include "tests/runtime/test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -17,10 +20,7 @@ using testing::load_model;
 using testing::tiny_checkpoint;
 
 std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t vocab) {
-  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(std::min<int64_t>(vocab, 151643) - 1));
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  return t;
+  return testing::random_tokens(rng, n, std::min<int64_t>(vocab, testing::kPlainVocab));
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -224,9 +224,3 @@ INSTANTIATE_TEST_SUITE_P(EveryArchAndPrecision, SplitInvariance,
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}
