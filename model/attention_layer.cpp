@@ -58,8 +58,9 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
     in.n_kv = nkv;
     in.head_dim = d;
     in.q = q.data() + seq.first_row * nh * d;
-    in.k = st.buffer(w.comp_k).data();
-    in.v = st.buffer(w.comp_v).data();
+    in.kv_dtype = schema_.components[w.comp_k].dtype;
+    in.k = st.bytes(w.comp_k).data();
+    in.v = st.bytes(w.comp_v).data();
     in.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     if (sparse) {
       in.block_mask = masks[i].data();
@@ -72,10 +73,12 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   kernels_->matmul(o.data(), T, a.o, out);
 }
 
-void Transformer::pooled_key(const LayerWeights& w, const float* raw, int64_t b, float* out) const {
+void Transformer::pooled_key(const LayerWeights& w, const State& state, int64_t b, float* out) const {
   const ModelConfig& c = config_;
   const int64_t m = c.index_compress_ratio, dI = c.index_head_dim;
-  kernels_->mean_rows(raw + b * m * dI, m, dI, out);
+  std::vector<float> raw(m * dI);
+  state.read_rows(w.comp_index_raw, b * m, m, raw.data());
+  kernels_->mean_rows(raw.data(), m, dI, out);
   kernels_->rms_norm(out, 1, dI, w.attn.index_k_norm.data(), static_cast<float>(c.rms_norm_eps), true, out);
   const int64_t pos = b * m;
   kernels_->rope(out, 1, 1, dI, std::min(dI, c.rotary_dim()), &pos, c.rope_theta);
@@ -90,11 +93,13 @@ Status Transformer::verify_state(const State& state) const {
   std::vector<float> want(dI);
   for (const LayerWeights& w : layers_) {
     if (w.comp_index_pooled < 0) continue;
-    const std::vector<float>& raw = state.buffer(w.comp_index_raw);
-    const std::vector<float>& pooled = state.buffer(w.comp_index_pooled);
+    const ComponentSpec& spec = schema_.components[w.comp_index_pooled];
+    const std::span<const uint8_t> pooled = state.bytes(w.comp_index_pooled);
+    std::vector<uint8_t> encoded(spec.row_bytes());
     for (uint64_t b = 0; b < state.rows(w.comp_index_pooled); ++b) {
-      pooled_key(w, raw.data(), static_cast<int64_t>(b), want.data());
-      if (std::memcmp(want.data(), pooled.data() + b * dI, dI * sizeof(float)) != 0)
+      pooled_key(w, state, static_cast<int64_t>(b), want.data());
+      encode_values(spec.dtype, want, encoded.data());
+      if (std::memcmp(encoded.data(), pooled.data() + b * spec.row_bytes(), spec.row_bytes()) != 0)
         return Status::corruption("component " + schema_.components[w.comp_index_pooled].name + " row " +
                                   std::to_string(b) + " does not derive from the raw indexer keys of its tokens");
     }
@@ -115,10 +120,9 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
     // Close every block whose last token is in this call: its pooled key
     // depends only on the raw keys of its own m tokens.
     const int64_t end = seq.first_pos + seq.rows;
-    const std::vector<float>& all_raw = st.buffer(w.comp_index_raw);
     for (int64_t b = static_cast<int64_t>(st.rows(w.comp_index_pooled)); (b + 1) * m <= end; ++b) {
       std::vector<float> pooled(dI);
-      pooled_key(w, all_raw.data(), b, pooled.data());
+      pooled_key(w, st, b, pooled.data());
       st.append_rows(w.comp_index_pooled, pooled);
     }
   }
@@ -139,7 +143,8 @@ void Transformer::sparse_mask(const LayerWeights& w, const SequenceRows& seq, co
   const int64_t T = seq.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
   const float w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HI)));
   const float s_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI)));
-  const std::vector<float>& pooled = seq.state->buffer(w.comp_index_pooled);
+  std::vector<float> pooled(seq.state->rows(w.comp_index_pooled) * dI);
+  seq.state->read_rows(w.comp_index_pooled, 0, seq.state->rows(w.comp_index_pooled), pooled.data());
   const int64_t end = seq.first_pos + T;
   const int64_t stride = (end + m - 1) / m;
   mask->assign(T * stride, 0);

@@ -64,8 +64,8 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
                 dv = c.lin_value_head_dim, K = c.conv_kernel;
   const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
   State& st = *seq.state;
-  float* conv_state = st.buffer(w.comp_conv).data();
-  float* ssm = st.buffer(w.comp_ssm).data();
+  float* conv_state = st.f32(w.comp_conv).data();
+  float* ssm = st.f32(w.comp_ssm).data();
   std::vector<float> conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim);
   const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
   size_t next_capture = 0;
@@ -104,8 +104,8 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
     while (next_capture < seq.capture.size() && seq.capture[next_capture] < end_pos) ++next_capture;
     if (next_capture < seq.capture.size() && seq.capture[next_capture] == end_pos) {
       RecurrentSnapshot& snap = (*seq.snapshots)[next_capture];
-      snap.parts[w.rec_conv] = st.buffer(w.comp_conv);
-      snap.parts[w.rec_ssm] = st.buffer(w.comp_ssm);
+      snap.parts[w.rec_conv].assign(st.f32(w.comp_conv).begin(), st.f32(w.comp_conv).end());
+      snap.parts[w.rec_ssm].assign(st.f32(w.comp_ssm).begin(), st.f32(w.comp_ssm).end());
     }
     s = e;
   }

@@ -134,8 +134,12 @@ Status Transformer::bind_weights() {
 void Transformer::build_schema() {
   const ModelConfig& c = config_;
   int recurrent = 0;
+  // Under the bf16 precision the rows of attention-like components (keys,
+  // values, indexer keys) are stored in bf16, half the bytes in the bank;
+  // recurrent states stay f32.
+  const DType rows_dtype = kernels_->precision() == Precision::kBF16 ? DType::kBF16 : DType::kF32;
   auto add = [&](const std::string& name, ComponentKind kind, uint32_t ratio, uint64_t elems) {
-    schema_.components.push_back({name, kind, ratio, DType::kF32, elems});
+    schema_.components.push_back({name, kind, ratio, kind == ComponentKind::kRecurrent ? DType::kF32 : rows_dtype, elems});
     return static_cast<int>(schema_.components.size() - 1);
   };
   for (int64_t l = 0; l < c.n_layers; ++l) {

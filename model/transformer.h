@@ -118,8 +118,8 @@ class Transformer final : public Model {
                        std::vector<SequenceOutput>* out) const;
 
   void attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
-  // Pooled indexer key of block b from the raw keys [b*m, (b+1)*m).
-  void pooled_key(const LayerWeights& w, const float* raw, int64_t b, float* out) const;
+  // Pooled indexer key of block b from the raw keys [b*m, (b+1)*m) in `state`.
+  void pooled_key(const LayerWeights& w, const State& state, int64_t b, float* out) const;
   // From the indexer's projections over all rows of the call: stores the raw
   // keys and closes pooled blocks per sequence, then one block mask per
   // sequence.

@@ -86,8 +86,11 @@ struct AttentionInput {
   int64_t first_pos = 0; // absolute position of query row 0; row i sees keys [0, first_pos + i]
   int64_t n_heads = 0, n_kv = 0, head_dim = 0;
   const float* q = nullptr;  // [rows, n_heads, head_dim]
-  const float* k = nullptr;  // [first_pos + rows, n_kv, head_dim]
-  const float* v = nullptr;  // same
+  // The cached keys and values [first_pos + rows, n_kv, head_dim], f32 or
+  // bf16 (the State's storage; widened exactly when read).
+  DType kv_dtype = DType::kF32;
+  const void* k = nullptr;
+  const void* v = nullptr;
   float scale = 1.0f;
   // Optional sparse selection: key tau is visible to row i only if
   // block_mask[i * mask_stride + tau / mask_block] != 0 (causality still holds).

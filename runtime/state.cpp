@@ -61,27 +61,65 @@ std::string StateSchema::describe() const {
 
 State::State(const StateSchema& schema) : schema_(schema), data_(schema.components.size()) {
   for (size_t c = 0; c < data_.size(); ++c)
-    if (schema_.components[c].kind == ComponentKind::kRecurrent)
-      data_[c].assign(schema_.components[c].row_elems, 0.0f);
+    if (schema_.components[c].kind == ComponentKind::kRecurrent) data_[c].assign(schema_.components[c].row_bytes(), 0);
+}
+
+std::span<float> State::f32(size_t c) {
+  return {reinterpret_cast<float*>(data_[c].data()), data_[c].size() / sizeof(float)};
+}
+
+std::span<const float> State::f32(size_t c) const {
+  return {reinterpret_cast<const float*>(data_[c].data()), data_[c].size() / sizeof(float)};
+}
+
+void State::read_rows(size_t c, uint64_t first, uint64_t n, float* out) const {
+  const ComponentSpec& spec = schema_.components[c];
+  const uint64_t begin = first * spec.row_elems, count = n * spec.row_elems;
+  if (spec.dtype == DType::kF32) {
+    std::memcpy(out, data_[c].data() + begin * 4, count * 4);
+    return;
+  }
+  const auto* in = reinterpret_cast<const uint16_t*>(data_[c].data()) + begin;
+  for (uint64_t i = 0; i < count; ++i) out[i] = spec.dtype == DType::kBF16 ? bf16_to_f32(in[i]) : f16_to_f32(in[i]);
 }
 
 uint64_t State::rows(size_t c) const {
   const auto& spec = schema_.components[c];
-  return spec.row_elems == 0 ? 0 : data_[c].size() / spec.row_elems;
+  return spec.row_bytes() == 0 ? 0 : data_[c].size() / spec.row_bytes();
+}
+
+void encode_values(DType dtype, std::span<const float> values, uint8_t* out) {
+  if (dtype == DType::kF32) {
+    if (!values.empty()) std::memcpy(out, values.data(), values.size() * 4);
+    return;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t h = dtype == DType::kBF16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+    std::memcpy(out + 2 * i, &h, 2);
+  }
 }
 
 void State::append_rows(size_t c, std::span<const float> rows) {
+  std::vector<uint8_t>& d = data_[c];
+  const DType dtype = schema_.components[c].dtype;
+  const size_t at = d.size();
+  d.resize(at + rows.size() * dtype_size(dtype));
+  encode_values(dtype, rows, d.data() + at);
+}
+
+void State::append_bytes(size_t c, std::span<const uint8_t> rows) {
   data_[c].insert(data_[c].end(), rows.begin(), rows.end());
 }
 
 void State::set_recurrent(size_t c, std::span<const float> values) {
-  data_[c].assign(values.begin(), values.end());
+  data_[c].resize(values.size() * 4);
+  if (!values.empty()) std::memcpy(data_[c].data(), values.data(), values.size() * 4);
 }
 
 Status State::check_consistent() const {
   for (size_t c = 0; c < data_.size(); ++c) {
     const auto& spec = schema_.components[c];
-    if (data_[c].size() % spec.row_elems != 0)
+    if (data_[c].size() % spec.row_bytes() != 0)
       return Status::corruption("component " + spec.name + " holds a partial row");
     const uint64_t want = spec.rows_at(position_);
     if (rows(c) != want)
@@ -96,8 +134,7 @@ bool State::bitwise_equal(const State& other) const {
   if (position_ != other.position_ || !(schema_ == other.schema_)) return false;
   for (size_t c = 0; c < data_.size(); ++c) {
     if (data_[c].size() != other.data_[c].size()) return false;
-    if (!data_[c].empty() && std::memcmp(data_[c].data(), other.data_[c].data(), data_[c].size() * 4) != 0)
-      return false;
+    if (!data_[c].empty() && std::memcmp(data_[c].data(), other.data_[c].data(), data_[c].size()) != 0) return false;
   }
   return true;
 }
@@ -106,7 +143,10 @@ RecurrentSnapshot capture_recurrent(const State& state) {
   RecurrentSnapshot snap;
   snap.position = state.position();
   for (size_t c = 0; c < state.n_components(); ++c)
-    if (state.schema().components[c].kind == ComponentKind::kRecurrent) snap.parts.push_back(state.buffer(c));
+    if (state.schema().components[c].kind == ComponentKind::kRecurrent) {
+      const auto v = state.f32(c);
+      snap.parts.emplace_back(v.begin(), v.end());
+    }
   return snap;
 }
 

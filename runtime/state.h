@@ -67,17 +67,28 @@ class State {
   int64_t position() const { return position_; }
   size_t n_components() const { return data_.size(); }
 
-  // Raw storage of component c: rows * row_elems floats (all dtypes are f32
-  // in this runtime version; DType is kept for the bank's format).
-  std::vector<float>& buffer(size_t c) { return data_[c]; }
-  const std::vector<float>& buffer(size_t c) const { return data_[c]; }
+  // Component c's storage: rows * row_bytes() bytes, each value in the
+  // component's dtype (f32, or bf16 for the attention rows of a model
+  // running the bf16 precision).
+  std::span<const uint8_t> bytes(size_t c) const { return data_[c]; }
+  // The same storage, writable (the bank composing a State, tests damaging
+  // one on purpose).
+  std::vector<uint8_t>& storage(size_t c) { return data_[c]; }
+  // The values of an f32 component. REQUIRES: its dtype is f32.
+  std::span<float> f32(size_t c);
+  std::span<const float> f32(size_t c) const;
+  // Rows [first, first + n) of component c as f32 (bf16 widens exactly).
+  void read_rows(size_t c, uint64_t first, uint64_t n, float* out) const;
   uint64_t rows(size_t c) const;
 
   // Used by the runtime as it consumes tokens.
   void set_position(int64_t n) { position_ = n; }
-  // Appends whole rows to a sequence or pooled component.
+  // Appends whole rows given as f32 to a sequence or pooled component,
+  // rounded to its dtype (f32_to_bf16 for bf16).
   void append_rows(size_t c, std::span<const float> rows);
-  // Replaces a recurrent component's state.
+  // Appends whole rows already in the component's dtype (a bank block part).
+  void append_bytes(size_t c, std::span<const uint8_t> rows);
+  // Replaces a recurrent component's state. REQUIRES: its dtype is f32.
   void set_recurrent(size_t c, std::span<const float> values);
 
   Status check_consistent() const;
@@ -87,8 +98,12 @@ class State {
  private:
   StateSchema schema_;
   int64_t position_ = 0;
-  std::vector<std::vector<float>> data_;
+  std::vector<std::vector<uint8_t>> data_;
 };
+
+// Writes f32 values in `dtype` (little-endian; bf16/f16 round to nearest
+// even): how a State stores appended rows.
+void encode_values(DType dtype, std::span<const float> values, uint8_t* out);
 
 // The recurrent components of a State at one position, captured during a
 // prefill (docs/bank.md, "Snapshot object"). parts[i] belongs to the i-th

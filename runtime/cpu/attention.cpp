@@ -17,6 +17,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/cpu/bf16.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
@@ -29,15 +30,23 @@ constexpr int64_t kBlock = 64;
 constexpr int64_t kRows = 16;
 
 struct AttentionScratch {
-  std::vector<float> q, s, o, m, l;
+  std::vector<float> q, s, o, m, l, kb, vb;
   void resize(int64_t nq, int64_t d) {
     q.resize(nq * d);
+    kb.resize(kBlock * d);
+    vb.resize(kBlock * d);
     s.resize(nq * kBlock);
     o.resize(nq * d);
     m.resize(nq);
     l.resize(nq);
   }
 };
+
+// n rows of d bf16 values, `ld` apart, to contiguous f32 rows.
+void widen_rows(const uint16_t* src, int64_t n, int64_t d, int64_t ld, float* out) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < d; ++i) out[r * d + i] = bf16_value(src[r * ld + i]);
+}
 
 }  // namespace
 
@@ -64,9 +73,22 @@ void CpuKernels::attention(const AttentionInput& in, float* out) {
     const int64_t n_keys = in.first_pos + r1;  // keys the tile's last row sees
     for (int64_t k0 = 0; k0 < n_keys; k0 += kBlock) {
       const int64_t kn = std::min(kBlock, n_keys - k0);
+      // The block's keys and values of this KV head as f32 rows (bf16 widens
+      // exactly, so the bits are those of f32 storage holding the same values).
+      const float *kblock, *vblock;
+      int64_t ld = ld_kv;
+      if (in.kv_dtype == DType::kF32) {
+        kblock = static_cast<const float*>(in.k) + k0 * ld_kv + g * d;
+        vblock = static_cast<const float*>(in.v) + k0 * ld_kv + g * d;
+      } else {
+        widen_rows(static_cast<const uint16_t*>(in.k) + k0 * ld_kv + g * d, kn, d, ld_kv, sc.kb.data());
+        widen_rows(static_cast<const uint16_t*>(in.v) + k0 * ld_kv + g * d, kn, d, ld_kv, sc.vb.data());
+        kblock = sc.kb.data();
+        vblock = sc.vb.data();
+        ld = d;
+      }
       // Scores of the whole tile against the block.
-      small_dots(nq, kn, d, sc.q.data(), d, in.k + k0 * ld_kv + g * d, ld_kv, sc.s.data(), kBlock);
-      const float* vblock = in.v + k0 * ld_kv + g * d;
+      small_dots(nq, kn, d, sc.q.data(), d, kblock, ld, sc.s.data(), kBlock);
       // Every row of the tile sees every key of the block: one product for
       // the tile (each element's chain is the one a row alone would run).
       const bool whole = !in.block_mask && k0 + kn - 1 <= in.first_pos + r0;
@@ -116,11 +138,11 @@ void CpuKernels::attention(const AttentionInput& in, float* out) {
         // O += P V over each run, for the group's heads together.
         for (int64_t u = 0; u < n_runs; ++u) {
           const int64_t j0 = runs[u][0], len = runs[u][1] - j0;
-          small_gemm(group, d, len, sc.s.data() + q0 * kBlock + j0, kBlock, vblock + j0 * ld_kv, ld_kv,
-                     sc.o.data() + q0 * d, d, true);
+          small_gemm(group, d, len, sc.s.data() + q0 * kBlock + j0, kBlock, vblock + j0 * ld, ld, sc.o.data() + q0 * d,
+                     d, true);
         }
       }
-      if (whole) small_gemm(nq, d, kn, sc.s.data(), kBlock, vblock, ld_kv, sc.o.data(), d, true);
+      if (whole) small_gemm(nq, d, kn, sc.s.data(), kBlock, vblock, ld, sc.o.data(), d, true);
     }
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t h = 0; h < group; ++h) {
