@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "bank/chain.h"
 #include "bank/compose.h"
 
 namespace sb {
@@ -15,7 +16,99 @@ RestoreMode RestorePlan::mode() const {
   return one ? RestoreMode::from(first) : RestoreMode::mixed();
 }
 
-Bank::Bank(std::vector<Tier*> tiers) : tiers_(std::move(tiers)) {}
+namespace {
+// How many other namespaces' roots the other-namespace probe remembers, and
+// how many stored siblings a miss compares its tokens with.
+constexpr size_t kRecentRoots = 64;
+constexpr size_t kSiblings = 64;
+}  // namespace
+
+Bank::Bank(std::vector<Tier*> tiers, const WallClock* clock)
+    : tiers_(std::move(tiers)), pins_(clock ? *clock : system_wall_clock()) {
+  for (Tier* t : tiers_) t->set_eviction_guard(&pins_);
+}
+
+Bank::~Bank() {
+  // The tiers outlive the Bank; its PinSet does not.
+  for (Tier* t : tiers_) t->set_eviction_guard(nullptr);
+}
+
+bool Bank::writable() const {
+  return std::any_of(tiers_.begin(), tiers_.end(), [](const Tier* t) { return t->writable(); });
+}
+
+void Bank::note_root(const Key& root) {
+  std::lock_guard<std::mutex> lock(roots_mu_);
+  auto it = std::find(recent_roots_.begin(), recent_roots_.end(), root);
+  if (it == recent_roots_.begin() && it != recent_roots_.end()) return;
+  if (it != recent_roots_.end()) recent_roots_.erase(it);
+  recent_roots_.insert(recent_roots_.begin(), root);
+  if (recent_roots_.size() > kRecentRoots) recent_roots_.pop_back();
+}
+
+std::vector<Key> Bank::other_roots(const Key& root) const {
+  std::lock_guard<std::mutex> lock(roots_mu_);
+  std::vector<Key> out;
+  for (const Key& r : recent_roots_)
+    if (r != root) out.push_back(r);
+  return out;
+}
+
+int64_t Bank::longest_sibling_match(const Key& parent, std::span<const int32_t> tokens) const {
+  std::vector<Key> seen;
+  int64_t best = -1;
+  for (const Tier* t : tiers_) {
+    for (const Key& child : t->children(parent, kSiblings)) {
+      if (std::find(seen.begin(), seen.end(), child) != seen.end() || seen.size() >= kSiblings) continue;
+      seen.push_back(child);
+      Key stored_parent;
+      std::vector<int32_t> stored;
+      // Tokens that do not hash to their key are not evidence of anything.
+      if (!t->peek_tokens(child, &stored_parent, &stored).is_ok() || stored_parent != parent ||
+          chain_key(parent, stored) != child)
+        continue;
+      int64_t n = 0;
+      while (n < static_cast<int64_t>(std::min(stored.size(), tokens.size())) && stored[n] == tokens[n]) ++n;
+      best = std::max(best, n);
+    }
+  }
+  return best;
+}
+
+void Bank::explain_miss(std::span<const Key> chain, std::span<const int32_t> prompt, int64_t B, int64_t k,
+                        int64_t top, bool lost_block, bool lost_snapshot, RestorePlan* plan) const {
+  const auto m = static_cast<int64_t>(chain.size()) - 1;
+  if (k < top) {
+    // Stored blocks above the restore point went unused: no tier had a good
+    // copy of one of them (it failed a check, or was evicted since the
+    // presence check), or no snapshot sits among them.
+    if ((lost_block || lost_snapshot) && plan->check_failures > 0) plan->miss_reason = MissReason::kCheckFailed;
+    else if (lost_block) plan->miss_reason = MissReason::kEvicted;
+    else plan->miss_reason = MissReason::kSnapshotMissing;
+    return;
+  }
+  // k == top < m: block top + 1 is in no tier.
+  for (int64_t j = top + 2; j <= m; ++j)
+    if (any_contains(ObjectKind::kBlock, chain[j])) {
+      plan->miss_reason = MissReason::kEvicted;
+      return;
+    }
+  const auto next = prompt.subspan(static_cast<size_t>(top * B), static_cast<size_t>(B));
+  const int64_t shared = longest_sibling_match(chain[top], next);
+  if (shared >= 0 && top * B + shared > 0) {
+    plan->miss_reason = MissReason::kDiverged;
+    plan->diverged_at = top * B + shared;
+    return;
+  }
+  plan->miss_reason = MissReason::kNoEntry;
+  if (top == 0) {
+    for (const Key& other : other_roots(chain[0]))
+      if (any_contains(ObjectKind::kBlock, chain_key(other, next))) {
+        plan->stored_in_other_namespace = true;
+        break;
+      }
+  }
+}
 
 bool Bank::any_contains(ObjectKind kind, const Key& key) const {
   for (Tier* t : tiers_)
@@ -84,6 +177,9 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     return Status::invalid("bank: the prompt is shorter than its chain");
   lookups_.fetch_add(1, std::memory_order_relaxed);
   RestorePlan plan;
+  // The walk fell back because no tier had a good copy of a block, or of a
+  // snapshot (failed checks, or gone since the presence check).
+  bool lost_block = false, lost_snapshot = false;
   const auto B = static_cast<int64_t>(block_tokens);
 
   int64_t matched = 0;
@@ -123,7 +219,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
 
   Fetched snapshot;
   if (!schema.has_recurrent()) {
-    ensure_blocks(k);
+    lost_block = !ensure_blocks(k);
     k = static_cast<int64_t>(got.size());
   } else {
     while (k > 0) {
@@ -132,12 +228,14 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
         continue;
       }
       if (!ensure_blocks(k)) {
+        lost_block = true;
         k = static_cast<int64_t>(got.size());  // the walk ends before the block that failed
         continue;
       }
       auto check = [&](const Object& o) { return check_snapshot(o, schema, chain[k], k * B); };
       if (fetch(ObjectKind::kSnapshot, chain[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &ahead, &snapshot))
         break;
+      lost_snapshot = true;
       --k;
     }
   }
@@ -156,6 +254,8 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   }
   plan.restore_point = k * B;
   plan.common_prefix_tokens = common_prefix(plan.blocks, prompt);
+  if (k < m) explain_miss(chain, prompt, B, k, matched, lost_block, lost_snapshot, &plan);
+  note_root(chain[0]);
 
   if (k > 0) {
     restores_.fetch_add(1, std::memory_order_relaxed);
@@ -168,6 +268,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
 }
 
 Status Bank::publish(const ObjectRef& object, ObjectRole role) {
+  if (pins_.any_expired()) sweep_pins();
   Status first;
   bool stored = false;
   for (Tier* t : tiers_) {

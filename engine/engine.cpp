@@ -73,6 +73,10 @@ Status Engine::create(const Model& model, Bank* bank, const EngineOptions& optio
   return Status::ok();
 }
 
+Key Engine::namespace_root(const std::string& name_space) const {
+  return root_key(kBankFormatVersion, model_.fingerprint(), name_space, options_.block_tokens);
+}
+
 EngineStats Engine::stats() const {
   EngineStats s;
   s.requests = counters_.requests.load();
@@ -96,14 +100,14 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   CompletionResult res;
   RestoreRecord& rec = res.restore;
   rec.mode = use_bank ? RestoreMode::cold() : RestoreMode::bypass();
+  rec.miss_reason = !use_bank ? MissReason::kBypass : req.echo ? MissReason::kEcho : MissReason::kNone;
   State state = model_.new_state();
   std::vector<Key> keys;
 
   // Plan, then apply: nothing live exists until the plan passed every check.
   if (use_bank) {
     const auto t_lookup = Clock::now();
-    keys = chain_keys(root_key(kBankFormatVersion, model_.fingerprint(), req.name_space, options_.block_tokens),
-                      prompt, options_.block_tokens, n / B);
+    keys = chain_keys(namespace_root(req.name_space), prompt, options_.block_tokens, n / B);
     if (!req.echo) {
       const int64_t m = (n - 1) / B;
       RestorePlan plan;
@@ -114,6 +118,12 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
       rec.matched_tokens = plan.matched_tokens;
       rec.checks = plan.checks;
       rec.check_failures = plan.check_failures;
+      rec.miss_reason = plan.miss_reason;
+      rec.diverged_at = plan.diverged_at;
+      rec.stored_in_other_namespace = plan.stored_in_other_namespace;
+      // Nothing is stored, and this request (or this bank) stores nothing.
+      if (rec.miss_reason == MissReason::kNoEntry && (req.cache_mode == CacheMode::kReadOnly || !bank_->writable()))
+        rec.miss_reason = MissReason::kReadOnly;
       if (plan.restore_point > 0) {
         State restored;
         Status composed = compose_state(schema, plan.blocks, plan.snapshot, &restored);
@@ -133,6 +143,8 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
         } else {
           ++rec.check_failures;
           bank_->count_check_failure();
+          rec.miss_reason = MissReason::kCheckFailed;
+          rec.diverged_at = -1;
         }
       }
       rec.restore_ms = ms_since(t_restore);
@@ -144,6 +156,11 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   // Prefill the rest from the restore point: B is a multiple of kGrid, so the
   // call starts on the same absolute grid as a cold prefill.
   const int64_t start = state.position();
+  if (start >= (n - 1) / B * B) {  // the whole usable prefix, or none to use: no miss
+    rec.miss_reason = MissReason::kNone;
+    rec.diverged_at = -1;
+    rec.stored_in_other_namespace = false;
+  }
   std::vector<SnapshotPlace> places;
   PrefillOptions options;
   options.all_logits = req.echo;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "bank/key.h"
+#include "bank/miss_reason.h"
 #include "bank/restore_mode.h"
 #include "common/status.h"
 #include "runtime/state.h"
@@ -55,6 +57,12 @@ struct RestoreRecord {
   double lookup_ms = 0;
   double restore_ms = 0;
   double prefill_ms = 0;
+  // Why restore_point is below the longest usable prefix, floor((n-1)/B)*B
+  // (bank/miss_reason.h); kNone when it is not. Never kOtherNamespace: that
+  // is the operator-only flag below (operator_miss_reason()).
+  MissReason miss_reason = MissReason::kNone;
+  int64_t diverged_at = -1;  // kDiverged: the first prompt token that differs from the stored chain
+  bool stored_in_other_namespace = false;
 };
 
 struct CompletionRequest {
@@ -130,6 +138,9 @@ class Engine {
   Status complete(const CompletionRequest& request, CompletionResult* out) const;
 
   const EngineOptions& options() const { return options_; }
+  // K0 of a namespace's chains: H(format version, model fingerprint,
+  // namespace, B) (docs/bank.md, "Keys").
+  Key namespace_root(const std::string& name_space) const;
   const Model& model() const { return model_; }
   Bank* bank() const { return bank_; }
   EngineStats stats() const;

@@ -76,6 +76,24 @@ struct BankStatsView {
   uint64_t audit_mismatches = 0;   // ... that differed (a broken promise)
 };
 
+// A pin request (POST /v1/bank/pins): a prompt's tokens in a namespace, or
+// a stored chain by the key of its last block.
+struct PinSpec {
+  bool by_chain = false;
+  std::string chain;            // 32 hex digits (by_chain)
+  std::vector<int32_t> tokens;  // the prompt (otherwise)
+  std::string name_space;       // the prompt's namespace
+  int64_t ttl_s = 0;
+};
+
+// A flush request (POST /v1/bank/flush): everything, one namespace, or the
+// chains under one root key.
+struct FlushSpec {
+  enum class Scope { kAll, kNamespace, kRoot } scope = Scope::kAll;
+  std::string name_space;  // kNamespace
+  std::string root;        // kRoot: 32 hex digits
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -100,6 +118,23 @@ class Backend {
   virtual nlohmann::json bank_stats_json() const = 0;
   // Waits until the bank's SSD write queue is on disk, at most `deadline`.
   virtual Status flush(std::chrono::milliseconds deadline) = 0;
+
+  // --- The operator's view of the bank (/v1/bank/..., docs/interface.md).
+  // A backend without a bank answers kUnsupported (the route says 501).
+
+  // Stored prefixes, sorted by `sort` (tokens, bytes, hits, last_use), at
+  // most `limit`, with their first tokens decoded when `text`.
+  virtual Status bank_prefixes(const std::string& sort, size_t limit, bool text, nlohmann::json* out) const {
+    return no_bank();
+  }
+  virtual Status bank_pins(nlohmann::json* out) const { return no_bank(); }
+  virtual Status bank_pin(const PinSpec& spec, nlohmann::json* out) { return no_bank(); }
+  // kNotFound when no pin has that id.
+  virtual Status bank_unpin(const std::string& id) { return no_bank(); }
+  virtual Status bank_flush(const FlushSpec& spec, nlohmann::json* out) { return no_bank(); }
+
+ protected:
+  static Status no_bank() { return Status::unsupported("this server has no bank"); }
 };
 
 }  // namespace sb

@@ -5,6 +5,7 @@
 #include <future>
 #include <thread>
 
+#include "bank/chain.h"
 #include "bank/key.h"
 #include "server/chat_output.h"
 #include "server/request_parse.h"
@@ -27,6 +28,7 @@ class DecoderStream : public TextStream {
 
 json tier_json(const TierStats& s) {
   json j = {{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
+            {"block_bytes", s.block_bytes}, {"snapshot_bytes", s.snapshot_bytes},
             {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
             {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"bytes_read", s.bytes_read},
             {"bytes_written", s.bytes_written}};
@@ -38,7 +40,8 @@ json tier_json(const TierStats& s) {
 BankTierStats tier_view(TierKind kind, const TierStats& s) {
   BankTierStats t;
   t.tier = kind;
-  t.bytes["all"] = s.bytes;
+  t.bytes["block"] = s.block_bytes;
+  t.bytes["snapshot"] = s.snapshot_bytes;
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
   t.evictions = s.evictions;
@@ -154,6 +157,11 @@ std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& par
 }
 
 Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {
+  if (bank_) {
+    const Key root = engine_->namespace_root(request.name_space);
+    std::lock_guard<std::mutex> lock(namespaces_mu_);
+    if (namespaces_.size() < 4096) namespaces_.emplace(root, request.name_space);
+  }
   SB_RETURN_IF_ERROR(engine_->complete(request, result));
   if (options_.audit_rate > 0 && request.cache_mode != CacheMode::kBypass && result->restore.restore_point > 0 &&
       result->finish_reason != "cancelled") {
@@ -213,8 +221,19 @@ BankStatsView EngineBackend::bank_stats() const {
 
 json EngineBackend::bank_stats_json() const {
   json j = {{"block_tokens", options_.block_tokens}, {"snapshot_every", options_.snapshot_every}};
+  // Every tier in bank order under "tiers" (what a tool should iterate), and
+  // each under its name as before.
+  j["tiers"] = json::array();
   if (bank_) {
-    for (const Tier* tier : bank_->tiers()) j[tier->name()] = tier_json(tier->stats());
+    bank_->sweep_pins();
+    for (const Tier* tier : bank_->tiers()) {
+      json t = tier_json(tier->stats());
+      j[tier->name()] = t;
+      t["name"] = tier->name();
+      t["writable"] = tier->writable();
+      j["tiers"].push_back(t);
+    }
+    j["pins"] = bank_->pins().size();
     BankStats b = bank_->stats();
     j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
                  {"check_failures", b.check_failures}, {"published", b.published}, {"promoted", b.promoted}};
@@ -240,6 +259,137 @@ Status EngineBackend::flush(std::chrono::milliseconds deadline) {
   if (result.wait_for(deadline) != std::future_status::ready)
     return Status::exhausted("the SSD write queue was not on disk by the deadline");
   return result.get();
+}
+
+}  // namespace sb
+
+namespace sb {
+
+namespace {
+
+json shares_json(const std::vector<TierShare>& shares) {
+  json j = json::object();
+  for (const TierShare& s : shares) j[s.tier] = {{"objects", s.objects}, {"bytes", s.bytes}};
+  return j;
+}
+
+json nullable_key(bool has, const Key& key) { return has ? json(key.hex()) : json(nullptr); }
+
+}  // namespace
+
+json EngineBackend::namespace_of(const Key& root) const {
+  std::lock_guard<std::mutex> lock(namespaces_mu_);
+  auto it = namespaces_.find(root);
+  return it == namespaces_.end() ? json(nullptr) : json(it->second);
+}
+
+json EngineBackend::pin_json(const Pin& pin) const {
+  const int64_t now = bank_->now_ms();
+  return {{"id", pin.id},
+          {"chain", pin.tail.hex()},
+          {"root", nullable_key(pin.has_root, pin.root)},
+          {"namespace", pin.has_root ? namespace_of(pin.root) : json(nullptr)},
+          {"tokens", pin.tokens},
+          {"blocks", pin.keys.size()},
+          {"expires_ms", pin.expires_ms},
+          {"ttl_left_ms", std::max<int64_t>(0, pin.expires_ms - now)},
+          {"tiers", shares_json(bank_->pinned_share(pin))}};
+}
+
+Status EngineBackend::bank_prefixes(const std::string& sort, size_t limit, bool text, json* out) const {
+  if (!bank_) return no_bank();
+  bank_->sweep_pins();
+  std::vector<PrefixInfo> all = bank_->prefixes(model_->schema().has_recurrent(), text ? 64 : 0);
+  auto by = [&](auto field) {
+    std::stable_sort(all.begin(), all.end(), [&](const PrefixInfo& a, const PrefixInfo& b) { return field(a) > field(b); });
+  };
+  if (sort == "bytes") by([](const PrefixInfo& p) { return static_cast<double>(p.bytes); });
+  else if (sort == "hits") by([](const PrefixInfo& p) { return static_cast<double>(p.hits); });
+  else if (sort == "last_use") by([](const PrefixInfo& p) { return static_cast<double>(p.last_use_ms); });
+  else if (sort != "tokens") return Status::invalid("sort must be tokens, bytes, hits or last_use, not '" + sort + "'");
+  json list = json::array();
+  for (const PrefixInfo& p : all) {
+    if (list.size() >= limit) break;
+    json j = {{"chain", p.tail.hex()},
+              {"root", nullable_key(p.has_root, p.root)},
+              {"namespace", p.has_root ? namespace_of(p.root) : json(nullptr)},
+              {"tokens", p.tokens},
+              {"restorable_tokens", p.restorable_tokens},
+              {"blocks", p.blocks},
+              {"snapshots", p.snapshots},
+              {"bytes", p.bytes},
+              {"tiers", shares_json(p.tiers)},
+              {"hits", p.hits},
+              {"last_use_ms", p.last_use_ms},
+              {"pinned_until_ms", p.pinned_until_ms > 0 ? json(p.pinned_until_ms) : json(nullptr)}};
+    if (text) j["text"] = p.first_tokens.empty() ? json(nullptr) : json(tokenizer_->decode(p.first_tokens));
+    list.push_back(std::move(j));
+  }
+  *out = {{"block_tokens", options_.block_tokens}, {"total", all.size()}, {"prefixes", std::move(list)}};
+  return Status::ok();
+}
+
+Status EngineBackend::bank_pins(json* out) const {
+  if (!bank_) return no_bank();
+  bank_->sweep_pins();
+  json list = json::array();
+  for (const Pin& p : bank_->pins()) list.push_back(pin_json(p));
+  *out = {{"pins", std::move(list)}};
+  return Status::ok();
+}
+
+Status EngineBackend::bank_pin(const PinSpec& spec, json* out) {
+  if (!bank_) return no_bank();
+  const int64_t ttl_ms = spec.ttl_s * 1000;
+  Pin pin;
+  if (spec.by_chain) {
+    Key tail;
+    if (!Key::from_hex(spec.chain, &tail)) return Status::invalid("chain must be 32 hex digits");
+    SB_RETURN_IF_ERROR(bank_->pin_chain(tail, ttl_ms, &pin));
+  } else {
+    const int64_t B = options_.block_tokens;
+    const int64_t n_blocks = static_cast<int64_t>(spec.tokens.size()) / B;
+    if (n_blocks < 1)
+      return Status::invalid("the prompt has " + std::to_string(spec.tokens.size()) +
+                             " tokens; a pin covers whole blocks of " + std::to_string(B));
+    for (size_t i = 0; i < spec.tokens.size(); ++i)
+      if (spec.tokens[i] < 0 || spec.tokens[i] >= model_->vocab_size())
+        return Status::invalid("prompt token " + std::to_string(i) + " is outside the vocabulary");
+    const Key root = engine_->namespace_root(spec.name_space);
+    {
+      std::lock_guard<std::mutex> lock(namespaces_mu_);
+      if (namespaces_.size() < 4096) namespaces_.emplace(root, spec.name_space);
+    }
+    const auto chain = chain_keys(root, spec.tokens, options_.block_tokens, n_blocks);
+    SB_RETURN_IF_ERROR(bank_->pin_prefix(chain, n_blocks * B, ttl_ms, &pin));
+  }
+  *out = pin_json(pin);
+  return Status::ok();
+}
+
+Status EngineBackend::bank_unpin(const std::string& id) {
+  if (!bank_) return no_bank();
+  if (!bank_->unpin(id)) return Status::not_found("no pin has the id '" + id + "'");
+  return Status::ok();
+}
+
+Status EngineBackend::bank_flush(const FlushSpec& spec, json* out) {
+  if (!bank_) return no_bank();
+  FlushResult r;
+  Key root;
+  switch (spec.scope) {
+    case FlushSpec::Scope::kAll: SB_RETURN_IF_ERROR(bank_->flush(nullptr, &r)); break;
+    case FlushSpec::Scope::kNamespace:
+      root = engine_->namespace_root(spec.name_space);
+      SB_RETURN_IF_ERROR(bank_->flush(&root, &r));
+      break;
+    case FlushSpec::Scope::kRoot:
+      if (!Key::from_hex(spec.root, &root)) return Status::invalid("root must be 32 hex digits");
+      SB_RETURN_IF_ERROR(bank_->flush(&root, &r));
+      break;
+  }
+  *out = {{"objects", r.objects}, {"bytes", r.bytes}, {"pins", r.pins}, {"unattributed_objects", r.unattributed}};
+  return Status::ok();
 }
 
 }  // namespace sb

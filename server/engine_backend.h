@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
@@ -58,10 +59,18 @@ class EngineBackend : public Backend {
   BankStatsView bank_stats() const override;
   nlohmann::json bank_stats_json() const override;
   Status flush(std::chrono::milliseconds deadline) override;
+  Status bank_prefixes(const std::string& sort, size_t limit, bool text, nlohmann::json* out) const override;
+  Status bank_pins(nlohmann::json* out) const override;
+  Status bank_pin(const PinSpec& spec, nlohmann::json* out) override;
+  Status bank_unpin(const std::string& id) override;
+  Status bank_flush(const FlushSpec& spec, nlohmann::json* out) override;
 
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
   bool enable_thinking(const ChatParams& params) const;
+  // The namespace whose root is `root`, among those served since start.
+  nlohmann::json namespace_of(const Key& root) const;
+  nlohmann::json pin_json(const Pin& pin) const;
   void audit(const CompletionRequest& request, const CompletionResult& served);
 
   EngineBackendOptions options_;
@@ -77,6 +86,9 @@ class EngineBackend : public Backend {
   std::mutex audit_mu_;
   double audit_credit_ = 0;
   std::atomic<uint64_t> audits_{0}, audit_mismatches_{0};
+  // Root key -> namespace, for the operator's listings (bounded).
+  mutable std::mutex namespaces_mu_;
+  std::unordered_map<Key, std::string, KeyHash> namespaces_;
 };
 
 }  // namespace sb

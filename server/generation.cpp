@@ -10,8 +10,9 @@ namespace sb {
 
 using json = ResponseJson;
 
-json restore_json(const RestoreRecord& r) {
-  return json{{"mode", r.mode.name()},
+json restore_json(const RestoreRecord& r, bool operator_view) {
+  const MissReason reason = operator_view ? operator_miss_reason(r.miss_reason, r.stored_in_other_namespace) : r.miss_reason;
+  json j{{"mode", r.mode.name()},
               {"restore_point", r.restore_point},
               {"matched_tokens", r.matched_tokens},
               {"common_prefix_tokens", r.common_prefix_tokens},
@@ -23,7 +24,11 @@ json restore_json(const RestoreRecord& r) {
               {"prefill_tokens", r.prefill_tokens},
               {"lookup_ms", r.lookup_ms},
               {"restore_ms", r.restore_ms},
-              {"prefill_ms", r.prefill_ms}};
+              {"prefill_ms", r.prefill_ms},
+              {"miss_reason", nullptr}};
+  if (reason != MissReason::kNone) j["miss_reason"] = miss_reason_name(reason);
+  if (reason == MissReason::kDiverged) j["diverged_at"] = r.diverged_at;
+  return j;
 }
 
 namespace {

@@ -26,7 +26,10 @@
 
 namespace sb {
 
-ResponseJson restore_json(const RestoreRecord& r);
+// A request's restore record as JSON (docs/interface.md). The client's view
+// shows its own-namespace miss reason; the operator's view (/v1/bank/requests)
+// shows operator_miss_reason() (bank/miss_reason.h).
+ResponseJson restore_json(const RestoreRecord& r, bool operator_view = false);
 
 struct GenerationSetup {
   bool chat = false;

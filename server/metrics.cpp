@@ -54,13 +54,33 @@ void Metrics::record_completion(const RestoreRecord& restore, int64_t prompt_tok
   cached_tokens_[restore.mode.index()] += static_cast<uint64_t>(restore.restore_point);
   ++restores_[restore.mode.index()];
   restore_check_failures_ += static_cast<uint64_t>(restore.check_failures);
-  double s = ttft_ms / 1000.0;
-  size_t b = 0;
-  while (b < kTtftBuckets.size() && s > kTtftBuckets[b]) ++b;
-  ++ttft_counts_[b];
-  ttft_sum_s_ += s;
-  ++ttft_count_;
+  ttft_.add(kTtftBuckets, ttft_ms / 1000.0);
+  const MissReason reason = operator_miss_reason(restore.miss_reason, restore.stored_in_other_namespace);
+  if (reason != MissReason::kNone) ++misses_[static_cast<size_t>(reason)];
+  if (restore.restore_point > 0) {
+    ++(reason == MissReason::kNone ? full_hits_ : partial_hits_);
+    restore_bytes_.add(kRestoreByteBuckets, static_cast<double>(restore.bytes_read));
+    restore_seconds_.add(kRestoreSecondBuckets, (restore.lookup_ms + restore.restore_ms) / 1000.0);
+  }
 }
+
+namespace {
+
+template <size_t N>
+void histogram(std::string& out, const char* name, const std::array<double, N>& bounds,
+               const Metrics::Histogram<N>& h) {
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < N; ++b) {
+    cumulative += h.counts[b];
+    out += std::string(name) + "_bucket{le=\"" + num(bounds[b]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  cumulative += h.counts[N];
+  out += std::string(name) + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  out += std::string(name) + "_sum " + num(h.sum) + "\n";
+  out += std::string(name) + "_count " + std::to_string(h.count) + "\n";
+}
+
+}  // namespace
 
 std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t running) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -128,16 +148,21 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   header(out, "statebank_running_requests", "gauge", "Requests a model worker is running.");
   out += "statebank_running_requests " + std::to_string(running) + "\n";
   header(out, "statebank_time_to_first_token_seconds", "histogram", "Time from arrival to the first generated token.");
-  uint64_t cumulative = 0;
-  for (size_t b = 0; b < kTtftBuckets.size(); ++b) {
-    cumulative += ttft_counts_[b];
-    out += "statebank_time_to_first_token_seconds_bucket{le=\"" + num(kTtftBuckets[b]) + "\"} " +
-           std::to_string(cumulative) + "\n";
-  }
-  cumulative += ttft_counts_[kTtftBuckets.size()];
-  out += "statebank_time_to_first_token_seconds_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
-  out += "statebank_time_to_first_token_seconds_sum " + num(ttft_sum_s_) + "\n";
-  out += "statebank_time_to_first_token_seconds_count " + std::to_string(ttft_count_) + "\n";
+  histogram(out, "statebank_time_to_first_token_seconds", kTtftBuckets, ttft_);
+  header(out, "statebank_prefix_hits_total", "counter",
+         "Requests that restored their whole usable prefix (full) or part of it (partial).");
+  out += "statebank_prefix_hits_total{extent=\"full\"} " + std::to_string(full_hits_) + "\n";
+  out += "statebank_prefix_hits_total{extent=\"partial\"} " + std::to_string(partial_hits_) + "\n";
+  header(out, "statebank_prefix_misses_total", "counter",
+         "Requests whose restore point is below their longest usable prefix, by reason (partial hits included).");
+  for (size_t i = 1; i < kMissReasons; ++i)
+    out += std::string("statebank_prefix_misses_total{reason=\"") + miss_reason_name(static_cast<MissReason>(i)) +
+           "\"} " + std::to_string(misses_[i]) + "\n";
+  header(out, "statebank_restore_bytes", "histogram", "Bytes read from the bank by requests that restored a prefix.");
+  histogram(out, "statebank_restore_bytes", kRestoreByteBuckets, restore_bytes_);
+  header(out, "statebank_restore_seconds", "histogram",
+         "Lookup and restore time of requests that restored a prefix (prefill excluded).");
+  histogram(out, "statebank_restore_seconds", kRestoreSecondBuckets, restore_seconds_);
   return out;
 }
 

@@ -21,9 +21,12 @@ namespace {
 const char* kJson = "application/json";
 
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/v1/bank"})
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/v1/bank",
+                            "/v1/bank/prefixes", "/v1/bank/requests", "/v1/bank/pins", "/v1/bank/flush", "/bank"})
     if (path == known) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/v1/bank/pins/", 0) == 0) return "/v1/bank/pins/{id}";
+  if (path.rfind("/bank/", 0) == 0) return "/bank/{asset}";
   return "other";
 }
 
@@ -89,22 +92,26 @@ std::string Server::check_auth(const httplib::Request& req) const {
   return key;
 }
 
-void Server::install_routes() {
-  auto guarded = [this](auto fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
-      std::string request_id = next_request_id();
-      res.set_header("X-Request-Id", request_id);
-      try {
-        check_auth(req);
-        fn(req, res);
-      } catch (const ApiException& e) {
-        respond_error(res, e.error);
-      } catch (const std::exception& e) {
-        log_internal(request_id, e.what());
-        respond_error(res, internal_error(request_id));
-      }
-    };
+std::string Server::check_admin(const httplib::Request& req) const { return check_auth(req); }
+
+Server::Route Server::guarded(Route fn, bool admin) {
+  return [this, fn = std::move(fn), admin](const httplib::Request& req, httplib::Response& res) {
+    std::string request_id = next_request_id();
+    res.set_header("X-Request-Id", request_id);
+    try {
+      if (admin) check_admin(req);
+      else check_auth(req);
+      fn(req, res);
+    } catch (const ApiException& e) {
+      respond_error(res, e.error);
+    } catch (const std::exception& e) {
+      log_internal(request_id, e.what());
+      respond_error(res, internal_error(request_id));
+    }
   };
+}
+
+void Server::install_routes() {
 
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining_) {
@@ -128,9 +135,7 @@ void Server::install_routes() {
     res.set_content(metrics_.render(backend_->bank_stats(), scheduler_.queued(), scheduler_.running()),
                     "text/plain; version=0.0.4; charset=utf-8");
   }));
-  http_->Get("/v1/bank", guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump_json(backend_->bank_stats_json()), kJson);
-  }));
+  install_bank_routes();
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, false);
   });
@@ -276,13 +281,19 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       }
       return more && !raw->cancelled;
     };
-    job->on_done = [this, gen, first_token_at, request_id, streaming = common->stream](Job& j) {
+    job->on_done = [this, gen, first_token_at, request_id, chat, streaming = common->stream](Job& j) {
       // A stop string ends generation through on_token; that is a normal end.
       if (j.status.code() == Code::kCancelled && gen->stopped_by_string() && !j.cancelled) j.status = Status::ok();
       if (j.status) {
         double ttft_ms = first_token_at->load() >= 0 ? first_token_at->load() / 1000.0 : j.result.ttft_ms;
         metrics_.record_completion(j.result.restore, static_cast<int64_t>(j.request.prompt.size()),
                                    static_cast<int64_t>(j.result.tokens.size()), ttft_ms);
+        activity_.record(CompletedRequest{
+            request_id,
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+            chat ? "/v1/chat/completions" : "/v1/completions", j.request.name_space,
+            static_cast<int64_t>(j.request.prompt.size()), static_cast<int64_t>(j.result.tokens.size()), ttft_ms,
+            j.result.restore});
       } else if (j.status.code() != Code::kCancelled) {
         log_internal(request_id, j.status.to_string());
       }
