@@ -357,5 +357,150 @@ TEST(RestoreMode, EveryTierHasItsOwnModeAndTheUserVisibleNamesStay) {
   EXPECT_FALSE(RestoreMode::mixed().tier().has_value());
 }
 
+// Miss reasons (bank.h, rule 6): each obstacle above the restore point, as
+// the plan names it. The engine adds bypass, echo and read-only, and a
+// composed state that fails its check (tests/server/miss_reasons_test.cpp).
+TEST(BankMissReason, AFullRestoreHasNoReason) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(10 * kB, 21);
+  publish_chain(bank, schema, tokens, {2, 5, 9});
+  auto r = lookup_and_verify(bank, schema, tokens);
+  ASSERT_EQ(r.plan.restore_point, 9 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNone);
+  EXPECT_EQ(r.plan.diverged_at, -1);
+  // A prompt of one block has nothing usable: nothing missed either.
+  std::vector<int32_t> one(tokens.begin(), tokens.begin() + kB);
+  EXPECT_EQ(lookup_and_verify(bank, schema, one).plan.miss_reason, MissReason::kNone);
+}
+
+TEST(BankMissReason, NothingStoredIsNoEntry) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  publish_chain(bank, schema, random_tokens(4 * kB, 22), {1, 2, 3, 4});
+  auto r = lookup_and_verify(bank, schema, random_tokens(4 * kB, 23));
+  EXPECT_EQ(r.plan.restore_point, 0);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNoEntry);
+  EXPECT_FALSE(r.plan.stored_in_other_namespace);
+  // A stored chain that shares no token with the prompt is no evidence of a
+  // divergence.
+  auto stored = random_tokens(4 * kB, 24);
+  auto other = stored;
+  other[0] += 1;
+  publish_chain(bank, schema, stored, {1, 2, 3, 4});
+  EXPECT_EQ(lookup_and_verify(bank, schema, other).plan.miss_reason, MissReason::kNoEntry);
+}
+
+TEST(BankMissReason, APromptThatLeavesAStoredChainDivergedAtItsFirstOwnToken) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(6 * kB, 25);
+  publish_chain(bank, schema, tokens, {1, 2, 3, 4, 5, 6});
+  const int64_t B = kB;
+  for (int64_t at : {3 * B + 5, 3 * B, 4 * B - 1, int64_t{5}}) {
+    auto prompt = tokens;
+    prompt[at] += 1;
+    prompt.push_back(7);
+    auto r = lookup_and_verify(bank, schema, prompt);
+    EXPECT_EQ(r.plan.restore_point, at / kB * kB) << at;
+    EXPECT_EQ(r.plan.miss_reason, MissReason::kDiverged) << at;
+    EXPECT_EQ(r.plan.diverged_at, at);
+  }
+}
+
+TEST(BankMissReason, AHoleBeforeStoredBlocksIsAnEvictedMiddleBlock) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(8 * kB, 26);
+  publish_chain(bank, schema, tokens, {1, 2, 3, 4, 5, 6, 7});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 7);
+  ASSERT_TRUE(ram.erase(ObjectKind::kBlock, keys[4]));
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 3 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kEvicted);
+  ASSERT_TRUE(ram.erase(ObjectKind::kBlock, keys[1]));  // the very first block: still a hole
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 0);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kEvicted);
+}
+
+TEST(BankMissReason, StoredBlocksWithoutASnapshotAmongThemAreSnapshotMissing) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(8 * kB, 27);
+  publish_chain(bank, schema, tokens, {2, 7});
+  // Blocks 1..5 match; the snapshots sit at 2B and 7B.
+  std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 5 * kB + 1);
+  auto r = lookup_and_verify(bank, schema, prompt);
+  EXPECT_EQ(r.plan.restore_point, 2 * kB);
+  EXPECT_EQ(r.plan.matched_tokens, 5 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kSnapshotMissing);
+  prompt.resize(kB + 1);  // block 1 only, and no snapshot at B
+  EXPECT_EQ(lookup_and_verify(bank, schema, prompt).plan.miss_reason, MissReason::kSnapshotMissing);
+}
+
+TEST(BankMissReason, ACopyThatFailsItsCheckIsCheckFailed) {
+  const auto schema = synthetic_schema();
+  CorruptingTier tier(TierKind::kRam);
+  Bank bank({&tier});
+  const auto tokens = random_tokens(6 * kB, 28);
+  publish_chain(bank, schema, tokens, {1, 2, 3, 4, 5});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 5);
+  tier.corrupt(ObjectKind::kSnapshot, keys[5]);
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 4 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kCheckFailed);
+  tier.corrupt(ObjectKind::kBlock, keys[2]);
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kCheckFailed);
+  // A failed copy with a good one below is no miss.
+  RamTier good(1 << 24);
+  CorruptingTier bad(TierKind::kRam);
+  Bank both({&bad, &good});
+  publish_chain(both, schema, tokens, {1, 2, 3, 4, 5});
+  bad.corrupt(ObjectKind::kBlock, keys[2]);
+  r = lookup_and_verify(both, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 5 * kB);
+  EXPECT_EQ(r.plan.check_failures, 1);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNone);
+}
+
+TEST(BankMissReason, TheSameTokensUnderAnotherNamespaceAreFlaggedForTheOperatorOnly) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(4 * kB, 29);
+  publish_chain(bank, schema, tokens, {1, 2, 3}, "tenant-a");
+  // Tenant a has not looked anything up since start: its root is unknown.
+  auto r = lookup_and_verify(bank, schema, tokens, "tenant-b");
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNoEntry);
+  EXPECT_FALSE(r.plan.stored_in_other_namespace);
+  EXPECT_EQ(lookup_and_verify(bank, schema, tokens, "tenant-a").plan.restore_point, 3 * kB);
+  r = lookup_and_verify(bank, schema, tokens, "tenant-b");
+  EXPECT_EQ(r.plan.restore_point, 0);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNoEntry);  // what tenant b's own record says
+  EXPECT_TRUE(r.plan.stored_in_other_namespace);
+  EXPECT_EQ(operator_miss_reason(r.plan.miss_reason, r.plan.stored_in_other_namespace), MissReason::kOtherNamespace);
+  // Another prompt is stored nowhere.
+  r = lookup_and_verify(bank, schema, random_tokens(4 * kB, 30), "tenant-b");
+  EXPECT_FALSE(r.plan.stored_in_other_namespace);
+  // Nothing else masks as other_namespace.
+  EXPECT_EQ(operator_miss_reason(MissReason::kDiverged, true), MissReason::kDiverged);
+  EXPECT_EQ(operator_miss_reason(MissReason::kReadOnly, true), MissReason::kOtherNamespace);
+}
+
+TEST(BankMissReason, NamesAreDistinctAndStable) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < kMissReasons; ++i) EXPECT_TRUE(names.insert(miss_reason_name(static_cast<MissReason>(i))).second);
+  EXPECT_EQ(names, (std::set<std::string>{"none", "no_entry", "diverged", "evicted", "snapshot_missing", "check_failed",
+                                          "other_namespace", "read_only", "bypass", "echo"}));
+}
+
 }  // namespace
 }  // namespace sb
