@@ -12,6 +12,9 @@ apt_packages=(
   nlohmann-json3-dev libxxhash-dev liburing-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev
   nodejs npm
+  # The /bank page's browser test: headless Debian chromium, driven by
+  # playwright-core from tools/npm (chromium-driver for WebDriver users).
+  chromium chromium-driver
 )
 # python3 with jinja2 renders checkpoints' chat templates for the chat
 # template reference test (tools/tokenizer/render_chat.py).

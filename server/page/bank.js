@@ -51,7 +51,7 @@ async function api(path, options = {}) {
   const r = await fetch(path, { ...options, headers, cache: 'no-store' });
   if (r.status === 401) {
     $('key-form').hidden = false;
-    throw new Error('the admin key is needed');
+    throw Object.assign(new Error('the admin key is needed'), { needsKey: true });
   }
   const body = await r.json().catch(() => ({}));
   if (!r.ok) throw new Error((body.error && body.error.message) || ('HTTP ' + r.status));
@@ -134,6 +134,17 @@ function renderTtftChart(requests) {
   }
 }
 
+// A namespace as people read it: the key's digest shortened, the salt as is.
+function namespaceText(ns) {
+  if (ns === '') return '(default)';
+  const key = /^k64:([0-9a-f]{64})/.exec(ns);
+  const salt = /s\d+:(.*)$/.exec(key ? ns.slice(key[0].length) : ns);
+  const parts = [];
+  if (key) parts.push('key ' + key[1].slice(0, 8) + '…');
+  if (salt) parts.push('salt ' + salt[1]);
+  return parts.length ? parts.join(' · ') : ns;
+}
+
 function reasonText(restore) {
   if (!restore.miss_reason) return '–';
   return restore.miss_reason + (restore.miss_reason === 'diverged' ? ' at token ' + restore.diverged_at : '');
@@ -151,7 +162,7 @@ function renderRequests(activity) {
       td(r.restore.mode, 'req-mode'),
       td(reasonText(r.restore), 'req-reason', 'reason ' + (miss ? 'reason-miss' : 'reason-none')),
       td(Math.round(r.ttft_ms) + ' ms', 'req-ttft'),
-      td(r.namespace === '' ? '(default)' : r.namespace, null, 'text')));
+      el('td', { class: 'text', title: r.namespace }, el('span', { text: namespaceText(r.namespace) }))));
   }
 }
 
@@ -238,6 +249,8 @@ async function refresh() {
     s.textContent = 'updated ' + s.dataset.last;
   } catch (err) {
     showError(err);
+    // Asking again without a key would only be refused again.
+    if (err.needsKey) return;
   }
   timer = setTimeout(refresh, refreshMs);
 }

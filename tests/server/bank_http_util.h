@@ -105,10 +105,14 @@ inline double metric(httplib::Client& c, const std::string& series) {
 
 // Waits until the SSD tier has written everything queued (a condition, not
 // a time: the deadline only ends a test that would otherwise hang).
-inline void wait_for_ssd(httplib::Client& c) {
+inline void wait_for_ssd(httplib::Client& c, const httplib::Headers& headers = {}) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
-    Reply r = send(c, "GET", "/v1/bank");
+    Reply r = send(c, "GET", "/v1/bank", nullptr, headers);
+    if (r.status != 200) {
+      ADD_FAILURE() << "GET /v1/bank: " << r.status;
+      return;
+    }
     if (r.body.contains("ssd") && r.body["ssd"]["queued"] == 0) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
