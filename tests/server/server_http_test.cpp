@@ -301,6 +301,42 @@ TEST(ServerHttp, ApiKeyIsRequiredAndDerivesTheNamespace) {
   EXPECT_EQ(json::parse(post(*c, "/v1/completions", body, auth)->body)["restore"]["mode"], "cold");
 }
 
+TEST(ServerHttp, OperatorRoutesNeedTheKeyAndSayWhenThereIsNoBank) {
+  ServerOptions o;
+  o.has_api_key = true;
+  o.api_key = "sekret";
+  TestServer ts(o);
+  auto c = ts.client();
+  const httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
+  expect_openai_error(c->Get("/v1/bank/prefixes"), 401, "");
+  expect_openai_error(c->Get("/v1/bank/prefixes", {{"Authorization", "Bearer wrong"}}), 401, "");
+  expect_openai_error(c->Delete("/v1/bank/pins/abc"), 401, "");
+  // The fake backend has no bank: 501, in OpenAI's shape.
+  for (const char* path : {"/v1/bank/prefixes", "/v1/bank/pins"}) {
+    auto r = c->Get(path, auth);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 501) << path;
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "no_bank");
+  }
+  EXPECT_EQ(post(*c, "/v1/bank/flush", {{"all", true}}, auth)->status, 501);
+  EXPECT_EQ(post(*c, "/v1/bank/pins", {{"chain", std::string(32, 'a')}, {"ttl_s", 5}}, auth)->status, 501);
+  // Bad bodies are refused before the backend is asked.
+  expect_openai_error(post(*c, "/v1/bank/pins", {{"chain", std::string(32, 'a')}}, auth), 400, "ttl_s");
+  expect_openai_error(post(*c, "/v1/bank/flush", {{"all", true}, {"root", "x"}}, auth), 400, "");
+  // Recent requests come from the server itself.
+  ASSERT_EQ(post(*c, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 2}}, auth)->status, 200);
+  auto r = c->Get("/v1/bank/requests", auth);
+  ASSERT_EQ(r->status, 200);
+  json j = json::parse(r->body);
+  ASSERT_EQ(j["requests"].size(), 1u);
+  EXPECT_EQ(j["requests"][0]["prompt_tokens"], 5);
+  EXPECT_EQ(j["minutes"][0]["requests"], 1);
+  // The page is public and static.
+  r = c->Get("/bank");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("/bank/bank.js"), std::string::npos);
+}
+
 TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
   TestServer ts;
   ts.backend.per_token_sleep_us = 20000;  // 20 ms a token: 1000 tokens would take 20 s
