@@ -48,12 +48,8 @@ TEST(BankPage, ShowsWhatTheAdminApiSaysInARealBrowser) {
   const std::string cmd = "SB_BASE_URL=http://127.0.0.1:" + std::to_string(server.port) +
                           " SB_API_KEY=page-key SB_ARTIFACT_DIR=" SB_ARTIFACT_DIR " node --test " + std::string(src) +
                           "/tools/server/bank_page.test.mjs 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(run_shell(cmd, &out), 0) << out;
   EXPECT_NE(out.find("# fail 0"), std::string::npos) << out;
   EXPECT_NE(out.find("# pass 1"), std::string::npos) << out;
   EXPECT_EQ(server.stop(), 0);

@@ -190,12 +190,8 @@ TEST_F(ServeE2E, OfficialClientAgainstTheRealModel) {
   ServeProcess server(serve_args(root_ + "/bank_client"));
   std::string cmd = "SB_BASE_URL=http://127.0.0.1:" + std::to_string(server.port) + " node --test " +
                     std::string(std::getenv("SB_SOURCE_DIR")) + "/tools/server/openai_client.test.mjs 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(run_shell(cmd, &out), 0) << out;
   EXPECT_NE(out.find("# fail 0"), std::string::npos) << out;
   EXPECT_EQ(server.stop(), 0);
 }
