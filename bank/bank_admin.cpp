@@ -221,7 +221,7 @@ std::vector<TierShare> Bank::pinned_share(const Pin& pin) const {
 Status Bank::flush(const Key* root, FlushResult* out) {
   FlushResult r;
   // Objects still queued for a tier would be published after the flush.
-  for (Tier* t : tiers_) (void)t->flush();
+  for (Tier* t : tiers_) (void)t->flush(std::chrono::steady_clock::time_point::max());
   r.pins = root ? pins_.remove_root(*root) : pins_.clear();
   Status first;
   auto drop = [&](Tier* t, const TierEntry& e) {

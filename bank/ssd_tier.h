@@ -30,7 +30,8 @@
 //     the eviction guard protects (pins). When only protected objects are
 //     left and the new object does not fit, it is not stored
 //     (kResourceExhausted in the writer), unless it is protected itself.
-// Thread-safe. The destructor writes out the queue, then stops its threads.
+// Thread-safe. The destructor writes out the queue (unless close() dropped
+// it), then stops its threads.
 #pragma once
 
 #include <chrono>
@@ -101,7 +102,7 @@ class SsdTier : public Tier {
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   // Read-only and off modes store nothing and return OK.
-  Status put(const ObjectRef& object, ObjectRole role) override;
+  Status put(const ObjectRef& object, Retention retention) override;
   TierStats stats() const override;
 
   SsdStats ssd_stats() const;
@@ -111,8 +112,14 @@ class SsdTier : public Tier {
   // Reads concurrently, reader_threads at a time.
   void get_many(std::span<TierRead> reads) override;
   // Waits until every put() queued before the call is published or has
-  // failed. Returns the first write failure since the previous flush().
-  Status flush() override;
+  // failed, at most until `deadline`. Returns the first write failure since
+  // the previous flush(), or kResourceExhausted when the deadline came first.
+  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) override;
+  // Shutdown: flush(deadline), then drops what is still queued (counted as
+  // dropped puts, logged) and joins the writers once they finish their
+  // current file; later put()s are dropped. Reads keep working. Returns
+  // flush's status. Idempotent.
+  Status close(std::chrono::steady_clock::time_point deadline);
 
   void set_eviction_guard(const EvictionGuard* guard) override;
   void guard_changed() override;
@@ -137,7 +144,7 @@ class SsdTier : public Tier {
  private:
   struct Job {
     ObjectRef object;
-    ObjectRole role;
+    Retention retention;
   };
   explicit SsdTier(SsdOptions options);
   Status open_dir();
@@ -178,6 +185,7 @@ class SsdTier : public Tier {
   uint64_t temp_seq_ = 0, quarantine_seq_ = 0;
   std::set<std::string> durable_dirs_;  // fan-out directories known to be on disk
   bool stop_ = false;
+  bool closed_ = false;  // close(): nothing more is written
   std::deque<std::function<void()>> read_tasks_;
   std::vector<std::thread> readers_;  // started by the first get_many()
   const EvictionGuard* guard_ = nullptr;

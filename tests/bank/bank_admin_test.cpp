@@ -14,8 +14,8 @@ namespace {
 using namespace sb::testing;
 
 void publish(Bank& bank, const TestChain& c) {
-  for (const auto& b : c.blocks) ASSERT_TRUE(bank.publish(b, ObjectRole::kBlock).is_ok());
-  for (const auto& s : c.snapshots) ASSERT_TRUE(bank.publish(s, ObjectRole::kSnapshotPromptEnd).is_ok());
+  for (const auto& b : c.blocks) ASSERT_TRUE(bank.publish(b, Retention::kBlock).is_ok());
+  for (const auto& s : c.snapshots) ASSERT_TRUE(bank.publish(s, Retention::kKeep).is_ok());
 }
 
 // A chain that shares the first `shared` blocks of `base` and goes on with

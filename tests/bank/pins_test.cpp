@@ -20,8 +20,8 @@ constexpr int kBlocks = 4;
 constexpr int64_t kTtlMs = 60'000;
 
 void publish(Bank& bank, const TestChain& c) {
-  for (const auto& b : c.blocks) ASSERT_TRUE(bank.publish(b, ObjectRole::kBlock).is_ok());
-  for (const auto& s : c.snapshots) ASSERT_TRUE(bank.publish(s, ObjectRole::kSnapshotPromptEnd).is_ok());
+  for (const auto& b : c.blocks) ASSERT_TRUE(bank.publish(b, Retention::kBlock).is_ok());
+  for (const auto& s : c.snapshots) ASSERT_TRUE(bank.publish(s, Retention::kKeep).is_ok());
 }
 
 std::vector<Key> chain_of(const TestChain& c) {
