@@ -7,6 +7,7 @@
 #include "bank/chain.h"
 #include "bank/ram_tier.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {
@@ -60,7 +61,7 @@ class BankAdmin : public ::testing::Test {
     publish(*bank_, c_);
     ASSERT_TRUE(ssd_->flush().is_ok());
   }
-  ScratchDir d_;
+  TempDir d_;
   RamTier ram_{1 << 30};
   std::unique_ptr<SsdTier> ssd_;
   std::unique_ptr<Bank> bank_;

@@ -10,6 +10,7 @@
 #include "bank/chain.h"
 #include "bank/ram_tier.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {
@@ -112,7 +113,7 @@ TEST(Pins, APinnedPrefixSurvivesARamSqueezeAndGoesAfterItsTtl) {
 }
 
 TEST(Pins, APinnedPrefixSurvivesAnSsdSqueezeAndGoesAfterItsTtl) {
-  ScratchDir d;
+  TempDir d;
   ManualClock clock;
   const TestChain pinned = make_chain(11, kBlocks);
   auto o = test_options(d.bank());
@@ -147,7 +148,7 @@ TEST(Pins, APinnedPrefixSurvivesAnSsdSqueezeAndGoesAfterItsTtl) {
 }
 
 TEST(Pins, RamAndSsdTogetherKeepThePinnedPrefixAndNothingElse) {
-  ScratchDir d;
+  TempDir d;
   ManualClock clock;
   const TestChain pinned = make_chain(21, kBlocks);
   auto o = test_options(d.bank());

@@ -8,36 +8,23 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/server/serve_process.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb::testing {
 
 using nlohmann::json;
 
 // A tiny Qwen3-Next checkpoint (Gated DeltaNet: its prefixes need
-// snapshots) under a fresh directory, removed at the end of the suite.
+// snapshots) from the fixture cache, and a directory for the suite's banks.
 class GeneratedModel {
  public:
-  GeneratedModel() {
-    char tmpl[] = "/tmp/sb_bank_http_XXXXXX";
-    root = mkdtemp(tmpl);
-    model = root + "/model";
-    const char* tok = std::getenv("SB_TOKENIZER_DIR");
-    if (!tok) throw std::runtime_error("SB_TOKENIZER_DIR is not set (run through ctest)");
-    if (run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "3",
-                     "--tokenizer", tok, model}) != 0)
-      throw std::runtime_error("gen-model failed");
-  }
-  ~GeneratedModel() {
-    std::error_code ec;
-    std::filesystem::remove_all(root, ec);
-  }
+  GeneratedModel() : model(tiny_checkpoint(Arch::kQwen3Next, 3)), root(dir_.path()) {}
   // `statebank serve` on a free port with 64-token blocks and one thread.
   std::vector<std::string> serve_args(const std::string& bank, std::vector<std::string> extra = {}) const {
     std::vector<std::string> a = {SB_STATEBANK_BIN, "serve",          "--model", model, "--port", "0",
@@ -45,7 +32,13 @@ class GeneratedModel {
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
-  std::string root, model;
+
+ private:
+  TempDir dir_;
+
+ public:
+  const std::string model;  // the checkpoint's directory
+  const std::string root;   // a fresh directory for banks, removed with this object
 };
 
 struct Reply {
