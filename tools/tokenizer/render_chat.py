@@ -12,8 +12,9 @@ chat_template of tokenizer_config.json) or a .jinja file. cases.json is a list
 of {"messages", "tools", "add_generation_prompt", "enable_thinking"}; one JSON
 line is printed per case: {"text": ...} or {"error": ...}.
 Tool-call arguments arrive as JSON text, as in OpenAI requests; with
---arguments-as-objects they are parsed into objects first (what servers do for
-templates that iterate over the arguments, such as Qwen3.5's).
+--arguments-as-objects those that are a JSON object text are parsed into the
+object first (what servers, statebank's included, do for templates that
+iterate over the arguments, such as Qwen3.5's).
 """
 import json
 import os
@@ -55,10 +56,17 @@ def main():
     for case in json.load(sys.stdin):
         if as_objects:
             for m in case["messages"]:
-                for c in m.get("tool_calls", []):
-                    c["function"]["arguments"] = json.loads(c["function"]["arguments"] or "{}")
+                for c in m.get("tool_calls") or []:
+                    args = c["function"]["arguments"]
+                    if isinstance(args, str):
+                        try:
+                            parsed = json.loads(args or "{}")
+                        except ValueError:
+                            parsed = None
+                        if isinstance(parsed, dict):
+                            c["function"]["arguments"] = parsed
         kwargs = {"messages": case["messages"], "add_generation_prompt": case.get("add_generation_prompt", False)}
-        if case.get("tools") is not None:
+        if case.get("tools"):  # an empty list counts as none, as in statebank
             kwargs["tools"] = case["tools"]
         if case.get("enable_thinking") is not None:
             kwargs["enable_thinking"] = case["enable_thinking"]
