@@ -41,10 +41,13 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
     : bytes_(std::move(token_bytes)), stops_(std::move(stop_tokens)) {
   plain_kind_.assign(bytes_.size(), 0);
   code_points_.assign(bytes_.size(), -1);
+  by_two_.resize(256 * 256);
+  group_plain_.assign(256 * 256, 3);
   for (size_t id = 0; id < bytes_.size(); ++id) {
     const std::string& b = bytes_[id];
     if (b.empty()) continue;
-    by_first_byte_[static_cast<uint8_t>(b[0])].push_back(static_cast<int32_t>(id));
+    if (b.size() == 1) single_[static_cast<uint8_t>(b[0])].push_back(static_cast<int32_t>(id));
+    else by_two_[static_cast<uint8_t>(b[0]) * 256u + static_cast<uint8_t>(b[1])].push_back(static_cast<int32_t>(id));
     int32_t cps = complete_utf8(b);
     if (cps < 0) continue;
     bool json = true, text = true;
@@ -63,10 +66,17 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
       text_plain_.push_back(static_cast<int32_t>(id));
     }
   }
+  for (size_t g = 0; g < by_two_.size(); ++g)
+    for (int32_t id : by_two_[g]) group_plain_[g] &= plain_kind_[static_cast<size_t>(id)];
 }
 
 Constraint::Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const Grammar> grammar)
-    : vocab_(std::move(vocabulary)), grammar_(grammar), matcher_(grammar), first_(grammar), scratch_(grammar) {}
+    : vocab_(std::move(vocabulary)),
+      grammar_(grammar),
+      matcher_(grammar),
+      first_(grammar),
+      second_(grammar),
+      scratch_(grammar) {}
 
 bool Constraint::allowed_after(const Matcher& m, int64_t tokens_left, bool budget) const {
   // After this token, tokens_left - 1 remain for the rest and the stop token.
@@ -91,16 +101,24 @@ size_t Constraint::fill(int64_t tokens_left, bool budget) {
     for (int32_t id : plain_bit == 1 ? vocab_->json_plain_ : vocab_->text_plain_)
       if (room < 0 || vocab_->code_points_[static_cast<size_t>(id)] <= room) allow(id);
   }
-  for (int b = 0; b < 256; ++b) {
-    const auto& bucket = vocab_->by_first_byte_[static_cast<size_t>(b)];
-    if (bucket.empty()) continue;
+  auto skip = [&](int32_t id) { return plain_bit && (vocab_->plain_kind_[static_cast<size_t>(id)] & plain_bit); };
+  for (unsigned b0 = 0; b0 < 256; ++b0) {
     first_.copy_from(matcher_);
-    if (!first_.advance(static_cast<uint8_t>(b))) continue;
-    for (int32_t id : bucket) {
-      if (plain_bit && (vocab_->plain_kind_[static_cast<size_t>(id)] & plain_bit)) continue;
-      const std::string& bytes = vocab_->bytes_[static_cast<size_t>(id)];
-      scratch_.copy_from(first_);
-      if (scratch_.advance(std::string_view(bytes).substr(1)) && allowed_after(scratch_, tokens_left, budget)) allow(id);
+    if (!first_.advance(static_cast<uint8_t>(b0))) continue;
+    for (int32_t id : vocab_->single_[b0])
+      if (!skip(id) && allowed_after(first_, tokens_left, budget)) allow(id);
+    for (unsigned b1 = 0; b1 < 256; ++b1) {
+      const size_t g = b0 * 256 + b1;
+      const auto& group = vocab_->by_two_[g];
+      if (group.empty() || (plain_bit && (vocab_->group_plain_[g] & plain_bit))) continue;
+      second_.copy_from(first_);
+      if (!second_.advance(static_cast<uint8_t>(b1))) continue;
+      for (int32_t id : group) {
+        if (skip(id)) continue;
+        const std::string& bytes = vocab_->bytes_[static_cast<size_t>(id)];
+        scratch_.copy_from(second_);
+        if (scratch_.advance(std::string_view(bytes).substr(2)) && allowed_after(scratch_, tokens_left, budget)) allow(id);
+      }
     }
   }
   return n;

@@ -46,7 +46,11 @@ class Vocabulary {
   friend class Constraint;
   std::vector<std::string> bytes_;
   std::vector<int32_t> stops_;
-  std::array<std::vector<int32_t>, 256> by_first_byte_;
+  // Tokens by their first byte (one-byte tokens) and by their first two
+  // bytes (longer ones), so a mask rules out whole groups with one step.
+  std::array<std::vector<int32_t>, 256> single_;
+  std::vector<std::vector<int32_t>> by_two_;           // [b0 * 256 + b1]
+  std::vector<uint8_t> group_plain_;                   // per by_two_ group: bit k set when every token is plain kind k
   // Tokens every JSON string body (resp. free text) accepts as they are:
   // complete UTF-8 without quotes, backslashes and control characters
   // (resp. without '<', newlines and control characters).
@@ -75,7 +79,7 @@ class Constraint {
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const Grammar> grammar_;
   Matcher matcher_;
-  Matcher first_, scratch_;
+  Matcher first_, second_, scratch_;
   std::vector<uint8_t> allowed_;
   bool finished_ = false;
 };

@@ -15,7 +15,9 @@
 // The JSON written is restricted to a canonical-enough subset that every
 // parser reads the same way: object keys exactly as declared (no escapes
 // beyond what the name needs, no duplicates), numbers in JSON's grammar
-// (integers without fraction or exponent), whitespace between tokens limited
+// (integers without fraction or exponent; at most 15 integer and 15
+// fraction digits and a 2-digit exponent, so every parser reads a finite
+// double and integers exactly), whitespace between tokens limited
 // to one gap of "" | " " | "\n" followed by up to 20 spaces or tabs, and
 // nesting at most 32 deep.
 //

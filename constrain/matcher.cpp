@@ -540,9 +540,12 @@ bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra) {
         return false;
       case Node::Kind::kNumber:
       case Node::Kind::kInteger: {
+        // Digits per part are bounded so that every parser reads a finite
+        // double (integers exactly): 15 integer, 15 fraction, 2 exponent.
         const bool real = n.kind == Node::Kind::kNumber;
         const bool digit = b >= '0' && b <= '9';
         uint8_t next = 255;
+        bool new_part = false;
         switch (f.state) {
           case N_START:
             if (b == '-') next = N_MINUS;
@@ -556,13 +559,13 @@ bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra) {
           case N_ZERO:
           case N_INT:
             if (digit && f.state == N_INT) next = N_INT;
-            else if (real && b == '.') next = N_DOT;
-            else if (real && (b == 'e' || b == 'E')) next = N_E;
+            else if (real && b == '.') next = N_DOT, new_part = true;
+            else if (real && (b == 'e' || b == 'E')) next = N_E, new_part = true;
             break;
           case N_DOT:
           case N_FRAC:
             if (digit) next = N_FRAC;
-            else if (f.state == N_FRAC && (b == 'e' || b == 'E')) next = N_E;
+            else if (f.state == N_FRAC && (b == 'e' || b == 'E')) next = N_E, new_part = true;
             break;
           case N_E:
             if (b == '+' || b == '-') next = N_ESIGN;
@@ -573,7 +576,13 @@ bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra) {
             if (digit) next = N_EXP;
             break;
         }
+        if (next != 255 && digit) {
+          const int64_t limit = next == N_EXP ? 2 : 15;
+          if (f.count >= limit) next = 255;
+          else ++f.count;
+        }
         if (next != 255) {
+          if (new_part) f.count = 0;
           f.state = next;
           return true;
         }

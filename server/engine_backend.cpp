@@ -7,6 +7,7 @@
 
 #include "bank/key.h"
 #include "server/chat_output.h"
+#include "server/decoding_rules.h"
 #include "server/request_parse.h"
 
 namespace sb {
@@ -60,15 +61,7 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   // the construct and its position; a checkpoint without one serves
   // completions only.
   if (!b->has_template_ && b->template_status_.code() != Code::kNotFound) return b->template_status_;
-  {
-    std::vector<std::string> bytes(static_cast<size_t>(b->model_->vocab_size()));
-    for (int32_t id = 0; id < static_cast<int32_t>(b->tokenizer_->vocab_size()) && static_cast<size_t>(id) < bytes.size(); ++id) {
-      bool special = false;
-      for (const AddedToken& a : b->tokenizer_->added_tokens()) special |= a.id == id && a.special;
-      if (!special) bytes[static_cast<size_t>(id)] = std::string(b->tokenizer_->token_bytes(id));
-    }
-    b->vocabulary_ = std::make_shared<constrain::Vocabulary>(std::move(bytes), b->tokenizer_->stop_tokens());
-  }
+  b->vocabulary_ = make_vocabulary(*b->tokenizer_, b->model_->vocab_size());
 
   std::vector<Tier*> tiers;
   if (options.ram_bytes > 0) {
