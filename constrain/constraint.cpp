@@ -8,7 +8,7 @@ namespace sb::constrain {
 
 namespace {
 
-// Code points of `s` when it is complete, valid UTF-8; -1 otherwise.
+// UTF-16 units of `s` when it is complete, valid UTF-8; -1 otherwise.
 int32_t complete_utf8(const std::string& s) {
   int32_t cps = 0;
   for (size_t i = 0; i < s.size();) {
@@ -30,7 +30,7 @@ int32_t complete_utf8(const std::string& s) {
       if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xBF)) return -1;
     }
     i += len;
-    ++cps;
+    cps += len == 4 ? 2 : 1;
   }
   return cps;
 }
@@ -40,7 +40,7 @@ int32_t complete_utf8(const std::string& s) {
 Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> stop_tokens)
     : bytes_(std::move(token_bytes)), stops_(std::move(stop_tokens)) {
   plain_kind_.assign(bytes_.size(), 0);
-  code_points_.assign(bytes_.size(), -1);
+  utf16_units_.assign(bytes_.size(), -1);
   by_two_.resize(256 * 256);
   group_plain_.assign(256 * 256, 3);
   for (size_t id = 0; id < bytes_.size(); ++id) {
@@ -56,7 +56,7 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
       if (c < 0x20 || c == '"' || c == '\\') json = false;
       if ((c < 0x20 && c != '\t' && c != '\r') || c == '\n' || c == '<') text = false;
     }
-    code_points_[id] = cps;
+    utf16_units_[id] = cps;
     if (json) {
       plain_kind_[id] |= 1;
       json_plain_.push_back(static_cast<int32_t>(id));
@@ -99,7 +99,7 @@ size_t Constraint::fill(int64_t tokens_left, bool budget) {
     // A plain token leaves the state as it is, with more code points: the
     // rest can only shrink, so the check above covers every one of them.
     for (int32_t id : plain_bit == 1 ? vocab_->json_plain_ : vocab_->text_plain_)
-      if (room < 0 || vocab_->code_points_[static_cast<size_t>(id)] <= room) allow(id);
+      if (room < 0 || vocab_->utf16_units_[static_cast<size_t>(id)] <= room) allow(id);
   }
   auto skip = [&](int32_t id) { return plain_bit && (vocab_->plain_kind_[static_cast<size_t>(id)] & plain_bit); };
   for (unsigned b0 = 0; b0 < 256; ++b0) {

@@ -56,7 +56,7 @@ class Vocabulary {
   // (resp. without '<', newlines and control characters).
   std::vector<int32_t> json_plain_, text_plain_;
   std::vector<uint8_t> plain_kind_;  // bit 0 json, bit 1 text
-  std::vector<int32_t> code_points_;
+  std::vector<int32_t> utf16_units_;
 };
 
 class Constraint {

@@ -8,7 +8,8 @@
 // than it asked for):
 //   type (one name or a list), properties, required, additionalProperties
 //   (false, true or a schema), items, minItems, maxItems, minLength,
-//   maxLength, enum, const, anyOf, $ref to "#/$defs/..", "#/definitions/.."
+//   maxLength, enum, const, anyOf, minimum 0 and numeric bounds no output
+//   can reach (zod's safe-integer bounds), $ref to "#/$defs/..", "#/definitions/.."
 //   or "#/" (recursion allowed), and annotations that do not constrain
 //   (title, description, default, examples, $schema, $id, $comment,
 //   deprecated, readOnly, writeOnly, strict).
@@ -87,8 +88,11 @@ struct Node {
   const Node* item = nullptr;
   const Node* separator = nullptr;
   int64_t min_items = 0, max_items = -1;
-  // kString, kText (code points)
+  // kString, kText: minLength in code points; maxLength in UTF-16 units, as
+  // JavaScript validators (zod) count, which is never fewer than code points.
   int64_t min_len = 0, max_len = -1;
+  // kNumber, kInteger: written without a minus sign (minimum 0)
+  bool non_negative = false;
   // kLiterals
   std::vector<std::string> texts;
   Trie literal_trie;

@@ -338,13 +338,17 @@ bool feed_text(Stack& s, Frame& f, uint8_t b) {
   } else if (b < 0x80) {
     if (b < 0x20 && b != '\t' && b != '\n' && b != '\r') return false;
     ++f.count;
+    ++f.used;
   } else if (!utf8_lead(f, b)) {
     return false;
+  } else {
+    f.used += b >= 0xF0 ? 2 : 1;  // UTF-16 units, for maxLength
   }
   f.kmp[0] = kmp_step(n.terminator, f.kmp[0], b);
   if (f.kmp[0] == n.terminator.size()) {
     int64_t len = f.count - static_cast<int64_t>(n.terminator.size());
-    if (len < n.min_len || (n.max_len >= 0 && len > n.max_len)) return false;
+    int64_t units = static_cast<int64_t>(f.used) - static_cast<int64_t>(n.terminator.size());
+    if (len < n.min_len || (n.max_len >= 0 && units > n.max_len)) return false;
     close(s);
     return true;
   }
@@ -353,7 +357,7 @@ bool feed_text(Stack& s, Frame& f, uint8_t b) {
     if (f.kmp[i + 1] == n.forbidden[i].size()) return false;
   }
   // Characters that may still turn out to be the terminator do not count yet.
-  if (n.max_len >= 0 && f.count - f.kmp[0] > n.max_len) return false;
+  if (n.max_len >= 0 && static_cast<int64_t>(f.used) - f.kmp[0] > n.max_len) return false;
   return true;
 }
 
@@ -509,15 +513,20 @@ bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra) {
               return true;
             }
             if (b < 0x20) return false;
-            if (n.max_len >= 0 && f.count >= n.max_len) return false;
+            // maxLength counts UTF-16 units (f.used), as JavaScript validators
+            // do; a character outside the BMP is two.
+            if (n.max_len >= 0 && static_cast<int64_t>(f.used) + (b >= 0xF0 ? 2 : 1) > n.max_len) return false;
             if (b == '\\') {
               f.state = S_ESC;
+              f.used += 1;
               return true;
             }
             if (b < 0x80) {
               ++f.count;
+              ++f.used;
               return true;
             }
+            f.used += b >= 0xF0 ? 2 : 1;
             return utf8_lead(f, b);
           case S_ESC:
             if (b == 'u') {
@@ -531,6 +540,9 @@ bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra) {
             return true;
           case S_HEX:
             if (!std::isxdigit(b)) return false;
+            // No escaped surrogates: validators disagree on how they count.
+            if (f.hex == 4) f.utf8_lo = static_cast<uint8_t>(std::tolower(b));
+            if (f.hex == 3 && f.utf8_lo == 'd' && std::strchr("89abcdefABCDEF", b)) return false;
             if (--f.hex == 0) {
               ++f.count;
               f.state = S_BODY;
@@ -548,7 +560,7 @@ bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra) {
         bool new_part = false;
         switch (f.state) {
           case N_START:
-            if (b == '-') next = N_MINUS;
+            if (b == '-' && !n.non_negative) next = N_MINUS;
             else if (b == '0') next = N_ZERO;
             else if (digit) next = N_INT;
             break;
@@ -704,11 +716,11 @@ Matcher::Plain Matcher::plain_state(int64_t* room) const {
   const Node& n = *f.node;
   if (f.utf8_need != 0) return Plain::kNone;
   if (n.kind == Node::Kind::kString && f.state == S_BODY) {
-    *room = n.max_len < 0 ? -1 : n.max_len - f.count;
+    *room = n.max_len < 0 ? -1 : n.max_len - static_cast<int64_t>(f.used);
     return Plain::kJsonString;
   }
   if (n.kind == Node::Kind::kText && f.kmp[0] == 0 && f.kmp[1] == 0 && f.kmp[2] == 0) {
-    *room = n.max_len < 0 ? -1 : n.max_len - f.count;
+    *room = n.max_len < 0 ? -1 : n.max_len - static_cast<int64_t>(f.used);
     return Plain::kText;
   }
   return Plain::kNone;

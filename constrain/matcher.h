@@ -29,7 +29,7 @@ constexpr int kMaxDepth = 32;
 struct Frame {
   const Node* node;
   int64_t count;   // array items, string/text code points, repeat items
-  uint64_t used;   // object: properties seen
+  uint64_t used;   // object: properties seen; string/text: UTF-16 units (maxLength)
   int32_t trie;    // key or literal trie node; -1 off the trie
   int32_t index;   // object: property being read (props.size() = an additional key); seq: next part
   uint8_t state;
@@ -58,7 +58,7 @@ class Matcher {
   // A state in which every "plain" token (see Vocabulary) is accepted and
   // leaves the state the same but for the code point count: a single stack
   // whose top is inside a JSON string (kJsonString) or free text (kText) at
-  // a character boundary. *room: code points still allowed, -1 unlimited.
+  // a character boundary. *room: UTF-16 units still allowed, -1 unlimited.
   enum class Plain { kNone, kJsonString, kText };
   Plain plain_state(int64_t* room) const;
 

@@ -1,4 +1,5 @@
 // JSON Schema and tool-call grammars (grammar.h states what is supported).
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -21,10 +22,37 @@ const std::set<std::string>& annotations() {
 }
 
 const std::set<std::string>& keywords() {
-  static const std::set<std::string> k = {"type",  "properties", "required", "additionalProperties", "items",
-                                          "minItems", "maxItems", "minLength", "maxLength", "enum",
-                                          "const", "anyOf", "$ref"};
+  static const std::set<std::string> k = {"type",     "properties", "required",  "additionalProperties", "items",
+                                          "minItems", "maxItems",   "minLength", "maxLength",            "enum",
+                                          "const",    "anyOf",      "$ref",      "minimum",              "maximum",
+                                          "exclusiveMinimum", "exclusiveMaximum"};
   return k;
+}
+
+// Numeric bounds: the grammar writes integers of at most 15 digits, so a
+// bound beyond +-1e15 (zod's safe-integer bounds, say) can never be broken;
+// a minimum of 0 (or an exclusive minimum of -1) is kept by writing no
+// sign. Any other bound is refused: no output could be promised to meet it.
+Status numeric_bounds(const nlohmann::ordered_json& s, bool integer, const std::string& path, bool* non_negative) {
+  constexpr double kReach = 1e15;
+  *non_negative = false;
+  for (const char* kw : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+    if (!s.contains(kw)) continue;
+    const auto& v = s[kw];
+    if (!v.is_number()) return Status::invalid(path + "." + kw + ": must be a number");
+    const double b = v.get<double>();
+    const bool lower = kw[0] == 'm' ? std::string(kw) == "minimum" : std::string(kw) == "exclusiveMinimum";
+    if (integer && lower && b <= -kReach) continue;
+    if (integer && !lower && b >= kReach) continue;
+    if (!integer && std::abs(b) >= 1.7976931348623157e308 && (lower ? b < 0 : b > 0)) continue;
+    if (lower && ((std::string(kw) == "minimum" && b == 0) || (integer && std::string(kw) == "exclusiveMinimum" && b == -1))) {
+      *non_negative = true;
+      continue;
+    }
+    return Status::invalid(path + "." + kw + ": the bound " + v.dump() +
+                           " is not supported (only a minimum of 0, or bounds no 15-digit number can break)");
+  }
+  return Status::ok();
 }
 
 class Compiler {
@@ -246,7 +274,11 @@ class Compiler {
       return Status::ok();
     }
     if (type == "number" || type == "integer") {
-      *out = g_->add(type == "number" ? Node::Kind::kNumber : Node::Kind::kInteger);
+      bool non_negative = false;
+      SB_RETURN_IF_ERROR(numeric_bounds(s, type == "integer", path, &non_negative));
+      Node* n = g_->add(type == "number" ? Node::Kind::kNumber : Node::Kind::kInteger);
+      n->non_negative = non_negative;
+      *out = n;
       return Status::ok();
     }
     if (type == "boolean") {

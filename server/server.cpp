@@ -268,9 +268,10 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     creq.max_tokens = common->max_tokens;
     creq.sampling = common->sampling;
     if (!common->seed_given) {
-      // A fresh seed per request, reported in the response so it can be replayed.
+      // A fresh seed per request, reported in the response so it can be
+      // replayed; 53 bits, so that JavaScript clients read it back exactly.
       static thread_local std::mt19937_64 seeds(std::random_device{}());
-      creq.sampling.seed = seeds();
+      creq.sampling.seed = seeds() >> 11;
     }
     setup.seed = creq.sampling.seed;
     {

@@ -131,7 +131,7 @@ TEST(RequestParse, ResponseFormatSchemasCompileOrNameWhatIsRefused) {
     std::string param;
   } cases[] = {
       {{{"type", "string"}, {"pattern", "^a"}}, "response_format.json_schema.schema.pattern"},
-      {{{"type", "object"}, {"properties", {{"age", {{"type", "integer"}, {"minimum", 0}}}}}},
+      {{{"type", "object"}, {"properties", {{"age", {{"type", "integer"}, {"minimum", 18}}}}}},
        "response_format.json_schema.schema.properties.age.minimum"},
       {{{"oneOf", {{{"type", "string"}}}}}, "response_format.json_schema.schema.oneOf"},
       {{{"type", "string"}, {"format", "email"}}, "response_format.json_schema.schema.format"},
