@@ -17,16 +17,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-ObjectRole role_of(SnapshotReason r) {
+// The engine's chat knowledge, translated into the bank's retention classes.
+Retention retention_of(SnapshotReason r) {
   switch (r) {
-    case SnapshotReason::kInterval: return ObjectRole::kSnapshotInterval;
-    case SnapshotReason::kPromptEnd: return ObjectRole::kSnapshotPromptEnd;
-    // A branch point is where conversations part, as a message boundary is:
-    // kept as long.
-    case SnapshotReason::kBranch: return ObjectRole::kSnapshotMessage;
-    case SnapshotReason::kMessage: return ObjectRole::kSnapshotMessage;
+    case SnapshotReason::kInterval: return Retention::kThinFirst;
+    // Where a request ended: a replay of it restores here.
+    case SnapshotReason::kPromptEnd: return Retention::kKeep;
+    // A message boundary and a branch point are where conversations part:
+    // later requests restore from them.
+    case SnapshotReason::kBranch: return Retention::kAnchor;
+    case SnapshotReason::kMessage: return Retention::kAnchor;
   }
-  return ObjectRole::kSnapshotInterval;
+  return Retention::kThinFirst;
 }
 
 // The `k` best alternatives of a log-probability row, best first, ties to
@@ -79,11 +81,7 @@ EngineStats Engine::stats() const {
   s.requests = counters_.requests.load();
   s.prompt_tokens = counters_.prompt_tokens.load();
   s.cached_tokens = counters_.cached_tokens.load();
-  s.mode_cold = counters_.cold.load();
-  s.mode_ram = counters_.ram.load();
-  s.mode_ssd = counters_.ssd.load();
-  s.mode_mixed = counters_.mixed.load();
-  s.mode_bypass = counters_.bypass.load();
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) s.restores[i] = counters_.by_mode[i].load();
   s.check_failures = counters_.check_failures.load();
   return s;
 }
@@ -100,7 +98,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
 
   CompletionResult res;
   RestoreRecord& rec = res.restore;
-  rec.mode = use_bank ? "cold" : "bypass";
+  rec.mode = use_bank ? RestoreMode::cold() : RestoreMode::bypass();
   State state = model_.new_state();
   std::vector<Key> keys;
 
@@ -129,7 +127,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
         if (composed.is_ok()) {
           if (hooks_.tamper_restored_state) hooks_.tamper_restored_state(restored);
           state = std::move(restored);
-          rec.mode = plan.mode;
+          rec.mode = plan.mode();
           rec.restore_point = plan.restore_point;
           rec.common_prefix_tokens = plan.common_prefix_tokens;
           rec.snapshot_position = plan.snapshot_position;
@@ -190,13 +188,13 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
     size_t next_snap = 0;
     for (int64_t j = start / B; j < n / B; ++j) {
       const auto tokens = prompt.subspan(static_cast<size_t>(j * B), static_cast<size_t>(B));
-      (void)bank_->publish(make_block(state, keys[j + 1], keys[j], j * B, tokens), ObjectRole::kBlock);
+      (void)bank_->publish(make_block(state, keys[j + 1], keys[j], j * B, tokens), Retention::kBlock);
       const int64_t end = (j + 1) * B;
       while (next_snap < prefilled.snapshots.size() && prefilled.snapshots[next_snap].position < end) ++next_snap;
       if (next_snap < prefilled.snapshots.size() && prefilled.snapshots[next_snap].position == end) {
         const auto it = std::find_if(places.begin(), places.end(), [&](const SnapshotPlace& p) { return p.position == end; });
         if (it != places.end())
-          (void)bank_->publish(make_snapshot(prefilled.snapshots[next_snap], keys[j + 1]), role_of(it->reason));
+          (void)bank_->publish(make_snapshot(prefilled.snapshots[next_snap], keys[j + 1]), retention_of(it->reason));
       }
     }
   };
@@ -244,12 +242,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   counters_.prompt_tokens.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   counters_.cached_tokens.fetch_add(static_cast<uint64_t>(rec.restore_point), std::memory_order_relaxed);
   counters_.check_failures.fetch_add(static_cast<uint64_t>(rec.check_failures), std::memory_order_relaxed);
-  auto& by_mode = rec.mode == "bypass" ? counters_.bypass
-                  : rec.mode == "ram"  ? counters_.ram
-                  : rec.mode == "ssd"  ? counters_.ssd
-                  : rec.mode == "mixed" ? counters_.mixed
-                                        : counters_.cold;
-  by_mode.fetch_add(1, std::memory_order_relaxed);
+  counters_.by_mode[rec.mode.index()].fetch_add(1, std::memory_order_relaxed);
   *out = std::move(res);
   return Status::ok();
 }
