@@ -200,8 +200,8 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   };
 
   std::vector<float> logits(prefilled.logits.end() - vocab, prefilled.logits.end());
-  Sampler sampler(SamplerConfig{req.sampling.temperature, req.sampling.top_p, req.sampling.top_k, req.sampling.min_p,
-                                req.sampling.seed});
+  Sampler sampler(SamplerConfig{req.sampling.temperature, req.sampling.top_p, req.sampling.top_k, req.sampling.seed,
+                                req.sampling.min_p});
   std::unique_ptr<LogitsProcessor> processor = req.make_processor ? req.make_processor() : nullptr;
   std::vector<float> processed;
   res.finish_reason = "length";

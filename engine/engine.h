@@ -27,8 +27,8 @@ struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;
   int top_k = 0;             // 0: off
-  float min_p = 0.0f;        // 0: off; else drop tokens below min_p times the most likely one's probability
   uint64_t seed = 0;
+  float min_p = 0.0f;        // 0: off; else drop tokens below min_p times the most likely one's probability
 };
 
 struct TokenLogprob {

@@ -16,8 +16,8 @@ struct SamplerConfig {
   float temperature = 0.0f;  // <= 0: greedy (argmax, lowest id on ties)
   float top_p = 1.0f;        // nucleus mass in (0, 1]
   int top_k = 0;             // 0: off
-  float min_p = 0.0f;        // 0: off; else keep tokens with p >= min_p * p_max (after temperature, top-k, top-p)
   uint64_t seed = 0;
+  float min_p = 0.0f;        // 0: off; else keep tokens with p >= min_p * p_max (after temperature, top-k, top-p)
 };
 
 class Sampler {

@@ -20,9 +20,8 @@ import json
 import os
 import sys
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jinja"))
+from render import make_env  # noqa: E402 - the environment Hugging Face uses
 
 
 def load_template(src):
@@ -38,19 +37,8 @@ def load_template(src):
     return open(src, encoding="utf-8").read()
 
 
-def raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
-
-
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
 def main():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
+    env = make_env()
     template = env.from_string(load_template(sys.argv[1]))
     as_objects = "--arguments-as-objects" in sys.argv[2:]
     for case in json.load(sys.stdin):
