@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "bank/format.h"
 #include "bank/ssd_tier.h"
@@ -178,29 +179,19 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir_arg;
-  double gib = 1.5;
-  std::vector<int> threads = {1, 4, 8, 16};
-  int batch = 64;
-  double snapshot_mib = 4;
-  bool dedup = true;
-  bool tune_malloc = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--dir") dir_arg = next();
-    else if (a == "--gib") gib = std::atof(next().c_str());
-    else if (a == "--threads") threads = parse_list(next());
-    else if (a == "--batch") batch = std::atoi(next().c_str());
-    else if (a == "--snapshot-mib") snapshot_mib = std::atof(next().c_str());
-    else if (a == "--no-dedup") dedup = false;
-    else if (a == "--default-malloc") tune_malloc = false;
-    else die("unknown flag " + a);
-  }
-  if (gib <= 0 || batch <= 0) die("bad --gib or --batch");
+  sb::Args args({"dir", "gib", "threads", "batch", "snapshot-mib"}, {"no-dedup", "default-malloc"});
+  double gib = 0, snapshot_mib = 0;
+  int64_t batch64 = 0;
+  check(args.parse(argc, argv), "arguments");
+  check(args.get_double("gib", 1.5, &gib), "--gib");
+  check(args.get_int("batch", 64, 1, 1 << 20, &batch64), "--batch");
+  check(args.get_double("snapshot-mib", 4, &snapshot_mib), "--snapshot-mib");
+  const std::string dir_arg = args.get("dir");
+  const std::vector<int> threads = parse_list(args.get("threads", "1,4,8,16"));
+  const int batch = static_cast<int>(batch64);
+  const bool dedup = !args.has("no-dedup");
+  const bool tune_malloc = !args.has("default-malloc");
+  if (gib <= 0 || snapshot_mib <= 0) die("--gib and --snapshot-mib must be positive");
   if (tune_malloc) sb::tune_memory(argv);
   std::string root = dir_arg;
   if (root.empty()) {

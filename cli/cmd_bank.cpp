@@ -17,19 +17,12 @@
 #include "bank/format.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_arg.h"
 
 namespace sb {
 namespace {
 
 const char* kUsage = "usage: statebank bank stats|ls|verify|gc [--bank-dir DIR] [--json] [--budget SIZE (gc)]";
-
-std::string default_bank_dir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/statebank/bank";
-  const char* home = std::getenv("HOME");
-  if (home && *home) return std::string(home) + "/.cache/statebank/bank";
-  return "";
-}
 
 std::string human(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -35,12 +35,6 @@ const char* kUsage =
     "[--api-key KEY | --api-key-file FILE] [--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--workers N] [--max-queue N] [--max-tokens-limit N] [--shutdown-deadline SECONDS] [--insecure-no-key]";
 
-std::string default_bank_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";
-  return "";
-}
-
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }

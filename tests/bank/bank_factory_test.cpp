@@ -22,7 +22,7 @@ BankOptions options(const std::string& dir) {
 }
 
 TEST(TieredBank, OpensRamOverSsdInLookupOrder) {
-  ScratchDir d;
+  TempDir d;
   std::unique_ptr<TieredBank> b;
   ASSERT_TRUE(TieredBank::open(options(d.bank()), &b).is_ok());
   ASSERT_EQ(b->tiers().size(), 2u);
@@ -49,7 +49,7 @@ TEST(TieredBank, WithoutTiersThereIsNoBankAndARemoteTierIsRefused) {
 }
 
 TEST(TieredBank, ABlockWhoseKeyIsNotItsTokensIsACorruptionByDefault) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(3, 2);
   auto forged = std::make_shared<Object>(*chain.blocks[1]);
   forged->tokens[0] += 1;  // filed under the old key: a hash that no longer matches

@@ -15,6 +15,7 @@
 #include "bank/compose.h"
 #include "bank/ram_tier.h"
 #include "tests/bank/synthetic_state.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -26,10 +27,7 @@ using testing::synthetic_schema;
 constexpr uint32_t kB = 8;
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 5000);
-  return t;
+  return testing::random_tokens(seed, static_cast<int64_t>(n));
 }
 
 // Publishes every full block of `tokens` and a snapshot at each position in

@@ -49,7 +49,7 @@ class SsdCli : public ::testing::Test {
     for (const auto& o : chain_.all()) bytes_ += encoded_size(*o);
     path0_ = t->object_path(ObjectKind::kBlock, chain_.blocks[0]->key);
   }
-  ScratchDir d_;
+  TempDir d_;
   TestChain chain_;
   uint64_t bytes_ = 0;
   std::string path0_;

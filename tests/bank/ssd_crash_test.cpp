@@ -21,15 +21,6 @@ namespace sb {
 namespace {
 
 using namespace sb::testing;
-namespace fsys = std::filesystem;
-
-size_t count_temporaries(const std::string& dir) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fsys::recursive_directory_iterator(dir, ec); it != fsys::recursive_directory_iterator(); ++it)
-    if (it->path().filename().string().find(".tmp-") != std::string::npos) ++n;
-  return n;
-}
 
 // Opens the bank after a crash and checks the promise: every acknowledged
 // object is served exactly, every present object verifies, nothing is left
@@ -54,7 +45,7 @@ void check_after_crash(const std::string& bank, const std::vector<ObjectRef>& ca
   }
   EXPECT_EQ(t->stats().check_failures, 0u) << what;
   EXPECT_EQ(t->list().size(), t->stats().blocks + t->stats().snapshots);
-  EXPECT_EQ(count_temporaries(bank), 0u) << what;
+  EXPECT_EQ(count_temporary_files(bank), 0u) << what;
 }
 
 void kill_at_every_write_op(CrashMode mode) {
@@ -65,7 +56,7 @@ void kill_at_every_write_op(CrashMode mode) {
   int kills = 0;
   for (uint64_t n = 1;; ++n) {
     ASSERT_LT(n, 500u) << "the write path never ends";
-    ScratchDir d(/*in_memory=*/true);
+    TempDir d(/*in_memory=*/true);
     FaultFs fault;
     auto t = open_tier(test_options(d.bank(), &fault));
     for (const auto& o : first) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
@@ -109,7 +100,7 @@ TEST(SsdCrash, KillAtEveryWriteOpWithTornWrites) { kill_at_every_write_op(CrashM
 // (durable); the parent kills it with SIGKILL at a random moment, reopens,
 // and checks. The child never exits on its own.
 TEST(SsdCrash, RealSigkillOfAWritingProcess) {
-  ScratchDir d;
+  TempDir d;
   std::mt19937 rng(1234);
   std::vector<ObjectRef> acknowledged;
   std::map<uint64_t, TestChain> chains;

@@ -16,14 +16,6 @@ namespace {
 using namespace sb::testing;
 namespace fsys = std::filesystem;
 
-size_t leftovers(const std::string& bank) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fsys::recursive_directory_iterator(bank + "/objects", ec); it != fsys::recursive_directory_iterator(); ++it)
-    if (it->path().filename().string().find(".tmp-") != std::string::npos) ++n;
-  return n;
-}
-
 void expect_all_served(SsdTier& t, const std::vector<ObjectRef>& objs, const std::string& what) {
   for (const auto& o : objs) {
     ObjectRef got;
@@ -41,7 +33,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
   int hits = 0;
   for (uint64_t n = 1;; ++n) {
     ASSERT_LT(n, 1000u);
-    ScratchDir d(/*in_memory=*/true);
+    TempDir d(/*in_memory=*/true);
     {
       auto t = open_tier(test_options(d.bank()));
       for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
@@ -82,7 +74,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
     for (const auto& o : new_objs) ASSERT_TRUE(clean->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(clean->flush().is_ok()) << "op " << n;
     expect_all_served(*clean, all, "all objects after op " + std::to_string(n));
-    EXPECT_EQ(leftovers(d.bank()), 0u);
+    EXPECT_EQ(count_temporary_files(d.bank()), 0u);
     if (::testing::Test::HasFatalFailure()) return;
     if (!hit) break;
     ++hits;
@@ -91,7 +83,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
 }
 
 TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fault;
   const auto old_objs = make_chain(310, 2).all();
   const auto new_objs = make_chain(311, 2).all();
@@ -106,7 +98,7 @@ TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
     expect_all_served(*t, old_objs, "old objects while fsync fails");
   }
   EXPECT_EQ(t->ssd_stats().write_errors, 3 * new_objs.size());
-  EXPECT_EQ(leftovers(d.bank()), 0u);
+  EXPECT_EQ(count_temporary_files(d.bank()), 0u);
   for (const auto& o : new_objs) EXPECT_FALSE(fsys::exists(t->object_path(o->kind, o->key)));
   fault.set_sync_broken(false);
   for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
@@ -119,7 +111,7 @@ TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
 }
 
 TEST(SsdFault, DiskFullReportsAndRecoversWhenSpaceReturns) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fault;
   const auto old_objs = make_chain(320, 2).all();
   const auto new_objs = make_chain(321, 2).all();
@@ -131,7 +123,7 @@ TEST(SsdFault, DiskFullReportsAndRecoversWhenSpaceReturns) {
   EXPECT_EQ(t->flush().code(), Code::kResourceExhausted);
   for (const auto& o : new_objs) EXPECT_FALSE(t->contains(o->kind, o->key));
   expect_all_served(*t, old_objs, "old objects on a full disk");
-  EXPECT_EQ(leftovers(d.bank()), 0u);
+  EXPECT_EQ(count_temporary_files(d.bank()), 0u);
   EXPECT_EQ(t->ssd_stats().write_errors, new_objs.size());
   fault.set_disk_full(false);
   for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());

@@ -59,7 +59,7 @@ std::vector<Damage> damages(size_t size) {
 
 // Damage found while the bank is open: the index already lists the object.
 TEST(SsdRot, DamageUnderAnOpenBankIsACheckFailureNeverServed) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   auto chain = make_chain(11, 2);
   auto t = open_tier(test_options(d.bank()));
   for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
@@ -97,7 +97,7 @@ TEST(SsdRot, DamageUnderAnOpenBankIsACheckFailureNeverServed) {
 // Damage found when the bank is opened: dropped at open or refused at read,
 // never served, and the bank opens.
 TEST(SsdRot, DamageFoundAtOpenIsDroppedOrRefused) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   auto chain = make_chain(12, 2);
   std::string path;
   {
@@ -146,7 +146,7 @@ TEST(SsdRot, DamageFoundAtOpenIsDroppedOrRefused) {
 }
 
 TEST(SsdRot, ReadOnlyBankRefusesDamageAndLeavesTheFile) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   auto chain = make_chain(13, 1);
   std::string path;
   {

@@ -32,7 +32,7 @@ void expect_served(SsdTier& t, const std::vector<ObjectRef>& objs) {
 }
 
 TEST(SsdTier, PublishesAfterFlushAndServesAcrossReopen) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(1, 4);
   {
     auto t = open_tier(test_options(d.bank()));
@@ -59,7 +59,7 @@ TEST(SsdTier, PublishesAfterFlushAndServesAcrossReopen) {
 }
 
 TEST(SsdTier, MissIsNotFoundAndCounted) {
-  ScratchDir d;
+  TempDir d;
   auto t = open_tier(test_options(d.bank()));
   ObjectRef got;
   EXPECT_EQ(t->get(ObjectKind::kBlock, Key{1, 2}, &got).code(), Code::kNotFound);
@@ -68,7 +68,7 @@ TEST(SsdTier, MissIsNotFoundAndCounted) {
 }
 
 TEST(SsdTier, WritingAPresentNameAgainIsANoOp) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(2, 2);
   auto t = open_tier(test_options(d.bank()));
   put_all(*t, chain.all());
@@ -83,7 +83,7 @@ TEST(SsdTier, WritingAPresentNameAgainIsANoOp) {
 }
 
 TEST(SsdTier, SecondWriterIsRefusedWithAClearMessage) {
-  ScratchDir d;
+  TempDir d;
   auto t = open_tier(test_options(d.bank()));
   std::unique_ptr<SsdTier> second;
   Status s = SsdTier::open(test_options(d.bank()), &second);
@@ -97,7 +97,7 @@ TEST(SsdTier, SecondWriterIsRefusedWithAClearMessage) {
 }
 
 TEST(SsdTier, ReadOnlyServesAndStoresNothing) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(3, 2);
   {
     auto t = open_tier(test_options(d.bank()));
@@ -117,7 +117,7 @@ TEST(SsdTier, ReadOnlyServesAndStoresNothing) {
 }
 
 TEST(SsdTier, ReadOnlyOnAMissingDirectoryIsNotFound) {
-  ScratchDir d;
+  TempDir d;
   auto ro = test_options(d.bank());
   ro.mode = SsdMode::kReadOnly;
   std::unique_ptr<SsdTier> t;
@@ -126,7 +126,7 @@ TEST(SsdTier, ReadOnlyOnAMissingDirectoryIsNotFound) {
 }
 
 TEST(SsdTier, OffTouchesNothing) {
-  ScratchDir d;
+  TempDir d;
   auto o = test_options(d.bank());
   o.mode = SsdMode::kOff;
   auto t = open_tier(o);
@@ -137,7 +137,7 @@ TEST(SsdTier, OffTouchesNothing) {
 }
 
 TEST(SsdTier, BudgetEvictsLeastRecentlyAccessedInExactOrder) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(5, 4);
   const uint64_t b = encoded_size(*chain.blocks[0]);
   auto o = test_options(d.bank());
@@ -193,7 +193,7 @@ TEST(SsdTier, BudgetEvictsLeastRecentlyAccessedInExactOrder) {
 }
 
 TEST(SsdTier, ObjectLargerThanTheBudgetIsRefused) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(6, 1);
   auto o = test_options(d.bank());
   o.budget_bytes = 100;
@@ -205,7 +205,7 @@ TEST(SsdTier, ObjectLargerThanTheBudgetIsRefused) {
 }
 
 TEST(SsdTier, GetManyReadsEveryRequestAndReportsEachStatus) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(7, 12);
   auto t = open_tier(test_options(d.bank()));
   put_all(*t, chain.all());
@@ -223,7 +223,7 @@ TEST(SsdTier, GetManyReadsEveryRequestAndReportsEachStatus) {
 }
 
 TEST(SsdTier, FullQueueDropsInsteadOfBlocking) {
-  ScratchDir d;
+  TempDir d;
   FaultFs fault;
   auto o = test_options(d.bank(), &fault);
   o.queue_max_objects = 1;
@@ -248,7 +248,7 @@ TEST(SsdTier, FullQueueDropsInsteadOfBlocking) {
 }
 
 TEST(SsdTier, CloseAtAPassedDeadlineDropsTheQueueStopsWritingAndLosesNothingStored) {
-  ScratchDir d;
+  TempDir d;
   FaultFs fault;
   auto o = test_options(d.bank(), &fault);
   fault.set_sync_delay_ms(100);
@@ -282,7 +282,7 @@ TEST(SsdTier, CloseAtAPassedDeadlineDropsTheQueueStopsWritingAndLosesNothingStor
 }
 
 TEST(SsdTier, OpenRemovesTemporariesAndLeavesForeignAndNewerFilesAlone) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(9, 2);
   std::string blk0, blk1;
   {
@@ -328,7 +328,7 @@ TEST(SsdTier, OpenRemovesTemporariesAndLeavesForeignAndNewerFilesAlone) {
 }
 
 TEST(SsdTier, WrongSchemaOrWrongKeyIsACheckFailure) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(10, 1);
   {
     auto o = test_options(d.bank());
@@ -346,7 +346,7 @@ TEST(SsdTier, WrongSchemaOrWrongKeyIsACheckFailure) {
 
   // A block whose tokens do not hash to its name (a writer bug, or a file
   // copied under another name with its header rewritten) is refused.
-  ScratchDir d2;
+  TempDir d2;
   auto forged = std::make_shared<Object>(*chain.blocks[0]);
   forged->tokens[3] += 1;
   {

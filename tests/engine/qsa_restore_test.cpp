@@ -15,46 +15,36 @@
 #include "bank/compose.h"
 #include "bank/key.h"
 #include "engine/engine.h"
-#include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
 
 constexpr uint32_t kBlock = 64;
 
-struct Stack {
-  Stack(const Model& model, const std::string& ssd_dir) {
+// RAM over SSD in `ssd_dir`, or RAM alone when it is empty.
+struct Stack : testing::EngineStack {
+  Stack(const Model& model, const std::string& ssd_dir)
+      : EngineStack(model, options(ssd_dir), kBlock, /*snapshot_every=*/kBlock) {}
+  ~Stack() {
+    engine.reset();
+    EXPECT_TRUE(tiers->flush().is_ok());
+  }
+  static BankOptions options(const std::string& ssd_dir) {
     BankOptions o;
     o.ram_bytes = 256ull << 20;
     if (!ssd_dir.empty()) {
       o.ssd_mode = SsdMode::kOn;
       o.ssd_dir = ssd_dir;
     }
-    o.schema = model.schema();
-    o.log = [](const std::string&) {};
-    EXPECT_TRUE(TieredBank::open(std::move(o), &tiers).is_ok());
-    bank = tiers->bank();
-    EngineOptions eo;
-    eo.block_tokens = kBlock;
-    eo.snapshot_every = kBlock;
-    EXPECT_TRUE(Engine::create(model, bank, eo, &engine).is_ok());
+    return o;
   }
-  ~Stack() {
-    engine.reset();
-    EXPECT_TRUE(tiers->flush().is_ok());
-  }
-  std::unique_ptr<TieredBank> tiers;
-  Bank* bank = nullptr;
-  std::unique_ptr<Engine> engine;
 };
 
-std::vector<int32_t> tokens(uint32_t seed, size_t n) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 151643);
-  return t;
-}
+std::vector<int32_t> tokens(uint32_t seed, size_t n) { return testing::random_tokens(seed, static_cast<int64_t>(n)); }
 
 CompletionRequest request(std::vector<int32_t> prompt, CacheMode mode = CacheMode::kDefault) {
   CompletionRequest r;
@@ -75,7 +65,7 @@ RestoreRecord expect_equal_to_bypass(const Engine& engine, const std::vector<int
   return served.restore;
 }
 
-const Model& qsa() { return testing::tiny_model(Arch::kQsa); }
+const Model& qsa() { return testing::shared_model(Arch::kQsa); }
 
 TEST(QsaRestore, SubPrefixOfALongerChainBuiltByAnotherConversation) {
   Stack s(qsa(), "");
@@ -102,7 +92,7 @@ TEST(QsaRestore, BoundaryWhereTheDonorChainIsMuchLonger) {
 }
 
 TEST(QsaRestore, SameAfterARestart) {
-  const std::string dir = testing::scratch_dir() + "/qsa_restart";
+  const std::string dir = testing::process_temp_dir() + "/qsa_restart";
   std::filesystem::remove_all(dir);
   auto donor = tokens(4, 8 * kBlock + 7);
   { Stack s(qsa(), dir); expect_equal_to_bypass(*s.engine, donor); }
@@ -148,9 +138,3 @@ TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

@@ -22,8 +22,9 @@
 #include "bank/ram_tier.h"
 #include "constrain/constraint.h"
 #include "server/decoding_rules.h"
-#include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {
@@ -33,7 +34,7 @@ using ojson = nlohmann::ordered_json;
 constexpr uint32_t kB = 64;
 
 struct Fixture {
-  Fixture() : model(testing::tiny_model(Arch::kQwen3Next)), ram(1ULL << 30), bank({&ram}) {
+  Fixture() : model(testing::shared_model(Arch::kQwen3Next)), ram(1ULL << 30), bank({&ram}) {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 2 * kB;
@@ -143,7 +144,7 @@ std::string text_of(const CompletionResult& r) {
 std::vector<ojson> ajv_validate(const ojson& cases) {
   const char* src = std::getenv("SB_SOURCE_DIR");
   EXPECT_NE(src, nullptr) << "SB_SOURCE_DIR is not set (run through ctest)";
-  std::string path = testing::scratch_dir() + "/constrained_cases.json";
+  std::string path = testing::process_temp_dir() + "/constrained_cases.json";
   std::ofstream(path) << cases.dump();
   std::string cmd = std::string("node ") + (src ? src : ".") + "/tools/constrain/validate.mjs " + path;
   FILE* p = popen(cmd.c_str(), "r");

@@ -6,31 +6,29 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "tests/server/node_tests.h"
 #include "tests/server/serve_process.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb::testing {
 namespace {
 
 TEST(Frameworks, AiSdkAndLangChainGetValidStructuredOutputsAndToolCalls) {
-  char tmpl[] = "/tmp/sb_frameworks_XXXXXX";
-  std::string root = mkdtemp(tmpl);
-  std::string model = root + "/model";
+  TempDir root;
+  std::string model = root.file("model");
   const char* tok = std::getenv("SB_TOKENIZER_DIR");
   ASSERT_TRUE(tok) << "run through ctest";
   ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "5",
                          "--tokenizer", tok, model}),
             0);
   {
-    ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", model, "--port", "0", "--bank-dir", root + "/bank",
+    ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", model, "--port", "0", "--bank-dir", root.bank(),
                          "--block-tokens", "64", "--threads", "2", "--ram-bank", "256M"});
     EXPECT_EQ(run_node_tests("SB_BASE_URL=http://127.0.0.1:" + std::to_string(server.port), "frameworks.test.mjs"), 0);
     EXPECT_EQ(server.stop(), 0);
   }
-  std::filesystem::remove_all(root);
 }
 
 }  // namespace
