@@ -55,6 +55,7 @@ Status validate(const CompletionRequest& r, int64_t vocab) {
   if (r.top_logprobs < 0 || r.top_logprobs > 20) return Status::invalid("top_logprobs must be in 0..20");
   if (!(r.sampling.top_p > 0.0f && r.sampling.top_p <= 1.0f)) return Status::invalid("top_p must be in (0, 1]");
   if (r.sampling.top_k < 0) return Status::invalid("top_k is negative");
+  if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) return Status::invalid("min_p must be in [0, 1]");
   return Status::ok();
 }
 
@@ -216,12 +217,22 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   };
 
   std::vector<float> logits(prefilled.logits.end() - vocab, prefilled.logits.end());
-  Sampler sampler(SamplerConfig{req.sampling.temperature, req.sampling.top_p, req.sampling.top_k, req.sampling.seed});
+  Sampler sampler(SamplerConfig{req.sampling.temperature, req.sampling.top_p, req.sampling.top_k, req.sampling.seed,
+                                req.sampling.min_p});
+  std::unique_ptr<LogitsProcessor> processor = req.make_processor ? req.make_processor() : nullptr;
+  std::vector<float> processed;
   res.finish_reason = "length";
   for (int64_t i = 0; i < req.max_tokens; ++i) {
     if (i > 0) SB_RETURN_IF_ERROR(model_.decode(state, res.tokens.back().token, &logits));
     GeneratedToken g;
-    g.token = sampler.sample(logits);
+    if (processor) {
+      processed = logits;
+      SB_RETURN_IF_ERROR(processor->process(processed, req.max_tokens - i));
+      g.token = sampler.sample(processed);
+      SB_RETURN_IF_ERROR(processor->accept(g.token));
+    } else {
+      g.token = sampler.sample(logits);
+    }
     const std::vector<float> lp = log_softmax(logits);
     g.logprob = lp[static_cast<size_t>(g.token)];
     g.top = top_alternatives(lp, req.top_logprobs);

@@ -18,6 +18,7 @@
 #include "bank/miss_reason.h"
 #include "bank/restore_mode.h"
 #include "common/status.h"
+#include "engine/logits_processor.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -29,6 +30,7 @@ struct SamplingParams {
   float top_p = 1.0f;
   int top_k = 0;             // 0: off
   uint64_t seed = 0;
+  float min_p = 0.0f;        // 0: off; else drop tokens below min_p times the most likely one's probability
 };
 
 struct TokenLogprob {
@@ -77,6 +79,10 @@ struct CompletionRequest {
   int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
   // Called for each generated token (streaming); returning false cancels.
   std::function<bool(const GeneratedToken&)> on_token;
+  // Makes this request's logits processor (penalties, logit bias, a grammar
+  // mask), one per run of the request; empty: none. Reported logprobs stay
+  // those of the model's raw distribution (logits_processor.h).
+  std::function<std::unique_ptr<LogitsProcessor>()> make_processor;
 };
 
 struct CompletionResult {

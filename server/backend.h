@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "constrain/constraint.h"
 #include "engine/engine.h"
+#include "tokenizer/chat_template.h"
 
 namespace sb {
 
@@ -57,6 +59,8 @@ class ChatOutput {
 struct ChatPrompt {
   std::vector<int32_t> ids;
   int64_t message_boundary = -1;  // first token of the final user message, or -1
+  bool opens_thinking = false;    // the prompt leaves a <think> open: output starts as reasoning
+  ChatFlavour flavour = ChatFlavour::kQwen3Json;  // the template's tool-call syntax
 };
 
 // Bank statistics as /metrics prints them.
@@ -109,7 +113,10 @@ class Backend {
   virtual std::unique_ptr<TextStream> new_text_stream() const = 0;
 
   virtual Status render_chat(const ChatParams& params, ChatPrompt* out) const = 0;
-  virtual std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params) const = 0;
+  virtual std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const = 0;
+  // The token bytes that constrained decoding masks over; null when this
+  // backend cannot constrain (requests that need it are refused).
+  virtual std::shared_ptr<const constrain::Vocabulary> vocabulary() const = 0;
 
   // Runs one request through the engine (Engine::complete's contract).
   virtual Status complete(const CompletionRequest& request, CompletionResult* result) = 0;

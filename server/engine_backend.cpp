@@ -6,6 +6,7 @@
 #include "bank/chain.h"
 #include "bank/key.h"
 #include "server/chat_output.h"
+#include "server/decoding_rules.h"
 #include "server/request_parse.h"
 
 namespace sb {
@@ -60,6 +61,11 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   SB_RETURN_IF_ERROR(Tokenizer::load(options.model_dir, &b->tokenizer_));
   b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
   b->has_template_ = b->template_status_.is_ok();
+  // A template that is there but cannot be run stops the server here, with
+  // the construct and its position; a checkpoint without one serves
+  // completions only.
+  if (!b->has_template_ && b->template_status_.code() != Code::kNotFound) return b->template_status_;
+  b->vocabulary_ = make_vocabulary(*b->tokenizer_, b->model_->vocab_size());
 
   BankOptions bank = options.bank;
   bank.schema = b->model_->schema();
@@ -90,34 +96,18 @@ std::unique_ptr<TextStream> EngineBackend::new_text_stream() const {
   return std::make_unique<DecoderStream>(*tokenizer_);
 }
 
-bool EngineBackend::enable_thinking(const ChatParams& params) const {
-  return params.enable_thinking.value_or(template_.thinking_default());
-}
-
 Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) const {
   if (!has_template_) return Status::unsupported("this model has no usable chat template: " + template_status_.message());
-  std::vector<ChatMessage> messages;
-  for (const auto& m : params.messages) {
-    ChatMessage c;
-    c.role = m["role"].get<std::string>();
-    c.content = m["content"].get<std::string>();
-    if (m.contains("reasoning_content")) c.reasoning_content = m["reasoning_content"].get<std::string>();
-    if (m.contains("tool_calls"))
-      for (const auto& t : m["tool_calls"])
-        c.tool_calls.push_back(ToolCall{t.value("id", ""), t["function"]["name"].get<std::string>(),
-                                        t["function"]["arguments"].get<std::string>()});
-    if (m.contains("tool_call_id")) c.tool_call_id = m["tool_call_id"].get<std::string>();
-    messages.push_back(std::move(c));
-  }
-  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
-  if (params.tool_choice != "none") {
-    if (!params.tools_ordered.empty()) tools = params.tools_ordered;
-    else if (!params.tools.empty()) tools = nlohmann::ordered_json::parse(params.tools.dump());
-  }
+  ChatOptions options;
+  options.enable_thinking = params.enable_thinking;
+  options.kwargs = params.template_kwargs;
   RenderedChat rendered;
-  SB_RETURN_IF_ERROR(template_.render(messages, tools, true, enable_thinking(params), &rendered));
+  SB_RETURN_IF_ERROR(template_.render(params.messages, params.tool_choice != "none" ? params.tools : nlohmann::ordered_json(),
+                                      options, &rendered));
   out->ids.clear();
   out->message_boundary = -1;
+  out->opens_thinking = rendered.opens_thinking;
+  out->flavour = template_.flavour();
   if (rendered.final_user_offset != RenderedChat::npos) {
     // The offset sits at an added token, so the two halves encode apart.
     std::string_view text(rendered.text);
@@ -131,12 +121,8 @@ Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) con
   return Status::ok();
 }
 
-std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& params) const {
-  bool open = has_template_ && template_.prompt_opens_thinking(enable_thinking(params));
-  ChatFlavour flavour = has_template_ ? template_.flavour() : ChatFlavour::kQwen3Json;
-  nlohmann::ordered_json tools = params.tools_ordered;
-  if (tools.empty() && !params.tools.empty()) tools = nlohmann::ordered_json::parse(params.tools.dump());
-  return std::make_unique<ParserChatOutput>(flavour, open, tools);
+std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const {
+  return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
 }
 
 Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {

@@ -49,7 +49,8 @@ class EngineBackend : public Backend {
   std::string token_bytes(int32_t id) const override;
   std::unique_ptr<TextStream> new_text_stream() const override;
   Status render_chat(const ChatParams& params, ChatPrompt* out) const override;
-  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params) const override;
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override;
+  std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return vocabulary_; }
   Status complete(const CompletionRequest& request, CompletionResult* result) override;
   BankStatsView bank_stats() const override;
   nlohmann::json bank_stats_json() const override;
@@ -62,7 +63,6 @@ class EngineBackend : public Backend {
 
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
-  bool enable_thinking(const ChatParams& params) const;
   // The namespace whose root is `root`, among those served since start.
   nlohmann::json namespace_of(const Key& root) const;
   nlohmann::json pin_json(const Pin& pin) const;
@@ -74,6 +74,7 @@ class EngineBackend : public Backend {
   bool has_template_ = false;
   Status template_status_;
   ChatTemplate template_;
+  std::shared_ptr<const constrain::Vocabulary> vocabulary_;
   std::unique_ptr<TieredBank> tiers_;
   Bank* bank_ = nullptr;  // tiers_->bank(); null without tiers
   std::unique_ptr<Engine> engine_;

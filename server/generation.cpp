@@ -96,7 +96,7 @@ json Generation::chat_delta(const ChatDelta& d) {
 }
 
 bool Generation::on_token(const GeneratedToken& token, std::vector<std::string>* events) {
-  if (stops_.stopped()) return false;
+  if (stopped_early()) return false;
   if (std::find(setup_.stop_token_ids.begin(), setup_.stop_token_ids.end(), token.token) != setup_.stop_token_ids.end())
     return true;  // the engine ends here by itself; end-of-turn is no text
   Entry e{token.token, token.logprob, token.top, text_bytes_};
@@ -118,7 +118,7 @@ bool Generation::on_token(const GeneratedToken& token, std::vector<std::string>*
       events->push_back(sse_event(chunk(json{{"index", 0}, {"text", emitted}, {"logprobs", lp}, {"finish_reason", nullptr}})));
     }
   }
-  return !stops_.stopped();
+  return !stopped_early();
 }
 
 std::string Generation::drain_text() {
@@ -130,7 +130,7 @@ std::string Generation::drain_text() {
 }
 
 std::string Generation::finish_reason(const CompletionResult& result) const {
-  std::string reason = stops_.stopped() ? "stop" : (result.finish_reason == "length" ? "length" : "stop");
+  std::string reason = stopped_early() ? "stop" : (result.finish_reason == "length" ? "length" : "stop");
   if (setup_.chat && !tool_calls_.empty() && reason == "stop") reason = "tool_calls";
   return reason;
 }
@@ -164,6 +164,7 @@ void Generation::finish_stream(const CompletionResult& result, std::vector<std::
     last = chunk(json{{"index", 0}, {"text", rest}, {"logprobs", nullptr}, {"finish_reason", finish_reason(result)}});
   }
   last["usage"] = usage(result);
+  last["seed"] = setup_.seed;
   last["restore"] = restore_json(result.restore);
   events->push_back(sse_event(last));
   if (setup_.include_usage) {
@@ -255,6 +256,7 @@ json Generation::response(const CompletionResult& result) {
               {"model", setup_.model},
               {"choices", json::array({std::move(choice)})},
               {"usage", usage(result)},
+              {"seed", setup_.seed},
               {"restore", restore_json(result.restore)}};
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "server/connection_probe.h"
+#include "server/decoding_rules.h"
 #include "server/generation.h"
 #include "server/namespace.h"
 #include "server/sse.h"
@@ -188,7 +189,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   try {
     std::string key = check_auth(req);
     if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
-    json body = parse_body(req.body, options_.limits);
+    nlohmann::ordered_json body = parse_body(req.body, options_.limits);
     CacheMode cache_mode = parse_cache_mode(req.get_header_value("X-Cache-Mode"));
 
     auto job = std::make_shared<Job>();
@@ -203,23 +204,38 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     ChatParams chat_params;
     CompletionParams completion_params;
     const char* prompt_param = "prompt";
+    std::shared_ptr<const constrain::Grammar> grammar;
     if (chat) {
       chat_params = parse_chat_params(body, options_.limits);
       common = &chat_params;
-      if (!chat_params.tools.empty()) {
-        auto ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
-        if (ordered.is_object() && ordered.contains("tools") && ordered["tools"].is_array())
-          chat_params.tools_ordered = ordered["tools"];
-      }
       prompt_param = "messages";
+      const bool calls_forced = chat_params.tool_choice == "required" || chat_params.tool_choice_named;
+      // A constrained reply is the answer itself: unless the request asks
+      // for thinking, the template is told to leave it out.
+      if ((calls_forced || chat_params.response_grammar) && !chat_params.enable_thinking) chat_params.enable_thinking = false;
       ChatPrompt rendered;
       Status s = backend_->render_chat(chat_params, &rendered);
       if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};
+      grammar = chat_params.response_grammar;
+      if (calls_forced) {
+        nlohmann::ordered_json callable = nlohmann::ordered_json::array();
+        for (const auto& t : chat_params.tools)
+          if (!chat_params.tool_choice_named || t["function"]["name"] == chat_params.tool_choice) callable.push_back(t);
+        std::shared_ptr<constrain::Grammar> calls;
+        s = constrain::Grammar::tool_calls(callable,
+                                           rendered.flavour == ChatFlavour::kQwen35Xml ? constrain::Grammar::CallSyntax::kXml
+                                                                                      : constrain::Grammar::CallSyntax::kJson,
+                                           chat_params.parallel_tool_calls, &calls);
+        if (!s) throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
+        grammar = calls;
+      }
+      if (grammar && rendered.opens_thinking) grammar = constrain::Grammar::after_reasoning(grammar);
+      if (!chat_params.parallel_tool_calls) setup.max_tool_calls = 1;
       creq.prompt = std::move(rendered.ids);
       creq.message_boundary = rendered.message_boundary;
       setup.logprobs = chat_params.logprobs ? chat_params.top_logprobs : -1;
       creq.top_logprobs = chat_params.top_logprobs;
-      chat_output = backend_->new_chat_output(chat_params);
+      chat_output = backend_->new_chat_output(chat_params, rendered);
       setup.id = "chatcmpl-" + request_id;
     } else {
       completion_params = parse_completion_params(body, options_.limits);
@@ -242,6 +258,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       creq.top_logprobs = std::max(0, completion_params.logprobs);
       creq.echo = completion_params.echo && completion_params.logprobs >= 0;
       setup.id = "cmpl-" + request_id;
+      grammar = completion_params.response_grammar;
     }
     if (!common->model.empty() && common->model != backend_->model_id())
       throw ApiException{not_found("model", "the model '" + common->model + "' does not exist; this server serves '" +
@@ -255,6 +272,30 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
                                    "context_length_exceeded")};
     creq.max_tokens = common->max_tokens;
     creq.sampling = common->sampling;
+    if (!common->seed_given) {
+      // A fresh seed per request, reported in the response so it can be
+      // replayed; 53 bits, so that JavaScript clients read it back exactly.
+      static thread_local std::mt19937_64 seeds(std::random_device{}());
+      creq.sampling.seed = seeds() >> 11;
+    }
+    setup.seed = creq.sampling.seed;
+    {
+      DecodingRules rules;
+      rules.presence_penalty = common->presence_penalty;
+      rules.frequency_penalty = common->frequency_penalty;
+      rules.repetition_penalty = common->repetition_penalty;
+      rules.logit_bias = common->logit_bias;
+      rules.grammar = grammar;
+      rules.vocabulary = backend_->vocabulary();
+      if (grammar && !rules.vocabulary)
+        throw ApiException{bad_request(chat ? "tool_choice" : "response_format",
+                                       "this server's model cannot constrain its output")};
+      if (rules.repetition_penalty != 1.0f) rules.prompt = creq.prompt;
+      if (!rules.empty()) {
+        auto shared = std::make_shared<const DecodingRules>(std::move(rules));
+        creq.make_processor = [shared] { return shared->make(); };
+      }
+    }
     creq.stop_tokens = setup.stop_token_ids;
     creq.cache_mode = cache_mode;
     creq.name_space = derive_namespace(options_.has_api_key, key, common->has_cache_salt, common->cache_salt);
@@ -283,7 +324,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     };
     job->on_done = [this, gen, first_token_at, request_id, chat, streaming = common->stream](Job& j) {
       // A stop string ends generation through on_token; that is a normal end.
-      if (j.status.code() == Code::kCancelled && gen->stopped_by_string() && !j.cancelled) j.status = Status::ok();
+      if (j.status.code() == Code::kCancelled && gen->stopped_early() && !j.cancelled) j.status = Status::ok();
       if (j.status) {
         double ttft_ms = first_token_at->load() >= 0 ? first_token_at->load() / 1000.0 : j.result.ttft_ms;
         metrics_.record_completion(j.result.restore, static_cast<int64_t>(j.request.prompt.size()),

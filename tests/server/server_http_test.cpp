@@ -69,7 +69,7 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
 
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back('a' + i % 26);
-  auto r = post(*c, "/v1/completions", {{"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}});
+  auto r = post(*c, "/v1/completions", {{"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
@@ -88,11 +88,11 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
   EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
 
   // The same prompt again comes from the (fake) bank; bypass does not.
-  auto again = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}});
+  auto again = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}});
   json j2 = json::parse(again->body);
   EXPECT_EQ(j2["restore"]["mode"], "ram");
   EXPECT_EQ(j2["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
-  auto bypass = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}},
+  auto bypass = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}},
                      {{"X-Cache-Mode", "bypass"}});
   json j3 = json::parse(bypass->body);
   EXPECT_EQ(j3["restore"]["mode"], "bypass");
@@ -107,7 +107,8 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
 TEST(ServerHttp, LogprobsRoundTripTheEnginesFloats) {
   TestServer ts;
   auto c = ts.client();
-  auto r = post(*c, "/v1/completions", {{"prompt", {1, 2, 3, 4}}, {"max_tokens", 20}, {"logprobs", 3}, {"echo", true}});
+  auto r = post(*c, "/v1/completions",
+                {{"prompt", {1, 2, 3, 4}}, {"max_tokens", 20}, {"logprobs", 3}, {"echo", true}, {"seed", 0}});
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
   // Recompute the fake engine's floats directly and compare bit for bit.
@@ -250,9 +251,9 @@ TEST(ServerHttp, BadInputGetsOpenAIErrorsAndTheServerKeepsServing) {
   expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}, {"model", "gpt-9"}}), 404, "model");
   expect_openai_error(c->Get("/v1/nothing-here"), 404, "");
   expect_openai_error(c->Get("/v1/models/gpt-9"), 404, "model");
-  // Unknown fields are ignored.
-  auto ok = post(*c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"unknown", {{"deep", {1, 2}}}}});
-  EXPECT_EQ(ok->status, 200);
+  // Unknown fields are refused, naming the field (nothing is silently dropped).
+  expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"unknown", {{"deep", {1, 2}}}}}),
+                      400, "unknown");
   expect_serving(*c);
 }
 
