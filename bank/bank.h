@@ -19,9 +19,14 @@
 //     prefix that passes.
 //  4. An object served from a lower tier is promoted (put) into the first
 //     tier.
-//  5. Reads: the objects the walk most likely ends with are requested first,
-//     one Tier::get_many per tier, so that a tier on a device reads them
-//     concurrently; the rules above then apply to those copies unchanged.
+//  5. Reads: which tier holds which object of the chain is asked once, one
+//     Tier::contains_many per tier (a tier below is asked only about what
+//     the tiers above lack), so that a remote tier answers in one round
+//     trip. The objects the walk most likely ends with are then requested
+//     first, one Tier::get_many per tier, so that a tier on a device or a
+//     network reads them concurrently; the rules above then apply to those
+//     copies unchanged. An object that vanished since it was seen (evicted,
+//     expired) is an ordinary miss.
 // publish() writes an object into every tier; a name already present is a
 // no-op there (first wins).
 //
@@ -45,6 +50,13 @@
 
 namespace sb {
 
+// What one tier contributed to a restore.
+struct TierUse {
+  std::string tier;     // Tier::name()
+  int64_t objects = 0;  // objects served from it
+  uint64_t bytes = 0;   // their payload bytes
+};
+
 struct RestorePlan {
   int64_t restore_point = 0;         // kB: tokens covered by `blocks`
   int64_t matched_tokens = 0;        // leading tokens covered by blocks present in some tier
@@ -54,6 +66,7 @@ struct RestorePlan {
   ObjectRef snapshot;                // at kB; null without recurrent components or when k == 0
   std::string mode = "cold";         // cold; a tier's name when every object came from it; mixed
   uint64_t bytes_read = 0;           // payload bytes of the served objects
+  std::vector<TierUse> tiers;        // the tiers that served them, in bank order
   int64_t checks = 0;                // objects checked (tier checksums and check_block/check_snapshot)
   int64_t check_failures = 0;
   int64_t promoted = 0;              // objects copied into the first tier
@@ -102,15 +115,27 @@ class Bank {
   };
   using ReadAheads = std::map<ObjectId, ReadAhead>;
 
-  bool any_contains(ObjectKind kind, const Key& key) const;
+  // Which tier first holds an object: `tier` (tiers_.size(): none of the
+  // first `asked` tiers holds it; the tiers below were not asked yet).
+  struct Seen {
+    size_t tier = 0;
+    size_t asked = 0;
+  };
+  using Presence = std::map<ObjectId, Seen>;
+  // Asks each tier, in one contains_many, about the chain's blocks and
+  // snapshots that could restore more than the tiers above already offer.
+  Presence probe(std::span<const Key> chain, int64_t m, bool recurrent) const;
+  // The first tier holding the object (tiers_.size(): none); asks the tiers
+  // the probe skipped, one at a time, when it has to.
+  size_t first_holder(Presence& presence, ObjectKind kind, const Key& key) const;
   // Reads each object from the first tier holding it, one get_many per tier.
-  void read_ahead(std::span<const ObjectId> ids, ReadAheads* out);
+  void read_ahead(std::span<const ObjectId> ids, Presence& presence, ReadAheads* out);
   // Asks every tier holding the object in order until one copy passes
   // `check`; promotes it into the first tier when it came from below. A copy
   // in `ahead` stands for that tier's get() and is taken out of it.
   template <typename Check>
   bool fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
-             ReadAheads* ahead, Fetched* out);
+             Presence& presence, ReadAheads* ahead, Fetched* out);
 
   std::vector<Tier*> tiers_;
   std::atomic<uint64_t> lookups_{0};

@@ -1,4 +1,4 @@
-// Tier: one storage level of the bank (RAM, SSD, later a shared remote store).
+// Tier: one storage level of the bank (RAM, SSD, a shared remote store).
 // The Bank composes tiers behind this one interface and never knows which
 // kind it talks to.
 //
@@ -31,6 +31,13 @@ enum class ObjectRole : uint8_t {
   kSnapshotMessage = 3,    // boundary before a chat's final user message
 };
 
+// One question of a batch presence probe (Tier::contains_many).
+struct TierProbe {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  bool present = false;  // the answer
+};
+
 // One request of a batch read (Tier::get_many).
 struct TierRead {
   ObjectKind kind = ObjectKind::kBlock;
@@ -55,8 +62,13 @@ struct TierStats {
 class Tier {
  public:
   virtual ~Tier() = default;
-  virtual const char* name() const = 0;  // "ram", "ssd"
+  virtual const char* name() const = 0;  // "ram", "ssd", "remote"
   virtual bool contains(ObjectKind kind, const Key& key) const = 0;
+  // Answers several contains() at once. Tiers where a question costs a round
+  // trip override it to ask them all in one.
+  virtual void contains_many(std::span<TierProbe> probes) const {
+    for (auto& p : probes) p.present = contains(p.kind, p.key);
+  }
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
   virtual Status put(const ObjectRef& object, ObjectRole role) = 0;
   // Reads several objects; each request gets the status get() would give it.

@@ -11,6 +11,7 @@ apt_packages=(
   libgtest-dev libgmock-dev
   nlohmann-json3-dev libxxhash-dev liburing-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev
+  libhiredis-dev redis-server
   nodejs npm
 )
 # python3 with jinja2 renders checkpoints' chat templates for the chat
