@@ -14,64 +14,13 @@
 #include "bank/chain.h"
 #include "bank/compose.h"
 #include "bank/ram_tier.h"
+#include "tests/bank/bank_lookup_util.h"
 #include "tests/bank/synthetic_state.h"
 
 namespace sb {
 namespace {
 
-using testing::synthetic_prefill;
-using testing::synthetic_run;
-using testing::synthetic_schema;
-
-constexpr uint32_t kB = 8;
-
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 5000);
-  return t;
-}
-
-// Publishes every full block of `tokens` and a snapshot at each position in
-// `snapshot_blocks` (block counts), computed by one synthetic prefill.
-void publish_chain(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& tokens,
-                   const std::set<int64_t>& snapshot_blocks, const std::string& ns = "") {
-  const int64_t n_blocks = static_cast<int64_t>(tokens.size()) / kB;
-  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", ns, kB), tokens, kB, n_blocks);
-  State state(schema);
-  for (int64_t k = 0; k < n_blocks; ++k) {
-    synthetic_prefill(state, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB));
-    ASSERT_TRUE(bank.publish(make_block(state, keys[k + 1], keys[k], k * kB,
-                                        std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB)),
-                             ObjectRole::kBlock)
-                    .is_ok());
-    if (schema.has_recurrent() && snapshot_blocks.count(k + 1)) {
-      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), ObjectRole::kSnapshotPromptEnd)
-                      .is_ok());
-    }
-  }
-}
-
-struct Lookup {
-  RestorePlan plan;
-  State state;
-};
-
-// Plans a restore of `prompt` (keeping one token), composes it, and checks
-// that the composed State equals a cold synthetic prefill of the same prefix.
-Lookup lookup_and_verify(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& prompt,
-                         const std::string& ns = "") {
-  const int64_t m = (static_cast<int64_t>(prompt.size()) - 1) / kB;
-  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", ns, kB), prompt, kB, m);
-  Lookup out;
-  EXPECT_TRUE(bank.plan_restore(schema, keys, prompt, kB, &out.plan).is_ok());
-  EXPECT_TRUE(compose_state(schema, out.plan.blocks, out.plan.snapshot, &out.state).is_ok());
-  const State cold =
-      synthetic_run(schema, std::span<const int32_t>(prompt).subspan(0, static_cast<size_t>(out.plan.restore_point)));
-  EXPECT_TRUE(out.state.bitwise_equal(cold)) << "restored state differs from cold at " << out.plan.restore_point;
-  EXPECT_LE(out.plan.restore_point, out.plan.common_prefix_tokens);
-  return out;
-}
+using namespace sb::testing;
 
 TEST(Bank, RestoresTheLongestPrefixWithASnapshotAndEqualsCold) {
   const auto schema = synthetic_schema();
