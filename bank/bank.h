@@ -50,13 +50,6 @@
 
 namespace sb {
 
-// What one tier contributed to a restore.
-struct TierUse {
-  std::string tier;     // Tier::name()
-  int64_t objects = 0;  // objects served from it
-  uint64_t bytes = 0;   // their payload bytes
-};
-
 struct RestorePlan {
   int64_t restore_point = 0;         // kB: tokens covered by `blocks`
   int64_t matched_tokens = 0;        // leading tokens covered by blocks present in some tier

@@ -46,6 +46,13 @@ struct TierRead {
   Status status;
 };
 
+// What one tier contributed to a restore (RestorePlan, RestoreRecord).
+struct TierUse {
+  std::string tier;     // Tier::name()
+  int64_t objects = 0;  // objects served from it
+  uint64_t bytes = 0;   // their payload bytes
+};
+
 struct TierStats {
   uint64_t bytes = 0;
   uint64_t budget_bytes = 0;

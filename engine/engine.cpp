@@ -81,6 +81,7 @@ EngineStats Engine::stats() const {
   s.mode_cold = counters_.cold.load();
   s.mode_ram = counters_.ram.load();
   s.mode_ssd = counters_.ssd.load();
+  s.mode_remote = counters_.remote.load();
   s.mode_mixed = counters_.mixed.load();
   s.mode_bypass = counters_.bypass.load();
   s.check_failures = counters_.check_failures.load();
@@ -134,6 +135,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
           rec.snapshot_position = plan.snapshot_position;
           rec.blocks = static_cast<int64_t>(plan.blocks.size());
           rec.bytes_read = plan.bytes_read;
+          rec.tiers = plan.tiers;
         } else {
           ++rec.check_failures;
           bank_->count_check_failure();
@@ -236,6 +238,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   auto& by_mode = rec.mode == "bypass" ? counters_.bypass
                   : rec.mode == "ram"  ? counters_.ram
                   : rec.mode == "ssd"  ? counters_.ssd
+                  : rec.mode == "remote" ? counters_.remote
                   : rec.mode == "mixed" ? counters_.mixed
                                         : counters_.cold;
   by_mode.fetch_add(1, std::memory_order_relaxed);

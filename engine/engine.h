@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bank/tier.h"
 #include "common/status.h"
 #include "runtime/state.h"
 
@@ -40,13 +41,14 @@ struct GeneratedToken {
 
 // The restore record of one request (docs/interface.md).
 struct RestoreRecord {
-  std::string mode = "cold";  // cold, ram, ssd, mixed, bypass
+  std::string mode = "cold";  // cold, ram, ssd, remote, mixed, bypass
   int64_t restore_point = 0;
   int64_t matched_tokens = 0;
   int64_t common_prefix_tokens = 0;
   int64_t snapshot_position = 0;
   int64_t blocks = 0;
   uint64_t bytes_read = 0;
+  std::vector<TierUse> tiers;  // objects and bytes per tier that served them
   int64_t checks = 0;
   int64_t check_failures = 0;
   int64_t prefill_tokens = 0;
@@ -97,7 +99,7 @@ struct EngineStats {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;  // sum of restore_point
-  uint64_t mode_cold = 0, mode_ram = 0, mode_ssd = 0, mode_mixed = 0, mode_bypass = 0;
+  uint64_t mode_cold = 0, mode_ram = 0, mode_ssd = 0, mode_remote = 0, mode_mixed = 0, mode_bypass = 0;
   uint64_t check_failures = 0;
 };
 
@@ -143,7 +145,7 @@ class Engine {
   EngineTestHooks hooks_;
   struct Counters {
     std::atomic<uint64_t> requests{0}, prompt_tokens{0}, cached_tokens{0};
-    std::atomic<uint64_t> cold{0}, ram{0}, ssd{0}, mixed{0}, bypass{0}, check_failures{0};
+    std::atomic<uint64_t> cold{0}, ram{0}, ssd{0}, remote{0}, mixed{0}, bypass{0}, check_failures{0};
   };
   mutable Counters counters_;
 };

@@ -39,6 +39,8 @@ BankTierStats tier_view(const char* name, const TierStats& s) {
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
   t.evictions = s.evictions;
+  t.hits = s.hits;
+  t.misses = s.misses;
   t.bytes_read = s.bytes_read;
   t.bytes_written = s.bytes_written;
   return t;
@@ -74,6 +76,18 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
     SB_RETURN_IF_ERROR(SsdTier::open(std::move(o), &ssd));
     b->ssd_ = std::move(ssd);
     tiers.push_back(b->ssd_.get());
+  }
+  if (!options.remote_url.empty()) {
+    RedisOptions o;
+    SB_RETURN_IF_ERROR(parse_redis_url(options.remote_url, &o.address));
+    o.password = options.remote_password;
+    o.ttl = options.remote_ttl;
+    o.timeout = options.remote_timeout;
+    o.schema = b->model_->schema();
+    o.verify_block = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
+    o.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: remote: %s\n", m.c_str()); };
+    SB_RETURN_IF_ERROR(RedisTier::open(std::move(o), &b->remote_));
+    tiers.push_back(b->remote_.get());
   }
   if (!tiers.empty()) b->bank_ = std::make_unique<Bank>(tiers);
   EngineOptions eo;
@@ -205,6 +219,22 @@ BankStatsView EngineBackend::bank_stats() const {
     v.tiers.push_back(tier_view("ssd", s));
     v.check_failures["ssd_read"] = s.check_failures;
   }
+  if (remote_) {
+    RedisStats s = remote_->redis_stats();
+    v.tiers.push_back(tier_view("remote", s.tier));
+    v.check_failures["remote_read"] = s.tier.check_failures;
+    RemoteTierView r;
+    r.available = s.available;
+    r.trips = s.trips;
+    r.timeouts = s.timeouts;
+    r.failures = s.failures;
+    r.skipped_calls = s.skipped_calls;
+    r.wire_bytes_sent = s.wire_bytes_sent;
+    r.wire_bytes_received = s.wire_bytes_received;
+    r.dropped_puts = s.dropped_puts;
+    r.write_errors = s.write_errors;
+    v.remote = r;
+  }
   if (bank_) v.check_failures["restore"] = bank_->stats().check_failures;
   v.audits = audits_.load();
   v.audit_mismatches = audit_mismatches_.load();
@@ -227,6 +257,29 @@ json EngineBackend::bank_stats_json() const {
     t["quarantine_bytes"] = s.quarantine_bytes;
     j["ssd"] = t;
   }
+  if (remote_) {
+    RedisStats s = remote_->redis_stats();
+    json t = tier_json(s.tier);
+    t["url"] = remote_->options().address.url();
+    t["available"] = s.available;
+    t["ttl_s"] = remote_->options().ttl.count();
+    t["timeout_ms"] = remote_->options().timeout.count();
+    t["trips"] = s.trips;
+    t["timeouts"] = s.timeouts;
+    t["failures"] = s.failures;
+    t["skipped_calls"] = s.skipped_calls;
+    t["probes"] = s.probes;
+    t["round_trips"] = s.round_trips;
+    t["in_flight"] = s.in_flight;
+    t["wire_bytes_sent"] = s.wire_bytes_sent;
+    t["wire_bytes_received"] = s.wire_bytes_received;
+    t["queued"] = s.queued;
+    t["dropped_puts"] = s.dropped_puts;
+    t["write_errors"] = s.write_errors;
+    t["skipped_writes"] = s.skipped_writes;
+    t["deleted"] = s.deleted;
+    j["remote"] = t;
+  }
   if (bank_) {
     BankStats b = bank_->stats();
     j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
@@ -237,21 +290,34 @@ json EngineBackend::bank_stats_json() const {
                  {"prompt_tokens", e.prompt_tokens},
                  {"cached_tokens", e.cached_tokens},
                  {"modes",
-                  {{"cold", e.mode_cold}, {"ram", e.mode_ram}, {"ssd", e.mode_ssd}, {"mixed", e.mode_mixed}, {"bypass", e.mode_bypass}}},
+                  {{"cold", e.mode_cold},
+                   {"ram", e.mode_ram},
+                   {"ssd", e.mode_ssd},
+                   {"remote", e.mode_remote},
+                   {"mixed", e.mode_mixed},
+                   {"bypass", e.mode_bypass}}},
                  {"check_failures", e.check_failures}};
   j["audit"] = {{"rate", options_.audit_rate}, {"audits", audits_.load()}, {"mismatches", audit_mismatches_.load()}};
   return j;
 }
 
 Status EngineBackend::flush(std::chrono::milliseconds deadline) {
-  if (!ssd_) return Status::ok();
-  auto ssd = ssd_;
-  auto done = std::make_shared<std::promise<Status>>();
-  std::future<Status> result = done->get_future();
-  std::thread([ssd, done] { done->set_value(ssd->flush()); }).detach();
-  if (result.wait_for(deadline) != std::future_status::ready)
-    return Status::exhausted("the SSD write queue was not on disk by the deadline");
-  return result.get();
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  if (ssd_) {
+    auto ssd = ssd_;
+    auto done = std::make_shared<std::promise<Status>>();
+    std::future<Status> result = done->get_future();
+    std::thread([ssd, done] { done->set_value(ssd->flush()); }).detach();
+    if (result.wait_until(until) != std::future_status::ready)
+      return Status::exhausted("the SSD write queue was not on disk by the deadline");
+    SB_RETURN_IF_ERROR(result.get());
+  }
+  // The remote tier's writes are a courtesy to other replicas: whatever
+  // time is left.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+  if (remote_ && !remote_->flush(std::max(left, std::chrono::milliseconds(0))))
+    return Status::exhausted("the remote write queue was not written by the deadline");
+  return Status::ok();
 }
 
 }  // namespace sb

@@ -1,6 +1,7 @@
 // EngineBackend: the real Backend: a loaded checkpoint (model/model.h), its
-// tokenizer and chat template (tokenizer/), the bank's tiers (RAM, then SSD)
-// and the Engine that serves requests through them.
+// tokenizer and chat template (tokenizer/), the bank's tiers (RAM, then SSD,
+// then a shared remote store) and the Engine that serves requests through
+// them.
 //
 // Audit (--audit RATE): a fraction RATE of the requests that restored a
 // prefix are run again with the bank bypassed, inline, and compared token
@@ -19,6 +20,7 @@
 
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
+#include "bank/remote/redis_tier.h"
 #include "bank/ssd_tier.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -39,6 +41,11 @@ struct EngineBackendOptions {
   uint32_t block_tokens = 256;
   int64_t snapshot_every = 2048;
   double audit_rate = 0.0;          // in [0, 1]
+  // The shared remote tier (--remote); empty url: none.
+  std::string remote_url;
+  std::string remote_password;      // read from --remote-password-file
+  std::chrono::seconds remote_ttl{86400};
+  std::chrono::milliseconds remote_timeout{500};
 };
 
 class EngineBackend : public Backend {
@@ -72,6 +79,7 @@ class EngineBackend : public Backend {
   ChatTemplate template_;
   std::unique_ptr<RamTier> ram_;
   std::shared_ptr<SsdTier> ssd_;  // shared: a flush past its deadline may still hold it
+  std::unique_ptr<RedisTier> remote_;
   std::unique_ptr<Bank> bank_;
   std::unique_ptr<Engine> engine_;
   std::mutex audit_mu_;

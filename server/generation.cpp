@@ -11,6 +11,8 @@ namespace sb {
 using json = ResponseJson;
 
 json restore_json(const RestoreRecord& r) {
+  json tiers = json::object();
+  for (const auto& t : r.tiers) tiers[t.tier] = json{{"objects", t.objects}, {"bytes", t.bytes}};
   return json{{"mode", r.mode},
               {"restore_point", r.restore_point},
               {"matched_tokens", r.matched_tokens},
@@ -18,6 +20,7 @@ json restore_json(const RestoreRecord& r) {
               {"snapshot_position", r.snapshot_position},
               {"blocks", r.blocks},
               {"bytes_read", r.bytes_read},
+              {"tiers", tiers},
               {"checks", r.checks},
               {"check_failures", r.check_failures},
               {"prefill_tokens", r.prefill_tokens},

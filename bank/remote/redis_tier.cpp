@@ -477,10 +477,10 @@ RedisStats RedisTier::redis_stats() const {
   return s;
 }
 
-void RedisTier::flush() {
+bool RedisTier::flush(std::chrono::milliseconds max_wait) {
   std::unique_lock<std::mutex> l(mu_);
   const uint64_t target = enqueued_;
-  done_cv_.wait(l, [&] { return finished_ >= target || !worker_.joinable(); });
+  return done_cv_.wait_for(l, max_wait, [&] { return finished_ >= target; });
 }
 
 }  // namespace sb

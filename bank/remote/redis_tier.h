@@ -125,8 +125,9 @@ class RedisTier : public Tier {
   // The Redis key of an object (tests and tools).
   std::string redis_key(ObjectKind kind, const Key& key) const;
   // Waits until every put() queued before the call is written, dropped or
-  // failed (tests, benchmarks, shutdown).
-  void flush();
+  // failed (tests, benchmarks, shutdown); false if that took longer than
+  // `max_wait`.
+  bool flush(std::chrono::milliseconds max_wait = std::chrono::hours(24));
 
  private:
   struct Job {

@@ -12,6 +12,7 @@
 
 #include "bank/format.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/eventually.h"
 #include "tests/util/redis_server.h"
 
 namespace sb {
@@ -41,17 +42,6 @@ std::unique_ptr<RedisTier> open_redis(RedisOptions o) {
 void put_all(RedisTier& t, const std::vector<ObjectRef>& objects) {
   for (const auto& o : objects) ASSERT_TRUE(t.put(o, ObjectRole::kBlock).is_ok());
   t.flush();
-}
-
-// Waits (up to 20 s) until `done` holds; false if it never did.
-template <typename F>
-bool eventually(F done) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return done();
 }
 
 TEST(RedisUrl, ParsesHostPortAndDatabase) {
