@@ -7,6 +7,28 @@
 
 namespace sb {
 
+RestoreMode RestorePlan::mode() const {
+  if (blocks.empty()) return RestoreMode::cold();
+  const TierKind first = block_tiers.front();
+  bool one = std::all_of(block_tiers.begin(), block_tiers.end(), [&](TierKind t) { return t == first; });
+  if (snapshot && snapshot_tier != first) one = false;
+  return one ? RestoreMode::from(first) : RestoreMode::mixed();
+}
+
+std::vector<TierUse> RestorePlan::tier_uses() const {
+  std::vector<TierUse> uses;
+  auto note = [&](TierKind tier, const ObjectRef& object) {
+    auto at = std::find_if(uses.begin(), uses.end(), [&](const TierUse& u) { return u.tier == tier; });
+    if (at == uses.end()) at = uses.insert(uses.end(), TierUse{tier, 0, 0});
+    ++at->objects;
+    at->bytes += object->payload_bytes();
+  };
+  for (size_t j = 0; j < blocks.size(); ++j) note(block_tiers[j], blocks[j]);
+  if (snapshot) note(snapshot_tier, snapshot);
+  std::sort(uses.begin(), uses.end(), [](const TierUse& a, const TierUse& b) { return a.tier < b.tier; });
+  return uses;
+}
+
 Bank::Bank(std::vector<Tier*> tiers) : tiers_(std::move(tiers)) {}
 
 Bank::Presence Bank::probe(std::span<const Key> chain, int64_t m, bool recurrent) const {
@@ -96,7 +118,7 @@ bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& 
     }
     if (i > 0 && tiers_[0]->put(object, role).is_ok()) ++plan->promoted;
     out->object = std::move(object);
-    out->tier = i;
+    out->tier = tiers_[i]->kind();
     return true;
   }
   return false;
@@ -175,36 +197,20 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     }
   }
 
-  size_t lowest = 0, highest = 0;
-  bool any = false;
-  std::vector<TierUse> uses(tiers_.size());
-  auto note_tier = [&](const Fetched& f) {
-    if (!any) lowest = highest = f.tier;
-    lowest = std::min(lowest, f.tier);
-    highest = std::max(highest, f.tier);
-    any = true;
-    const uint64_t bytes = f.object->payload_bytes();
-    plan.bytes_read += bytes;
-    ++uses[f.tier].objects;
-    uses[f.tier].bytes += bytes;
-  };
   for (int64_t j = 0; j < k; ++j) {
-    note_tier(got[static_cast<size_t>(j)]);
-    plan.blocks.push_back(got[static_cast<size_t>(j)].object);
+    const Fetched& f = got[static_cast<size_t>(j)];
+    plan.blocks.push_back(f.object);
+    plan.block_tiers.push_back(f.tier);
+    plan.bytes_read += f.object->payload_bytes();
   }
   if (k > 0 && snapshot.object) {
-    note_tier(snapshot);
     plan.snapshot = snapshot.object;
+    plan.snapshot_tier = snapshot.tier;
     plan.snapshot_position = k * B;
+    plan.bytes_read += snapshot.object->payload_bytes();
   }
-  for (size_t i = 0; i < tiers_.size(); ++i)
-    if (uses[i].objects > 0) {
-      uses[i].tier = tiers_[i]->name();
-      plan.tiers.push_back(uses[i]);
-    }
   plan.restore_point = k * B;
   plan.common_prefix_tokens = common_prefix(plan.blocks, prompt);
-  if (k > 0) plan.mode = lowest == highest ? tiers_[lowest]->name() : "mixed";
 
   if (k > 0) {
     restores_.fetch_add(1, std::memory_order_relaxed);

@@ -12,8 +12,8 @@ using json = ResponseJson;
 
 json restore_json(const RestoreRecord& r) {
   json tiers = json::object();
-  for (const auto& t : r.tiers) tiers[t.tier] = json{{"objects", t.objects}, {"bytes", t.bytes}};
-  return json{{"mode", r.mode},
+  for (const auto& t : r.tiers) tiers[tier_kind_name(t.tier)] = json{{"objects", t.objects}, {"bytes", t.bytes}};
+  return json{{"mode", r.mode.name()},
               {"restore_point", r.restore_point},
               {"matched_tokens", r.matched_tokens},
               {"common_prefix_tokens", r.common_prefix_tokens},

@@ -465,8 +465,27 @@ void RedisTier::write_batch(std::vector<Job>& jobs) {
 }
 
 TierStats RedisTier::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return stats_.tier;
+  const RedisStats s = redis_stats();
+  TierStats t = s.tier;
+  t.facts = {{"url", options_.address.url()}};
+  t.counts = {{"available", s.available ? 1 : 0},
+              {"ttl_s", static_cast<uint64_t>(options_.ttl.count())},
+              {"timeout_ms", static_cast<uint64_t>(options_.timeout.count())},
+              {"trips", s.trips},
+              {"timeouts", s.timeouts},
+              {"failures", s.failures},
+              {"skipped_calls", s.skipped_calls},
+              {"probes", s.probes},
+              {"round_trips", s.round_trips},
+              {"in_flight", s.in_flight},
+              {"wire_bytes_sent", s.wire_bytes_sent},
+              {"wire_bytes_received", s.wire_bytes_received},
+              {"queued", s.queued},
+              {"dropped_puts", s.dropped_puts},
+              {"write_errors", s.write_errors},
+              {"skipped_writes", s.skipped_writes},
+              {"deleted", s.deleted}};
+  return t;
 }
 
 RedisStats RedisTier::redis_stats() const {

@@ -112,12 +112,14 @@ class RedisTier : public Tier {
   RedisTier(const RedisTier&) = delete;
   RedisTier& operator=(const RedisTier&) = delete;
 
-  const char* name() const override { return "remote"; }
+  TierKind kind() const override { return TierKind::kRemote; }
   bool contains(ObjectKind kind, const Key& key) const override;
   void contains_many(std::span<TierProbe> probes) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   void get_many(std::span<TierRead> reads) override;
   Status put(const ObjectRef& object, ObjectRole role) override;
+  // The common counters, plus the ones below as `counts` and the URL as a
+  // fact (what /v1/bank shows under "remote").
   TierStats stats() const override;
 
   RedisStats redis_stats() const;

@@ -59,18 +59,19 @@ TEST(RedisBank, RestoresFromRedisInTwoRoundTripsThenFromRam) {
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(remote->redis_stats().round_trips, before + 2);  // which objects it holds, then all of them
   EXPECT_EQ(r.plan.restore_point, 9 * kB);
-  EXPECT_EQ(r.plan.mode, "remote");
-  ASSERT_EQ(r.plan.tiers.size(), 1u);
-  EXPECT_EQ(r.plan.tiers[0].tier, "remote");
-  EXPECT_EQ(r.plan.tiers[0].objects, 10);
-  EXPECT_EQ(r.plan.tiers[0].bytes, r.plan.bytes_read);
+  EXPECT_STREQ(r.plan.mode().name(), "remote");
+  const auto uses = r.plan.tier_uses();
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_EQ(uses[0].tier, TierKind::kRemote);
+  EXPECT_EQ(uses[0].objects, 10);
+  EXPECT_EQ(uses[0].bytes, r.plan.bytes_read);
   EXPECT_EQ(r.plan.promoted, 10);
   EXPECT_EQ(r.plan.check_failures, 0);
 
   // Promoted into RAM: the same lookup no longer talks to Redis at all.
   const uint64_t again = remote->redis_stats().round_trips;
   r = lookup_and_verify(bank, schema, tokens);
-  EXPECT_EQ(r.plan.mode, "ram");
+  EXPECT_STREQ(r.plan.mode().name(), "ram");
   EXPECT_EQ(r.plan.restore_point, 9 * kB);
   EXPECT_EQ(remote->redis_stats().round_trips, again);
 }
@@ -89,13 +90,14 @@ TEST(RedisBank, RamThenRedisIsMixedWithBytesPerTier) {
   Bank bank({&ram, remote.get()});
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 9 * kB);
-  EXPECT_EQ(r.plan.mode, "mixed");
-  ASSERT_EQ(r.plan.tiers.size(), 2u);
-  EXPECT_EQ(r.plan.tiers[0].tier, "ram");
-  EXPECT_EQ(r.plan.tiers[0].objects, 3);  // blocks 1..3
-  EXPECT_EQ(r.plan.tiers[1].tier, "remote");
-  EXPECT_EQ(r.plan.tiers[1].objects, 7);  // blocks 4..9 and the snapshot at 9
-  EXPECT_EQ(r.plan.tiers[0].bytes + r.plan.tiers[1].bytes, r.plan.bytes_read);
+  EXPECT_STREQ(r.plan.mode().name(), "mixed");
+  const auto uses = r.plan.tier_uses();
+  ASSERT_EQ(uses.size(), 2u);
+  EXPECT_EQ(uses[0].tier, TierKind::kRam);
+  EXPECT_EQ(uses[0].objects, 3);  // blocks 1..3
+  EXPECT_EQ(uses[1].tier, TierKind::kRemote);
+  EXPECT_EQ(uses[1].objects, 7);  // blocks 4..9 and the snapshot at 9
+  EXPECT_EQ(uses[0].bytes + uses[1].bytes, r.plan.bytes_read);
 }
 
 // maxmemory with a volatile policy evicts only keys that have an expiry: the
@@ -184,7 +186,7 @@ TEST(RedisBank, AStoppedRedisEndsTheLookupColdWithinTheTimeOut) {
   // Both lookups return while Redis is stopped: the first after one time-out, the second at once.
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 0);
-  EXPECT_EQ(r.plan.mode, "cold");
+  EXPECT_STREQ(r.plan.mode().name(), "cold");
   r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 0);
   const RedisStats s = remote->redis_stats();

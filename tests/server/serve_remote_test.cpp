@@ -215,7 +215,7 @@ TEST_F(ServeRemote, RedisKilledDuringARestoreThenRestartedEmpty) {
   expect_equal_to_bypass(got, post(cb, "/v1/completions", body, true));
   EXPECT_EQ(got["restore"]["mode"], "cold");
   json r = remote_of(*b);
-  EXPECT_EQ(r["available"], false);
+  EXPECT_EQ(r["available"], 0);
   EXPECT_EQ(r["failures"], 1);
   EXPECT_EQ(r["timeouts"], 0);
 
@@ -224,7 +224,7 @@ TEST_F(ServeRemote, RedisKilledDuringARestoreThenRestartedEmpty) {
   served_equals_bypass(cb, "/v1/completions", completion(concat(prefix(3), tail(2))));
 
   redis.restart();  // empty
-  ASSERT_TRUE(eventually([&] { return remote_of(*a)["available"] == true && remote_of(*b)["available"] == true; }));
+  ASSERT_TRUE(eventually([&] { return remote_of(*a)["available"] == 1 && remote_of(*b)["available"] == 1; }));
   json empty = served_equals_bypass(cb, "/v1/completions", completion(concat(prefix(2), tail(3))));
   EXPECT_NE(empty["restore"]["mode"], "remote");
   served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(4), tail(1))));
@@ -250,13 +250,13 @@ TEST_F(ServeRemote, RedisKilledDuringWrites) {
   redis.kill();
   ASSERT_TRUE(eventually([&] { return remote_of(*a)["queued"] == 0; }));
   json r = remote_of(*a);
-  EXPECT_EQ(r["available"], false);
+  EXPECT_EQ(r["available"], 0);
   EXPECT_GT(r["dropped_puts"].get<int>(), 0);
   EXPECT_EQ(r["bytes_written"], 0);
   served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(6), tail(2))));  // A still serves
 
   redis.restart();
-  ASSERT_TRUE(eventually([&] { return remote_of(*a)["available"] == true; }));
+  ASSERT_TRUE(eventually([&] { return remote_of(*a)["available"] == 1; }));
   json on_b = served_equals_bypass(cb, "/v1/completions", completion(concat(prefix(6), tail(3))));
   EXPECT_EQ(on_b["restore"]["mode"], "cold");
   served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(7), tail(1))));
@@ -283,7 +283,7 @@ TEST_F(ServeRemote, RedisStoppedLongerThanTheTimeOut) {
   EXPECT_EQ(first["restore"]["mode"], "cold");
   EXPECT_LT(first["restore"]["lookup_ms"].get<double>(), 300 + 10000);  // generous: one time-out plus a loaded machine
   json r = remote_of(*b);
-  EXPECT_EQ(r["available"], false);
+  EXPECT_EQ(r["available"], 0);
   EXPECT_EQ(r["timeouts"], 1);
   EXPECT_EQ(r["trips"], 1);
   const auto round_trips = r["round_trips"].get<uint64_t>();
@@ -299,7 +299,7 @@ TEST_F(ServeRemote, RedisStoppedLongerThanTheTimeOut) {
   EXPECT_NE(m.find("statebank_remote_timeouts_total 1\n"), std::string::npos) << m;
 
   redis.resume();
-  ASSERT_TRUE(eventually([&] { return remote_of(*b)["available"] == true; }));
+  ASSERT_TRUE(eventually([&] { return remote_of(*b)["available"] == 1; }));
   served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(10), tail(1))));
   wait_written(*a);
   json back = served_equals_bypass(cb, "/v1/completions", completion(concat(prefix(10), tail(2))));
@@ -317,7 +317,7 @@ TEST_F(ServeRemote, FlushallBetweenTwoRequests) {
   ASSERT_EQ(redis.command({"FLUSHALL"}).str, "OK");
   json gone = served_equals_bypass(cb, "/v1/completions", completion(concat(prefix(11), tail(2))));
   EXPECT_EQ(gone["restore"]["mode"], "cold");
-  EXPECT_EQ(remote_of(*b)["available"], true);
+  EXPECT_EQ(remote_of(*b)["available"], 1);
   served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(12), tail(1))));
   wait_written(*a);
   json back = served_equals_bypass(cb, "/v1/completions", completion(concat(prefix(12), tail(2))));
@@ -439,10 +439,10 @@ TEST_F(ServeRemote, StartsWithoutRedisAndUsesItOnceItAnswers) {
   redis.kill();
   auto [a, b] = two_replicas(redis);
   auto ca = a->client(), cb = b->client();
-  EXPECT_EQ(remote_of(*a)["available"], false);
+  EXPECT_EQ(remote_of(*a)["available"], 0);
   served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(40), tail(1))));
   redis.restart();
-  ASSERT_TRUE(eventually([&] { return remote_of(*a)["available"] == true && remote_of(*b)["available"] == true; }));
+  ASSERT_TRUE(eventually([&] { return remote_of(*a)["available"] == 1 && remote_of(*b)["available"] == 1; }));
   served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(41), tail(1))));
   wait_written(*a);
   json back = served_equals_bypass(cb, "/v1/completions", completion(concat(prefix(41), tail(2))));
