@@ -14,7 +14,12 @@
 //  - ideal bytes: every distinct block once plus the snapshots actually
 //    needed (those some request restored from, and the last prompt end of
 //    each conversation, which its next turn needs);
-//  - dedup ratio: ideal bytes / bytes on disk (1 = nothing beyond the ideal).
+//  - dedup ratio: ideal bytes / bytes on disk (1 = nothing beyond the ideal);
+//  - remote (with --remote): the replica's requests served from the Redis
+//    tier alone; restore throughput as for SSD (bytes_read / lookup_ms, the
+//    tier's pipelined reads and checks happen during the lookup), and the
+//    bytes its sockets received for them (payload plus RESP framing and the
+//    presence probe).
 // Pure functions, thread-safe.
 #pragma once
 
@@ -38,6 +43,12 @@ struct AgentSummary {
   int n_ssd = 0;
   double mixed_ratio = 0;
   int n_mixed = 0;
+  double remote_ms = 0, remote_ratio = 0, remote_ratio_max = 0;  // served "remote", on the replica
+  int n_remote = 0;
+  int64_t remote_prompt_tokens = 0, remote_restore_point = 0;  // the first remote request
+  uint64_t remote_bytes = 0, remote_wire = 0;  // remote requests: bytes_read, bytes received on the wire
+  double remote_gbps = 0, remote_e2e_gbps = 0;
+  double ssd_cold_ms = 0, remote_cold_ms = 0;  // the bypass twins of those requests
   int64_t ssd_prompt_tokens = 0, ssd_restore_point = 0;  // the first SSD request
   int64_t prompt_tokens = 0, skipped_tokens = 0;          // bank requests: sum of prompts, of restore_point
   double restore_gbps = 0;        // SSD requests: sum bytes_read / sum lookup (the tier's reads and checks)

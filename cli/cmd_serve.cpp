@@ -52,20 +52,6 @@ std::string base_name(const std::string& dir) {
   return slash == std::string::npos ? d : d.substr(slash + 1);
 }
 
-// A secret from a one-line file (`flag` names it in errors; the secret is
-// never printed).
-Status read_secret_file(const std::string& flag, const std::string& path, std::string* secret) {
-  std::ifstream in(path);
-  if (!in) return Status::io_error("cannot read " + flag + " " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string k = ss.str();
-  while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
-  if (k.empty()) return Status::invalid(flag + " " + path + " is empty");
-  if (k.find_first_of("\n\r") != std::string::npos) return Status::invalid(flag + " " + path + " holds more than one line");
-  *secret = k;
-  return Status::ok();
-}
 
 }  // namespace
 
