@@ -31,12 +31,35 @@ const char* verdict(bool met) { return met ? "met" : "**not met**"; }
 AgentSummary summarize(const AgentResult& r) {
   AgentSummary s;
   double prefill_tokens = 0, prefill_ms = 0, decode_tokens = 0, decode_ms = 0;
-  double lookup_ms = 0, restore_ms = 0, remote_lookup_ms = 0, remote_restore_ms = 0;
+  struct Times {
+    double lookup_ms = 0, restore_ms = 0;
+  } ssd_times, remote_times;
   bool first_bank = true;
-  // The bypass twin follows its bank row.
-  auto twin_ttft = [&](const AgentRow& row) {
+  // A bank row followed by its bypass twin, served from one tier alone.
+  auto add = [&](ServedFrom& f, Times& t, const AgentRow& row) {
+    if (f.n == 0) {
+      f.prompt_tokens = row.prompt_tokens;
+      f.restore_point = row.restore_point;
+    }
     const size_t i = static_cast<size_t>(&row - r.rows.data());
-    return i + 1 < r.rows.size() ? r.rows[i + 1].ttft_ms : 0.0;
+    f.ms += row.ttft_ms;
+    f.ratio += row.ttft_ratio;
+    f.ratio_max = std::max(f.ratio_max, row.ttft_ratio);
+    f.cold_ms += i + 1 < r.rows.size() ? r.rows[i + 1].ttft_ms : 0.0;
+    ++f.n;
+    f.bytes += row.bytes_read;
+    f.wire += row.wire_received;
+    t.lookup_ms += row.lookup_ms;
+    t.restore_ms += row.lookup_ms + row.restore_ms;
+  };
+  auto finish = [](ServedFrom& f, const Times& t) {
+    if (f.n) {
+      f.ms /= f.n;
+      f.ratio /= f.n;
+      f.cold_ms /= f.n;
+    }
+    if (t.lookup_ms > 0) f.gbps = f.bytes / (t.lookup_ms * 1e-3) / 1e9;
+    if (t.restore_ms > 0) f.e2e_gbps = f.bytes / (t.restore_ms * 1e-3) / 1e9;
   };
   for (const auto& row : r.rows) {
     if (row.mode == "bypass") {
@@ -69,32 +92,9 @@ AgentSummary summarize(const AgentResult& r) {
       s.ram_ratio_max = std::max(s.ram_ratio_max, row.ttft_ratio);
       ++s.n_ram;
     } else if (row.served == "ssd" && row.phase == "after") {
-      if (s.n_ssd == 0) {
-        s.ssd_prompt_tokens = row.prompt_tokens;
-        s.ssd_restore_point = row.restore_point;
-      }
-      s.ssd_ms += row.ttft_ms;
-      s.ssd_ratio += row.ttft_ratio;
-      s.ssd_ratio_max = std::max(s.ssd_ratio_max, row.ttft_ratio);
-      ++s.n_ssd;
-      s.restore_bytes += row.bytes_read;
-      s.ssd_cold_ms += twin_ttft(row);
-      lookup_ms += row.lookup_ms;
-      restore_ms += row.lookup_ms + row.restore_ms;
+      add(s.ssd, ssd_times, row);
     } else if (row.served == "remote" && row.phase == "replica") {
-      if (s.n_remote == 0) {
-        s.remote_prompt_tokens = row.prompt_tokens;
-        s.remote_restore_point = row.restore_point;
-      }
-      s.remote_ms += row.ttft_ms;
-      s.remote_ratio += row.ttft_ratio;
-      s.remote_ratio_max = std::max(s.remote_ratio_max, row.ttft_ratio);
-      s.remote_cold_ms += twin_ttft(row);
-      ++s.n_remote;
-      s.remote_bytes += row.bytes_read;
-      s.remote_wire += row.wire_received;
-      remote_lookup_ms += row.lookup_ms;
-      remote_restore_ms += row.lookup_ms + row.restore_ms;
+      add(s.remote, remote_times, row);
     } else if (row.served == "mixed") {
       s.mixed_ratio += row.ttft_ratio;
       ++s.n_mixed;
@@ -106,23 +106,11 @@ AgentSummary summarize(const AgentResult& r) {
     s.ram_ms /= s.n_ram;
     s.ram_ratio /= s.n_ram;
   }
-  if (s.n_ssd) {
-    s.ssd_ms /= s.n_ssd;
-    s.ssd_ratio /= s.n_ssd;
-    s.ssd_cold_ms /= s.n_ssd;
-  }
-  if (s.n_remote) {
-    s.remote_ms /= s.n_remote;
-    s.remote_ratio /= s.n_remote;
-    s.remote_cold_ms /= s.n_remote;
-  }
-  if (remote_lookup_ms > 0) s.remote_gbps = s.remote_bytes / (remote_lookup_ms * 1e-3) / 1e9;
-  if (remote_restore_ms > 0) s.remote_e2e_gbps = s.remote_bytes / (remote_restore_ms * 1e-3) / 1e9;
+  finish(s.ssd, ssd_times);
+  finish(s.remote, remote_times);
   if (s.n_mixed) s.mixed_ratio /= s.n_mixed;
-  if (lookup_ms > 0) s.restore_gbps = s.restore_bytes / (lookup_ms * 1e-3) / 1e9;
-  if (restore_ms > 0) s.restore_e2e_gbps = s.restore_bytes / (restore_ms * 1e-3) / 1e9;
   if (r.dd_ran && r.dd_seconds > 0) s.dd_gbps = r.dd_bytes / r.dd_seconds / 1e9;
-  if (s.dd_gbps > 0) s.restore_vs_dd = s.restore_gbps / s.dd_gbps;
+  if (s.dd_gbps > 0) s.restore_vs_dd = s.ssd.gbps / s.dd_gbps;
   if (r.disk_bytes > 0) {
     s.dedup_ratio = static_cast<double>(r.ideal_bytes) / static_cast<double>(r.disk_bytes);
     s.saving = static_cast<double>(r.naive_bytes) / static_cast<double>(r.disk_bytes);
@@ -188,18 +176,18 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
   if (s.n_ram)
     md << "| warm from RAM | " << fmt("%.0f ms", s.ram_ms) << ", " << pct(s.ram_ratio) << " of cold (mean of "
        << s.n_ram << ", worst " << pct(s.ram_ratio_max) << ") | |\n";
-  if (s.n_ssd)
-    md << "| **warm from SSD after the restart** (prompt " << s.ssd_prompt_tokens << " tokens, restored "
-       << s.ssd_restore_point << ") | " << fmt("%.0f ms", s.ssd_ms) << ", **" << pct(s.ssd_ratio)
-       << "** of cold (mean of " << s.n_ssd << ", worst " << pct(s.ssd_ratio_max) << ") | <= 5 %: "
-       << verdict(s.ssd_ratio_max <= 0.05) << " |\n";
+  if (s.ssd.n)
+    md << "| **warm from SSD after the restart** (prompt " << s.ssd.prompt_tokens << " tokens, restored "
+       << s.ssd.restore_point << ") | " << fmt("%.0f ms", s.ssd.ms) << ", **" << pct(s.ssd.ratio)
+       << "** of cold (mean of " << s.ssd.n << ", worst " << pct(s.ssd.ratio_max) << ") | <= 5 %: "
+       << verdict(s.ssd.ratio_max <= 0.05) << " |\n";
   else
     md << "| warm from SSD after the restart | no request was served from the SSD tier alone | <= 5 % |\n";
   if (r.remote) {
-    if (s.n_remote)
-      md << "| **warm from Redis on a fresh replica** (prompt " << s.remote_prompt_tokens << " tokens, restored "
-         << s.remote_restore_point << ") | " << fmt("%.0f ms", s.remote_ms) << ", **" << pct(s.remote_ratio)
-         << "** of cold (mean of " << s.n_remote << ", worst " << pct(s.remote_ratio_max) << ") | |\n";
+    if (s.remote.n)
+      md << "| **warm from Redis on a fresh replica** (prompt " << s.remote.prompt_tokens << " tokens, restored "
+         << s.remote.restore_point << ") | " << fmt("%.0f ms", s.remote.ms) << ", **" << pct(s.remote.ratio)
+         << "** of cold (mean of " << s.remote.n << ", worst " << pct(s.remote.ratio_max) << ") | |\n";
     else
       md << "| warm from Redis on a fresh replica | no request was served from the remote tier alone | |\n";
   }
@@ -208,23 +196,23 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
        << " of cold (mean of " << s.n_mixed << ") | |\n";
   md << "| prefill tokens skipped | " << s.skipped_tokens << " of " << s.prompt_tokens << " prompt tokens ("
      << pct(s.prompt_tokens ? static_cast<double>(s.skipped_tokens) / s.prompt_tokens : 0) << ") | |\n";
-  if (s.n_ssd && r.dd_ran)
-    md << "| restore read throughput (SSD) vs `dd` | " << fmt("%.2f GB/s", s.restore_gbps) << " vs "
+  if (s.ssd.n && r.dd_ran)
+    md << "| restore read throughput (SSD) vs `dd` | " << fmt("%.2f GB/s", s.ssd.gbps) << " vs "
        << fmt("%.2f GB/s", s.dd_gbps) << ": **" << fmt("%.3f", s.restore_vs_dd) << "** | >= 0.9: "
        << verdict(s.restore_vs_dd >= 0.9) << " |\n"
        << "| restore end to end (SSD reads and checks, then composing the State) | "
-       << fmt("%.2f GB/s", s.restore_e2e_gbps) << " | |\n";
+       << fmt("%.2f GB/s", s.ssd.e2e_gbps) << " | |\n";
   else
-    md << "| restore read throughput (SSD) vs `dd` | not measured: " << (s.n_ssd ? r.dd_note : "no SSD request")
+    md << "| restore read throughput (SSD) vs `dd` | not measured: " << (s.ssd.n ? r.dd_note : "no SSD request")
        << " | >= 0.9 |\n";
-  if (s.n_remote)
+  if (s.remote.n)
     md << "| restore throughput from Redis (pipelined reads and checks; end to end with composing) | "
-       << fmt("%.2f GB/s", s.remote_gbps) << "; " << fmt("%.2f GB/s", s.remote_e2e_gbps)
-       << (s.n_ssd ? " (SSD: " + fmt("%.2f GB/s", s.restore_gbps) + "; " + fmt("%.2f GB/s", s.restore_e2e_gbps) + ")"
+       << fmt("%.2f GB/s", s.remote.gbps) << "; " << fmt("%.2f GB/s", s.remote.e2e_gbps)
+       << (s.ssd.n ? " (SSD: " + fmt("%.2f GB/s", s.ssd.gbps) + "; " + fmt("%.2f GB/s", s.ssd.e2e_gbps) + ")"
                    : std::string())
        << " | |\n"
-       << "| bytes on the wire for those restores (received) / payload restored | " << mb(s.remote_wire) << " / "
-       << mb(s.remote_bytes) << " | |\n";
+       << "| bytes on the wire for those restores (received) / payload restored | " << mb(s.remote.wire) << " / "
+       << mb(s.remote.bytes) << " | |\n";
   if (r.remote)
     md << "| Redis traffic, whole run: received / sent; objects not written (queue, errors); values that failed "
           "a check | "
@@ -253,14 +241,14 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
     md << "| served from | requests | time to first token | its cold twin | ratio | restore throughput (lookup; "
           "end to end) | restored | received on the wire |\n";
     md << "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
-    if (s.n_ssd)
-      md << "| SSD, after the restart | " << s.n_ssd << " | " << fmt("%.0f ms", s.ssd_ms) << " | "
-         << fmt("%.0f ms", s.ssd_cold_ms) << " | " << pct(s.ssd_ratio) << " | " << fmt("%.2f", s.restore_gbps)
-         << "; " << fmt("%.2f GB/s", s.restore_e2e_gbps) << " | " << mb(s.restore_bytes) << " | - |\n";
-    if (s.n_remote)
-      md << "| Redis, on the replica | " << s.n_remote << " | " << fmt("%.0f ms", s.remote_ms) << " | "
-         << fmt("%.0f ms", s.remote_cold_ms) << " | " << pct(s.remote_ratio) << " | " << fmt("%.2f", s.remote_gbps)
-         << "; " << fmt("%.2f GB/s", s.remote_e2e_gbps) << " | " << mb(s.remote_bytes) << " | " << mb(s.remote_wire)
+    if (s.ssd.n)
+      md << "| SSD, after the restart | " << s.ssd.n << " | " << fmt("%.0f ms", s.ssd.ms) << " | "
+         << fmt("%.0f ms", s.ssd.cold_ms) << " | " << pct(s.ssd.ratio) << " | " << fmt("%.2f", s.ssd.gbps)
+         << "; " << fmt("%.2f GB/s", s.ssd.e2e_gbps) << " | " << mb(s.ssd.bytes) << " | - |\n";
+    if (s.remote.n)
+      md << "| Redis, on the replica | " << s.remote.n << " | " << fmt("%.0f ms", s.remote.ms) << " | "
+         << fmt("%.0f ms", s.remote.cold_ms) << " | " << pct(s.remote.ratio) << " | " << fmt("%.2f", s.remote.gbps)
+         << "; " << fmt("%.2f GB/s", s.remote.e2e_gbps) << " | " << mb(s.remote.bytes) << " | " << mb(s.remote.wire)
          << " |\n";
     md << "\n";
   }

@@ -284,7 +284,7 @@ int bench_agent(int argc, char** argv) {
   std::fprintf(stderr,
                "statebank bench: %d of %d bank responses equal to bypass; warm RAM %.1f %%, warm SSD %.1f %% of cold; "
                "restore %.2f GB/s vs dd %.2f GB/s; dedup %.2f; %.0f s\n",
-               sum.equal, sum.requests, 100 * sum.ram_ratio, 100 * sum.ssd_ratio, sum.restore_gbps, sum.dd_gbps,
+               sum.equal, sum.requests, 100 * sum.ram_ratio, 100 * sum.ssd.ratio, sum.ssd.gbps, sum.dd_gbps,
                sum.dedup_ratio, result.wall_seconds);
   if (!result.mismatches.empty()) {
     for (const auto& m : result.mismatches) std::fprintf(stderr, "statebank bench: MISMATCH %s\n", m.c_str());

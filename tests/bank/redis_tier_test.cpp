@@ -39,6 +39,13 @@ std::unique_ptr<RedisTier> open_redis(RedisOptions o) {
   return t;
 }
 
+// One read per object, in order.
+std::vector<TierRead> reads_of(const std::vector<ObjectRef>& objects) {
+  std::vector<TierRead> reads;
+  for (const auto& o : objects) reads.push_back(TierRead{o->kind, o->key, nullptr, Status()});
+  return reads;
+}
+
 void put_all(RedisTier& t, const std::vector<ObjectRef>& objects) {
   for (const auto& o : objects) ASSERT_TRUE(t.put(o, ObjectRole::kBlock).is_ok());
   t.flush();
@@ -104,8 +111,7 @@ TEST(RedisTier, RoundTripsEveryObjectInOneRoundTripPerBatch) {
   for (const auto& p : probes) EXPECT_TRUE(p.present);
   EXPECT_EQ(t->redis_stats().round_trips, trips + 1);
 
-  std::vector<TierRead> reads;
-  for (const auto& o : chain.all()) reads.push_back(TierRead{o->kind, o->key, nullptr, Status()});
+  std::vector<TierRead> reads = reads_of(chain.all());
   const RedisStats before = t->redis_stats();
   t->get_many(reads);
   const RedisStats after = t->redis_stats();
@@ -245,8 +251,7 @@ TEST(RedisTier, UntouchedValuesPassTheSameChecks) {
   auto t = open_redis(options_for(server));
   auto chain = make_chain(4, 6);
   put_all(*t, chain.all());
-  std::vector<TierRead> reads;
-  for (const auto& o : chain.all()) reads.push_back(TierRead{o->kind, o->key, nullptr, Status()});
+  std::vector<TierRead> reads = reads_of(chain.all());
   t->get_many(reads);
   for (const auto& r : reads) EXPECT_TRUE(r.status.is_ok()) << r.status.to_string();
   EXPECT_EQ(t->stats().check_failures, 0u);
@@ -297,8 +302,7 @@ TEST(RedisTier, KilledDuringAReadIsAMissThenRestartedEmptyIsServedAgain) {
   put_all(*t, chain.all());
   server.pause();
   auto reader = std::async(std::launch::async, [&] {
-    std::vector<TierRead> reads;
-    for (const auto& o : chain.all()) reads.push_back(TierRead{o->kind, o->key, nullptr, Status()});
+    std::vector<TierRead> reads = reads_of(chain.all());
     t->get_many(reads);
     return reads;
   });
@@ -443,8 +447,7 @@ TEST(RedisTier, EvictionUnderMaxmemoryLeavesOnlyExactObjectsOrMisses) {
     put_all(*t, chain.all());
   }
   ASSERT_GE(std::stoll(server.info("evicted_keys")), 200);
-  std::vector<TierRead> reads;
-  for (const auto& o : all) reads.push_back(TierRead{o->kind, o->key, nullptr, Status()});
+  std::vector<TierRead> reads = reads_of(all);
   t->get_many(reads);
   size_t hits = 0;
   for (size_t i = 0; i < reads.size(); ++i) {

@@ -42,6 +42,30 @@ std::vector<std::string> split(const std::string& line, char sep) {
   return out;
 }
 
+// A CSV file: its columns by name and its rows, each checked to have one
+// field per column.
+struct Csv {
+  std::map<std::string, size_t> col;
+  std::vector<std::vector<std::string>> rows;
+};
+
+Csv read_csv(const fs::path& path) {
+  Csv c;
+  std::stringstream lines(read_text(path));
+  std::string line;
+  if (!std::getline(lines, line)) {
+    ADD_FAILURE() << path << " is empty";
+    return c;
+  }
+  const auto header = split(line, ',');
+  for (size_t i = 0; i < header.size(); ++i) c.col[header[i]] = i;
+  while (std::getline(lines, line)) {
+    c.rows.push_back(split(line, ','));
+    EXPECT_EQ(c.rows.back().size(), header.size()) << line;
+  }
+  return c;
+}
+
 struct Outcome {
   int exit_code = -1;
   std::string err;
@@ -96,22 +120,11 @@ TEST_F(BenchAgentTest, TinyRunReportsRestoresEqualToBypass) {
   EXPECT_NE(md.find("iflag=direct"), std::string::npos) << "the dd baseline should have run\n" << md;
   EXPECT_FALSE(fs::exists(out / "agent_ttft.png"));
 
-  const std::string csv = read_text(out / "agent.csv");
-  std::stringstream lines(csv);
-  std::string line;
-  ASSERT_TRUE(std::getline(lines, line));
-  const auto header = split(line, ',');
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  auto [col, rows] = read_csv(out / "agent.csv");
   for (const char* name : {"request", "phase", "turn", "project", "mode", "served", "ttft_ms", "restore_point",
                            "prefill_tokens", "bytes_read", "equal_to_bypass", "tokens"})
     ASSERT_TRUE(col.count(name)) << "no column " << name;
 
-  std::vector<std::vector<std::string>> rows;
-  while (std::getline(lines, line)) {
-    rows.push_back(split(line, ','));
-    ASSERT_EQ(rows.back().size(), header.size()) << line;
-  }
   // 2 projects x (2 + 1) turns, each a bank row and its bypass twin.
   ASSERT_EQ(rows.size(), 12u);
   std::map<std::string, std::string> bypass_tokens;
@@ -169,23 +182,16 @@ TEST_F(BenchAgentTest, ReplicaRestoresFromRedis) {
   EXPECT_NE(md.find("| Redis, on the replica | 1 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 6 of 6 |"), std::string::npos) << md;
 
-  const std::string csv = read_text(out / "agent.csv");
-  std::stringstream lines(csv);
-  std::string line;
-  ASSERT_TRUE(std::getline(lines, line));
-  const auto header = split(line, ',');
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  auto [col, rows] = read_csv(out / "agent.csv");
   ASSERT_TRUE(col.count("wire_received"));
   int from_remote = 0;
-  while (std::getline(lines, line)) {
-    const auto row = split(line, ',');
+  for (const auto& row : rows) {
     if (row[col["mode"]] != "bank") continue;
-    EXPECT_EQ(row[col["equal_to_bypass"]], "1") << line;
+    EXPECT_EQ(row[col["equal_to_bypass"]], "1") << "request " << row[col["request"]];
     if (row[col["served"]] == "remote") {
       ++from_remote;
       EXPECT_EQ(row[col["phase"]], "replica");
-      EXPECT_GT(std::stoull(row[col["wire_received"]]), std::stoull(row[col["bytes_read"]])) << line;
+      EXPECT_GT(std::stoull(row[col["wire_received"]]), std::stoull(row[col["bytes_read"]]));
     }
   }
   EXPECT_EQ(from_remote, 1);  // the replica's first request; the second mixes in what it promoted

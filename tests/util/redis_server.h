@@ -128,6 +128,25 @@ class RedisServer {
   std::vector<std::string> keys(const std::string& pattern = "*", int db = 0) const {
     return command({"KEYS", pattern}, db).elements;
   }
+  // Has Redis itself evict `key`, and no other key, under memory pressure:
+  // needs a server started with --maxmemory-policy volatile-ttl (or
+  // volatile-lru), which evicts only keys with an expiry. Every other key
+  // loses its expiry, maxmemory drops just below what is used, a write makes
+  // Redis evict, and maxmemory is lifted again. True when `key` is gone by
+  // eviction.
+  bool evict_only(const std::string& key) const {
+    if (command({"EXPIRE", key, "86400"}).integer != 1) return false;
+    for (const auto& k : keys())
+      if (k != key) command({"PERSIST", k});
+    const long long evicted = std::stoll("0" + info("evicted_keys"));
+    const long long used = std::stoll("0" + info("used_memory"));
+    if (command({"CONFIG", "SET", "maxmemory", std::to_string(used - 64)}).str != "OK") return false;
+    command({"SET", "sb-redis-server-pressure", "x"});  // refused or not, it makes Redis evict now
+    command({"CONFIG", "SET", "maxmemory", "0"});
+    command({"DEL", "sb-redis-server-pressure"});
+    return command({"EXISTS", key}).integer == 0 && std::stoll("0" + info("evicted_keys")) > evicted;
+  }
+
   // A field of INFO (e.g. "evicted_keys"), or "" when absent.
   std::string info(const std::string& field) const {
     const std::string text = command({"INFO"}).str;
