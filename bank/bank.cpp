@@ -33,6 +33,7 @@ Bank::Bank(std::vector<Tier*> tiers) : tiers_(std::move(tiers)) {}
 
 Bank::Presence Bank::probe(std::span<const Key> chain, int64_t m, bool recurrent) const {
   Presence presence;
+  presence.reserve(static_cast<size_t>(2 * m));
   const size_t none = tiers_.size();
   auto holds = [&](ObjectKind kind, const Key& key) {
     auto at = presence.find(ObjectId{kind, key});

@@ -40,6 +40,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -121,7 +122,10 @@ class Bank {
     size_t tier = 0;
     size_t asked = 0;
   };
-  using Presence = std::map<ObjectId, Seen>;
+  struct ObjectIdHash {
+    size_t operator()(const ObjectId& id) const { return KeyHash()(id.second) ^ static_cast<size_t>(id.first); }
+  };
+  using Presence = std::unordered_map<ObjectId, Seen, ObjectIdHash>;
   // Asks each tier, in one contains_many, about the chain's blocks and
   // snapshots that could restore more than the tiers above already offer.
   Presence probe(std::span<const Key> chain, int64_t m, bool recurrent) const;
