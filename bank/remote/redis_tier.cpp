@@ -104,7 +104,7 @@ Status RedisTier::call(std::span<const RedisCommand> commands, std::vector<Redis
   const RedisDeadline deadline = RedisClock::now() + options_.timeout;
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<RedisConnection> conn;
-    {
+    if (attempt == 0) {
       std::lock_guard<std::mutex> l(mu_);
       if (!idle_.empty()) {
         conn = std::move(idle_.back());
@@ -141,9 +141,14 @@ Status RedisTier::call(std::span<const RedisCommand> commands, std::vector<Redis
       }
     }
     // A pooled connection that the server closed while it sat idle (a
-    // restart, an idle-client time-out) fails at once without a byte back:
-    // one more try on a fresh connection, under the same deadline.
-    if (reused && attempt == 0 && !conn->timed_out() && conn->bytes_received() == received) continue;
+    // restart, an idle-client time-out) fails at once without a byte back;
+    // the other idle ones are as old: drop them, and try once more on a
+    // fresh connection, under the same deadline.
+    if (reused && attempt == 0 && !conn->timed_out() && conn->bytes_received() == received) {
+      std::lock_guard<std::mutex> l(mu_);
+      idle_.clear();
+      continue;
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       ++(conn->timed_out() ? stats_.timeouts : stats_.failures);

@@ -351,6 +351,16 @@ TEST(RedisTier, ARestartBetweenCallsCostsNoTrip) {
   auto t = open_redis(options_for(server));
   auto chain = make_chain(9, 2);
   put_all(*t, chain.all());
+  // Several connections in the pool: concurrent readers each take one.
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i)
+    readers.emplace_back([&] {
+      for (int k = 0; k < 20; ++k) {
+        ObjectRef got;
+        EXPECT_TRUE(t->get(ObjectKind::kBlock, chain.blocks[0]->key, &got).is_ok());
+      }
+    });
+  for (auto& r : readers) r.join();
   server.restart();  // the pooled connections are now dead
   ObjectRef got;
   EXPECT_EQ(t->get(ObjectKind::kBlock, chain.blocks[0]->key, &got).code(), Code::kNotFound);
