@@ -14,12 +14,9 @@
 #include <set>
 #include <sstream>
 
-#include "bank/bank.h"
+#include "bank/bank_factory.h"
 #include "bank/chain.h"
 #include "bank/key.h"
-#include "bank/ram_tier.h"
-#include "bank/remote/redis_tier.h"
-#include "bank/ssd_tier.h"
 #include "engine/engine.h"
 #include "model/model.h"
 
@@ -187,11 +184,10 @@ struct Bench {
   const AgentWorkloadOptions& o;
   AgentResult* result;
 
-  std::unique_ptr<RamTier> ram;
-  std::unique_ptr<SsdTier> ssd;  // null on the replica
-  std::unique_ptr<RedisTier> remote;
+  std::unique_ptr<TieredBank> tiers;  // RAM over SSD (none on the replica), over Redis with a remote
+  SsdTier* ssd = nullptr;             // tiers->ssd()
+  RedisTier* remote = nullptr;        // tiers->remote()
   std::string remote_prefix;
-  std::unique_ptr<Bank> bank;
   std::unique_ptr<Engine> engine;
 
   // For the ideal and naive byte counts.
@@ -207,47 +203,32 @@ struct Bench {
   }
 
   Status open_bank(bool with_ssd = true) {
-    auto verify = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
-    ram = std::make_unique<RamTier>(o.ram_bytes);
-    std::vector<Tier*> tiers{ram.get()};
-    if (with_ssd) {
-      SsdOptions so;
-      so.dir = o.bank_dir;
-      so.mode = SsdMode::kOn;
-      so.schema = model.schema();
-      so.verify_block = verify;
-      so.log = [this](const std::string& m) { say("bank: " + m); };
-      SB_RETURN_IF_ERROR(SsdTier::open(std::move(so), &ssd));
-      tiers.push_back(ssd.get());
-    }
-    if (!o.remote_url.empty()) {
-      RedisOptions ro;
-      SB_RETURN_IF_ERROR(parse_redis_url(o.remote_url, &ro.address));
-      ro.password = o.remote_password;
-      ro.key_prefix = remote_prefix;
-      ro.ttl = std::chrono::seconds(3600);
-      ro.timeout = o.remote_timeout;
-      ro.schema = model.schema();
-      ro.verify_block = verify;
-      ro.log = [this](const std::string& m) { say("remote: " + m); };
-      SB_RETURN_IF_ERROR(RedisTier::open(std::move(ro), &remote));
-      if (!remote->redis_stats().available) return Status::io_error("the remote tier at " + o.remote_url + " does not answer");
-      tiers.push_back(remote.get());
-    }
-    bank = std::make_unique<Bank>(tiers);
+    BankOptions bo;
+    bo.ram_bytes = o.ram_bytes;
+    bo.ssd_mode = with_ssd ? SsdMode::kOn : SsdMode::kOff;
+    bo.ssd_dir = o.bank_dir;
+    bo.schema = model.schema();
+    bo.log = [this](const std::string& m) { say("bank: " + m); };
+    bo.remote = o.remote_url;
+    bo.remote_password = o.remote_password;
+    bo.remote_timeout = o.remote_timeout;
+    bo.remote_ttl = std::chrono::seconds(3600);
+    bo.remote_key_prefix = remote_prefix;
+    SB_RETURN_IF_ERROR(TieredBank::open(std::move(bo), &tiers));
+    ssd = tiers->ssd();
+    remote = tiers->remote();
+    if (remote && !remote->redis_stats().available)
+      return Status::io_error("the remote tier at " + o.remote_url + " does not answer");
     EngineOptions eo;
     eo.block_tokens = o.block_tokens;
     eo.snapshot_every = o.snapshot_every;
-    SB_RETURN_IF_ERROR(Engine::create(model, bank.get(), eo, &engine));
+    SB_RETURN_IF_ERROR(Engine::create(model, tiers->bank(), eo, &engine));
     if (o.tamper_restored_state) engine->set_test_hooks(EngineTestHooks{o.tamper_restored_state});
     return Status::ok();
   }
 
   // Waits for the tiers' background writes (outside every timed region).
-  Status flush_writes() {
-    if (remote) remote->flush();
-    return ssd ? ssd->flush() : Status::ok();
-  }
+  Status flush_writes() { return tiers->flush(); }
 
   // The restart: what a server process exit and start does to the bank.
   // With `replica`, a second server instead: nothing local, the same Redis.
@@ -260,10 +241,9 @@ struct Bench {
 
   void close_bank() {
     engine.reset();
-    bank.reset();
-    ram.reset();
-    ssd.reset();
-    remote.reset();
+    ssd = nullptr;
+    remote = nullptr;
+    tiers.reset();
   }
 
   void count_losses() {

@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
     for (int b = 0; b < n_blocks; ++b) {
       sb::Key key = bench_key(1, static_cast<uint64_t>(b));
       auto o = make_block(schema, parent, key, int64_t(b) * kBlockTokens, static_cast<uint64_t>(b));
-      while (t->put(o, sb::ObjectRole::kBlock).code() == sb::Code::kResourceExhausted) {
+      while (t->put(o, sb::Retention::kBlock).code() == sb::Code::kResourceExhausted) {
       }
       keys.push_back(key);
       parent = key;
@@ -317,19 +317,19 @@ int main(int argc, char** argv) {
     }
     const sb::Key prefix_end = parent;
     auto shared_snap = make_snapshot(schema, prefix_end, 8192, 777);
-    auto put = [](sb::SsdTier& t, const sb::ObjectRef& o, sb::ObjectRole role) {
-      while (t.put(o, role).code() == sb::Code::kResourceExhausted) {
+    auto put = [](sb::SsdTier& t, const sb::ObjectRef& o, sb::Retention retention) {
+      while (t.put(o, retention).code() == sb::Code::kResourceExhausted) {
       }
     };
     auto write_conversations = [&](const std::string& dir, int n) {
       auto t = open_bank(dir, schema, 1);
       for (int c = 0; c < n; ++c) {
-        for (const auto& o : prefix) put(*t, o, sb::ObjectRole::kBlock);
-        put(*t, shared_snap, sb::ObjectRole::kSnapshotMessage);
+        for (const auto& o : prefix) put(*t, o, sb::Retention::kBlock);
+        put(*t, shared_snap, sb::Retention::kAnchor);
         sb::Key own = bench_key(3, static_cast<uint64_t>(c));
-        put(*t, make_block(schema, prefix_end, own, 8192, 900000 + static_cast<uint64_t>(c)), sb::ObjectRole::kBlock);
+        put(*t, make_block(schema, prefix_end, own, 8192, 900000 + static_cast<uint64_t>(c)), sb::Retention::kBlock);
         put(*t, make_snapshot(schema, own, 8192 + kBlockTokens, 1000 + static_cast<uint64_t>(c)),
-            sb::ObjectRole::kSnapshotPromptEnd);
+            sb::Retention::kKeep);
       }
       check(t->flush(), "write conversations");
     };

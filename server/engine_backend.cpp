@@ -2,10 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <future>
-#include <thread>
 
-#include "bank/key.h"
 #include "server/chat_output.h"
 #include "server/request_parse.h"
 
@@ -62,49 +59,22 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
   b->has_template_ = b->template_status_.is_ok();
 
-  std::vector<Tier*> tiers;
-  if (options.ram_bytes > 0) {
-    b->ram_ = std::make_unique<RamTier>(options.ram_bytes);
-    tiers.push_back(b->ram_.get());
-  }
-  if (options.ssd_mode != SsdMode::kOff) {
-    SsdOptions o;
-    o.dir = options.bank_dir;
-    o.mode = options.ssd_mode;
-    o.budget_bytes = options.ssd_bytes;
-    o.schema = b->model_->schema();
-    o.verify_block = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
-    o.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
-    std::unique_ptr<SsdTier> ssd;
-    SB_RETURN_IF_ERROR(SsdTier::open(std::move(o), &ssd));
-    b->ssd_ = std::move(ssd);
-    tiers.push_back(b->ssd_.get());
-  }
-  if (!options.remote_url.empty()) {
-    RedisOptions o;
-    SB_RETURN_IF_ERROR(parse_redis_url(options.remote_url, &o.address));
-    o.password = options.remote_password;
-    o.ttl = options.remote_ttl;
-    o.timeout = options.remote_timeout;
-    o.schema = b->model_->schema();
-    o.verify_block = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
-    o.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: remote: %s\n", m.c_str()); };
-    SB_RETURN_IF_ERROR(RedisTier::open(std::move(o), &b->remote_));
-    tiers.push_back(b->remote_.get());
-  }
-  if (!tiers.empty()) b->bank_ = std::make_unique<Bank>(tiers);
+  BankOptions bank = options.bank;
+  bank.schema = b->model_->schema();
+  if (!bank.log) bank.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
+  SB_RETURN_IF_ERROR(TieredBank::open(std::move(bank), &b->tiers_));
+  b->bank_ = b->tiers_->bank();
   EngineOptions eo;
   eo.block_tokens = options.block_tokens;
   eo.snapshot_every = options.snapshot_every;
-  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_.get(), eo, &b->engine_));
+  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   *out = std::move(b);
   return Status::ok();
 }
 
 EngineBackend::~EngineBackend() {
-  // The engine and bank refer to the tiers: drop them first.
+  // The engine refers to the bank: drop it first.
   engine_.reset();
-  bank_.reset();
 }
 
 Status EngineBackend::encode(const std::string& text, std::vector<int32_t>* ids) const {
@@ -220,8 +190,8 @@ BankStatsView EngineBackend::bank_stats() const {
     }
     v.check_failures["restore"] = bank_->stats().check_failures;
   }
-  if (remote_) {
-    const RedisStats s = remote_->redis_stats();
+  if (const RedisTier* remote = tiers_->remote()) {
+    const RedisStats s = remote->redis_stats();
     RemoteTierView r;
     r.available = s.available;
     r.trips = s.trips;
@@ -259,23 +229,8 @@ json EngineBackend::bank_stats_json() const {
   return j;
 }
 
-Status EngineBackend::flush(std::chrono::milliseconds deadline) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  if (ssd_) {
-    auto ssd = ssd_;
-    auto done = std::make_shared<std::promise<Status>>();
-    std::future<Status> result = done->get_future();
-    std::thread([ssd, done] { done->set_value(ssd->flush()); }).detach();
-    if (result.wait_until(until) != std::future_status::ready)
-      return Status::exhausted("the SSD write queue was not on disk by the deadline");
-    SB_RETURN_IF_ERROR(result.get());
-  }
-  // The remote tier's writes are a courtesy to other replicas: whatever
-  // time is left.
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-  if (remote_ && !remote_->flush(std::max(left, std::chrono::milliseconds(0))))
-    return Status::exhausted("the remote write queue was not written by the deadline");
-  return Status::ok();
+Status EngineBackend::close_bank(std::chrono::milliseconds deadline) {
+  return tiers_->close(std::chrono::steady_clock::now() + deadline);
 }
 
 }  // namespace sb

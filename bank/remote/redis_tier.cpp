@@ -274,13 +274,14 @@ Status RedisTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
   return r.status;
 }
 
-Status RedisTier::put(const ObjectRef& object, ObjectRole role) {
+Status RedisTier::put(const ObjectRef& object, Retention retention) {
   if (!object) return Status::ok();
   const uint64_t bytes = encoded_size(*object);
   std::lock_guard<std::mutex> l(mu_);
-  if (!available_) {
+  if (!available_ || closed_) {
     ++stats_.dropped_puts;
-    return Status::exhausted("the remote tier is unavailable; object not stored there");
+    return Status::exhausted(closed_ ? "the remote tier is closed; object not stored there"
+                                     : "the remote tier is unavailable; object not stored there");
   }
   const auto id = std::make_pair(object->kind, object->key);
   if (pending_.count(id)) return Status::ok();
@@ -289,7 +290,7 @@ Status RedisTier::put(const ObjectRef& object, ObjectRole role) {
     ++stats_.dropped_puts;
     return Status::exhausted("the remote write queue is full; object not stored there");
   }
-  queue_.push_back(Job{object, object->kind, object->key, role, bytes});
+  queue_.push_back(Job{object, object->kind, object->key, retention, bytes});
   queue_bytes_ += bytes;
   pending_.insert(id);
   ++enqueued_;
@@ -299,8 +300,9 @@ Status RedisTier::put(const ObjectRef& object, ObjectRole role) {
 
 void RedisTier::schedule_delete(ObjectKind kind, const Key& key) const {
   std::lock_guard<std::mutex> l(mu_);
-  if (!available_ || queue_.size() >= options_.queue_max_objects) return;  // the next reader finds it again
-  queue_.push_back(Job{nullptr, kind, key, ObjectRole::kBlock, 0});
+  // Unavailable, closed or full: the next reader finds it again.
+  if (!available_ || closed_ || queue_.size() >= options_.queue_max_objects) return;
+  queue_.push_back(Job{nullptr, kind, key, Retention::kBlock, 0});
   ++enqueued_;
   work_cv_.notify_all();
 }
@@ -430,7 +432,7 @@ void RedisTier::write_batch(std::vector<Job>& jobs) {
       }
       continue;
     }
-    images.push_back(encode_object(*j.object, j.role, schema_digest_));
+    images.push_back(encode_object(*j.object, j.retention, schema_digest_));
     const std::string_view value(reinterpret_cast<const char*>(images.back().data()), images.back().size());
     if (ttl_text_.empty())
       second.push_back({"SET", names[puts[k]], value});
@@ -501,10 +503,31 @@ RedisStats RedisTier::redis_stats() const {
   return s;
 }
 
-bool RedisTier::flush(std::chrono::milliseconds max_wait) {
+Status RedisTier::flush(RedisDeadline deadline) {
   std::unique_lock<std::mutex> l(mu_);
   const uint64_t target = enqueued_;
-  return done_cv_.wait_for(l, max_wait, [&] { return finished_ >= target; });
+  auto done = [&] { return finished_ >= target; };
+  if (deadline == RedisDeadline::max())
+    done_cv_.wait(l, done);
+  else if (!done_cv_.wait_until(l, deadline, done))
+    return Status::exhausted("the remote write queue was not written by the deadline");
+  return Status::ok();
+}
+
+Status RedisTier::close(RedisDeadline deadline) {
+  Status s = flush(deadline);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!closed_) {
+    closed_ = true;
+    for (const auto& j : queue_)
+      if (j.object) ++stats_.dropped_puts;
+    finished_ += queue_.size();
+    queue_.clear();
+    queue_bytes_ = 0;
+    pending_.clear();
+    done_cv_.notify_all();
+  }
+  return s;
 }
 
 }  // namespace sb

@@ -40,7 +40,8 @@
 //  6. A password is only ever taken from options (read from a file by the
 //     caller), never from the URL, and never logged.
 // Thread-safe. The destructor writes out what is queued while Redis answers
-// (each round trip bounded by `timeout`), then stops its thread.
+// (each round trip bounded by `timeout`; nothing after close()), then stops
+// its thread.
 #pragma once
 
 #include <atomic>
@@ -117,7 +118,7 @@ class RedisTier : public Tier {
   void contains_many(std::span<TierProbe> probes) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   void get_many(std::span<TierRead> reads) override;
-  Status put(const ObjectRef& object, ObjectRole role) override;
+  Status put(const ObjectRef& object, Retention retention) override;
   // The common counters, plus the ones below as `counts` and the URL as a
   // fact (what /v1/bank shows under "remote").
   TierStats stats() const override;
@@ -127,16 +128,21 @@ class RedisTier : public Tier {
   // The Redis key of an object (tests and tools).
   std::string redis_key(ObjectKind kind, const Key& key) const;
   // Waits until every put() queued before the call is written, dropped or
-  // failed (tests, benchmarks, shutdown); false if that took longer than
-  // `max_wait`.
-  bool flush(std::chrono::milliseconds max_wait = std::chrono::hours(24));
+  // failed, at most until `deadline`: kResourceExhausted when the deadline
+  // came first. Objects Redis refused or that were dropped are not errors
+  // here (they are counted): the remote tier is a cache.
+  Status flush(RedisDeadline deadline = RedisDeadline::max());
+  // Shutdown: flush(deadline), then drops what is still queued (counted as
+  // dropped puts) and stops writing; later put()s are dropped. Reads keep
+  // working. Returns flush's status. Idempotent.
+  Status close(RedisDeadline deadline);
 
  private:
   struct Job {
     ObjectRef object;  // null: delete `kind`/`key`
     ObjectKind kind = ObjectKind::kBlock;
     Key key;
-    ObjectRole role = ObjectRole::kBlock;
+    Retention retention = Retention::kBlock;
     uint64_t bytes = 0;
   };
   explicit RedisTier(RedisOptions options);
@@ -172,6 +178,7 @@ class RedisTier : public Tier {
   mutable RedisClock::time_point next_probe_{};
   mutable std::string last_logged_;
   bool stop_ = false;
+  bool closed_ = false;  // close(): nothing more is written
 
   mutable std::atomic<bool> available_{false};
   std::thread worker_;

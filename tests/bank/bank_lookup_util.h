@@ -39,10 +39,10 @@ inline void publish_chain(Bank& bank, const StateSchema& schema, const std::vect
     synthetic_prefill(state, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB));
     ASSERT_TRUE(bank.publish(make_block(state, keys[k + 1], keys[k], k * kB,
                                         std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB)),
-                             ObjectRole::kBlock)
+                             Retention::kBlock)
                     .is_ok());
     if (schema.has_recurrent() && snapshot_blocks.count(k + 1)) {
-      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), ObjectRole::kSnapshotPromptEnd)
+      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), Retention::kKeep)
                       .is_ok());
     }
   }

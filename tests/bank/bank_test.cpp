@@ -114,7 +114,7 @@ class CorruptingTier : public Tier {
     if (bad_.count({kind, key})) return Status::corruption("checksum mismatch (injected)");
     return inner_.get(kind, key, out);
   }
-  Status put(const ObjectRef& object, ObjectRole role) override { return inner_.put(object, role); }
+  Status put(const ObjectRef& object, Retention retention) override { return inner_.put(object, retention); }
   void get_many(std::span<TierRead> reads) override {
     ++batches;
     batch_reads += reads.size();
@@ -168,9 +168,9 @@ TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
     const State st = synthetic_run(schema, std::span<const int32_t>(src).subspan(0, (k + 1) * kB));
     ASSERT_TRUE(bank.publish(make_block(st, keys[k + 1], keys[k], k * kB,
                                         std::span<const int32_t>(src).subspan(static_cast<size_t>(k) * kB, kB)),
-                             ObjectRole::kBlock)
+                             Retention::kBlock)
                     .is_ok());
-    ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(st), keys[k + 1]), ObjectRole::kSnapshotPromptEnd).is_ok());
+    ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(st), keys[k + 1]), Retention::kKeep).is_ok());
   }
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.matched_tokens, 3 * kB);

@@ -39,7 +39,7 @@ void publish_remote(RedisTier& remote, const StateSchema& schema, const std::vec
                     const std::set<int64_t>& snapshots) {
   Bank writer({&remote});
   publish_chain(writer, schema, tokens, snapshots);
-  remote.flush();
+  ASSERT_TRUE(remote.flush().is_ok());
 }
 
 Key block_key(const std::vector<int32_t>& tokens, int64_t block) {
@@ -133,7 +133,7 @@ TEST(RedisBank, AnotherKeysValidValueFallsBackToTheLongestGoodPrefix) {
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
   EXPECT_EQ(r.plan.check_failures, 1);
   EXPECT_EQ(remote->stats().check_failures, 1u);
-  remote->flush();
+  ASSERT_TRUE(remote->flush().is_ok());
   EXPECT_EQ(server.command({"EXISTS", b7}).integer, 0);  // deleted, so a publish can replace it
   publish_remote(*remote, schema, tokens, {2, 5, 9});
   RamTier fresh(1 << 24);
@@ -154,7 +154,7 @@ TEST(RedisBank, TheColdComparisonSeesAForgedValueThatPassesEveryCheck) {
   ASSERT_TRUE(remote->get(ObjectKind::kBlock, block_key(tokens, 2), &block).is_ok());
   Object forged = *block;
   forged.parts[0][0] += 1.0f;
-  const auto image = encode_object(forged, ObjectRole::kBlock, schema_digest(schema));
+  const auto image = encode_object(forged, Retention::kBlock, schema_digest(schema));
   ASSERT_EQ(server.command({"SET", remote->redis_key(ObjectKind::kBlock, forged.key),
                             std::string(image.begin(), image.end())})
                 .str,

@@ -47,8 +47,8 @@ std::vector<TierRead> reads_of(const std::vector<ObjectRef>& objects) {
 }
 
 void put_all(RedisTier& t, const std::vector<ObjectRef>& objects) {
-  for (const auto& o : objects) ASSERT_TRUE(t.put(o, ObjectRole::kBlock).is_ok());
-  t.flush();
+  for (const auto& o : objects) ASSERT_TRUE(t.put(o, Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.flush().is_ok());
 }
 
 TEST(RedisUrl, ParsesHostPortAndDatabase) {
@@ -186,7 +186,7 @@ TEST(RedisTier, AWrongValueIsACountedMissAndIsDeleted) {
   StateSchema other_schema = ssd_test_schema();
   other_schema.components[0].row_elems = 4;
   const std::string foreign_model = [&] {
-    auto bytes = encode_object(*chain.blocks[5], ObjectRole::kBlock, schema_digest(other_schema));
+    auto bytes = encode_object(*chain.blocks[5], Retention::kBlock, schema_digest(other_schema));
     return std::string(bytes.begin(), bytes.end());
   }();
   const std::string good1 = image(chain.blocks[1]);
@@ -229,7 +229,7 @@ TEST(RedisTier, AWrongValueIsACountedMissAndIsDeleted) {
   EXPECT_TRUE(t->redis_stats().available);  // bad values are not a sick server
 
   // Deleted in the background, except the newer statebank's value.
-  t->flush();
+  ASSERT_TRUE(t->flush().is_ok());
   for (const auto& c : cases) EXPECT_EQ(server.command({"EXISTS", key_of(c.object)}).integer, 0) << c.what;
   EXPECT_EQ(server.command({"EXISTS", key_of(chain.snapshots[1])}).integer, 0);
   EXPECT_EQ(server.command({"GET", key_of(chain.snapshots[4])}).str, newer);
@@ -279,7 +279,7 @@ TEST(RedisTier, AStoppedServerCostsOneTimeOutThenFastMisses) {
     EXPECT_FALSE(t->contains(ObjectKind::kBlock, chain.blocks[1]->key));
     EXPECT_EQ(t->get(ObjectKind::kBlock, chain.blocks[1]->key, &got).code(), Code::kIoError);
   }
-  EXPECT_EQ(t->put(make_chain(6, 1).blocks[0], ObjectRole::kBlock).code(), Code::kResourceExhausted);
+  EXPECT_EQ(t->put(make_chain(6, 1).blocks[0], Retention::kBlock).code(), Code::kResourceExhausted);
   s = t->redis_stats();
   EXPECT_EQ(s.round_trips, round_trips);
   EXPECT_GE(s.skipped_calls, 40u);
@@ -332,10 +332,10 @@ TEST(RedisTier, KilledDuringWritesDropsThemAndRecovers) {
   auto t = open_redis(options_for(server, milliseconds(60000)));
   auto chain = make_chain(8, 4);
   server.pause();
-  for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(eventually([&] { return t->redis_stats().in_flight == 1; }));  // the writer waits on the server
   server.kill();
-  t->flush();
+  ASSERT_TRUE(t->flush().is_ok());
   RedisStats s = t->redis_stats();
   EXPECT_EQ(s.dropped_puts, chain.all().size());
   EXPECT_EQ(s.queued, 0u);
@@ -433,14 +433,14 @@ TEST(RedisTier, ABoundedQueueDropsInsteadOfWaiting) {
   auto t = open_redis(o);
   auto chain = make_chain(13, 4);
   server.pause();
-  ASSERT_TRUE(t->put(chain.blocks[0], ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t->put(chain.blocks[0], Retention::kBlock).is_ok());
   ASSERT_TRUE(eventually([&] { return t->redis_stats().in_flight == 1; }));  // the writer holds block 0
-  EXPECT_TRUE(t->put(chain.blocks[1], ObjectRole::kBlock).is_ok());
-  EXPECT_TRUE(t->put(chain.blocks[2], ObjectRole::kBlock).is_ok());
-  EXPECT_EQ(t->put(chain.blocks[3], ObjectRole::kBlock).code(), Code::kResourceExhausted);
+  EXPECT_TRUE(t->put(chain.blocks[1], Retention::kBlock).is_ok());
+  EXPECT_TRUE(t->put(chain.blocks[2], Retention::kBlock).is_ok());
+  EXPECT_EQ(t->put(chain.blocks[3], Retention::kBlock).code(), Code::kResourceExhausted);
   EXPECT_EQ(t->redis_stats().dropped_puts, 1u);
   server.resume();
-  t->flush();
+  ASSERT_TRUE(t->flush().is_ok());
   EXPECT_EQ(server.keys("statebank:blk:*").size(), 3u);
 }
 

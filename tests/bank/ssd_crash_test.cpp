@@ -68,10 +68,10 @@ void kill_at_every_write_op(CrashMode mode) {
     ScratchDir d(/*in_memory=*/true);
     FaultFs fault;
     auto t = open_tier(test_options(d.bank(), &fault));
-    for (const auto& o : first) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : first) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     fault.kill_at(n);
-    for (const auto& o : second) (void)t->put(o, ObjectRole::kSnapshotPromptEnd);
+    for (const auto& o : second) (void)t->put(o, Retention::kKeep);
     Status flushed = t->flush();
     const bool hit_in_writes = fault.killed();
     // Reads keep their promise while the process is dying.
@@ -132,7 +132,7 @@ TEST(SsdCrash, RealSigkillOfAWritingProcess) {
       if (!SsdTier::open(test_options(d.bank()), &t).is_ok()) _exit(3);
       for (uint64_t seed = base;; ++seed) {
         TestChain c = make_chain(seed, 1);
-        for (const auto& o : c.all()) (void)t->put(o, ObjectRole::kBlock);
+        for (const auto& o : c.all()) (void)t->put(o, Retention::kBlock);
         (void)t->flush();
         bool visible = true;
         for (const auto& o : c.all()) visible = visible && t->contains(o->kind, o->key);

@@ -44,7 +44,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
     ScratchDir d(/*in_memory=*/true);
     {
       auto t = open_tier(test_options(d.bank()));
-      for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+      for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
       ASSERT_TRUE(t->flush().is_ok());
     }
     FaultFs fault;
@@ -55,7 +55,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
     if (!opened.is_ok()) {
       EXPECT_EQ(opened.code(), Code::kIoError) << "op " << n << ": " << opened.to_string();
     } else {
-      for (const auto& o : new_objs) (void)t->put(o, ObjectRole::kBlock);
+      for (const auto& o : new_objs) (void)t->put(o, Retention::kBlock);
       Status flushed = t->flush();
       for (const auto& o : all) {
         ObjectRef got;
@@ -79,7 +79,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
     auto clean = open_tier(test_options(d.bank()));
     expect_all_served(*clean, old_objs, "old objects after op " + std::to_string(n));
     expect_all_served(*clean, published, "published objects after op " + std::to_string(n));
-    for (const auto& o : new_objs) ASSERT_TRUE(clean->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : new_objs) ASSERT_TRUE(clean->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(clean->flush().is_ok()) << "op " << n;
     expect_all_served(*clean, all, "all objects after op " + std::to_string(n));
     EXPECT_EQ(leftovers(d.bank()), 0u);
@@ -96,11 +96,11 @@ TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
   const auto old_objs = make_chain(310, 2).all();
   const auto new_objs = make_chain(311, 2).all();
   auto t = open_tier(test_options(d.bank(), &fault));
-  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   fault.set_sync_broken(true);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
     EXPECT_EQ(t->flush().code(), Code::kIoError);
     for (const auto& o : new_objs) EXPECT_FALSE(t->contains(o->kind, o->key));
     expect_all_served(*t, old_objs, "old objects while fsync fails");
@@ -109,7 +109,7 @@ TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
   EXPECT_EQ(leftovers(d.bank()), 0u);
   for (const auto& o : new_objs) EXPECT_FALSE(fsys::exists(t->object_path(o->kind, o->key)));
   fault.set_sync_broken(false);
-  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   expect_all_served(*t, new_objs, "new objects once fsync works");
   t.reset();
@@ -124,17 +124,17 @@ TEST(SsdFault, DiskFullReportsAndRecoversWhenSpaceReturns) {
   const auto old_objs = make_chain(320, 2).all();
   const auto new_objs = make_chain(321, 2).all();
   auto t = open_tier(test_options(d.bank(), &fault));
-  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   fault.set_disk_full(true);
-  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   EXPECT_EQ(t->flush().code(), Code::kResourceExhausted);
   for (const auto& o : new_objs) EXPECT_FALSE(t->contains(o->kind, o->key));
   expect_all_served(*t, old_objs, "old objects on a full disk");
   EXPECT_EQ(leftovers(d.bank()), 0u);
   EXPECT_EQ(t->ssd_stats().write_errors, new_objs.size());
   fault.set_disk_full(false);
-  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   expect_all_served(*t, new_objs, "new objects once space returns");
 }

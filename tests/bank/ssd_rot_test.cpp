@@ -62,7 +62,7 @@ TEST(SsdRot, DamageUnderAnOpenBankIsACheckFailureNeverServed) {
   ScratchDir d(/*in_memory=*/true);
   auto chain = make_chain(11, 2);
   auto t = open_tier(test_options(d.bank()));
-  for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   for (ObjectRef victim : {chain.blocks[1], chain.snapshots[1]}) {
     const std::string path = t->object_path(victim->kind, victim->key);
@@ -102,7 +102,7 @@ TEST(SsdRot, DamageFoundAtOpenIsDroppedOrRefused) {
   std::string path;
   {
     auto t = open_tier(test_options(d.bank()));
-    for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
   }
   for (ObjectRef victim : {chain.blocks[0], chain.snapshots[0]}) {
@@ -151,7 +151,7 @@ TEST(SsdRot, ReadOnlyBankRefusesDamageAndLeavesTheFile) {
   std::string path;
   {
     auto t = open_tier(test_options(d.bank()));
-    ASSERT_TRUE(t->put(chain.blocks[0], ObjectRole::kBlock).is_ok());
+    ASSERT_TRUE(t->put(chain.blocks[0], Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     path = t->object_path(ObjectKind::kBlock, chain.blocks[0]->key);
   }

@@ -120,7 +120,7 @@ inline SsdOptions test_options(const std::string& dir, Fs* fs = nullptr) {
   o.dir = dir;
   o.fs = fs;
   o.schema = ssd_test_schema();
-  o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
+  o.verify_block = block_key_matches;
   o.reader_threads = 2;
   o.log = [](const std::string&) {};  // tests assert on stats, not on log lines
   return o;

@@ -10,12 +10,10 @@
 #include <memory>
 #include <random>
 
-#include "bank/bank.h"
+#include "bank/bank_factory.h"
 #include "bank/chain.h"
 #include "bank/compose.h"
 #include "bank/key.h"
-#include "bank/ram_tier.h"
-#include "bank/ssd_tier.h"
 #include "engine/engine.h"
 #include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
@@ -27,34 +25,27 @@ constexpr uint32_t kBlock = 64;
 
 struct Stack {
   Stack(const Model& model, const std::string& ssd_dir) {
+    BankOptions o;
+    o.ram_bytes = 256ull << 20;
     if (!ssd_dir.empty()) {
-      SsdOptions o;
-      o.dir = ssd_dir;
-      o.schema = model.schema();
-      o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
-      o.log = [](const std::string&) {};
-      EXPECT_TRUE(SsdTier::open(o, &ssd).is_ok());
+      o.ssd_mode = SsdMode::kOn;
+      o.ssd_dir = ssd_dir;
     }
-    ram = std::make_unique<RamTier>(256ull << 20);
-    std::vector<Tier*> tiers{ram.get()};
-    if (ssd) tiers.push_back(ssd.get());
-    bank = std::make_unique<Bank>(tiers);
+    o.schema = model.schema();
+    o.log = [](const std::string&) {};
+    EXPECT_TRUE(TieredBank::open(std::move(o), &tiers).is_ok());
+    bank = tiers->bank();
     EngineOptions eo;
     eo.block_tokens = kBlock;
     eo.snapshot_every = kBlock;
-    EXPECT_TRUE(Engine::create(model, bank.get(), eo, &engine).is_ok());
+    EXPECT_TRUE(Engine::create(model, bank, eo, &engine).is_ok());
   }
   ~Stack() {
     engine.reset();
-    bank.reset();
-    if (ssd) {
-      EXPECT_TRUE(ssd->flush().is_ok());
-    }
-    ssd.reset();
+    EXPECT_TRUE(tiers->flush().is_ok());
   }
-  std::unique_ptr<SsdTier> ssd;
-  std::unique_ptr<RamTier> ram;
-  std::unique_ptr<Bank> bank;
+  std::unique_ptr<TieredBank> tiers;
+  Bank* bank = nullptr;
   std::unique_ptr<Engine> engine;
 };
 
@@ -145,8 +136,8 @@ TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
   const Key root = root_key(kBankFormatVersion, m.fingerprint(), "", kBlock);
   auto keys = chain_keys(root, b, kBlock, 1);
   ASSERT_TRUE(s.bank->publish(make_block(forged, keys[1], keys[0], 0, std::span(b).first(kBlock)),
-                              ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(s.bank->publish(make_snapshot(out_b.snapshots[0], keys[1]), ObjectRole::kSnapshotPromptEnd).is_ok());
+                              Retention::kBlock).is_ok());
+  ASSERT_TRUE(s.bank->publish(make_snapshot(out_b.snapshots[0], keys[1]), Retention::kKeep).is_ok());
   CompletionResult served, bypass;
   ASSERT_TRUE(s.engine->complete(request(b, CacheMode::kReadOnly), &served).is_ok());
   ASSERT_TRUE(s.engine->complete(request(b, CacheMode::kBypass), &bypass).is_ok());

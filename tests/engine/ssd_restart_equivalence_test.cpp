@@ -10,10 +10,8 @@
 #include <memory>
 #include <random>
 
-#include "bank/bank.h"
+#include "bank/bank_factory.h"
 #include "bank/key.h"
-#include "bank/ram_tier.h"
-#include "bank/ssd_tier.h"
 #include "engine/engine.h"
 #include "tests/bank/ssd_test_util.h"
 #include "tests/engine/engine_test_models.h"
@@ -29,30 +27,22 @@ constexpr uint32_t kBlock = 64;
 // tier writes out its queue first), building it again is a start.
 struct Server {
   Server(const Model& model, const std::string& dir) {
-    SsdOptions o;
-    o.dir = dir;
+    BankOptions o;
+    o.ram_bytes = 64ull << 20;
+    o.ssd_mode = SsdMode::kOn;
+    o.ssd_dir = dir;
     o.schema = model.schema();
-    o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
     o.log = [](const std::string&) {};
-    Status s = SsdTier::open(o, &ssd);
+    Status s = TieredBank::open(std::move(o), &tiers);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
-    ram = std::make_unique<RamTier>(64ull << 20);
-    bank = std::make_unique<Bank>(std::vector<Tier*>{ram.get(), ssd.get()});
     EngineOptions eo;
     eo.block_tokens = kBlock;
     eo.snapshot_every = 2 * kBlock;
-    s = Engine::create(model, bank.get(), eo, &engine);
+    s = Engine::create(model, tiers->bank(), eo, &engine);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
   }
-  ~Server() {
-    engine.reset();
-    bank.reset();
-    ram.reset();
-    ssd.reset();
-  }
-  std::unique_ptr<SsdTier> ssd;
-  std::unique_ptr<RamTier> ram;
-  std::unique_ptr<Bank> bank;
+  ~Server() { engine.reset(); }
+  std::unique_ptr<TieredBank> tiers;
   std::unique_ptr<Engine> engine;
 };
 
@@ -94,9 +84,9 @@ void expect_equivalent_across_restarts(Arch arch, int requests, uint64_t seed, i
       ++mismatches;
       if (failures.size() < 8) failures.push_back("step " + std::to_string(i) + " [" + steps[i].what + "]: " + why);
     }
-    check_failures += server->ssd->stats().check_failures;
+    check_failures += server->tiers->ssd()->stats().check_failures;
     if (rot_every == 0) {
-      EXPECT_EQ(server->ssd->stats().check_failures, 0u);
+      EXPECT_EQ(server->tiers->ssd()->stats().check_failures, 0u);
     }
     server.reset();
     if (rot_every > 0 && served_requests % rot_every == 0) {
