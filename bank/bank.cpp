@@ -16,6 +16,20 @@ RestoreMode RestorePlan::mode() const {
   return one ? RestoreMode::from(first) : RestoreMode::mixed();
 }
 
+std::vector<TierUse> RestorePlan::tier_uses() const {
+  std::vector<TierUse> uses;
+  auto note = [&](TierKind tier, const ObjectRef& object) {
+    auto at = std::find_if(uses.begin(), uses.end(), [&](const TierUse& u) { return u.tier == tier; });
+    if (at == uses.end()) at = uses.insert(uses.end(), TierUse{tier, 0, 0});
+    ++at->objects;
+    at->bytes += object->payload_bytes();
+  };
+  for (size_t j = 0; j < blocks.size(); ++j) note(block_tiers[j], blocks[j]);
+  if (snapshot) note(snapshot_tier, snapshot);
+  std::sort(uses.begin(), uses.end(), [](const TierUse& a, const TierUse& b) { return a.tier < b.tier; });
+  return uses;
+}
+
 namespace {
 // How many other namespaces' roots the other-namespace probe remembers, and
 // how many stored siblings a miss compares its tokens with.
@@ -89,7 +103,7 @@ void Bank::explain_miss(std::span<const Key> chain, std::span<const int32_t> pro
   }
   // k == top < m: block top + 1 is in no tier.
   for (int64_t j = top + 2; j <= m; ++j)
-    if (any_contains(ObjectKind::kBlock, chain[j])) {
+    if (held_anywhere(ObjectKind::kBlock, chain[j])) {
       plan->miss_reason = MissReason::kEvicted;
       return;
     }
@@ -103,27 +117,67 @@ void Bank::explain_miss(std::span<const Key> chain, std::span<const int32_t> pro
   plan->miss_reason = MissReason::kNoEntry;
   if (top == 0) {
     for (const Key& other : other_roots(chain[0]))
-      if (any_contains(ObjectKind::kBlock, chain_key(other, next))) {
+      if (held_anywhere(ObjectKind::kBlock, chain_key(other, next))) {
         plan->stored_in_other_namespace = true;
         break;
       }
   }
 }
 
-bool Bank::any_contains(ObjectKind kind, const Key& key) const {
+bool Bank::held_anywhere(ObjectKind kind, const Key& key) const {
   for (Tier* t : tiers_)
     if (t->contains(kind, key)) return true;
   return false;
 }
 
-void Bank::read_ahead(std::span<const ObjectId> ids, ReadAheads* out) {
+Bank::Presence Bank::probe(std::span<const Key> chain, int64_t m, bool recurrent) const {
+  Presence presence;
+  presence.reserve(static_cast<size_t>(2 * m));
+  const size_t none = tiers_.size();
+  auto holds = [&](ObjectKind kind, const Key& key) {
+    auto at = presence.find(ObjectId{kind, key});
+    return at != presence.end() && at->second.tier != none;
+  };
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    // What the tiers above already offer: blocks 1..best and a snapshot at
+    // best. A snapshot below it cannot restore more, so it is not asked for.
+    int64_t best = 0;
+    while (best < m && holds(ObjectKind::kBlock, chain[best + 1])) ++best;
+    if (recurrent)
+      while (best > 0 && !holds(ObjectKind::kSnapshot, chain[best])) --best;
+    if (best == m) break;
+    std::vector<TierProbe> ask;
+    for (int64_t j = 1; j <= m; ++j)
+      if (!holds(ObjectKind::kBlock, chain[j])) ask.push_back(TierProbe{ObjectKind::kBlock, chain[j], false});
+    if (recurrent)
+      for (int64_t j = best + 1; j <= m; ++j)
+        if (!holds(ObjectKind::kSnapshot, chain[j])) ask.push_back(TierProbe{ObjectKind::kSnapshot, chain[j], false});
+    tiers_[i]->contains_many(ask);
+    for (const auto& p : ask) {
+      Seen& seen = presence.try_emplace(ObjectId{p.kind, p.key}, Seen{none, 0}).first->second;
+      if (seen.asked != i) continue;  // skipped by a tier above: first_holder() asks those
+      seen.asked = i + 1;
+      if (p.present) seen.tier = i;
+    }
+  }
+  return presence;
+}
+
+size_t Bank::first_holder(Presence& presence, ObjectKind kind, const Key& key) const {
+  const size_t none = tiers_.size();
+  Seen& seen = presence.try_emplace(ObjectId{kind, key}, Seen{none, 0}).first->second;
+  while (seen.tier == none && seen.asked < tiers_.size()) {
+    if (tiers_[seen.asked]->contains(kind, key)) seen.tier = seen.asked;
+    ++seen.asked;
+  }
+  return seen.tier;
+}
+
+void Bank::read_ahead(std::span<const ObjectId> ids, Presence& presence, ReadAheads* out) {
   std::vector<std::vector<TierRead>> per_tier(tiers_.size());
   for (const auto& [kind, key] : ids) {
-    for (size_t i = 0; i < tiers_.size(); ++i) {
-      if (!tiers_[i]->contains(kind, key)) continue;
-      per_tier[i].push_back(TierRead{kind, key, nullptr, Status()});
-      break;
-    }
+    const size_t tier = first_holder(presence, kind, key);
+    if (tier < tiers_.size()) per_tier[tier].push_back(TierRead{kind, key, nullptr, Status()});
   }
   for (size_t i = 0; i < tiers_.size(); ++i) {
     if (per_tier[i].empty()) continue;
@@ -134,8 +188,9 @@ void Bank::read_ahead(std::span<const ObjectId> ids, ReadAheads* out) {
 
 template <typename Check>
 bool Bank::fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
-                 ReadAheads* ahead, Fetched* out) {
-  for (size_t i = 0; i < tiers_.size(); ++i) {
+                 Presence& presence, ReadAheads* ahead, Fetched* out) {
+  // The tiers above the first holder did not hold it when asked.
+  for (size_t i = first_holder(presence, kind, key); i < tiers_.size(); ++i) {
     ObjectRef object;
     Status got;
     const auto early = ahead->find(ObjectId{kind, key});
@@ -182,6 +237,13 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   bool lost_block = false, lost_snapshot = false;
   const auto B = static_cast<int64_t>(block_tokens);
 
+  // Which tier holds what: every block of the chain and, with recurrent
+  // components, every snapshot at a block boundary, in one question per tier.
+  Presence presence = probe(chain, m, schema.has_recurrent());
+  auto any_contains = [&](ObjectKind kind, const Key& key) {
+    return first_holder(presence, kind, key) < tiers_.size();
+  };
+
   int64_t matched = 0;
   while (matched < m && any_contains(ObjectKind::kBlock, chain[matched + 1])) ++matched;
   plan.matched_tokens = matched * B;
@@ -200,7 +262,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     std::vector<ObjectId> ids;
     for (int64_t j = 1; j <= k; ++j) ids.emplace_back(ObjectKind::kBlock, chain[j]);
     if (schema.has_recurrent() && k > 0) ids.emplace_back(ObjectKind::kSnapshot, chain[k]);
-    read_ahead(ids, &ahead);
+    read_ahead(ids, presence, &ahead);
   }
 
   std::vector<Fetched> got;
@@ -211,7 +273,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
       const auto tokens = prompt.subspan(static_cast<size_t>(j * B), block_tokens);
       auto check = [&](const Object& o) { return check_block(o, schema, chain[j + 1], chain[j], j * B, tokens); };
       Fetched f;
-      if (!fetch(ObjectKind::kBlock, chain[j + 1], Retention::kBlock, check, &plan, &ahead, &f)) return false;
+      if (!fetch(ObjectKind::kBlock, chain[j + 1], Retention::kBlock, check, &plan, presence, &ahead, &f)) return false;
       got.push_back(std::move(f));
     }
     return true;
@@ -233,7 +295,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
         continue;
       }
       auto check = [&](const Object& o) { return check_snapshot(o, schema, chain[k], k * B); };
-      if (fetch(ObjectKind::kSnapshot, chain[k], Retention::kKeep, check, &plan, &ahead, &snapshot))
+      if (fetch(ObjectKind::kSnapshot, chain[k], Retention::kKeep, check, &plan, presence, &ahead, &snapshot))
         break;
       lost_snapshot = true;
       --k;

@@ -19,9 +19,14 @@
 //     prefix that passes.
 //  4. An object served from a lower tier is promoted (put) into the first
 //     tier.
-//  5. Reads: the objects the walk most likely ends with are requested first,
-//     one Tier::get_many per tier, so that a tier on a device reads them
-//     concurrently; the rules above then apply to those copies unchanged.
+//  5. Reads: which tier holds which object of the chain is asked once, one
+//     Tier::contains_many per tier (a tier below is asked only about what
+//     the tiers above lack), so that a remote tier answers in one round
+//     trip. The objects the walk most likely ends with are then requested
+//     first, one Tier::get_many per tier, so that a tier on a device or a
+//     network reads them concurrently; the rules above then apply to those
+//     copies unchanged. An object that vanished since it was seen (evicted,
+//     expired) is an ordinary miss.
 //  6. Miss reason: when the restore point is below the longest usable prefix
 //     (every block of `chain`), the plan names the first obstacle above it
 //     (bank/miss_reason.h), from what the walk saw and, only on such a miss,
@@ -50,6 +55,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -87,6 +93,8 @@ struct RestorePlan {
   // Derived from the tiers above: cold when nothing is restored, a tier's
   // mode when every object came from that kind of tier, else mixed.
   RestoreMode mode() const;
+  // Objects and bytes per kind of tier that served them, in TierKind order.
+  std::vector<TierUse> tier_uses() const;
 };
 
 // What one tier holds of a prefix.
@@ -193,7 +201,24 @@ class Bank {
   };
   using ReadAheads = std::map<ObjectId, ReadAhead>;
 
-  bool any_contains(ObjectKind kind, const Key& key) const;
+  // Which tier first holds an object: `tier` (tiers_.size(): none of the
+  // first `asked` tiers holds it; the tiers below were not asked yet).
+  struct Seen {
+    size_t tier = 0;
+    size_t asked = 0;
+  };
+  struct ObjectIdHash {
+    size_t operator()(const ObjectId& id) const { return KeyHash()(id.second) ^ static_cast<size_t>(id.first); }
+  };
+  using Presence = std::unordered_map<ObjectId, Seen, ObjectIdHash>;
+  // Asks each tier, in one contains_many, about the chain's blocks and
+  // snapshots that could restore more than the tiers above already offer.
+  Presence probe(std::span<const Key> chain, int64_t m, bool recurrent) const;
+  // The first tier holding the object (tiers_.size(): none); asks the tiers
+  // the probe skipped, one at a time, when it has to.
+  size_t first_holder(Presence& presence, ObjectKind kind, const Key& key) const;
+  // Asks the tiers directly (explain_miss runs after the walk, on a miss only).
+  bool held_anywhere(ObjectKind kind, const Key& key) const;
   // Rule 6, for a walk that ended at k blocks below m.
   void explain_miss(std::span<const Key> chain, std::span<const int32_t> prompt, int64_t B, int64_t k,
                     int64_t top, bool lost_block, bool lost_snapshot, RestorePlan* plan) const;
@@ -204,13 +229,13 @@ class Bank {
   // whose tokens check against its key; -1 when none.
   int64_t longest_sibling_match(const Key& parent, std::span<const int32_t> tokens) const;
   // Reads each object from the first tier holding it, one get_many per tier.
-  void read_ahead(std::span<const ObjectId> ids, ReadAheads* out);
+  void read_ahead(std::span<const ObjectId> ids, Presence& presence, ReadAheads* out);
   // Asks every tier holding the object in order until one copy passes
   // `check`; promotes it into the first tier when it came from below. A copy
   // in `ahead` stands for that tier's get() and is taken out of it.
   template <typename Check>
   bool fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
-             ReadAheads* ahead, Fetched* out);
+             Presence& presence, ReadAheads* ahead, Fetched* out);
 
   std::vector<Tier*> tiers_;
   PinSet pins_;

@@ -1,4 +1,4 @@
-// Tier: one storage level of the bank (RAM, SSD, later a shared remote store).
+// Tier: one storage level of the bank (RAM, SSD, a shared remote store).
 // The Bank composes tiers behind this one interface and never knows which
 // kind it talks to.
 //
@@ -64,12 +64,26 @@ enum class Retention : uint8_t {
 // "block", "thin-first", "keep", "anchor" (`statebank bank ls`).
 const char* retention_name(Retention retention);
 
+// One question of a batch presence probe (Tier::contains_many).
+struct TierProbe {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  bool present = false;  // the answer
+};
+
 // One request of a batch read (Tier::get_many).
 struct TierRead {
   ObjectKind kind = ObjectKind::kBlock;
   Key key;
   ObjectRef object;  // set when status is OK
   Status status;
+};
+
+// What one kind of tier contributed to a restore (RestorePlan::tier_uses).
+struct TierUse {
+  TierKind tier = TierKind::kRam;
+  int64_t objects = 0;  // objects served from it
+  uint64_t bytes = 0;   // their payload bytes
 };
 
 struct TierStats {
@@ -119,6 +133,11 @@ class Tier {
   virtual TierKind kind() const = 0;
   const char* name() const { return tier_kind_name(kind()); }
   virtual bool contains(ObjectKind kind, const Key& key) const = 0;
+  // Answers several contains() at once. Tiers where a question costs a round
+  // trip override it to ask them all in one.
+  virtual void contains_many(std::span<TierProbe> probes) const {
+    for (auto& p : probes) p.present = contains(p.kind, p.key);
+  }
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
   virtual Status put(const ObjectRef& object, Retention retention) = 0;
   // Reads several objects; each request gets the status get() would give it.

@@ -143,6 +143,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
           rec.snapshot_position = plan.snapshot_position;
           rec.blocks = static_cast<int64_t>(plan.blocks.size());
           rec.bytes_read = plan.bytes_read;
+          rec.tiers = plan.tier_uses();
         } else {
           ++rec.check_failures;
           bank_->count_check_failure();

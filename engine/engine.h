@@ -53,6 +53,7 @@ struct RestoreRecord {
   int64_t snapshot_position = 0;
   int64_t blocks = 0;
   uint64_t bytes_read = 0;
+  std::vector<TierUse> tiers;  // objects and bytes per tier that served them
   int64_t checks = 0;
   int64_t check_failures = 0;
   int64_t prefill_tokens = 0;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,13 +70,24 @@ struct BankTierStats {
   std::map<std::string, uint64_t> bytes;         // by object kind ("block", "snapshot")
   std::map<std::string, uint64_t> objects;       // by object kind
   uint64_t evictions = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
+};
+
+// The remote tier's health, when one is configured.
+struct RemoteTierView {
+  bool available = false;  // the circuit breaker is closed
+  uint64_t trips = 0, timeouts = 0, failures = 0, skipped_calls = 0;
+  uint64_t wire_bytes_sent = 0, wire_bytes_received = 0;
+  uint64_t dropped_puts = 0, write_errors = 0;
 };
 
 struct BankStatsView {
   std::vector<BankTierStats> tiers;
   std::map<std::string, uint64_t> check_failures;  // by kind (checksum, tokens, position, ...)
+  std::optional<RemoteTierView> remote;
   uint64_t audits = 0;             // restored requests recomputed cold
   uint64_t audit_mismatches = 0;   // ... that differed (a broken promise)
 };

@@ -44,6 +44,8 @@ BankTierStats tier_view(TierKind kind, const TierStats& s) {
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
   t.evictions = s.evictions;
+  t.hits = s.hits;
+  t.misses = s.misses;
   t.bytes_read = s.bytes_read;
   t.bytes_written = s.bytes_written;
   return t;
@@ -182,6 +184,20 @@ BankStatsView EngineBackend::bank_stats() const {
       v.check_failures[std::string(tier->name()) + "_read"] = s.check_failures;
     }
     v.check_failures["restore"] = bank_->stats().check_failures;
+  }
+  if (const RedisTier* remote = tiers_->remote()) {
+    const RedisStats s = remote->redis_stats();
+    RemoteTierView r;
+    r.available = s.available;
+    r.trips = s.trips;
+    r.timeouts = s.timeouts;
+    r.failures = s.failures;
+    r.skipped_calls = s.skipped_calls;
+    r.wire_bytes_sent = s.wire_bytes_sent;
+    r.wire_bytes_received = s.wire_bytes_received;
+    r.dropped_puts = s.dropped_puts;
+    r.write_errors = s.write_errors;
+    v.remote = r;
   }
   v.audits = audits_.load();
   v.audit_mismatches = audit_mismatches_.load();

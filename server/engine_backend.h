@@ -1,6 +1,7 @@
 // EngineBackend: the real Backend: a loaded checkpoint (model/model.h), its
-// tokenizer and chat template (tokenizer/), the bank (bank/bank_factory.h)
-// and the Engine that serves requests through them.
+// tokenizer and chat template (tokenizer/), the bank (bank/bank_factory.h:
+// RAM, SSD, and a shared Redis with --remote) and the Engine that serves
+// requests through them.
 //
 // Audit (--audit RATE): a fraction RATE of the requests that restored a
 // prefix are run again with the bank bypassed, inline, and compared token

@@ -12,6 +12,8 @@ using json = ResponseJson;
 
 json restore_json(const RestoreRecord& r, bool operator_view) {
   const MissReason reason = operator_view ? operator_miss_reason(r.miss_reason, r.stored_in_other_namespace) : r.miss_reason;
+  json tiers = json::object();
+  for (const auto& t : r.tiers) tiers[tier_kind_name(t.tier)] = json{{"objects", t.objects}, {"bytes", t.bytes}};
   json j{{"mode", r.mode.name()},
               {"restore_point", r.restore_point},
               {"matched_tokens", r.matched_tokens},
@@ -19,6 +21,7 @@ json restore_json(const RestoreRecord& r, bool operator_view) {
               {"snapshot_position", r.snapshot_position},
               {"blocks", r.blocks},
               {"bytes_read", r.bytes_read},
+              {"tiers", tiers},
               {"checks", r.checks},
               {"check_failures", r.check_failures},
               {"prefill_tokens", r.prefill_tokens},

@@ -125,12 +125,41 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   header(out, "statebank_bank_evictions_total", "counter", "Objects evicted, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_evictions_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.evictions) + "\n";
+  auto per_tier = [&](const char* name, const char* help, uint64_t BankTierStats::*field) {
+    header(out, name, "counter", help);
+    for (const auto& t : bank.tiers)
+      out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.*field) + "\n";
+  };
+  per_tier("statebank_bank_hits_total", "Objects a tier served (its checks passed), by tier.", &BankTierStats::hits);
+  per_tier("statebank_bank_misses_total", "Reads a tier could not serve (absent, failed a check, unavailable), by tier.",
+           &BankTierStats::misses);
   header(out, "statebank_bank_read_bytes_total", "counter", "Bytes read from the bank, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_read_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_read) + "\n";
   header(out, "statebank_bank_written_bytes_total", "counter", "Bytes written to the bank, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_written_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_written) + "\n";
+  if (bank.remote) {
+    const RemoteTierView& r = *bank.remote;
+    auto single = [&](const char* name, const char* type, const char* help, uint64_t v) {
+      header(out, name, type, help);
+      out += std::string(name) + " " + std::to_string(v) + "\n";
+    };
+    single("statebank_remote_available", "gauge", "1 while the remote tier answers (its circuit breaker is closed).",
+           r.available ? 1 : 0);
+    single("statebank_remote_trips_total", "counter", "Times the remote tier became unavailable.", r.trips);
+    single("statebank_remote_timeouts_total", "counter", "Remote calls that ran out of time.", r.timeouts);
+    single("statebank_remote_failures_total", "counter", "Remote calls that failed otherwise (refused, reset, server error).",
+           r.failures);
+    single("statebank_remote_skipped_calls_total", "counter",
+           "Remote calls answered as misses at once while the tier was unavailable.", r.skipped_calls);
+    header(out, "statebank_remote_wire_bytes_total", "counter", "Bytes on the remote tier's sockets, by direction.");
+    out += "statebank_remote_wire_bytes_total{direction=\"sent\"} " + std::to_string(r.wire_bytes_sent) + "\n";
+    out += "statebank_remote_wire_bytes_total{direction=\"received\"} " + std::to_string(r.wire_bytes_received) + "\n";
+    single("statebank_remote_dropped_puts_total", "counter",
+           "Objects not written to the remote tier (its queue was full or it was unavailable).", r.dropped_puts);
+    single("statebank_remote_write_errors_total", "counter", "Writes the remote server refused (e.g. OOM).", r.write_errors);
+  }
   // The SSD tier's own series, kept for dashboards that predate the per-tier ones.
   uint64_t ssd_read = 0, ssd_written = 0;
   for (const auto& t : bank.tiers)
