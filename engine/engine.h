@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ struct CompletionRequest {
   int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
   // Called for each generated token (streaming); returning false cancels.
   std::function<bool(const GeneratedToken&)> on_token;
+  // Called with the whole logit vector each generated token is drawn from,
+  // before it is drawn (`statebank run --logits-out`, which tools/xcheck
+  // compares with another implementation). Empty: not called.
+  std::function<void(std::span<const float>)> on_logits;
 };
 
 struct CompletionResult {
