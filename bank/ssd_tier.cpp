@@ -536,23 +536,27 @@ Status SsdTier::flush() {
 }
 
 TierStats SsdTier::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
-  TierStats t = tier_;
-  t.bytes = index_.bytes();
-  t.blocks = index_.blocks();
-  t.snapshots = index_.snapshots();
-  t.budget_bytes = options_.budget_bytes;
+  const SsdStats s = ssd_stats();
+  TierStats t = s.tier;
+  t.facts = {{"dir", options_.dir}, {"mode", ssd_mode_name(options_.mode)}};
+  t.counts = {{"queued", s.queued},
+              {"dropped_puts", s.dropped_puts},
+              {"write_errors", s.write_errors},
+              {"quarantined", s.quarantined},
+              {"quarantine_files", s.quarantine_files},
+              {"quarantine_bytes", s.quarantine_bytes}};
   return t;
 }
 
 SsdStats SsdTier::ssd_stats() const {
-  SsdStats s;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    s = extra_;
-    s.queued = queue_.size() + in_flight_;
-  }
-  s.tier = stats();
+  std::lock_guard<std::mutex> l(mu_);
+  SsdStats s = extra_;
+  s.queued = queue_.size() + in_flight_;
+  s.tier = tier_;
+  s.tier.bytes = index_.bytes();
+  s.tier.blocks = index_.blocks();
+  s.tier.snapshots = index_.snapshots();
+  s.tier.budget_bytes = options_.budget_bytes;
   return s;
 }
 
