@@ -186,7 +186,7 @@ Status run_restored(const Model& model, const std::vector<int32_t>& prompt, cons
     return Status::invalid("--restore: nothing was restored (the prompt needs more than --block-tokens " +
                            std::to_string(f.block_tokens) + " tokens)");
   std::fprintf(stderr, "prompt %zu tokens, restored %lld from %s, prefilled %lld; generated %zu tokens\n",
-               prompt.size(), static_cast<long long>(r.restore_point), r.mode.c_str(),
+               prompt.size(), static_cast<long long>(r.restore_point), r.mode.name(),
                static_cast<long long>(r.prefill_tokens), result.tokens.size());
   return Status::ok();
 }
