@@ -25,6 +25,17 @@ if [[ "${1:-}" == "--print-dir" ]]; then echo "$LLAMA_DIR"; exit 0; fi
 
 log() { echo "build_llama: $*" >&2; }
 
+# What the build and the scripts around it need: statebank's own dependencies
+# (cmake, ninja, g++, git, npm), and Debian's numpy for the GGUF converter.
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+"$root/tools/install-deps.sh"
+if ! dpkg-query -W -f='${Status}' python3-numpy 2>/dev/null | grep -q "install ok installed"; then
+  log "apt-get install python3-numpy"
+  sudo_cmd=""
+  [[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null
+fi
+
 have_clone() {
   [[ -d "$LLAMA_DIR/.git" ]] &&
     [[ "$(git -C "$LLAMA_DIR" rev-parse HEAD 2>/dev/null)" == "$COMMIT" ]]

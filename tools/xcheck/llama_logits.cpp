@@ -21,26 +21,16 @@
 #include <vector>
 
 #include "llama.h"
+#include "tools/xcheck/tool_args.h"
 
 namespace {
 
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "llama_logits: %s\n", message.c_str());
-  std::exit(2);
-}
+constexpr const char* kTool = "llama_logits";
+
+[[noreturn]] void die(const std::string& message) { xcheck::die(kTool, message); }
 
 std::vector<long long> parse_list(const std::string& flag, const std::string& text) {
-  std::vector<long long> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') die(flag + ": '" + item + "' is not an integer");
-    out.push_back(v);
-  }
-  if (out.empty()) die(flag + " is empty");
-  return out;
+  return xcheck::parse_list(kTool, flag, text);
 }
 
 int argmax(const float* row, int n) {
