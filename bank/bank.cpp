@@ -40,7 +40,7 @@ void Bank::read_ahead(std::span<const ObjectId> ids, ReadAheads* out) {
 }
 
 template <typename Check>
-bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
+bool Bank::fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
                  ReadAheads* ahead, Fetched* out) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
     ObjectRef object;
@@ -68,7 +68,7 @@ bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& 
       ++plan->check_failures;
       continue;
     }
-    if (i > 0 && tiers_[0]->put(object, role).is_ok()) ++plan->promoted;
+    if (i > 0 && tiers_[0]->put(object, retention).is_ok()) ++plan->promoted;
     out->object = std::move(object);
     out->tier = tiers_[i]->kind();
     return true;
@@ -115,7 +115,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
       const auto tokens = prompt.subspan(static_cast<size_t>(j * B), block_tokens);
       auto check = [&](const Object& o) { return check_block(o, schema, chain[j + 1], chain[j], j * B, tokens); };
       Fetched f;
-      if (!fetch(ObjectKind::kBlock, chain[j + 1], ObjectRole::kBlock, check, &plan, &ahead, &f)) return false;
+      if (!fetch(ObjectKind::kBlock, chain[j + 1], Retention::kBlock, check, &plan, &ahead, &f)) return false;
       got.push_back(std::move(f));
     }
     return true;
@@ -136,7 +136,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
         continue;
       }
       auto check = [&](const Object& o) { return check_snapshot(o, schema, chain[k], k * B); };
-      if (fetch(ObjectKind::kSnapshot, chain[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &ahead, &snapshot))
+      if (fetch(ObjectKind::kSnapshot, chain[k], Retention::kKeep, check, &plan, &ahead, &snapshot))
         break;
       --k;
     }
@@ -167,11 +167,11 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   return Status::ok();
 }
 
-Status Bank::publish(const ObjectRef& object, ObjectRole role) {
+Status Bank::publish(const ObjectRef& object, Retention retention) {
   Status first;
   bool stored = false;
   for (Tier* t : tiers_) {
-    Status s = t->put(object, role);
+    Status s = t->put(object, retention);
     if (s.is_ok())
       stored = true;
     else if (first.is_ok())

@@ -14,6 +14,7 @@
 // `llama-bench -o json` (test name, n_threads, samples_ts, avg_ts), so
 // bench/compare_llama.py reads both tools' results alike.
 // An unknown flag is an error; --help prints the flags (scripts probe it).
+// The checkpoint: bench/bench_model.h (--dir, else a shared one per preset).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,14 +22,14 @@
 #include <filesystem>
 #include <map>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_model.h"
+#include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
-#include "model/gen_model.h"
 #include "model/model.h"
 
 using namespace sb;
@@ -99,45 +100,27 @@ struct Sample {
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  std::map<std::string, std::string> flags = {{"--arch", "qwen3_5"}, {"--preset", "0.8b"}, {"--dir", ""},
-                                              {"--threads", "1,2"},  {"--prefill", "512"},  {"--decode", "32"},
-                                              {"--reps", "1"}};
-  bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--help") {
-      std::printf("usage: runtime_bench");
-      for (const auto& [name, fallback] : flags) std::printf(" [%s %s]", name.c_str(), fallback.empty() ? "DIR" : fallback.c_str());
-      std::printf(" [--json]\n");
-      return 0;
-    } else if (f == "--json") {
-      json = true;
-    } else if (flags.count(f) && i + 1 < argc) {
-      flags[f] = argv[++i];
-    } else {
-      die(flags.count(f) ? f + " needs a value" : "unknown flag " + f);
-    }
+  Args args({"arch", "preset", "dir", "threads", "prefill", "decode", "reps"}, {"json", "help"});
+  if (Status st = args.parse(argc, argv); !st) die(st.message());
+  if (args.has("help")) {
+    std::printf("usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2] [--prefill 512[,2048]]"
+                " [--decode 32] [--reps 1] [--json]\n");
+    return 0;
   }
-  const std::string arch_s = flags["--arch"], preset = flags["--preset"];
-  const std::vector<int64_t> thread_counts = int_list("--threads", flags["--threads"]);
-  const std::vector<int64_t> prefills = int_list("--prefill", flags["--prefill"]);
-  const int64_t n_decode = int_list("--decode", flags["--decode"]).at(0);
-  const int reps = static_cast<int>(int_list("--reps", flags["--reps"]).at(0));
-  std::string dir = flags["--dir"];
-  Arch arch;
+  const bool json = args.has("json");
+  const std::string arch_s = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
+  const std::vector<int64_t> thread_counts = int_list("--threads", args.get("threads", "1,2"));
+  const std::vector<int64_t> prefills = int_list("--prefill", args.get("prefill", "512"));
+  int64_t n_decode = 0, reps = 0;
+  Status s = args.get_int("decode", 32, 1, int64_t{1} << 24, &n_decode);
+  if (s) s = args.get_int("reps", 1, 1, 1000, &reps);
+  std::string dir;
   ModelConfig config;
-  Status s = parse_arch(arch_s, &arch);
-  if (s) s = preset_config(arch, preset, &config);
+  if (s) s = bench_checkpoint(arch_s, preset, args.get("dir"), &dir, &config);
   if (!s) die(s.to_string());
-  if (dir.empty()) dir = (std::filesystem::temp_directory_path() / ("sb_bench_" + arch_s + "_" + preset)).string();
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    std::string tok;
-    if (!(s = find_tokenizer_dir("", &tok)) || !(s = write_random_checkpoint(config, 0, DType::kBF16, tok, dir)))
-      die(s.to_string());
-  }
   std::unique_ptr<Checkpoint> ckpt;
   if (!(s = Checkpoint::open(dir, &ckpt))) die(s.to_string());
-  if (!(s = parse_config(dir, &config))) die(s.to_string());
+  if (!(s = parse_config(dir, &config))) die(s.to_string());  // --dir may hold another config than the preset
   // Per decoded token every matrix is read once; a tied embedding is read as the head.
   uint64_t weight_bytes = 0;
   for (const auto& [name, t] : ckpt->tensors()) weight_bytes += t.nbytes;
@@ -201,7 +184,7 @@ int main(int argc, char** argv) {
   }
   std::printf("model %s preset %s (%s), %.2f GB read per decoded token\n", arch_s.c_str(), preset.c_str(), dir.c_str(),
               weight_bytes / 1e9);
-  std::printf("| test | threads | t/s (best of %d) | decode / read-bandwidth bound |\n|---|---|---|---|\n", reps);
+  std::printf("| test | threads | t/s (best of %lld) | decode / read-bandwidth bound |\n|---|---|---|---|\n", static_cast<long long>(reps));
   for (const Sample& x : samples) {
     const double bound = bandwidth[x.threads] / weight_bytes;
     std::string frac = x.test.rfind("tg", 0) == 0 ? std::to_string(best(x.ts) / bound).substr(0, 4) : "";

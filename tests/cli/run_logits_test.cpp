@@ -12,13 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "tests/runtime/test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 
 namespace {
 
@@ -29,24 +28,20 @@ struct Outcome {
   std::string out, err;
 };
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using sb::testing::read_file;
 
 std::vector<float> read_floats(const fs::path& p) {
-  const std::string bytes = read_text(p);
+  const std::string bytes = read_file(p.string());
   std::vector<float> v(bytes.size() / sizeof(float));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
   return v;
 }
 
-Outcome run_statebank(const std::string& args) {
-  const fs::path dir = sb::testing::scratch_dir();
-  const std::string cmd = "'" SB_STATEBANK_BIN "' " + args + " >'" + (dir / "stdout.txt").string() + "' 2>'" +
-                          (dir / "stderr.txt").string() + "'";
+Outcome run_statebank(const sb::testing::TempDir& dir, const std::string& args) {
+  const std::string cmd =
+      "'" SB_STATEBANK_BIN "' " + args + " >'" + dir.file("stdout.txt") + "' 2>'" + dir.file("stderr.txt") + "'";
   const int st = std::system(cmd.c_str());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, read_text(dir / "stdout.txt"), read_text(dir / "stderr.txt")};
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, read_file(dir.file("stdout.txt")), read_file(dir.file("stderr.txt"))};
 }
 
 std::string ids(int n) {
@@ -64,12 +59,13 @@ class RunLogits : public ::testing::Test {
   }
   // Runs `run` on the model with the given prompt and flags; returns the rows.
   std::vector<float> logits(const std::string& prompt, const std::string& flags, Outcome* outcome) {
-    const fs::path file = fs::path(sb::testing::scratch_dir()) / "logits.bin";
+    const fs::path file = dir_.file("logits.bin");
     fs::remove(file);
-    *outcome = run_statebank("run --model '" + model_ + "' --prompt-ids " + prompt + " --max-tokens 4 --ids --logits-out '" +
-                             file.string() + "' " + flags);
+    *outcome = run_statebank(dir_, "run --model '" + model_ + "' --prompt-ids " + prompt +
+                                       " --max-tokens 4 --ids --logits-out '" + file.string() + "' " + flags);
     return read_floats(file);
   }
+  sb::testing::TempDir dir_;
   std::string model_;
   size_t vocab_ = 0;
 };
@@ -124,9 +120,3 @@ TEST_F(RunLogits, BadCombinationsFail) {
 }
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}
