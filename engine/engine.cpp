@@ -226,6 +226,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   for (int64_t i = 0; i < req.max_tokens; ++i) {
     if (i > 0) SB_RETURN_IF_ERROR(model_.decode(state, res.tokens.back().token, &logits));
     GeneratedToken g;
+    if (req.on_logits) req.on_logits(logits);
     if (processor) {
       processed = logits;
       SB_RETURN_IF_ERROR(processor->process(processed, req.max_tokens - i));

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,10 @@ struct CompletionRequest {
   // mask), one per run of the request; empty: none. Reported logprobs stay
   // those of the model's raw distribution (logits_processor.h).
   std::function<std::unique_ptr<LogitsProcessor>()> make_processor;
+  // Called with the whole logit vector of the model (before any logits processor)
+  // for each generated token, before it is drawn (`statebank run --logits-out`, which tools/xcheck
+  // compares with another implementation). Empty: not called.
+  std::function<void(std::span<const float>)> on_logits;
 };
 
 struct CompletionResult {
