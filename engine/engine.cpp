@@ -100,6 +100,7 @@ EngineStats Engine::stats() const {
   s.mode_mixed = counters_.mixed.load();
   s.mode_bypass = counters_.bypass.load();
   s.check_failures = counters_.check_failures.load();
+  loop_->add_stats(&s);
   return s;
 }
 

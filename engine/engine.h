@@ -114,6 +114,9 @@ struct EngineStats {
   uint64_t cached_tokens = 0;  // sum of restore_point
   uint64_t mode_cold = 0, mode_ram = 0, mode_ssd = 0, mode_mixed = 0, mode_bypass = 0;
   uint64_t check_failures = 0;
+  // The step loop: forward steps run, tokens they consumed (decode and
+  // prefill), the most sequences that ran in one step.
+  uint64_t steps = 0, step_tokens = 0, peak_batch = 0;
 };
 
 // Serves requests through the bank (docs/bank.md, "Lookup, restore,

@@ -36,6 +36,12 @@ size_t StepLoop::waiting() const {
   return waiting_.size();
 }
 
+void StepLoop::add_stats(EngineStats* stats) const {
+  stats->steps = steps_.load(std::memory_order_relaxed);
+  stats->step_tokens = step_tokens_.load(std::memory_order_relaxed);
+  stats->peak_batch = peak_batch_.load(std::memory_order_relaxed);
+}
+
 void StepLoop::loop() {
   for (;;) {
     {
@@ -104,6 +110,12 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
                   : s.end == s.seq->prompt_tokens() ? LogitRows::kLast
                                                      : LogitRows::kNone;
   }
+  int64_t tokens = 0;
+  for (const SequenceStep& step : batch) tokens += static_cast<int64_t>(step.tokens.size());
+  steps_.fetch_add(1, std::memory_order_relaxed);
+  step_tokens_.fetch_add(static_cast<uint64_t>(tokens), std::memory_order_relaxed);
+  if (batch.size() > peak_batch_.load(std::memory_order_relaxed))
+    peak_batch_.store(batch.size(), std::memory_order_relaxed);  // only this thread writes it
   std::vector<SequenceOutput> outs;
   Status status;
   try {

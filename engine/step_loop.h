@@ -21,6 +21,7 @@
 // it when no run() is in progress.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -45,6 +46,8 @@ class StepLoop {
 
   size_t running() const;
   size_t waiting() const;
+  // Adds the loop's counters (steps, step_tokens, peak_batch) to *stats.
+  void add_stats(EngineStats* stats) const;
 
  private:
   // One sequence's share of a step.
@@ -72,6 +75,7 @@ class StepLoop {
   std::vector<Sequence*> running_;   // step thread only; its size mirrored in n_running_
   size_t n_running_ = 0;             // guarded by mu_
   bool stopping_ = false;            // guarded by mu_
+  std::atomic<uint64_t> steps_{0}, step_tokens_{0}, peak_batch_{0};
   std::thread thread_;
 };
 

@@ -79,6 +79,8 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   EngineOptions eo;
   eo.block_tokens = options.block_tokens;
   eo.snapshot_every = options.snapshot_every;
+  eo.max_running = options.max_running;
+  eo.batch_tokens = options.batch_tokens;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_.get(), eo, &b->engine_));
   *out = std::move(b);
   return Status::ok();
