@@ -108,10 +108,9 @@ int cmd_serve(int argc, char** argv) {
   if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
   if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
   if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");
-  if (batch_tokens < max_running + kGrid)
-    return fail("serve", "--batch-tokens (" + std::to_string(batch_tokens) + ") must be at least --max-running (" +
-                             std::to_string(max_running) + ") + " + std::to_string(kGrid) +
-                             ", so that a prefill chunk fits beside every running decode");
+  if (batch_tokens <= max_running)
+    return fail("serve", "--batch-tokens (" + std::to_string(batch_tokens) + ") must be more than --max-running (" +
+                             std::to_string(max_running) + "), so that a prefill moves beside every running decode");
   if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.ssd_mode))) return fail("serve", "--ssd: " + s.message());
 
   so.host = args.get("host", "127.0.0.1");

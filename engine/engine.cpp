@@ -37,10 +37,10 @@ Status check_options(const Model& model, const EngineOptions& options) {
     return Status::invalid("snapshot interval (" + std::to_string(options.snapshot_every) +
                            ") must be a multiple of the block tokens (" + std::to_string(B) + ")");
   if (options.max_running < 1) return Status::invalid("max running sequences must be at least 1");
-  if (options.batch_tokens < options.max_running + kGrid)
+  if (options.batch_tokens <= options.max_running)
     return Status::invalid("batch tokens (" + std::to_string(options.batch_tokens) +
-                           ") must be at least max running (" + std::to_string(options.max_running) + ") + " +
-                           std::to_string(kGrid) + ", so that a prefill chunk fits beside every decode");
+                           ") must be more than max running (" + std::to_string(options.max_running) +
+                           "), so that a prefill moves beside every running decode");
   return Status::ok();
 }
 

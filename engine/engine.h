@@ -95,7 +95,7 @@ struct EngineOptions {
   // Continuous batching: at most max_running sequences in flight (each holds
   // its State in memory); each step consumes at most batch_tokens tokens:
   // one decode token per running sequence, the rest prefill chunks.
-  // REQUIRES batch_tokens >= max_running + kGrid, so a prefill always moves.
+  // REQUIRES batch_tokens > max_running, so a prefill always moves.
   int max_running = 8;
   int64_t batch_tokens = 512;
 };
@@ -129,9 +129,11 @@ struct EngineStats {
 //     first sampled token has logits; compose a new State from the plan and
 //     check it (a failure is counted and the request goes cold);
 //  2. the step loop (engine/step_loop.h) admits it when fewer than
-//     max_running sequences run, prefills the rest of the prompt in chunks on
-//     the absolute kGrid grid (B is a multiple of kGrid) alongside the other
-//     sequences' decode tokens, capturing snapshots at snapshot_positions();
+//     max_running sequences run, prefills the rest of the prompt in chunks
+//     (any length: a PrefillCarry keeps them equal to one unsplit prefill
+//     from the restore point, which B puts on the absolute kGrid grid)
+//     alongside the other sequences' decode tokens, capturing snapshots at
+//     snapshot_positions();
 //  3. publish (engine/publish.cpp, kDefault only), right after its first
 //     token: every new full block of the prompt and the captured snapshots;
 //     only prefill-produced state is ever banked;
@@ -142,8 +144,8 @@ struct EngineStats {
 // promise 4), so batching never changes a result.
 // Echo requests need the logits of every prompt row, which a restored prefix
 // does not have: they skip the restore (lookup included) and prefill cold,
-// kGrid rows per step so that memory stays kGrid x vocabulary floats; in
-// kDefault they still publish.
+// at most kGrid rows per step so that memory stays kGrid x vocabulary
+// floats; in kDefault they still publish.
 // Thread safety: complete() may run on many threads at once; set_test_hooks()
 // only before any complete().
 class StepLoop;

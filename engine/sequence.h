@@ -47,6 +47,7 @@ struct Sequence {
   int64_t restore_point = 0;       // where the prefill started
   std::vector<SnapshotPlace> places;         // captures for the bank, in order
   std::vector<RecurrentSnapshot> snapshots;  // captured so far, in order
+  PrefillCarry carry;  // lets prefill chunks end anywhere (model/model.h)
   EngineClock::time_point prefill_started;
 
   // Generation.

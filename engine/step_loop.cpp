@@ -5,6 +5,13 @@
 #include "model/model.h"
 
 namespace sb {
+namespace {
+
+// Echo needs every row's logits: at most this many rows per step, so memory
+// stays kEchoRows x vocabulary floats whatever the prompt's length.
+constexpr int64_t kEchoRows = kGrid;
+
+}  // namespace
 
 StepLoop::StepLoop(const EngineContext& context) : context_(context) {
   thread_ = std::thread([this] { loop(); });
@@ -83,9 +90,9 @@ std::vector<StepLoop::Slice> StepLoop::plan_step() {
   for (Sequence* seq : running_) {
     if (seq->finished || !seq->prefilling()) continue;
     const int64_t begin = seq->state.position(), n = seq->prompt_tokens();
-    int64_t end = std::min(n, begin + (seq->request.echo ? std::min(budget, kGrid) : budget));
-    if (end < n) end = end / kGrid * kGrid;  // chunks end on the absolute grid
-    if (end <= begin) break;                 // no budget left for this one: later ones wait too (FIFO)
+    // The carry lets a chunk end anywhere with the bits of an unsplit prefill.
+    const int64_t end = std::min(n, begin + (seq->request.echo ? std::min(budget, kEchoRows) : budget));
+    if (end <= begin) break;  // no budget left: later ones wait too (FIFO)
     slices.push_back(Slice{seq, begin, end, false, 0});
     budget -= end - begin;
   }
@@ -106,6 +113,7 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
     step.tokens = std::span<const int32_t>(s.seq->request.prompt).subspan(static_cast<size_t>(s.begin),
                                                                           static_cast<size_t>(s.end - s.begin));
     for (const SnapshotPlace& p : s.seq->places) step.capture_positions.push_back(p.position);
+    step.carry = &s.seq->carry;
     step.logits = s.seq->request.echo ? LogitRows::kAll
                   : s.end == s.seq->prompt_tokens() ? LogitRows::kLast
                                                      : LogitRows::kNone;

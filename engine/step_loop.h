@@ -6,10 +6,11 @@
 //  1. At most options.max_running sequences run; the others wait in arrival
 //     order and are admitted as slots free up, at the start of a step.
 //  2. A step consumes at most options.batch_tokens tokens: every running
-//     decode first (one token each), then prefill chunks in admission order,
-//     each ending on the absolute kGrid grid or at the prompt's end (echo
-//     chunks at most kGrid rows). So a long prefill delays the running
-//     decodes by one step at a time, never by its whole length.
+//     decode first (one token each), then prefill chunks in admission order
+//     with what is left (echo chunks at most kGrid rows). Chunks end
+//     anywhere: each sequence's PrefillCarry keeps the bits those of an
+//     unsplit prefill. So a long prefill delays the running decodes by one
+//     step of bounded size at a time, never by its whole length.
 //  3. A sequence cancelled (request.cancelled(), on_token returning false),
 //     stopped or at max_tokens leaves at the end of the step that saw it; a
 //     waiting sequence cancelled before it starts never runs.
