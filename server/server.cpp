@@ -369,6 +369,10 @@ Status Server::bind(int* port) {
                               " (in use, or not an address of this machine)");
     *port = options_.port;
   }
+  // A burst of clients must reach the queue (and its 429), not wait in SYN
+  // retries behind cpp-httplib's backlog of 5.
+  if (!widen_listen_backlog(*port))
+    std::fprintf(stderr, "statebank serve: could not widen the listen backlog of port %d\n", *port);
   return Status::ok();
 }
 

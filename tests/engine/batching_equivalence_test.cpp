@@ -180,7 +180,7 @@ class BatchingEquivalence : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
   const Model& model = testing::tiny_model(GetParam());
-  const auto mix = make_mix(model, 11 + static_cast<uint64_t>(GetParam()), 70);
+  const auto mix = make_mix(model, 11 + static_cast<uint64_t>(GetParam()), 48);
   // The reference: one at a time, no bank.
   std::unique_ptr<Engine> reference;
   EngineOptions ro;
@@ -205,7 +205,9 @@ TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
     ssd += s.mode_ssd;
     mixed += s.mode_mixed;
     EXPECT_LE(s.peak_batch, static_cast<uint64_t>(in_flight));
-    if (in_flight > 1) EXPECT_GE(s.peak_batch, 2u) << "no step ever ran two sequences";
+    if (in_flight > 1) {
+      EXPECT_GE(s.peak_batch, 2u) << "no step ever ran two sequences";
+    }
   }
   // The mix really exercised restores from both tiers and cancellations.
   EXPECT_GT(ram, 0u);
@@ -218,7 +220,7 @@ TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
 // from bypass.
 TEST(BatchingEquivalenceNegative, ATamperedRestoreIsNoticed) {
   const Model& model = testing::tiny_model(Arch::kQwen3Next);
-  const auto mix = make_mix(model, 5, 40);
+  const auto mix = make_mix(model, 5, 24);
   std::unique_ptr<Engine> reference;
   EngineOptions ro;
   ro.block_tokens = kB;
