@@ -29,6 +29,17 @@ namespace {
 
 constexpr uint32_t kB = 64;
 
+// Under ThreadSanitizer (label tsan) the binary hunts races: one
+// architecture, a smaller mix, 8 in flight, no negative test. The full mix
+// and the negative test run in the release flavour.
+#ifdef __SANITIZE_THREAD__
+constexpr int kMixRequests = 12;
+constexpr bool kUnderTsan = true;
+#else
+constexpr int kMixRequests = 48;
+constexpr bool kUnderTsan = false;
+#endif
+
 // How a request of the mix ends besides its own stop tokens and max_tokens.
 enum class Ending {
   kNatural,
@@ -180,7 +191,7 @@ class BatchingEquivalence : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
   const Model& model = testing::tiny_model(GetParam());
-  const auto mix = make_mix(model, 11 + static_cast<uint64_t>(GetParam()), 48);
+  const auto mix = make_mix(model, 11 + static_cast<uint64_t>(GetParam()), kMixRequests);
   // The reference: one at a time, no bank.
   std::unique_ptr<Engine> reference;
   EngineOptions ro;
@@ -192,7 +203,7 @@ TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
 
   uint64_t ram = 0, ssd = 0, mixed = 0, cancelled = 0;
   for (const Outcome& o : alone) cancelled += o.result.finish_reason == "cancelled";
-  for (int in_flight : {1, 2, 5, 8}) {
+  for (int in_flight : kUnderTsan ? std::vector<int>{8} : std::vector<int>{1, 2, 5, 8}) {
     testing::ScratchDir dir(/*in_memory=*/true);
     // A small budget makes most prefills take several steps beside decodes.
     const int64_t batch_tokens = in_flight + kGrid + (in_flight % 2 ? 0 : 2 * kGrid);
@@ -210,11 +221,14 @@ TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
     }
   }
   // The mix really exercised restores from both tiers and cancellations.
-  EXPECT_GT(ram, 0u);
-  EXPECT_GT(ssd + mixed, 0u);
-  EXPECT_GT(cancelled, 0u);
+  if (!kUnderTsan) {
+    EXPECT_GT(ram, 0u);
+    EXPECT_GT(ssd + mixed, 0u);
+    EXPECT_GT(cancelled, 0u);
+  }
 }
 
+#ifndef __SANITIZE_THREAD__
 // The comparison sees a wrong state: with every restored State tampered
 // (one value of its last block changed), some restored response differs
 // from bypass.
@@ -241,7 +255,11 @@ TEST(BatchingEquivalenceNegative, ATamperedRestoreIsNoticed) {
   EXPECT_GT(report.mismatches, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, BatchingEquivalence, ::testing::Values(Arch::kQwen3Next, Arch::kQsa),
+#endif
+
+INSTANTIATE_TEST_SUITE_P(Archs, BatchingEquivalence,
+                         ::testing::ValuesIn(kUnderTsan ? std::vector<Arch>{Arch::kQwen3Next}
+                                                        : std::vector<Arch>{Arch::kQwen3Next, Arch::kQsa}),
                          [](const auto& info) { return std::string(arch_name(info.param)); });
 
 }  // namespace
