@@ -240,7 +240,12 @@ json EngineBackend::bank_stats_json() const {
                  {"cached_tokens", e.cached_tokens},
                  {"modes",
                   {{"cold", e.mode_cold}, {"ram", e.mode_ram}, {"ssd", e.mode_ssd}, {"mixed", e.mode_mixed}, {"bypass", e.mode_bypass}}},
-                 {"check_failures", e.check_failures}};
+                 {"check_failures", e.check_failures},
+                 {"running", engine_->running()},
+                 {"waiting", engine_->waiting()},
+                 {"steps", e.steps},
+                 {"step_tokens", e.step_tokens},
+                 {"peak_batch", e.peak_batch}};
   j["audit"] = {{"rate", options_.audit_rate}, {"audits", audits_.load()}, {"mismatches", audit_mismatches_.load()}};
   return j;
 }
