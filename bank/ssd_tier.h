@@ -27,7 +27,8 @@
 //  5. Only paths under `dir` are touched; every name is built from a key.
 //  6. With a byte budget, publishing evicts in SsdIndex's order (least
 //     recently accessed first) until the new object fits.
-// Thread-safe. The destructor writes out the queue, then stops its threads.
+// Thread-safe. The destructor writes out the queue (unless close() dropped
+// it), then stops its threads.
 #pragma once
 
 #include <chrono>
@@ -94,11 +95,11 @@ class SsdTier : public Tier {
   SsdTier(const SsdTier&) = delete;
   SsdTier& operator=(const SsdTier&) = delete;
 
-  const char* name() const override { return "ssd"; }
+  TierKind kind() const override { return TierKind::kSsd; }
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   // Read-only and off modes store nothing and return OK.
-  Status put(const ObjectRef& object, ObjectRole role) override;
+  Status put(const ObjectRef& object, Retention retention) override;
   TierStats stats() const override;
 
   SsdStats ssd_stats() const;
@@ -108,8 +109,14 @@ class SsdTier : public Tier {
   // Reads concurrently, reader_threads at a time.
   void get_many(std::span<TierRead> reads) override;
   // Waits until every put() queued before the call is published or has
-  // failed. Returns the first write failure since the previous flush().
-  Status flush();
+  // failed, at most until `deadline`. Returns the first write failure since
+  // the previous flush(), or kResourceExhausted when the deadline came first.
+  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+  // Shutdown: flush(deadline), then drops what is still queued (counted as
+  // dropped puts, logged) and joins the writers once they finish their
+  // current file; later put()s are dropped. Reads keep working. Returns
+  // flush's status. Idempotent.
+  Status close(std::chrono::steady_clock::time_point deadline);
   // Published objects, in eviction order (first = next victim).
   std::vector<SsdEntry> list() const;
   // Evicts until the published bytes fit `budget`; counts what it removed.
@@ -122,7 +129,7 @@ class SsdTier : public Tier {
  private:
   struct Job {
     ObjectRef object;
-    ObjectRole role;
+    Retention retention;
   };
   explicit SsdTier(SsdOptions options);
   Status open_dir();
@@ -161,6 +168,7 @@ class SsdTier : public Tier {
   uint64_t temp_seq_ = 0, quarantine_seq_ = 0;
   std::set<std::string> durable_dirs_;  // fan-out directories known to be on disk
   bool stop_ = false;
+  bool closed_ = false;  // close(): nothing more is written
   std::deque<std::function<void()>> read_tasks_;
   std::vector<std::thread> readers_;  // started by the first get_many()
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 
@@ -21,15 +22,39 @@
 
 namespace sb {
 
-// Why an object is kept (docs/bank.md, "Snapshots: where and how many").
-// The RAM tier's exact eviction order, which uses the role together with the
-// chain structure, is written in bank/ram_tier.h.
-enum class ObjectRole : uint8_t {
+// Which kind of store a tier is: its identity in every statistic (a restore
+// served by it, /metrics, /v1/bank). A new kind of tier is one more
+// enumerator here and its name in tier_kind_name(); counters keyed by tier
+// (RestoreMode, EngineStats) pick it up without other edits.
+enum class TierKind : uint8_t { kRam = 0, kSsd = 1, kRemote = 2 };
+inline constexpr size_t kTierKinds = 3;
+// "ram", "ssd", "remote": the names users see (JSON, metrics labels).
+const char* tier_kind_name(TierKind kind);
+
+// How long a tier keeps an object, in the bank's own terms: the caller
+// (the engine) decides which class a snapshot gets from why it took it; the
+// bank never knows about chats or prompts. Ordered: a higher class is kept
+// longer, and an object put again keeps the highest class it was given. The
+// value is stored on disk as the header's retention byte (docs/bank-format.md)
+// and never renumbered.
+//  - kBlock: a block; kept as long as its chain (bank/ram_tier.h).
+//  - kThinFirst: a snapshot worth having only where a chain ends; inside a
+//    chain (a block continues past it) it is the first thing to go.
+//  - kKeep: thinned inside a chain like kThinFirst, but where tiers compare
+//    equals (SSD at equal access) kept longer than kThinFirst.
+//  - kAnchor: a snapshot many requests restore from; never thinned from the
+//    middle of a chain, evicted only with (or after) its block.
+// The RAM tier's exact eviction order, which uses the class together with
+// the chain structure, is written in bank/ram_tier.h; the SSD tier's in
+// bank/ssd_index.h.
+enum class Retention : uint8_t {
   kBlock = 0,
-  kSnapshotInterval = 1,   // every S-th block boundary
-  kSnapshotPromptEnd = 2,  // last full block boundary of a prompt
-  kSnapshotMessage = 3,    // boundary before a chat's final user message
+  kThinFirst = 1,
+  kKeep = 2,
+  kAnchor = 3,
 };
+// "block", "thin-first", "keep", "anchor" (`statebank bank ls`).
+const char* retention_name(Retention retention);
 
 // One request of a batch read (Tier::get_many).
 struct TierRead {
@@ -50,15 +75,20 @@ struct TierStats {
   uint64_t check_failures = 0;
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
+  // What only this kind of tier has (SSD: its directory and mode; its write
+  // queue and quarantine counts), shown as they are under the tier's name.
+  std::map<std::string, std::string> facts;
+  std::map<std::string, uint64_t> counts;
 };
 
 class Tier {
  public:
   virtual ~Tier() = default;
-  virtual const char* name() const = 0;  // "ram", "ssd"
+  virtual TierKind kind() const = 0;
+  const char* name() const { return tier_kind_name(kind()); }
   virtual bool contains(ObjectKind kind, const Key& key) const = 0;
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
-  virtual Status put(const ObjectRef& object, ObjectRole role) = 0;
+  virtual Status put(const ObjectRef& object, Retention retention) = 0;
   // Reads several objects; each request gets the status get() would give it.
   // Tiers where a read waits on a device override it to read concurrently.
   virtual void get_many(std::span<TierRead> reads) {

@@ -81,12 +81,7 @@ void Engine::count(const CompletionRequest& request, const CompletionResult& res
   counters_.prompt_tokens.fetch_add(request.prompt.size(), std::memory_order_relaxed);
   counters_.cached_tokens.fetch_add(static_cast<uint64_t>(rec.restore_point), std::memory_order_relaxed);
   counters_.check_failures.fetch_add(static_cast<uint64_t>(rec.check_failures), std::memory_order_relaxed);
-  auto& by_mode = rec.mode == "bypass" ? counters_.bypass
-                  : rec.mode == "ram"  ? counters_.ram
-                  : rec.mode == "ssd"  ? counters_.ssd
-                  : rec.mode == "mixed" ? counters_.mixed
-                                        : counters_.cold;
-  by_mode.fetch_add(1, std::memory_order_relaxed);
+  counters_.by_mode[rec.mode.index()].fetch_add(1, std::memory_order_relaxed);
 }
 
 EngineStats Engine::stats() const {
@@ -94,11 +89,7 @@ EngineStats Engine::stats() const {
   s.requests = counters_.requests.load();
   s.prompt_tokens = counters_.prompt_tokens.load();
   s.cached_tokens = counters_.cached_tokens.load();
-  s.mode_cold = counters_.cold.load();
-  s.mode_ram = counters_.ram.load();
-  s.mode_ssd = counters_.ssd.load();
-  s.mode_mixed = counters_.mixed.load();
-  s.mode_bypass = counters_.bypass.load();
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) s.restores[i] = counters_.by_mode[i].load();
   s.check_failures = counters_.check_failures.load();
   loop_->add_stats(&s);
   return s;

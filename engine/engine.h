@@ -8,6 +8,7 @@
 // as it gives alone, whatever else runs in the same steps.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bank/restore_mode.h"
 #include "common/status.h"
 #include "runtime/state.h"
 
@@ -42,7 +44,7 @@ struct GeneratedToken {
 
 // The restore record of one request (docs/interface.md).
 struct RestoreRecord {
-  std::string mode = "cold";  // cold, ram, ssd, mixed, bypass
+  RestoreMode mode;  // cold, a tier (ram, ssd, ...), mixed, bypass; mode.name() in JSON
   int64_t restore_point = 0;
   int64_t matched_tokens = 0;
   int64_t common_prefix_tokens = 0;
@@ -112,7 +114,7 @@ struct EngineStats {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;  // sum of restore_point
-  uint64_t mode_cold = 0, mode_ram = 0, mode_ssd = 0, mode_mixed = 0, mode_bypass = 0;
+  std::array<uint64_t, RestoreMode::kCount> restores{};  // requests by RestoreMode::index()
   uint64_t check_failures = 0;
   // The step loop: forward steps run, tokens they consumed (decode and
   // prefill), the most sequences that ran in one step.
@@ -176,13 +178,15 @@ class Engine {
   std::unique_ptr<StepLoop> loop_;
   struct Counters {
     std::atomic<uint64_t> requests{0}, prompt_tokens{0}, cached_tokens{0};
-    std::atomic<uint64_t> cold{0}, ram{0}, ssd{0}, mixed{0}, bypass{0}, check_failures{0};
+    std::atomic<uint64_t> check_failures{0};
+    std::array<std::atomic<uint64_t>, RestoreMode::kCount> by_mode{};
   };
   mutable Counters counters_;
 };
 
-// Why a snapshot is taken at a position (ObjectRole without the bank's
-// header): kept here so tests can check the placement rules.
+// Why a snapshot is taken at a position; the engine maps it to the bank's
+// retention class (bank/tier.h). Kept here so tests can check the placement
+// rules.
 enum class SnapshotReason { kInterval, kPromptEnd, kBranch, kMessage };
 struct SnapshotPlace {
   int64_t position = 0;

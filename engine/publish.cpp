@@ -11,16 +11,18 @@
 namespace sb {
 namespace {
 
-ObjectRole role_of(SnapshotReason r) {
+// The engine's chat knowledge, translated into the bank's retention classes.
+Retention retention_of(SnapshotReason r) {
   switch (r) {
-    case SnapshotReason::kInterval: return ObjectRole::kSnapshotInterval;
-    case SnapshotReason::kPromptEnd: return ObjectRole::kSnapshotPromptEnd;
-    // A branch point is where conversations part, as a message boundary is:
-    // kept as long.
-    case SnapshotReason::kBranch: return ObjectRole::kSnapshotMessage;
-    case SnapshotReason::kMessage: return ObjectRole::kSnapshotMessage;
+    case SnapshotReason::kInterval: return Retention::kThinFirst;
+    // Where a request ended: a replay of it restores here.
+    case SnapshotReason::kPromptEnd: return Retention::kKeep;
+    // A message boundary and a branch point are where conversations part:
+    // later requests restore from them.
+    case SnapshotReason::kBranch: return Retention::kAnchor;
+    case SnapshotReason::kMessage: return Retention::kAnchor;
   }
-  return ObjectRole::kSnapshotInterval;
+  return Retention::kThinFirst;
 }
 
 }  // namespace
@@ -34,14 +36,14 @@ void publish_prompt(const EngineContext& context, Sequence& seq) {
   size_t next_snap = 0;
   for (int64_t j = seq.restore_point / B; j < n / B; ++j) {
     const auto tokens = prompt.subspan(static_cast<size_t>(j * B), static_cast<size_t>(B));
-    (void)context.bank->publish(make_block(seq.state, seq.keys[j + 1], seq.keys[j], j * B, tokens), ObjectRole::kBlock);
+    (void)context.bank->publish(make_block(seq.state, seq.keys[j + 1], seq.keys[j], j * B, tokens), Retention::kBlock);
     const int64_t end = (j + 1) * B;
     while (next_snap < seq.snapshots.size() && seq.snapshots[next_snap].position < end) ++next_snap;
     if (next_snap < seq.snapshots.size() && seq.snapshots[next_snap].position == end) {
       const auto it = std::find_if(seq.places.begin(), seq.places.end(),
                                    [&](const SnapshotPlace& p) { return p.position == end; });
       if (it != seq.places.end())
-        (void)context.bank->publish(make_snapshot(seq.snapshots[next_snap], seq.keys[j + 1]), role_of(it->reason));
+        (void)context.bank->publish(make_snapshot(seq.snapshots[next_snap], seq.keys[j + 1]), retention_of(it->reason));
     }
   }
 }

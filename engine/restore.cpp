@@ -35,7 +35,7 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
   seq.use_bank = context.bank != nullptr && req.cache_mode != CacheMode::kBypass;
   seq.publish = seq.use_bank && req.cache_mode == CacheMode::kDefault;
   RestoreRecord& rec = seq.result.restore;
-  rec.mode = seq.use_bank ? "cold" : "bypass";
+  rec.mode = seq.use_bank ? RestoreMode::cold() : RestoreMode::bypass();
   seq.state = context.model.new_state();
   if (seq.use_bank) {
     const auto t_lookup = EngineClock::now();
@@ -60,7 +60,7 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
         if (composed.is_ok()) {
           if (context.hooks.tamper_restored_state) context.hooks.tamper_restored_state(restored);
           seq.state = std::move(restored);
-          rec.mode = plan.mode;
+          rec.mode = plan.mode();
           rec.restore_point = plan.restore_point;
           rec.common_prefix_tokens = plan.common_prefix_tokens;
           rec.snapshot_position = plan.snapshot_position;

@@ -61,7 +61,7 @@ struct ChatPrompt {
 
 // Bank statistics as /metrics prints them.
 struct BankTierStats {
-  std::string tier;                              // "ram", "ssd"
+  TierKind tier = TierKind::kRam;                // its label: tier_kind_name(tier)
   std::map<std::string, uint64_t> bytes;         // by object kind ("block", "snapshot")
   std::map<std::string, uint64_t> objects;       // by object kind
   uint64_t evictions = 0;
@@ -100,8 +100,10 @@ class Backend {
 
   virtual BankStatsView bank_stats() const = 0;
   virtual nlohmann::json bank_stats_json() const = 0;
-  // Waits until the bank's SSD write queue is on disk, at most `deadline`.
-  virtual Status flush(std::chrono::milliseconds deadline) = 0;
+  // Shutdown: waits until the bank's write queue is on disk, at most
+  // `deadline`, then drops what is left and stops the bank's writers
+  // (TieredBank::close). Lookups keep working.
+  virtual Status close_bank(std::chrono::milliseconds deadline) = 0;
 };
 
 }  // namespace sb

@@ -2,10 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <future>
-#include <thread>
 
-#include "bank/key.h"
 #include "server/chat_output.h"
 #include "server/request_parse.h"
 
@@ -26,15 +23,18 @@ class DecoderStream : public TextStream {
 };
 
 json tier_json(const TierStats& s) {
-  return json{{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
-              {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
-              {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"bytes_read", s.bytes_read},
-              {"bytes_written", s.bytes_written}};
+  json j = {{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
+            {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
+            {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"bytes_read", s.bytes_read},
+            {"bytes_written", s.bytes_written}};
+  for (const auto& [k, v] : s.facts) j[k] = v;
+  for (const auto& [k, v] : s.counts) j[k] = v;
+  return j;
 }
 
-BankTierStats tier_view(const char* name, const TierStats& s) {
+BankTierStats tier_view(TierKind kind, const TierStats& s) {
   BankTierStats t;
-  t.tier = name;
+  t.tier = kind;
   t.bytes["all"] = s.bytes;
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
@@ -57,39 +57,24 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
   b->has_template_ = b->template_status_.is_ok();
 
-  std::vector<Tier*> tiers;
-  if (options.ram_bytes > 0) {
-    b->ram_ = std::make_unique<RamTier>(options.ram_bytes);
-    tiers.push_back(b->ram_.get());
-  }
-  if (options.ssd_mode != SsdMode::kOff) {
-    SsdOptions o;
-    o.dir = options.bank_dir;
-    o.mode = options.ssd_mode;
-    o.budget_bytes = options.ssd_bytes;
-    o.schema = b->model_->schema();
-    o.verify_block = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
-    o.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
-    std::unique_ptr<SsdTier> ssd;
-    SB_RETURN_IF_ERROR(SsdTier::open(std::move(o), &ssd));
-    b->ssd_ = std::move(ssd);
-    tiers.push_back(b->ssd_.get());
-  }
-  if (!tiers.empty()) b->bank_ = std::make_unique<Bank>(tiers);
+  BankOptions bank = options.bank;
+  bank.schema = b->model_->schema();
+  if (!bank.log) bank.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
+  SB_RETURN_IF_ERROR(TieredBank::open(std::move(bank), &b->tiers_));
+  b->bank_ = b->tiers_->bank();
   EngineOptions eo;
   eo.block_tokens = options.block_tokens;
   eo.snapshot_every = options.snapshot_every;
   eo.max_running = options.max_running;
   eo.batch_tokens = options.batch_tokens;
-  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_.get(), eo, &b->engine_));
+  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   *out = std::move(b);
   return Status::ok();
 }
 
 EngineBackend::~EngineBackend() {
-  // The engine and bank refer to the tiers: drop them first.
+  // The engine refers to the bank: drop it first.
   engine_.reset();
-  bank_.reset();
 }
 
 Status EngineBackend::encode(const std::string& text, std::vector<int32_t>* ids) const {
@@ -190,24 +175,21 @@ void EngineBackend::audit(const CompletionRequest& request, const CompletionResu
     std::fprintf(stderr,
                  "statebank serve: AUDIT MISMATCH: a request restored at %lld tokens (%s) differs from its cold "
                  "recomputation%s\n",
-                 static_cast<long long>(served.restore.restore_point), served.restore.mode.c_str(),
+                 static_cast<long long>(served.restore.restore_point), served.restore.mode.name(),
                  s.is_ok() ? "" : (": " + s.to_string()).c_str());
   }
 }
 
 BankStatsView EngineBackend::bank_stats() const {
   BankStatsView v;
-  if (ram_) {
-    TierStats s = ram_->stats();
-    v.tiers.push_back(tier_view("ram", s));
-    v.check_failures["ram_read"] = s.check_failures;
+  if (bank_) {
+    for (const Tier* tier : bank_->tiers()) {
+      const TierStats s = tier->stats();
+      v.tiers.push_back(tier_view(tier->kind(), s));
+      v.check_failures[std::string(tier->name()) + "_read"] = s.check_failures;
+    }
+    v.check_failures["restore"] = bank_->stats().check_failures;
   }
-  if (ssd_) {
-    TierStats s = ssd_->stats();
-    v.tiers.push_back(tier_view("ssd", s));
-    v.check_failures["ssd_read"] = s.check_failures;
-  }
-  if (bank_) v.check_failures["restore"] = bank_->stats().check_failures;
   v.audits = audits_.load();
   v.audit_mismatches = audit_mismatches_.load();
   return v;
@@ -215,31 +197,19 @@ BankStatsView EngineBackend::bank_stats() const {
 
 json EngineBackend::bank_stats_json() const {
   json j = {{"block_tokens", options_.block_tokens}, {"snapshot_every", options_.snapshot_every}};
-  if (ram_) j["ram"] = tier_json(ram_->stats());
-  if (ssd_) {
-    SsdStats s = ssd_->ssd_stats();
-    json t = tier_json(s.tier);
-    t["dir"] = ssd_->dir();
-    t["mode"] = ssd_mode_name(ssd_->mode());
-    t["queued"] = s.queued;
-    t["dropped_puts"] = s.dropped_puts;
-    t["write_errors"] = s.write_errors;
-    t["quarantined"] = s.quarantined;
-    t["quarantine_files"] = s.quarantine_files;
-    t["quarantine_bytes"] = s.quarantine_bytes;
-    j["ssd"] = t;
-  }
   if (bank_) {
+    for (const Tier* tier : bank_->tiers()) j[tier->name()] = tier_json(tier->stats());
     BankStats b = bank_->stats();
     j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
                  {"check_failures", b.check_failures}, {"published", b.published}, {"promoted", b.promoted}};
   }
   EngineStats e = engine_->stats();
+  json modes = json::object();
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) modes[RestoreMode::at(i).name()] = e.restores[i];
   j["engine"] = {{"requests", e.requests},
                  {"prompt_tokens", e.prompt_tokens},
                  {"cached_tokens", e.cached_tokens},
-                 {"modes",
-                  {{"cold", e.mode_cold}, {"ram", e.mode_ram}, {"ssd", e.mode_ssd}, {"mixed", e.mode_mixed}, {"bypass", e.mode_bypass}}},
+                 {"modes", modes},
                  {"check_failures", e.check_failures},
                  {"running", engine_->running()},
                  {"waiting", engine_->waiting()},
@@ -250,15 +220,8 @@ json EngineBackend::bank_stats_json() const {
   return j;
 }
 
-Status EngineBackend::flush(std::chrono::milliseconds deadline) {
-  if (!ssd_) return Status::ok();
-  auto ssd = ssd_;
-  auto done = std::make_shared<std::promise<Status>>();
-  std::future<Status> result = done->get_future();
-  std::thread([ssd, done] { done->set_value(ssd->flush()); }).detach();
-  if (result.wait_for(deadline) != std::future_status::ready)
-    return Status::exhausted("the SSD write queue was not on disk by the deadline");
-  return result.get();
+Status EngineBackend::close_bank(std::chrono::milliseconds deadline) {
+  return tiers_->close(std::chrono::steady_clock::now() + deadline);
 }
 
 }  // namespace sb

@@ -15,6 +15,7 @@
 #include "bank/compose.h"
 #include "bank/ram_tier.h"
 #include "tests/bank/synthetic_state.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -26,10 +27,7 @@ using testing::synthetic_schema;
 constexpr uint32_t kB = 8;
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 5000);
-  return t;
+  return testing::random_tokens(seed, static_cast<int64_t>(n));
 }
 
 // Publishes every full block of `tokens` and a snapshot at each position in
@@ -43,10 +41,10 @@ void publish_chain(Bank& bank, const StateSchema& schema, const std::vector<int3
     synthetic_prefill(state, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB));
     ASSERT_TRUE(bank.publish(make_block(state, keys[k + 1], keys[k], k * kB,
                                         std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB)),
-                             ObjectRole::kBlock)
+                             Retention::kBlock)
                     .is_ok());
     if (schema.has_recurrent() && snapshot_blocks.count(k + 1)) {
-      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), ObjectRole::kSnapshotPromptEnd)
+      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), Retention::kKeep)
                       .is_ok());
     }
   }
@@ -85,7 +83,7 @@ TEST(Bank, RestoresTheLongestPrefixWithASnapshotAndEqualsCold) {
   EXPECT_EQ(r.plan.restore_point, 9 * kB);
   EXPECT_EQ(r.plan.matched_tokens, 9 * kB);
   EXPECT_EQ(r.plan.snapshot_position, 9 * kB);
-  EXPECT_EQ(r.plan.mode, "ram");
+  EXPECT_STREQ(r.plan.mode().name(), "ram");
   EXPECT_EQ(r.plan.blocks.size(), 9u);
   EXPECT_EQ(r.plan.checks, 10);  // 9 blocks and a snapshot
   EXPECT_EQ(r.plan.check_failures, 0);
@@ -125,7 +123,7 @@ TEST(Bank, AnotherNamespaceNeverHits) {
   auto other = lookup_and_verify(bank, schema, tokens, "tenant-b");
   EXPECT_EQ(other.plan.restore_point, 0);
   EXPECT_EQ(other.plan.matched_tokens, 0);
-  EXPECT_EQ(other.plan.mode, "cold");
+  EXPECT_STREQ(other.plan.mode().name(), "cold");
   EXPECT_EQ(lookup_and_verify(bank, schema, tokens, "").plan.restore_point, 0);
 }
 
@@ -158,14 +156,14 @@ TEST(Bank, ModelWithoutRecurrentStateNeedsNoSnapshot) {
 // names, as a tier whose checksum fails would.
 class CorruptingTier : public Tier {
  public:
-  explicit CorruptingTier(const char* name) : name_(name), inner_(1 << 24) {}
-  const char* name() const override { return name_; }
+  explicit CorruptingTier(TierKind kind) : kind_(kind), inner_(1 << 24) {}
+  TierKind kind() const override { return kind_; }
   bool contains(ObjectKind kind, const Key& key) const override { return inner_.contains(kind, key); }
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override {
     if (bad_.count({kind, key})) return Status::corruption("checksum mismatch (injected)");
     return inner_.get(kind, key, out);
   }
-  Status put(const ObjectRef& object, ObjectRole role) override { return inner_.put(object, role); }
+  Status put(const ObjectRef& object, Retention retention) override { return inner_.put(object, retention); }
   void get_many(std::span<TierRead> reads) override {
     ++batches;
     batch_reads += reads.size();
@@ -178,14 +176,14 @@ class CorruptingTier : public Tier {
   RamTier& inner() { return inner_; }
 
  private:
-  const char* name_;
+  TierKind kind_;
   RamTier inner_;
   std::set<std::pair<ObjectKind, Key>> bad_;
 };
 
 TEST(Bank, ACorruptObjectIsAMissAndTheWalkFallsBack) {
   const auto schema = synthetic_schema();
-  CorruptingTier tier("ram");
+  CorruptingTier tier(TierKind::kRam);
   Bank bank({&tier});
   const auto tokens = random_tokens(8 * kB, 5);
   publish_chain(bank, schema, tokens, {2, 4, 7});
@@ -219,9 +217,9 @@ TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
     const State st = synthetic_run(schema, std::span<const int32_t>(src).subspan(0, (k + 1) * kB));
     ASSERT_TRUE(bank.publish(make_block(st, keys[k + 1], keys[k], k * kB,
                                         std::span<const int32_t>(src).subspan(static_cast<size_t>(k) * kB, kB)),
-                             ObjectRole::kBlock)
+                             Retention::kBlock)
                     .is_ok());
-    ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(st), keys[k + 1]), ObjectRole::kSnapshotPromptEnd).is_ok());
+    ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(st), keys[k + 1]), Retention::kKeep).is_ok());
   }
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.matched_tokens, 3 * kB);
@@ -232,7 +230,7 @@ TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
 TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24);
-  CorruptingTier lower("ssd");
+  CorruptingTier lower(TierKind::kSsd);
   Bank bank({&ram, &lower});
   const auto tokens = random_tokens(6 * kB, 7);
   publish_chain(bank, schema, tokens, {5});
@@ -243,33 +241,34 @@ TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {
   ASSERT_TRUE(ram.erase(ObjectKind::kSnapshot, keys[5]));
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
-  EXPECT_EQ(r.plan.mode, "mixed");
+  EXPECT_STREQ(r.plan.mode().name(), "mixed");
   EXPECT_EQ(r.plan.promoted, 4);
   EXPECT_TRUE(ram.contains(ObjectKind::kBlock, keys[4]));
   EXPECT_TRUE(ram.contains(ObjectKind::kSnapshot, keys[5]));
   // Now all of it is in RAM.
-  EXPECT_EQ(lookup_and_verify(bank, schema, tokens).plan.mode, "ram");
+  EXPECT_STREQ(lookup_and_verify(bank, schema, tokens).plan.mode().name(), "ram");
 
   // RAM empty: everything from the lower tier, read in one batch.
   ram.set_budget(0);
   const int batches = lower.batches;
   const size_t batch_reads = lower.batch_reads;
   r = lookup_and_verify(bank, schema, tokens);
-  EXPECT_EQ(r.plan.mode, "ssd");
+  EXPECT_STREQ(r.plan.mode().name(), "ssd");
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
   EXPECT_EQ(lower.batches, batches + 1);
   EXPECT_EQ(lower.batch_reads, batch_reads + 6);  // 5 blocks and the snapshot
 
   // A corrupt copy in RAM is a miss there; the good copy below serves.
-  CorruptingTier bad_ram("ram");
-  RamTier good(1 << 24);
+  // (The good copy sits in a tier of another kind, so that "mixed" shows it.)
+  CorruptingTier bad_ram(TierKind::kRam);
+  CorruptingTier good(TierKind::kSsd);
   Bank bank2({&bad_ram, &good});
   publish_chain(bank2, schema, tokens, {5});
   bad_ram.corrupt(ObjectKind::kBlock, keys[2]);
   r = lookup_and_verify(bank2, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
   EXPECT_EQ(r.plan.check_failures, 1);
-  EXPECT_EQ(r.plan.mode, "mixed");
+  EXPECT_STREQ(r.plan.mode().name(), "mixed");
 }
 
 TEST(Bank, ConcurrentPublishersOfTheSameChainStoreItOnce) {
@@ -327,6 +326,33 @@ TEST(Compose, RefusesObjectsThatDoNotFitTheSchemaOrTheChain) {
   State out;
   EXPECT_EQ(compose_state(schema, one, snap, &out).code(), Code::kCorruption);
   EXPECT_EQ(compose_state(schema, one, nullptr, &out).code(), Code::kCorruption);
+}
+
+TEST(RestoreMode, EveryTierHasItsOwnModeAndTheUserVisibleNamesStay) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) {
+    const RestoreMode m = RestoreMode::at(i);
+    EXPECT_EQ(m.index(), i);
+    EXPECT_TRUE(names.insert(m.name()).second) << m.name();
+  }
+  for (size_t t = 0; t < kTierKinds; ++t) {
+    const auto kind = static_cast<TierKind>(t);
+    const RestoreMode m = RestoreMode::from(kind);
+    ASSERT_TRUE(m.tier().has_value());
+    EXPECT_EQ(*m.tier(), kind);
+    EXPECT_STREQ(m.name(), tier_kind_name(kind));
+    EXPECT_TRUE(m.restored());
+  }
+  EXPECT_STREQ(RestoreMode().name(), "cold");
+  EXPECT_STREQ(RestoreMode::from(TierKind::kRam).name(), "ram");
+  EXPECT_STREQ(RestoreMode::from(TierKind::kSsd).name(), "ssd");
+  EXPECT_STREQ(RestoreMode::from(TierKind::kRemote).name(), "remote");
+  EXPECT_STREQ(RestoreMode::mixed().name(), "mixed");
+  EXPECT_STREQ(RestoreMode::bypass().name(), "bypass");
+  EXPECT_TRUE(RestoreMode::mixed().restored());
+  EXPECT_FALSE(RestoreMode::cold().restored());
+  EXPECT_FALSE(RestoreMode::bypass().restored());
+  EXPECT_FALSE(RestoreMode::mixed().tier().has_value());
 }
 
 }  // namespace

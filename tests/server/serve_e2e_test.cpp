@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/server/serve_process.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb::testing {
 namespace {
@@ -23,8 +24,8 @@ namespace fs = std::filesystem;
 class ServeE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/sb_serve_e2e_XXXXXX";
-    root_ = mkdtemp(tmpl);
+    dir_ = new TempDir();
+    root_ = dir_->path();
     model_ = root_ + "/model";
     const char* tok = std::getenv("SB_TOKENIZER_DIR");
     ASSERT_NE(tok, nullptr) << "SB_TOKENIZER_DIR is not set (run through ctest)";
@@ -32,7 +33,10 @@ class ServeE2E : public ::testing::Test {
                            "--tokenizer", tok, model_}),
               0);
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
 
   static std::vector<std::string> serve_args(const std::string& bank) {
     return {SB_STATEBANK_BIN, "serve",          "--model",       model_, "--port",      "0",   "--bank-dir",
@@ -40,8 +44,10 @@ class ServeE2E : public ::testing::Test {
             "--ram-bank",     "256M"};
   }
 
+  static TempDir* dir_;  // the suite's, made in SetUpTestSuite
   static std::string root_, model_;
 };
+TempDir* ServeE2E::dir_ = nullptr;
 std::string ServeE2E::root_, ServeE2E::model_;
 
 json post(httplib::Client& c, const std::string& path, const json& body, bool bypass) {
