@@ -77,6 +77,8 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   EngineOptions eo;
   eo.block_tokens = options.block_tokens;
   eo.snapshot_every = options.snapshot_every;
+  eo.max_running = options.max_running;
+  eo.batch_tokens = options.batch_tokens;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   *out = std::move(b);
   return Status::ok();
@@ -230,7 +232,12 @@ json EngineBackend::bank_stats_json() const {
                  {"prompt_tokens", e.prompt_tokens},
                  {"cached_tokens", e.cached_tokens},
                  {"modes", modes},
-                 {"check_failures", e.check_failures}};
+                 {"check_failures", e.check_failures},
+                 {"running", engine_->running()},
+                 {"waiting", engine_->waiting()},
+                 {"steps", e.steps},
+                 {"step_tokens", e.step_tokens},
+                 {"peak_batch", e.peak_batch}};
   j["audit"] = {{"rate", options_.audit_rate}, {"audits", audits_.load()}, {"mismatches", audit_mismatches_.load()}};
   return j;
 }

@@ -375,7 +375,7 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
 
 TEST(ServerHttp, FullQueueAnswers429) {
   ServerOptions o;
-  o.workers = 1;
+  o.max_running = 1;
   o.max_queue = 1;
   TestServer ts(o);
   ts.backend.hold();
