@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "usage: statebank bench agent [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
     "         [--prefix-tokens 8192] [--project-tokens 1024] [--message-tokens 40] [--reply-tokens 32]\n"
     "         [--projects 3] [--turns 2] [--turns-after 1] [--block-tokens 256] [--snapshot-every 2048]\n"
-    "         [--threads 2] [--ram-bytes 8G] [--seed 1] [--work-dir DIR] [--keep-bank]\n"
+    "         [--threads 2] [--precision bf16|f32] [--ram-bytes 8G] [--seed 1] [--work-dir DIR] [--keep-bank]\n"
     "         [--report FILE.md] [--csv FILE.csv] [--plot-script FILE] [--no-plots]\n"
     "         [--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-timeout-ms 5000]]";
 
@@ -54,7 +54,7 @@ std::string make_plots(const std::string& script, const std::string& csv, const 
 
 int bench_agent(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "prefix-tokens", "project-tokens", "message-tokens",
-             "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads",
+             "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads", "precision",
              "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script", "remote", "remote-password-file",
              "remote-timeout-ms"},
             {"keep-bank", "no-plots"});
@@ -107,6 +107,7 @@ int bench_agent(int argc, char** argv) {
   std::unique_ptr<Model> model;
   RuntimeOptions ro;
   ro.threads = static_cast<int>(threads);
+  if (!(s = parse_precision_arg(args.get("precision"), &ro.precision))) return fail("bench", s.message());
   if (!(s = Model::load(model_dir, ro, &model))) return fail("bench", s.to_string());
 
   const fs::path work = args.get("work-dir", (fs::path(cache_base).parent_path() / "bench").string());

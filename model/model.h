@@ -22,12 +22,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "model/config.h"
+#include "runtime/kernels.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -35,7 +37,11 @@ namespace sb {
 constexpr int64_t kGrid = 64;  // prefill chunk grid (the Gated DeltaNet chunk)
 
 struct RuntimeOptions {
-  int threads = 1;  // fixed at load; results depend on nothing else
+  int threads = 1;  // fixed at load; changes speed, never bits
+  // The arithmetic of the matrix products (runtime/kernels.h). Unset: bf16
+  // for a checkpoint whose embedding table is bf16, f32 otherwise. Part of
+  // the fingerprint.
+  std::optional<Precision> precision;
 };
 
 // PrefillCarry: lets a prefill stop anywhere, not only on the kGrid grid,
@@ -100,6 +106,9 @@ class Model {
   // Hex digest of everything that changes the numbers: weights, config, the
   // dtypes of weights and state, the runtime's numerics version.
   virtual const std::string& fingerprint() const = 0;
+  // The kernels the forward runs on, e.g. "cpu/bf16/avx512bf16" (part of the
+  // fingerprint; runtime/kernels.h).
+  virtual const std::string& kernels_name() const = 0;
   int64_t vocab_size() const { return config().vocab_size; }
 
   State new_state() const { return State(schema()); }

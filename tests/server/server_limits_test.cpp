@@ -102,11 +102,12 @@ TEST(ServerLimits, ARequestPastItsDeadlineIsCut) {
   TestServer ts(o);
   ts.backend.per_token_sleep_us = 20000;  // 1000 tokens would take 20 s
   auto c = ts.client();
-  auto r = post(*c, {{"prompt", "go"}, {"max_tokens", 1000}});
+  // Seed 0: the fake's reply has no end-of-text token within the deadline.
+  auto r = post(*c, {{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 504) << r->body;
   EXPECT_EQ(json::parse(r->body)["error"]["code"], "deadline_exceeded");
-  auto s = post(*c, {{"prompt", "go"}, {"max_tokens", 1000}, {"stream", true}});
+  auto s = post(*c, {{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}});
   ASSERT_TRUE(s);
   EXPECT_EQ(s->status, 200);
   EXPECT_NE(s->body.find("deadline_exceeded"), std::string::npos) << s->body;
