@@ -9,6 +9,8 @@
 //   2. equal access: lower retention class first (blocks, then thin-first,
 //      keep and anchor snapshots);
 //   3. then blocks before snapshots, then the smaller key.
+// Victims the tier's eviction guard protects are passed over
+// (oldest_where).
 // Not thread-safe: the tier guards it with its mutex.
 #pragma once
 
@@ -30,6 +32,10 @@ struct SsdEntry {
   Retention retention = Retention::kBlock;
   int64_t position = 0;
   uint64_t last_access = 0;  // the index's logical clock
+  Key parent;                // blocks: K(k), from the header
+  uint32_t tokens = 0;       // blocks: B, from the header
+  uint64_t hits = 0;         // successful reads in this process
+  int64_t last_use_ms = 0;   // Unix ms of the publish or last read (file mtime after a restart)
 };
 
 class SsdIndex {
@@ -41,13 +47,26 @@ class SsdIndex {
   void load(std::vector<std::pair<int64_t, SsdEntry>> entries_with_age);
   const SsdEntry* find(ObjectKind kind, const Key& key) const;
   bool erase(ObjectKind kind, const Key& key);
-  // Marks an entry as just accessed; false when absent.
-  bool touch(ObjectKind kind, const Key& key);
+  // Marks an entry as just accessed; false when absent. With now_ms > 0 it
+  // is also counted as a read (hits, last_use_ms).
+  bool touch(ObjectKind kind, const Key& key, int64_t now_ms = 0);
   // The next victim, or nullptr when empty.
   const SsdEntry* oldest() const;
+  // The first entry in eviction order that `evictable` accepts, or nullptr.
+  template <typename Pred>
+  const SsdEntry* oldest_where(const Pred& evictable) const {
+    for (const auto& [o, id] : order_) {
+      const SsdEntry& e = entries_.at(id);
+      if (evictable(e)) return &e;
+    }
+    return nullptr;
+  }
+  // Keys of the blocks whose parent is `parent`, at most `max`.
+  std::vector<Key> children(const Key& parent, size_t max) const;
   std::vector<SsdEntry> in_eviction_order() const;
 
   uint64_t bytes() const { return bytes_; }
+  uint64_t block_bytes() const { return block_bytes_; }
   uint64_t blocks() const { return blocks_; }
   uint64_t snapshots() const { return snapshots_; }
   size_t size() const { return entries_.size(); }
@@ -67,8 +86,9 @@ class SsdIndex {
   void account(const SsdEntry& e, int sign);
 
   uint64_t clock_ = 0;
-  uint64_t bytes_ = 0, blocks_ = 0, snapshots_ = 0;
+  uint64_t bytes_ = 0, block_bytes_ = 0, blocks_ = 0, snapshots_ = 0;
   std::unordered_map<Id, SsdEntry, IdHash> entries_;
+  std::unordered_multimap<Key, Key, KeyHash> children_;  // parent -> block
   std::map<Order, Id> order_;
 };
 

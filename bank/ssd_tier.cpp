@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "bank/format.h"
+#include "bank/wall_clock.h"
 
 namespace sb {
 namespace {
@@ -224,6 +225,9 @@ Status SsdTier::scan_fanout(const std::string& sub, std::vector<std::pair<int64_
     e.bytes = info.size;
     e.retention = h.retention;
     e.position = h.position;
+    e.parent = h.parent;
+    e.tokens = h.n_tokens;
+    e.last_use_ms = info.mtime_ns / 1'000'000;
     found->emplace_back(info.mtime_ns, e);
   }
   return Status::ok();
@@ -320,7 +324,7 @@ Status SsdTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
     std::lock_guard<std::mutex> l(mu_);
     ++tier_.hits;
     tier_.bytes_read += size;
-    index_.touch(kind, key);
+    index_.touch(kind, key, wall_now_ms());
   } else {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -407,10 +411,17 @@ Status SsdTier::put(const ObjectRef& object, Retention retention) {
   return Status::ok();
 }
 
+bool SsdTier::guarded_locked(ObjectKind kind, const Key& key) const {
+  return guard_ != nullptr && guard_->protects(kind, key);
+}
+
 std::vector<SsdEntry> SsdTier::pick_victims_locked(uint64_t budget, uint64_t incoming) {
   std::vector<SsdEntry> victims;
-  while (index_.size() > 0 && index_.bytes() + reserved_bytes_ + incoming > budget) {
-    SsdEntry e = *index_.oldest();
+  auto evictable = [&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); };
+  while (index_.bytes() + reserved_bytes_ + incoming > budget) {
+    const SsdEntry* victim = index_.oldest_where(evictable);
+    if (victim == nullptr) break;  // only protected objects are left
+    SsdEntry e = *victim;
     index_.erase(e.kind, e.key);
     ++tier_.evictions;
     victims.push_back(e);
@@ -486,10 +497,14 @@ void SsdTier::writer_loop() {
       ++in_flight_;
       space_cv_.notify_all();
       if (options_.budget_bytes) {
-        if (size > options_.budget_bytes)
+        if (size > options_.budget_bytes) {
           s = Status::exhausted("object of " + std::to_string(size) + " bytes exceeds the SSD budget");
-        else
+        } else {
           victims = pick_victims_locked(options_.budget_bytes, size);
+          if (index_.bytes() + reserved_bytes_ + size > options_.budget_bytes &&
+              !guarded_locked(job.object->kind, job.object->key))
+            s = Status::exhausted("the SSD budget is held by pinned objects");
+        }
       }
       if (s.is_ok()) reserved_bytes_ += size;
     }
@@ -507,6 +522,9 @@ void SsdTier::writer_loop() {
         e.bytes = size;
         e.retention = job.retention;
         e.position = job.object->position;
+        e.parent = job.object->parent;
+        e.tokens = static_cast<uint32_t>(job.object->tokens.size());
+        e.last_use_ms = wall_now_ms();
         index_.insert(e);
         tier_.bytes_written += size;
       } else {
@@ -591,6 +609,8 @@ SsdStats SsdTier::ssd_stats() const {
   s.queued = queue_.size() + in_flight_;
   s.tier = tier_;
   s.tier.bytes = index_.bytes();
+  s.tier.block_bytes = index_.block_bytes();
+  s.tier.snapshot_bytes = index_.bytes() - index_.block_bytes();
   s.tier.blocks = index_.blocks();
   s.tier.snapshots = index_.snapshots();
   s.tier.budget_bytes = options_.budget_bytes;
@@ -641,6 +661,97 @@ Status SsdTier::clear_quarantine(uint64_t* files, uint64_t* bytes) {
   extra_.quarantine_files -= std::min(extra_.quarantine_files, *files);
   extra_.quarantine_bytes -= std::min(extra_.quarantine_bytes, *bytes);
   return first;
+}
+
+}  // namespace sb
+
+namespace sb {
+
+namespace {
+
+TierEntry tier_entry(const SsdEntry& e) {
+  TierEntry t;
+  t.kind = e.kind;
+  t.key = e.key;
+  t.parent = e.parent;
+  t.position = e.position;
+  t.tokens = e.tokens;
+  t.bytes = e.bytes;
+  t.retention = e.retention;
+  t.hits = e.hits;
+  t.last_use_ms = e.last_use_ms;
+  return t;
+}
+
+}  // namespace
+
+void SsdTier::set_eviction_guard(const EvictionGuard* guard) {
+  std::lock_guard<std::mutex> l(mu_);
+  guard_ = guard;
+}
+
+void SsdTier::guard_changed() {
+  if (options_.mode != SsdMode::kOn || options_.budget_bytes == 0) return;
+  uint64_t n = 0, b = 0;
+  (void)evict_to(options_.budget_bytes, &n, &b);
+}
+
+std::vector<TierEntry> SsdTier::entries() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<TierEntry> out;
+  out.reserve(index_.size());
+  for (const SsdEntry& e : index_.in_eviction_order()) out.push_back(tier_entry(e));
+  return out;
+}
+
+bool SsdTier::describe(ObjectKind kind, const Key& key, TierEntry* out) const {
+  std::lock_guard<std::mutex> l(mu_);
+  const SsdEntry* e = index_.find(kind, key);
+  if (e == nullptr) return false;
+  *out = tier_entry(*e);
+  return true;
+}
+
+std::vector<Key> SsdTier::children(const Key& parent, size_t max) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return index_.children(parent, max);
+}
+
+Status SsdTier::peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (index_.find(ObjectKind::kBlock, block) == nullptr) return Status::not_found("no block " + key_to_hex(block) + " on SSD");
+  }
+  const std::string path = object_path(ObjectKind::kBlock, block);
+  std::unique_ptr<ReadableFile> f;
+  SB_RETURN_IF_ERROR(fs_->open_readable(path, false, &f));
+  uint8_t head[kObjectHeaderBytes];
+  size_t got = 0;
+  SB_RETURN_IF_ERROR(f->read_at(0, head, sizeof head, &got));
+  ObjectHeader h;
+  SB_RETURN_IF_ERROR(decode_header(std::span<const uint8_t>(head, got), &h));
+  if (h.kind != ObjectKind::kBlock || h.key != block) return Status::corruption("header names another object");
+  // The payload opens with the part table (u64 per part), then the token ids.
+  const uint64_t at = kObjectHeaderBytes + 8ull * h.n_parts;
+  const uint64_t bytes = 4ull * h.n_tokens;
+  if (at + bytes > h.file_bytes()) return Status::corruption("token ids run past the end of the file");
+  std::vector<int32_t> ids(h.n_tokens);
+  SB_RETURN_IF_ERROR(f->read_at(at, ids.data(), bytes, &got));
+  if (got != bytes) return Status::corruption("the file ends inside its token ids");
+  *parent = h.parent;
+  *tokens = std::move(ids);
+  return Status::ok();
+}
+
+Status SsdTier::discard(ObjectKind kind, const Key& key) {
+  if (options_.mode != SsdMode::kOn) return Status::unsupported("the bank is open read-only");
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!index_.erase(kind, key))
+      return Status::not_found(std::string("no ") + kind_tag(kind) + " " + key_to_hex(key) + " on SSD");
+  }
+  Status s = fs_->remove(object_path(kind, key));
+  return s.code() == Code::kNotFound ? Status::ok() : s;
 }
 
 }  // namespace sb

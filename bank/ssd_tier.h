@@ -26,7 +26,10 @@
 //     refused with a clear message.
 //  5. Only paths under `dir` are touched; every name is built from a key.
 //  6. With a byte budget, publishing evicts in SsdIndex's order (least
-//     recently accessed first) until the new object fits.
+//     recently accessed first) until the new object fits, passing over what
+//     the eviction guard protects (pins). When only protected objects are
+//     left and the new object does not fit, it is not stored
+//     (kResourceExhausted in the writer), unless it is protected itself.
 // Thread-safe. The destructor writes out the queue (unless close() dropped
 // it), then stops its threads.
 #pragma once
@@ -111,12 +114,24 @@ class SsdTier : public Tier {
   // Waits until every put() queued before the call is published or has
   // failed, at most until `deadline`. Returns the first write failure since
   // the previous flush(), or kResourceExhausted when the deadline came first.
-  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) override;
   // Shutdown: flush(deadline), then drops what is still queued (counted as
   // dropped puts, logged) and joins the writers once they finish their
   // current file; later put()s are dropped. Reads keep working. Returns
   // flush's status. Idempotent.
   Status close(std::chrono::steady_clock::time_point deadline);
+
+  void set_eviction_guard(const EvictionGuard* guard) override;
+  void guard_changed() override;
+  bool writable() const override { return options_.mode == SsdMode::kOn; }
+  std::vector<TierEntry> entries() const override;
+  bool describe(ObjectKind kind, const Key& key, TierEntry* out) const override;
+  std::vector<Key> children(const Key& parent, size_t max) const override;
+  // Reads the header and the token ids only (not the rows).
+  Status peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const override;
+  // Removes a published object's file (writable mode). A put() still queued
+  // is not affected: call flush() first.
+  Status discard(ObjectKind kind, const Key& key) override;
   // Published objects, in eviction order (first = next victim).
   std::vector<SsdEntry> list() const;
   // Evicts until the published bytes fit `budget`; counts what it removed.
@@ -140,8 +155,10 @@ class SsdTier : public Tier {
   void reader_loop();
   void quarantine(ObjectKind kind, const Key& key, const std::string& why);
   void quarantine_path(const std::string& path, const std::string& name, const std::string& why);
-  // REQUIRES: mu_ held. Picks victims so that `incoming` more bytes fit.
+  // REQUIRES: mu_ held. Picks victims so that `incoming` more bytes fit,
+  // passing over protected ones (the result may not make them fit).
   std::vector<SsdEntry> pick_victims_locked(uint64_t budget, uint64_t incoming);
+  bool guarded_locked(ObjectKind kind, const Key& key) const;
   void remove_victims(const std::vector<SsdEntry>& victims);
   void log(const std::string& message) const;
   std::string fanout_dir(const Key& key) const;
@@ -171,6 +188,7 @@ class SsdTier : public Tier {
   bool closed_ = false;  // close(): nothing more is written
   std::deque<std::function<void()>> read_tasks_;
   std::vector<std::thread> readers_;  // started by the first get_many()
+  const EvictionGuard* guard_ = nullptr;
 
   std::vector<std::thread> writers_;  // constant after open
 };

@@ -6,7 +6,7 @@
 // every byte twice).
 //
 // usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2]
-//                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json]
+//                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json] [--help]
 //
 // Each prefill length runs on a fresh State, and so does decode (from an
 // empty context, as llama-bench's tg test). --reps repeats every
@@ -102,10 +102,15 @@ struct Sample {
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  Args args({"arch", "preset", "dir", "threads", "prefill", "decode", "reps", "precision"}, {"json"});
+  Args args({"arch", "preset", "dir", "threads", "prefill", "decode", "reps", "precision"}, {"json", "help"});
   std::vector<int64_t> thread_counts, prefills;
   int64_t n_decode = 0, reps = 0;
   Status s = args.parse(argc, argv);
+  if (s && args.has("help")) {  // scripts probe the flags here
+    std::printf("usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2] [--prefill 512[,2048]]"
+                " [--decode 32] [--reps 1] [--precision bf16|f32] [--json]\n");
+    return 0;
+  }
   if (s) s = int_list(args, "threads", "1,2", &thread_counts);
   if (s) s = int_list(args, "prefill", "512", &prefills);
   if (s) s = args.get_int("decode", 32, 1, int64_t{1} << 24, &n_decode);
@@ -122,6 +127,7 @@ int main(int argc, char** argv) {
   if (!s) return fail(s);
   std::unique_ptr<Checkpoint> ckpt;
   if (!(s = Checkpoint::open(dir, &ckpt))) return fail(s);
+  if (!(s = parse_config(dir, &config))) return fail(s);  // --dir may hold another config than the preset
   // Per decoded token every matrix is read once; a tied embedding is read as the head.
   uint64_t weight_bytes = 0;
   for (const auto& [name, t] : ckpt->tensors()) weight_bytes += t.nbytes;

@@ -1,6 +1,7 @@
 // EngineBackend: the real Backend: a loaded checkpoint (model/model.h), its
-// tokenizer and chat template (tokenizer/), the bank (bank/bank_factory.h)
-// and the Engine that serves requests through them.
+// tokenizer and chat template (tokenizer/), the bank (bank/bank_factory.h:
+// RAM, SSD, and a shared Redis with --remote) and the Engine that serves
+// requests through them.
 //
 // Audit (--audit RATE): a fraction RATE of the requests that restored a
 // prefix are run again with the bank bypassed, inline, and compared token
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "bank/bank_factory.h"
 #include "engine/engine.h"
@@ -35,6 +37,8 @@ struct EngineBackendOptions {
   BankOptions bank;                 // the model's schema is filled in by open()
   uint32_t block_tokens = 256;
   int64_t snapshot_every = 2048;
+  int max_running = 8;              // the engine's continuous batching (engine/engine.h)
+  int64_t batch_tokens = 512;
   double audit_rate = 0.0;          // in [0, 1]
 };
 
@@ -45,20 +49,29 @@ class EngineBackend : public Backend {
 
   std::string model_id() const override { return options_.model_id; }
   int64_t vocab_size() const override { return model_->vocab_size(); }
+  int64_t context_length() const override { return model_->config().max_position_embeddings; }
   std::vector<int32_t> stop_token_ids() const override { return tokenizer_->stop_tokens(); }
   Status encode(const std::string& text, std::vector<int32_t>* ids) const override;
   std::string token_bytes(int32_t id) const override;
   std::unique_ptr<TextStream> new_text_stream() const override;
   Status render_chat(const ChatParams& params, ChatPrompt* out) const override;
-  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params) const override;
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override;
+  std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return vocabulary_; }
   Status complete(const CompletionRequest& request, CompletionResult* result) override;
   BankStatsView bank_stats() const override;
   nlohmann::json bank_stats_json() const override;
   Status close_bank(std::chrono::milliseconds deadline) override;
+  Status bank_prefixes(const std::string& sort, size_t limit, bool text, nlohmann::json* out) const override;
+  Status bank_pins(nlohmann::json* out) const override;
+  Status bank_pin(const PinSpec& spec, nlohmann::json* out) override;
+  Status bank_unpin(const std::string& id) override;
+  Status bank_flush(const FlushSpec& spec, nlohmann::json* out) override;
 
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
-  bool enable_thinking(const ChatParams& params) const;
+  // The namespace whose root is `root`, among those served since start.
+  nlohmann::json namespace_of(const Key& root) const;
+  nlohmann::json pin_json(const Pin& pin) const;
   void audit(const CompletionRequest& request, const CompletionResult& served);
 
   EngineBackendOptions options_;
@@ -67,12 +80,16 @@ class EngineBackend : public Backend {
   bool has_template_ = false;
   Status template_status_;
   ChatTemplate template_;
+  std::shared_ptr<const constrain::Vocabulary> vocabulary_;
   std::unique_ptr<TieredBank> tiers_;
   Bank* bank_ = nullptr;  // tiers_->bank(); null without tiers
   std::unique_ptr<Engine> engine_;
   std::mutex audit_mu_;
   double audit_credit_ = 0;
   std::atomic<uint64_t> audits_{0}, audit_mismatches_{0};
+  // Root key -> namespace, for the operator's listings (bounded).
+  mutable std::mutex namespaces_mu_;
+  std::unordered_map<Key, std::string, KeyHash> namespaces_;
 };
 
 }  // namespace sb
