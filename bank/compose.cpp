@@ -26,10 +26,13 @@ Status check_block(const Object& object, const StateSchema& schema, const Key& k
   for (const auto& c : schema.components) {
     if (c.kind == ComponentKind::kRecurrent) continue;
     if (part >= object.parts.size()) return Status::corruption(where(object) + ": missing part for " + c.name);
-    const uint64_t want = (c.rows_at(position + n) - c.rows_at(position)) * c.row_elems;
+    if (object.dtype != c.dtype)
+      return Status::corruption(where(object) + ": part " + c.name + " holds " + dtype_name(object.dtype) +
+                                " values, expected " + dtype_name(c.dtype));
+    const uint64_t want = (c.rows_at(position + n) - c.rows_at(position)) * c.row_bytes();
     if (object.parts[part].size() != want)
       return Status::corruption(where(object) + ": part " + c.name + " holds " +
-                                std::to_string(object.parts[part].size()) + " values, expected " +
+                                std::to_string(object.parts[part].size()) + " bytes, expected " +
                                 std::to_string(want));
     ++part;
   }
@@ -48,10 +51,13 @@ Status check_snapshot(const Object& object, const StateSchema& schema, const Key
   for (const auto& c : schema.components) {
     if (c.kind != ComponentKind::kRecurrent) continue;
     if (part >= object.parts.size()) return Status::corruption(where(object) + ": missing part for " + c.name);
-    if (object.parts[part].size() != c.row_elems)
+    if (object.dtype != c.dtype)
+      return Status::corruption(where(object) + ": part " + c.name + " holds " + dtype_name(object.dtype) +
+                                " values, expected " + dtype_name(c.dtype));
+    if (object.parts[part].size() != c.row_bytes())
       return Status::corruption(where(object) + ": part " + c.name + " holds " +
-                                std::to_string(object.parts[part].size()) + " values, expected " +
-                                std::to_string(c.row_elems));
+                                std::to_string(object.parts[part].size()) + " bytes, expected " +
+                                std::to_string(c.row_bytes()));
     ++part;
   }
   if (part != object.parts.size()) return Status::corruption(where(object) + ": holds extra parts");
@@ -81,9 +87,12 @@ ObjectRef make_block(const State& state, const Key& key, const Key& parent, int6
   const auto& comps = state.schema().components;
   for (size_t c = 0; c < comps.size(); ++c) {
     if (comps[c].kind == ComponentKind::kRecurrent) continue;
-    const auto& buf = state.buffer(c);
-    const uint64_t from = comps[c].rows_at(position) * comps[c].row_elems;
-    const uint64_t to = comps[c].rows_at(end) * comps[c].row_elems;
+    // Every sequence/pooled component shares one dtype (the schema's rows
+    // dtype; check_block holds each part to it).
+    o->dtype = comps[c].dtype;
+    const std::span<const uint8_t> buf = state.bytes(c);
+    const uint64_t from = comps[c].rows_at(position) * comps[c].row_bytes();
+    const uint64_t to = comps[c].rows_at(end) * comps[c].row_bytes();
     o->parts.emplace_back(buf.begin() + static_cast<ptrdiff_t>(from), buf.begin() + static_cast<ptrdiff_t>(to));
   }
   return o;
@@ -94,7 +103,8 @@ ObjectRef make_snapshot(const RecurrentSnapshot& snapshot, const Key& key) {
   o->kind = ObjectKind::kSnapshot;
   o->key = key;
   o->position = snapshot.position;
-  o->parts = snapshot.parts;
+  o->dtype = DType::kF32;  // recurrent states are f32 under every precision
+  for (const auto& part : snapshot.parts) o->parts.push_back(f32_part(part));
   return o;
 }
 
@@ -105,14 +115,14 @@ Status compose_state(const StateSchema& schema, std::span<const ObjectRef> block
   for (const auto& b : blocks) total += static_cast<int64_t>(b->tokens.size());
   for (size_t c = 0; c < schema.components.size(); ++c)
     if (schema.components[c].kind != ComponentKind::kRecurrent)
-      state.buffer(c).reserve(schema.components[c].rows_at(total) * schema.components[c].row_elems);
+      state.storage(c).reserve(schema.components[c].rows_at(total) * schema.components[c].row_bytes());
   int64_t position = 0;
   for (const auto& b : blocks) {
     if (b->position != position) return Status::corruption("compose: block " + b->key.hex() + " out of order");
     size_t part = 0;
     for (size_t c = 0; c < schema.components.size(); ++c) {
       if (schema.components[c].kind == ComponentKind::kRecurrent) continue;
-      state.append_rows(c, b->parts[part++]);
+      state.append_bytes(c, b->parts[part++]);
     }
     position += static_cast<int64_t>(b->tokens.size());
   }
@@ -124,7 +134,7 @@ Status compose_state(const StateSchema& schema, std::span<const ObjectRef> block
     size_t part = 0;
     for (size_t c = 0; c < schema.components.size(); ++c) {
       if (schema.components[c].kind != ComponentKind::kRecurrent) continue;
-      state.set_recurrent(c, snapshot->parts[part++]);
+      state.storage(c) = snapshot->parts[part++];
     }
   }
   state.set_position(position);

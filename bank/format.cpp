@@ -29,8 +29,16 @@ uint64_t get_u64(const uint8_t* p, size_t at) {
 
 uint64_t payload_size(const Object& o) {
   uint64_t n = 8ull * o.parts.size() + 4ull * o.tokens.size();
-  for (const auto& p : o.parts) n += 4ull * p.size();
+  for (const auto& p : o.parts) n += p.size();
   return n;
+}
+
+// The dtypes a part may hold, by header byte: 1 f32 (every version), 2 bf16
+// (version 2 on). Returns 0 for any other byte.
+uint64_t value_bytes(uint32_t version, uint8_t dtype) {
+  if (dtype == static_cast<uint8_t>(DType::kF32)) return 4;
+  if (dtype == static_cast<uint8_t>(DType::kBF16) && version >= 2) return 2;
+  return 0;
 }
 
 // Copies n 4-byte values out of a file image in one pass when the bytes are
@@ -69,22 +77,26 @@ std::vector<uint8_t> encode_object(const Object& o, Retention retention, uint64_
   uint8_t* h = out.data();
   uint8_t* p = h + kObjectHeaderBytes;
   size_t at = 0;
+  const size_t value = dtype_size(o.dtype);
   for (const auto& part : o.parts) {
-    put_u64(p, at, part.size());
+    put_u64(p, at, part.size() / value);  // values, not bytes
     at += 8;
   }
   if (!o.tokens.empty()) std::memcpy(p + at, o.tokens.data(), 4 * o.tokens.size());
   at += 4 * o.tokens.size();
   for (const auto& part : o.parts) {
-    if (!part.empty()) std::memcpy(p + at, part.data(), 4 * part.size());
-    at += 4 * part.size();
+    if (!part.empty()) std::memcpy(p + at, part.data(), part.size());
+    at += part.size();
   }
   std::memcpy(h, kObjectMagic, 8);
-  put_u32(h, 8, kObjectFormatVersion);
+  // The oldest version that reads the object: an f32 object stays a version
+  // 1 file (readable by every statebank), a bf16 one needs version 2, so an
+  // older reader leaves it alone instead of calling it damaged.
+  put_u32(h, 8, o.dtype == DType::kF32 ? 1u : kObjectFormatVersion);
   put_u32(h, 12, 0);  // incompatible flags
   put_u8(h, 16, static_cast<uint8_t>(o.kind));
   put_u8(h, 17, static_cast<uint8_t>(retention));
-  put_u8(h, 18, 1);  // dtype f32
+  put_u8(h, 18, static_cast<uint8_t>(o.dtype));
   put_u8(h, 19, 0);
   put_u32(h, 20, 0);  // compatible flags
   put_u64(h, 24, o.key.hi);
@@ -125,7 +137,8 @@ Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out) {
   if (kind != static_cast<uint8_t>(ObjectKind::kBlock) && kind != static_cast<uint8_t>(ObjectKind::kSnapshot))
     return Status::corruption("bad object kind " + std::to_string(kind));
   if (retention > static_cast<uint8_t>(Retention::kAnchor)) return Status::corruption("bad retention " + std::to_string(retention));
-  if (r.dtype != 1) return Status::corruption("bad dtype " + std::to_string(r.dtype));
+  const uint64_t value = value_bytes(r.version, r.dtype);
+  if (value == 0) return Status::corruption("bad dtype " + std::to_string(r.dtype));
   if (h[19] != 0) return Status::corruption("reserved byte 19 is not zero");
   r.kind = static_cast<ObjectKind>(kind);
   r.retention = static_cast<Retention>(retention);
@@ -142,7 +155,7 @@ Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out) {
   if (r.n_tokens > kMaxTokens) return Status::corruption("too many tokens: " + std::to_string(r.n_tokens));
   if (r.payload_bytes > kMaxPayloadBytes) return Status::corruption("payload too large");
   const uint64_t fixed = 8ull * r.n_parts + 4ull * r.n_tokens;
-  if (r.payload_bytes < fixed || (r.payload_bytes - fixed) % 4 != 0)
+  if (r.payload_bytes < fixed || (r.payload_bytes - fixed) % value != 0)
     return Status::corruption("payload size " + std::to_string(r.payload_bytes) + " does not fit the part and token counts");
   if (r.kind == ObjectKind::kSnapshot && (r.n_tokens != 0 || r.parent != Key{}))
     return Status::corruption("snapshot with tokens or a parent");
@@ -161,17 +174,20 @@ Status decode_object(std::span<const uint8_t> bytes, ObjectHeader* header, Objec
   if (XXH3_64bits(p, h.payload_bytes) != h.payload_checksum) return Status::corruption("payload checksum mismatch");
   // The checksum matched, but a writer bug could still have produced a table
   // that disagrees with the size: check before trusting it.
+  const uint64_t value = value_bytes(h.version, h.dtype);  // not 0: decode_header checked
   uint64_t elems = 0;
   std::vector<uint64_t> counts(h.n_parts);
   for (uint32_t i = 0; i < h.n_parts; ++i) {
     counts[i] = get_u64(p, 8ull * i);
-    if (counts[i] > h.payload_bytes / 4) return Status::corruption("part " + std::to_string(i) + " too large");
+    if (counts[i] > h.payload_bytes / value) return Status::corruption("part " + std::to_string(i) + " too large");
     elems += counts[i];
   }
   const uint64_t fixed = 8ull * h.n_parts + 4ull * h.n_tokens;
-  if (fixed + 4 * elems != h.payload_bytes) return Status::corruption("part table does not add up to the payload size");
+  if (fixed + value * elems != h.payload_bytes)
+    return Status::corruption("part table does not add up to the payload size");
   Object o;
   o.kind = h.kind;
+  o.dtype = static_cast<DType>(h.dtype);
   o.key = h.key;
   o.parent = h.parent;
   o.position = h.position;
@@ -180,8 +196,8 @@ Status decode_object(std::span<const uint8_t> bytes, ObjectHeader* header, Objec
   at += 4ull * h.n_tokens;
   o.parts.resize(h.n_parts);
   for (uint32_t i = 0; i < h.n_parts; ++i) {
-    copy_values(p + at, counts[i], &o.parts[i]);
-    at += 4 * counts[i];
+    o.parts[i].assign(p + at, p + at + value * counts[i]);
+    at += value * counts[i];
   }
   *header = h;
   *out = std::move(o);
@@ -189,12 +205,17 @@ Status decode_object(std::span<const uint8_t> bytes, ObjectHeader* header, Objec
 }
 
 Status check_shapes(const Object& o, const StateSchema& schema) {
-  std::vector<uint64_t> want;
+  std::vector<uint64_t> want;  // bytes per part
   const int64_t end = o.position + static_cast<int64_t>(o.tokens.size());
   for (const auto& c : schema.components) {
-    if (o.kind == ObjectKind::kBlock && c.kind != ComponentKind::kRecurrent)
-      want.push_back((c.rows_at(end) - c.rows_at(o.position)) * c.row_elems);
-    if (o.kind == ObjectKind::kSnapshot && c.kind == ComponentKind::kRecurrent) want.push_back(c.row_elems);
+    const bool mine = o.kind == ObjectKind::kBlock ? c.kind != ComponentKind::kRecurrent
+                                                   : c.kind == ComponentKind::kRecurrent;
+    if (!mine) continue;
+    if (c.dtype != o.dtype)
+      return Status::corruption(std::string("object holds ") + dtype_name(o.dtype) + " values, the schema stores " +
+                                c.name + " in " + dtype_name(c.dtype));
+    want.push_back(o.kind == ObjectKind::kBlock ? (c.rows_at(end) - c.rows_at(o.position)) * c.row_bytes()
+                                                : c.row_bytes());
   }
   if (want.size() != o.parts.size())
     return Status::corruption("object has " + std::to_string(o.parts.size()) + " parts, the schema wants " +
@@ -202,7 +223,7 @@ Status check_shapes(const Object& o, const StateSchema& schema) {
   for (size_t i = 0; i < want.size(); ++i)
     if (o.parts[i].size() != want[i])
       return Status::corruption("part " + std::to_string(i) + " holds " + std::to_string(o.parts[i].size()) +
-                                " values, the schema wants " + std::to_string(want[i]));
+                                " bytes, the schema wants " + std::to_string(want[i]));
   return Status::ok();
 }
 

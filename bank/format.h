@@ -8,8 +8,9 @@
 //   header   magic "STBANKOB", version, flags, kind, retention, dtype, key, parent,
 //            position, token and part counts, payload size, schema digest,
 //            XXH3-64 of the payload, XXH3-64 of header bytes [0, 120)
-//   payload  part table (u64 element count per part), token ids (i32),
-//            part data (f32, parts concatenated in table order)
+//   payload  part table (u64 value count per part), token ids (i32),
+//            part data (values of the header's dtype, parts concatenated in
+//            table order)
 //
 // Every function here is pure (no I/O) and thread-safe. decode_* accept any
 // bytes at all: whatever they are given, they return a Status and never read
@@ -28,7 +29,9 @@
 
 namespace sb {
 
-constexpr uint32_t kObjectFormatVersion = 1;
+// Version 2 added bf16 parts (dtype 2); f32 objects are still written as
+// version 1.
+constexpr uint32_t kObjectFormatVersion = 2;
 constexpr size_t kObjectHeaderBytes = 128;
 constexpr char kObjectMagic[8] = {'S', 'T', 'B', 'A', 'N', 'K', 'O', 'B'};
 // Sanity limits: a header asking for more is corrupt, not a reason to allocate.
@@ -42,7 +45,7 @@ struct ObjectHeader {
   uint32_t compat_flags = 0;    // a reader ignores bits it does not know
   ObjectKind kind = ObjectKind::kBlock;
   Retention retention = Retention::kBlock;
-  uint8_t dtype = 1;  // 1 = f32, the only one in version 1
+  uint8_t dtype = 1;  // DType of the parts: 1 = f32, 2 = bf16 (version 2 on)
   Key key, parent;
   int64_t position = 0;
   uint32_t n_tokens = 0;
@@ -69,9 +72,10 @@ Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out);
 // table and tokens. On success *out holds the object.
 Status decode_object(std::span<const uint8_t> bytes, ObjectHeader* header, Object* out);
 
-// Checks an object's part sizes against a schema: a block has one part per
+// Checks an object's parts against a schema: a block has one part per
 // sequence/pooled component with the rows its token range needs; a snapshot
-// has one part per recurrent component with its whole state.
+// has one part per recurrent component with its whole state; sizes in bytes
+// of the components' dtype, which must be the object's.
 Status check_shapes(const Object& object, const StateSchema& schema);
 
 // Bytes an object occupies in its file (header included).

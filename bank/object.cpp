@@ -12,8 +12,13 @@ const char* object_kind_name(ObjectKind kind) {
 
 uint64_t Object::payload_bytes() const {
   uint64_t total = tokens.size() * sizeof(int32_t);
-  for (const auto& p : parts) total += p.size() * sizeof(float);
+  for (const auto& p : parts) total += p.size();
   return total;
+}
+
+std::vector<uint8_t> f32_part(std::span<const float> values) {
+  const auto* first = reinterpret_cast<const uint8_t*>(values.data());
+  return std::vector<uint8_t>(first, first + values.size_bytes());
 }
 
 bool block_key_matches(const Object& block) { return chain_key(block.parent, block.tokens) == block.key; }

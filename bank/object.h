@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "bank/key.h"
+#include "runtime/dtype.h"
 
 namespace sb {
 
@@ -25,12 +27,20 @@ struct Object {
   Key parent;    // block: K(k); snapshot: unused (zero)
   int64_t position = 0;  // block: first token kB; snapshot: kB
   std::vector<int32_t> tokens;  // block: its B token ids; snapshot: empty
+  // The element type of every part: the schema dtype of the components the
+  // object holds (a block under the bf16 precision: bf16; a snapshot: f32).
+  DType dtype = DType::kF32;
   // Block: one entry per sequence/pooled component in schema order (rows for
   // this block). Snapshot: one entry per recurrent component in schema order.
-  std::vector<std::vector<float>> parts;
+  // Each part is the component's stored bytes (little-endian values of
+  // `dtype`), exactly as the State holds them.
+  std::vector<std::vector<uint8_t>> parts;
 
   uint64_t payload_bytes() const;
 };
+
+// f32 values as the bytes of an f32 part.
+std::vector<uint8_t> f32_part(std::span<const float> values);
 
 using ObjectRef = std::shared_ptr<const Object>;
 

@@ -1,8 +1,11 @@
 // Time to first token for one long prompt, cold (empty bank) and restored
 // from RAM (the same prompt again), in one run, as a ratio; also checks that
-// the two responses are equal bit for bit.
+// the two responses are equal bit for bit. Prints the bank bytes per token of
+// the model's state schema (blocks: attention rows, bf16 under the bf16
+// precision; snapshots: the recurrent state, f32).
 //
-// usage: ttft_bench [--arch qwen3_5] [--preset 0.8b] [--prompt 16384] [--threads 2] [--block 256] [--dir DIR]
+// usage: ttft_bench [--arch qwen3_5] [--preset 0.8b] [--prompt 16384] [--threads 2] [--block 256]
+//                   [--precision bf16|f32] [--dir DIR]
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -41,7 +44,7 @@ void print_record(const char* label, const CompletionResult& r) {
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  Args args({"arch", "preset", "prompt", "threads", "block", "dir"}, {});
+  Args args({"arch", "preset", "prompt", "threads", "block", "precision", "dir"}, {});
   int64_t n_prompt = 0, threads = 0, block = 0;
   Status s = args.parse(argc, argv);
   if (s) s = args.get_int("prompt", 16384, 2, int64_t{1} << 24, &n_prompt);
@@ -54,7 +57,18 @@ int main(int argc, char** argv) {
   std::unique_ptr<Model> model;
   RuntimeOptions options;
   options.threads = static_cast<int>(threads);
+  if (args.has("precision")) {
+    Precision p;
+    if (!(s = parse_precision(args.get("precision"), &p))) return fail(s);
+    options.precision = p;
+  }
   if (!(s = Model::load(dir, options, &model))) return fail(s);
+  const StateSchema& schema = model->schema();
+  std::printf("state: %.1f bank bytes per token in blocks (%llu per %lld-token block), %llu bytes per snapshot
+",
+              static_cast<double>(schema.block_bytes(block)) / static_cast<double>(block),
+              static_cast<unsigned long long>(schema.block_bytes(block)), static_cast<long long>(block),
+              static_cast<unsigned long long>(schema.snapshot_bytes()));
 
   RamTier ram(64ULL << 30);
   Bank bank({&ram});

@@ -30,12 +30,12 @@ sb::StateSchema fuzz_schema() {
 }
 
 bool same(const sb::Object& a, const sb::Object& b) {
-  if (a.kind != b.kind || a.key != b.key || a.parent != b.parent || a.position != b.position || a.tokens != b.tokens ||
+  if (a.kind != b.kind || a.dtype != b.dtype || a.key != b.key || a.parent != b.parent || a.position != b.position || a.tokens != b.tokens ||
       a.parts.size() != b.parts.size())
     return false;
   for (size_t i = 0; i < a.parts.size(); ++i)
     if (a.parts[i].size() != b.parts[i].size() ||
-        (!a.parts[i].empty() && std::memcmp(a.parts[i].data(), b.parts[i].data(), 4 * a.parts[i].size()) != 0))
+        (!a.parts[i].empty() && std::memcmp(a.parts[i].data(), b.parts[i].data(), a.parts[i].size()) != 0))
       return false;
   return true;
 }

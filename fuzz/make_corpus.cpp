@@ -30,8 +30,23 @@ sb::Object block(int tokens, int seq_elems, int pooled_elems, int64_t position) 
   o.parent = sb::Key{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
   o.position = position;
   for (int t = 0; t < tokens; ++t) o.tokens.push_back(1000 + 37 * t);
-  o.parts.push_back(std::vector<float>(static_cast<size_t>(tokens * seq_elems), 0.5f));
-  o.parts.push_back(std::vector<float>(static_cast<size_t>(pooled_elems), -1.25f));
+  o.parts.push_back(sb::f32_part(std::vector<float>(static_cast<size_t>(tokens * seq_elems), 0.5f)));
+  o.parts.push_back(sb::f32_part(std::vector<float>(static_cast<size_t>(pooled_elems), -1.25f)));
+  return o;
+}
+
+// A block of the bf16 precision: two-byte values, a version 2 file.
+sb::Object bf16_block(int tokens, int seq_elems, int64_t position) {
+  sb::Object o = block(tokens, 0, 0, position);
+  o.dtype = sb::DType::kBF16;
+  o.parts.clear();
+  std::vector<uint8_t> part;
+  for (int i = 0; i < tokens * seq_elems; ++i) {
+    const uint16_t v = sb::f32_to_bf16(0.25f * static_cast<float>(i % 7) - 0.5f);
+    part.push_back(static_cast<uint8_t>(v));
+    part.push_back(static_cast<uint8_t>(v >> 8));
+  }
+  o.parts.push_back(part);
   return o;
 }
 
@@ -40,8 +55,8 @@ sb::Object snapshot(int a, int b, int64_t position) {
   o.kind = sb::ObjectKind::kSnapshot;
   o.key = sb::Key{0xaaaabbbbccccddddULL, static_cast<uint64_t>(a + b)};
   o.position = position;
-  o.parts.push_back(std::vector<float>(static_cast<size_t>(a), 3.0f));
-  o.parts.push_back(std::vector<float>(static_cast<size_t>(b), 7.0f));
+  o.parts.push_back(sb::f32_part(std::vector<float>(static_cast<size_t>(a), 3.0f)));
+  o.parts.push_back(sb::f32_part(std::vector<float>(static_cast<size_t>(b), 7.0f)));
   return o;
 }
 
@@ -57,8 +72,9 @@ int main(int argc, char** argv) {
       {"block_1tok", sb::encode_object(block(1, 1, 0, 0), sb::Retention::kBlock, 0)},
       {"block_4tok", sb::encode_object(block(4, 8, 3, 16), sb::Retention::kBlock, 99)},
       {"block_16tok", sb::encode_object(block(16, 8, 12, 32), sb::Retention::kBlock, 12345)},
-      {"block_noparts", sb::encode_object(sb::Object{sb::ObjectKind::kBlock, sb::Key{1, 2}, sb::Key{3, 4}, 0, {5, 6}, {}},
+      {"block_noparts", sb::encode_object(sb::Object{sb::ObjectKind::kBlock, sb::Key{1, 2}, sb::Key{3, 4}, 0, {5, 6}, sb::DType::kF32, {}},
                                           sb::Retention::kBlock, 0)},
+      {"block_bf16", sb::encode_object(bf16_block(4, 6, 8), sb::Retention::kBlock, 42)},
       {"snapshot_small", sb::encode_object(snapshot(40, 6, 16), sb::Retention::kThinFirst, 7)},
       {"snapshot_prompt_end", sb::encode_object(snapshot(3, 1, 256), sb::Retention::kKeep, 0)},
       {"snapshot_message", sb::encode_object(snapshot(0, 2, 512), sb::Retention::kAnchor, 1)},
@@ -78,11 +94,12 @@ int main(int argc, char** argv) {
   };
   variant("magic", [](auto& b) { b[0] = 'X'; });
   variant("version0", [](auto& b) { b[8] = 0; reseal(b); });
-  variant("version2", [](auto& b) { b[8] = 2; reseal(b); });
+  variant("version3", [](auto& b) { b[8] = 3; reseal(b); });
   variant("incompat_flag", [](auto& b) { b[12] = 1; reseal(b); });
   variant("kind3", [](auto& b) { b[16] = 3; reseal(b); });
   variant("role9", [](auto& b) { b[17] = 9; reseal(b); });
-  variant("dtype2", [](auto& b) { b[18] = 2; reseal(b); });
+  variant("dtype2", [](auto& b) { b[18] = 2; reseal(b); });  // bf16 in a version 1 file
+  variant("dtype3", [](auto& b) { b[8] = 2; b[18] = 3; reseal(b); });
   variant("ntokens_huge", [](auto& b) { std::memset(b.data() + 64, 0xff, 4); reseal(b); });
   variant("nparts_huge", [](auto& b) { std::memset(b.data() + 68, 0xff, 4); reseal(b); });
   variant("payload_huge", [](auto& b) { std::memset(b.data() + 72, 0xff, 8); reseal(b); });

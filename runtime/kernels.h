@@ -86,12 +86,14 @@ struct AttentionInput {
   int64_t first_pos = 0; // absolute position of query row 0; row i sees keys [0, first_pos + i]
   int64_t n_heads = 0, n_kv = 0, head_dim = 0;
   const float* q = nullptr;  // [rows, n_heads, head_dim]
-  // The cached keys and values [first_pos + rows, n_kv, head_dim], f32 or
-  // bf16 (the State's storage; widened exactly when read).
-  DType kv_dtype = DType::kF32;
+  // The cached keys and values [first_pos + rows, n_kv, head_dim] in
+  // kv_dtype: f32, or bf16 (the State's storage under the bf16 precision),
+  // widened exactly when read, so bf16 rows give the bits f32 rows holding
+  // the same values give.
   const void* k = nullptr;
   const void* v = nullptr;
   float scale = 1.0f;
+  DType kv_dtype = DType::kF32;
   // Optional sparse selection: key tau is visible to row i only if
   // block_mask[i * mask_stride + tau / mask_block] != 0 (causality still holds).
   const uint8_t* block_mask = nullptr;

@@ -260,8 +260,11 @@ TEST(Compose, RefusesObjectsThatDoNotFitTheSchemaOrTheChain) {
   short_part->parts[1].pop_back();
   EXPECT_EQ(check_block(*short_part, schema, keys[2], keys[1], kB, t).code(), Code::kCorruption);
   auto extra = std::make_shared<Object>(*good);
-  extra->parts.push_back({1.0f});
+  extra->parts.push_back(f32_part(std::vector<float>{1.0f}));
   EXPECT_EQ(check_block(*extra, schema, keys[2], keys[1], kB, t).code(), Code::kCorruption);
+  auto other_dtype = std::make_shared<Object>(*good);  // the right bytes, labelled bf16
+  other_dtype->dtype = DType::kBF16;
+  EXPECT_EQ(check_block(*other_dtype, schema, keys[2], keys[1], kB, t).code(), Code::kCorruption);
 
   const auto snap = make_snapshot(capture_recurrent(st), keys[2]);
   EXPECT_TRUE(check_snapshot(*snap, schema, keys[2], 2 * kB).is_ok());

@@ -21,14 +21,14 @@ ObjectRef block(const Key& key, const Key& parent, size_t floats = 0, float fill
   o->key = key;
   o->parent = parent;
   o->tokens = {static_cast<int32_t>(key.lo)};
-  o->parts = {std::vector<float>(floats, fill)};
+  o->parts = {f32_part(std::vector<float>(floats, fill))};
   return o;
 }
 ObjectRef snapshot(const Key& key, size_t floats = 2) {
   auto o = std::make_shared<Object>();
   o->kind = ObjectKind::kSnapshot;
   o->key = key;
-  o->parts = {std::vector<float>(floats, 2.0f)};
+  o->parts = {f32_part(std::vector<float>(floats, 2.0f))};
   return o;
 }
 

@@ -6,6 +6,8 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "bank/format.h"
 #include "bank/ram_tier.h"
 #include "bank/remote/redis_tier.h"
@@ -153,7 +155,10 @@ TEST(RedisBank, TheColdComparisonSeesAForgedValueThatPassesEveryCheck) {
   ObjectRef block;
   ASSERT_TRUE(remote->get(ObjectKind::kBlock, block_key(tokens, 2), &block).is_ok());
   Object forged = *block;
-  forged.parts[0][0] += 1.0f;
+  float v;
+  std::memcpy(&v, forged.parts[0].data(), 4);
+  v += 1.0f;
+  std::memcpy(forged.parts[0].data(), &v, 4);
   const auto image = encode_object(forged, Retention::kBlock, schema_digest(schema));
   ASSERT_EQ(server.command({"SET", remote->redis_key(ObjectKind::kBlock, forged.key),
                             std::string(image.begin(), image.end())})

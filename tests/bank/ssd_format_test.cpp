@@ -56,8 +56,8 @@ TEST(SsdFormat, LayoutIsTheDocumentedOne) {
   EXPECT_EQ(u64_at(b, 120), XXH3_64bits(b.data(), 120));
   for (size_t i = 96; i < 120; ++i) EXPECT_EQ(b[i], 0) << i;
   // Payload: part table, tokens, then the parts' floats.
-  EXPECT_EQ(u64_at(b, 128), o.parts[0].size());
-  EXPECT_EQ(u64_at(b, 136), o.parts[1].size());
+  EXPECT_EQ(u64_at(b, 128), o.parts[0].size() / 4);  // values, not bytes
+  EXPECT_EQ(u64_at(b, 136), o.parts[1].size() / 4);
   int32_t t0;
   std::memcpy(&t0, b.data() + 128 + 16, 4);
   EXPECT_EQ(t0, o.tokens[0]);
@@ -89,7 +89,7 @@ TEST(SsdFormat, ShapesAreCheckedAgainstTheSchema) {
   snap.parts.pop_back();
   EXPECT_EQ(check_shapes(snap, ssd_test_schema()).code(), Code::kCorruption);
   Object extra = *chain.snapshots[0];
-  extra.parts.push_back({1.0f});
+  extra.parts.push_back(f32_part(std::vector<float>{1.0f}));
   EXPECT_EQ(check_shapes(extra, ssd_test_schema()).code(), Code::kCorruption);
 }
 
@@ -103,13 +103,15 @@ TEST(SsdFormat, EveryMalformedFieldIsRejected) {
   const Malformed cases[] = {
       {"magic", [](auto& b) { b[0] = 'X'; reseal(b); }, Code::kCorruption},
       {"version 0", [](auto& b) { set_u32(b, 8, 0); reseal(b); }, Code::kCorruption},
-      {"future version", [](auto& b) { set_u32(b, 8, 2); reseal(b); }, Code::kUnsupported},
+      {"future version", [](auto& b) { set_u32(b, 8, kObjectFormatVersion + 1); reseal(b); }, Code::kUnsupported},
       {"future version, garbage after", [](auto& b) { set_u32(b, 8, 9); b[100] = 1; }, Code::kUnsupported},
       {"unknown incompatible flag", [](auto& b) { set_u32(b, 12, 4); reseal(b); }, Code::kUnsupported},
       {"kind 0", [](auto& b) { b[16] = 0; reseal(b); }, Code::kCorruption},
       {"kind 3", [](auto& b) { b[16] = 3; reseal(b); }, Code::kCorruption},
       {"retention 9", [](auto& b) { b[17] = 9; reseal(b); }, Code::kCorruption},
-      {"dtype 2", [](auto& b) { b[18] = 2; reseal(b); }, Code::kCorruption},
+      {"dtype 2 (bf16) in a version 1 file", [](auto& b) { b[18] = 2; reseal(b); }, Code::kCorruption},
+      {"dtype 3", [](auto& b) { set_u32(b, 8, 2); b[18] = 3; reseal(b); }, Code::kCorruption},
+      {"f32 values labelled bf16", [](auto& b) { set_u32(b, 8, 2); b[18] = 2; reseal(b); }, Code::kCorruption},
       {"reserved byte", [](auto& b) { b[19] = 1; reseal(b); }, Code::kCorruption},
       {"negative position", [](auto& b) { set_u64(b, 56, ~0ull); reseal(b); }, Code::kCorruption},
       {"huge token count", [](auto& b) { set_u32(b, 64, 0xffffffffu); reseal(b); }, Code::kCorruption},
@@ -161,6 +163,47 @@ TEST(SsdFormat, EveryMalformedFieldIsRejected) {
       EXPECT_EQ(check_shapes(o, ssd_test_schema()).code(), Code::kCorruption) << c.what;
     }
   }
+}
+
+// A block of the bf16 precision: its parts are bf16 values (2 bytes each), the
+// file says so (version 2, dtype 2), and only a bf16 schema accepts it.
+TEST(SsdFormat, Bf16BlocksAreVersionTwoFilesOfTwoByteValues) {
+  StateSchema f32_schema;
+  f32_schema.components.push_back({"k", ComponentKind::kSequence, 1, DType::kF32, 8});
+  f32_schema.components.push_back({"p", ComponentKind::kPooled, 4, DType::kF32, 3});
+  StateSchema bf16_schema = f32_schema;
+  for (auto& c : bf16_schema.components) c.dtype = DType::kBF16;
+  EXPECT_NE(schema_digest(f32_schema), schema_digest(bf16_schema));
+  const auto chain = make_chain(7, 1, f32_schema);
+  const Object& wide = *chain.blocks[0];
+  Object narrow = wide;
+  narrow.dtype = DType::kBF16;
+  for (auto& part : narrow.parts) {
+    std::vector<uint8_t> half;
+    for (size_t i = 0; i < part.size(); i += 4) {
+      float v;
+      std::memcpy(&v, part.data() + i, 4);
+      const uint16_t h = f32_to_bf16(v);
+      half.push_back(static_cast<uint8_t>(h));
+      half.push_back(static_cast<uint8_t>(h >> 8));
+    }
+    part = half;
+  }
+  auto b = encode_object(narrow, Retention::kBlock, schema_digest(bf16_schema));
+  EXPECT_EQ(u32_at(b, 8), 2u);
+  EXPECT_EQ(b[18], 2);
+  EXPECT_EQ(u64_at(b, 128), narrow.parts[0].size() / 2);
+  const uint64_t fixed = 8 * wide.parts.size() + 4 * wide.tokens.size();
+  EXPECT_EQ(encoded_size(narrow) - 128 - fixed, (encoded_size(wide) - 128 - fixed) / 2);
+  ObjectHeader h;
+  Object back;
+  ASSERT_TRUE(decode_object(b, &h, &back).is_ok());
+  EXPECT_TRUE(same_object(narrow, back));
+  EXPECT_TRUE(check_shapes(back, bf16_schema).is_ok());
+  EXPECT_EQ(check_shapes(back, f32_schema).code(), Code::kCorruption);
+  EXPECT_EQ(check_shapes(wide, bf16_schema).code(), Code::kCorruption);
+  // An f32 object is still written as version 1, readable by older readers.
+  EXPECT_EQ(u32_at(encode_object(wide, Retention::kBlock, 0), 8), 1u);
 }
 
 TEST(SsdFormat, SnapshotMayNotCarryTokensOrParent) {

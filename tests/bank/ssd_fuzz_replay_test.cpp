@@ -41,9 +41,10 @@ TEST(SsdFuzzReplay, CorpusDecodesAsExpected) {
     Object o;
     if (decode_object(b, &h, &o).is_ok()) ++valid;
   }
-  // Eight valid objects; the rest of the corpus is damaged on purpose (one
-  // damage, a part table that lies, passes the parser and fails the shapes).
-  EXPECT_EQ(valid, 9);
+  // Nine valid objects (one of them bf16); the rest of the corpus is damaged
+  // on purpose (one damage, a part table that lies, passes the parser and
+  // fails the shapes).
+  EXPECT_EQ(valid, 10);
 }
 
 TEST(SsdFuzzReplay, FixedSeedMutationsNeverBreakTheParser) {

@@ -70,7 +70,7 @@ inline TestChain make_chain(uint64_t seed, int n_blocks, const StateSchema& sche
       uint64_t n = (comp.rows_at(o->position + kTestBlockTokens) - comp.rows_at(o->position)) * comp.row_elems;
       std::vector<float> part(n);
       for (auto& v : part) v = static_cast<float>(static_cast<int64_t>(rng() % 2000001) - 1000000) * 1e-3f;
-      o->parts.push_back(std::move(part));
+      o->parts.push_back(f32_part(part));
     }
     k = o->key;
     c.blocks.push_back(o);
@@ -82,7 +82,7 @@ inline TestChain make_chain(uint64_t seed, int n_blocks, const StateSchema& sche
       if (comp.kind != ComponentKind::kRecurrent) continue;
       std::vector<float> part(comp.row_elems);
       for (auto& v : part) v = static_cast<float>(rng() % 100000) * 0.25f;
-      s->parts.push_back(std::move(part));
+      s->parts.push_back(f32_part(part));
     }
     c.snapshots.push_back(s);
   }
@@ -90,12 +90,12 @@ inline TestChain make_chain(uint64_t seed, int n_blocks, const StateSchema& sche
 }
 
 inline bool same_object(const Object& a, const Object& b) {
-  if (a.kind != b.kind || a.key != b.key || a.parent != b.parent || a.position != b.position || a.tokens != b.tokens ||
+  if (a.kind != b.kind || a.dtype != b.dtype || a.key != b.key || a.parent != b.parent || a.position != b.position || a.tokens != b.tokens ||
       a.parts.size() != b.parts.size())
     return false;
   for (size_t i = 0; i < a.parts.size(); ++i) {
     if (a.parts[i].size() != b.parts[i].size()) return false;
-    if (!a.parts[i].empty() && std::memcmp(a.parts[i].data(), b.parts[i].data(), 4 * a.parts[i].size()) != 0)
+    if (!a.parts[i].empty() && std::memcmp(a.parts[i].data(), b.parts[i].data(), a.parts[i].size()) != 0)
       return false;
   }
   return true;

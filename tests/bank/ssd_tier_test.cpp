@@ -297,12 +297,12 @@ TEST(SsdTier, OpenRemovesTemporariesAndLeavesForeignAndNewerFilesAlone) {
   std::ofstream(foreign) << "mine";
   const std::string foreign_dir = d.bank() + "/objects/mine";
   fsys::create_directory(foreign_dir);
-  // A file from a future writer: version 2 in the header.
+  // A file from a future writer: a version above ours in the header.
   {
     std::fstream f(blk1, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);
-    const char v2[4] = {2, 0, 0, 0};
-    f.write(v2, 4);
+    const char future[4] = {static_cast<char>(kObjectFormatVersion + 1), 0, 0, 0};
+    f.write(future, 4);
   }
   std::vector<std::string> lines;
   auto o = test_options(d.bank());

@@ -37,12 +37,12 @@ inline void synthetic_prefill(State& state, std::span<const int32_t> tokens) {
   bool found = false;
   for (size_t c = 0; c < comps.size() && !found; ++c)
     if (comps[c].kind == ComponentKind::kRecurrent) {
-      summary = 2.0f * state.buffer(c)[0];  // exact: the inverse of values[0] = summary / 2
+      summary = 2.0f * state.f32(c)[0];  // exact: the inverse of values[0] = summary / 2
       found = true;
     }
   for (size_t c = 0; c < comps.size() && !found; ++c)
     if (comps[c].kind == ComponentKind::kSequence) {
-      if (state.position() > 0) summary = state.buffer(c)[state.buffer(c).size() - comps[c].row_elems];
+      if (state.position() > 0) summary = state.f32(c)[state.f32(c).size() - comps[c].row_elems];
       found = true;
     }
   for (int32_t t : tokens) {

@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "tests/util/models.h"
 #include "tests/util/redis_server.h"
+#include "tests/util/state_edit.h"
 #include "tests/util/temp_dir.h"
 
 namespace {
@@ -247,9 +248,9 @@ TEST_F(BenchAgentTest, BrokenRestoreIsReportedAsMismatch) {
   // Nudge the last row of the first component: a restored state that passed
   // every check but is not what a cold prefill gives.
   o.tamper_restored_state = [&](sb::State& restored) {
-    auto& buf = restored.buffer(0);
-    ASSERT_FALSE(buf.empty());
-    buf.back() += 0.5f;
+    ASSERT_FALSE(restored.bytes(0).empty());
+    const size_t last = sb::testing::stored_values(restored, 0) - 1;
+    sb::testing::set_stored_value(restored, 0, last, sb::testing::stored_value(restored, 0, last) + 0.5f);
     ++tampered;
   };
   sb::AgentResult result;

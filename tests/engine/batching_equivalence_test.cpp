@@ -24,6 +24,7 @@
 #include "tests/util/temp_dir.h"
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
+#include "tests/util/state_edit.h"
 
 namespace sb {
 namespace {
@@ -246,8 +247,9 @@ TEST(BatchingEquivalenceNegative, ATamperedRestoreIsNoticed) {
   Bench bench(model, 4, 4 + kGrid, dir.bank());
   bench.engine->set_test_hooks(EngineTestHooks{[](State& s) {
     for (size_t c = 0; c < s.n_components(); ++c)
-      if (s.schema().components[c].kind == ComponentKind::kSequence && !s.buffer(c).empty()) {
-        s.buffer(c).back() += 1.0f;
+      if (s.schema().components[c].kind == ComponentKind::kSequence && !s.bytes(c).empty()) {
+        const size_t last = testing::stored_values(s, c) - 1;
+        testing::set_stored_value(s, c, last, testing::stored_value(s, c, last) + 1.0f);
         return;
       }
   }});

@@ -150,8 +150,8 @@ TEST(Engine, ASecondConversationOnASharedPrefixLeavesASnapshotAtTheBranchPoint) 
   EngineTestHooks hooks;
   hooks.tamper_restored_state = [](State& st) {
     for (size_t c = 0; c < st.n_components(); ++c)
-      if (st.schema().components[c].kind == ComponentKind::kRecurrent && !st.buffer(c).empty()) {
-        st.buffer(c)[0] = std::bit_cast<float>(std::bit_cast<uint32_t>(st.buffer(c)[0]) + 0x10000u);
+      if (st.schema().components[c].kind == ComponentKind::kRecurrent && !st.f32(c).empty()) {
+        st.f32(c)[0] = std::bit_cast<float>(std::bit_cast<uint32_t>(st.f32(c)[0]) + 0x10000u);
         return;
       }
   };

@@ -9,11 +9,15 @@
 #include <memory>
 
 #include "bank/bank.h"
+#include "bank/chain.h"
+#include "bank/compose.h"
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
 #include "tests/util/models.h"
+#include "tests/util/state_edit.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -25,6 +29,10 @@ constexpr uint32_t kBlock = 64;
 
 void expect_equivalent(Arch arch, int requests, uint64_t seed) {
   const Model& model = testing::shared_model(arch);
+  // The harness runs at the default precision of a bf16 checkpoint, bf16:
+  // every restore below installs bf16 attention rows.
+  for (const ComponentSpec& c : model.schema().components)
+    EXPECT_EQ(c.dtype, c.kind == ComponentKind::kRecurrent ? DType::kF32 : DType::kBF16) << c.name;
   testing::HarnessBank s(model, kBlock, 2 * kBlock, 40);
   WorkloadOptions w;
   w.seed = seed;
@@ -46,6 +54,45 @@ TEST(Equivalence, Qwen3NextEveryResponseEqualsBypass) { expect_equivalent(Arch::
 TEST(Equivalence, Qwen3EveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen3, 250, 12); }
 // Indexed sparse attention: K, V, raw indexer keys and the pooled(4) table.
 TEST(Equivalence, QsaEveryResponseEqualsBypass) { expect_equivalent(Arch::kQsa, 100, 13); }
+
+// Under the bf16 precision a block holds its attention rows (keys, values,
+// indexer keys) in bf16: half the bytes per token of the f32 precision's
+// block, the recurrent snapshot unchanged (f32 under both). The block holds
+// the State's own bytes, so composing it back gives the prefilled State bit
+// for bit, and the two precisions' schemas (so their banks) never mix.
+TEST(Equivalence, Bf16BlocksHoldHalfTheBytesPerTokenOfF32Blocks) {
+  for (Arch arch : {Arch::kQwen3Next, Arch::kQsa, Arch::kQwen3}) {
+    SCOPED_TRACE(arch_name(arch));
+    const std::string dir = testing::tiny_checkpoint(arch, 1);
+    auto bf16 = testing::load_model(dir, 1, Precision::kBF16);
+    auto f32 = testing::load_model(dir, 1, Precision::kF32);
+    EXPECT_NE(bf16->fingerprint(), f32->fingerprint());
+    EXPECT_NE(bf16->schema().describe(), f32->schema().describe());
+    EXPECT_EQ(2 * bf16->schema().block_bytes(kBlock), f32->schema().block_bytes(kBlock));
+    EXPECT_EQ(bf16->schema().snapshot_bytes(), f32->schema().snapshot_bytes());
+    const auto tokens = testing::random_tokens(3, kBlock);
+    uint64_t row_bytes[2] = {0, 0};
+    int i = 0;
+    for (const Model* m : {bf16.get(), f32.get()}) {
+      State s = m->new_state();
+      PrefillOptions capture;
+      capture.capture_positions = {kBlock};
+      PrefillOutput out;
+      ASSERT_TRUE(m->prefill(s, tokens, capture, &out).is_ok());
+      const Key root = root_key(kBankFormatVersion, m->fingerprint(), "", kBlock);
+      const auto keys = chain_keys(root, tokens, kBlock, 1);
+      const ObjectRef block = make_block(s, keys[1], keys[0], 0, tokens);
+      ASSERT_TRUE(check_block(*block, m->schema(), keys[1], keys[0], 0, tokens).is_ok());
+      row_bytes[i++] = block->payload_bytes() - tokens.size() * sizeof(int32_t);
+      const ObjectRef snapshot = m->schema().has_recurrent() ? make_snapshot(out.snapshots[0], keys[1]) : nullptr;
+      State restored;
+      ASSERT_TRUE(compose_state(m->schema(), {&block, 1}, snapshot, &restored).is_ok());
+      EXPECT_TRUE(restored.bitwise_equal(s));
+    }
+    EXPECT_EQ(row_bytes[0], bf16->schema().block_bytes(kBlock));
+    EXPECT_EQ(2 * row_bytes[0], row_bytes[1]);
+  }
+}
 
 // A restore broken on purpose must make the harness fail.
 HarnessReport run_broken(Arch arch, std::function<void(State&)> tamper) {
@@ -73,7 +120,8 @@ TEST(Equivalence, HarnessSeesASnapshotFromAnotherChain) {
   const HarnessReport r = run_broken(Arch::kQwen3Next, [previous, swapped](State& st) {
     std::vector<std::vector<float>> mine;
     for (size_t c = 0; c < st.n_components(); ++c)
-      if (st.schema().components[c].kind == ComponentKind::kRecurrent) mine.push_back(st.buffer(c));
+      if (st.schema().components[c].kind == ComponentKind::kRecurrent)
+        mine.emplace_back(st.f32(c).begin(), st.f32(c).end());
     if (!previous->empty() && *previous != mine) {
       size_t i = 0;
       for (size_t c = 0; c < st.n_components(); ++c)
@@ -96,9 +144,8 @@ TEST(Equivalence, HarnessSeesOneUlpInOneRestoredRow) {
   auto touched = std::make_shared<int>(0);
   const HarnessReport r = run_broken(Arch::kQwen3, [touched](State& st) {
     for (size_t c = 0; c < st.n_components(); ++c) {
-      if (st.schema().components[c].kind != ComponentKind::kSequence || st.buffer(c).empty()) continue;
-      auto& v = st.buffer(c)[st.buffer(c).size() / 2];
-      v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) + 0x10000u);
+      if (st.schema().components[c].kind != ComponentKind::kSequence || st.bytes(c).empty()) continue;
+      testing::bump_one_bf16_ulp(st, c, testing::stored_values(st, c) / 2);
       ++*touched;
       return;
     }

@@ -122,7 +122,7 @@ TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
   for (size_t c = 0; c < m.schema().components.size(); ++c)
     if (m.schema().components[c].kind == ComponentKind::kPooled) pooled = c;
   State forged = sb;
-  forged.buffer(pooled) = sa.buffer(pooled);
+  forged.storage(pooled).assign(sa.bytes(pooled).begin(), sa.bytes(pooled).end());
   const Key root = root_key(kBankFormatVersion, m.fingerprint(), "", kBlock);
   auto keys = chain_keys(root, b, kBlock, 1);
   ASSERT_TRUE(s.bank->publish(make_block(forged, keys[1], keys[0], 0, std::span(b).first(kBlock)),

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "tests/util/models.h"
+#include "tests/util/state_edit.h"
 #include "tests/util/tokens.h"
 
 namespace sb {
@@ -224,9 +225,9 @@ TEST_P(BatchInvariance, AWrongStateIsNoticedAndStaysInItsSequence) {
   size_t v = 0;
   while (v < b.n_components() && !b.schema().components[v].name.ends_with(".v")) ++v;
   ASSERT_LT(v, b.n_components());
-  auto& buf = b.buffer(v);
-  ASSERT_FALSE(buf.empty());
-  buf[buf.size() - 1] += 0.5f;  // the newest key's value: every query sees it
+  ASSERT_FALSE(b.bytes(v).empty());
+  const size_t last = testing::stored_values(b, v) - 1;  // the newest key's value: every query sees it
+  testing::set_stored_value(b, v, last, testing::stored_value(b, v, last) + 0.5f);
   const int32_t t[2] = {11, 12};
   SequenceStep sa, sb;
   sa.state = &a;

@@ -275,6 +275,36 @@ TEST(Attention, RowsGetTheSameBitsWhateverRowsShareTheCall) {
     // Row 0 sees only key 0: its output is v of its KV head exactly.
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t i = 0; i < d; ++i) EXPECT_EQ(all[h * d + i], v[(h / 2) * d + i]);
+    // Keys and values stored in bf16 (the State under the bf16 precision)
+    // give exactly the bits of f32 storage holding the same (rounded) values:
+    // the kernel widens them, nothing else changes.
+    std::vector<uint16_t> key16(key.size()), v16(v.size());
+    std::vector<float> key_r(key.size()), v_r(v.size());
+    for (size_t i = 0; i < key.size(); ++i) key_r[i] = bf16_to_f32(key16[i] = f32_to_bf16(key[i]));
+    for (size_t i = 0; i < v.size(); ++i) v_r[i] = bf16_to_f32(v16[i] = f32_to_bf16(v[i]));
+    AttentionInput wide = in, narrow = in;
+    wide.k = key_r.data();
+    wide.v = v_r.data();
+    narrow.k = key16.data();
+    narrow.v = v16.data();
+    narrow.kv_dtype = DType::kBF16;
+    std::vector<float> from_wide(n * nh * d), from_narrow(n * nh * d);
+    k1->attention(wide, from_wide.data());
+    k2->attention(narrow, from_narrow.data());
+    EXPECT_EQ(std::memcmp(from_wide.data(), from_narrow.data(), from_wide.size() * 4), 0) << "bf16 K/V";
+    EXPECT_NE(std::memcmp(from_wide.data(), all.data(), all.size() * 4), 0) << "the rounding must show";
+    for (int64_t rows : {1, 33, 70}) {
+      const int64_t start = (rows * 29) % (n - rows);
+      AttentionInput part = narrow;
+      part.first_pos = start;
+      part.rows = rows;
+      part.q = q.data() + start * nh * d;
+      if (sparse) part.block_mask = mask.data() + start * stride;
+      std::vector<float> out(rows * nh * d);
+      k1->attention(part, out.data());
+      EXPECT_EQ(std::memcmp(out.data(), from_wide.data() + start * nh * d, out.size() * 4), 0)
+          << "bf16 K/V, " << rows << " rows at " << start;
+    }
   }
   // And the values are softmax attention: one row against double precision.
   const int64_t r = 300, h = 3, g = h / 2;

@@ -169,7 +169,7 @@ TEST_P(SplitInvariance, RowCountsOneToSeventyAnd512AndMoreInOneCall) {
     EXPECT_EQ(std::memcmp(out.logits.data(), ref_out.logits.data() + (rows - 1) * V, V * 4), 0) << rows << " rows";
     for (size_t c = 0; c < s.n_components(); ++c) {
       if (model->schema().components[c].kind != ComponentKind::kSequence) continue;
-      EXPECT_EQ(std::memcmp(s.buffer(c).data(), ref.buffer(c).data(), s.buffer(c).size() * 4), 0)
+      EXPECT_EQ(std::memcmp(s.bytes(c).data(), ref.bytes(c).data(), s.bytes(c).size()), 0)
           << rows << " rows, component " << model->schema().components[c].name;
     }
   }

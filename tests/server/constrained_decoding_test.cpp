@@ -243,8 +243,8 @@ TEST(ConstrainedDecoding, BankRestoreEqualsBypassWithASchema) {
   EngineTestHooks hooks;
   hooks.tamper_restored_state = [](State& st) {
     for (size_t c = 0; c < st.n_components(); ++c)
-      if (st.schema().components[c].kind == ComponentKind::kRecurrent && !st.buffer(c).empty()) {
-        auto& v = st.buffer(c)[st.buffer(c).size() / 2];
+      if (st.schema().components[c].kind == ComponentKind::kRecurrent && !st.f32(c).empty()) {
+        auto& v = st.f32(c)[st.f32(c).size() / 2];
         v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) + 0x10000u);
       }
   };
