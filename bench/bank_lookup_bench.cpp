@@ -50,14 +50,14 @@ void publish(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& 
     o->parent = keys[k];
     o->position = k * B;
     o->tokens.assign(tokens.begin() + k * B, tokens.begin() + (k + 1) * B);
-    o->parts = {std::vector<float>(static_cast<size_t>(B) * 2, static_cast<float>(k))};
+    o->parts = {f32_part(std::vector<float>(static_cast<size_t>(B) * 2, static_cast<float>(k)))};
     (void)bank.publish(o, Retention::kBlock);
     if ((k + 1) % snapshot_every == 0 || k + 1 == n_blocks) {
       auto s = std::make_shared<Object>();
       s->kind = ObjectKind::kSnapshot;
       s->key = keys[k + 1];
       s->position = (k + 1) * B;
-      s->parts = {std::vector<float>(256, 1.0f)};
+      s->parts = {f32_part(std::vector<float>(256, 1.0f))};
       (void)bank.publish(s, Retention::kThinFirst);
     }
   }

@@ -100,7 +100,7 @@ sb::ObjectRef make_block(const sb::StateSchema& schema, const sb::Key& parent, c
     if (c.kind == sb::ComponentKind::kRecurrent) continue;
     std::vector<float> part(kBlockTokens * c.row_elems);
     fill(part, seed * 1000 + o->parts.size());
-    o->parts.push_back(std::move(part));
+    o->parts.push_back(sb::f32_part(part));
   }
   return o;
 }
@@ -114,7 +114,7 @@ sb::ObjectRef make_snapshot(const sb::StateSchema& schema, const sb::Key& key, i
     if (c.kind != sb::ComponentKind::kRecurrent) continue;
     std::vector<float> part(c.row_elems);
     fill(part, seed * 1000 + o->parts.size());
-    o->parts.push_back(std::move(part));
+    o->parts.push_back(sb::f32_part(part));
   }
   return o;
 }

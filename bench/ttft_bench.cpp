@@ -64,8 +64,7 @@ int main(int argc, char** argv) {
   }
   if (!(s = Model::load(dir, options, &model))) return fail(s);
   const StateSchema& schema = model->schema();
-  std::printf("state: %.1f bank bytes per token in blocks (%llu per %lld-token block), %llu bytes per snapshot
-",
+  std::printf("state: %.1f bank bytes per token in blocks (%llu per %lld-token block), %llu bytes per snapshot\n",
               static_cast<double>(schema.block_bytes(block)) / static_cast<double>(block),
               static_cast<unsigned long long>(schema.block_bytes(block)), static_cast<long long>(block),
               static_cast<unsigned long long>(schema.snapshot_bytes()));
