@@ -56,8 +56,10 @@ bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& 
       continue;
     }
     ++plan->checks;
-    if (!check(*object).is_ok()) {
+    if (Status c = check(*object); !c.is_ok()) {
       ++plan->check_failures;
+      check_failures_.fetch_add(1, std::memory_order_relaxed);
+      if (tiers_[i]->quarantine(kind, key, c.message())) quarantined_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (i > 0 && tiers_[0]->put(object, role).is_ok()) ++plan->promoted;
@@ -119,7 +121,9 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     k = static_cast<int64_t>(got.size());
   } else {
     while (k > 0) {
-      if (!any_contains(ObjectKind::kSnapshot, chain[k])) {
+      // A copy the read-ahead fetched counts even if its tier has since
+      // quarantined it: the walk must see (and report) that failure.
+      if (!ahead.count(ObjectId{ObjectKind::kSnapshot, chain[k]}) && !any_contains(ObjectKind::kSnapshot, chain[k])) {
         --k;
         continue;
       }
@@ -160,7 +164,6 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     restores_.fetch_add(1, std::memory_order_relaxed);
     restored_tokens_.fetch_add(static_cast<uint64_t>(k * B), std::memory_order_relaxed);
   }
-  check_failures_.fetch_add(static_cast<uint64_t>(plan.check_failures), std::memory_order_relaxed);
   promoted_.fetch_add(static_cast<uint64_t>(plan.promoted), std::memory_order_relaxed);
   *out = std::move(plan);
   return Status::ok();
@@ -180,12 +183,23 @@ Status Bank::publish(const ObjectRef& object, ObjectRole role) {
   return first;
 }
 
+uint64_t Bank::quarantine(std::span<const ObjectId> objects, const std::string& why) {
+  check_failures_.fetch_add(1, std::memory_order_relaxed);
+  uint64_t removed = 0;
+  for (const auto& o : objects)
+    for (Tier* t : tiers_)
+      if (t->quarantine(o.kind, o.key, why)) ++removed;
+  quarantined_.fetch_add(removed, std::memory_order_relaxed);
+  return removed;
+}
+
 BankStats Bank::stats() const {
   BankStats s;
   s.lookups = lookups_.load();
   s.restores = restores_.load();
   s.restored_tokens = restored_tokens_.load();
   s.check_failures = check_failures_.load();
+  s.quarantined = quarantined_.load();
   s.published = published_.load();
   s.promoted = promoted_.load();
   return s;

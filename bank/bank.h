@@ -14,16 +14,21 @@
 //     schema has recurrent components, a snapshot at kB passed
 //     check_snapshot.
 //  3. A tier's get() failure (kCorruption: checksum) or a failed check is a
-//     miss for that copy: it is counted, the next tier is asked for the same
+//     miss for that copy: it is counted, the copy is quarantined in the tier
+//     that served it (Tier::quarantine), the next tier is asked for the same
 //     object, and if none has a good copy the walk falls back to the longest
-//     prefix that passes.
+//     prefix that passes. A request after it computes the missing part cold
+//     and publishes it again (self-healing).
 //  4. An object served from a lower tier is promoted (put) into the first
 //     tier.
 //  5. Reads: the objects the walk most likely ends with are requested first,
 //     one Tier::get_many per tier, so that a tier on a device reads them
 //     concurrently; the rules above then apply to those copies unchanged.
 // publish() writes an object into every tier; a name already present is a
-// no-op there (first wins).
+// no-op there (first wins). quarantine() takes objects out of every tier
+// after a check made once the plan was handed out failed (compose,
+// Model::verify_state, the audit): which copy was wrong is not known then,
+// and a missing object only costs a recomputation.
 //
 // Thread safety: all methods may be called concurrently; the tiers are
 // thread-safe and objects are immutable. The Bank does not own its tiers;
@@ -59,11 +64,23 @@ struct RestorePlan {
   int64_t promoted = 0;              // objects copied into the first tier
 };
 
+// An object a restore used, by name.
+struct ObjectId {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  auto operator<=>(const ObjectId&) const = default;
+  bool operator==(const ObjectId&) const = default;
+};
+
 struct BankStats {
   uint64_t lookups = 0;
   uint64_t restores = 0;         // lookups with restore_point > 0
   uint64_t restored_tokens = 0;
+  // Failed checks made by the Bank and its callers (stored tokens, parent,
+  // position and shapes; compose and verify_state; the audit), each once. A
+  // tier's own checksum failures are counted by that tier.
   uint64_t check_failures = 0;
+  uint64_t quarantined = 0;      // copies taken out of tiers by the Bank (walk and quarantine())
   uint64_t published = 0;        // publish() calls that reached at least one tier
   uint64_t promoted = 0;
 };
@@ -85,8 +102,10 @@ class Bank {
   // object may still be in the other tiers).
   Status publish(const ObjectRef& object, ObjectRole role);
 
-  // For failures found after planning (compose_state refusing a plan).
-  void count_check_failure() { check_failures_.fetch_add(1, std::memory_order_relaxed); }
+  // A check after planning failed on a restore made of `objects` (compose,
+  // Model::verify_state, the audit): counts one failure and takes every
+  // object out of every tier. Returns how many copies were removed.
+  uint64_t quarantine(std::span<const ObjectId> objects, const std::string& why);
 
   BankStats stats() const;
 
@@ -95,7 +114,6 @@ class Bank {
     ObjectRef object;
     size_t tier = 0;
   };
-  using ObjectId = std::pair<ObjectKind, Key>;
   struct ReadAhead {
     size_t tier = 0;  // the first tier that held the object
     TierRead read;
@@ -117,6 +135,7 @@ class Bank {
   std::atomic<uint64_t> restores_{0};
   std::atomic<uint64_t> restored_tokens_{0};
   std::atomic<uint64_t> check_failures_{0};
+  std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> promoted_{0};
 };

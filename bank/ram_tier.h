@@ -63,6 +63,8 @@ class RamTier : public Tier {
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   Status put(const ObjectRef& object, ObjectRole role) override;
+  // Drops the object (RAM keeps nothing aside); counted in quarantined.
+  bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
   TierStats stats() const override;
 
   // Changes the budget and evicts (in the order above) until it holds.

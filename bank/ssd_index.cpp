@@ -42,6 +42,7 @@ bool SsdIndex::erase(ObjectKind kind, const Key& key) {
   if (it == entries_.end()) return false;
   order_.erase(order_of(it->second));
   account(it->second, -1);
+  if (it->second.doomed) doomed_bytes_ -= it->second.bytes;
   entries_.erase(it);
   return true;
 }
@@ -58,6 +59,28 @@ bool SsdIndex::touch(ObjectKind kind, const Key& key) {
 const SsdEntry* SsdIndex::oldest() const {
   if (order_.empty()) return nullptr;
   return &entries_.at(order_.begin()->second);
+}
+
+bool SsdIndex::doom_next(SsdEntry* out) {
+  for (const auto& [o, id] : order_) {
+    SsdEntry& e = entries_.at(id);
+    if (e.doomed) continue;
+    e.doomed = true;
+    doomed_bytes_ += e.bytes;
+    *out = e;
+    return true;
+  }
+  return false;
+}
+
+bool SsdIndex::undoom(ObjectKind kind, const Key& key) {
+  auto it = entries_.find(Id{kind, key});
+  if (it == entries_.end()) return false;
+  if (it->second.doomed) {
+    it->second.doomed = false;
+    doomed_bytes_ -= it->second.bytes;
+  }
+  return true;
 }
 
 std::vector<SsdEntry> SsdIndex::in_eviction_order() const {

@@ -9,6 +9,9 @@
 //   2. equal access: lower ObjectRole first (blocks, then interval, prompt-end
 //      and message snapshots);
 //   3. then blocks before snapshots, then the smaller key.
+// An entry may be *doomed*: chosen as a victim but still published (the tier
+// deletes it once the object that needs its room is written). Doomed entries
+// stay findable; doom_next() passes over them.
 // Not thread-safe: the tier guards it with its mutex.
 #pragma once
 
@@ -30,6 +33,7 @@ struct SsdEntry {
   ObjectRole role = ObjectRole::kBlock;
   int64_t position = 0;
   uint64_t last_access = 0;  // the index's logical clock
+  bool doomed = false;
 };
 
 class SsdIndex {
@@ -45,9 +49,15 @@ class SsdIndex {
   bool touch(ObjectKind kind, const Key& key);
   // The next victim, or nullptr when empty.
   const SsdEntry* oldest() const;
+  // Marks the first entry of the eviction order that is not doomed yet as
+  // doomed and returns a copy; false when every entry is doomed.
+  bool doom_next(SsdEntry* out);
+  // Takes the mark off again (its replacement failed); false when absent.
+  bool undoom(ObjectKind kind, const Key& key);
   std::vector<SsdEntry> in_eviction_order() const;
 
   uint64_t bytes() const { return bytes_; }
+  uint64_t doomed_bytes() const { return doomed_bytes_; }
   uint64_t blocks() const { return blocks_; }
   uint64_t snapshots() const { return snapshots_; }
   size_t size() const { return entries_.size(); }
@@ -67,7 +77,7 @@ class SsdIndex {
   void account(const SsdEntry& e, int sign);
 
   uint64_t clock_ = 0;
-  uint64_t bytes_ = 0, blocks_ = 0, snapshots_ = 0;
+  uint64_t bytes_ = 0, blocks_ = 0, snapshots_ = 0, doomed_bytes_ = 0;
   std::unordered_map<Id, SsdEntry, IdHash> entries_;
   std::map<Order, Id> order_;
 };

@@ -119,6 +119,9 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
       rec.checks = plan.checks;
       rec.check_failures = plan.check_failures;
       if (plan.restore_point > 0) {
+        std::vector<ObjectId> used;
+        for (const auto& b : plan.blocks) used.push_back(ObjectId{ObjectKind::kBlock, b->key});
+        if (plan.snapshot) used.push_back(ObjectId{ObjectKind::kSnapshot, plan.snapshot->key});
         State restored;
         Status composed = compose_state(schema, plan.blocks, plan.snapshot, &restored);
         // The model's own check: derived components (pooled index rows) must
@@ -127,6 +130,8 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
         ++rec.checks;
         if (composed.is_ok()) {
           if (hooks_.tamper_restored_state) hooks_.tamper_restored_state(restored);
+          res.restored_objects = used;
+          res.restored_chain.assign(keys.begin(), keys.begin() + static_cast<ptrdiff_t>(plan.blocks.size()) + 1);
           state = std::move(restored);
           rec.mode = plan.mode;
           rec.restore_point = plan.restore_point;
@@ -135,8 +140,10 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
           rec.blocks = static_cast<int64_t>(plan.blocks.size());
           rec.bytes_read = plan.bytes_read;
         } else {
+          // Which object is wrong is not known here: take them all out, so
+          // this request (cold from here) publishes them again.
           ++rec.check_failures;
-          bank_->count_check_failure();
+          bank_->quarantine(used, "the restored state failed its check: " + composed.message());
         }
       }
       rec.restore_ms = ms_since(t_restore);

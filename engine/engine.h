@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bank/bank.h"
 #include "common/status.h"
 #include "runtime/state.h"
 
@@ -74,10 +75,13 @@ struct CompletionResult {
   std::vector<float> prompt_logprobs;  // echo: logprob of prompt token i given tokens < i (first is 0)
   std::string finish_reason;           // "stop", "length", "cancelled"
   RestoreRecord restore;
+  // The objects the restore installed (blocks 1..k, then the snapshot), for
+  // the audit (server/audit.h); empty when nothing was restored.
+  std::vector<ObjectId> restored_objects;
+  std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
   double ttft_ms = 0;
 };
 
-class Bank;
 class Model;
 
 struct EngineOptions {
@@ -108,7 +112,9 @@ struct EngineStats {
 //  2. plan: Bank::plan_restore over at most (n - 1) / B blocks, so at least
 //     one prompt token is prefilled and the first sampled token has logits;
 //  3. apply: compose a new State from the planned objects and check it; a
-//     failure here is counted and the request goes cold;
+//     failure here quarantines every planned object in every tier
+//     (Bank::quarantine) and the request goes cold, so it publishes them
+//     afresh;
 //  4. prefill the rest in one call from the restore point (the absolute grid:
 //     B is a multiple of kGrid), capturing snapshots at the snapshot
 //     positions (snapshot_positions());

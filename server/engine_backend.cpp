@@ -222,7 +222,7 @@ json EngineBackend::bank_stats_json() const {
     t["queued"] = s.queued;
     t["dropped_puts"] = s.dropped_puts;
     t["write_errors"] = s.write_errors;
-    t["quarantined"] = s.quarantined;
+    t["quarantined"] = s.tier.quarantined;
     t["quarantine_files"] = s.quarantine_files;
     t["quarantine_bytes"] = s.quarantine_bytes;
     j["ssd"] = t;
