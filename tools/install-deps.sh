@@ -10,7 +10,7 @@ apt_packages=(
   cmake ninja-build g++ pkg-config git
   libgtest-dev libgmock-dev
   nlohmann-json3-dev libxxhash-dev liburing-dev libpcre2-dev libutf8proc-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libssl-dev
   nodejs npm
 )
 # python3 with jinja2 renders checkpoints' chat templates for the chat
