@@ -7,6 +7,14 @@
 
 namespace sb {
 
+RestoreMode RestorePlan::mode() const {
+  if (blocks.empty()) return RestoreMode::cold();
+  const TierKind first = block_tiers.front();
+  bool one = std::all_of(block_tiers.begin(), block_tiers.end(), [&](TierKind t) { return t == first; });
+  if (snapshot && snapshot_tier != first) one = false;
+  return one ? RestoreMode::from(first) : RestoreMode::mixed();
+}
+
 Bank::Bank(std::vector<Tier*> tiers) : tiers_(std::move(tiers)) {}
 
 bool Bank::any_contains(ObjectKind kind, const Key& key) const {
@@ -64,7 +72,7 @@ bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& 
     }
     if (i > 0 && tiers_[0]->put(object, role).is_ok()) ++plan->promoted;
     out->object = std::move(object);
-    out->tier = i;
+    out->tier = tiers_[i]->kind();
     return true;
   }
   return false;
@@ -138,27 +146,20 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     }
   }
 
-  size_t lowest = 0, highest = 0;
-  bool any = false;
-  auto note_tier = [&](const Fetched& f) {
-    if (!any) lowest = highest = f.tier;
-    lowest = std::min(lowest, f.tier);
-    highest = std::max(highest, f.tier);
-    any = true;
-    plan.bytes_read += f.object->payload_bytes();
-  };
   for (int64_t j = 0; j < k; ++j) {
-    note_tier(got[static_cast<size_t>(j)]);
-    plan.blocks.push_back(got[static_cast<size_t>(j)].object);
+    const Fetched& f = got[static_cast<size_t>(j)];
+    plan.blocks.push_back(f.object);
+    plan.block_tiers.push_back(f.tier);
+    plan.bytes_read += f.object->payload_bytes();
   }
   if (k > 0 && snapshot.object) {
-    note_tier(snapshot);
     plan.snapshot = snapshot.object;
+    plan.snapshot_tier = snapshot.tier;
     plan.snapshot_position = k * B;
+    plan.bytes_read += snapshot.object->payload_bytes();
   }
   plan.restore_point = k * B;
   plan.common_prefix_tokens = common_prefix(plan.blocks, prompt);
-  if (k > 0) plan.mode = lowest == highest ? tiers_[lowest]->name() : "mixed";
 
   if (k > 0) {
     restores_.fetch_add(1, std::memory_order_relaxed);

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "bank/object.h"
+#include "bank/restore_mode.h"
 #include "bank/tier.h"
 #include "common/status.h"
 #include "runtime/state.h"
@@ -56,12 +57,17 @@ struct RestorePlan {
   int64_t common_prefix_tokens = 0;  // leading prompt tokens equal to the served blocks' tokens
   int64_t snapshot_position = 0;     // position of `snapshot` (0: none)
   std::vector<ObjectRef> blocks;     // blocks 1..k, in order
+  std::vector<TierKind> block_tiers; // which tier served each of `blocks`
   ObjectRef snapshot;                // at kB; null without recurrent components or when k == 0
-  std::string mode = "cold";         // cold; a tier's name when every object came from it; mixed
+  TierKind snapshot_tier = TierKind::kRam;  // which tier served `snapshot`, when set
   uint64_t bytes_read = 0;           // payload bytes of the served objects
   int64_t checks = 0;                // objects checked (tier checksums and check_block/check_snapshot)
   int64_t check_failures = 0;
   int64_t promoted = 0;              // objects copied into the first tier
+
+  // Derived from the tiers above: cold when nothing is restored, a tier's
+  // mode when every object came from that kind of tier, else mixed.
+  RestoreMode mode() const;
 };
 
 // An object a restore used, by name.
@@ -112,7 +118,7 @@ class Bank {
  private:
   struct Fetched {
     ObjectRef object;
-    size_t tier = 0;
+    TierKind tier = TierKind::kRam;
   };
   struct ReadAhead {
     size_t tier = 0;  // the first tier that held the object

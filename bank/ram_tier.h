@@ -59,7 +59,7 @@ class RamTier : public Tier {
  public:
   explicit RamTier(uint64_t budget_bytes);
 
-  const char* name() const override { return "ram"; }
+  TierKind kind() const override { return TierKind::kRam; }
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   Status put(const ObjectRef& object, ObjectRole role) override;

@@ -692,25 +692,33 @@ Status SsdTier::flush() {
 }
 
 TierStats SsdTier::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
-  TierStats t = tier_;
-  t.bytes = index_.bytes();
-  t.blocks = index_.blocks();
-  t.snapshots = index_.snapshots();
-  t.budget_bytes = budget_;
+  const SsdStats s = ssd_stats();
+  TierStats t = s.tier;
+  t.facts = {{"dir", options_.dir}, {"mode", ssd_mode_name(options_.mode)}};
+  t.counts = {{"queued", s.queued},
+              {"dropped_puts", s.dropped_puts},
+              {"write_errors", s.write_errors},
+              {"skipped_no_space", s.skipped_no_space},
+              {"reserve_bytes", s.reserve_bytes},
+              {"quarantine_files", s.quarantine_files},
+              {"quarantine_bytes", s.quarantine_bytes},
+              {"quarantine_aged_out", s.quarantine_aged_out},
+              {"old_format_files", s.old_format_files},
+              {"old_format_bytes", s.old_format_bytes}};
   return t;
 }
 
 SsdStats SsdTier::ssd_stats() const {
-  SsdStats s;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    s = extra_;
-    s.queued = queue_.size() + in_flight_;
-    s.quarantine_files = quarantine_.size();
-    s.quarantine_bytes = quarantine_bytes_;
-  }
-  s.tier = stats();
+  std::lock_guard<std::mutex> l(mu_);
+  SsdStats s = extra_;
+  s.queued = queue_.size() + in_flight_;
+  s.quarantine_files = quarantine_.size();
+  s.quarantine_bytes = quarantine_bytes_;
+  s.tier = tier_;
+  s.tier.bytes = index_.bytes();
+  s.tier.blocks = index_.blocks();
+  s.tier.snapshots = index_.snapshots();
+  s.tier.budget_bytes = budget_;
   return s;
 }
 

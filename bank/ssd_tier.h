@@ -112,7 +112,7 @@ class SsdTier : public Tier {
   SsdTier(const SsdTier&) = delete;
   SsdTier& operator=(const SsdTier&) = delete;
 
-  const char* name() const override { return "ssd"; }
+  TierKind kind() const override { return TierKind::kSsd; }
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   // Read-only and off modes store nothing and return OK.

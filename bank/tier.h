@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 
@@ -23,6 +24,15 @@
 #include "common/status.h"
 
 namespace sb {
+
+// Which kind of store a tier is: its identity in every statistic (a restore
+// served by it, /metrics, /v1/bank). A new kind of tier is one more
+// enumerator here and its name in tier_kind_name(); counters keyed by tier
+// (RestoreMode, EngineStats) pick it up without other edits.
+enum class TierKind : uint8_t { kRam = 0, kSsd = 1, kRemote = 2 };
+inline constexpr size_t kTierKinds = 3;
+// "ram", "ssd", "remote": the names users see (JSON, metrics labels).
+const char* tier_kind_name(TierKind kind);
 
 // Why an object is kept (docs/bank.md, "Snapshots: where and how many").
 // The RAM tier's exact eviction order, which uses the role together with the
@@ -54,12 +64,17 @@ struct TierStats {
   uint64_t quarantined = 0;     // objects taken out by quarantine() or by a failed own check
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
+  // What only this kind of tier has (SSD: its directory and mode; its write
+  // queue and quarantine counts), shown as they are under the tier's name.
+  std::map<std::string, std::string> facts;
+  std::map<std::string, uint64_t> counts;
 };
 
 class Tier {
  public:
   virtual ~Tier() = default;
-  virtual const char* name() const = 0;  // "ram", "ssd"
+  virtual TierKind kind() const = 0;
+  const char* name() const { return tier_kind_name(kind()); }
   virtual bool contains(ObjectKind kind, const Key& key) const = 0;
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
   virtual Status put(const ObjectRef& object, ObjectRole role) = 0;

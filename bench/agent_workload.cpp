@@ -92,7 +92,7 @@ std::string compare_results(const CompletionResult& a, const CompletionResult& b
 
 AgentRow row_of(const CompletionResult& r, double total_ms) {
   AgentRow row;
-  row.served = r.restore.mode;
+  row.served = r.restore.mode.name();
   row.ttft_ms = r.ttft_ms;
   row.total_ms = total_ms;
   row.restore_point = r.restore.restore_point;

@@ -37,7 +37,7 @@ void print_record(const char* label, const CompletionResult& r) {
   const RestoreRecord& x = r.restore;
   std::printf("%-9s ttft %9.1f ms  mode %-5s restore_point %6lld  prefill_tokens %6lld  lookup %.2f ms  "
               "restore %.1f ms  prefill %.1f ms  bytes_read %.1f MB\n",
-              label, r.ttft_ms, x.mode.c_str(), static_cast<long long>(x.restore_point),
+              label, r.ttft_ms, x.mode.name(), static_cast<long long>(x.restore_point),
               static_cast<long long>(x.prefill_tokens), x.lookup_ms, x.restore_ms, x.prefill_ms, x.bytes_read / 1e6);
 }
 

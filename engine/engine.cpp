@@ -78,11 +78,7 @@ EngineStats Engine::stats() const {
   s.requests = counters_.requests.load();
   s.prompt_tokens = counters_.prompt_tokens.load();
   s.cached_tokens = counters_.cached_tokens.load();
-  s.mode_cold = counters_.cold.load();
-  s.mode_ram = counters_.ram.load();
-  s.mode_ssd = counters_.ssd.load();
-  s.mode_mixed = counters_.mixed.load();
-  s.mode_bypass = counters_.bypass.load();
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) s.restores[i] = counters_.by_mode[i].load();
   s.check_failures = counters_.check_failures.load();
   return s;
 }
@@ -99,7 +95,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
 
   CompletionResult res;
   RestoreRecord& rec = res.restore;
-  rec.mode = use_bank ? "cold" : "bypass";
+  rec.mode = use_bank ? RestoreMode::cold() : RestoreMode::bypass();
   State state = model_.new_state();
   std::vector<Key> keys;
 
@@ -133,7 +129,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
           res.restored_objects = used;
           res.restored_chain.assign(keys.begin(), keys.begin() + static_cast<ptrdiff_t>(plan.blocks.size()) + 1);
           state = std::move(restored);
-          rec.mode = plan.mode;
+          rec.mode = plan.mode();
           rec.restore_point = plan.restore_point;
           rec.common_prefix_tokens = plan.common_prefix_tokens;
           rec.snapshot_position = plan.snapshot_position;
@@ -240,12 +236,7 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   counters_.prompt_tokens.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   counters_.cached_tokens.fetch_add(static_cast<uint64_t>(rec.restore_point), std::memory_order_relaxed);
   counters_.check_failures.fetch_add(static_cast<uint64_t>(rec.check_failures), std::memory_order_relaxed);
-  auto& by_mode = rec.mode == "bypass" ? counters_.bypass
-                  : rec.mode == "ram"  ? counters_.ram
-                  : rec.mode == "ssd"  ? counters_.ssd
-                  : rec.mode == "mixed" ? counters_.mixed
-                                        : counters_.cold;
-  by_mode.fetch_add(1, std::memory_order_relaxed);
+  counters_.by_mode[rec.mode.index()].fetch_add(1, std::memory_order_relaxed);
   *out = std::move(res);
   return Status::ok();
 }

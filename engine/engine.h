@@ -6,6 +6,7 @@
 // the same tokens and bit-identical logprobs as in mode kBypass.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "bank/bank.h"
+#include "bank/restore_mode.h"
 #include "common/status.h"
 #include "runtime/state.h"
 
@@ -41,7 +43,7 @@ struct GeneratedToken {
 
 // The restore record of one request (docs/interface.md).
 struct RestoreRecord {
-  std::string mode = "cold";  // cold, ram, ssd, mixed, bypass
+  RestoreMode mode;  // cold, a tier (ram, ssd, ...), mixed, bypass; mode.name() in JSON
   int64_t restore_point = 0;
   int64_t matched_tokens = 0;
   int64_t common_prefix_tokens = 0;
@@ -101,7 +103,7 @@ struct EngineStats {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;  // sum of restore_point
-  uint64_t mode_cold = 0, mode_ram = 0, mode_ssd = 0, mode_mixed = 0, mode_bypass = 0;
+  std::array<uint64_t, RestoreMode::kCount> restores{};  // requests by RestoreMode::index()
   uint64_t check_failures = 0;
 };
 
@@ -149,7 +151,8 @@ class Engine {
   EngineTestHooks hooks_;
   struct Counters {
     std::atomic<uint64_t> requests{0}, prompt_tokens{0}, cached_tokens{0};
-    std::atomic<uint64_t> cold{0}, ram{0}, ssd{0}, mixed{0}, bypass{0}, check_failures{0};
+    std::atomic<uint64_t> check_failures{0};
+    std::array<std::atomic<uint64_t>, RestoreMode::kCount> by_mode{};
   };
   mutable Counters counters_;
 };

@@ -38,29 +38,31 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   kernels_->rms_norm(k.data(), T * nkv, d, a.k_norm.data(), eps, c.norm_weight_offset, k.data());
   kernels_->rope(q.data(), T, nh, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
   kernels_->rope(k.data(), T, nkv, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
-  State& st = *call.state;
-  st.append_rows(w.comp_k, k);
-  st.append_rows(w.comp_v, v);
-
-  std::vector<uint8_t> mask;
-  AttentionInput in;
-  in.rows = T;
-  in.first_pos = call.first_pos;
-  in.n_heads = nh;
-  in.n_kv = nkv;
-  in.head_dim = d;
-  in.q = q.data();
-  in.k = st.buffer(w.comp_k).data();
-  in.v = st.buffer(w.comp_v).data();
-  in.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  if (w.type == LayerType::kSparseAttention) {
-    sparse_selection(w, call, xn, &mask);
-    in.block_mask = mask.data();
-    in.mask_block = c.index_compress_ratio;
-    in.mask_stride = (call.first_pos + T + c.index_compress_ratio - 1) / c.index_compress_ratio;
-  }
+  std::vector<std::vector<uint8_t>> masks;
+  if (w.type == LayerType::kSparseAttention) sparse_selection(w, call, xn, &masks);
   std::vector<float> o(T * nh * d);
-  kernels_->attention(in, o.data());
+  for (size_t i = 0; i < call.sequences.size(); ++i) {
+    const SequenceRows& seq = call.sequences[i];
+    State& st = *seq.state;
+    st.append_rows(w.comp_k, std::span<const float>(k).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
+    st.append_rows(w.comp_v, std::span<const float>(v).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
+    AttentionInput in;
+    in.rows = seq.rows;
+    in.first_pos = seq.first_pos;
+    in.n_heads = nh;
+    in.n_kv = nkv;
+    in.head_dim = d;
+    in.q = q.data() + seq.first_row * nh * d;
+    in.k = st.buffer(w.comp_k).data();
+    in.v = st.buffer(w.comp_v).data();
+    in.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    if (w.type == LayerType::kSparseAttention) {
+      in.block_mask = masks[i].data();
+      in.mask_block = c.index_compress_ratio;
+      in.mask_stride = (seq.first_pos + seq.rows + c.index_compress_ratio - 1) / c.index_compress_ratio;
+    }
+    kernels_->attention(in, o.data() + seq.first_row * nh * d);
+  }
   if (c.attention_gated)
     for (int64_t i = 0; i < T * nh * d; ++i) o[i] *= sigmoid(gate[i]);
   kernels_->matmul(o.data(), T, a.o, out);
@@ -100,40 +102,55 @@ Status Transformer::verify_state(const State& state) const {
 }
 
 void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn,
-                                   std::vector<uint8_t>* mask) const {
+                                   std::vector<std::vector<uint8_t>>* masks) const {
   const ModelConfig& c = config_;
   const AttentionWeights& a = w.attn;
   const int64_t T = call.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
   const int64_t rot = std::min(dI, c.rotary_dim());
-  State& st = *call.state;
 
   // Raw keys are stored per token, before any norm or RoPE.
   std::vector<float> raw(T * dI);
   kernels_->matmul(xn, T, a.index_k, raw.data());
-  st.append_rows(w.comp_index_raw, raw);
-  // Close every block whose last token is in this call: its pooled key depends
-  // only on the raw keys of its own m tokens.
-  const int64_t end = call.first_pos + T;
-  const std::vector<float>& all_raw = st.buffer(w.comp_index_raw);
-  for (int64_t b = static_cast<int64_t>(st.rows(w.comp_index_pooled)); (b + 1) * m <= end; ++b) {
-    std::vector<float> pooled(dI);
-    pooled_key(w, all_raw.data(), b, pooled.data());
-    st.append_rows(w.comp_index_pooled, pooled);
+  for (const SequenceRows& seq : call.sequences) {
+    State& st = *seq.state;
+    st.append_rows(w.comp_index_raw, std::span<const float>(raw).subspan(seq.first_row * dI, seq.rows * dI));
+    // Close every block whose last token is in this call: its pooled key
+    // depends only on the raw keys of its own m tokens.
+    const int64_t end = seq.first_pos + seq.rows;
+    const std::vector<float>& all_raw = st.buffer(w.comp_index_raw);
+    for (int64_t b = static_cast<int64_t>(st.rows(w.comp_index_pooled)); (b + 1) * m <= end; ++b) {
+      std::vector<float> pooled(dI);
+      pooled_key(w, all_raw.data(), b, pooled.data());
+      st.append_rows(w.comp_index_pooled, pooled);
+    }
   }
 
   std::vector<float> iq(T * HI * dI), iw(T * HI);
   kernels_->matmul(xn, T, a.index_q, iq.data());
   kernels_->matmul(xn, T, a.index_w, iw.data());
   kernels_->rope(iq.data(), T, HI, dI, rot, call.positions.data(), c.rope_theta);
+  masks->resize(call.sequences.size());
+  for (size_t i = 0; i < call.sequences.size(); ++i) {
+    const SequenceRows& seq = call.sequences[i];
+    sparse_mask(w, seq, iq.data() + seq.first_row * HI * dI, iw.data() + seq.first_row * HI, &(*masks)[i]);
+  }
+}
+
+// The blocks each row of one sequence attends to: its top-k closed blocks by
+// indexer score (all of them while there are at most k) and its own open one.
+void Transformer::sparse_mask(const LayerWeights& w, const SequenceRows& seq, const float* iq, const float* iw,
+                              std::vector<uint8_t>* mask) const {
+  const ModelConfig& c = config_;
+  const int64_t T = seq.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
   const float w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HI)));
   const float s_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI)));
-  const std::vector<float>& pooled = st.buffer(w.comp_index_pooled);
-
+  const std::vector<float>& pooled = seq.state->buffer(w.comp_index_pooled);
+  const int64_t end = seq.first_pos + T;
   const int64_t stride = (end + m - 1) / m;
   mask->assign(T * stride, 0);
   std::vector<std::pair<float, int64_t>> scored;
   for (int64_t r = 0; r < T; ++r) {
-    const int64_t t = call.first_pos + r;
+    const int64_t t = seq.first_pos + r;
     const int64_t closed = (t + 1) / m;
     uint8_t* row = mask->data() + r * stride;
     if (closed <= c.index_topk_blocks) {
@@ -144,7 +161,7 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
         float score = 0.0f;
         for (int64_t h = 0; h < HI; ++h) {
           float qk = 0.0f;
-          const float* qh = iq.data() + (r * HI + h) * dI;
+          const float* qh = iq + (r * HI + h) * dI;
           for (int64_t i = 0; i < dI; ++i) qk = std::fma(qh[i], pooled[b * dI + i], qk);
           score = std::fma(iw[r * HI + h] * w_scale, std::max(qk, 0.0f), score);
         }

@@ -25,7 +25,7 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
   const ModelConfig& c = config_;
   const DeltaNetWeights& dw = w.delta;
   const int64_t T = call.rows, nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim,
-                dv = c.lin_value_head_dim, r = nv / nk, K = c.conv_kernel;
+                dv = c.lin_value_head_dim, r = nv / nk;
   const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
 
   // m = [q heads | k heads | v heads] in conv channel order; z, b, a per value head.
@@ -65,19 +65,37 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
       g[t * nv + h] = dw.neg_exp_a_log[h] * softplus(a[t * nv + h] + dw.dt_bias[h]);
     }
 
-  State& st = *call.state;
+  std::vector<float> o(T * value_dim);
+  for (SequenceRows& seq : call.sequences)
+    delta_net_sequence(w, seq, mixed.data() + seq.first_row * conv_dim, g.data() + seq.first_row * nv,
+                       beta.data() + seq.first_row * nv, o.data() + seq.first_row * value_dim);
+
+  // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.
+  kernels_->rms_norm(o.data(), T * nv, dv, dw.norm.data(), static_cast<float>(c.rms_norm_eps), false, o.data());
+  for (int64_t i = 0; i < T * value_dim; ++i) o[i] *= silu(z[i]);
+  kernels_->matmul(o.data(), T, dw.out, out);
+}
+
+void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
+                                     const float* beta, float* o) const {
+  const ModelConfig& c = config_;
+  const DeltaNetWeights& dw = w.delta;
+  const int64_t T = seq.rows, nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim,
+                dv = c.lin_value_head_dim, K = c.conv_kernel;
+  const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
+  State& st = *seq.state;
   float* conv_state = st.buffer(w.comp_conv).data();
   float* ssm = st.buffer(w.comp_ssm).data();
-  std::vector<float> conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim), o(T * value_dim);
+  std::vector<float> conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim);
   const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
   size_t next_capture = 0;
   // Segments end at grid multiples (and the call's end), so a prefill split on
   // the grid runs exactly the same segments as an unsplit one.
   for (int64_t s = 0; s < T;) {
-    const int64_t pos = call.first_pos + s;
-    const int64_t e = call.recurrent ? T : std::min(T, s + (kGrid - pos % kGrid));
+    const int64_t pos = seq.first_pos + s;
+    const int64_t e = seq.recurrent ? T : std::min(T, s + (kGrid - pos % kGrid));
     const int64_t n = e - s;
-    kernels_->causal_conv_silu(mixed.data() + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state,
+    kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state,
                                conv_out.data() + s * conv_dim);
     for (int64_t t = s; t < e; ++t) {
       const float* y = conv_out.data() + t * conv_dim;
@@ -98,26 +116,21 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
     in.q = q.data() + s * key_dim;
     in.k = k.data() + s * key_dim;
     in.v = v.data() + s * value_dim;
-    in.g = g.data() + s * nv;
-    in.beta = beta.data() + s * nv;
-    if (call.recurrent)
-      kernels_->delta_rule_recurrent(in, ssm, o.data() + s * value_dim);
+    in.g = g + s * nv;
+    in.beta = beta + s * nv;
+    if (seq.recurrent)
+      kernels_->delta_rule_recurrent(in, ssm, o + s * value_dim);
     else
-      kernels_->delta_rule_chunk(in, ssm, o.data() + s * value_dim);
-    const int64_t end_pos = call.first_pos + e;
-    while (next_capture < call.capture.size() && call.capture[next_capture] < end_pos) ++next_capture;
-    if (next_capture < call.capture.size() && call.capture[next_capture] == end_pos) {
-      RecurrentSnapshot& snap = (*call.snapshots)[next_capture];
+      kernels_->delta_rule_chunk(in, ssm, o + s * value_dim);
+    const int64_t end_pos = seq.first_pos + e;
+    while (next_capture < seq.capture.size() && seq.capture[next_capture] < end_pos) ++next_capture;
+    if (next_capture < seq.capture.size() && seq.capture[next_capture] == end_pos) {
+      RecurrentSnapshot& snap = (*seq.snapshots)[next_capture];
       snap.parts[w.rec_conv] = st.buffer(w.comp_conv);
       snap.parts[w.rec_ssm] = st.buffer(w.comp_ssm);
     }
     s = e;
   }
-
-  // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.
-  kernels_->rms_norm(o.data(), T * nv, dv, dw.norm.data(), static_cast<float>(c.rms_norm_eps), false, o.data());
-  for (int64_t i = 0; i < T * value_dim; ++i) o[i] *= silu(z[i]);
-  kernels_->matmul(o.data(), T, dw.out, out);
 }
 
 }  // namespace sb

@@ -1,7 +1,7 @@
 // Model: a loaded checkpoint that runs prefill and decode on CPU.
 //
-// Thread safety: immutable after load(); prefill() and decode() may be called
-// from many threads at once, each with its own State.
+// Thread safety: immutable after load(); forward(), prefill() and decode()
+// may be called from many threads at once, each call with its own States.
 //
 // Promises (tests/model/split_invariance_test.cpp and friends):
 //  1. Split invariance: prefill of [0, n) in one call gives bit for bit the
@@ -12,6 +12,11 @@
 //  3. Capture: a prefill hands out the recurrent state at each requested
 //     position on the way (positions inside the call's range, multiples of
 //     kGrid, or its end), without another pass.
+//  4. Batch invariance: forward() over several sequences gives each one, bit
+//     for bit, the logits, snapshots and State it gets alone (its own
+//     prefill() or decode() call), whatever the other sequences, their
+//     number, order, lengths and modes. prefill() and decode() are the
+//     one-sequence case of forward().
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,22 @@ struct PrefillOutput {
   std::vector<RecurrentSnapshot> snapshots;  // in position order
 };
 
+// Which rows of a sequence's tokens get logits in a forward step: none (a
+// prefill chunk that does not end the prompt), the last, or every row (echo).
+enum class LogitRows { kNone, kLast, kAll };
+
+// One sequence's share of a forward step: a prefill chunk (chunked Gated
+// DeltaNet form on the absolute kGrid grid) or one decode token (recurrent
+// form), consumed at positions [state->position(), +tokens.size()).
+struct SequenceStep {
+  State* state = nullptr;
+  std::span<const int32_t> tokens;
+  bool decode = false;                     // REQUIRES tokens.size() == 1
+  std::vector<int64_t> capture_positions;  // prefill only; as PrefillOptions
+  LogitRows logits = LogitRows::kLast;
+};
+using SequenceOutput = PrefillOutput;
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -59,12 +80,22 @@ class Model {
 
   State new_state() const { return State(schema()); }
 
+  // One forward pass over several sequences: every matmul runs over the rows
+  // of all of them at once; attention, Gated DeltaNet and the sparse indexer
+  // run per sequence. out->at(i) belongs to batch[i].
+  // REQUIRES: distinct States; each sequence's tokens non-empty and in
+  // [0, vocab_size). A bad input fails the whole call before any State
+  // changes.
+  virtual Status forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const = 0;
+
   // Consumes `tokens` at positions [state.position(), +tokens.size()).
   // REQUIRES: tokens non-empty, every id in [0, vocab_size).
-  virtual Status prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
-                         PrefillOutput* out) const = 0;
+  // forward() over this one sequence.
+  Status prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
+                 PrefillOutput* out) const;
   // Consumes one token with the recurrent form; logits has vocab_size floats.
-  virtual Status decode(State& state, int32_t token, std::vector<float>* logits) const = 0;
+  // forward() over this one sequence.
+  Status decode(State& state, int32_t token, std::vector<float>* logits) const;
 
   // The check after every restore: the State is consistent (runtime/state.h
   // invariants 1-3) and every derived component equals what its sources give

@@ -182,41 +182,45 @@ void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
   }
 }
 
-void Transformer::logits_for_rows(const float* x, int64_t first_row, int64_t n_rows, float* out) const {
-  const int64_t H = config_.hidden_size;
-  std::vector<float> xn(n_rows * H);
-  kernels_->rms_norm(x + first_row * H, n_rows, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
-                     config_.norm_weight_offset, xn.data());
-  kernels_->matmul(xn.data(), n_rows, lm_head_, out);
-}
-
 namespace {
 
-std::vector<float> embed_rows(const WeightRef& table, std::span<const int32_t> tokens) {
+void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* x) {
   const int64_t H = table.cols;
-  std::vector<float> x(tokens.size() * H);
   for (size_t t = 0; t < tokens.size(); ++t) {
     const char* row = static_cast<const char*>(table.data) + tokens[t] * H * dtype_size(table.dtype);
     if (table.dtype == DType::kBF16)
-      convert_to_f32(DType::kBF16, row, H, x.data() + t * H);
+      convert_to_f32(DType::kBF16, row, H, x + t * H);
     else
-      std::memcpy(x.data() + t * H, row, H * sizeof(float));
+      std::memcpy(x + t * H, row, H * sizeof(float));
   }
-  return x;
+}
+
+int64_t logit_rows(const SequenceStep& step) {
+  switch (step.logits) {
+    case LogitRows::kNone: return 0;
+    case LogitRows::kLast: return 1;
+    case LogitRows::kAll: return static_cast<int64_t>(step.tokens.size());
+  }
+  return 0;
 }
 
 }  // namespace
 
-Status Transformer::prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
-                            PrefillOutput* out) const {
-  SB_RETURN_IF_ERROR(check_tokens(state, tokens));
-  const int64_t start = state.position(), end = start + static_cast<int64_t>(tokens.size());
-  ForwardCall call;
-  call.state = &state;
-  call.first_pos = start;
-  call.rows = end - start;
-  for (int64_t p = start; p < end; ++p) call.positions.push_back(p);
-  std::vector<int64_t> capture = options.capture_positions;
+Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, SequenceOutput* out) const {
+  if (step.state == nullptr) return Status::invalid("a sequence of the step has no state");
+  SB_RETURN_IF_ERROR(check_tokens(*step.state, step.tokens));
+  if (step.decode && step.tokens.size() != 1)
+    return Status::invalid("a decode step consumes one token, not " + std::to_string(step.tokens.size()));
+  for (const SequenceRows& other : call->sequences)
+    if (other.state == step.state) return Status::invalid("a state appears twice in one forward step");
+  SequenceRows seq;
+  seq.state = step.state;
+  seq.first_row = call->rows;
+  seq.rows = static_cast<int64_t>(step.tokens.size());
+  seq.first_pos = step.state->position();
+  seq.recurrent = step.decode;
+  const int64_t start = seq.first_pos, end = start + seq.rows;
+  std::vector<int64_t> capture = step.capture_positions;
   std::sort(capture.begin(), capture.end());
   capture.erase(std::unique(capture.begin(), capture.end()), capture.end());
   for (int64_t c : capture) {
@@ -224,42 +228,65 @@ Status Transformer::prefill(State& state, std::span<const int32_t> tokens, const
     if (c != end && c % kGrid != 0)
       return Status::invalid("capture position " + std::to_string(c) + " is neither on the " +
                              std::to_string(kGrid) + "-token grid nor the end of the prefill");
-    call.capture.push_back(c);
+    seq.capture.push_back(c);
   }
-  out->snapshots.assign(call.capture.size(), RecurrentSnapshot{});
-  for (size_t i = 0; i < call.capture.size(); ++i) {
-    out->snapshots[i].position = call.capture[i];
-    out->snapshots[i].parts.resize(std::count_if(schema_.components.begin(), schema_.components.end(),
-                                                 [](const ComponentSpec& c) {
-                                                   return c.kind == ComponentKind::kRecurrent;
-                                                 }));
+  const size_t n_recurrent = static_cast<size_t>(std::count_if(
+      schema_.components.begin(), schema_.components.end(),
+      [](const ComponentSpec& c) { return c.kind == ComponentKind::kRecurrent; }));
+  out->snapshots.assign(seq.capture.size(), RecurrentSnapshot{});
+  for (size_t i = 0; i < seq.capture.size(); ++i) {
+    out->snapshots[i].position = seq.capture[i];
+    out->snapshots[i].parts.resize(n_recurrent);
   }
-  call.snapshots = &out->snapshots;
-
-  std::vector<float> x = embed_rows(embed_, tokens);
-  run_layers(call, x);
-  state.set_position(end);
-  const int64_t first = options.all_logits ? 0 : call.rows - 1;
-  out->n_rows = call.rows - first;
-  out->logits.assign(out->n_rows * config_.vocab_size, 0.0f);
-  logits_for_rows(x.data(), first, out->n_rows, out->logits.data());
+  seq.snapshots = &out->snapshots;
+  for (int64_t p = start; p < end; ++p) call->positions.push_back(p);
+  call->rows += seq.rows;
+  call->sequences.push_back(std::move(seq));
   return Status::ok();
 }
 
-Status Transformer::decode(State& state, int32_t token, std::vector<float>* logits) const {
-  const int32_t tokens[1] = {token};
-  SB_RETURN_IF_ERROR(check_tokens(state, tokens));
+void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const ForwardCall& call,
+                                  const std::vector<float>& x, std::vector<SequenceOutput>* out) const {
+  const int64_t H = config_.hidden_size, V = config_.vocab_size;
+  // Gather the rows that want logits, so the LM head reads its weights once.
+  int64_t n = 0;
+  for (const SequenceStep& step : batch) n += logit_rows(step);
+  if (n == 0) return;
+  std::vector<float> xn(n * H), logits(n * V);
+  int64_t at = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SequenceRows& seq = call.sequences[i];
+    const int64_t k = logit_rows(batch[i]);
+    std::copy(x.data() + (seq.first_row + seq.rows - k) * H, x.data() + (seq.first_row + seq.rows) * H,
+              xn.data() + at * H);
+    at += k;
+  }
+  kernels_->rms_norm(xn.data(), n, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
+                     config_.norm_weight_offset, xn.data());
+  kernels_->matmul(xn.data(), n, lm_head_, logits.data());
+  at = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t k = logit_rows(batch[i]);
+    (*out)[i].n_rows = k;
+    (*out)[i].logits.assign(logits.begin() + at * V, logits.begin() + (at + k) * V);
+    at += k;
+  }
+}
+
+Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const {
+  if (batch.empty()) return Status::invalid("a forward step needs at least one sequence");
+  // Check every sequence before any State changes.
   ForwardCall call;
-  call.state = &state;
-  call.first_pos = state.position();
-  call.rows = 1;
-  call.recurrent = true;
-  call.positions = {state.position()};
-  std::vector<float> x = embed_rows(embed_, tokens);
+  std::vector<SequenceOutput> outs(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) SB_RETURN_IF_ERROR(add_sequence(batch[i], &call, &outs[i]));
+
+  std::vector<float> x(call.rows * config_.hidden_size);
+  for (size_t i = 0; i < batch.size(); ++i)
+    embed_rows(embed_, batch[i].tokens, x.data() + call.sequences[i].first_row * config_.hidden_size);
   run_layers(call, x);
-  state.set_position(call.first_pos + 1);
-  logits->assign(config_.vocab_size, 0.0f);
-  logits_for_rows(x.data(), 0, 1, logits->data());
+  for (const SequenceRows& seq : call.sequences) seq.state->set_position(seq.first_pos + seq.rows);
+  logits_for_rows(batch, call, x, &outs);
+  *out = std::move(outs);
   return Status::ok();
 }
 

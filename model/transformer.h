@@ -55,15 +55,26 @@ struct LayerWeights {
   int comp_conv = -1, comp_ssm = -1, rec_conv = -1, rec_ssm = -1;
 };
 
-// What one forward call over `rows` tokens needs to know besides the weights.
-struct ForwardCall {
+// One sequence's rows in a forward call: rows [first_row, first_row + rows)
+// of the call, at positions [first_pos, first_pos + rows) of its State.
+struct SequenceRows {
   State* state = nullptr;
-  int64_t first_pos = 0;
+  int64_t first_row = 0;
   int64_t rows = 0;
+  int64_t first_pos = 0;
   bool recurrent = false;  // decode: recurrent delta rule
   std::vector<int64_t> capture;  // absolute positions, ascending, at chunk ends
   std::vector<RecurrentSnapshot>* snapshots = nullptr;  // one per capture
-  std::vector<int64_t> positions;  // first_pos .. first_pos + rows - 1
+};
+
+// What one forward call over the rows of several sequences needs to know
+// besides the weights. Row-wise work (matmuls, norms, RoPE, the FFN) runs
+// over all rows at once; work that reads a sequence's past (attention, Gated
+// DeltaNet, the sparse indexer) runs per sequence.
+struct ForwardCall {
+  int64_t rows = 0;                // over all sequences
+  std::vector<int64_t> positions;  // per row: its absolute position in its sequence
+  std::vector<SequenceRows> sequences;
 };
 
 class Transformer final : public Model {
@@ -73,9 +84,7 @@ class Transformer final : public Model {
   const ModelConfig& config() const override { return config_; }
   const StateSchema& schema() const override { return schema_; }
   const std::string& fingerprint() const override { return fingerprint_; }
-  Status prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
-                 PrefillOutput* out) const override;
-  Status decode(State& state, int32_t token, std::vector<float>* logits) const override;
+  Status forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const override;
   Status verify_state(const State& state) const override;
 
  private:
@@ -83,15 +92,28 @@ class Transformer final : public Model {
   Status bind_weights();
   void build_schema();
   Status check_tokens(const State& state, std::span<const int32_t> tokens) const;
+  // Checks one sequence's step and lays out its rows at the end of `call`.
+  Status add_sequence(const SequenceStep& step, ForwardCall* call, SequenceOutput* out) const;
   // Runs every layer over x [rows, hidden] in place.
   void run_layers(ForwardCall& call, std::vector<float>& x) const;
-  void logits_for_rows(const float* x, int64_t first_row, int64_t n_rows, float* out) const;
+  // Final norm and LM head over the rows each sequence asked logits for.
+  void logits_for_rows(std::span<const SequenceStep> batch, const ForwardCall& call, const std::vector<float>& x,
+                       std::vector<SequenceOutput>* out) const;
 
   void attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
   // Pooled indexer key of block b from the raw keys [b*m, (b+1)*m).
   void pooled_key(const LayerWeights& w, const float* raw, int64_t b, float* out) const;
-  void sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn, std::vector<uint8_t>* mask) const;
+  // The indexer's projections over all rows of the call (stores the raw keys
+  // and closes pooled blocks per sequence), then one block mask per sequence.
+  void sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn,
+                        std::vector<std::vector<uint8_t>>* masks) const;
+  void sparse_mask(const LayerWeights& w, const SequenceRows& seq, const float* iq, const float* iw,
+                   std::vector<uint8_t>* mask) const;
   void delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
+  // Conv, normalisation and the delta rule of one sequence's rows, in
+  // segments that end on the absolute kGrid grid (and at its last row).
+  void delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
+                          const float* beta, float* o) const;
   void ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, float* out) const;
 
   WeightRef ref(const MatrixView& m);

@@ -61,7 +61,7 @@ struct ChatPrompt {
 
 // Bank statistics as /metrics prints them.
 struct BankTierStats {
-  std::string tier;                              // "ram", "ssd"
+  TierKind tier = TierKind::kRam;                // its label: tier_kind_name(tier)
   std::map<std::string, uint64_t> bytes;         // by object kind ("block", "snapshot")
   std::map<std::string, uint64_t> objects;       // by object kind
   uint64_t evictions = 0;

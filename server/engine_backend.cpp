@@ -26,15 +26,18 @@ class DecoderStream : public TextStream {
 };
 
 json tier_json(const TierStats& s) {
-  return json{{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
-              {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
-              {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"bytes_read", s.bytes_read},
-              {"bytes_written", s.bytes_written}};
+  json j = {{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
+            {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
+            {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"quarantined", s.quarantined},
+            {"bytes_read", s.bytes_read}, {"bytes_written", s.bytes_written}};
+  for (const auto& [k, v] : s.facts) j[k] = v;
+  for (const auto& [k, v] : s.counts) j[k] = v;
+  return j;
 }
 
-BankTierStats tier_view(const char* name, const TierStats& s) {
+BankTierStats tier_view(TierKind kind, const TierStats& s) {
   BankTierStats t;
-  t.tier = name;
+  t.tier = kind;
   t.bytes["all"] = s.bytes;
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
@@ -188,24 +191,21 @@ void EngineBackend::audit(const CompletionRequest& request, const CompletionResu
     std::fprintf(stderr,
                  "statebank serve: AUDIT MISMATCH: a request restored at %lld tokens (%s) differs from its cold "
                  "recomputation%s\n",
-                 static_cast<long long>(served.restore.restore_point), served.restore.mode.c_str(),
+                 static_cast<long long>(served.restore.restore_point), served.restore.mode.name(),
                  s.is_ok() ? "" : (": " + s.to_string()).c_str());
   }
 }
 
 BankStatsView EngineBackend::bank_stats() const {
   BankStatsView v;
-  if (ram_) {
-    TierStats s = ram_->stats();
-    v.tiers.push_back(tier_view("ram", s));
-    v.check_failures["ram_read"] = s.check_failures;
+  if (bank_) {
+    for (const Tier* tier : bank_->tiers()) {
+      const TierStats s = tier->stats();
+      v.tiers.push_back(tier_view(tier->kind(), s));
+      v.check_failures[std::string(tier->name()) + "_read"] = s.check_failures;
+    }
+    v.check_failures["restore"] = bank_->stats().check_failures;
   }
-  if (ssd_) {
-    TierStats s = ssd_->stats();
-    v.tiers.push_back(tier_view("ssd", s));
-    v.check_failures["ssd_read"] = s.check_failures;
-  }
-  if (bank_) v.check_failures["restore"] = bank_->stats().check_failures;
   v.audits = audits_.load();
   v.audit_mismatches = audit_mismatches_.load();
   return v;
@@ -213,31 +213,20 @@ BankStatsView EngineBackend::bank_stats() const {
 
 json EngineBackend::bank_stats_json() const {
   json j = {{"block_tokens", options_.block_tokens}, {"snapshot_every", options_.snapshot_every}};
-  if (ram_) j["ram"] = tier_json(ram_->stats());
-  if (ssd_) {
-    SsdStats s = ssd_->ssd_stats();
-    json t = tier_json(s.tier);
-    t["dir"] = ssd_->dir();
-    t["mode"] = ssd_mode_name(ssd_->mode());
-    t["queued"] = s.queued;
-    t["dropped_puts"] = s.dropped_puts;
-    t["write_errors"] = s.write_errors;
-    t["quarantined"] = s.tier.quarantined;
-    t["quarantine_files"] = s.quarantine_files;
-    t["quarantine_bytes"] = s.quarantine_bytes;
-    j["ssd"] = t;
-  }
   if (bank_) {
+    for (const Tier* tier : bank_->tiers()) j[tier->name()] = tier_json(tier->stats());
     BankStats b = bank_->stats();
     j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
-                 {"check_failures", b.check_failures}, {"published", b.published}, {"promoted", b.promoted}};
+                 {"check_failures", b.check_failures}, {"quarantined", b.quarantined}, {"published", b.published},
+                 {"promoted", b.promoted}};
   }
   EngineStats e = engine_->stats();
+  json modes = json::object();
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) modes[RestoreMode::at(i).name()] = e.restores[i];
   j["engine"] = {{"requests", e.requests},
                  {"prompt_tokens", e.prompt_tokens},
                  {"cached_tokens", e.cached_tokens},
-                 {"modes",
-                  {{"cold", e.mode_cold}, {"ram", e.mode_ram}, {"ssd", e.mode_ssd}, {"mixed", e.mode_mixed}, {"bypass", e.mode_bypass}}},
+                 {"modes", modes},
                  {"check_failures", e.check_failures}};
   j["audit"] = {{"rate", options_.audit_rate}, {"audits", audits_.load()}, {"mismatches", audit_mismatches_.load()}};
   return j;

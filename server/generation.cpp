@@ -11,7 +11,7 @@ namespace sb {
 using json = ResponseJson;
 
 json restore_json(const RestoreRecord& r) {
-  return json{{"mode", r.mode},
+  return json{{"mode", r.mode.name()},
               {"restore_point", r.restore_point},
               {"matched_tokens", r.matched_tokens},
               {"common_prefix_tokens", r.common_prefix_tokens},

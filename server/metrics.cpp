@@ -51,8 +51,8 @@ void Metrics::record_completion(const RestoreRecord& restore, int64_t prompt_tok
   std::lock_guard<std::mutex> lock(mu_);
   prompt_tokens_ += static_cast<uint64_t>(prompt_tokens);
   completion_tokens_ += static_cast<uint64_t>(completion_tokens);
-  cached_tokens_[restore.mode] += static_cast<uint64_t>(restore.restore_point);
-  ++restores_[restore.mode];
+  cached_tokens_[restore.mode.index()] += static_cast<uint64_t>(restore.restore_point);
+  ++restores_[restore.mode.index()];
   restore_check_failures_ += static_cast<uint64_t>(restore.check_failures);
   double s = ttft_ms / 1000.0;
   size_t b = 0;
@@ -75,17 +75,16 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   out += "statebank_completion_tokens_total " + std::to_string(completion_tokens_) + "\n";
   header(out, "statebank_cached_tokens_total", "counter",
          "Prompt tokens served from the bank (restore_point), by the tier they came from.");
-  for (const char* tier : {"ram", "ssd", "mixed"}) {
-    auto it = cached_tokens_.find(tier);
-    out += std::string("statebank_cached_tokens_total{tier=\"") + tier + "\"} " +
-           std::to_string(it == cached_tokens_.end() ? 0 : it->second) + "\n";
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) {
+    const RestoreMode mode = RestoreMode::at(i);
+    if (!mode.restored()) continue;
+    out += std::string("statebank_cached_tokens_total{tier=\"") + mode.name() + "\"} " +
+           std::to_string(cached_tokens_[i]) + "\n";
   }
   header(out, "statebank_restores_total", "counter", "Completed requests by restore mode.");
-  for (const char* mode : {"cold", "ram", "ssd", "mixed", "bypass"}) {
-    auto it = restores_.find(mode);
-    out += std::string("statebank_restores_total{mode=\"") + mode + "\"} " +
-           std::to_string(it == restores_.end() ? 0 : it->second) + "\n";
-  }
+  for (size_t i = 0; i < RestoreMode::kCount; ++i)
+    out += std::string("statebank_restores_total{mode=\"") + RestoreMode::at(i).name() + "\"} " +
+           std::to_string(restores_[i]) + "\n";
   header(out, "statebank_check_failures_total", "counter",
          "Bank objects that failed a check (a miss, never served), by kind.");
   bool any_kind = false;
@@ -98,17 +97,24 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   header(out, "statebank_bank_bytes", "gauge", "Bytes held by the bank, by tier and object kind.");
   for (const auto& t : bank.tiers)
     for (const auto& [kind, v] : t.bytes)
-      out += "statebank_bank_bytes{tier=\"" + label(t.tier) + "\",kind=\"" + label(kind) + "\"} " + std::to_string(v) + "\n";
+      out += "statebank_bank_bytes{tier=\"" + label(tier_kind_name(t.tier)) + "\",kind=\"" + label(kind) + "\"} " + std::to_string(v) + "\n";
   header(out, "statebank_bank_objects", "gauge", "Objects held by the bank, by tier and object kind.");
   for (const auto& t : bank.tiers)
     for (const auto& [kind, v] : t.objects)
-      out += "statebank_bank_objects{tier=\"" + label(t.tier) + "\",kind=\"" + label(kind) + "\"} " + std::to_string(v) + "\n";
+      out += "statebank_bank_objects{tier=\"" + label(tier_kind_name(t.tier)) + "\",kind=\"" + label(kind) + "\"} " + std::to_string(v) + "\n";
   header(out, "statebank_bank_evictions_total", "counter", "Objects evicted, by tier.");
   for (const auto& t : bank.tiers)
-    out += "statebank_bank_evictions_total{tier=\"" + label(t.tier) + "\"} " + std::to_string(t.evictions) + "\n";
+    out += "statebank_bank_evictions_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.evictions) + "\n";
+  header(out, "statebank_bank_read_bytes_total", "counter", "Bytes read from the bank, by tier.");
+  for (const auto& t : bank.tiers)
+    out += "statebank_bank_read_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_read) + "\n";
+  header(out, "statebank_bank_written_bytes_total", "counter", "Bytes written to the bank, by tier.");
+  for (const auto& t : bank.tiers)
+    out += "statebank_bank_written_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_written) + "\n";
+  // The SSD tier's own series, kept for dashboards that predate the per-tier ones.
   uint64_t ssd_read = 0, ssd_written = 0;
   for (const auto& t : bank.tiers)
-    if (t.tier == "ssd") ssd_read += t.bytes_read, ssd_written += t.bytes_written;
+    if (t.tier == TierKind::kSsd) ssd_read += t.bytes_read, ssd_written += t.bytes_written;
   header(out, "statebank_ssd_read_bytes_total", "counter", "Bytes read from the SSD tier.");
   out += "statebank_ssd_read_bytes_total " + std::to_string(ssd_read) + "\n";
   header(out, "statebank_ssd_written_bytes_total", "counter", "Bytes written to the SSD tier.");

@@ -34,8 +34,8 @@ class Metrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0;
   uint64_t completion_tokens_ = 0;
-  std::map<std::string, uint64_t> cached_tokens_;   // by restore mode (tier)
-  std::map<std::string, uint64_t> restores_;        // by mode
+  std::array<uint64_t, RestoreMode::kCount> cached_tokens_{};  // by RestoreMode::index()
+  std::array<uint64_t, RestoreMode::kCount> restores_{};       // by RestoreMode::index()
   uint64_t restore_check_failures_ = 0;
   std::array<uint64_t, kTtftBuckets.size() + 1> ttft_counts_{};
   double ttft_sum_s_ = 0;

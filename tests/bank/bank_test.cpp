@@ -85,7 +85,7 @@ TEST(Bank, RestoresTheLongestPrefixWithASnapshotAndEqualsCold) {
   EXPECT_EQ(r.plan.restore_point, 9 * kB);
   EXPECT_EQ(r.plan.matched_tokens, 9 * kB);
   EXPECT_EQ(r.plan.snapshot_position, 9 * kB);
-  EXPECT_EQ(r.plan.mode, "ram");
+  EXPECT_STREQ(r.plan.mode().name(), "ram");
   EXPECT_EQ(r.plan.blocks.size(), 9u);
   EXPECT_EQ(r.plan.checks, 10);  // 9 blocks and a snapshot
   EXPECT_EQ(r.plan.check_failures, 0);
@@ -125,7 +125,7 @@ TEST(Bank, AnotherNamespaceNeverHits) {
   auto other = lookup_and_verify(bank, schema, tokens, "tenant-b");
   EXPECT_EQ(other.plan.restore_point, 0);
   EXPECT_EQ(other.plan.matched_tokens, 0);
-  EXPECT_EQ(other.plan.mode, "cold");
+  EXPECT_STREQ(other.plan.mode().name(), "cold");
   EXPECT_EQ(lookup_and_verify(bank, schema, tokens, "").plan.restore_point, 0);
 }
 
@@ -158,8 +158,8 @@ TEST(Bank, ModelWithoutRecurrentStateNeedsNoSnapshot) {
 // names, as a tier whose checksum fails would.
 class CorruptingTier : public Tier {
  public:
-  explicit CorruptingTier(const char* name) : name_(name), inner_(1 << 24) {}
-  const char* name() const override { return name_; }
+  explicit CorruptingTier(TierKind kind) : kind_(kind), inner_(1 << 24) {}
+  TierKind kind() const override { return kind_; }
   bool contains(ObjectKind kind, const Key& key) const override { return inner_.contains(kind, key); }
   // As a tier must: a copy failing its own check is quarantined and counted.
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override {
@@ -192,14 +192,14 @@ class CorruptingTier : public Tier {
   RamTier& inner() { return inner_; }
 
  private:
-  const char* name_;
+  TierKind kind_;
   RamTier inner_;
   std::set<std::pair<ObjectKind, Key>> bad_;
 };
 
 TEST(Bank, ACorruptObjectIsAMissAndTheWalkFallsBack) {
   const auto schema = synthetic_schema();
-  CorruptingTier tier("ram");
+  CorruptingTier tier(TierKind::kRam);
   Bank bank({&tier});
   const auto tokens = random_tokens(8 * kB, 5);
   publish_chain(bank, schema, tokens, {2, 4, 7});
@@ -295,7 +295,7 @@ TEST(Bank, QuarantineTakesARestoresObjectsOutOfEveryTier) {
 TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24);
-  CorruptingTier lower("ssd");
+  CorruptingTier lower(TierKind::kSsd);
   Bank bank({&ram, &lower});
   const auto tokens = random_tokens(6 * kB, 7);
   publish_chain(bank, schema, tokens, {5});
@@ -306,33 +306,34 @@ TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {
   ASSERT_TRUE(ram.erase(ObjectKind::kSnapshot, keys[5]));
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
-  EXPECT_EQ(r.plan.mode, "mixed");
+  EXPECT_STREQ(r.plan.mode().name(), "mixed");
   EXPECT_EQ(r.plan.promoted, 4);
   EXPECT_TRUE(ram.contains(ObjectKind::kBlock, keys[4]));
   EXPECT_TRUE(ram.contains(ObjectKind::kSnapshot, keys[5]));
   // Now all of it is in RAM.
-  EXPECT_EQ(lookup_and_verify(bank, schema, tokens).plan.mode, "ram");
+  EXPECT_STREQ(lookup_and_verify(bank, schema, tokens).plan.mode().name(), "ram");
 
   // RAM empty: everything from the lower tier, read in one batch.
   ram.set_budget(0);
   const int batches = lower.batches;
   const size_t batch_reads = lower.batch_reads;
   r = lookup_and_verify(bank, schema, tokens);
-  EXPECT_EQ(r.plan.mode, "ssd");
+  EXPECT_STREQ(r.plan.mode().name(), "ssd");
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
   EXPECT_EQ(lower.batches, batches + 1);
   EXPECT_EQ(lower.batch_reads, batch_reads + 6);  // 5 blocks and the snapshot
 
   // A corrupt copy in RAM is a miss there; the good copy below serves.
-  CorruptingTier bad_ram("ram");
-  RamTier good(1 << 24);
+  // (The good copy sits in a tier of another kind, so that "mixed" shows it.)
+  CorruptingTier bad_ram(TierKind::kRam);
+  CorruptingTier good(TierKind::kSsd);
   Bank bank2({&bad_ram, &good});
   publish_chain(bank2, schema, tokens, {5});
   bad_ram.corrupt(ObjectKind::kBlock, keys[2]);
   r = lookup_and_verify(bank2, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 5 * kB);
   EXPECT_EQ(r.plan.check_failures, 1);
-  EXPECT_EQ(r.plan.mode, "mixed");
+  EXPECT_STREQ(r.plan.mode().name(), "mixed");
 }
 
 TEST(Bank, ConcurrentPublishersOfTheSameChainStoreItOnce) {
@@ -390,6 +391,33 @@ TEST(Compose, RefusesObjectsThatDoNotFitTheSchemaOrTheChain) {
   State out;
   EXPECT_EQ(compose_state(schema, one, snap, &out).code(), Code::kCorruption);
   EXPECT_EQ(compose_state(schema, one, nullptr, &out).code(), Code::kCorruption);
+}
+
+TEST(RestoreMode, EveryTierHasItsOwnModeAndTheUserVisibleNamesStay) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < RestoreMode::kCount; ++i) {
+    const RestoreMode m = RestoreMode::at(i);
+    EXPECT_EQ(m.index(), i);
+    EXPECT_TRUE(names.insert(m.name()).second) << m.name();
+  }
+  for (size_t t = 0; t < kTierKinds; ++t) {
+    const auto kind = static_cast<TierKind>(t);
+    const RestoreMode m = RestoreMode::from(kind);
+    ASSERT_TRUE(m.tier().has_value());
+    EXPECT_EQ(*m.tier(), kind);
+    EXPECT_STREQ(m.name(), tier_kind_name(kind));
+    EXPECT_TRUE(m.restored());
+  }
+  EXPECT_STREQ(RestoreMode().name(), "cold");
+  EXPECT_STREQ(RestoreMode::from(TierKind::kRam).name(), "ram");
+  EXPECT_STREQ(RestoreMode::from(TierKind::kSsd).name(), "ssd");
+  EXPECT_STREQ(RestoreMode::from(TierKind::kRemote).name(), "remote");
+  EXPECT_STREQ(RestoreMode::mixed().name(), "mixed");
+  EXPECT_STREQ(RestoreMode::bypass().name(), "bypass");
+  EXPECT_TRUE(RestoreMode::mixed().restored());
+  EXPECT_FALSE(RestoreMode::cold().restored());
+  EXPECT_FALSE(RestoreMode::bypass().restored());
+  EXPECT_FALSE(RestoreMode::mixed().tier().has_value());
 }
 
 }  // namespace

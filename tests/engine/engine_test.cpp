@@ -67,13 +67,13 @@ CompletionRequest request(std::vector<int32_t> prompt, CacheMode mode = CacheMod
 TEST(Engine, ADifferentNamespaceNeverHitsTheSameOneDoes) {
   Fixture f(Arch::kQwen3Next);
   const auto prompt = random_prompt(3 * kB + 10, 1);
-  EXPECT_EQ(f.serve(request(prompt, CacheMode::kDefault, "alice")).restore.mode, "cold");
+  EXPECT_STREQ(f.serve(request(prompt, CacheMode::kDefault, "alice")).restore.mode.name(), "cold");
   const auto other = f.serve(request(prompt, CacheMode::kDefault, "bob"));
-  EXPECT_EQ(other.restore.mode, "cold");
+  EXPECT_STREQ(other.restore.mode.name(), "cold");
   EXPECT_EQ(other.restore.matched_tokens, 0);
   EXPECT_EQ(f.serve(request(prompt, CacheMode::kReadOnly, "")).restore.restore_point, 0);
   const auto same = f.serve(request(prompt, CacheMode::kDefault, "alice"));
-  EXPECT_EQ(same.restore.mode, "ram");
+  EXPECT_STREQ(same.restore.mode.name(), "ram");
   EXPECT_EQ(same.restore.restore_point, 3 * kB);
   EXPECT_EQ(same.restore.prefill_tokens, 10);
   EXPECT_EQ(same.restore.snapshot_position, 3 * kB);
@@ -89,7 +89,7 @@ TEST(Engine, ReadOnlyLooksUpButStoresNothingAndBypassDoesNeither) {
   const uint64_t lookups = f.bank.stats().lookups;
   CompletionResult r;
   ASSERT_TRUE(f.engine->complete(request(prompt, CacheMode::kBypass), &r).is_ok());
-  EXPECT_EQ(r.restore.mode, "bypass");
+  EXPECT_STREQ(r.restore.mode.name(), "bypass");
   EXPECT_EQ(f.bank.stats().lookups, lookups);
   EXPECT_EQ(f.ram.stats().blocks, 0u);
   f.serve(request(prompt, CacheMode::kDefault));
@@ -128,14 +128,14 @@ TEST(Engine, ASecondConversationOnASharedPrefixLeavesASnapshotAtTheBranchPoint) 
     return p;
   };
   const auto first = f.serve(request(conversation(12)));
-  EXPECT_EQ(first.restore.mode, "cold");
+  EXPECT_STREQ(first.restore.mode.name(), "cold");
   const auto second = f.serve(request(conversation(13)));
   EXPECT_EQ(second.restore.restore_point, 0);
   EXPECT_EQ(second.restore.matched_tokens, 3 * kB);
   const auto keys = f.keys(shared);
   EXPECT_TRUE(f.ram.contains(ObjectKind::kSnapshot, keys[3]));
   const auto third = f.serve(request(conversation(14)));
-  EXPECT_EQ(third.restore.mode, "ram");
+  EXPECT_STREQ(third.restore.mode.name(), "ram");
   EXPECT_EQ(third.restore.restore_point, 3 * kB);
   EXPECT_EQ(third.restore.snapshot_position, 3 * kB);
 
@@ -212,7 +212,7 @@ TEST(Engine, EchoPrefillsColdButStillPublishes) {
   auto echo = request(prompt);
   echo.echo = true;
   const auto e = f.serve(echo);
-  EXPECT_EQ(e.restore.mode, "cold");
+  EXPECT_STREQ(e.restore.mode.name(), "cold");
   EXPECT_EQ(e.restore.restore_point, 0);
   ASSERT_EQ(e.prompt_logprobs.size(), prompt.size());
   EXPECT_EQ(e.prompt_logprobs[0], 0.0f);
@@ -271,7 +271,7 @@ TEST(Engine, RejectsBadRequestsAndBadOptions) {
   EXPECT_TRUE(Engine::create(f.model, &f.bank, o, &e).is_ok());
   EXPECT_TRUE(Engine::create(f.model, nullptr, o, &e).is_ok());
   ASSERT_TRUE(e->complete(request({1, 2, 3}), &r).is_ok());
-  EXPECT_EQ(r.restore.mode, "bypass");
+  EXPECT_STREQ(r.restore.mode.name(), "bypass");
 }
 
 }  // namespace

@@ -82,8 +82,9 @@ HarnessReport run_equivalence(const Engine& engine, const std::vector<WorkloadSt
     if (why.empty() && (r.restore_point % B != 0 || r.restore_point >= n || r.prefill_tokens != n - r.restore_point))
       why = "restore record out of shape: restore_point " + std::to_string(r.restore_point) + ", prefill_tokens " +
             std::to_string(r.prefill_tokens) + ", prompt " + std::to_string(n);
-    if (why.empty() && bypass.restore.mode != "bypass") why = "bypass reported mode " + bypass.restore.mode;
-    if (!why.empty()) fail(step, static_cast<int>(i), why + " (mode " + r.mode + ", restore_point " +
+    if (why.empty() && bypass.restore.mode != RestoreMode::bypass())
+      why = std::string("bypass reported mode ") + bypass.restore.mode.name();
+    if (!why.empty()) fail(step, static_cast<int>(i), why + " (mode " + r.mode.name() + ", restore_point " +
                                                         std::to_string(r.restore_point) + ")");
   }
   return report;

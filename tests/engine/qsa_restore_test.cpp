@@ -120,7 +120,7 @@ TEST(QsaRestore, SameAfterARestart) {
     auto sub = std::vector<int32_t>(donor.begin(), donor.begin() + 2 * kBlock + 1);
     RestoreRecord r = expect_equal_to_bypass(*s.engine, sub);
     EXPECT_EQ(r.restore_point, 2 * kBlock);
-    EXPECT_EQ(r.mode, "ssd");
+    EXPECT_STREQ(r.mode.name(), "ssd");
   }
 }
 

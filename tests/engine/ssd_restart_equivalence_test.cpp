@@ -86,7 +86,7 @@ void expect_equivalent_across_restarts(Arch arch, int requests, uint64_t seed, i
     ++served_requests;
     if (served.restore.restore_point > 0) {
       ++from_ssd;
-      EXPECT_EQ(served.restore.mode, "ssd") << "step " << i << ": a fresh process restored from " << served.restore.mode;
+      EXPECT_STREQ(served.restore.mode.name(), "ssd") << "step " << i << ": a fresh process restored from " << served.restore.mode.name();
     }
     EXPECT_LE(served.restore.restore_point, served.restore.common_prefix_tokens);
     const std::string why = testing::compare_results(served, bypass);

@@ -136,7 +136,7 @@ class FakeBackend : public Backend {
     int64_t n = static_cast<int64_t>(p.size());
     RestoreRecord& r = result->restore;
     if (request.cache_mode == CacheMode::kBypass) {
-      r.mode = "bypass";
+      r.mode = RestoreMode::bypass();
     } else {
       int64_t best = 0;
       {
@@ -146,7 +146,7 @@ class FakeBackend : public Backend {
         if (request.cache_mode == CacheMode::kDefault)
           for (int64_t k = kFakeBlock; k < n; k += kFakeBlock) stored_.insert(request.name_space + '\x01' + key(p, k));
       }
-      r.mode = best > 0 ? "ram" : "cold";
+      r.mode = best > 0 ? RestoreMode::from(TierKind::kRam) : RestoreMode::cold();
       r.restore_point = r.matched_tokens = r.common_prefix_tokens = r.snapshot_position = best;
       r.blocks = best / kFakeBlock;
       r.checks = r.blocks;
@@ -197,7 +197,7 @@ class FakeBackend : public Backend {
   BankStatsView bank_stats() const override {
     BankStatsView v;
     BankTierStats ram;
-    ram.tier = "ram";
+    ram.tier = TierKind::kRam;
     std::lock_guard<std::mutex> lock(mu_);
     ram.objects["block"] = stored_.size();
     v.tiers.push_back(ram);

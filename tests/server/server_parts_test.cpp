@@ -95,20 +95,20 @@ TEST(Metrics, PrometheusTextHasEveryFamilyWithCounts) {
   m.record_request("/v1/completions", 200);
   m.record_request("/v1/completions", 400);
   RestoreRecord r;
-  r.mode = "ssd";
+  r.mode = RestoreMode::from(TierKind::kSsd);
   r.restore_point = 512;
   m.record_completion(r, 600, 10, 30.0);
-  r.mode = "cold";
+  r.mode = RestoreMode::cold();
   r.restore_point = 0;
   m.record_completion(r, 100, 5, 3000.0);
   BankStatsView bank;
   BankTierStats ram;
-  ram.tier = "ram";
+  ram.tier = TierKind::kRam;
   ram.bytes["block"] = 1000;
   ram.objects["block"] = 2;
   ram.evictions = 3;
   BankTierStats ssd;
-  ssd.tier = "ssd";
+  ssd.tier = TierKind::kSsd;
   ssd.bytes_read = 77;
   ssd.bytes_written = 88;
   bank.tiers = {ram, ssd};
@@ -126,6 +126,8 @@ TEST(Metrics, PrometheusTextHasEveryFamilyWithCounts) {
            "statebank_bank_bytes{tier=\"ram\",kind=\"block\"} 1000\n",
            "statebank_bank_objects{tier=\"ram\",kind=\"block\"} 2\n",
            "statebank_bank_evictions_total{tier=\"ram\"} 3\n",
+           "statebank_bank_read_bytes_total{tier=\"ssd\"} 77\n",
+           "statebank_bank_written_bytes_total{tier=\"ssd\"} 88\n",
            "statebank_ssd_read_bytes_total 77\n",
            "statebank_ssd_written_bytes_total 88\n",
            "statebank_queue_depth 1\n",

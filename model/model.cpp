@@ -1,0 +1,30 @@
+// prefill() and decode(): the one-sequence case of Model::forward().
+#include "model/model.h"
+
+namespace sb {
+
+Status Model::prefill(State& state, std::span<const int32_t> tokens, const PrefillOptions& options,
+                      PrefillOutput* out) const {
+  SequenceStep step;
+  step.state = &state;
+  step.tokens = tokens;
+  step.capture_positions = options.capture_positions;
+  step.logits = options.all_logits ? LogitRows::kAll : LogitRows::kLast;
+  std::vector<SequenceOutput> outs;
+  SB_RETURN_IF_ERROR(forward(std::span<const SequenceStep>(&step, 1), &outs));
+  *out = std::move(outs[0]);
+  return Status::ok();
+}
+
+Status Model::decode(State& state, int32_t token, std::vector<float>* logits) const {
+  SequenceStep step;
+  step.state = &state;
+  step.tokens = std::span<const int32_t>(&token, 1);
+  step.decode = true;
+  std::vector<SequenceOutput> outs;
+  SB_RETURN_IF_ERROR(forward(std::span<const SequenceStep>(&step, 1), &outs));
+  *logits = std::move(outs[0].logits);
+  return Status::ok();
+}
+
+}  // namespace sb
