@@ -593,12 +593,21 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
   }
   remove_quarantined(files);
   size_t evicted = 0;  // victims[0, evicted) are gone
+  bool skipped = false;
   if (s.is_ok() && reserve_ > 0) {
     SpaceInfo space;
     if (fs_->space(options_.dir, &space).is_ok() && space.free_bytes < size + reserve_) {
       const uint64_t need = size + reserve_ - space.free_bytes;
+      uint64_t evictable;
+      {
+        // What this writer could free: its victims and every entry no other
+        // writer has doomed. Nothing is deleted when even that is too little.
+        std::lock_guard<std::mutex> l(mu_);
+        evictable = index_.bytes() - index_.doomed_bytes();
+        for (const auto& v : victims) evictable += v.bytes;
+      }
       uint64_t freed = 0;
-      while (freed < need) {
+      while (freed < need && evictable >= need) {
         if (evicted == victims.size()) {
           SsdEntry more;
           bool got;
@@ -616,6 +625,7 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
         s = Status::exhausted("the file system of " + options_.dir + " has " + std::to_string(space.free_bytes) +
                               " bytes free; writing " + std::to_string(size) + " more would break the reserve of " +
                               std::to_string(reserve_));
+        skipped = true;
         std::lock_guard<std::mutex> l(mu_);
         ++extra_.skipped_no_space;
       }
@@ -638,7 +648,7 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
     } else {
       // The victims not yet deleted stay published.
       for (size_t i = evicted; i < victims.size(); ++i) index_.undoom(victims[i].kind, victims[i].key);
-      ++extra_.write_errors;
+      if (!skipped) ++extra_.write_errors;
       if (first_error_.is_ok()) first_error_ = s;
     }
   }
