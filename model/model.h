@@ -27,6 +27,7 @@
 
 #include "common/status.h"
 #include "model/config.h"
+#include "model/fingerprint.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -73,9 +74,10 @@ class Model {
 
   virtual const ModelConfig& config() const = 0;
   virtual const StateSchema& schema() const = 0;
-  // Hex digest of everything that changes the numbers: weights, config, the
-  // dtypes of weights and state, the runtime's numerics version.
+  // model_fingerprint(fingerprint_fields()) (model/fingerprint.h): a digest
+  // of everything that changes the numbers.
   virtual const std::string& fingerprint() const = 0;
+  virtual const FingerprintFields& fingerprint_fields() const = 0;
   int64_t vocab_size() const { return config().vocab_size; }
 
   State new_state() const { return State(schema()); }
