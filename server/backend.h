@@ -65,6 +65,7 @@ struct BankTierStats {
   std::map<std::string, uint64_t> bytes;         // by object kind ("block", "snapshot")
   std::map<std::string, uint64_t> objects;       // by object kind
   uint64_t evictions = 0;
+  uint64_t quarantined = 0;  // objects taken out after a failed check
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
 };
@@ -74,6 +75,7 @@ struct BankStatsView {
   std::map<std::string, uint64_t> check_failures;  // by kind (checksum, tokens, position, ...)
   uint64_t audits = 0;             // restored requests recomputed cold
   uint64_t audit_mismatches = 0;   // ... that differed (a broken promise)
+  uint64_t audits_dropped = 0;     // sampled, but the audit queue was full or a request interrupted it
 };
 
 class Backend {
@@ -95,6 +97,11 @@ class Backend {
 
   // Runs one request through the engine (Engine::complete's contract).
   virtual Status complete(const CompletionRequest& request, CompletionResult* result) = 0;
+  // The response to a completed request is finished (built, or its stream's
+  // last event written): the audit's hook (server/audit.h). Not called for
+  // failed or client-cancelled requests; called when a stop string ended
+  // generation. Must return at once.
+  virtual void response_finished(const CompletionRequest& request, const CompletionResult& result) {}
 
   virtual BankStatsView bank_stats() const = 0;
   virtual nlohmann::json bank_stats_json() const = 0;

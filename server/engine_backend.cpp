@@ -42,12 +42,11 @@ BankTierStats tier_view(TierKind kind, const TierStats& s) {
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
   t.evictions = s.evictions;
+  t.quarantined = s.quarantined;
   t.bytes_read = s.bytes_read;
   t.bytes_written = s.bytes_written;
   return t;
 }
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 }  // namespace
 
@@ -83,12 +82,21 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   eo.block_tokens = options.block_tokens;
   eo.snapshot_every = options.snapshot_every;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_.get(), eo, &b->engine_));
+  if (options.audit_rate > 0 && b->bank_) {
+    AuditOptions ao;
+    ao.rate = options.audit_rate;
+    EngineBackend* self = b.get();
+    ao.idle = [self] { return self->running_.load() == 0; };
+    b->auditor_ = std::make_unique<Auditor>(*b->engine_, b->bank_.get(), ao);
+  }
   *out = std::move(b);
   return Status::ok();
 }
 
 EngineBackend::~EngineBackend() {
-  // The engine and bank refer to the tiers: drop them first.
+  // The auditor uses the engine and the bank, which refer to the tiers: drop
+  // them in that order.
+  auditor_.reset();
   engine_.reset();
   bank_.reset();
 }
@@ -154,46 +162,14 @@ std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& par
 }
 
 Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {
-  SB_RETURN_IF_ERROR(engine_->complete(request, result));
-  if (options_.audit_rate > 0 && request.cache_mode != CacheMode::kBypass && result->restore.restore_point > 0 &&
-      result->finish_reason != "cancelled") {
-    bool due = false;
-    {
-      std::lock_guard<std::mutex> lock(audit_mu_);
-      audit_credit_ += options_.audit_rate;
-      if (audit_credit_ >= 1.0) {
-        audit_credit_ -= 1.0;
-        due = true;
-      }
-    }
-    if (due) audit(request, *result);
-  }
-  return Status::ok();
+  running_.fetch_add(1);
+  Status s = engine_->complete(request, result);
+  running_.fetch_sub(1);
+  return s;
 }
 
-void EngineBackend::audit(const CompletionRequest& request, const CompletionResult& served) {
-  CompletionRequest cold = request;
-  cold.cache_mode = CacheMode::kBypass;
-  cold.on_token = nullptr;
-  cold.max_tokens = static_cast<int64_t>(served.tokens.size());
-  CompletionResult again;
-  audits_++;
-  Status s = cold.max_tokens > 0 ? engine_->complete(cold, &again) : Status::ok();
-  bool same = s.is_ok() && again.tokens.size() == served.tokens.size();
-  for (size_t i = 0; same && i < served.tokens.size(); ++i) {
-    const auto &a = served.tokens[i], &b = again.tokens[i];
-    same = a.token == b.token && same_bits(a.logprob, b.logprob) && a.top.size() == b.top.size();
-    for (size_t k = 0; same && k < a.top.size(); ++k)
-      same = a.top[k].token == b.top[k].token && same_bits(a.top[k].logprob, b.top[k].logprob);
-  }
-  if (!same) {
-    audit_mismatches_++;
-    std::fprintf(stderr,
-                 "statebank serve: AUDIT MISMATCH: a request restored at %lld tokens (%s) differs from its cold "
-                 "recomputation%s\n",
-                 static_cast<long long>(served.restore.restore_point), served.restore.mode.name(),
-                 s.is_ok() ? "" : (": " + s.to_string()).c_str());
-  }
+void EngineBackend::response_finished(const CompletionRequest& request, const CompletionResult& result) {
+  if (auditor_) auditor_->offer(request, result);
 }
 
 BankStatsView EngineBackend::bank_stats() const {
@@ -206,8 +182,12 @@ BankStatsView EngineBackend::bank_stats() const {
     }
     v.check_failures["restore"] = bank_->stats().check_failures;
   }
-  v.audits = audits_.load();
-  v.audit_mismatches = audit_mismatches_.load();
+  if (auditor_) {
+    const AuditStats a = auditor_->stats();
+    v.audits = a.audits;
+    v.audit_mismatches = a.mismatches;
+    v.audits_dropped = a.dropped + a.interrupted;
+  }
   return v;
 }
 
@@ -228,7 +208,10 @@ json EngineBackend::bank_stats_json() const {
                  {"cached_tokens", e.cached_tokens},
                  {"modes", modes},
                  {"check_failures", e.check_failures}};
-  j["audit"] = {{"rate", options_.audit_rate}, {"audits", audits_.load()}, {"mismatches", audit_mismatches_.load()}};
+  AuditStats a = auditor_ ? auditor_->stats() : AuditStats{};
+  j["audit"] = {{"rate", options_.audit_rate}, {"offered", a.offered},       {"audits", a.audits},
+                {"mismatches", a.mismatches},  {"quarantined", a.quarantined}, {"dropped", a.dropped},
+                {"interrupted", a.interrupted}, {"errors", a.errors}};
   return j;
 }
 

@@ -2,11 +2,10 @@
 // tokenizer and chat template (tokenizer/), the bank's tiers (RAM, then SSD)
 // and the Engine that serves requests through them.
 //
-// Audit (--audit RATE): a fraction RATE of the requests that restored a
-// prefix are run again with the bank bypassed, inline, and compared token
-// for token and bit for bit; a difference is logged loudly and counted
-// (statebank_audit_mismatches_total). Which requests are audited is decided
-// by a counter, not a clock or a random draw, so a run is reproducible.
+// Audit (--audit RATE): response_finished() offers each finished request to
+// an Auditor (server/audit.h), which recomputes a sampled share of the
+// restored ones cold, in the background while no request runs, and
+// quarantines what a mismatch used.
 //
 // Thread safety: every Backend method may be called from many threads.
 #pragma once
@@ -22,6 +21,7 @@
 #include "bank/ssd_tier.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/audit.h"
 #include "server/backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -62,7 +62,7 @@ class EngineBackend : public Backend {
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
   bool enable_thinking(const ChatParams& params) const;
-  void audit(const CompletionRequest& request, const CompletionResult& served);
+  void response_finished(const CompletionRequest& request, const CompletionResult& result) override;
 
   EngineBackendOptions options_;
   std::unique_ptr<Model> model_;
@@ -74,9 +74,8 @@ class EngineBackend : public Backend {
   std::shared_ptr<SsdTier> ssd_;  // shared: a flush past its deadline may still hold it
   std::unique_ptr<Bank> bank_;
   std::unique_ptr<Engine> engine_;
-  std::mutex audit_mu_;
-  double audit_credit_ = 0;
-  std::atomic<uint64_t> audits_{0}, audit_mismatches_{0};
+  std::atomic<int> running_{0};  // complete() calls in progress: the audit runs when 0
+  std::unique_ptr<Auditor> auditor_;
 };
 
 }  // namespace sb

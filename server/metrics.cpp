@@ -105,6 +105,11 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   header(out, "statebank_bank_evictions_total", "counter", "Objects evicted, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_evictions_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.evictions) + "\n";
+  header(out, "statebank_bank_quarantined_total", "counter",
+         "Objects taken out of a tier after a failed check (checksum, tokens, compose, audit), by tier.");
+  for (const auto& t : bank.tiers)
+    out += "statebank_bank_quarantined_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " +
+           std::to_string(t.quarantined) + "\n";
   header(out, "statebank_bank_read_bytes_total", "counter", "Bytes read from the bank, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_read_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_read) + "\n";
@@ -123,6 +128,9 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   out += "statebank_audits_total " + std::to_string(bank.audits) + "\n";
   header(out, "statebank_audit_mismatches_total", "counter", "Audited requests whose cold result differed.");
   out += "statebank_audit_mismatches_total " + std::to_string(bank.audit_mismatches) + "\n";
+  header(out, "statebank_audits_dropped_total", "counter",
+         "Sampled audits not run: the audit queue was full, or a request arrived while one ran.");
+  out += "statebank_audits_dropped_total " + std::to_string(bank.audits_dropped) + "\n";
   header(out, "statebank_queue_depth", "gauge", "Requests waiting for a model worker.");
   out += "statebank_queue_depth " + std::to_string(queued) + "\n";
   header(out, "statebank_running_requests", "gauge", "Requests a model worker is running.");

@@ -314,7 +314,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [job](size_t, httplib::DataSink& sink) {
+          [this, job](size_t, httplib::DataSink& sink) {
             for (;;) {
               std::deque<std::string> batch;
               bool done;
@@ -332,6 +332,8 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
               }
               if (done) {
                 sink.done();
+                // The last event is written: only now may an audit look at it.
+                if (job->status && !job->cancelled) backend_->response_finished(job->request, job->result);
                 return true;
               }
               if (batch.empty() && !sink.is_writable()) {
@@ -359,6 +361,8 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       throw ApiException{internal_error(request_id)};
     } else {
       res.set_content(dump_json(gen->response(job->result)), kJson);
+      // The response is complete; the audit (if any) starts from here.
+      backend_->response_finished(job->request, job->result);
     }
   } catch (const ApiException& e) {
     respond_error(res, e.error);
