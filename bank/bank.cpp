@@ -79,45 +79,72 @@ bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& 
 }
 
 Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,
-                          uint32_t block_tokens, RestorePlan* out) {
+                          uint32_t block_tokens, RestorePlan* out, std::span<const Key> shared) {
   if (chain.empty()) return Status::invalid("bank: a chain holds at least its root key");
+  if (!shared.empty() && shared.size() != chain.size())
+    return Status::invalid("bank: a shared chain has as many keys as the request's");
   const auto m = static_cast<int64_t>(chain.size()) - 1;
   if (static_cast<int64_t>(prompt.size()) < m * block_tokens)
     return Status::invalid("bank: the prompt is shorter than its chain");
   lookups_.fetch_add(1, std::memory_order_relaxed);
   RestorePlan plan;
   const auto B = static_cast<int64_t>(block_tokens);
+  // The names each position may be served under: the request's own chain
+  // first, then the shared one.
+  std::vector<std::span<const Key>> chains = {chain};
+  if (!shared.empty()) chains.push_back(shared);
+
+  ReadAheads ahead;
+  // A copy the read-ahead fetched counts even if its tier has since
+  // quarantined it: the walk must see (and report) that failure.
+  auto present = [&](ObjectKind kind, int64_t j) {
+    for (const auto& c : chains)
+      if (ahead.count(ObjectId{kind, c[j]}) || any_contains(kind, c[j])) return true;
+    return false;
+  };
 
   int64_t matched = 0;
-  while (matched < m && any_contains(ObjectKind::kBlock, chain[matched + 1])) ++matched;
+  while (matched < m && present(ObjectKind::kBlock, matched + 1)) ++matched;
   plan.matched_tokens = matched * B;
 
   // The walk starts at the highest k that has a snapshot in some tier.
   int64_t k = matched;
   if (schema.has_recurrent())
-    while (k > 0 && !any_contains(ObjectKind::kSnapshot, chain[k])) --k;
+    while (k > 0 && !present(ObjectKind::kSnapshot, k)) --k;
 
   // Read ahead what the walk most likely ends with (blocks 1..k and the
-  // snapshot at k), in one get_many per tier, so that a tier on a device
-  // reads them concurrently. The walk uses these copies and reads one at a
-  // time only what a failed check makes it fall back to.
-  ReadAheads ahead;
+  // snapshot at k, each under the first name some tier holds), in one
+  // get_many per tier, so that a tier on a device reads them concurrently.
+  // The walk uses these copies and reads one at a time only what a failed
+  // check makes it fall back to.
   {
     std::vector<ObjectId> ids;
-    for (int64_t j = 1; j <= k; ++j) ids.emplace_back(ObjectKind::kBlock, chain[j]);
-    if (schema.has_recurrent() && k > 0) ids.emplace_back(ObjectKind::kSnapshot, chain[k]);
+    auto first_name = [&](ObjectKind kind, int64_t j) {
+      for (const auto& c : chains)
+        if (any_contains(kind, c[j])) {
+          ids.push_back(ObjectId{kind, c[j]});
+          return;
+        }
+    };
+    for (int64_t j = 1; j <= k; ++j) first_name(ObjectKind::kBlock, j);
+    if (schema.has_recurrent() && k > 0) first_name(ObjectKind::kSnapshot, k);
     read_ahead(ids, &ahead);
   }
 
   std::vector<Fetched> got;
-  // Fetches blocks up to k; false when block got.size()+1 has no good copy.
+  // Fetches blocks up to k; false when block got.size()+1 has no good copy
+  // under any of its names.
   auto ensure_blocks = [&](int64_t k) {
     while (static_cast<int64_t>(got.size()) < k) {
       const auto j = static_cast<int64_t>(got.size());
       const auto tokens = prompt.subspan(static_cast<size_t>(j * B), block_tokens);
-      auto check = [&](const Object& o) { return check_block(o, schema, chain[j + 1], chain[j], j * B, tokens); };
       Fetched f;
-      if (!fetch(ObjectKind::kBlock, chain[j + 1], ObjectRole::kBlock, check, &plan, &ahead, &f)) return false;
+      bool found = false;
+      for (const auto& c : chains) {
+        auto check = [&](const Object& o) { return check_block(o, schema, c[j + 1], c[j], j * B, tokens); };
+        if ((found = fetch(ObjectKind::kBlock, c[j + 1], ObjectRole::kBlock, check, &plan, &ahead, &f))) break;
+      }
+      if (!found) return false;
       got.push_back(std::move(f));
     }
     return true;
@@ -129,9 +156,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     k = static_cast<int64_t>(got.size());
   } else {
     while (k > 0) {
-      // A copy the read-ahead fetched counts even if its tier has since
-      // quarantined it: the walk must see (and report) that failure.
-      if (!ahead.count(ObjectId{ObjectKind::kSnapshot, chain[k]}) && !any_contains(ObjectKind::kSnapshot, chain[k])) {
+      if (!present(ObjectKind::kSnapshot, k)) {
         --k;
         continue;
       }
@@ -139,9 +164,13 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
         k = static_cast<int64_t>(got.size());  // the walk ends before the block that failed
         continue;
       }
-      auto check = [&](const Object& o) { return check_snapshot(o, schema, chain[k], k * B); };
-      if (fetch(ObjectKind::kSnapshot, chain[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &ahead, &snapshot))
-        break;
+      bool found = false;
+      for (const auto& c : chains) {
+        auto check = [&](const Object& o) { return check_snapshot(o, schema, c[k], k * B); };
+        if ((found = fetch(ObjectKind::kSnapshot, c[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &ahead, &snapshot)))
+          break;
+      }
+      if (found) break;
       --k;
     }
   }

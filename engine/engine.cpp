@@ -106,9 +106,14 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
                       prompt, options_.block_tokens, n / B);
     if (!req.echo) {
       const int64_t m = (n - 1) / B;
+      std::vector<Key> shared;
+      if (!req.shared_name_space.empty())
+        shared = chain_keys(root_key(kBankFormatVersion, model_.fingerprint(), req.shared_name_space,
+                                     options_.block_tokens),
+                            prompt, options_.block_tokens, m);
       RestorePlan plan;
       SB_RETURN_IF_ERROR(bank_->plan_restore(schema, std::span<const Key>(keys).first(static_cast<size_t>(m) + 1),
-                                             prompt, options_.block_tokens, &plan));
+                                             prompt, options_.block_tokens, &plan, shared));
       rec.lookup_ms = ms_since(t_lookup);
       const auto t_restore = Clock::now();
       rec.matched_tokens = plan.matched_tokens;

@@ -67,6 +67,9 @@ struct CompletionRequest {
   bool echo = false;                 // also return logprobs of prompt tokens
   CacheMode cache_mode = CacheMode::kDefault;
   std::string name_space;            // tenant; never shares state with another
+  // A namespace this request may also restore from, never publish to (the
+  // operator's shared system-prompt namespace); empty: none.
+  std::string shared_name_space;
   int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
   // Called for each generated token (streaming); returning false cancels.
   std::function<bool(const GeneratedToken&)> on_token;

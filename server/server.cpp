@@ -78,24 +78,33 @@ void Server::respond_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump_json(e.to_json()), kJson);
 }
 
-std::string Server::check_auth(const httplib::Request& req) const {
-  if (!options_.has_api_key) return {};
+const Tenant* Server::check_auth(const httplib::Request& req) const {
+  if (options_.keys.empty()) return nullptr;
   std::string header = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
     throw ApiException{unauthorized("missing API key: send 'Authorization: Bearer KEY'")};
-  std::string key = header.substr(prefix.size());
-  if (!api_key_matches(key, options_.api_key)) throw ApiException{unauthorized("invalid API key")};
-  return key;
+  const Tenant* tenant = options_.keys.find(header.substr(prefix.size()));
+  if (tenant == nullptr) throw ApiException{unauthorized("invalid API key")};
+  return tenant;
+}
+
+void Server::check_admin(const httplib::Request& req) const {
+  const Tenant* tenant = check_auth(req);
+  if (tenant != nullptr && !tenant->admin)
+    throw ApiException{forbidden("this route shows every tenant's bank traffic: it needs an admin key")};
 }
 
 void Server::install_routes() {
-  auto guarded = [this](auto fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+  auto guarded = [this](auto fn, bool admin = false) {
+    return [this, fn, admin](const httplib::Request& req, httplib::Response& res) {
       std::string request_id = next_request_id();
       res.set_header("X-Request-Id", request_id);
       try {
-        check_auth(req);
+        if (admin)
+          check_admin(req);
+        else
+          check_auth(req);
         fn(req, res);
       } catch (const ApiException& e) {
         respond_error(res, e.error);
@@ -127,10 +136,10 @@ void Server::install_routes() {
   http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(backend_->bank_stats(), scheduler_.queued(), scheduler_.running()),
                     "text/plain; version=0.0.4; charset=utf-8");
-  }));
+  }, /*admin=*/true));
   http_->Get("/v1/bank", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump_json(backend_->bank_stats_json()), kJson);
-  }));
+  }, /*admin=*/true));
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, false);
   });
@@ -181,7 +190,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   };
   bool streaming = false;
   try {
-    std::string key = check_auth(req);
+    const Tenant* tenant = check_auth(req);
     if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
     json body = parse_body(req.body, options_.limits);
     CacheMode cache_mode = parse_cache_mode(req.get_header_value("X-Cache-Mode"));
@@ -252,7 +261,11 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     creq.sampling = common->sampling;
     creq.stop_tokens = setup.stop_token_ids;
     creq.cache_mode = cache_mode;
-    creq.name_space = derive_namespace(options_.has_api_key, key, common->has_cache_salt, common->cache_salt);
+    creq.name_space = request_namespace(tenant, common->has_cache_salt, common->cache_salt);
+    if (!options_.shared_tenant.empty() && tenant != nullptr && tenant->name != options_.shared_tenant) {
+      const Tenant shared{options_.shared_tenant, false};
+      creq.shared_name_space = request_namespace(&shared, false, "");
+    }
     setup.stream = common->stream;
     setup.include_usage = common->include_usage;
     setup.stop = common->stop;

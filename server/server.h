@@ -7,9 +7,11 @@
 //  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}})
 //     with the status interface.md lists; a 500 is logged to stderr with the
 //     request id that the response (and its X-Request-Id header) carries.
-//  2. With an API key configured, every route but /health needs
-//     `Authorization: Bearer KEY` (else 401), and the bank namespace is derived
-//     from the key (server/namespace.h).
+//  2. With API keys configured, every route but /health needs
+//     `Authorization: Bearer KEY` (else 401); the key names a tenant, whose
+//     namespace the request's bank state lives in (server/namespace.h). The
+//     bank admin routes (/v1/bank, /metrics: they show every tenant's
+//     traffic) need an admin key (else 403); check_admin() is their guard.
 //  3. Completions queue for the model workers (server/scheduler.h): a full
 //     queue is 429, a server that is shutting down answers 503.
 //  4. A client that disconnects cancels its request at the next token.
@@ -30,6 +32,7 @@
 #include "common/status.h"
 #include "server/backend.h"
 #include "server/metrics.h"
+#include "server/namespace.h"
 #include "server/request_parse.h"
 #include "server/scheduler.h"
 
@@ -44,8 +47,10 @@ namespace sb {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                   // 0: any free port
-  bool has_api_key = false;
-  std::string api_key;
+  ApiKeys keys;                      // empty: no keys (loopback, single user)
+  // A tenant whose unsalted namespace every other tenant may restore from
+  // (server/namespace.h); empty: none. REQUIRES: a tenant of `keys`.
+  std::string shared_tenant;
   size_t max_body_bytes = 16u << 20;
   ParseLimits limits;                // vocab_size is taken from the backend
   int workers = 1;                   // model worker threads
@@ -69,7 +74,10 @@ class Server {
   void install_routes();
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
   void respond_error(httplib::Response& res, const ApiError& e);
-  std::string check_auth(const httplib::Request& req) const;  // the presented key; throws ApiException
+  // The tenant of the presented key (null without keys); throws ApiException.
+  const Tenant* check_auth(const httplib::Request& req) const;
+  // check_auth, and with keys configured the tenant must be an admin.
+  void check_admin(const httplib::Request& req) const;
   std::string next_request_id();
 
   Backend* backend_;

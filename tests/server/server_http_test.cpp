@@ -282,8 +282,7 @@ TEST(ServerHttp, EngineFailureIsA500WithTheRequestId) {
 
 TEST(ServerHttp, ApiKeyIsRequiredAndDerivesTheNamespace) {
   ServerOptions o;
-  o.has_api_key = true;
-  o.api_key = "sekret";
+  o.keys = ApiKeys::single("sekret");
   TestServer ts(o);
   auto c = ts.client();
   json body = {{"prompt", std::string(40, 'q')}, {"max_tokens", 2}};
