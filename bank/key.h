@@ -10,7 +10,7 @@
 // tokens and parent of a block catch a collision at that block's own level,
 // but nothing stored can reveal a collision further up a chain, nor one on
 // a snapshot's name (snapshots carry no tokens); there only H stands
-// (tests/bank/key_collision_test.cpp shows which is which).
+// (tests/engine/key_collision_test.cpp shows which is which).
 //
 // Every field is written as one tag byte, a little-endian u64 byte length,
 // then the bytes, after a domain field naming the key's kind, so no two
