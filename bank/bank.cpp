@@ -40,7 +40,7 @@ void Bank::read_ahead(std::span<const ObjectId> ids, ReadAheads* out) {
 }
 
 template <typename Check>
-bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
+bool Bank::fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
                  ReadAheads* ahead, Fetched* out) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
     ObjectRef object;
@@ -70,7 +70,7 @@ bool Bank::fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& 
       if (tiers_[i]->quarantine(kind, key, c.message())) quarantined_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    if (i > 0 && tiers_[0]->put(object, role).is_ok()) ++plan->promoted;
+    if (i > 0 && tiers_[0]->put(object, retention).is_ok()) ++plan->promoted;
     out->object = std::move(object);
     out->tier = tiers_[i]->kind();
     return true;
@@ -142,7 +142,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
       bool found = false;
       for (const auto& c : chains) {
         auto check = [&](const Object& o) { return check_block(o, schema, c[j + 1], c[j], j * B, tokens); };
-        if ((found = fetch(ObjectKind::kBlock, c[j + 1], ObjectRole::kBlock, check, &plan, &ahead, &f))) break;
+        if ((found = fetch(ObjectKind::kBlock, c[j + 1], Retention::kBlock, check, &plan, &ahead, &f))) break;
       }
       if (!found) return false;
       got.push_back(std::move(f));
@@ -167,7 +167,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
       bool found = false;
       for (const auto& c : chains) {
         auto check = [&](const Object& o) { return check_snapshot(o, schema, c[k], k * B); };
-        if ((found = fetch(ObjectKind::kSnapshot, c[k], ObjectRole::kSnapshotPromptEnd, check, &plan, &ahead, &snapshot)))
+        if ((found = fetch(ObjectKind::kSnapshot, c[k], Retention::kKeep, check, &plan, &ahead, &snapshot)))
           break;
       }
       if (found) break;
@@ -199,11 +199,11 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   return Status::ok();
 }
 
-Status Bank::publish(const ObjectRef& object, ObjectRole role) {
+Status Bank::publish(const ObjectRef& object, Retention retention) {
   Status first;
   bool stored = false;
   for (Tier* t : tiers_) {
-    Status s = t->put(object, role);
+    Status s = t->put(object, retention);
     if (s.is_ok())
       stored = true;
     else if (first.is_ok())

@@ -110,7 +110,7 @@ class Bank {
 
   // Puts the object into every tier. Returns the first tier error (the
   // object may still be in the other tiers).
-  Status publish(const ObjectRef& object, ObjectRole role);
+  Status publish(const ObjectRef& object, Retention retention);
 
   // A check after planning failed on a restore made of `objects` (compose,
   // Model::verify_state, the audit): counts one failure and takes every
@@ -137,7 +137,7 @@ class Bank {
   // `check`; promotes it into the first tier when it came from below. A copy
   // in `ahead` stands for that tier's get() and is taken out of it.
   template <typename Check>
-  bool fetch(ObjectKind kind, const Key& key, ObjectRole role, const Check& check, RestorePlan* plan,
+  bool fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
              ReadAheads* ahead, Fetched* out);
 
   std::vector<Tier*> tiers_;

@@ -63,7 +63,7 @@ uint64_t schema_digest(const StateSchema& schema) {
 
 uint64_t encoded_size(const Object& object) { return kObjectHeaderBytes + payload_size(object); }
 
-std::vector<uint8_t> encode_object(const Object& o, ObjectRole role, uint64_t digest) {
+std::vector<uint8_t> encode_object(const Object& o, Retention retention, uint64_t digest) {
   const uint64_t payload = payload_size(o);
   std::vector<uint8_t> out(kObjectHeaderBytes + payload, 0);
   uint8_t* h = out.data();
@@ -83,7 +83,7 @@ std::vector<uint8_t> encode_object(const Object& o, ObjectRole role, uint64_t di
   put_u32(h, 8, kObjectFormatVersion);
   put_u32(h, 12, 0);  // incompatible flags
   put_u8(h, 16, static_cast<uint8_t>(o.kind));
-  put_u8(h, 17, static_cast<uint8_t>(role));
+  put_u8(h, 17, static_cast<uint8_t>(retention));
   put_u8(h, 18, 1);  // dtype f32
   put_u8(h, 19, 0);
   put_u32(h, 20, 0);  // compatible flags
@@ -119,16 +119,16 @@ Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out) {
     return Status::corruption("header checksum mismatch");
   if (r.incompat_flags != 0)
     return Status::unsupported("unknown incompatible flags " + std::to_string(r.incompat_flags));
-  uint8_t kind = h[16], role = h[17];
+  uint8_t kind = h[16], retention = h[17];
   r.dtype = h[18];
   r.compat_flags = get_u32(h, 20);
   if (kind != static_cast<uint8_t>(ObjectKind::kBlock) && kind != static_cast<uint8_t>(ObjectKind::kSnapshot))
     return Status::corruption("bad object kind " + std::to_string(kind));
-  if (role > static_cast<uint8_t>(ObjectRole::kSnapshotMessage)) return Status::corruption("bad role " + std::to_string(role));
+  if (retention > static_cast<uint8_t>(Retention::kAnchor)) return Status::corruption("bad retention " + std::to_string(retention));
   if (r.dtype != 1) return Status::corruption("bad dtype " + std::to_string(r.dtype));
   if (h[19] != 0) return Status::corruption("reserved byte 19 is not zero");
   r.kind = static_cast<ObjectKind>(kind);
-  r.role = static_cast<ObjectRole>(role);
+  r.retention = static_cast<Retention>(retention);
   r.key = get_key(h, 24);
   r.parent = get_key(h, 56);
   r.position = static_cast<int64_t>(get_u64(h, 88));

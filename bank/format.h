@@ -5,7 +5,7 @@
 // An object file is a 160-byte header followed by the payload, all integers
 // little-endian:
 //
-//   header   magic "STBANKOB", version, flags, kind, role, dtype, key, parent,
+//   header   magic "STBANKOB", version, flags, kind, retention, dtype, key, parent,
 //            position, token and part counts, payload size, schema digest,
 //            XXH3-64 of the payload, XXH3-64 of header bytes [0, 152)
 //   payload  part table (u64 element count per part), token ids (i32),
@@ -44,7 +44,7 @@ struct ObjectHeader {
   uint32_t incompat_flags = 0;  // a reader rejects a file with bits it does not know
   uint32_t compat_flags = 0;    // a reader ignores bits it does not know
   ObjectKind kind = ObjectKind::kBlock;
-  ObjectRole role = ObjectRole::kBlock;
+  Retention retention = Retention::kBlock;
   uint8_t dtype = 1;  // 1 = f32, the only one in version 2
   Key key, parent;
   int64_t position = 0;
@@ -61,7 +61,7 @@ struct ObjectHeader {
 uint64_t schema_digest(const StateSchema& schema);
 
 // Serialises an object into one contiguous file image.
-std::vector<uint8_t> encode_object(const Object& object, ObjectRole role, uint64_t schema_digest);
+std::vector<uint8_t> encode_object(const Object& object, Retention retention, uint64_t schema_digest);
 
 // Parses and checks the header (the first kObjectHeaderBytes of `bytes`).
 // kUnsupported: a version newer than this reader, or unknown incompatible

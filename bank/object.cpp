@@ -16,4 +16,6 @@ uint64_t Object::payload_bytes() const {
   return total;
 }
 
+bool block_key_matches(const Object& block) { return chain_key(block.parent, block.tokens) == block.key; }
+
 }  // namespace sb

@@ -34,4 +34,9 @@ struct Object {
 
 using ObjectRef = std::shared_ptr<const Object>;
 
+// Whether a block's key is the chain key of its parent and its tokens: what a
+// tier that reads blocks from outside the process checks on every read
+// (SsdOptions::verify_block).
+bool block_key_matches(const Object& block);
+
 }  // namespace sb

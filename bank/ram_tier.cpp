@@ -30,7 +30,7 @@ Status RamTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
   return Status::ok();
 }
 
-Status RamTier::put(const ObjectRef& object, ObjectRole role) {
+Status RamTier::put(const ObjectRef& object, Retention retention) {
   if (!object) return Status::invalid("ram tier: null object");
   if (object->kind == ObjectKind::kBlock && object->parent == object->key)
     return Status::invalid("ram tier: block names itself as parent");
@@ -38,7 +38,7 @@ Status RamTier::put(const ObjectRef& object, ObjectRole role) {
   std::lock_guard<std::mutex> lock(mu_);
   if (Entry* e = find(object->kind, object->key)) {
     // First wins: the content stays; only the reason to keep it may rise.
-    e->role = std::max(e->role, role);
+    e->retention = std::max(e->retention, retention);
     e->tick = ++tick_;
     reorder_around(*e->object);
     evict_to_budget();
@@ -49,7 +49,7 @@ Status RamTier::put(const ObjectRef& object, ObjectRole role) {
                              std::to_string(budget_));
   Entry entry;
   entry.object = object;
-  entry.role = object->kind == ObjectKind::kBlock ? ObjectRole::kBlock : std::max(role, ObjectRole::kSnapshotInterval);
+  entry.retention = object->kind == ObjectKind::kBlock ? Retention::kBlock : std::max(retention, Retention::kThinFirst);
   entry.tick = ++tick_;
   objects_.emplace(Name{object->kind, object->key}, entry);
   bytes_ += size;
@@ -117,13 +117,13 @@ std::pair<int, uint64_t> RamTier::place(ObjectKind kind, const Key& key) {
   if (kind == ObjectKind::kBlock) {
     if (children(key) != 0) return {4, e->tick};
     if (Entry* s = find(ObjectKind::kSnapshot, key))
-      return {s->role == ObjectRole::kSnapshotMessage ? 3 : 2, std::max(e->tick, s->tick)};
+      return {s->retention == Retention::kAnchor ? 3 : 2, std::max(e->tick, s->tick)};
     return {2, e->tick};
   }
   const Entry* block = find(ObjectKind::kBlock, key);
   const bool continued = children(key) != 0;
   if (block != nullptr && !continued) return {0, 0};  // attached: evicted with its block
-  if (e->role == ObjectRole::kSnapshotMessage) return {block != nullptr ? 0 : 3, e->tick};
+  if (e->retention == Retention::kAnchor) return {block != nullptr ? 0 : 3, e->tick};
   return {continued ? 1 : 2, e->tick};
 }
 

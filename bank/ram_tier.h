@@ -18,23 +18,23 @@
 //    as its parent (the chain goes on past the snapshot's position);
 //  - a snapshot is *attached* when a block with the same key (the block that
 //    ends at the snapshot's position) is here and is a leaf.
-//  - a snapshot's role is the highest role it was ever put with
-//    (interval < prompt-end < message); re-putting only raises it.
+//  - a snapshot's retention class (bank/tier.h) is the highest it was ever
+//    put with (thin-first < keep < anchor); re-putting only raises it.
 //
 // Eviction order. After each put() (the new object included), while bytes >
 // budget, the tier evicts the first candidate of the order below, then
 // recomputes it. A candidate is either a single object or a *unit*: a leaf
 // block together with its attached snapshot, evicted at once (a tail block
 // and the snapshot at its end are only useful together).
-//  1. continued snapshots whose role is interval or prompt-end ("thinning the
-//     middle of long chains");
-//  2. units without a message snapshot (a leaf block, with its attached
+//  1. continued snapshots of class thin-first or keep ("thinning the middle
+//     of long chains");
+//  2. units without an anchor snapshot (a leaf block, with its attached
 //     snapshot if it has one), and lone snapshots (neither continued nor
-//     attached) that are not message snapshots;
-//  3. units whose attached snapshot is a message snapshot, and lone or
-//     continued message snapshots whose block is absent;
+//     attached) that are not anchors;
+//  3. units whose attached snapshot is an anchor, and lone or continued
+//     anchor snapshots whose block is absent;
 //  4. blocks that are not leaves (never reached while any block is here: every
-//     chain has a leaf; kept so the order is total). A message snapshot whose
+//     chain has a leaf; kept so the order is total). An anchor snapshot whose
 //     block is present and continued waits until that block becomes a leaf.
 // Within a class: the smallest last-use tick first (a unit's tick is the
 // larger of its two objects'); equal ticks cannot occur.
@@ -62,7 +62,7 @@ class RamTier : public Tier {
   TierKind kind() const override { return TierKind::kRam; }
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
-  Status put(const ObjectRef& object, ObjectRole role) override;
+  Status put(const ObjectRef& object, Retention retention) override;
   // Drops the object (RAM keeps nothing aside); counted in quarantined.
   bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
   TierStats stats() const override;
@@ -83,7 +83,7 @@ class RamTier : public Tier {
   };
   struct Entry {
     ObjectRef object;
-    ObjectRole role = ObjectRole::kBlock;
+    Retention retention = Retention::kBlock;
     uint64_t tick = 0;
   };
   // (class, tick, kind, key): the candidate's place in the eviction order.

@@ -26,7 +26,7 @@ bool SsdIndex::insert(SsdEntry entry) {
 
 void SsdIndex::load(std::vector<std::pair<int64_t, SsdEntry>> found) {
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
-    const auto ra = static_cast<uint8_t>(a.second.role), rb = static_cast<uint8_t>(b.second.role);
+    const auto ra = static_cast<uint8_t>(a.second.retention), rb = static_cast<uint8_t>(b.second.retention);
     return std::tie(a.first, ra, a.second.kind, a.second.key) < std::tie(b.first, rb, b.second.kind, b.second.key);
   });
   for (auto& [age, e] : found) insert(e);

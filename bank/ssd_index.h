@@ -6,8 +6,8 @@
 //      read in this process; objects found when the bank is opened are
 //      ordered by their file's modification time, which the tier refreshes on
 //      every read, so the order survives a restart;
-//   2. equal access: lower ObjectRole first (blocks, then interval, prompt-end
-//      and message snapshots);
+//   2. equal access: lower retention class first (blocks, then thin-first,
+//      keep and anchor snapshots);
 //   3. then blocks before snapshots, then the smaller key.
 // An entry may be *doomed*: chosen as a victim but still published (the tier
 // deletes it once the object that needs its room is written). Doomed entries
@@ -30,7 +30,7 @@ struct SsdEntry {
   ObjectKind kind = ObjectKind::kBlock;
   Key key;
   uint64_t bytes = 0;  // file size
-  ObjectRole role = ObjectRole::kBlock;
+  Retention retention = Retention::kBlock;
   int64_t position = 0;
   uint64_t last_access = 0;  // the index's logical clock
   bool doomed = false;
@@ -72,8 +72,8 @@ class SsdIndex {
   struct IdHash {
     size_t operator()(const Id& id) const { return KeyHash()(id.key) ^ static_cast<size_t>(id.kind); }
   };
-  using Order = std::tuple<uint64_t, uint8_t, Id>;  // access, role, (kind, key)
-  static Order order_of(const SsdEntry& e) { return {e.last_access, static_cast<uint8_t>(e.role), Id{e.kind, e.key}}; }
+  using Order = std::tuple<uint64_t, uint8_t, Id>;  // access, retention, (kind, key)
+  static Order order_of(const SsdEntry& e) { return {e.last_access, static_cast<uint8_t>(e.retention), Id{e.kind, e.key}}; }
   void account(const SsdEntry& e, int sign);
 
   uint64_t clock_ = 0;

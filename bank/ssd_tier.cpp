@@ -72,7 +72,8 @@ SsdTier::~SsdTier() {
   }
   work_cv_.notify_all();
   space_cv_.notify_all();
-  for (auto& t : writers_) t.join();
+  for (auto& t : writers_)
+    if (t.joinable()) t.join();
   for (auto& t : readers_) t.join();
 }
 
@@ -275,7 +276,7 @@ Status SsdTier::scan_fanout(const std::string& sub, std::vector<std::pair<int64_
     e.kind = kind;
     e.key = key;
     e.bytes = info.size;
-    e.role = h.role;
+    e.retention = h.retention;
     e.position = h.position;
     found->emplace_back(info.mtime_ns, e);
   }
@@ -450,7 +451,7 @@ void SsdTier::reader_loop() {
   }
 }
 
-Status SsdTier::put(const ObjectRef& object, ObjectRole role) {
+Status SsdTier::put(const ObjectRef& object, Retention retention) {
   if (options_.mode != SsdMode::kOn || !object) return Status::ok();
   const uint64_t size = encoded_size(*object);
   std::unique_lock<std::mutex> l(mu_);
@@ -464,12 +465,16 @@ Status SsdTier::put(const ObjectRef& object, ObjectRole role) {
     return queue_.size() >= options_.queue_max_objects ||
            (!queue_.empty() && queue_bytes_ + size > options_.queue_max_bytes);
   };
-  if (full()) space_cv_.wait_for(l, options_.put_max_wait, [&] { return stop_ || !full(); });
+  if (full()) space_cv_.wait_for(l, options_.put_max_wait, [&] { return stop_ || closed_ || !full(); });
+  if (closed_) {
+    ++extra_.dropped_puts;
+    return Status::exhausted("the SSD tier is closed; object not stored");
+  }
   if (full() || stop_) {
     ++extra_.dropped_puts;
     return Status::exhausted("SSD write queue is full; object not stored");
   }
-  queue_.push_back(Job{object, role});
+  queue_.push_back(Job{object, retention});
   queue_bytes_ += size;
   pending_.insert(id);
   ++enqueued_;
@@ -552,7 +557,7 @@ Status SsdTier::write_object(const Job& job, uint64_t size) {
     std::lock_guard<std::mutex> l(mu_);
     durable_dirs_.insert(sub);
   }
-  std::vector<uint8_t> bytes = encode_object(o, job.role, schema_digest_);
+  std::vector<uint8_t> bytes = encode_object(o, job.retention, schema_digest_);
   std::unique_ptr<WritableFile> f;
   SB_RETURN_IF_ERROR(fs_->new_writable(tmp, &f));
   Status s = f->append(bytes.data(), bytes.size());
@@ -641,7 +646,7 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
       e.kind = job.object->kind;
       e.key = job.object->key;
       e.bytes = size;
-      e.role = job.role;
+      e.retention = job.retention;
       e.position = job.object->position;
       index_.insert(e);
       tier_.bytes_written += size;
@@ -673,8 +678,8 @@ void SsdTier::writer_loop() {
     uint64_t size = 0;
     {
       std::unique_lock<std::mutex> l(mu_);
-      work_cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, queue written out
+      work_cv_.wait(l, [&] { return stop_ || closed_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping or closed, queue written out
       job = std::move(queue_.front());
       queue_.pop_front();
       size = encoded_size(*job.object);
@@ -692,13 +697,45 @@ void SsdTier::writer_loop() {
   }
 }
 
-Status SsdTier::flush() {
+Status SsdTier::flush(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> l(mu_);
   const uint64_t target = enqueued_;
-  done_cv_.wait(l, [&] { return finished_ >= target || writers_.empty(); });
+  auto done = [&] { return finished_ >= target || writers_.empty(); };
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    done_cv_.wait(l, done);
+  } else if (!done_cv_.wait_until(l, deadline, done)) {
+    return Status::exhausted(std::to_string(target - finished_) +
+                             " objects of the SSD write queue were not on disk by the deadline");
+  }
   Status s = first_error_;
   first_error_ = Status::ok();
   return s;
+}
+
+Status SsdTier::close(std::chrono::steady_clock::time_point deadline) {
+  Status flushed = flush(deadline);
+  uint64_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return flushed;
+    closed_ = true;
+    for (const Job& job : queue_) {
+      pending_.erase(std::make_pair(job.object->kind, job.object->key));
+      ++finished_;
+      ++dropped;
+    }
+    extra_.dropped_puts += dropped;
+    queue_.clear();
+    queue_bytes_ = 0;
+  }
+  work_cv_.notify_all();
+  space_cv_.notify_all();
+  done_cv_.notify_all();
+  // Each writer finishes the file it is writing, then sees the empty queue.
+  for (auto& t : writers_)
+    if (t.joinable()) t.join();
+  if (dropped > 0) log("closing: " + std::to_string(dropped) + " queued objects were not written");
+  return flushed;
 }
 
 TierStats SsdTier::stats() const {

@@ -34,7 +34,8 @@
 //     room is published; only when the file system itself lacks the room are
 //     they deleted first. A failed write (ENOSPC, EIO, fsync) never removes a
 //     published object.
-// Thread-safe. The destructor writes out the queue, then stops its threads.
+// Thread-safe. The destructor writes out the queue (unless close() dropped
+// it), then stops its threads.
 #pragma once
 
 #include <chrono>
@@ -116,7 +117,7 @@ class SsdTier : public Tier {
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   // Read-only and off modes store nothing and return OK.
-  Status put(const ObjectRef& object, ObjectRole role) override;
+  Status put(const ObjectRef& object, Retention retention) override;
   // Takes the object out of the index and moves its file to quarantine/
   // (read-only mode: out of this process's index only; the file stays).
   bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
@@ -129,8 +130,14 @@ class SsdTier : public Tier {
   // Reads concurrently, reader_threads at a time.
   void get_many(std::span<TierRead> reads) override;
   // Waits until every put() queued before the call is published or has
-  // failed. Returns the first write failure since the previous flush().
-  Status flush();
+  // failed, at most until `deadline`. Returns the first write failure since
+  // the previous flush(), or kResourceExhausted when the deadline came first.
+  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+  // Shutdown: flush(deadline), then drops what is still queued (counted as
+  // dropped puts, logged) and joins the writers once they finish their
+  // current file; later put()s are dropped. Reads keep working. Returns
+  // flush's status. Idempotent.
+  Status close(std::chrono::steady_clock::time_point deadline);
   // Published objects, in eviction order (first = next victim).
   std::vector<SsdEntry> list() const;
   // Evicts until the published bytes fit `budget`; counts what it removed.
@@ -147,7 +154,7 @@ class SsdTier : public Tier {
  private:
   struct Job {
     ObjectRef object;
-    ObjectRole role;
+    Retention retention;
   };
   struct Quarantined {
     std::string name;  // file name in quarantine/
@@ -210,6 +217,7 @@ class SsdTier : public Tier {
   uint64_t temp_seq_ = 0, quarantine_seq_ = 0;
   std::set<std::string> durable_dirs_;  // fan-out directories known to be on disk
   bool stop_ = false;
+  bool closed_ = false;  // close(): nothing more is written
   std::deque<std::function<void()>> read_tasks_;
   std::vector<std::thread> readers_;  // started by the first get_many()
 

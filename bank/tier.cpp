@@ -11,4 +11,14 @@ const char* tier_kind_name(TierKind kind) {
   return "?";
 }
 
+const char* retention_name(Retention retention) {
+  switch (retention) {
+    case Retention::kBlock: return "block";
+    case Retention::kThinFirst: return "thin-first";
+    case Retention::kKeep: return "keep";
+    case Retention::kAnchor: return "anchor";
+  }
+  return "?";
+}
+
 }  // namespace sb

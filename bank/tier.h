@@ -34,15 +34,30 @@ inline constexpr size_t kTierKinds = 3;
 // "ram", "ssd", "remote": the names users see (JSON, metrics labels).
 const char* tier_kind_name(TierKind kind);
 
-// Why an object is kept (docs/bank.md, "Snapshots: where and how many").
-// The RAM tier's exact eviction order, which uses the role together with the
-// chain structure, is written in bank/ram_tier.h.
-enum class ObjectRole : uint8_t {
+// How long a tier keeps an object, in the bank's own terms: the caller
+// (the engine) decides which class a snapshot gets from why it took it; the
+// bank never knows about chats or prompts. Ordered: a higher class is kept
+// longer, and an object put again keeps the highest class it was given. The
+// value is stored on disk as the header's retention byte (docs/bank-format.md)
+// and never renumbered.
+//  - kBlock: a block; kept as long as its chain (bank/ram_tier.h).
+//  - kThinFirst: a snapshot worth having only where a chain ends; inside a
+//    chain (a block continues past it) it is the first thing to go.
+//  - kKeep: thinned inside a chain like kThinFirst, but where tiers compare
+//    equals (SSD at equal access) kept longer than kThinFirst.
+//  - kAnchor: a snapshot many requests restore from; never thinned from the
+//    middle of a chain, evicted only with (or after) its block.
+// The RAM tier's exact eviction order, which uses the class together with
+// the chain structure, is written in bank/ram_tier.h; the SSD tier's in
+// bank/ssd_index.h.
+enum class Retention : uint8_t {
   kBlock = 0,
-  kSnapshotInterval = 1,   // every S-th block boundary
-  kSnapshotPromptEnd = 2,  // last full block boundary of a prompt
-  kSnapshotMessage = 3,    // boundary before a chat's final user message
+  kThinFirst = 1,
+  kKeep = 2,
+  kAnchor = 3,
 };
+// "block", "thin-first", "keep", "anchor" (`statebank bank ls`).
+const char* retention_name(Retention retention);
 
 // One request of a batch read (Tier::get_many).
 struct TierRead {
@@ -77,7 +92,7 @@ class Tier {
   const char* name() const { return tier_kind_name(kind()); }
   virtual bool contains(ObjectKind kind, const Key& key) const = 0;
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
-  virtual Status put(const ObjectRef& object, ObjectRole role) = 0;
+  virtual Status put(const ObjectRef& object, Retention retention) = 0;
   // Removes an object because a copy of it failed a check (this tier's own
   // or one made above it: the Bank's token and parent comparison, compose,
   // Model::verify_state, the audit). Afterwards contains() is false and

@@ -14,11 +14,9 @@
 #include <set>
 #include <sstream>
 
-#include "bank/bank.h"
+#include "bank/bank_factory.h"
 #include "bank/chain.h"
 #include "bank/key.h"
-#include "bank/ram_tier.h"
-#include "bank/ssd_tier.h"
 #include "engine/engine.h"
 #include "model/model.h"
 
@@ -186,9 +184,8 @@ struct Bench {
   const AgentWorkloadOptions& o;
   AgentResult* result;
 
-  std::unique_ptr<RamTier> ram;
-  std::unique_ptr<SsdTier> ssd;
-  std::unique_ptr<Bank> bank;
+  std::unique_ptr<TieredBank> tiers;  // RAM over SSD
+  SsdTier* ssd = nullptr;             // tiers->ssd()
   std::unique_ptr<Engine> engine;
 
   // For the ideal and naive byte counts.
@@ -204,19 +201,18 @@ struct Bench {
   }
 
   Status open_bank() {
-    SsdOptions so;
-    so.dir = o.bank_dir;
-    so.mode = SsdMode::kOn;
-    so.schema = model.schema();
-    so.verify_block = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
-    so.log = [this](const std::string& m) { say("bank: " + m); };
-    SB_RETURN_IF_ERROR(SsdTier::open(std::move(so), &ssd));
-    ram = std::make_unique<RamTier>(o.ram_bytes);
-    bank = std::make_unique<Bank>(std::vector<Tier*>{ram.get(), ssd.get()});
+    BankOptions bo;
+    bo.ram_bytes = o.ram_bytes;
+    bo.ssd_mode = SsdMode::kOn;
+    bo.ssd_dir = o.bank_dir;
+    bo.schema = model.schema();
+    bo.log = [this](const std::string& m) { say("bank: " + m); };
+    SB_RETURN_IF_ERROR(TieredBank::open(std::move(bo), &tiers));
+    ssd = tiers->ssd();
     EngineOptions eo;
     eo.block_tokens = o.block_tokens;
     eo.snapshot_every = o.snapshot_every;
-    SB_RETURN_IF_ERROR(Engine::create(model, bank.get(), eo, &engine));
+    SB_RETURN_IF_ERROR(Engine::create(model, tiers->bank(), eo, &engine));
     if (o.tamper_restored_state) engine->set_test_hooks(EngineTestHooks{o.tamper_restored_state});
     return Status::ok();
   }
@@ -226,9 +222,8 @@ struct Bench {
     SB_RETURN_IF_ERROR(ssd->flush());
     count_losses();
     engine.reset();
-    bank.reset();
-    ram.reset();
-    ssd.reset();
+    ssd = nullptr;
+    tiers.reset();
     return open_bank();
   }
 
@@ -398,9 +393,8 @@ struct Bench {
     result->other_disk_bytes = static_cast<int64_t>(result->disk_bytes) -
                                static_cast<int64_t>(result->ideal_bytes + result->unused_snapshot_bytes);
     engine.reset();
-    bank.reset();
-    ram.reset();
-    ssd.reset();
+    ssd = nullptr;
+    tiers.reset();
 
     if (!o.dd_file.empty()) {
       // A file as large as the largest read of a request served from the SSD

@@ -14,12 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "common/memory_tuning.h"
 #include "bank/bank.h"
 #include "bank/chain.h"
 #include "bank/compose.h"
 #include "bank/key.h"
 #include "bank/ram_tier.h"
+#include "cli/args.h"
+#include "common/memory_tuning.h"
 
 using namespace sb;
 
@@ -27,12 +28,6 @@ namespace {
 
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-int64_t arg(int argc, char** argv, const char* name, int64_t fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::stoll(argv[i + 1]);
-  return fallback;
 }
 
 StateSchema bench_schema() {
@@ -56,14 +51,14 @@ void publish(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& 
     o->position = k * B;
     o->tokens.assign(tokens.begin() + k * B, tokens.begin() + (k + 1) * B);
     o->parts = {std::vector<float>(static_cast<size_t>(B) * 2, static_cast<float>(k))};
-    (void)bank.publish(o, ObjectRole::kBlock);
+    (void)bank.publish(o, Retention::kBlock);
     if ((k + 1) % snapshot_every == 0 || k + 1 == n_blocks) {
       auto s = std::make_shared<Object>();
       s->kind = ObjectKind::kSnapshot;
       s->key = keys[k + 1];
       s->position = (k + 1) * B;
       s->parts = {std::vector<float>(256, 1.0f)};
-      (void)bank.publish(s, ObjectRole::kSnapshotInterval);
+      (void)bank.publish(s, Retention::kThinFirst);
     }
   }
 }
@@ -72,10 +67,18 @@ void publish(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& 
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  const int64_t n_chains = arg(argc, argv, "--chains", 10000);
-  const int64_t chain_blocks = arg(argc, argv, "--chain-blocks", 8);
-  const int64_t n_prompt = arg(argc, argv, "--prompt", 65536);
-  const auto B = static_cast<uint32_t>(arg(argc, argv, "--block", 256));
+  Args args({"chains", "chain-blocks", "prompt", "block"}, {});
+  int64_t n_chains = 0, chain_blocks = 0, n_prompt = 0, block = 0;
+  Status s = args.parse(argc, argv);
+  if (s) s = args.get_int("chains", 10000, 1, int64_t{1} << 30, &n_chains);
+  if (s) s = args.get_int("chain-blocks", 8, 1, int64_t{1} << 20, &chain_blocks);
+  if (s) s = args.get_int("prompt", 65536, 2, int64_t{1} << 30, &n_prompt);
+  if (s) s = args.get_int("block", 256, 1, 1 << 20, &block);
+  if (!s) {
+    std::fprintf(stderr, "bank_lookup_bench: %s\n", s.message().c_str());
+    return 2;
+  }
+  const auto B = static_cast<uint32_t>(block);
   const StateSchema schema = bench_schema();
   RamTier ram(64ULL << 30);
   Bank bank({&ram});

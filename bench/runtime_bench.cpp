@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_model.h"
+#include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
 #include "model/gen_model.h"
@@ -38,36 +40,24 @@ double copy_bandwidth() {
   return best;
 }
 
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
+int fail(const Status& s) {
+  std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  const std::string arch_s = arg(argc, argv, "--arch", "qwen3_5"), preset = arg(argc, argv, "--preset", "0.8b");
-  const int64_t n_prefill = std::stoll(arg(argc, argv, "--prefill", "512"));
-  const int64_t n_decode = std::stoll(arg(argc, argv, "--decode", "32"));
-  std::string dir = arg(argc, argv, "--dir", "");
-  Arch arch;
+  Args args({"arch", "preset", "prefill", "decode", "dir"}, {});
+  int64_t n_prefill = 0, n_decode = 0;
+  Status s = args.parse(argc, argv);
+  if (s) s = args.get_int("prefill", 512, 1, int64_t{1} << 24, &n_prefill);
+  if (s) s = args.get_int("decode", 32, 0, int64_t{1} << 24, &n_decode);
+  std::string dir;
   ModelConfig config;
-  Status s = parse_arch(arch_s, &arch);
-  if (s) s = preset_config(arch, preset, &config);
-  if (!s) {
-    std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
-    return 2;
-  }
-  if (dir.empty()) dir = (std::filesystem::temp_directory_path() / ("sb_bench_" + arch_s + "_" + preset)).string();
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    std::string tok;
-    if (!(s = find_tokenizer_dir("", &tok)) || !(s = write_random_checkpoint(config, 0, DType::kBF16, tok, dir))) {
-      std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
-      return 2;
-    }
-  }
+  if (s) s = bench_checkpoint(args.get("arch", "qwen3_5"), args.get("preset", "0.8b"), args.get("dir"), &dir, &config);
+  if (!s) return fail(s);
   std::unique_ptr<Checkpoint> ckpt;
   if (!(s = Checkpoint::open(dir, &ckpt))) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 2;
   // Per decoded token every matrix is read once; a tied embedding is read as the head.
@@ -76,8 +66,8 @@ int main(int argc, char** argv) {
   if (!config.tie_word_embeddings) weight_bytes -= ckpt->find(config.tensor_prefix + "embed_tokens.weight")->nbytes;
   ckpt.reset();
   const double bw = copy_bandwidth();
-  std::printf("model %s preset %s, %.2f GB read per decoded token, copy bandwidth %.1f GB/s\n", arch_s.c_str(),
-              preset.c_str(), weight_bytes / 1e9, bw / 1e9);
+  std::printf("model %s preset %s, %.2f GB read per decoded token, copy bandwidth %.1f GB/s\n",
+              args.get("arch", "qwen3_5").c_str(), args.get("preset", "0.8b").c_str(), weight_bytes / 1e9, bw / 1e9);
   std::printf("| threads | prefill %lld t/s | decode t/s | decode / bandwidth bound |\n|---|---|---|---|\n",
               static_cast<long long>(n_prefill));
   std::mt19937 rng(1);

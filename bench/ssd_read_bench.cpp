@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "bank/format.h"
 #include "bank/ssd_tier.h"
@@ -184,29 +185,19 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir_arg;
-  double gib = 1.5;
-  std::vector<int> threads = {1, 4, 8, 16};
-  int batch = 64;
-  double snapshot_mib = 4;
-  bool dedup = true;
-  bool tune_malloc = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--dir") dir_arg = next();
-    else if (a == "--gib") gib = std::atof(next().c_str());
-    else if (a == "--threads") threads = parse_list(next());
-    else if (a == "--batch") batch = std::atoi(next().c_str());
-    else if (a == "--snapshot-mib") snapshot_mib = std::atof(next().c_str());
-    else if (a == "--no-dedup") dedup = false;
-    else if (a == "--default-malloc") tune_malloc = false;
-    else die("unknown flag " + a);
-  }
-  if (gib <= 0 || batch <= 0) die("bad --gib or --batch");
+  sb::Args args({"dir", "gib", "threads", "batch", "snapshot-mib"}, {"no-dedup", "default-malloc"});
+  double gib = 0, snapshot_mib = 0;
+  int64_t batch64 = 0;
+  check(args.parse(argc, argv), "arguments");
+  check(args.get_double("gib", 1.5, &gib), "--gib");
+  check(args.get_int("batch", 64, 1, 1 << 20, &batch64), "--batch");
+  check(args.get_double("snapshot-mib", 4, &snapshot_mib), "--snapshot-mib");
+  const std::string dir_arg = args.get("dir");
+  const std::vector<int> threads = parse_list(args.get("threads", "1,4,8,16"));
+  const int batch = static_cast<int>(batch64);
+  const bool dedup = !args.has("no-dedup");
+  const bool tune_malloc = !args.has("default-malloc");
+  if (gib <= 0 || snapshot_mib <= 0) die("--gib and --snapshot-mib must be positive");
   if (tune_malloc) sb::tune_memory(argv);
   std::string root = dir_arg;
   if (root.empty()) {
@@ -241,7 +232,7 @@ int main(int argc, char** argv) {
     for (int b = 0; b < n_blocks; ++b) {
       sb::Key key = bench_key(1, static_cast<uint64_t>(b));
       auto o = make_block(schema, parent, key, int64_t(b) * kBlockTokens, static_cast<uint64_t>(b));
-      while (t->put(o, sb::ObjectRole::kBlock).code() == sb::Code::kResourceExhausted) {
+      while (t->put(o, sb::Retention::kBlock).code() == sb::Code::kResourceExhausted) {
       }
       keys.push_back(key);
       parent = key;
@@ -323,19 +314,19 @@ int main(int argc, char** argv) {
     }
     const sb::Key prefix_end = parent;
     auto shared_snap = make_snapshot(schema, prefix_end, 8192, 777);
-    auto put = [](sb::SsdTier& t, const sb::ObjectRef& o, sb::ObjectRole role) {
-      while (t.put(o, role).code() == sb::Code::kResourceExhausted) {
+    auto put = [](sb::SsdTier& t, const sb::ObjectRef& o, sb::Retention retention) {
+      while (t.put(o, retention).code() == sb::Code::kResourceExhausted) {
       }
     };
     auto write_conversations = [&](const std::string& dir, int n) {
       auto t = open_bank(dir, schema, 1);
       for (int c = 0; c < n; ++c) {
-        for (const auto& o : prefix) put(*t, o, sb::ObjectRole::kBlock);
-        put(*t, shared_snap, sb::ObjectRole::kSnapshotMessage);
+        for (const auto& o : prefix) put(*t, o, sb::Retention::kBlock);
+        put(*t, shared_snap, sb::Retention::kAnchor);
         sb::Key own = bench_key(3, static_cast<uint64_t>(c));
-        put(*t, make_block(schema, prefix_end, own, 8192, 900000 + static_cast<uint64_t>(c)), sb::ObjectRole::kBlock);
+        put(*t, make_block(schema, prefix_end, own, 8192, 900000 + static_cast<uint64_t>(c)), sb::Retention::kBlock);
         put(*t, make_snapshot(schema, own, 8192 + kBlockTokens, 1000 + static_cast<uint64_t>(c)),
-            sb::ObjectRole::kSnapshotPromptEnd);
+            sb::Retention::kKeep);
       }
       check(t->flush(), "write conversations");
     };

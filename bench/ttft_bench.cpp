@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_model.h"
+#include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
@@ -21,12 +23,6 @@
 using namespace sb;
 
 namespace {
-
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
 
 int fail(const Status& s) {
   std::fprintf(stderr, "ttft_bench: %s\n", s.to_string().c_str());
@@ -45,32 +41,25 @@ void print_record(const char* label, const CompletionResult& r) {
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  const std::string arch_s = arg(argc, argv, "--arch", "qwen3_5"), preset = arg(argc, argv, "--preset", "0.8b");
-  const int64_t n_prompt = std::stoll(arg(argc, argv, "--prompt", "16384"));
-  const int threads = std::stoi(arg(argc, argv, "--threads", "2"));
-  const auto block = static_cast<uint32_t>(std::stoul(arg(argc, argv, "--block", "256")));
-  std::string dir = arg(argc, argv, "--dir", "");
-  Arch arch;
-  ModelConfig config;
-  Status s = parse_arch(arch_s, &arch);
-  if (s) s = preset_config(arch, preset, &config);
-  if (!s) return fail(s);
+  Args args({"arch", "preset", "prompt", "threads", "block", "dir"}, {});
+  int64_t n_prompt = 0, threads = 0, block = 0;
+  Status s = args.parse(argc, argv);
+  if (s) s = args.get_int("prompt", 16384, 2, int64_t{1} << 24, &n_prompt);
+  if (s) s = args.get_int("threads", 2, 1, 1024, &threads);
+  if (s) s = args.get_int("block", 256, 64, 1 << 20, &block);
   // The same directory runtime_bench uses, so one generated checkpoint serves both.
-  if (dir.empty()) dir = (std::filesystem::temp_directory_path() / ("sb_bench_" + arch_s + "_" + preset)).string();
-  if (!std::filesystem::exists(dir + "/config.json")) {
-    std::string tok;
-    if (!(s = find_tokenizer_dir("", &tok)) || !(s = write_random_checkpoint(config, 0, DType::kBF16, tok, dir)))
-      return fail(s);
-  }
+  std::string dir;
+  if (s) s = bench_checkpoint(args.get("arch", "qwen3_5"), args.get("preset", "0.8b"), args.get("dir"), &dir);
+  if (!s) return fail(s);
   std::unique_ptr<Model> model;
   RuntimeOptions options;
-  options.threads = threads;
+  options.threads = static_cast<int>(threads);
   if (!(s = Model::load(dir, options, &model))) return fail(s);
 
   RamTier ram(64ULL << 30);
   Bank bank({&ram});
   EngineOptions eo;
-  eo.block_tokens = block;
+  eo.block_tokens = static_cast<uint32_t>(block);
   std::unique_ptr<Engine> engine;
   if (!(s = Engine::create(*model, &bank, eo, &engine))) return fail(s);
 
@@ -79,8 +68,9 @@ int main(int argc, char** argv) {
   req.prompt.resize(static_cast<size_t>(n_prompt));
   for (auto& t : req.prompt) t = static_cast<int32_t>(rng() % 151643);
   req.max_tokens = 1;
-  std::printf("model %s preset %s, %d threads, prompt %lld tokens, block %u\n", arch_s.c_str(), preset.c_str(), threads,
-              static_cast<long long>(n_prompt), block);
+  std::printf("model %s preset %s, %lld threads, prompt %lld tokens, block %lld\n", args.get("arch", "qwen3_5").c_str(),
+              args.get("preset", "0.8b").c_str(), static_cast<long long>(threads), static_cast<long long>(n_prompt),
+              static_cast<long long>(block));
   CompletionResult cold, warm;
   if (!(s = engine->complete(req, &cold))) return fail(s);
   print_record("cold", cold);

@@ -15,33 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "bank/bank_factory.h"
 #include "bank/format.h"
-#include "bank/ssd_tier.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model_arg.h"
 
 namespace sb {
 namespace {
 
 const char* kUsage = "usage: statebank bank stats|ls|verify|gc [--bank-dir DIR] [--json] [--budget SIZE (gc)]";
-
-std::string default_bank_dir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/statebank/bank";
-  const char* home = std::getenv("HOME");
-  if (home && *home) return std::string(home) + "/.cache/statebank/bank";
-  return "";
-}
-
-const char* role_name(ObjectRole r) {
-  switch (r) {
-    case ObjectRole::kBlock: return "block";
-    case ObjectRole::kSnapshotInterval: return "interval";
-    case ObjectRole::kSnapshotPromptEnd: return "prompt-end";
-    case ObjectRole::kSnapshotMessage: return "message";
-  }
-  return "?";
-}
 
 std::string human(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -99,7 +82,7 @@ int run_stats(const SsdTier& t, bool json) {
 
 nlohmann::json entry_json(const SsdEntry& e) {
   return {{"kind", kind_tag(e.kind)}, {"key", e.key.hex()}, {"bytes", e.bytes},
-          {"position", e.position},   {"role", role_name(e.role)}};
+          {"position", e.position},   {"retention", retention_name(e.retention)}};
 }
 
 int run_ls(const SsdTier& t, bool json) {
@@ -111,10 +94,10 @@ int run_ls(const SsdTier& t, bool json) {
     return 0;
   }
   // Eviction order: the first line is the next victim.
-  std::printf("%-8s %-64s %12s %10s %s\n", "kind", "key", "bytes", "position", "role");
+  std::printf("%-8s %-64s %12s %10s %s\n", "kind", "key", "bytes", "position", "retention");
   for (const auto& e : entries)
     std::printf("%-8s %-64s %12llu %10lld %s\n", kind_tag(e.kind), e.key.hex().c_str(),
-                (unsigned long long)e.bytes, (long long)e.position, role_name(e.role));
+                (unsigned long long)e.bytes, (long long)e.position, retention_name(e.retention));
   return 0;
 }
 
@@ -205,24 +188,26 @@ int cmd_bank(int argc, char** argv) {
     s = args.get_size("budget", 0, &budget);
     if (!s.is_ok()) return fail("bank", s.message());
   }
-  SsdOptions o;
-  o.dir = args.get("bank-dir", default_bank_dir());
-  if (o.dir.empty()) return fail("bank", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
+  BankOptions o;
+  o.ssd_dir = args.get("bank-dir", default_bank_dir());
+  if (o.ssd_dir.empty()) return fail("bank", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
   const bool json = args.has("json");
-  o.mode = (action == "stats" || action == "ls") ? SsdMode::kReadOnly : SsdMode::kOn;
+  o.ssd_mode = (action == "stats" || action == "ls") ? SsdMode::kReadOnly : SsdMode::kOn;
   // What the tier found and did (temporary files removed, damage
   // quarantined) goes to stderr; its summary line repeats `stats`.
   o.log = [](const std::string& m) {
     if (m.rfind("opened ", 0) != 0) std::fprintf(stderr, "statebank bank: %s\n", m.c_str());
   };
-  if (o.mode == SsdMode::kOn) {
+  if (o.ssd_mode == SsdMode::kOn) {
     // verify and gc clean a bank; they never create one.
     FileInfo info;
-    if (!posix_fs()->stat(o.dir, &info).is_ok() || !info.is_dir) return fail("bank", "no bank directory at " + o.dir);
+    if (!posix_fs()->stat(o.ssd_dir, &info).is_ok() || !info.is_dir)
+      return fail("bank", "no bank directory at " + o.ssd_dir);
   }
-  std::unique_ptr<SsdTier> t;
-  s = SsdTier::open(o, &t);
+  std::unique_ptr<TieredBank> bank;
+  s = TieredBank::open(std::move(o), &bank);
   if (!s.is_ok()) return fail("bank", s.message());
+  SsdTier* t = bank->ssd();
   if (action == "stats") return run_stats(*t, json);
   if (action == "ls") return run_ls(*t, json);
   if (action == "verify") return run_verify(*t, json);

@@ -14,6 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/jsonl.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {
@@ -69,26 +70,22 @@ int cmd_detokenize(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
   } else {
-    std::string line;
-    for (size_t n = 1; std::getline(std::cin, line); ++n) {
-      std::string where = "stdin line " + std::to_string(n) + ": ";
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_array()) return fail("detokenize", where + "expected one JSON array of ids");
+    Status s = map_jsonl_stdin([&](const nlohmann::json& in, nlohmann::json* out) {
+      if (!in.is_array()) return Status::invalid("expected one JSON array of ids");
       std::vector<int32_t> ids;
-      for (const auto& v : j) {
+      for (const auto& v : in) {
         if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX)
-          return fail("detokenize", where + v.dump() + " is not a token id");
+          return Status::invalid(v.dump() + " is not a token id");
         ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
       }
       std::string text;
-      if (Status st = tok->decode_checked(ids, &text); !st) return fail("detokenize", where + st.message());
-      std::string out = nlohmann::json(text).dump();
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      std::fputc('\n', stdout);
-    }
-    if (std::cin.bad()) return fail("detokenize", "reading stdin failed");
+      SB_RETURN_IF_ERROR(tok->decode_checked(ids, &text));
+      *out = text;
+      return Status::ok();
+    });
+    if (!s) return fail("detokenize", s.message());
   }
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail("detokenize", "writing stdout failed");
+  if (Status s = finish_stdout(); !s) return fail("detokenize", s.message());
   return 0;
 }
 

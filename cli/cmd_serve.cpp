@@ -2,8 +2,10 @@
 //
 // Signals: SIGTERM and SIGINT are taken by one thread (blocked everywhere
 // else); the server then finishes the requests it accepted, stops listening,
-// flushes the bank's SSD write queue within --shutdown-deadline, and the
-// process exits 0.
+// writes out the bank's SSD queue and stops its writers, all within
+// --shutdown-deadline (what is not on disk by then is dropped), and the
+// process exits 0. Only a request still running on a model worker at the
+// deadline makes it leave without joining its threads (_Exit).
 //
 // Exposure: the server binds 127.0.0.1 unless --host says otherwise. A host
 // that is not a loopback address needs API keys (--api-key, --api-key-file,
@@ -35,12 +37,6 @@ const char* kUsage =
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--workers N] [--max-queue N] [--max-tokens-limit N] [--shutdown-deadline SECONDS] [--insecure-no-key]";
-
-std::string default_bank_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";
-  return "";
-}
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -100,14 +96,14 @@ int cmd_serve(int argc, char** argv) {
       !(s = args.get_int("workers", 1, 1, 256, &workers)) || !(s = args.get_int("max-queue", 64, 1, 1 << 20, &max_queue)) ||
       !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &max_tokens_limit)) ||
       !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &deadline_s)) ||
-      !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.ram_bytes)) ||
-      !(s = args.get_size("ssd-bank", 0, &eo.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)))
+      !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.bank.ram_bytes)) ||
+      !(s = args.get_size("ssd-bank", 0, &eo.bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)))
     return fail("serve", s.message());
   if (!(audit >= 0.0 && audit <= 1.0)) return fail("serve", "--audit must be a rate in [0, 1]");
   if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
   if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
   if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");
-  if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.ssd_mode))) return fail("serve", "--ssd: " + s.message());
+  if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.bank.ssd_mode))) return fail("serve", "--ssd: " + s.message());
 
   so.host = args.get("host", "127.0.0.1");
   so.port = static_cast<int>(port);
@@ -147,8 +143,8 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
   eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
   eo.threads = static_cast<int>(threads);
-  eo.bank_dir = args.get("bank-dir", default_bank_dir());
-  if (eo.ssd_mode != SsdMode::kOff && eo.bank_dir.empty())
+  eo.bank.ssd_dir = args.get("bank-dir", default_bank_dir());
+  if (eo.bank.ssd_mode != SsdMode::kOff && eo.bank.ssd_dir.empty())
     return fail("serve", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
   eo.block_tokens = static_cast<uint32_t>(block_tokens);
   eo.snapshot_every = snapshot_every;
@@ -160,7 +156,8 @@ int cmd_serve(int argc, char** argv) {
   int bound = 0;
   if (!(s = server.bind(&bound))) return fail("serve", s.message());
   std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s)\n", so.host.c_str(), bound,
-              eo.model_id.c_str(), eo.ssd_mode == SsdMode::kOff ? "-" : eo.bank_dir.c_str(), ssd_mode_name(eo.ssd_mode));
+              eo.model_id.c_str(), eo.bank.ssd_mode == SsdMode::kOff ? "-" : eo.bank.ssd_dir.c_str(),
+              ssd_mode_name(eo.bank.ssd_mode));
   std::fflush(stdout);
 
   std::atomic<bool> done{false};
@@ -186,10 +183,12 @@ int cmd_serve(int argc, char** argv) {
     shutdown_status = server.shutdown();
     if (!served) return fail("serve", served.message());
   }
-  if (!shutdown_status) {
-    // Past the deadline a writer may still hold the SSD tier: leave at once.
-    // Objects not yet published are simply absent next time (publication is atomic).
-    std::fprintf(stderr, "statebank serve: %s\n", shutdown_status.message().c_str());
+  if (!shutdown_status) std::fprintf(stderr, "statebank serve: %s\n", shutdown_status.message().c_str());
+  if (!server.idle()) {
+    // A request still runs on a model worker (a prefill cannot be
+    // interrupted): joining it could take minutes. The bank is closed
+    // already (its writers stopped, what was not on disk dropped, and
+    // publication is atomic), so leaving at once loses nothing stored.
     std::fflush(stderr);
     std::_Exit(0);
   }

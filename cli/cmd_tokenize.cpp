@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/jsonl.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {
@@ -35,18 +36,14 @@ int cmd_tokenize(int argc, char** argv) {
     }
     std::printf("%s\n", out.c_str());
   } else {
-    std::string line;
-    for (size_t n = 1; std::getline(std::cin, line); ++n) {
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_string())
-        return fail("tokenize", "stdin line " + std::to_string(n) + ": expected one JSON string");
-      std::string out = nlohmann::json(tok->encode(j.get_ref<const std::string&>(), special)).dump();
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      std::fputc('\n', stdout);
-    }
-    if (std::cin.bad()) return fail("tokenize", "reading stdin failed");
+    Status s = map_jsonl_stdin([&](const nlohmann::json& in, nlohmann::json* out) {
+      if (!in.is_string()) return Status::invalid("expected one JSON string");
+      *out = tok->encode(in.get_ref<const std::string&>(), special);
+      return Status::ok();
+    });
+    if (!s) return fail("tokenize", s.message());
   }
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return fail("tokenize", "writing stdout failed");
+  if (Status s = finish_stdout(); !s) return fail("tokenize", s.message());
   return 0;
 }
 

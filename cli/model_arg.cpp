@@ -1,5 +1,6 @@
 #include "cli/model_arg.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "model/demo.h"
@@ -13,6 +14,12 @@ Status resolve_model_dir(const std::string& arg, std::string* dir) {
   if (!std::filesystem::is_directory(arg, ec)) return Status::not_found("model directory " + arg + " does not exist");
   *dir = arg;
   return Status::ok();
+}
+
+std::string default_bank_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";
+  return "";
 }
 
 }  // namespace sb

@@ -17,16 +17,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-ObjectRole role_of(SnapshotReason r) {
+// The engine's chat knowledge, translated into the bank's retention classes.
+Retention retention_of(SnapshotReason r) {
   switch (r) {
-    case SnapshotReason::kInterval: return ObjectRole::kSnapshotInterval;
-    case SnapshotReason::kPromptEnd: return ObjectRole::kSnapshotPromptEnd;
-    // A branch point is where conversations part, as a message boundary is:
-    // kept as long.
-    case SnapshotReason::kBranch: return ObjectRole::kSnapshotMessage;
-    case SnapshotReason::kMessage: return ObjectRole::kSnapshotMessage;
+    case SnapshotReason::kInterval: return Retention::kThinFirst;
+    // Where a request ended: a replay of it restores here.
+    case SnapshotReason::kPromptEnd: return Retention::kKeep;
+    // A message boundary and a branch point are where conversations part:
+    // later requests restore from them.
+    case SnapshotReason::kBranch: return Retention::kAnchor;
+    case SnapshotReason::kMessage: return Retention::kAnchor;
   }
-  return ObjectRole::kSnapshotInterval;
+  return Retention::kThinFirst;
 }
 
 // The `k` best alternatives of a log-probability row, best first, ties to
@@ -197,13 +199,13 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
     size_t next_snap = 0;
     for (int64_t j = start / B; j < n / B; ++j) {
       const auto tokens = prompt.subspan(static_cast<size_t>(j * B), static_cast<size_t>(B));
-      (void)bank_->publish(make_block(state, keys[j + 1], keys[j], j * B, tokens), ObjectRole::kBlock);
+      (void)bank_->publish(make_block(state, keys[j + 1], keys[j], j * B, tokens), Retention::kBlock);
       const int64_t end = (j + 1) * B;
       while (next_snap < prefilled.snapshots.size() && prefilled.snapshots[next_snap].position < end) ++next_snap;
       if (next_snap < prefilled.snapshots.size() && prefilled.snapshots[next_snap].position == end) {
         const auto it = std::find_if(places.begin(), places.end(), [&](const SnapshotPlace& p) { return p.position == end; });
         if (it != places.end())
-          (void)bank_->publish(make_snapshot(prefilled.snapshots[next_snap], keys[j + 1]), role_of(it->reason));
+          (void)bank_->publish(make_snapshot(prefilled.snapshots[next_snap], keys[j + 1]), retention_of(it->reason));
       }
     }
   };

@@ -160,8 +160,9 @@ class Engine {
   mutable Counters counters_;
 };
 
-// Why a snapshot is taken at a position (ObjectRole without the bank's
-// header): kept here so tests can check the placement rules.
+// Why a snapshot is taken at a position; the engine maps it to the bank's
+// retention class (bank/tier.h). Kept here so tests can check the placement
+// rules.
 enum class SnapshotReason { kInterval, kPromptEnd, kBranch, kMessage };
 struct SnapshotPlace {
   int64_t position = 0;

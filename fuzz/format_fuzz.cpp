@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (os.is_ok() && !hs.is_ok()) std::abort();
   if (os.is_ok()) {
     (void)sb::check_shapes(o, schema);
-    std::vector<uint8_t> again = sb::encode_object(o, full_h.role, full_h.schema_digest);
+    std::vector<uint8_t> again = sb::encode_object(o, full_h.retention, full_h.schema_digest);
     sb::ObjectHeader h2;
     sb::Object o2;
     if (!sb::decode_object(again, &h2, &o2).is_ok() || !same(o, o2)) std::abort();

@@ -65,15 +65,15 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   std::vector<std::pair<std::string, std::vector<uint8_t>>> valid = {
-      {"block_1tok", sb::encode_object(block(1, 1, 0, 0), sb::ObjectRole::kBlock, 0)},
-      {"block_4tok", sb::encode_object(block(4, 8, 3, 16), sb::ObjectRole::kBlock, 99)},
-      {"block_16tok", sb::encode_object(block(16, 8, 12, 32), sb::ObjectRole::kBlock, 12345)},
+      {"block_1tok", sb::encode_object(block(1, 1, 0, 0), sb::Retention::kBlock, 0)},
+      {"block_4tok", sb::encode_object(block(4, 8, 3, 16), sb::Retention::kBlock, 99)},
+      {"block_16tok", sb::encode_object(block(16, 8, 12, 32), sb::Retention::kBlock, 12345)},
       {"block_noparts", sb::encode_object(sb::Object{sb::ObjectKind::kBlock, key_of(1, 2), key_of(3, 4), 0, {5, 6}, {}},
-                                          sb::ObjectRole::kBlock, 0)},
-      {"snapshot_small", sb::encode_object(snapshot(40, 6, 16), sb::ObjectRole::kSnapshotInterval, 7)},
-      {"snapshot_prompt_end", sb::encode_object(snapshot(3, 1, 256), sb::ObjectRole::kSnapshotPromptEnd, 0)},
-      {"snapshot_message", sb::encode_object(snapshot(0, 2, 512), sb::ObjectRole::kSnapshotMessage, 1)},
-      {"snapshot_empty_parts", sb::encode_object(snapshot(0, 0, 0), sb::ObjectRole::kSnapshotInterval, 0)},
+                                          sb::Retention::kBlock, 0)},
+      {"snapshot_small", sb::encode_object(snapshot(40, 6, 16), sb::Retention::kThinFirst, 7)},
+      {"snapshot_prompt_end", sb::encode_object(snapshot(3, 1, 256), sb::Retention::kKeep, 0)},
+      {"snapshot_message", sb::encode_object(snapshot(0, 2, 512), sb::Retention::kAnchor, 1)},
+      {"snapshot_empty_parts", sb::encode_object(snapshot(0, 0, 0), sb::Retention::kThinFirst, 0)},
   };
   int n = 0;
   for (auto& [name, b] : valid) {

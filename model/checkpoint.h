@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/dtype.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -70,11 +71,5 @@ class SafetensorsWriter {
   };
   std::vector<Entry> entries_;
 };
-
-// Float conversions used by the loader and the writer.
-float bf16_to_f32(uint16_t v);
-uint16_t f32_to_bf16(float v);  // round to nearest even
-float f16_to_f32(uint16_t v);
-uint16_t f32_to_f16(float v);  // round to nearest even; overflow to infinity
 
 }  // namespace sb

@@ -15,24 +15,6 @@ const char* kind_name(ComponentKind kind) {
   return "?";
 }
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-  }
-  return 0;
-}
-
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-  }
-  return "?";
-}
-
 uint64_t ComponentSpec::rows_at(int64_t n) const {
   switch (kind) {
     case ComponentKind::kSequence: return static_cast<uint64_t>(n);

@@ -20,15 +20,13 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/dtype.h"
 
 namespace sb {
 
 enum class ComponentKind : uint8_t { kSequence = 1, kPooled = 2, kRecurrent = 3 };
-enum class DType : uint8_t { kF32 = 1, kBF16 = 2, kF16 = 3 };
 
 const char* kind_name(ComponentKind kind);
-size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);
 
 struct ComponentSpec {
   std::string name;         // e.g. "layers.3.attn.k"

@@ -105,8 +105,10 @@ class Backend {
 
   virtual BankStatsView bank_stats() const = 0;
   virtual nlohmann::json bank_stats_json() const = 0;
-  // Waits until the bank's SSD write queue is on disk, at most `deadline`.
-  virtual Status flush(std::chrono::milliseconds deadline) = 0;
+  // Shutdown: waits until the bank's write queue is on disk, at most
+  // `deadline`, then drops what is left and stops the bank's writers
+  // (TieredBank::close). Lookups keep working.
+  virtual Status close_bank(std::chrono::milliseconds deadline) = 0;
 };
 
 }  // namespace sb

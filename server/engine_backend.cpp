@@ -2,10 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <future>
-#include <thread>
 
-#include "bank/key.h"
 #include "server/chat_output.h"
 #include "server/request_parse.h"
 
@@ -59,46 +56,31 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
   b->has_template_ = b->template_status_.is_ok();
 
-  std::vector<Tier*> tiers;
-  if (options.ram_bytes > 0) {
-    b->ram_ = std::make_unique<RamTier>(options.ram_bytes);
-    tiers.push_back(b->ram_.get());
-  }
-  if (options.ssd_mode != SsdMode::kOff) {
-    SsdOptions o;
-    o.dir = options.bank_dir;
-    o.mode = options.ssd_mode;
-    o.budget_bytes = options.ssd_bytes;
-    o.schema = b->model_->schema();
-    o.verify_block = [](const Object& block) { return chain_key(block.parent, block.tokens) == block.key; };
-    o.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
-    std::unique_ptr<SsdTier> ssd;
-    SB_RETURN_IF_ERROR(SsdTier::open(std::move(o), &ssd));
-    b->ssd_ = std::move(ssd);
-    tiers.push_back(b->ssd_.get());
-  }
-  if (!tiers.empty()) b->bank_ = std::make_unique<Bank>(tiers);
+  BankOptions bank = options.bank;
+  bank.schema = b->model_->schema();
+  if (!bank.log) bank.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
+  SB_RETURN_IF_ERROR(TieredBank::open(std::move(bank), &b->tiers_));
+  b->bank_ = b->tiers_->bank();
   EngineOptions eo;
   eo.block_tokens = options.block_tokens;
   eo.snapshot_every = options.snapshot_every;
-  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_.get(), eo, &b->engine_));
+  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   if (options.audit_rate > 0 && b->bank_) {
     AuditOptions ao;
     ao.rate = options.audit_rate;
     EngineBackend* self = b.get();
     ao.idle = [self] { return self->running_.load() == 0; };
-    b->auditor_ = std::make_unique<Auditor>(*b->engine_, b->bank_.get(), ao);
+    b->auditor_ = std::make_unique<Auditor>(*b->engine_, b->bank_, ao);
   }
   *out = std::move(b);
   return Status::ok();
 }
 
 EngineBackend::~EngineBackend() {
-  // The auditor uses the engine and the bank, which refer to the tiers: drop
-  // them in that order.
+  // The auditor uses the engine, which refers to the bank: drop them in
+  // that order.
   auditor_.reset();
   engine_.reset();
-  bank_.reset();
 }
 
 Status EngineBackend::encode(const std::string& text, std::vector<int32_t>* ids) const {
@@ -215,15 +197,8 @@ json EngineBackend::bank_stats_json() const {
   return j;
 }
 
-Status EngineBackend::flush(std::chrono::milliseconds deadline) {
-  if (!ssd_) return Status::ok();
-  auto ssd = ssd_;
-  auto done = std::make_shared<std::promise<Status>>();
-  std::future<Status> result = done->get_future();
-  std::thread([ssd, done] { done->set_value(ssd->flush()); }).detach();
-  if (result.wait_for(deadline) != std::future_status::ready)
-    return Status::exhausted("the SSD write queue was not on disk by the deadline");
-  return result.get();
+Status EngineBackend::close_bank(std::chrono::milliseconds deadline) {
+  return tiers_->close(std::chrono::steady_clock::now() + deadline);
 }
 
 }  // namespace sb

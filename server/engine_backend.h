@@ -1,5 +1,5 @@
 // EngineBackend: the real Backend: a loaded checkpoint (model/model.h), its
-// tokenizer and chat template (tokenizer/), the bank's tiers (RAM, then SSD)
+// tokenizer and chat template (tokenizer/), the bank (bank/bank_factory.h)
 // and the Engine that serves requests through them.
 //
 // Audit (--audit RATE): response_finished() offers each finished request to
@@ -16,9 +16,7 @@
 #include <mutex>
 #include <string>
 
-#include "bank/bank.h"
-#include "bank/ram_tier.h"
-#include "bank/ssd_tier.h"
+#include "bank/bank_factory.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/audit.h"
@@ -32,10 +30,7 @@ struct EngineBackendOptions {
   std::string model_dir;
   std::string model_id;           // what /v1/models lists and requests may name
   int threads = 1;
-  std::string bank_dir;
-  uint64_t ram_bytes = 2ull << 30;  // 0: no RAM tier
-  uint64_t ssd_bytes = 0;           // 0: no limit
-  SsdMode ssd_mode = SsdMode::kOn;
+  BankOptions bank;                 // the model's schema is filled in by open()
   uint32_t block_tokens = 256;
   int64_t snapshot_every = 2048;
   double audit_rate = 0.0;          // in [0, 1]
@@ -57,7 +52,7 @@ class EngineBackend : public Backend {
   Status complete(const CompletionRequest& request, CompletionResult* result) override;
   BankStatsView bank_stats() const override;
   nlohmann::json bank_stats_json() const override;
-  Status flush(std::chrono::milliseconds deadline) override;
+  Status close_bank(std::chrono::milliseconds deadline) override;
 
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
@@ -70,9 +65,8 @@ class EngineBackend : public Backend {
   bool has_template_ = false;
   Status template_status_;
   ChatTemplate template_;
-  std::unique_ptr<RamTier> ram_;
-  std::shared_ptr<SsdTier> ssd_;  // shared: a flush past its deadline may still hold it
-  std::unique_ptr<Bank> bank_;
+  std::unique_ptr<TieredBank> tiers_;
+  Bank* bank_ = nullptr;  // tiers_->bank(); null without tiers
   std::unique_ptr<Engine> engine_;
   std::atomic<int> running_{0};  // complete() calls in progress: the audit runs when 0
   std::unique_ptr<Auditor> auditor_;

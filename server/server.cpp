@@ -419,7 +419,7 @@ Status Server::shutdown() {
     active_cv_.wait_until(lock, deadline, [this] { return active_ == 0; });
   }
   http_->stop();
-  Status flushed = backend_->flush(left());
+  Status flushed = backend_->close_bank(left());
   if (!idle) return Status::exhausted("requests still ran at the shutdown deadline; they were cancelled");
   return flushed;
 }

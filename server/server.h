@@ -69,6 +69,9 @@ class Server {
   // Serves until shutdown() (blocking).
   Status serve();
   Status shutdown();
+  // After shutdown(): true when no request is queued or running (the model
+  // workers can be joined). False only when requests outran the deadline.
+  bool idle() const { return scheduler_.queued() == 0 && scheduler_.running() == 0; }
 
  private:
   void install_routes();

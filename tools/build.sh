@@ -19,7 +19,11 @@ dir="$root/build/$flavour"
 # Configure whenever the options differ from the ones this directory was
 # configured with, so a changed flag is never silently ignored.
 stamp="$dir/.sb-configure-options"
+# The cache goes too, so an option dropped from this script is dropped from the
+# build, not kept from the cache (objects whose command lines stay the same
+# are not rebuilt).
 if [[ ! -f "$dir/build.ninja" || "$(cat "$stamp" 2>/dev/null)" != "${opts[*]}" ]]; then
+  rm -f "$dir/CMakeCache.txt"
   cmake -S "$root" -B "$dir" -G Ninja "${opts[@]}" >/dev/null
   printf '%s' "${opts[*]}" >"$stamp"
 fi

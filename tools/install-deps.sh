@@ -9,7 +9,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 apt_packages=(
   cmake ninja-build g++ pkg-config git
   libgtest-dev libgmock-dev
-  nlohmann-json3-dev libxxhash-dev liburing-dev libpcre2-dev libutf8proc-dev
+  nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev libssl-dev
   nodejs npm
 )

@@ -19,12 +19,7 @@ template <>
 inline V16 load_w<uint16_t>(const uint16_t* p) { return V16::load_bf16(p); }
 
 inline float w_scalar(const float* p) { return *p; }
-inline float w_scalar(const uint16_t* p) {
-  uint32_t bits = static_cast<uint32_t>(*p) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float w_scalar(const uint16_t* p) { return bf16_to_f32(*p); }
 
 // Computes a tile of MR x rows by NR weight rows; K is the shared length.
 template <typename W, int MR, int NR>

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/dtype.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define SB_V16_AVX512 1
@@ -66,10 +68,7 @@ struct V16 {
   }
   static V16 load_bf16(const uint16_t* p) {
     V16 r;
-    for (int i = 0; i < 16; ++i) {
-      uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
-      std::memcpy(&r.v[i], &bits, 4);
-    }
+    for (int i = 0; i < 16; ++i) r.v[i] = bf16_to_f32(p[i]);
     return r;
   }
   static V16 set1(float x) {

@@ -15,6 +15,7 @@
 #include "bank/compose.h"
 #include "bank/ram_tier.h"
 #include "tests/bank/synthetic_state.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -26,10 +27,7 @@ using testing::synthetic_schema;
 constexpr uint32_t kB = 8;
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 5000);
-  return t;
+  return testing::random_tokens(seed, static_cast<int64_t>(n));
 }
 
 // Publishes every full block of `tokens` and a snapshot at each position in
@@ -43,10 +41,10 @@ void publish_chain(Bank& bank, const StateSchema& schema, const std::vector<int3
     synthetic_prefill(state, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB));
     ASSERT_TRUE(bank.publish(make_block(state, keys[k + 1], keys[k], k * kB,
                                         std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB)),
-                             ObjectRole::kBlock)
+                             Retention::kBlock)
                     .is_ok());
     if (schema.has_recurrent() && snapshot_blocks.count(k + 1)) {
-      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), ObjectRole::kSnapshotPromptEnd)
+      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), Retention::kKeep)
                       .is_ok());
     }
   }
@@ -174,7 +172,7 @@ class CorruptingTier : public Tier {
     bad_.erase({kind, key});
     return inner_.quarantine(kind, key, why);
   }
-  Status put(const ObjectRef& object, ObjectRole role) override { return inner_.put(object, role); }
+  Status put(const ObjectRef& object, Retention retention) override { return inner_.put(object, retention); }
   void get_many(std::span<TierRead> reads) override {
     ++batches;
     batch_reads += reads.size();
@@ -243,9 +241,9 @@ TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
     const State st = synthetic_run(schema, std::span<const int32_t>(src).subspan(0, (k + 1) * kB));
     ASSERT_TRUE(bank.publish(make_block(st, keys[k + 1], keys[k], k * kB,
                                         std::span<const int32_t>(src).subspan(static_cast<size_t>(k) * kB, kB)),
-                             ObjectRole::kBlock)
+                             Retention::kBlock)
                     .is_ok());
-    ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(st), keys[k + 1]), ObjectRole::kSnapshotPromptEnd).is_ok());
+    ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(st), keys[k + 1]), Retention::kKeep).is_ok());
   }
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.matched_tokens, 3 * kB);
@@ -265,7 +263,7 @@ TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
   EXPECT_EQ(bank.stats().check_failures, 1u);
   const State right = synthetic_run(schema, std::span<const int32_t>(tokens).subspan(0, 2 * kB));
   ASSERT_TRUE(bank.publish(make_block(right, keys[2], keys[1], kB, std::span<const int32_t>(tokens).subspan(kB, kB)),
-                           ObjectRole::kBlock)
+                           Retention::kBlock)
                   .is_ok());
   r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 3 * kB);

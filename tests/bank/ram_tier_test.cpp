@@ -40,7 +40,11 @@ std::pair<ObjectKind, Key> S(const Key& k) { return {ObjectKind::kSnapshot, k}; 
 
 std::string show(const Evicted& e) {
   std::string s;
-  for (const auto& [kind, key] : e) s += std::string(kind == ObjectKind::kBlock ? "B" : "S") + std::to_string(testing::key_number(key)) + " ";
+  for (const auto& [kind, key] : e) {
+    s += kind == ObjectKind::kBlock ? 'B' : 'S';
+    s += std::to_string(testing::key_number(key));
+    s += ' ';
+  }
   return s;
 }
 
@@ -48,8 +52,8 @@ TEST(RamTier, PutGetContainsAndFirstWins) {
   RamTier t(1000);
   auto first = block(K(1), kRoot, 3, 1.0f);
   auto second = block(K(1), kRoot, 3, 9.0f);
-  ASSERT_TRUE(t.put(first, ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(second, ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t.put(first, Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(second, Retention::kBlock).is_ok());
   EXPECT_TRUE(t.contains(ObjectKind::kBlock, K(1)));
   EXPECT_FALSE(t.contains(ObjectKind::kSnapshot, K(1)));
   ObjectRef got;
@@ -64,8 +68,8 @@ TEST(RamTier, PutGetContainsAndFirstWins) {
 
 TEST(RamTier, ObjectLargerThanBudgetIsRefusedAndChangesNothing) {
   RamTier t(16);
-  ASSERT_TRUE(t.put(block(K(1), kRoot), ObjectRole::kBlock).is_ok());
-  EXPECT_EQ(t.put(block(K(2), K(1), 10), ObjectRole::kBlock).code(), Code::kResourceExhausted);
+  ASSERT_TRUE(t.put(block(K(1), kRoot), Retention::kBlock).is_ok());
+  EXPECT_EQ(t.put(block(K(2), K(1), 10), Retention::kBlock).code(), Code::kResourceExhausted);
   EXPECT_TRUE(t.contains(ObjectKind::kBlock, K(1)));
   EXPECT_FALSE(t.contains(ObjectKind::kBlock, K(2)));
   EXPECT_TRUE(t.take_evicted().empty());
@@ -76,16 +80,16 @@ TEST(RamTier, ObjectLargerThanBudgetIsRefusedAndChangesNothing) {
 //   B: B1 - B2, a prompt-end snapshot at B1, a message snapshot at B2.
 // Then a get of the snapshot at A2 makes it more recent than the one at B1.
 void fill_two_chains(RamTier& t) {
-  ASSERT_TRUE(t.put(block(K(1), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(2), K(1)), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(snapshot(K(2)), ObjectRole::kSnapshotInterval).is_ok());
-  ASSERT_TRUE(t.put(block(K(3), K(2)), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(4), K(3)), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(snapshot(K(4)), ObjectRole::kSnapshotPromptEnd).is_ok());
-  ASSERT_TRUE(t.put(block(K(11), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(snapshot(K(11)), ObjectRole::kSnapshotPromptEnd).is_ok());
-  ASSERT_TRUE(t.put(block(K(12), K(11)), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(snapshot(K(12)), ObjectRole::kSnapshotMessage).is_ok());
+  ASSERT_TRUE(t.put(block(K(1), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(2), K(1)), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(snapshot(K(2)), Retention::kThinFirst).is_ok());
+  ASSERT_TRUE(t.put(block(K(3), K(2)), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(4), K(3)), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(snapshot(K(4)), Retention::kKeep).is_ok());
+  ASSERT_TRUE(t.put(block(K(11), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(snapshot(K(11)), Retention::kKeep).is_ok());
+  ASSERT_TRUE(t.put(block(K(12), K(11)), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(snapshot(K(12)), Retention::kAnchor).is_ok());
   ObjectRef got;
   ASSERT_TRUE(t.get(ObjectKind::kSnapshot, K(2), &got).is_ok());
 }
@@ -120,14 +124,14 @@ TEST(RamTier, EvictionStopsAsSoonAsTheBudgetHolds) {
 TEST(RamTier, PutEvictsTheLeastRecentlyUsedTail) {
   // Three one-block chains, 4 bytes each; a budget of 12 bytes.
   RamTier t(12);
-  ASSERT_TRUE(t.put(block(K(1), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(2), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(3), kRoot), ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(1), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(2), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(3), kRoot), Retention::kBlock).is_ok());
   ObjectRef got;
   ASSERT_TRUE(t.get(ObjectKind::kBlock, K(1), &got).is_ok());  // now K2 is the least recent
-  ASSERT_TRUE(t.put(block(K(4), kRoot), ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(4), kRoot), Retention::kBlock).is_ok());
   EXPECT_EQ(t.take_evicted(), (Evicted{B(K(2))}));
-  ASSERT_TRUE(t.put(block(K(5), kRoot), ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(5), kRoot), Retention::kBlock).is_ok());
   EXPECT_EQ(t.take_evicted(), (Evicted{B(K(3))}));
 }
 
@@ -135,21 +139,21 @@ TEST(RamTier, AMiddleBlockIsNeverEvictedWhileItsChainGoesOn) {
   // A chain of 3 and a more recent lone block: the chain's tail (K3) goes,
   // not its older middle (K1).
   RamTier t(16);
-  ASSERT_TRUE(t.put(block(K(1), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(2), K(1)), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(3), K(2)), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(9), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(10), K(9)), ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(1), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(2), K(1)), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(3), K(2)), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(9), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(10), K(9)), Retention::kBlock).is_ok());
   EXPECT_EQ(t.take_evicted(), (Evicted{B(K(3))}));
 }
 
 TEST(RamTier, RePutRaisesASnapshotsRoleAndAMessageSnapshotWaitsForItsBlock) {
   RamTier t(1 << 20);
-  ASSERT_TRUE(t.put(block(K(1), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(snapshot(K(1)), ObjectRole::kSnapshotInterval).is_ok());
-  ASSERT_TRUE(t.put(block(K(2), K(1)), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(snapshot(K(1)), ObjectRole::kSnapshotMessage).is_ok());  // raised, not replaced
-  ASSERT_TRUE(t.put(snapshot(K(77)), ObjectRole::kSnapshotInterval).is_ok());  // a lone snapshot
+  ASSERT_TRUE(t.put(block(K(1), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(snapshot(K(1)), Retention::kThinFirst).is_ok());
+  ASSERT_TRUE(t.put(block(K(2), K(1)), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(snapshot(K(1)), Retention::kAnchor).is_ok());  // raised, not replaced
+  ASSERT_TRUE(t.put(snapshot(K(77)), Retention::kThinFirst).is_ok());  // a lone snapshot
   t.set_budget(0);
   // K1's snapshot is continued but a message snapshot: it stays until its
   // block has become a leaf, then leaves with it as a message unit.
@@ -158,8 +162,8 @@ TEST(RamTier, RePutRaisesASnapshotsRoleAndAMessageSnapshotWaitsForItsBlock) {
 
 TEST(RamTier, EraseMakesAHoleWithoutCountingAnEviction) {
   RamTier t(1 << 20);
-  ASSERT_TRUE(t.put(block(K(1), kRoot), ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(t.put(block(K(2), K(1)), ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(1), kRoot), Retention::kBlock).is_ok());
+  ASSERT_TRUE(t.put(block(K(2), K(1)), Retention::kBlock).is_ok());
   EXPECT_TRUE(t.erase(ObjectKind::kBlock, K(1)));
   EXPECT_FALSE(t.erase(ObjectKind::kBlock, K(1)));
   EXPECT_FALSE(t.contains(ObjectKind::kBlock, K(1)));

@@ -44,12 +44,12 @@ class SsdCli : public ::testing::Test {
   void SetUp() override {
     chain_ = make_chain(40, 3);
     auto t = open_tier(test_options(d_.bank()));
-    for (const auto& o : chain_.all()) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : chain_.all()) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     for (const auto& o : chain_.all()) bytes_ += encoded_size(*o);
     path0_ = t->object_path(ObjectKind::kBlock, chain_.blocks[0]->key);
   }
-  ScratchDir d_;
+  TempDir d_;
   TestChain chain_;
   uint64_t bytes_ = 0;
   std::string path0_;

@@ -21,15 +21,6 @@ namespace sb {
 namespace {
 
 using namespace sb::testing;
-namespace fsys = std::filesystem;
-
-size_t count_temporaries(const std::string& dir) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fsys::recursive_directory_iterator(dir, ec); it != fsys::recursive_directory_iterator(); ++it)
-    if (it->path().filename().string().find(".tmp-") != std::string::npos) ++n;
-  return n;
-}
 
 // Opens the bank after a crash and checks the promise: every acknowledged
 // object is served exactly, every present object verifies, nothing is left
@@ -54,7 +45,7 @@ void check_after_crash(const std::string& bank, const std::vector<ObjectRef>& ca
   }
   EXPECT_EQ(t->stats().check_failures, 0u) << what;
   EXPECT_EQ(t->list().size(), t->stats().blocks + t->stats().snapshots);
-  EXPECT_EQ(count_temporaries(bank), 0u) << what;
+  EXPECT_EQ(count_temporary_files(bank), 0u) << what;
 }
 
 void kill_at_every_write_op(CrashMode mode) {
@@ -65,13 +56,13 @@ void kill_at_every_write_op(CrashMode mode) {
   int kills = 0;
   for (uint64_t n = 1;; ++n) {
     ASSERT_LT(n, 500u) << "the write path never ends";
-    ScratchDir d(/*in_memory=*/true);
+    TempDir d(/*in_memory=*/true);
     FaultFs fault;
     auto t = open_tier(test_options(d.bank(), &fault));
-    for (const auto& o : first) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : first) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     fault.kill_at(n);
-    for (const auto& o : second) (void)t->put(o, ObjectRole::kSnapshotPromptEnd);
+    for (const auto& o : second) (void)t->put(o, Retention::kKeep);
     Status flushed = t->flush();
     const bool hit_in_writes = fault.killed();
     // Reads keep their promise while the process is dying.
@@ -109,7 +100,7 @@ TEST(SsdCrash, KillAtEveryWriteOpWithTornWrites) { kill_at_every_write_op(CrashM
 // (durable); the parent kills it with SIGKILL at a random moment, reopens,
 // and checks. The child never exits on its own.
 TEST(SsdCrash, RealSigkillOfAWritingProcess) {
-  ScratchDir d;
+  TempDir d;
   std::mt19937 rng(1234);
   std::vector<ObjectRef> acknowledged;
   std::map<uint64_t, TestChain> chains;
@@ -132,7 +123,7 @@ TEST(SsdCrash, RealSigkillOfAWritingProcess) {
       if (!SsdTier::open(test_options(d.bank()), &t).is_ok()) _exit(3);
       for (uint64_t seed = base;; ++seed) {
         TestChain c = make_chain(seed, 1);
-        for (const auto& o : c.all()) (void)t->put(o, ObjectRole::kBlock);
+        for (const auto& o : c.all()) (void)t->put(o, Retention::kBlock);
         (void)t->flush();
         bool visible = true;
         for (const auto& o : c.all()) visible = visible && t->contains(o->kind, o->key);

@@ -16,14 +16,6 @@ namespace {
 using namespace sb::testing;
 namespace fsys = std::filesystem;
 
-size_t leftovers(const std::string& bank) {
-  size_t n = 0;
-  std::error_code ec;
-  for (auto it = fsys::recursive_directory_iterator(bank + "/objects", ec); it != fsys::recursive_directory_iterator(); ++it)
-    if (it->path().filename().string().find(".tmp-") != std::string::npos) ++n;
-  return n;
-}
-
 void expect_all_served(SsdTier& t, const std::vector<ObjectRef>& objs, const std::string& what) {
   for (const auto& o : objs) {
     ObjectRef got;
@@ -41,10 +33,10 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
   int hits = 0;
   for (uint64_t n = 1;; ++n) {
     ASSERT_LT(n, 1000u);
-    ScratchDir d(/*in_memory=*/true);
+    TempDir d(/*in_memory=*/true);
     {
       auto t = open_tier(test_options(d.bank()));
-      for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+      for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
       ASSERT_TRUE(t->flush().is_ok());
     }
     FaultFs fault;
@@ -55,7 +47,7 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
     if (!opened.is_ok()) {
       EXPECT_EQ(opened.code(), Code::kIoError) << "op " << n << ": " << opened.to_string();
     } else {
-      for (const auto& o : new_objs) (void)t->put(o, ObjectRole::kBlock);
+      for (const auto& o : new_objs) (void)t->put(o, Retention::kBlock);
       Status flushed = t->flush();
       for (const auto& o : all) {
         ObjectRef got;
@@ -79,10 +71,10 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
     auto clean = open_tier(test_options(d.bank()));
     expect_all_served(*clean, old_objs, "old objects after op " + std::to_string(n));
     expect_all_served(*clean, published, "published objects after op " + std::to_string(n));
-    for (const auto& o : new_objs) ASSERT_TRUE(clean->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : new_objs) ASSERT_TRUE(clean->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(clean->flush().is_ok()) << "op " << n;
     expect_all_served(*clean, all, "all objects after op " + std::to_string(n));
-    EXPECT_EQ(leftovers(d.bank()), 0u);
+    EXPECT_EQ(count_temporary_files(d.bank()), 0u);
     if (::testing::Test::HasFatalFailure()) return;
     if (!hit) break;
     ++hits;
@@ -91,25 +83,25 @@ TEST(SsdFault, IoErrorAtEveryOperationInTurn) {
 }
 
 TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fault;
   const auto old_objs = make_chain(310, 2).all();
   const auto new_objs = make_chain(311, 2).all();
   auto t = open_tier(test_options(d.bank(), &fault));
-  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   fault.set_sync_broken(true);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
     EXPECT_EQ(t->flush().code(), Code::kIoError);
     for (const auto& o : new_objs) EXPECT_FALSE(t->contains(o->kind, o->key));
     expect_all_served(*t, old_objs, "old objects while fsync fails");
   }
   EXPECT_EQ(t->ssd_stats().write_errors, 3 * new_objs.size());
-  EXPECT_EQ(leftovers(d.bank()), 0u);
+  EXPECT_EQ(count_temporary_files(d.bank()), 0u);
   for (const auto& o : new_objs) EXPECT_FALSE(fsys::exists(t->object_path(o->kind, o->key)));
   fault.set_sync_broken(false);
-  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   expect_all_served(*t, new_objs, "new objects once fsync works");
   t.reset();
@@ -119,22 +111,22 @@ TEST(SsdFault, FailedFsyncThatStaysFailedPublishesNothing) {
 }
 
 TEST(SsdFault, DiskFullReportsAndRecoversWhenSpaceReturns) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fault;
   const auto old_objs = make_chain(320, 2).all();
   const auto new_objs = make_chain(321, 2).all();
   auto t = open_tier(test_options(d.bank(), &fault));
-  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : old_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   fault.set_disk_full(true);
-  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   EXPECT_EQ(t->flush().code(), Code::kResourceExhausted);
   for (const auto& o : new_objs) EXPECT_FALSE(t->contains(o->kind, o->key));
   expect_all_served(*t, old_objs, "old objects on a full disk");
-  EXPECT_EQ(leftovers(d.bank()), 0u);
+  EXPECT_EQ(count_temporary_files(d.bank()), 0u);
   EXPECT_EQ(t->ssd_stats().write_errors, new_objs.size());
   fault.set_disk_full(false);
-  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : new_objs) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   expect_all_served(*t, new_objs, "new objects once space returns");
 }

@@ -39,13 +39,13 @@ Key key_at(const std::vector<uint8_t>& b, size_t at) {
 TEST(SsdFormat, LayoutIsTheDocumentedOne) {
   auto chain = make_chain(1, 2);
   const Object& o = *chain.blocks[1];
-  auto b = encode_object(o, ObjectRole::kBlock, 77);
+  auto b = encode_object(o, Retention::kBlock, 77);
   ASSERT_EQ(b.size(), encoded_size(o));
   EXPECT_EQ(std::string(b.begin(), b.begin() + 8), "STBANKOB");
   EXPECT_EQ(u32_at(b, 8), 2u);
   EXPECT_EQ(u32_at(b, 12), 0u);
   EXPECT_EQ(b[16], 1);  // block
-  EXPECT_EQ(b[17], 0);  // role
+  EXPECT_EQ(b[17], 0);  // retention
   EXPECT_EQ(b[18], 1);  // f32
   EXPECT_EQ(key_at(b, 24), o.key);
   EXPECT_EQ(key_at(b, 56), o.parent);
@@ -72,12 +72,12 @@ TEST(SsdFormat, LayoutIsTheDocumentedOne) {
 TEST(SsdFormat, RoundTripsBlocksAndSnapshots) {
   auto chain = make_chain(2, 3);
   for (const auto& o : chain.all()) {
-    auto b = encode_object(*o, ObjectRole::kSnapshotPromptEnd, schema_digest(ssd_test_schema()));
+    auto b = encode_object(*o, Retention::kKeep, schema_digest(ssd_test_schema()));
     ObjectHeader h;
     Object back;
     ASSERT_TRUE(decode_object(b, &h, &back).is_ok());
     EXPECT_TRUE(same_object(*o, back));
-    EXPECT_EQ(h.role, ObjectRole::kSnapshotPromptEnd);
+    EXPECT_EQ(h.retention, Retention::kKeep);
     EXPECT_EQ(h.schema_digest, schema_digest(ssd_test_schema()));
     EXPECT_TRUE(check_shapes(back, ssd_test_schema()).is_ok());
   }
@@ -112,7 +112,7 @@ TEST(SsdFormat, EveryMalformedFieldIsRejected) {
       {"unknown incompatible flag", [](auto& b) { set_u32(b, 12, 4); reseal(b); }, Code::kUnsupported},
       {"kind 0", [](auto& b) { b[16] = 0; reseal(b); }, Code::kCorruption},
       {"kind 3", [](auto& b) { b[16] = 3; reseal(b); }, Code::kCorruption},
-      {"role 9", [](auto& b) { b[17] = 9; reseal(b); }, Code::kCorruption},
+      {"retention 9", [](auto& b) { b[17] = 9; reseal(b); }, Code::kCorruption},
       {"dtype 2", [](auto& b) { b[18] = 2; reseal(b); }, Code::kCorruption},
       {"reserved byte", [](auto& b) { b[19] = 1; reseal(b); }, Code::kCorruption},
       {"negative position", [](auto& b) { set_u64(b, 88, ~0ull); reseal(b); }, Code::kCorruption},
@@ -154,7 +154,7 @@ TEST(SsdFormat, EveryMalformedFieldIsRejected) {
   };
   auto chain = make_chain(4, 1);
   for (const auto& c : cases) {
-    auto b = encode_object(*chain.blocks[0], ObjectRole::kBlock, 5);
+    auto b = encode_object(*chain.blocks[0], Retention::kBlock, 5);
     c.edit(b);
     ObjectHeader h;
     Object o;
@@ -171,13 +171,13 @@ TEST(SsdFormat, SnapshotMayNotCarryTokensOrParent) {
   auto chain = make_chain(5, 1);
   Object s = *chain.snapshots[0];
   s.tokens = {1};
-  auto b = encode_object(s, ObjectRole::kSnapshotInterval, 0);
+  auto b = encode_object(s, Retention::kThinFirst, 0);
   ObjectHeader h;
   Object o;
   EXPECT_EQ(decode_object(b, &h, &o).code(), Code::kCorruption);
   Object p = *chain.snapshots[0];
   p.parent = testing::numbered_key(2, 1);
-  b = encode_object(p, ObjectRole::kSnapshotInterval, 0);
+  b = encode_object(p, Retention::kThinFirst, 0);
   EXPECT_EQ(decode_object(b, &h, &o).code(), Code::kCorruption);
 }
 

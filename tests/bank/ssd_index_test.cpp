@@ -8,12 +8,12 @@
 namespace sb {
 namespace {
 
-SsdEntry entry(ObjectKind kind, uint64_t k, uint64_t bytes, ObjectRole role = ObjectRole::kBlock) {
+SsdEntry entry(ObjectKind kind, uint64_t k, uint64_t bytes, Retention retention = Retention::kBlock) {
   SsdEntry e;
   e.kind = kind;
   e.key = testing::numbered_key(k);
   e.bytes = bytes;
-  e.role = role;
+  e.retention = retention;
   return e;
 }
 
@@ -27,7 +27,7 @@ TEST(SsdIndex, EvictsLeastRecentlyAccessedFirst) {
   SsdIndex index;
   index.insert(entry(ObjectKind::kBlock, 1, 10));
   index.insert(entry(ObjectKind::kBlock, 2, 20));
-  index.insert(entry(ObjectKind::kSnapshot, 3, 30, ObjectRole::kSnapshotMessage));
+  index.insert(entry(ObjectKind::kSnapshot, 3, 30, Retention::kAnchor));
   EXPECT_EQ(order(index), (std::vector<uint64_t>{11, 21, 32}));
   EXPECT_TRUE(index.touch(ObjectKind::kBlock, testing::numbered_key(1)));
   EXPECT_EQ(order(index), (std::vector<uint64_t>{21, 32, 11}));
@@ -57,15 +57,15 @@ TEST(SsdIndex, LoadedEntriesOrderByAgeThenRoleThenKindThenKey) {
   SsdIndex index;
   index.load({
       {300, entry(ObjectKind::kBlock, 1, 1)},
-      {100, entry(ObjectKind::kSnapshot, 2, 1, ObjectRole::kSnapshotMessage)},
-      {100, entry(ObjectKind::kSnapshot, 3, 1, ObjectRole::kSnapshotInterval)},
+      {100, entry(ObjectKind::kSnapshot, 2, 1, Retention::kAnchor)},
+      {100, entry(ObjectKind::kSnapshot, 3, 1, Retention::kThinFirst)},
       {100, entry(ObjectKind::kBlock, 9, 1)},
       {100, entry(ObjectKind::kBlock, 4, 1)},
       {100, entry(ObjectKind::kSnapshot, 4, 1)},
-      {200, entry(ObjectKind::kSnapshot, 5, 1, ObjectRole::kSnapshotPromptEnd)},
+      {200, entry(ObjectKind::kSnapshot, 5, 1, Retention::kKeep)},
   });
-  // age 100: role 0 (block 4, block 9, then snapshot 4 with role 0), role 1
-  // (snapshot 3), role 3 (snapshot 2); then age 200, then age 300.
+  // age 100: retention 0 (block 4, block 9, then snapshot 4 with retention 0), retention 1
+  // (snapshot 3), retention 3 (snapshot 2); then age 200, then age 300.
   EXPECT_EQ(order(index), (std::vector<uint64_t>{41, 91, 42, 32, 22, 52, 11}));
   // Anything inserted after loading is newer than everything loaded.
   index.insert(entry(ObjectKind::kBlock, 7, 1));

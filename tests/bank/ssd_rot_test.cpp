@@ -60,10 +60,10 @@ std::vector<Damage> damages(size_t size) {
 
 // Damage found while the bank is open: the index already lists the object.
 TEST(SsdRot, DamageUnderAnOpenBankIsACheckFailureNeverServed) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   auto chain = make_chain(11, 2);
   auto t = open_tier(test_options(d.bank()));
-  for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   for (ObjectRef victim : {chain.blocks[1], chain.snapshots[1]}) {
     const std::string path = t->object_path(victim->kind, victim->key);
@@ -98,12 +98,12 @@ TEST(SsdRot, DamageUnderAnOpenBankIsACheckFailureNeverServed) {
 // Damage found when the bank is opened: dropped at open or refused at read,
 // never served, and the bank opens.
 TEST(SsdRot, DamageFoundAtOpenIsDroppedOrRefused) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   auto chain = make_chain(12, 2);
   std::string path;
   {
     auto t = open_tier(test_options(d.bank()));
-    for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, ObjectRole::kBlock).is_ok());
+    for (const auto& o : chain.all()) ASSERT_TRUE(t->put(o, Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
   }
   for (ObjectRef victim : {chain.blocks[0], chain.snapshots[0]}) {
@@ -149,12 +149,12 @@ TEST(SsdRot, DamageFoundAtOpenIsDroppedOrRefused) {
 }
 
 TEST(SsdRot, ReadOnlyBankRefusesDamageAndLeavesTheFile) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   auto chain = make_chain(13, 1);
   std::string path;
   {
     auto t = open_tier(test_options(d.bank()));
-    ASSERT_TRUE(t->put(chain.blocks[0], ObjectRole::kBlock).is_ok());
+    ASSERT_TRUE(t->put(chain.blocks[0], Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     path = t->object_path(ObjectKind::kBlock, chain.blocks[0]->key);
   }

@@ -32,7 +32,7 @@ bool readable(SsdTier& t, const ObjectRef& o) {
 }
 
 TEST(SsdSpace, DefaultBudgetIsHalfTheFileSystemAndTheReserveATenth) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fs;
   fs.set_capacity(1000000);
   auto t = open_tier(test_options(d.bank(), &fs));
@@ -47,19 +47,19 @@ TEST(SsdSpace, DefaultBudgetIsHalfTheFileSystemAndTheReserveATenth) {
 }
 
 TEST(SsdSpace, AFailedWriteNeverCostsAPublishedObject) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fs;
   const auto objs = blocks(5, 100);
   auto o = test_options(d.bank(), &fs);
   o.budget_bytes = 4 * encoded_size(*objs[0]);  // room for four
   auto t = open_tier(o);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(t->put(objs[i], ObjectRole::kBlock).is_ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(t->put(objs[i], Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
 
   // The fifth needs a victim's room, and its write fails (ENOSPC): the
   // victim was chosen but stays published and readable.
   fs.set_disk_full(true);
-  ASSERT_TRUE(t->put(objs[4], ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t->put(objs[4], Retention::kBlock).is_ok());
   EXPECT_EQ(t->flush().code(), Code::kResourceExhausted);
   fs.set_disk_full(false);
   EXPECT_EQ(t->stats().evictions, 0u);
@@ -69,7 +69,7 @@ TEST(SsdSpace, AFailedWriteNeverCostsAPublishedObject) {
 
   // An I/O error in the middle of the write: the same.
   fs.fail_at(3);
-  ASSERT_TRUE(t->put(objs[4], ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t->put(objs[4], Retention::kBlock).is_ok());
   EXPECT_EQ(t->flush().code(), Code::kIoError);
   ASSERT_TRUE(fs.fail_hit());
   EXPECT_EQ(t->stats().evictions, 0u);
@@ -77,7 +77,7 @@ TEST(SsdSpace, AFailedWriteNeverCostsAPublishedObject) {
 
   // Once it is written, the least recently used one goes, after the write.
   fs.clear_faults();
-  ASSERT_TRUE(t->put(objs[4], ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t->put(objs[4], Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   EXPECT_EQ(t->stats().evictions, 1u);
   EXPECT_FALSE(t->contains(ObjectKind::kBlock, objs[0]->key));
@@ -86,7 +86,7 @@ TEST(SsdSpace, AFailedWriteNeverCostsAPublishedObject) {
 }
 
 TEST(SsdSpace, TheFreeSpaceReserveHoldsOnAFillingDisk) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fs;
   const auto objs = blocks(60, 200);
   const uint64_t size = encoded_size(*objs[0]);
@@ -98,7 +98,7 @@ TEST(SsdSpace, TheFreeSpaceReserveHoldsOnAFillingDisk) {
   const uint64_t reserve = t->ssd_stats().reserve_bytes;
   ASSERT_EQ(reserve, capacity / 10);
   for (const auto& obj : objs) {
-    ASSERT_TRUE(t->put(obj, ObjectRole::kBlock).is_ok());
+    ASSERT_TRUE(t->put(obj, Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     EXPECT_LE(fs.used_bytes() + reserve, capacity) << "the bank took the reserve";
   }
@@ -114,19 +114,19 @@ TEST(SsdSpace, TheFreeSpaceReserveHoldsOnAFillingDisk) {
 }
 
 TEST(SsdSpace, NothingIsEvictedForAWriteThatCannotFitAnyway) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   FaultFs fs;
   const auto objs = blocks(3, 300);
   const uint64_t size = encoded_size(*objs[0]);
   fs.set_capacity(100 * size);
   auto o = test_options(d.bank(), &fs);
   auto t = open_tier(o);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(t->put(objs[i], ObjectRole::kBlock).is_ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(t->put(objs[i], Retention::kBlock).is_ok());
   ASSERT_TRUE(t->flush().is_ok());
   // Another program fills the disk: even an empty bank would leave less than
   // the reserve free, so evicting would only lose objects.
   ASSERT_TRUE(write_whole_file(&fs, d.path() + "/other", std::string(95 * size, 'x')).is_ok());
-  ASSERT_TRUE(t->put(objs[2], ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t->put(objs[2], Retention::kBlock).is_ok());
   EXPECT_EQ(t->flush().code(), Code::kResourceExhausted);
   const SsdStats s = t->ssd_stats();
   EXPECT_EQ(s.skipped_no_space, 1u);
@@ -138,14 +138,14 @@ TEST(SsdSpace, NothingIsEvictedForAWriteThatCannotFitAnyway) {
 }
 
 TEST(SsdSpace, QuarantineCountsInTheBudgetGoesFirstAndAgesOut) {
-  ScratchDir d(/*in_memory=*/true);
+  TempDir d(/*in_memory=*/true);
   const auto objs = blocks(6, 400);
   const uint64_t size = encoded_size(*objs[0]);
   auto o = test_options(d.bank());
   o.budget_bytes = 4 * size;
   {
     auto t = open_tier(o);
-    for (int i = 0; i < 4; ++i) ASSERT_TRUE(t->put(objs[i], ObjectRole::kBlock).is_ok());
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(t->put(objs[i], Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     ASSERT_TRUE(t->quarantine(ObjectKind::kBlock, objs[3]->key, "test"));
     EXPECT_FALSE(t->quarantine(ObjectKind::kBlock, objs[3]->key, "again")) << "counted once";
@@ -156,7 +156,7 @@ TEST(SsdSpace, QuarantineCountsInTheBudgetGoesFirstAndAgesOut) {
     EXPECT_EQ(count_files(t->quarantine_dir()), 1u);
     // 3 published + 1 quarantined + 1 new > 4: the quarantined file goes, no
     // published object does.
-    ASSERT_TRUE(t->put(objs[4], ObjectRole::kBlock).is_ok());
+    ASSERT_TRUE(t->put(objs[4], Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     s = t->ssd_stats();
     EXPECT_EQ(s.quarantine_files, 0u);
@@ -165,7 +165,7 @@ TEST(SsdSpace, QuarantineCountsInTheBudgetGoesFirstAndAgesOut) {
     EXPECT_EQ(count_files(t->quarantine_dir()), 0u);
     for (int i : {0, 1, 2, 4}) EXPECT_TRUE(readable(*t, objs[i])) << i;
     // A fresh copy of the quarantined object may be stored again.
-    ASSERT_TRUE(t->put(objs[3], ObjectRole::kBlock).is_ok());
+    ASSERT_TRUE(t->put(objs[3], Retention::kBlock).is_ok());
     ASSERT_TRUE(t->flush().is_ok());
     EXPECT_TRUE(readable(*t, objs[3]));
     ASSERT_TRUE(t->quarantine(ObjectKind::kBlock, objs[3]->key, "test"));

@@ -1,4 +1,4 @@
-// Helpers for the SSD tier's tests: a scratch directory, deterministic
+// Helpers for the SSD tier's tests (directories: tests/util/temp_dir.h): deterministic
 // objects of a small schema with real chain keys, and exact comparison.
 #pragma once
 
@@ -17,6 +17,7 @@
 #include "bank/key.h"
 #include "bank/ssd_tier.h"
 #include "tests/bank/test_keys.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb::testing {
 
@@ -31,31 +32,16 @@ inline StateSchema ssd_test_schema() {
   return s;
 }
 
-// A scratch directory removed at the end of the test.
-class ScratchDir {
- public:
-  // in_memory: under /dev/shm when it exists, for tests whose durability
-  // comes from FaultFs's model rather than from the disk (fsync is free).
-  explicit ScratchDir(bool in_memory = false) {
-    const char* base = std::getenv("TMPDIR");
-    std::string root = base && *base ? base : "/tmp";
-    if (in_memory && std::filesystem::is_directory("/dev/shm")) root = "/dev/shm";
-    std::string tmpl = root + "/sb_ssd_test_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data())) std::abort();
-    path_ = buf.data();
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string bank() const { return path_ + "/bank"; }
-
- private:
-  std::string path_;
-};
+// Temporary files (".tmp-" in the name) anywhere under a bank directory: a
+// writer's leftovers, which a clean run or a recovery leaves none of.
+inline size_t count_temporary_files(const std::string& bank) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(bank, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().find(".tmp-") != std::string::npos) ++n;
+  return n;
+}
 
 // The chain of `n_blocks` blocks for a conversation seeded by `seed`, with a
 // snapshot at every block boundary. Values depend on seed and position so
@@ -121,7 +107,7 @@ inline SsdOptions test_options(const std::string& dir, Fs* fs = nullptr) {
   o.dir = dir;
   o.fs = fs;
   o.schema = ssd_test_schema();
-  o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
+  o.verify_block = block_key_matches;
   o.reader_threads = 2;
   o.log = [](const std::string&) {};  // tests assert on stats, not on log lines
   return o;

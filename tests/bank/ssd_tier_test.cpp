@@ -18,7 +18,7 @@ using namespace sb::testing;
 namespace fsys = std::filesystem;
 
 void put_all(SsdTier& t, const std::vector<ObjectRef>& objs) {
-  for (const auto& o : objs) ASSERT_TRUE(t.put(o, ObjectRole::kBlock).is_ok());
+  for (const auto& o : objs) ASSERT_TRUE(t.put(o, Retention::kBlock).is_ok());
   ASSERT_TRUE(t.flush().is_ok());
 }
 
@@ -32,7 +32,7 @@ void expect_served(SsdTier& t, const std::vector<ObjectRef>& objs) {
 }
 
 TEST(SsdTier, PublishesAfterFlushAndServesAcrossReopen) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(1, 4);
   {
     auto t = open_tier(test_options(d.bank()));
@@ -59,7 +59,7 @@ TEST(SsdTier, PublishesAfterFlushAndServesAcrossReopen) {
 }
 
 TEST(SsdTier, MissIsNotFoundAndCounted) {
-  ScratchDir d;
+  TempDir d;
   auto t = open_tier(test_options(d.bank()));
   ObjectRef got;
   EXPECT_EQ(t->get(ObjectKind::kBlock, testing::numbered_key(2, 1), &got).code(), Code::kNotFound);
@@ -68,7 +68,7 @@ TEST(SsdTier, MissIsNotFoundAndCounted) {
 }
 
 TEST(SsdTier, WritingAPresentNameAgainIsANoOp) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(2, 2);
   auto t = open_tier(test_options(d.bank()));
   put_all(*t, chain.all());
@@ -83,7 +83,7 @@ TEST(SsdTier, WritingAPresentNameAgainIsANoOp) {
 }
 
 TEST(SsdTier, SecondWriterIsRefusedWithAClearMessage) {
-  ScratchDir d;
+  TempDir d;
   auto t = open_tier(test_options(d.bank()));
   std::unique_ptr<SsdTier> second;
   Status s = SsdTier::open(test_options(d.bank()), &second);
@@ -97,7 +97,7 @@ TEST(SsdTier, SecondWriterIsRefusedWithAClearMessage) {
 }
 
 TEST(SsdTier, ReadOnlyServesAndStoresNothing) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(3, 2);
   {
     auto t = open_tier(test_options(d.bank()));
@@ -108,7 +108,7 @@ TEST(SsdTier, ReadOnlyServesAndStoresNothing) {
   auto t = open_tier(ro);
   auto t2 = open_tier(ro);  // readers share the lock
   expect_served(*t, {chain.blocks[0]});
-  EXPECT_TRUE(t->put(chain.blocks[1], ObjectRole::kBlock).is_ok());
+  EXPECT_TRUE(t->put(chain.blocks[1], Retention::kBlock).is_ok());
   EXPECT_TRUE(t->flush().is_ok());
   EXPECT_FALSE(t->contains(ObjectKind::kBlock, chain.blocks[1]->key));
   EXPECT_FALSE(fsys::exists(t->object_path(ObjectKind::kBlock, chain.blocks[1]->key)));
@@ -117,7 +117,7 @@ TEST(SsdTier, ReadOnlyServesAndStoresNothing) {
 }
 
 TEST(SsdTier, ReadOnlyOnAMissingDirectoryIsNotFound) {
-  ScratchDir d;
+  TempDir d;
   auto ro = test_options(d.bank());
   ro.mode = SsdMode::kReadOnly;
   std::unique_ptr<SsdTier> t;
@@ -126,18 +126,18 @@ TEST(SsdTier, ReadOnlyOnAMissingDirectoryIsNotFound) {
 }
 
 TEST(SsdTier, OffTouchesNothing) {
-  ScratchDir d;
+  TempDir d;
   auto o = test_options(d.bank());
   o.mode = SsdMode::kOff;
   auto t = open_tier(o);
   auto chain = make_chain(4, 1);
-  EXPECT_TRUE(t->put(chain.blocks[0], ObjectRole::kBlock).is_ok());
+  EXPECT_TRUE(t->put(chain.blocks[0], Retention::kBlock).is_ok());
   EXPECT_FALSE(t->contains(ObjectKind::kBlock, chain.blocks[0]->key));
   EXPECT_FALSE(fsys::exists(d.bank()));
 }
 
 TEST(SsdTier, BudgetEvictsLeastRecentlyAccessedInExactOrder) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(5, 4);
   const uint64_t b = encoded_size(*chain.blocks[0]);
   auto o = test_options(d.bank());
@@ -193,19 +193,19 @@ TEST(SsdTier, BudgetEvictsLeastRecentlyAccessedInExactOrder) {
 }
 
 TEST(SsdTier, ObjectLargerThanTheBudgetIsRefused) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(6, 1);
   auto o = test_options(d.bank());
   o.budget_bytes = 100;
   auto t = open_tier(o);
-  ASSERT_TRUE(t->put(chain.blocks[0], ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(t->put(chain.blocks[0], Retention::kBlock).is_ok());
   EXPECT_EQ(t->flush().code(), Code::kResourceExhausted);
   EXPECT_FALSE(t->contains(ObjectKind::kBlock, chain.blocks[0]->key));
   EXPECT_EQ(t->ssd_stats().write_errors, 1u);
 }
 
 TEST(SsdTier, GetManyReadsEveryRequestAndReportsEachStatus) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(7, 12);
   auto t = open_tier(test_options(d.bank()));
   put_all(*t, chain.all());
@@ -223,7 +223,7 @@ TEST(SsdTier, GetManyReadsEveryRequestAndReportsEachStatus) {
 }
 
 TEST(SsdTier, FullQueueDropsInsteadOfBlocking) {
-  ScratchDir d;
+  TempDir d;
   FaultFs fault;
   auto o = test_options(d.bank(), &fault);
   o.queue_max_objects = 1;
@@ -235,7 +235,7 @@ TEST(SsdTier, FullQueueDropsInsteadOfBlocking) {
   // 30 puts issued at once cannot all be kept.
   int dropped = 0;
   for (const auto& b : chain.blocks) {
-    Status s = t->put(b, ObjectRole::kBlock);
+    Status s = t->put(b, Retention::kBlock);
     if (!s.is_ok()) {
       EXPECT_EQ(s.code(), Code::kResourceExhausted);
       ++dropped;
@@ -247,8 +247,42 @@ TEST(SsdTier, FullQueueDropsInsteadOfBlocking) {
   EXPECT_EQ(t->stats().blocks + static_cast<uint64_t>(dropped), 30u);
 }
 
+TEST(SsdTier, CloseAtAPassedDeadlineDropsTheQueueStopsWritingAndLosesNothingStored) {
+  TempDir d;
+  FaultFs fault;
+  auto o = test_options(d.bank(), &fault);
+  fault.set_sync_delay_ms(100);
+  auto chain = make_chain(9, 6);
+  uint64_t stored = 0;
+  {
+    auto t = open_tier(o);
+    for (const auto& b : chain.blocks) ASSERT_TRUE(t->put(b, Retention::kBlock).is_ok());
+    // The writer spends at least 100 ms on its first file: a deadline that
+    // has passed already cannot see six on disk.
+    Status s = t->close(std::chrono::steady_clock::now());
+    EXPECT_EQ(s.code(), Code::kResourceExhausted) << s.to_string();
+    const SsdStats st = t->ssd_stats();
+    stored = st.tier.blocks;
+    EXPECT_EQ(st.queued, 0u);  // the writers are joined: nothing in flight either
+    EXPECT_EQ(stored + st.dropped_puts, 6u);
+    EXPECT_GE(st.dropped_puts, 1u);
+    // Closed: later puts are refused and counted, reads still work.
+    EXPECT_EQ(t->put(chain.snapshots[0], Retention::kThinFirst).code(), Code::kResourceExhausted);
+    EXPECT_EQ(t->ssd_stats().dropped_puts, st.dropped_puts + 1);
+    EXPECT_TRUE(t->flush().is_ok());
+    EXPECT_TRUE(t->close(std::chrono::steady_clock::now()).is_ok());  // idempotent
+  }
+  // What was published before the close is whole; nothing else is there.
+  fault.set_sync_delay_ms(0);
+  auto t = open_tier(o);
+  EXPECT_EQ(t->stats().blocks, stored);
+  EXPECT_EQ(t->ssd_stats().temp_removed, 0u);
+  for (const auto& b : chain.blocks)
+    if (t->contains(b->kind, b->key)) expect_served(*t, {b});
+}
+
 TEST(SsdTier, OpenRemovesTemporariesAndLeavesForeignAndNewerFilesAlone) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(9, 2);
   std::string blk0, blk1;
   {
@@ -294,7 +328,7 @@ TEST(SsdTier, OpenRemovesTemporariesAndLeavesForeignAndNewerFilesAlone) {
 }
 
 TEST(SsdTier, WrongSchemaOrWrongKeyIsACheckFailure) {
-  ScratchDir d;
+  TempDir d;
   auto chain = make_chain(10, 1);
   {
     auto o = test_options(d.bank());
@@ -312,7 +346,7 @@ TEST(SsdTier, WrongSchemaOrWrongKeyIsACheckFailure) {
 
   // A block whose tokens do not hash to its name (a writer bug, or a file
   // copied under another name with its header rewritten) is refused.
-  ScratchDir d2;
+  TempDir d2;
   auto forged = std::make_shared<Object>(*chain.blocks[0]);
   forged->tokens[3] += 1;
   {

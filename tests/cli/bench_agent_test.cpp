@@ -22,6 +22,8 @@
 #include "bench/agent_workload.h"
 #include "model/gen_model.h"
 #include "model/model.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 
 namespace {
 
@@ -60,16 +62,8 @@ Outcome run_statebank(const fs::path& dir, const std::string& env, const std::st
 
 class BenchAgentTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sb_bench_agent_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path dir_;
+  sb::testing::TempDir temp_;
+  const fs::path dir_{temp_.path()};
 };
 
 TEST_F(BenchAgentTest, TinyRunReportsRestoresEqualToBypass) {
@@ -161,12 +155,7 @@ TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
 }
 
 TEST_F(BenchAgentTest, BrokenRestoreIsReportedAsMismatch) {
-  sb::ModelConfig config;
-  ASSERT_TRUE(sb::preset_config(sb::Arch::kQwen35, "tiny", &config).is_ok());
-  std::string tokenizer;
-  ASSERT_TRUE(sb::find_tokenizer_dir("", &tokenizer).is_ok());
-  const std::string model_dir = (dir_ / "model").string();
-  ASSERT_TRUE(sb::write_random_checkpoint(config, 0, sb::DType::kBF16, tokenizer, model_dir).is_ok());
+  const std::string model_dir = sb::testing::tiny_checkpoint(sb::Arch::kQwen35, /*seed=*/0);
   std::unique_ptr<sb::Model> model;
   ASSERT_TRUE(sb::Model::load(model_dir, sb::RuntimeOptions{}, &model).is_ok());
 

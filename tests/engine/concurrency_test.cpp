@@ -11,8 +11,9 @@
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
-#include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
+#include "tests/util/models.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -21,7 +22,7 @@ constexpr uint32_t kB = 64;
 constexpr int kThreads = 8;
 
 TEST(Concurrency, EightThreadsWithOverlappingPrefixesAllEqualBypass) {
-  const Model& model = testing::tiny_model(Arch::kQwen3Next);
+  const Model& model = testing::shared_model(Arch::kQwen3Next);
   // A budget that forces evictions while the threads run.
   RamTier ram(8 * (model.schema().block_bytes(kB) + model.schema().snapshot_bytes()));
   Bank bank({&ram});
@@ -32,8 +33,7 @@ TEST(Concurrency, EightThreadsWithOverlappingPrefixesAllEqualBypass) {
   ASSERT_TRUE(Engine::create(model, &bank, options, &engine).is_ok());
 
   std::mt19937 rng(5);
-  std::vector<int32_t> shared(3 * kB);
-  for (auto& t : shared) t = static_cast<int32_t>(rng() % 151936);
+  const std::vector<int32_t> shared = testing::random_tokens(rng, 3 * kB);
 
   std::vector<int> mismatches(kThreads, 0), restored(kThreads, 0), errors(kThreads, 0);
   std::vector<std::thread> threads;
@@ -79,9 +79,3 @@ TEST(Concurrency, EightThreadsWithOverlappingPrefixesAllEqualBypass) {
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

@@ -18,7 +18,8 @@
 #include "engine/engine.h"
 #include "fs/fault_fs.h"
 #include "tests/bank/ssd_test_util.h"
-#include "tests/engine/engine_test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
 
@@ -54,8 +55,8 @@ std::set<Name> names(const SsdTier& t) {
 }
 
 TEST(DiskFull, ServingWhileTheDiskFillsAndFailsKeepsEveryPromise) {
-  const Model& model = testing::tiny_model(Arch::kQwen3Next);
-  testing::ScratchDir dir(/*in_memory=*/true);
+  const Model& model = testing::shared_model(Arch::kQwen3Next);
+  testing::TempDir dir(/*in_memory=*/true);
   FaultFs fs;
   const uint64_t capacity = 14 * block_and_snapshot_bytes(model.schema());
   fs.set_capacity(capacity);

@@ -1,5 +1,7 @@
 #include "tests/engine/equivalence.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -90,20 +92,48 @@ HarnessReport run_equivalence(const Engine& engine, const std::vector<WorkloadSt
   return report;
 }
 
-HarnessBank::HarnessBank(const Model& model, uint32_t block_tokens, int64_t snapshot_every, int blocks) {
-  budget = static_cast<uint64_t>(blocks) * (model.schema().block_bytes(block_tokens) + model.schema().snapshot_bytes() +
-                                            block_tokens * sizeof(int32_t));
-  ram = std::make_unique<RamTier>(budget);
-  bank = std::make_unique<Bank>(std::vector<Tier*>{ram.get()});
+EngineStack::EngineStack(const Model& model, BankOptions bank_options, uint32_t block_tokens,
+                         int64_t snapshot_every) {
+  bank_options.schema = model.schema();
+  bank_options.log = [](const std::string&) {};
+  Status s = TieredBank::open(std::move(bank_options), &tiers);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  if (!s.is_ok()) return;
+  bank = tiers->bank();
   EngineOptions options;
   options.block_tokens = block_tokens;
   options.snapshot_every = snapshot_every;
-  const Status s = Engine::create(model, bank.get(), options, &engine);
-  if (!s.is_ok()) std::abort();
+  s = Engine::create(model, bank, options, &engine);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+}
+
+EngineStack::~EngineStack() { engine.reset(); }
+
+namespace {
+
+uint64_t harness_budget(const Model& model, uint32_t block_tokens, int blocks) {
+  return static_cast<uint64_t>(blocks) *
+         (model.schema().block_bytes(block_tokens) + model.schema().snapshot_bytes() + block_tokens * sizeof(int32_t));
+}
+
+BankOptions ram_only(uint64_t budget) {
+  BankOptions o;
+  o.ram_bytes = budget;
+  return o;
+}
+
+}  // namespace
+
+HarnessBank::HarnessBank(const Model& model, uint32_t block_tokens, int64_t snapshot_every, int blocks)
+    : budget(harness_budget(model, block_tokens, blocks)),
+      stack(model, ram_only(budget), block_tokens, snapshot_every),
+      ram(stack.tiers ? stack.tiers->ram() : nullptr),
+      engine(stack.engine.get()) {
+  if (ram == nullptr || engine == nullptr) std::abort();
 }
 
 HarnessReport HarnessBank::run(const std::vector<WorkloadStep>& steps) {
-  RamTier* r = ram.get();
+  RamTier* r = ram;
   const uint64_t b = budget;
   return run_equivalence(*engine, steps, [r, b](double fraction) {
     r->set_budget(static_cast<uint64_t>(static_cast<double>(r->stats().bytes) * (1.0 - fraction)));

@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bank/bank.h"
-#include "bank/ram_tier.h"
+#include "bank/bank_factory.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tests/engine/workload.h"
@@ -38,6 +37,19 @@ std::string compare_results(const CompletionResult& served, const CompletionResu
 HarnessReport run_equivalence(const Engine& engine, const std::vector<WorkloadStep>& steps,
                               const std::function<void(double)>& evict);
 
+// An Engine over a bank opened by the factory (bank/bank_factory.h), what a
+// server process holds: destroying it is a shutdown (the SSD tier writes
+// out its queue), building it again a start. Tier log lines are dropped.
+// A failure to open is a failure of the calling test.
+struct EngineStack {
+  EngineStack(const Model& model, BankOptions bank, uint32_t block_tokens, int64_t snapshot_every);
+  ~EngineStack();  // the engine first: it refers to the bank
+
+  std::unique_ptr<TieredBank> tiers;
+  Bank* bank = nullptr;  // tiers->bank()
+  std::unique_ptr<Engine> engine;
+};
+
 // An engine over a one-tier RAM bank whose budget holds about `blocks`
 // blocks with a snapshot each, small enough that workloads evict on their own.
 struct HarnessBank {
@@ -47,9 +59,9 @@ struct HarnessBank {
   HarnessReport run(const std::vector<WorkloadStep>& steps);
 
   uint64_t budget = 0;
-  std::unique_ptr<RamTier> ram;
-  std::unique_ptr<Bank> bank;
-  std::unique_ptr<Engine> engine;
+  EngineStack stack;
+  RamTier* ram = nullptr;  // stack.tiers->ram()
+  Engine* engine = nullptr;
 };
 
 }  // namespace sb::testing

@@ -3,9 +3,9 @@
 // qwen3_next tiny checkpoints. Every response must equal bypass bit for bit.
 #include <gtest/gtest.h>
 
-#include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
+#include "tests/util/models.h"
 
 namespace sb {
 namespace {
@@ -20,7 +20,7 @@ struct LongCase {
 };
 
 void run_case(const LongCase& c) {
-  const Model& model = testing::tiny_model(c.arch);
+  const Model& model = testing::shared_model(c.arch);
   testing::HarnessBank h(model, c.block, c.snapshot_every, c.budget_blocks);
   testing::WorkloadOptions w;
   w.seed = c.seed;
@@ -45,9 +45,3 @@ TEST(EquivalenceLong, Qwen3Block192) { run_case({Arch::kQwen3, 192, 384, 20, 104
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

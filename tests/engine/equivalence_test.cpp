@@ -10,9 +10,9 @@
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
-#include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
+#include "tests/util/models.h"
 
 namespace sb {
 namespace {
@@ -23,7 +23,7 @@ using testing::WorkloadOptions;
 constexpr uint32_t kBlock = 64;
 
 void expect_equivalent(Arch arch, int requests, uint64_t seed) {
-  const Model& model = testing::tiny_model(arch);
+  const Model& model = testing::shared_model(arch);
   testing::HarnessBank s(model, kBlock, 2 * kBlock, 40);
   WorkloadOptions w;
   w.seed = seed;
@@ -48,7 +48,7 @@ TEST(Equivalence, QsaEveryResponseEqualsBypass) { expect_equivalent(Arch::kQsa, 
 
 // A restore broken on purpose must make the harness fail.
 HarnessReport run_broken(Arch arch, std::function<void(State&)> tamper) {
-  const Model& model = testing::tiny_model(arch);
+  const Model& model = testing::shared_model(arch);
   testing::HarnessBank s(model, kBlock, 2 * kBlock, 200);
   EngineTestHooks hooks;
   hooks.tamper_restored_state = std::move(tamper);
@@ -106,9 +106,3 @@ TEST(Equivalence, HarnessSeesOneUlpInOneRestoredRow) {
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

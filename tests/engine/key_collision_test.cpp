@@ -16,7 +16,8 @@
 #include "bank/key.h"
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
-#include "tests/engine/engine_test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 #include "tests/engine/equivalence.h"
 
 namespace sb {
@@ -26,7 +27,7 @@ constexpr uint32_t kB = 64;
 constexpr int kWeakBits = 16;
 
 struct Fixture {
-  Fixture() : model(testing::tiny_model(Arch::kQwen3Next)), ram(1ull << 30), bank({&ram}) {
+  Fixture() : model(testing::shared_model(Arch::kQwen3Next)), ram(1ull << 30), bank({&ram}) {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 0;  // snapshots only where prompts end: the attack places them

@@ -10,60 +10,41 @@
 #include <memory>
 #include <random>
 
-#include "bank/bank.h"
+#include "bank/bank_factory.h"
 #include "bank/chain.h"
 #include "bank/compose.h"
 #include "bank/key.h"
-#include "bank/ram_tier.h"
-#include "bank/ssd_tier.h"
 #include "engine/engine.h"
-#include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
 
 constexpr uint32_t kBlock = 64;
 
-struct Stack {
-  Stack(const Model& model, const std::string& ssd_dir) {
-    if (!ssd_dir.empty()) {
-      SsdOptions o;
-      o.dir = ssd_dir;
-      o.schema = model.schema();
-      o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
-      o.log = [](const std::string&) {};
-      EXPECT_TRUE(SsdTier::open(o, &ssd).is_ok());
-    }
-    ram = std::make_unique<RamTier>(256ull << 20);
-    std::vector<Tier*> tiers{ram.get()};
-    if (ssd) tiers.push_back(ssd.get());
-    bank = std::make_unique<Bank>(tiers);
-    EngineOptions eo;
-    eo.block_tokens = kBlock;
-    eo.snapshot_every = kBlock;
-    EXPECT_TRUE(Engine::create(model, bank.get(), eo, &engine).is_ok());
-  }
+// RAM over SSD in `ssd_dir`, or RAM alone when it is empty.
+struct Stack : testing::EngineStack {
+  Stack(const Model& model, const std::string& ssd_dir)
+      : EngineStack(model, options(ssd_dir), kBlock, /*snapshot_every=*/kBlock) {}
   ~Stack() {
     engine.reset();
-    bank.reset();
-    if (ssd) {
-      EXPECT_TRUE(ssd->flush().is_ok());
-    }
-    ssd.reset();
+    EXPECT_TRUE(tiers->flush().is_ok());
   }
-  std::unique_ptr<SsdTier> ssd;
-  std::unique_ptr<RamTier> ram;
-  std::unique_ptr<Bank> bank;
-  std::unique_ptr<Engine> engine;
+  static BankOptions options(const std::string& ssd_dir) {
+    BankOptions o;
+    o.ram_bytes = 256ull << 20;
+    if (!ssd_dir.empty()) {
+      o.ssd_mode = SsdMode::kOn;
+      o.ssd_dir = ssd_dir;
+    }
+    return o;
+  }
 };
 
-std::vector<int32_t> tokens(uint32_t seed, size_t n) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 151643);
-  return t;
-}
+std::vector<int32_t> tokens(uint32_t seed, size_t n) { return testing::random_tokens(seed, static_cast<int64_t>(n)); }
 
 CompletionRequest request(std::vector<int32_t> prompt, CacheMode mode = CacheMode::kDefault) {
   CompletionRequest r;
@@ -84,7 +65,7 @@ RestoreRecord expect_equal_to_bypass(const Engine& engine, const std::vector<int
   return served.restore;
 }
 
-const Model& qsa() { return testing::tiny_model(Arch::kQsa); }
+const Model& qsa() { return testing::shared_model(Arch::kQsa); }
 
 TEST(QsaRestore, SubPrefixOfALongerChainBuiltByAnotherConversation) {
   Stack s(qsa(), "");
@@ -111,7 +92,7 @@ TEST(QsaRestore, BoundaryWhereTheDonorChainIsMuchLonger) {
 }
 
 TEST(QsaRestore, SameAfterARestart) {
-  const std::string dir = testing::scratch_dir() + "/qsa_restart";
+  const std::string dir = testing::process_temp_dir() + "/qsa_restart";
   std::filesystem::remove_all(dir);
   auto donor = tokens(4, 8 * kBlock + 7);
   { Stack s(qsa(), dir); expect_equal_to_bypass(*s.engine, donor); }
@@ -145,8 +126,8 @@ TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
   const Key root = root_key(kBankFormatVersion, m.fingerprint(), "", kBlock);
   auto keys = chain_keys(root, b, kBlock, 1);
   ASSERT_TRUE(s.bank->publish(make_block(forged, keys[1], keys[0], 0, std::span(b).first(kBlock)),
-                              ObjectRole::kBlock).is_ok());
-  ASSERT_TRUE(s.bank->publish(make_snapshot(out_b.snapshots[0], keys[1]), ObjectRole::kSnapshotPromptEnd).is_ok());
+                              Retention::kBlock).is_ok());
+  ASSERT_TRUE(s.bank->publish(make_snapshot(out_b.snapshots[0], keys[1]), Retention::kKeep).is_ok());
   CompletionResult served, bypass;
   ASSERT_TRUE(s.engine->complete(request(b, CacheMode::kReadOnly), &served).is_ok());
   ASSERT_TRUE(s.engine->complete(request(b, CacheMode::kBypass), &bypass).is_ok());
@@ -157,9 +138,3 @@ TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

@@ -10,58 +10,37 @@
 #include <memory>
 #include <random>
 
-#include "bank/bank.h"
+#include "bank/bank_factory.h"
 #include "bank/key.h"
-#include "bank/ram_tier.h"
-#include "bank/ssd_tier.h"
 #include "engine/engine.h"
 #include "tests/bank/ssd_test_util.h"
-#include "tests/engine/engine_test_models.h"
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
+#include "tests/util/models.h"
 
 namespace sb {
 namespace {
 
 constexpr uint32_t kBlock = 64;
 
-// Everything a server process holds; destroying it is a shutdown (the SSD
-// tier writes out its queue first), building it again is a start.
-struct Server {
-  Server(const Model& model, const std::string& dir) {
-    SsdOptions o;
-    o.dir = dir;
-    o.schema = model.schema();
-    o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
-    o.log = [](const std::string&) {};
-    Status s = SsdTier::open(o, &ssd);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
-    ram = std::make_unique<RamTier>(64ull << 20);
-    bank = std::make_unique<Bank>(std::vector<Tier*>{ram.get(), ssd.get()});
-    EngineOptions eo;
-    eo.block_tokens = kBlock;
-    eo.snapshot_every = 2 * kBlock;
-    s = Engine::create(model, bank.get(), eo, &engine);
-    EXPECT_TRUE(s.is_ok()) << s.to_string();
+// Everything a server process holds (testing::EngineStack): RAM over SSD.
+struct Server : testing::EngineStack {
+  Server(const Model& model, const std::string& dir) : EngineStack(model, options(dir), kBlock, 2 * kBlock) {}
+  static BankOptions options(const std::string& dir) {
+    BankOptions o;
+    o.ram_bytes = 64ull << 20;
+    o.ssd_mode = SsdMode::kOn;
+    o.ssd_dir = dir;
+    return o;
   }
-  ~Server() {
-    engine.reset();
-    bank.reset();
-    ram.reset();
-    ssd.reset();
-  }
-  std::unique_ptr<SsdTier> ssd;
-  std::unique_ptr<RamTier> ram;
-  std::unique_ptr<Bank> bank;
-  std::unique_ptr<Engine> engine;
 };
 
 // rot_every > 0: after every rot_every-th request, while the server is
 // down, one byte in the middle of one object file (chosen by a seeded
 // generator) is flipped.
 void expect_equivalent_across_restarts(Arch arch, int requests, uint64_t seed, int rot_every = 0) {
-  const Model& model = testing::tiny_model(arch);
-  testing::ScratchDir dir(/*in_memory=*/true);
+  const Model& model = testing::shared_model(arch);
+  testing::TempDir dir(/*in_memory=*/true);
   testing::WorkloadOptions w;
   w.seed = seed;
   w.n_requests = requests;
@@ -94,9 +73,9 @@ void expect_equivalent_across_restarts(Arch arch, int requests, uint64_t seed, i
       ++mismatches;
       if (failures.size() < 8) failures.push_back("step " + std::to_string(i) + " [" + steps[i].what + "]: " + why);
     }
-    check_failures += server->ssd->stats().check_failures;
+    check_failures += server->tiers->ssd()->stats().check_failures;
     if (rot_every == 0) {
-      EXPECT_EQ(server->ssd->stats().check_failures, 0u);
+      EXPECT_EQ(server->tiers->ssd()->stats().check_failures, 0u);
     }
     server.reset();
     if (rot_every > 0 && served_requests % rot_every == 0) {
@@ -139,9 +118,3 @@ TEST(SsdRestartEquivalence, Qwen3NextWithFilesRottingBetweenRestarts) {
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/checkpoint.h"
-#include "tests/model/temp_dir.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {
@@ -28,18 +28,6 @@ std::vector<uint8_t> u16_bytes(const std::vector<uint16_t>& v) {
   return b;
 }
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // Builds a safetensors file by hand from a header object and a data blob.
 std::string raw_file(const json& header, const std::string& data) {
   std::string h = header.dump();
@@ -55,46 +43,6 @@ void expect_error_names(const Status& s, const std::string& tensor, const std::s
     EXPECT_NE(s.message().find(tensor), std::string::npos) << s.message();
   }
   EXPECT_NE(s.message().find(file), std::string::npos) << s.message();
-}
-
-TEST(Bf16Test, RoundsToNearestEvenAndKeepsNaN) {
-  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
-  // 1 + 2^-8 is exactly half way between 1 and the next bf16 (1 + 2^-7): ties to even (1.0).
-  EXPECT_EQ(f32_to_bf16(from_bits(0x3f808000u)), 0x3f80);
-  // Half way above an odd mantissa rounds up to even.
-  EXPECT_EQ(f32_to_bf16(from_bits(0x3f818000u)), 0x3f82);
-  EXPECT_EQ(f32_to_bf16(from_bits(0x3f808001u)), 0x3f81);
-  EXPECT_EQ(f32_to_bf16(-2.5f), 0xc020);
-  uint16_t nan = f32_to_bf16(std::numeric_limits<float>::quiet_NaN());
-  EXPECT_TRUE(std::isnan(bf16_to_f32(nan)));
-  // A NaN whose payload sits only in the low bits must not become infinity.
-  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(from_bits(0x7f800001u)))));
-  EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
-  EXPECT_EQ(f32_to_bf16(from_bits(0x7f7fffffu)), 0x7f80);  // max float rounds to inf
-  for (float v : {0.0f, -0.0f, 1.5f, 3.140625f, -0x1p-70f, 65280.0f}) EXPECT_EQ(bf16_to_f32(f32_to_bf16(v)), v);
-  EXPECT_EQ(bits(bf16_to_f32(f32_to_bf16(-0.0f))), 0x80000000u);
-}
-
-TEST(F16Test, ConvertsNormalsSubnormalsAndSpecials) {
-  EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
-  EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
-  EXPECT_EQ(f16_to_f32(0xc000), -2.0f);
-  EXPECT_EQ(f16_to_f32(0x7bff), 65504.0f);
-  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
-  EXPECT_EQ(f16_to_f32(0x03ff), std::ldexp(1023.0f, -24));
-  EXPECT_EQ(f16_to_f32(0x7c00), std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(f16_to_f32(0x7e00)));
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);
-  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even
-  EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -26)), 0x0001);
-  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(std::numeric_limits<float>::quiet_NaN()))));
-  // Every finite half survives half -> float -> half.
-  for (uint32_t h = 0; h < 0x10000; ++h) {
-    if ((h & 0x7c00) == 0x7c00) continue;
-    ASSERT_EQ(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))), h) << h;
-  }
 }
 
 TEST(CheckpointTest, RoundTripsEveryDtype) {
@@ -199,6 +147,18 @@ TEST(CheckpointTest, OpensShardedCheckpoint) {
   EXPECT_EQ(ck->weights_digest().size(), 32u);
 }
 
+// Writes the sharded checkpoint, applies `edit` to its index, and expects
+// the open to fail with an error naming `tensor` and `file`.
+void expect_index_edit_refused(void (*edit)(json&), const std::string& tensor, const std::string& file) {
+  testing::TempDir dir;
+  write_sharded(dir);
+  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
+  edit(index);
+  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
+  std::unique_ptr<Checkpoint> ck;
+  expect_error_names(Checkpoint::open(dir.path(), &ck), tensor, file);
+}
+
 TEST(CheckpointTest, IndexNamingAMissingShard) {
   testing::TempDir dir;
   write_sharded(dir);
@@ -208,33 +168,18 @@ TEST(CheckpointTest, IndexNamingAMissingShard) {
 }
 
 TEST(CheckpointTest, IndexListingATensorTheShardLacks) {
-  testing::TempDir dir;
-  write_sharded(dir);
-  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
-  index["weight_map"]["t.ghost"] = "model-00002-of-00002.safetensors";
-  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
-  std::unique_ptr<Checkpoint> ck;
-  expect_error_names(Checkpoint::open(dir.path(), &ck), "t.ghost", "model-00002-of-00002.safetensors");
+  expect_index_edit_refused([](json& index) { index["weight_map"]["t.ghost"] = "model-00002-of-00002.safetensors"; },
+                            "t.ghost", "model-00002-of-00002.safetensors");
 }
 
 TEST(CheckpointTest, ShardHoldingATensorTheIndexLacks) {
-  testing::TempDir dir;
-  write_sharded(dir);
-  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
-  index["weight_map"].erase("t.two");
-  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
-  std::unique_ptr<Checkpoint> ck;
-  expect_error_names(Checkpoint::open(dir.path(), &ck), "t.two", "model-00001-of-00002.safetensors");
+  expect_index_edit_refused([](json& index) { index["weight_map"].erase("t.two"); }, "t.two",
+                            "model-00001-of-00002.safetensors");
 }
 
 TEST(CheckpointTest, IndexPlacingATensorInTheWrongShard) {
-  testing::TempDir dir;
-  write_sharded(dir);
-  json index = json::parse(testing::read_file(dir.file("model.safetensors.index.json")));
-  index["weight_map"]["t.two"] = "model-00002-of-00002.safetensors";
-  testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
-  std::unique_ptr<Checkpoint> ck;
-  expect_error_names(Checkpoint::open(dir.path(), &ck), "t.two", "model-00001-of-00002.safetensors");
+  expect_index_edit_refused([](json& index) { index["weight_map"]["t.two"] = "model-00002-of-00002.safetensors"; },
+                            "t.two", "model-00001-of-00002.safetensors");
 }
 
 TEST(CheckpointTest, IndexThatIsNotJson) {

@@ -6,7 +6,7 @@
 
 #include "model/config.h"
 #include "model/gen_model.h"
-#include "tests/model/temp_dir.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {

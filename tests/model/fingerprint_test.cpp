@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "tests/runtime/test_models.h"
+#include "tests/util/models.h"
 
 namespace sb {
 namespace {
@@ -93,8 +93,3 @@ TEST(ModelFingerprint, ALoadedModelFillsEveryFieldFromWhatItRuns) {
 }  // namespace
 }  // namespace sb
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

@@ -9,7 +9,7 @@
 #include "model/checkpoint.h"
 #include "model/gen_model.h"
 #include "model/weights.h"
-#include "tests/model/temp_dir.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {

@@ -2,11 +2,14 @@
 // step with 1..7 others — prefill chunks and decode tokens, different
 // lengths, histories, captures and logit rows — gets bit for bit the logits,
 // snapshots and State it gets alone, on every architecture.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstring>
 #include <random>
 
-#include "tests/runtime/test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -47,10 +50,7 @@ class BatchInvariance : public ::testing::TestWithParam<Arch> {
   void SetUp() override { model_ = load_model(tiny_checkpoint(GetParam()), 2); }
 
   std::vector<int32_t> tokens(std::mt19937& rng, int64_t n) {
-    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(model_->vocab_size() - 1));
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = d(rng);
-    return t;
+    return testing::random_tokens(rng, n, std::min<int64_t>(model_->vocab_size(), testing::kPlainVocab));
   }
 
   Case random_case(std::mt19937& rng) {
@@ -225,9 +225,3 @@ INSTANTIATE_TEST_SUITE_P(EveryArch, BatchInvariance, ::testing::ValuesIn(kAllArc
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

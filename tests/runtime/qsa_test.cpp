@@ -1,21 +1,19 @@
 // Indexed sparse attention (docs/qsa.md): selection is really sparse, the
 // chunked prefill agrees with token-by-token decoding, and verify_state()
 // rejects a pooled table that is too long or built from other tokens.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 
-#include "tests/runtime/test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
 
-std::vector<int32_t> prompt(int64_t n, uint32_t seed = 4) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 151643);
-  return t;
-}
+std::vector<int32_t> prompt(int64_t n, uint32_t seed = 4) { return testing::random_tokens(seed, n); }
 
 std::vector<float> last_logits(const Model& m, const std::vector<int32_t>& tokens, State* state = nullptr) {
   State s = m.new_state();
@@ -104,9 +102,3 @@ TEST(SparseAttention, PooledTableBuiltFromOtherTokensIsRejected) {
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

@@ -2,10 +2,13 @@
 // on every architecture, and one test per rule that reimplementations break:
 // breaking the rule in the reference moves its logits far from the runtime's,
 // so the comparison would catch the runtime breaking it.
+#include <gtest/gtest.h>
+
 #include <random>
 
 #include "tests/runtime/reference_forward.h"
-#include "tests/runtime/test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -29,12 +32,7 @@ Loaded load(const std::string& dir) {
   return l;
 }
 
-std::vector<int32_t> prompt(int64_t n) {
-  std::mt19937 rng(21);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % 151643);
-  return t;
-}
+std::vector<int32_t> prompt(int64_t n) { return testing::random_tokens(21, n); }
 
 double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
   double num = 0, den = 0;
@@ -99,9 +97,3 @@ TEST(ReferenceRules, MoeRenormalisesTheTopK) {
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

@@ -1,11 +1,14 @@
 // The runtime's promise to the bank: prefill split on the 64-token grid gives
 // bit for bit the logits and state of an unsplit prefill, on every
 // architecture, and captured snapshots equal the state of a shorter prefill.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 
-#include "tests/runtime/test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
@@ -15,10 +18,7 @@ using testing::load_model;
 using testing::tiny_checkpoint;
 
 std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t vocab) {
-  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(std::min<int64_t>(vocab, 151643) - 1));
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  return t;
+  return testing::random_tokens(rng, n, std::min<int64_t>(vocab, testing::kPlainVocab));
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -155,9 +155,3 @@ INSTANTIATE_TEST_SUITE_P(EveryArch, SplitInvariance, ::testing::ValuesIn(kAllArc
 
 }  // namespace
 }  // namespace sb
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new sb::testing::ScratchCleanup);
-  return RUN_ALL_TESTS();
-}

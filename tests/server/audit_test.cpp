@@ -17,7 +17,8 @@
 
 #include "bank/chain.h"
 #include "bank/ram_tier.h"
-#include "tests/engine/engine_test_models.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 #include "tests/engine/equivalence.h"
 
 namespace sb {
@@ -26,7 +27,7 @@ namespace {
 constexpr uint32_t kB = 64;
 
 struct Fixture {
-  Fixture() : model(testing::tiny_model(Arch::kQwen3Next)), ram(1ull << 30), bank({&ram}) {
+  Fixture() : model(testing::shared_model(Arch::kQwen3Next)), ram(1ull << 30), bank({&ram}) {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 2 * kB;
@@ -85,7 +86,7 @@ TEST(Audit, CatchesAValidLookingWrongObjectQuarantinesTheChainAndTheNextRequestI
   for (auto& part : wrong->parts)
     for (size_t i = 0; i < part.size(); i += 3) part[i] += 0.5f;
   ASSERT_TRUE(f.ram.quarantine(ObjectKind::kBlock, keys[1], "test: replaced"));
-  ASSERT_TRUE(f.ram.put(wrong, ObjectRole::kBlock).is_ok());
+  ASSERT_TRUE(f.ram.put(wrong, Retention::kBlock).is_ok());
 
   const CompletionResult served = f.run(req);
   ASSERT_EQ(served.restore.restore_point, 3 * kB);

@@ -207,7 +207,7 @@ class FakeBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     return {{"ram", {{"objects", stored_.size()}}}};
   }
-  Status flush(std::chrono::milliseconds) override {
+  Status close_bank(std::chrono::milliseconds) override {
     flushed = true;
     return Status::ok();
   }

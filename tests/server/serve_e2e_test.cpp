@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/server/serve_process.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb::testing {
 namespace {
@@ -23,8 +24,8 @@ namespace fs = std::filesystem;
 class ServeE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/sb_serve_e2e_XXXXXX";
-    root_ = mkdtemp(tmpl);
+    dir_ = new TempDir();
+    root_ = dir_->path();
     model_ = root_ + "/model";
     const char* tok = std::getenv("SB_TOKENIZER_DIR");
     ASSERT_NE(tok, nullptr) << "SB_TOKENIZER_DIR is not set (run through ctest)";
@@ -32,7 +33,10 @@ class ServeE2E : public ::testing::Test {
                            "--tokenizer", tok, model_}),
               0);
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
 
   static std::vector<std::string> serve_args(const std::string& bank) {
     return {SB_STATEBANK_BIN, "serve",          "--model",       model_, "--port",      "0",   "--bank-dir",
@@ -40,8 +44,10 @@ class ServeE2E : public ::testing::Test {
             "--ram-bank",     "256M"};
   }
 
+  static TempDir* dir_;  // the suite's, made in SetUpTestSuite
   static std::string root_, model_;
 };
+TempDir* ServeE2E::dir_ = nullptr;
 std::string ServeE2E::root_, ServeE2E::model_;
 
 json post(httplib::Client& c, const std::string& path, const json& body, bool bypass) {
@@ -179,10 +185,17 @@ TEST_F(ServeE2E, BadInputAgainstTheRealModelKeepsServing) {
   post(c, "/v1/completions", {{"prompt", concat(shared, {11, 12})}, {"max_tokens", 3}}, false);
   json again = post(c, "/v1/completions", {{"prompt", concat(shared, {13, 14})}, {"max_tokens", 3}}, false);
   EXPECT_GT(again["restore"]["restore_point"].get<int64_t>(), 0);
-  auto metrics = c.Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("statebank_audits_total 1\n"), std::string::npos) << metrics->body;
-  EXPECT_NE(metrics->body.find("statebank_audit_mismatches_total 0\n"), std::string::npos);
+  // The audit runs in the background once the server is idle.
+  std::string metrics;
+  for (int i = 0; i < 600; ++i) {
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    metrics = r->body;
+    if (metrics.find("statebank_audits_total 1\n") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(metrics.find("statebank_audits_total 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("statebank_audit_mismatches_total 0\n"), std::string::npos) << metrics;
   EXPECT_EQ(server.stop(), 0);
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tests/server/serve_process.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb::testing {
 namespace {
@@ -21,8 +22,8 @@ using nlohmann::json;
 TEST(ServeLoad, ConcurrentClientsAllEqualToBypass) {
   const char* secs = std::getenv("SB_LOAD_SECONDS");
   const int seconds = secs ? std::atoi(secs) : 10;
-  char tmpl[] = "/tmp/sb_serve_load_XXXXXX";
-  const std::string root = mkdtemp(tmpl);
+  TempDir dir;
+  const std::string root = dir.path();
   const char* tok = std::getenv("SB_TOKENIZER_DIR");
   ASSERT_NE(tok, nullptr);
   ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "4",
@@ -87,7 +88,6 @@ TEST(ServeLoad, ConcurrentClientsAllEqualToBypass) {
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(server.stop(), 0);
-  std::filesystem::remove_all(root);
 }
 
 }  // namespace

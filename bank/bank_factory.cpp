@@ -1,0 +1,43 @@
+#include "bank/bank_factory.h"
+
+namespace sb {
+
+Status TieredBank::open(BankOptions options, std::unique_ptr<TieredBank>* out) {
+  if (!options.remote.empty())
+    return Status::unsupported("a remote bank tier (" + options.remote + ") is not available in this build");
+  std::unique_ptr<TieredBank> b(new TieredBank());
+  if (options.ram_bytes > 0) {
+    b->ram_ = std::make_unique<RamTier>(options.ram_bytes);
+    b->tiers_.push_back(b->ram_.get());
+  }
+  if (options.ssd_mode != SsdMode::kOff) {
+    SsdOptions o;
+    o.dir = options.ssd_dir;
+    o.mode = options.ssd_mode;
+    o.budget_bytes = options.ssd_bytes;
+    o.schema = options.schema;
+    o.fs = options.fs;
+    o.log = options.log;
+    if (options.verify_blocks) o.verify_block = block_key_matches;
+    SB_RETURN_IF_ERROR(SsdTier::open(std::move(o), &b->ssd_));
+    b->tiers_.push_back(b->ssd_.get());
+  }
+  if (!b->tiers_.empty()) b->bank_ = std::make_unique<Bank>(b->tiers_);
+  *out = std::move(b);
+  return Status::ok();
+}
+
+TieredBank::~TieredBank() {
+  // The Bank refers to the tiers.
+  bank_.reset();
+}
+
+Status TieredBank::flush(std::chrono::steady_clock::time_point deadline) {
+  return ssd_ ? ssd_->flush(deadline) : Status::ok();
+}
+
+Status TieredBank::close(std::chrono::steady_clock::time_point deadline) {
+  return ssd_ ? ssd_->close(deadline) : Status::ok();
+}
+
+}  // namespace sb

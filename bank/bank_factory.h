@@ -1,0 +1,84 @@
+// TieredBank: the one place that assembles the bank from options: the tiers
+// in lookup order (RAM, then SSD, then later a shared remote store) and the
+// Bank over them. Server, benchmarks and CLI open their bank here, so the
+// tiers are configured the same way everywhere: block verification
+// (chain_key(parent, tokens) == key on every SSD block read) is on unless a
+// caller turns it off.
+//
+// Ownership: the TieredBank owns its tiers and its Bank and destroys the Bank
+// first. Anything holding bank() (an Engine) must be destroyed before it.
+//
+// Shutdown: close(deadline) waits until the SSD write queue is on disk or the
+// deadline passes; what is still queued then is dropped (publication is
+// atomic, so a dropped object is simply absent next time) and the writers
+// stop. No thread outlives close() but the one finishing its current file,
+// which the destructor joins.
+//
+// Thread safety: open() and close() from one thread; bank() and the tier
+// accessors are constant after open() and may be used from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bank/bank.h"
+#include "bank/ram_tier.h"
+#include "bank/ssd_tier.h"
+#include "common/status.h"
+#include "runtime/state.h"
+
+namespace sb {
+
+struct BankOptions {
+  uint64_t ram_bytes = 0;          // RAM tier budget; 0: no RAM tier
+  SsdMode ssd_mode = SsdMode::kOff;
+  std::string ssd_dir;             // required unless ssd_mode is kOff
+  uint64_t ssd_bytes = 0;          // SSD budget; 0: the default rule (half the file system, bank/ssd_tier.h)
+  // When set, SSD objects carry its digest and every read's part sizes are
+  // checked against it.
+  std::optional<StateSchema> schema;
+  bool verify_blocks = true;       // check every SSD block's key against its tokens
+  Fs* fs = nullptr;                // nullptr: posix_fs()
+  std::function<void(const std::string&)> log;  // the tiers' log lines; nullptr: stderr
+  // A shared remote tier below SSD (the Redis tier, coming): its address, or
+  // empty for none. Not implemented yet: a non-empty value fails open().
+  std::string remote;
+};
+
+class TieredBank {
+ public:
+  static Status open(BankOptions options, std::unique_ptr<TieredBank>* out);
+  ~TieredBank();
+  TieredBank(const TieredBank&) = delete;
+  TieredBank& operator=(const TieredBank&) = delete;
+
+  // Null when no tier is configured (every request then bypasses the bank).
+  Bank* bank() const { return bank_.get(); }
+  // In lookup order.
+  const std::vector<Tier*>& tiers() const { return tiers_; }
+  RamTier* ram() const { return ram_.get(); }  // null without a RAM tier
+  SsdTier* ssd() const { return ssd_.get(); }  // null without an SSD tier
+
+  // Waits until everything queued for the lower tiers is stored, at most
+  // until `deadline`. Returns the first write failure, or kResourceExhausted
+  // when the deadline passed first.
+  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+  // flush(deadline), then drops what is still queued and stops the writers;
+  // later publishes reach the RAM tier only.
+  Status close(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  TieredBank() = default;
+
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<SsdTier> ssd_;
+  std::vector<Tier*> tiers_;
+  std::unique_ptr<Bank> bank_;
+};
+
+}  // namespace sb

@@ -1,0 +1,108 @@
+# The layering of statebank's parts, checked on every configure and every
+# build: a source or header of a part may include (`#include "part/..."`)
+# only its own part and the parts below it. A forbidden include fails with
+# the file, the line and the rule it breaks.
+#
+# The table. sb_part(NAME USES PART...) declares a part (a top-level folder)
+# and the parts it includes directly; what those may include it may include
+# too (the arrows are transitive), and every part may include `common`.
+# sb_part(NAME ANY) declares a part that may include anything (benchmarks,
+# tests, fuzzers). A new part is one more line here; a top-level folder with
+# C++ files that is not in the table fails the check, so none slips past it.
+#
+# Run as a script (cmake -DSB_SOURCE_DIR=DIR -P cmake/layering.cmake) it
+# checks DIR; included from CMakeLists.txt it defines sb_check_layering().
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  cmake_minimum_required(VERSION 3.25)  # policies (IN_LIST) for script mode
+endif()
+
+macro(sb_part name)
+  cmake_parse_arguments(_SBP "ANY" "" "USES" ${ARGN})
+  list(APPEND SB_PARTS ${name})
+  set(SB_PART_${name}_ANY ${_SBP_ANY})
+  set(SB_PART_${name}_USES ${_SBP_USES})
+endmacro()
+
+set(SB_PARTS "")
+sb_part(common)
+sb_part(runtime   USES common)
+sb_part(fs        USES common)
+sb_part(tokenizer USES common)
+sb_part(model     USES runtime)
+sb_part(bank      USES runtime fs)        # runtime: the state schema
+sb_part(engine    USES bank model)
+sb_part(server    USES engine tokenizer)
+sb_part(cli       USES server bench)      # bench: `statebank bench agent` runs the agent workload
+sb_part(bench     ANY)
+sb_part(tests     ANY)
+sb_part(fuzz      ANY)
+
+# Folders at the top level that hold no part (no C++ of the product).
+set(SB_NOT_PARTS build cmake docs tools .git .ci)
+
+# ${out} = every part `part` may include, itself and common included.
+function(sb_part_closure part out)
+  set(seen ${part} common)
+  set(todo ${SB_PART_${part}_USES})
+  while(todo)
+    list(POP_FRONT todo p)
+    if(NOT p IN_LIST seen)
+      list(APPEND seen ${p})
+      list(APPEND todo ${SB_PART_${p}_USES})
+    endif()
+  endwhile()
+  set(${out} ${seen} PARENT_SCOPE)
+endfunction()
+
+function(sb_check_layering source_dir)
+  set(errors "")
+  # Table sanity: every arrow names a declared part.
+  foreach(part ${SB_PARTS})
+    foreach(used ${SB_PART_${part}_USES})
+      if(NOT used IN_LIST SB_PARTS)
+        string(APPEND errors "\n  cmake/layering.cmake: part '${part}' uses '${used}', which is not declared")
+      endif()
+    endforeach()
+  endforeach()
+  # Every top-level folder holding C++ is a declared part.
+  file(GLOB tops LIST_DIRECTORIES true RELATIVE ${source_dir} ${source_dir}/*)
+  foreach(top ${tops})
+    if(IS_DIRECTORY ${source_dir}/${top} AND NOT top IN_LIST SB_PARTS AND NOT top IN_LIST SB_NOT_PARTS)
+      file(GLOB_RECURSE cxx ${source_dir}/${top}/*.h ${source_dir}/${top}/*.cpp)
+      if(cxx)
+        string(APPEND errors "\n  ${top}/: a folder with C++ files that is not a part: declare it in cmake/layering.cmake")
+      endif()
+    endif()
+  endforeach()
+  foreach(part ${SB_PARTS})
+    if(SB_PART_${part}_ANY OR NOT IS_DIRECTORY ${source_dir}/${part})
+      continue()
+    endif()
+    sb_part_closure(${part} allowed)
+    file(GLOB_RECURSE files ${source_dir}/${part}/*.h ${source_dir}/${part}/*.cpp)
+    foreach(f ${files})
+      file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[A-Za-z0-9_]+/")
+      foreach(line ${lines})
+        string(REGEX MATCH "\"([A-Za-z0-9_]+)/" _ "${line}")
+        set(target ${CMAKE_MATCH_1})
+        if((target IN_LIST SB_PARTS OR target IN_LIST SB_NOT_PARTS) AND NOT target IN_LIST allowed)
+          file(RELATIVE_PATH rel ${source_dir} ${f})
+          string(STRIP "${line}" line)
+          list(JOIN allowed ", " allowed_text)
+          string(APPEND errors "\n  ${rel}: ${line}: '${part}' may include only ${allowed_text}")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  if(errors)
+    message(FATAL_ERROR "layering: forbidden include arrows (rules: cmake/layering.cmake):${errors}")
+  endif()
+endfunction()
+
+if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
+  if(NOT SB_SOURCE_DIR)
+    message(FATAL_ERROR "usage: cmake -DSB_SOURCE_DIR=DIR -P cmake/layering.cmake")
+  endif()
+  sb_check_layering(${SB_SOURCE_DIR})
+endif()

@@ -1,0 +1,52 @@
+#include "tests/util/models.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "tests/util/temp_dir.h"
+
+namespace sb::testing {
+
+std::string checkpoint(const CheckpointSpec& spec) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_TRUE(spec.edit == nullptr || !spec.variant.empty()) << "a config edit needs a variant name";
+  const std::string dir = process_temp_dir() + "/model_" + arch_name(spec.arch) + "_" + spec.preset + "_" +
+                          std::to_string(spec.seed) + "_" + dtype_name(spec.dtype) + spec.variant;
+  if (!std::filesystem::exists(dir + "/config.json")) {
+    ModelConfig config;
+    Status s = preset_config(spec.arch, spec.preset, &config);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    if (spec.edit) spec.edit(&config);
+    std::string tok;
+    s = find_tokenizer_dir("", &tok);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    s = write_random_checkpoint(config, spec.seed, spec.dtype, tok, dir);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+  }
+  return dir;
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir, int threads) {
+  std::unique_ptr<Model> m;
+  RuntimeOptions options;
+  options.threads = threads;
+  Status s = Model::load(dir, options, &m);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return m;
+}
+
+const Model& shared_model(Arch arch, uint64_t seed) {
+  static std::mutex mu;
+  static std::map<std::pair<Arch, uint64_t>, std::unique_ptr<Model>> models;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = models[{arch, seed}];
+  if (!slot) slot = load_model(tiny_checkpoint(arch, seed));
+  return *slot;
+}
+
+}  // namespace sb::testing

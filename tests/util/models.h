@@ -1,0 +1,48 @@
+// Generated checkpoints and loaded models for tests: the one fixture cache.
+//
+// checkpoint() writes a deterministic random-weight checkpoint
+// (model/gen_model.h) with the real Qwen3 tokenizer once per test process,
+// keyed by everything that changes its bytes (arch, preset, seed, dtype and
+// the name of a config edit), under process_temp_dir(); later calls return
+// the same directory. shared_model() loads one Model per (arch, seed) for the
+// whole process: a Model is immutable and thread-safe after load.
+// Failures are reported as gtest failures of the calling test.
+// Thread safety: every function may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/gen_model.h"
+#include "model/model.h"
+
+namespace sb::testing {
+
+struct CheckpointSpec {
+  Arch arch = Arch::kQwen3Next;
+  std::string preset = "tiny";
+  uint64_t seed = 1;
+  DType dtype = DType::kBF16;
+  // A change to the preset's config; `variant` names it in the cache key
+  // (required when edit is set).
+  std::string variant;
+  void (*edit)(ModelConfig*) = nullptr;
+};
+
+// The checkpoint's directory.
+std::string checkpoint(const CheckpointSpec& spec);
+inline std::string tiny_checkpoint(Arch arch, uint64_t seed = 1, DType dtype = DType::kBF16,
+                                   const std::string& variant = "", void (*edit)(ModelConfig*) = nullptr) {
+  return checkpoint(CheckpointSpec{arch, "tiny", seed, dtype, variant, edit});
+}
+
+// A fresh Model of a checkpoint (tests that compare thread counts or need
+// their own instance); null on failure.
+std::unique_ptr<Model> load_model(const std::string& dir, int threads = 1);
+
+// The tiny checkpoint of `arch` with `seed`, loaded once per process.
+const Model& shared_model(Arch arch, uint64_t seed = 7);
+
+inline constexpr Arch kAllArchs[] = {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQsa};
+
+}  // namespace sb::testing
