@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "bank/chain.h"
 #include "bank/compose.h"
 
 namespace sb {
@@ -15,22 +16,168 @@ RestoreMode RestorePlan::mode() const {
   return one ? RestoreMode::from(first) : RestoreMode::mixed();
 }
 
-Bank::Bank(std::vector<Tier*> tiers) : tiers_(std::move(tiers)) {}
+std::vector<TierUse> RestorePlan::tier_uses() const {
+  std::vector<TierUse> uses;
+  auto note = [&](TierKind tier, const ObjectRef& object) {
+    auto at = std::find_if(uses.begin(), uses.end(), [&](const TierUse& u) { return u.tier == tier; });
+    if (at == uses.end()) at = uses.insert(uses.end(), TierUse{tier, 0, 0});
+    ++at->objects;
+    at->bytes += object->payload_bytes();
+  };
+  for (size_t j = 0; j < blocks.size(); ++j) note(block_tiers[j], blocks[j]);
+  if (snapshot) note(snapshot_tier, snapshot);
+  std::sort(uses.begin(), uses.end(), [](const TierUse& a, const TierUse& b) { return a.tier < b.tier; });
+  return uses;
+}
 
-bool Bank::any_contains(ObjectKind kind, const Key& key) const {
+namespace {
+// How many other namespaces' roots the other-namespace probe remembers, and
+// how many stored siblings a miss compares its tokens with.
+constexpr size_t kRecentRoots = 64;
+constexpr size_t kSiblings = 64;
+}  // namespace
+
+Bank::Bank(std::vector<Tier*> tiers, const WallClock* clock)
+    : tiers_(std::move(tiers)), pins_(clock ? *clock : system_wall_clock()) {
+  for (Tier* t : tiers_) t->set_eviction_guard(&pins_);
+}
+
+Bank::~Bank() {
+  // The tiers outlive the Bank; its PinSet does not.
+  for (Tier* t : tiers_) t->set_eviction_guard(nullptr);
+}
+
+bool Bank::writable() const {
+  return std::any_of(tiers_.begin(), tiers_.end(), [](const Tier* t) { return t->writable(); });
+}
+
+void Bank::note_root(const Key& root) {
+  std::lock_guard<std::mutex> lock(roots_mu_);
+  auto it = std::find(recent_roots_.begin(), recent_roots_.end(), root);
+  if (it == recent_roots_.begin() && it != recent_roots_.end()) return;
+  if (it != recent_roots_.end()) recent_roots_.erase(it);
+  recent_roots_.insert(recent_roots_.begin(), root);
+  if (recent_roots_.size() > kRecentRoots) recent_roots_.pop_back();
+}
+
+std::vector<Key> Bank::other_roots(const Key& root) const {
+  std::lock_guard<std::mutex> lock(roots_mu_);
+  std::vector<Key> out;
+  for (const Key& r : recent_roots_)
+    if (r != root) out.push_back(r);
+  return out;
+}
+
+int64_t Bank::longest_sibling_match(const Key& parent, std::span<const int32_t> tokens) const {
+  std::vector<Key> seen;
+  int64_t best = -1;
+  for (const Tier* t : tiers_) {
+    for (const Key& child : t->children(parent, kSiblings)) {
+      if (std::find(seen.begin(), seen.end(), child) != seen.end() || seen.size() >= kSiblings) continue;
+      seen.push_back(child);
+      Key stored_parent;
+      std::vector<int32_t> stored;
+      // Tokens that do not hash to their key are not evidence of anything.
+      if (!t->peek_tokens(child, &stored_parent, &stored).is_ok() || stored_parent != parent ||
+          chain_key(parent, stored) != child)
+        continue;
+      int64_t n = 0;
+      while (n < static_cast<int64_t>(std::min(stored.size(), tokens.size())) && stored[n] == tokens[n]) ++n;
+      best = std::max(best, n);
+    }
+  }
+  return best;
+}
+
+void Bank::explain_miss(std::span<const Key> chain, std::span<const int32_t> prompt, int64_t B, int64_t k,
+                        int64_t top, bool lost_block, bool lost_snapshot, RestorePlan* plan) const {
+  const auto m = static_cast<int64_t>(chain.size()) - 1;
+  if (k < top) {
+    // Stored blocks above the restore point went unused: no tier had a good
+    // copy of one of them (it failed a check, or was evicted since the
+    // presence check), or no snapshot sits among them.
+    if ((lost_block || lost_snapshot) && plan->check_failures > 0) plan->miss_reason = MissReason::kCheckFailed;
+    else if (lost_block) plan->miss_reason = MissReason::kEvicted;
+    else plan->miss_reason = MissReason::kSnapshotMissing;
+    return;
+  }
+  // k == top < m: block top + 1 is in no tier.
+  for (int64_t j = top + 2; j <= m; ++j)
+    if (held_anywhere(ObjectKind::kBlock, chain[j])) {
+      plan->miss_reason = MissReason::kEvicted;
+      return;
+    }
+  const auto next = prompt.subspan(static_cast<size_t>(top * B), static_cast<size_t>(B));
+  const int64_t shared = longest_sibling_match(chain[top], next);
+  if (shared >= 0 && top * B + shared > 0) {
+    plan->miss_reason = MissReason::kDiverged;
+    plan->diverged_at = top * B + shared;
+    return;
+  }
+  plan->miss_reason = MissReason::kNoEntry;
+  if (top == 0) {
+    for (const Key& other : other_roots(chain[0]))
+      if (held_anywhere(ObjectKind::kBlock, chain_key(other, next))) {
+        plan->stored_in_other_namespace = true;
+        break;
+      }
+  }
+}
+
+bool Bank::held_anywhere(ObjectKind kind, const Key& key) const {
   for (Tier* t : tiers_)
     if (t->contains(kind, key)) return true;
   return false;
 }
 
-void Bank::read_ahead(std::span<const ObjectId> ids, ReadAheads* out) {
+Bank::Presence Bank::probe(std::span<const Key> chain, int64_t m, bool recurrent) const {
+  Presence presence;
+  presence.reserve(static_cast<size_t>(2 * m));
+  const size_t none = tiers_.size();
+  auto holds = [&](ObjectKind kind, const Key& key) {
+    auto at = presence.find(ObjectId{kind, key});
+    return at != presence.end() && at->second.tier != none;
+  };
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    // What the tiers above already offer: blocks 1..best and a snapshot at
+    // best. A snapshot below it cannot restore more, so it is not asked for.
+    int64_t best = 0;
+    while (best < m && holds(ObjectKind::kBlock, chain[best + 1])) ++best;
+    if (recurrent)
+      while (best > 0 && !holds(ObjectKind::kSnapshot, chain[best])) --best;
+    if (best == m) break;
+    std::vector<TierProbe> ask;
+    for (int64_t j = 1; j <= m; ++j)
+      if (!holds(ObjectKind::kBlock, chain[j])) ask.push_back(TierProbe{ObjectKind::kBlock, chain[j], false});
+    if (recurrent)
+      for (int64_t j = best + 1; j <= m; ++j)
+        if (!holds(ObjectKind::kSnapshot, chain[j])) ask.push_back(TierProbe{ObjectKind::kSnapshot, chain[j], false});
+    tiers_[i]->contains_many(ask);
+    for (const auto& p : ask) {
+      Seen& seen = presence.try_emplace(ObjectId{p.kind, p.key}, Seen{none, 0}).first->second;
+      if (seen.asked != i) continue;  // skipped by a tier above: first_holder() asks those
+      seen.asked = i + 1;
+      if (p.present) seen.tier = i;
+    }
+  }
+  return presence;
+}
+
+size_t Bank::first_holder(Presence& presence, ObjectKind kind, const Key& key) const {
+  const size_t none = tiers_.size();
+  Seen& seen = presence.try_emplace(ObjectId{kind, key}, Seen{none, 0}).first->second;
+  while (seen.tier == none && seen.asked < tiers_.size()) {
+    if (tiers_[seen.asked]->contains(kind, key)) seen.tier = seen.asked;
+    ++seen.asked;
+  }
+  return seen.tier;
+}
+
+void Bank::read_ahead(std::span<const ObjectId> ids, Presence& presence, ReadAheads* out) {
   std::vector<std::vector<TierRead>> per_tier(tiers_.size());
   for (const auto& [kind, key] : ids) {
-    for (size_t i = 0; i < tiers_.size(); ++i) {
-      if (!tiers_[i]->contains(kind, key)) continue;
-      per_tier[i].push_back(TierRead{kind, key, nullptr, Status()});
-      break;
-    }
+    const size_t tier = first_holder(presence, kind, key);
+    if (tier < tiers_.size()) per_tier[tier].push_back(TierRead{kind, key, nullptr, Status()});
   }
   for (size_t i = 0; i < tiers_.size(); ++i) {
     if (per_tier[i].empty()) continue;
@@ -41,8 +188,9 @@ void Bank::read_ahead(std::span<const ObjectId> ids, ReadAheads* out) {
 
 template <typename Check>
 bool Bank::fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
-                 ReadAheads* ahead, Fetched* out) {
-  for (size_t i = 0; i < tiers_.size(); ++i) {
+                 Presence& presence, ReadAheads* ahead, Fetched* out) {
+  // The tiers above the first holder did not hold it when asked.
+  for (size_t i = first_holder(presence, kind, key); i < tiers_.size(); ++i) {
     ObjectRef object;
     Status got;
     const auto early = ahead->find(ObjectId{kind, key});
@@ -88,11 +236,23 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     return Status::invalid("bank: the prompt is shorter than its chain");
   lookups_.fetch_add(1, std::memory_order_relaxed);
   RestorePlan plan;
+  // The walk fell back because no tier had a good copy of a block, or of a
+  // snapshot (failed checks, or gone since the presence check).
+  bool lost_block = false, lost_snapshot = false;
   const auto B = static_cast<int64_t>(block_tokens);
   // The names each position may be served under: the request's own chain
   // first, then the shared one.
   std::vector<std::span<const Key>> chains = {chain};
   if (!shared.empty()) chains.push_back(shared);
+
+  // Which tier holds what: every block of the chain and, with recurrent
+  // components, every snapshot at a block boundary, in one question per tier
+  // (and one more for the shared chain).
+  Presence presence = probe(chain, m, schema.has_recurrent());
+  if (!shared.empty()) presence.merge(probe(shared, m, schema.has_recurrent()));
+  auto any_contains = [&](ObjectKind kind, const Key& key) {
+    return first_holder(presence, kind, key) < tiers_.size();
+  };
 
   ReadAheads ahead;
   // A copy the read-ahead fetched counts even if its tier has since
@@ -128,7 +288,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     };
     for (int64_t j = 1; j <= k; ++j) first_name(ObjectKind::kBlock, j);
     if (schema.has_recurrent() && k > 0) first_name(ObjectKind::kSnapshot, k);
-    read_ahead(ids, &ahead);
+    read_ahead(ids, presence, &ahead);
   }
 
   std::vector<Fetched> got;
@@ -142,7 +302,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
       bool found = false;
       for (const auto& c : chains) {
         auto check = [&](const Object& o) { return check_block(o, schema, c[j + 1], c[j], j * B, tokens); };
-        if ((found = fetch(ObjectKind::kBlock, c[j + 1], Retention::kBlock, check, &plan, &ahead, &f))) break;
+        if ((found = fetch(ObjectKind::kBlock, c[j + 1], Retention::kBlock, check, &plan, presence, &ahead, &f))) break;
       }
       if (!found) return false;
       got.push_back(std::move(f));
@@ -152,7 +312,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
 
   Fetched snapshot;
   if (!schema.has_recurrent()) {
-    ensure_blocks(k);
+    lost_block = !ensure_blocks(k);
     k = static_cast<int64_t>(got.size());
   } else {
     while (k > 0) {
@@ -161,16 +321,18 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
         continue;
       }
       if (!ensure_blocks(k)) {
+        lost_block = true;
         k = static_cast<int64_t>(got.size());  // the walk ends before the block that failed
         continue;
       }
       bool found = false;
       for (const auto& c : chains) {
         auto check = [&](const Object& o) { return check_snapshot(o, schema, c[k], k * B); };
-        if ((found = fetch(ObjectKind::kSnapshot, c[k], Retention::kKeep, check, &plan, &ahead, &snapshot)))
+        if ((found = fetch(ObjectKind::kSnapshot, c[k], Retention::kKeep, check, &plan, presence, &ahead, &snapshot)))
           break;
       }
       if (found) break;
+      lost_snapshot = true;
       --k;
     }
   }
@@ -189,6 +351,8 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   }
   plan.restore_point = k * B;
   plan.common_prefix_tokens = common_prefix(plan.blocks, prompt);
+  if (k < m) explain_miss(chain, prompt, B, k, matched, lost_block, lost_snapshot, &plan);
+  note_root(chain[0]);
 
   if (k > 0) {
     restores_.fetch_add(1, std::memory_order_relaxed);
@@ -200,6 +364,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
 }
 
 Status Bank::publish(const ObjectRef& object, Retention retention) {
+  if (pins_.any_expired()) sweep_pins();
   Status first;
   bool stored = false;
   for (Tier* t : tiers_) {

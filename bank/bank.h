@@ -21,14 +21,33 @@
 //     and publishes it again (self-healing).
 //  4. An object served from a lower tier is promoted (put) into the first
 //     tier.
-//  5. Reads: the objects the walk most likely ends with are requested first,
-//     one Tier::get_many per tier, so that a tier on a device reads them
-//     concurrently; the rules above then apply to those copies unchanged.
+//  5. Reads: which tier holds which object of the chain is asked once, one
+//     Tier::contains_many per tier (a tier below is asked only about what
+//     the tiers above lack), so that a remote tier answers in one round
+//     trip. The objects the walk most likely ends with are then requested
+//     first, one Tier::get_many per tier, so that a tier on a device or a
+//     network reads them concurrently; the rules above then apply to those
+//     copies unchanged. An object that vanished since it was seen (evicted,
+//     expired) is an ordinary miss.
+//  6. Miss reason: when the restore point is below the longest usable prefix
+//     (every block of `chain`), the plan names the first obstacle above it
+//     (bank/miss_reason.h), from what the walk saw and, only on such a miss,
+//     a few index lookups: later blocks of the chain (a hole), the stored
+//     siblings of the first absent block (their tokens, verified against
+//     their keys: where the prompt diverged), and, when the prompt's own
+//     namespace holds nothing, its first block under the roots of other
+//     namespaces looked up since start (operator-only, see MissReason).
 // publish() writes an object into every tier; a name already present is a
 // no-op there (first wins). quarantine() takes objects out of every tier
 // after a check made once the plan was handed out failed (compose,
 // Model::verify_state, the audit): which copy was wrong is not known then,
 // and a missing object only costs a recomputation.
+//
+// The operator's view (docs/bank.md, "The operator's view"): prefixes()
+// lists stored chains, pin_*() keep prefixes from eviction for a while
+// (bank/pins.h; the Bank hands its PinSet to every tier as their eviction
+// guard), flush() removes a namespace's objects or all of them. These walk
+// every tier's index: for an operator, not for the request path.
 //
 // Thread safety: all methods may be called concurrently; the tiers are
 // thread-safe and objects are immutable. The Bank does not own its tiers;
@@ -38,14 +57,19 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "bank/miss_reason.h"
 #include "bank/object.h"
+#include "bank/pins.h"
 #include "bank/restore_mode.h"
 #include "bank/tier.h"
+#include "bank/wall_clock.h"
 #include "common/status.h"
 #include "runtime/state.h"
 
@@ -64,10 +88,50 @@ struct RestorePlan {
   int64_t checks = 0;                // objects checked (tier checksums and check_block/check_snapshot)
   int64_t check_failures = 0;
   int64_t promoted = 0;              // objects copied into the first tier
+  // Set when restore_point < (chain.size() - 1) * B (rule 6); else kNone.
+  // Never kBypass, kEcho or kReadOnly (the engine knows those) nor
+  // kOtherNamespace (that is the flag below).
+  MissReason miss_reason = MissReason::kNone;
+  int64_t diverged_at = -1;          // kDiverged: the first prompt token that differs from the stored chain
+  bool stored_in_other_namespace = false;  // kNoEntry and the first block is stored under another root
 
   // Derived from the tiers above: cold when nothing is restored, a tier's
   // mode when every object came from that kind of tier, else mixed.
   RestoreMode mode() const;
+  // Objects and bytes per kind of tier that served them, in TierKind order.
+  std::vector<TierUse> tier_uses() const;
+};
+
+// What one tier holds of a prefix.
+struct TierShare {
+  std::string tier;  // Tier::name()
+  uint64_t objects = 0;
+  uint64_t bytes = 0;
+};
+
+// One stored prefix: a chain of blocks ending at a leaf (a block no stored
+// block continues), with the snapshots along it.
+struct PrefixInfo {
+  Key tail;                   // the leaf, K(k): the prefix's name
+  Key root;                   // K0, when every block back to it is stored
+  bool has_root = false;
+  int64_t tokens = 0;         // kB: the tokens its blocks cover
+  int64_t restorable_tokens = 0;  // the longest prefix of it a request can restore
+  int64_t blocks = 0;         // blocks of the chain stored (in any tier)
+  int64_t snapshots = 0;      // snapshots along it
+  uint64_t bytes = 0;         // all of those, in every tier (shared ancestors included)
+  std::vector<TierShare> tiers;  // in bank order
+  uint64_t hits = 0;          // restores that used it or a part of it: its most-read block's reads, all tiers
+  int64_t last_use_ms = 0;    // the latest write or read of any of its objects
+  int64_t pinned_until_ms = 0;   // 0: not pinned
+  std::vector<int32_t> first_tokens;  // the first block's tokens (prefixes() with first_tokens > 0)
+};
+
+struct FlushResult {
+  uint64_t objects = 0;
+  uint64_t bytes = 0;
+  uint64_t pins = 0;          // pins dropped
+  uint64_t unattributed = 0;  // objects cut off from their root (a namespace flush cannot tell whose)
 };
 
 // An object a restore used, by name.
@@ -93,8 +157,12 @@ struct BankStats {
 
 class Bank {
  public:
-  // REQUIRES: tiers non-empty, none null.
-  explicit Bank(std::vector<Tier*> tiers);
+  // REQUIRES: tiers non-empty, none null. `clock` (default: the system's)
+  // dates pins; it must outlive the Bank.
+  explicit Bank(std::vector<Tier*> tiers, const WallClock* clock = nullptr);
+  ~Bank();
+  Bank(const Bank&) = delete;
+  Bank& operator=(const Bank&) = delete;
 
   const std::vector<Tier*>& tiers() const { return tiers_; }
 
@@ -118,6 +186,31 @@ class Bank {
   uint64_t quarantine(std::span<const ObjectId> objects, const std::string& why);
 
   BankStats stats() const;
+  // Whether some tier stores what is published.
+  bool writable() const;
+
+  // --- The operator's view.
+
+  // Stored prefixes, longest first. `needs_snapshot`: the model has
+  // recurrent components (a restore point needs a snapshot). With
+  // first_tokens > 0, each prefix with a root carries up to that many of its
+  // first block's tokens.
+  std::vector<PrefixInfo> prefixes(bool needs_snapshot, size_t first_tokens) const;
+  // Pins the prefix whose chain keys are `chain` (K0..Kk, k >= 1) for ttl_ms.
+  Status pin_prefix(std::span<const Key> chain, int64_t tokens, int64_t ttl_ms, Pin* out);
+  // Pins the stored chain ending at block `tail`, back to its root (or to
+  // the first absent block). kNotFound when no tier holds `tail`.
+  Status pin_chain(const Key& tail, int64_t ttl_ms, Pin* out);
+  bool unpin(const std::string& id);
+  std::vector<Pin> pins() const { return pins_.list(); }
+  // Bytes and objects each tier holds under a pin's names.
+  std::vector<TierShare> pinned_share(const Pin& pin) const;
+  // Forgets expired pins and lets the tiers evict to their budgets.
+  void sweep_pins();
+  int64_t now_ms() const { return pins_.now_ms(); }
+  // Removes every object under `root` (nullptr: every object), in every
+  // tier, and the pins on them; waits for queued writes first.
+  Status flush(const Key* root, FlushResult* out);
 
  private:
   struct Fetched {
@@ -130,17 +223,46 @@ class Bank {
   };
   using ReadAheads = std::map<ObjectId, ReadAhead>;
 
-  bool any_contains(ObjectKind kind, const Key& key) const;
+  // Which tier first holds an object: `tier` (tiers_.size(): none of the
+  // first `asked` tiers holds it; the tiers below were not asked yet).
+  struct Seen {
+    size_t tier = 0;
+    size_t asked = 0;
+  };
+  struct ObjectIdHash {
+    size_t operator()(const ObjectId& id) const { return KeyHash()(id.key) ^ static_cast<size_t>(id.kind); }
+  };
+  using Presence = std::unordered_map<ObjectId, Seen, ObjectIdHash>;
+  // Asks each tier, in one contains_many, about the chain's blocks and
+  // snapshots that could restore more than the tiers above already offer.
+  Presence probe(std::span<const Key> chain, int64_t m, bool recurrent) const;
+  // The first tier holding the object (tiers_.size(): none); asks the tiers
+  // the probe skipped, one at a time, when it has to.
+  size_t first_holder(Presence& presence, ObjectKind kind, const Key& key) const;
+  // Asks the tiers directly (explain_miss runs after the walk, on a miss only).
+  bool held_anywhere(ObjectKind kind, const Key& key) const;
+  // Rule 6, for a walk that ended at k blocks below m.
+  void explain_miss(std::span<const Key> chain, std::span<const int32_t> prompt, int64_t B, int64_t k,
+                    int64_t top, bool lost_block, bool lost_snapshot, RestorePlan* plan) const;
+  // The roots of other namespaces looked up recently, for the probe.
+  void note_root(const Key& root);
+  std::vector<Key> other_roots(const Key& root) const;
+  // The longest common prefix of `tokens` with a stored child of `parent`
+  // whose tokens check against its key; -1 when none.
+  int64_t longest_sibling_match(const Key& parent, std::span<const int32_t> tokens) const;
   // Reads each object from the first tier holding it, one get_many per tier.
-  void read_ahead(std::span<const ObjectId> ids, ReadAheads* out);
+  void read_ahead(std::span<const ObjectId> ids, Presence& presence, ReadAheads* out);
   // Asks every tier holding the object in order until one copy passes
   // `check`; promotes it into the first tier when it came from below. A copy
   // in `ahead` stands for that tier's get() and is taken out of it.
   template <typename Check>
   bool fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
-             ReadAheads* ahead, Fetched* out);
+             Presence& presence, ReadAheads* ahead, Fetched* out);
 
   std::vector<Tier*> tiers_;
+  PinSet pins_;
+  mutable std::mutex roots_mu_;
+  std::vector<Key> recent_roots_;  // most recent first, bounded
   std::atomic<uint64_t> lookups_{0};
   std::atomic<uint64_t> restores_{0};
   std::atomic<uint64_t> restored_tokens_{0};

@@ -3,8 +3,6 @@
 namespace sb {
 
 Status TieredBank::open(BankOptions options, std::unique_ptr<TieredBank>* out) {
-  if (!options.remote.empty())
-    return Status::unsupported("a remote bank tier (" + options.remote + ") is not available in this build");
   std::unique_ptr<TieredBank> b(new TieredBank());
   if (options.ram_bytes > 0) {
     b->ram_ = std::make_unique<RamTier>(options.ram_bytes);
@@ -22,6 +20,19 @@ Status TieredBank::open(BankOptions options, std::unique_ptr<TieredBank>* out) {
     SB_RETURN_IF_ERROR(SsdTier::open(std::move(o), &b->ssd_));
     b->tiers_.push_back(b->ssd_.get());
   }
+  if (!options.remote.empty()) {
+    RedisOptions o;
+    SB_RETURN_IF_ERROR(parse_redis_url(options.remote, &o.address));
+    o.password = options.remote_password;
+    o.ttl = options.remote_ttl;
+    o.timeout = options.remote_timeout;
+    if (!options.remote_key_prefix.empty()) o.key_prefix = options.remote_key_prefix;
+    o.schema = options.schema;
+    if (options.log) o.log = [log = options.log](const std::string& m) { log("remote: " + m); };
+    if (options.verify_blocks) o.verify_block = block_key_matches;
+    SB_RETURN_IF_ERROR(RedisTier::open(std::move(o), &b->remote_));
+    b->tiers_.push_back(b->remote_.get());
+  }
   if (!b->tiers_.empty()) b->bank_ = std::make_unique<Bank>(b->tiers_);
   *out = std::move(b);
   return Status::ok();
@@ -33,11 +44,16 @@ TieredBank::~TieredBank() {
 }
 
 Status TieredBank::flush(std::chrono::steady_clock::time_point deadline) {
-  return ssd_ ? ssd_->flush(deadline) : Status::ok();
+  Status s = ssd_ ? ssd_->flush(deadline) : Status::ok();
+  // The remote tier's writes help other replicas: in whatever time is left.
+  Status r = remote_ ? remote_->flush(deadline) : Status::ok();
+  return s.is_ok() ? r : s;
 }
 
 Status TieredBank::close(std::chrono::steady_clock::time_point deadline) {
-  return ssd_ ? ssd_->close(deadline) : Status::ok();
+  Status s = ssd_ ? ssd_->close(deadline) : Status::ok();
+  Status r = remote_ ? remote_->close(deadline) : Status::ok();
+  return s.is_ok() ? r : s;
 }
 
 }  // namespace sb

@@ -1,5 +1,5 @@
 // TieredBank: the one place that assembles the bank from options: the tiers
-// in lookup order (RAM, then SSD, then later a shared remote store) and the
+// in lookup order (RAM, then SSD, then a shared remote store) and the
 // Bank over them. Server, benchmarks and CLI open their bank here, so the
 // tiers are configured the same way everywhere: block verification
 // (chain_key(parent, tokens) == key on every SSD block read) is on unless a
@@ -8,10 +8,10 @@
 // Ownership: the TieredBank owns its tiers and its Bank and destroys the Bank
 // first. Anything holding bank() (an Engine) must be destroyed before it.
 //
-// Shutdown: close(deadline) waits until the SSD write queue is on disk or the
-// deadline passes; what is still queued then is dropped (publication is
-// atomic, so a dropped object is simply absent next time) and the writers
-// stop. No thread outlives close() but the one finishing its current file,
+// Shutdown: close(deadline) waits until the SSD write queue is on disk, then
+// the remote one is written, or the deadline passes; what is still queued
+// then is dropped (publication is atomic, so a dropped object is simply
+// absent next time) and the writers stop. No thread outlives close() but the one finishing its current file,
 // which the destructor joins.
 //
 // Thread safety: open() and close() from one thread; bank() and the tier
@@ -28,6 +28,7 @@
 
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
+#include "bank/remote/redis_tier.h"
 #include "bank/ssd_tier.h"
 #include "common/status.h"
 #include "runtime/state.h"
@@ -45,9 +46,14 @@ struct BankOptions {
   bool verify_blocks = true;       // check every SSD block's key against its tokens
   Fs* fs = nullptr;                // nullptr: posix_fs()
   std::function<void(const std::string&)> log;  // the tiers' log lines; nullptr: stderr
-  // A shared remote tier below SSD (the Redis tier, coming): its address, or
-  // empty for none. Not implemented yet: a non-empty value fails open().
+  // A shared remote tier below SSD (bank/remote/redis_tier.h): its URL,
+  // redis://HOST:PORT[/DB], or empty for none. Its values are checked like
+  // SSD files (schema, and block keys unless verify_blocks is off).
   std::string remote;
+  std::string remote_password;                    // empty: no AUTH
+  std::chrono::seconds remote_ttl{86400};         // after the last use; 0: keys never expire
+  std::chrono::milliseconds remote_timeout{500};  // every call to Redis, connecting included
+  std::string remote_key_prefix;                  // empty: the tier's own ("statebank:")
 };
 
 class TieredBank {
@@ -63,6 +69,7 @@ class TieredBank {
   const std::vector<Tier*>& tiers() const { return tiers_; }
   RamTier* ram() const { return ram_.get(); }  // null without a RAM tier
   SsdTier* ssd() const { return ssd_.get(); }  // null without an SSD tier
+  RedisTier* remote() const { return remote_.get(); }  // null without a remote tier
 
   // Waits until everything queued for the lower tiers is stored, at most
   // until `deadline`. Returns the first write failure, or kResourceExhausted
@@ -77,6 +84,7 @@ class TieredBank {
 
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SsdTier> ssd_;
+  std::unique_ptr<RedisTier> remote_;
   std::vector<Tier*> tiers_;
   std::unique_ptr<Bank> bank_;
 };

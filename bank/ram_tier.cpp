@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "bank/wall_clock.h"
+
 namespace sb {
 
 namespace {
@@ -23,6 +25,8 @@ Status RamTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
     return Status::not_found(std::string("ram tier holds no ") + object_kind_name(kind) + " " + key.hex());
   }
   e->tick = ++tick_;
+  ++e->hits;
+  e->last_use_ms = wall_now_ms();
   *out = e->object;
   ++stats_.hits;
   stats_.bytes_read += e->object->payload_bytes();
@@ -40,6 +44,7 @@ Status RamTier::put(const ObjectRef& object, Retention retention) {
     // First wins: the content stays; only the reason to keep it may rise.
     e->retention = std::max(e->retention, retention);
     e->tick = ++tick_;
+    e->last_use_ms = wall_now_ms();
     reorder_around(*e->object);
     evict_to_budget();
     return Status::ok();
@@ -51,14 +56,17 @@ Status RamTier::put(const ObjectRef& object, Retention retention) {
   entry.object = object;
   entry.retention = object->kind == ObjectKind::kBlock ? Retention::kBlock : std::max(retention, Retention::kThinFirst);
   entry.tick = ++tick_;
+  entry.last_use_ms = wall_now_ms();
   objects_.emplace(Name{object->kind, object->key}, entry);
   bytes_ += size;
   stats_.bytes_written += size;
   if (object->kind == ObjectKind::kBlock) {
-    ++children_[object->parent];
+    children_[object->parent].push_back(object->key);
     ++stats_.blocks;
+    stats_.block_bytes += size;
   } else {
     ++stats_.snapshots;
+    stats_.snapshot_bytes += size;
   }
   reorder_around(*object);
   evict_to_budget();
@@ -106,22 +114,27 @@ RamTier::Entry* RamTier::find(ObjectKind kind, const Key& key) {
   return it == objects_.end() ? nullptr : &it->second;
 }
 
-uint32_t RamTier::children(const Key& key) const {
+const RamTier::Entry* RamTier::find(ObjectKind kind, const Key& key) const {
+  auto it = objects_.find({kind, key});
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+uint32_t RamTier::child_count(const Key& key) const {
   auto it = children_.find(key);
-  return it == children_.end() ? 0 : it->second;
+  return it == children_.end() ? 0 : static_cast<uint32_t>(it->second.size());
 }
 
 std::pair<int, uint64_t> RamTier::place(ObjectKind kind, const Key& key) {
   Entry* e = find(kind, key);
   if (e == nullptr) return {0, 0};
   if (kind == ObjectKind::kBlock) {
-    if (children(key) != 0) return {4, e->tick};
+    if (child_count(key) != 0) return {4, e->tick};
     if (Entry* s = find(ObjectKind::kSnapshot, key))
       return {s->retention == Retention::kAnchor ? 3 : 2, std::max(e->tick, s->tick)};
     return {2, e->tick};
   }
   const Entry* block = find(ObjectKind::kBlock, key);
-  const bool continued = children(key) != 0;
+  const bool continued = child_count(key) != 0;
   if (block != nullptr && !continued) return {0, 0};  // attached: evicted with its block
   if (e->retention == Retention::kAnchor) return {block != nullptr ? 0 : 3, e->tick};
   return {continued ? 1 : 2, e->tick};
@@ -162,10 +175,14 @@ void RamTier::remove(ObjectKind kind, const Key& key, bool evicted) {
   bytes_ -= object->payload_bytes();
   objects_.erase(it);
   if (kind == ObjectKind::kBlock) {
-    if (--children_[object->parent] == 0) children_.erase(object->parent);
+    auto siblings = children_.find(object->parent);
+    std::erase(siblings->second, key);
+    if (siblings->second.empty()) children_.erase(siblings);
     --stats_.blocks;
+    stats_.block_bytes -= object->payload_bytes();
   } else {
     --stats_.snapshots;
+    stats_.snapshot_bytes -= object->payload_bytes();
   }
   if (evicted) {
     // The log is for tests and inspection; keep it bounded.
@@ -176,14 +193,88 @@ void RamTier::remove(ObjectKind kind, const Key& key, bool evicted) {
   reorder_around(*object);
 }
 
+bool RamTier::guarded(ObjectKind kind, const Key& key) const {
+  return guard_ != nullptr && guard_->protects(kind, key);
+}
+
 void RamTier::evict_to_budget() {
-  while (bytes_ > budget_ && !order_.empty()) {
-    const auto [cls, tick, kind, key] = *order_.begin();
-    const bool unit = kind == ObjectKind::kBlock && (cls == 2 || cls == 3) &&
-                      find(ObjectKind::kSnapshot, key) != nullptr;
+  while (bytes_ > budget_) {
+    // The first candidate in the order that no pin protects. Each removal
+    // may reorder the rest, so the scan starts over; it passes over pinned
+    // candidates only, and pins are few.
+    auto it = order_.begin();
+    bool unit = false;
+    for (; it != order_.end(); ++it) {
+      const auto& [cls, tick, kind, key] = *it;
+      unit = kind == ObjectKind::kBlock && (cls == 2 || cls == 3) && find(ObjectKind::kSnapshot, key) != nullptr;
+      if (!guarded(kind, key) && !(unit && guarded(ObjectKind::kSnapshot, key))) break;
+    }
+    if (it == order_.end()) return;  // only pinned objects are left
+    const auto [cls, tick, kind, key] = *it;
     remove(kind, key, /*evicted=*/true);
     if (unit) remove(ObjectKind::kSnapshot, key, /*evicted=*/true);
   }
+}
+
+void RamTier::set_eviction_guard(const EvictionGuard* guard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  guard_ = guard;
+}
+
+void RamTier::guard_changed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  evict_to_budget();
+}
+
+TierEntry RamTier::entry_of(const Entry& e) const {
+  TierEntry t;
+  t.kind = e.object->kind;
+  t.key = e.object->key;
+  t.parent = e.object->parent;
+  t.position = e.object->position;
+  t.tokens = static_cast<uint32_t>(e.object->tokens.size());
+  t.bytes = e.object->payload_bytes();
+  t.retention = e.retention;
+  t.hits = e.hits;
+  t.last_use_ms = e.last_use_ms;
+  return t;
+}
+
+std::vector<TierEntry> RamTier::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TierEntry> out;
+  out.reserve(objects_.size());
+  for (const auto& [name, e] : objects_) out.push_back(entry_of(e));
+  return out;
+}
+
+bool RamTier::describe(ObjectKind kind, const Key& key, TierEntry* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry* e = find(kind, key);
+  if (e == nullptr) return false;
+  *out = entry_of(*e);
+  return true;
+}
+
+std::vector<Key> RamTier::children(const Key& parent, size_t max) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = children_.find(parent);
+  if (it == children_.end()) return {};
+  return std::vector<Key>(it->second.begin(), it->second.begin() + static_cast<ptrdiff_t>(std::min(max, it->second.size())));
+}
+
+Status RamTier::peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry* e = find(ObjectKind::kBlock, block);
+  if (e == nullptr) return Status::not_found("ram tier holds no block " + block.hex());
+  *parent = e->object->parent;
+  *tokens = e->object->tokens;
+  return Status::ok();
+}
+
+Status RamTier::discard(ObjectKind kind, const Key& key) {
+  if (!erase(kind, key)) return Status::not_found(std::string("ram tier holds no ") + object_kind_name(kind) + " " + key.hex());
+  return Status::ok();
 }
 
 }  // namespace sb

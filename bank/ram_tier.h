@@ -41,11 +41,15 @@
 // Consequences: snapshots in the middle of chains go first, then chains are
 // shortened from their least recently used tails, and a chain's middle block
 // is never evicted while its tail is here.
+// Pins: a candidate the eviction guard protects (either object of a unit) is
+// skipped, and the next one in the order is taken; when only protected
+// candidates are left, eviction stops (bank/tier.h, promise 4).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -67,6 +71,14 @@ class RamTier : public Tier {
   bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
   TierStats stats() const override;
 
+  void set_eviction_guard(const EvictionGuard* guard) override;
+  void guard_changed() override;
+  std::vector<TierEntry> entries() const override;
+  bool describe(ObjectKind kind, const Key& key, TierEntry* out) const override;
+  std::vector<Key> children(const Key& parent, size_t max) const override;
+  Status peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const override;
+  Status discard(ObjectKind kind, const Key& key) override;
+
   // Changes the budget and evicts (in the order above) until it holds.
   void set_budget(uint64_t budget_bytes);
   // Removes one object now (quarantine, or a test making a hole). Returns
@@ -85,13 +97,18 @@ class RamTier : public Tier {
     ObjectRef object;
     Retention retention = Retention::kBlock;
     uint64_t tick = 0;
+    uint64_t hits = 0;
+    int64_t last_use_ms = 0;
   };
   // (class, tick, kind, key): the candidate's place in the eviction order.
   using OrderKey = std::tuple<int, uint64_t, ObjectKind, Key>;
 
   // All REQUIRE mu_ held.
   Entry* find(ObjectKind kind, const Key& key);
-  uint32_t children(const Key& key) const;
+  const Entry* find(ObjectKind kind, const Key& key) const;
+  TierEntry entry_of(const Entry& e) const;
+  uint32_t child_count(const Key& key) const;
+  bool guarded(ObjectKind kind, const Key& key) const;
   // Class and tick of an object as a candidate, or class 0 = not a candidate
   // (an attached snapshot rides with its block).
   std::pair<int, uint64_t> place(ObjectKind kind, const Key& key);
@@ -107,11 +124,12 @@ class RamTier : public Tier {
   uint64_t bytes_ = 0;
   uint64_t tick_ = 0;
   std::unordered_map<Name, Entry, NameHash> objects_;
-  std::unordered_map<Key, uint32_t, KeyHash> children_;  // blocks here naming the key as parent
+  std::unordered_map<Key, std::vector<Key>, KeyHash> children_;  // blocks here naming the key as parent
   std::unordered_map<Name, OrderKey, NameHash> placed_;  // candidate -> its order key
   std::set<OrderKey> order_;
   std::vector<Name> evicted_;
   TierStats stats_;
+  const EvictionGuard* guard_ = nullptr;
 };
 
 }  // namespace sb

@@ -5,12 +5,24 @@
 namespace sb {
 
 void SsdIndex::account(const SsdEntry& e, int sign) {
+  const bool block = e.kind == ObjectKind::kBlock;
   if (sign > 0) {
     bytes_ += e.bytes;
-    (e.kind == ObjectKind::kBlock ? blocks_ : snapshots_) += 1;
+    if (block) block_bytes_ += e.bytes;
+    (block ? blocks_ : snapshots_) += 1;
+    if (block) children_.emplace(e.parent, e.key);
   } else {
     bytes_ -= e.bytes;
-    (e.kind == ObjectKind::kBlock ? blocks_ : snapshots_) -= 1;
+    if (block) block_bytes_ -= e.bytes;
+    (block ? blocks_ : snapshots_) -= 1;
+    if (block) {
+      auto [from, to] = children_.equal_range(e.parent);
+      for (auto it = from; it != to; ++it)
+        if (it->second == e.key) {
+          children_.erase(it);
+          break;
+        }
+    }
   }
 }
 
@@ -47,11 +59,15 @@ bool SsdIndex::erase(ObjectKind kind, const Key& key) {
   return true;
 }
 
-bool SsdIndex::touch(ObjectKind kind, const Key& key) {
+bool SsdIndex::touch(ObjectKind kind, const Key& key, int64_t now_ms) {
   auto it = entries_.find(Id{kind, key});
   if (it == entries_.end()) return false;
   order_.erase(order_of(it->second));
   it->second.last_access = ++clock_;
+  if (now_ms > 0) {
+    ++it->second.hits;
+    it->second.last_use_ms = now_ms;
+  }
   order_.emplace(order_of(it->second), it->first);
   return true;
 }
@@ -59,18 +75,6 @@ bool SsdIndex::touch(ObjectKind kind, const Key& key) {
 const SsdEntry* SsdIndex::oldest() const {
   if (order_.empty()) return nullptr;
   return &entries_.at(order_.begin()->second);
-}
-
-bool SsdIndex::doom_next(SsdEntry* out) {
-  for (const auto& [o, id] : order_) {
-    SsdEntry& e = entries_.at(id);
-    if (e.doomed) continue;
-    e.doomed = true;
-    doomed_bytes_ += e.bytes;
-    *out = e;
-    return true;
-  }
-  return false;
 }
 
 bool SsdIndex::undoom(ObjectKind kind, const Key& key) {
@@ -81,6 +85,13 @@ bool SsdIndex::undoom(ObjectKind kind, const Key& key) {
     doomed_bytes_ -= it->second.bytes;
   }
   return true;
+}
+
+std::vector<Key> SsdIndex::children(const Key& parent, size_t max) const {
+  std::vector<Key> out;
+  auto [from, to] = children_.equal_range(parent);
+  for (auto it = from; it != to && out.size() < max; ++it) out.push_back(it->second);
+  return out;
 }
 
 std::vector<SsdEntry> SsdIndex::in_eviction_order() const {

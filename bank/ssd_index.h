@@ -11,7 +11,8 @@
 //   3. then blocks before snapshots, then the smaller key.
 // An entry may be *doomed*: chosen as a victim but still published (the tier
 // deletes it once the object that needs its room is written). Doomed entries
-// stay findable; doom_next() passes over them.
+// stay findable; doom_next() passes over them, and so over victims the
+// tier's eviction guard protects (its `evictable` predicate).
 // Not thread-safe: the tier guards it with its mutex.
 #pragma once
 
@@ -34,6 +35,10 @@ struct SsdEntry {
   int64_t position = 0;
   uint64_t last_access = 0;  // the index's logical clock
   bool doomed = false;
+  Key parent;                // blocks: K(k), from the header
+  uint32_t tokens = 0;       // blocks: B, from the header
+  uint64_t hits = 0;         // successful reads in this process
+  int64_t last_use_ms = 0;   // Unix ms of the publish or last read (file mtime after a restart)
 };
 
 class SsdIndex {
@@ -45,19 +50,44 @@ class SsdIndex {
   void load(std::vector<std::pair<int64_t, SsdEntry>> entries_with_age);
   const SsdEntry* find(ObjectKind kind, const Key& key) const;
   bool erase(ObjectKind kind, const Key& key);
-  // Marks an entry as just accessed; false when absent.
-  bool touch(ObjectKind kind, const Key& key);
+  // Marks an entry as just accessed; false when absent. With now_ms > 0 it
+  // is also counted as a read (hits, last_use_ms).
+  bool touch(ObjectKind kind, const Key& key, int64_t now_ms = 0);
   // The next victim, or nullptr when empty.
   const SsdEntry* oldest() const;
-  // Marks the first entry of the eviction order that is not doomed yet as
-  // doomed and returns a copy; false when every entry is doomed.
-  bool doom_next(SsdEntry* out);
+  // Marks the first entry of the eviction order that is not doomed yet and
+  // that `evictable` accepts as doomed and returns a copy; false when there
+  // is none.
+  template <typename Pred>
+  bool doom_next(const Pred& evictable, SsdEntry* out) {
+    for (const auto& [o, id] : order_) {
+      SsdEntry& e = entries_.at(id);
+      if (e.doomed || !evictable(e)) continue;
+      e.doomed = true;
+      doomed_bytes_ += e.bytes;
+      *out = e;
+      return true;
+    }
+    return false;
+  }
   // Takes the mark off again (its replacement failed); false when absent.
   bool undoom(ObjectKind kind, const Key& key);
+  // The first entry in eviction order that `evictable` accepts, or nullptr.
+  template <typename Pred>
+  const SsdEntry* oldest_where(const Pred& evictable) const {
+    for (const auto& [o, id] : order_) {
+      const SsdEntry& e = entries_.at(id);
+      if (evictable(e)) return &e;
+    }
+    return nullptr;
+  }
+  // Keys of the blocks whose parent is `parent`, at most `max`.
+  std::vector<Key> children(const Key& parent, size_t max) const;
   std::vector<SsdEntry> in_eviction_order() const;
 
   uint64_t bytes() const { return bytes_; }
   uint64_t doomed_bytes() const { return doomed_bytes_; }
+  uint64_t block_bytes() const { return block_bytes_; }
   uint64_t blocks() const { return blocks_; }
   uint64_t snapshots() const { return snapshots_; }
   size_t size() const { return entries_.size(); }
@@ -77,8 +107,9 @@ class SsdIndex {
   void account(const SsdEntry& e, int sign);
 
   uint64_t clock_ = 0;
-  uint64_t bytes_ = 0, blocks_ = 0, snapshots_ = 0, doomed_bytes_ = 0;
+  uint64_t bytes_ = 0, block_bytes_ = 0, blocks_ = 0, snapshots_ = 0, doomed_bytes_ = 0;
   std::unordered_map<Id, SsdEntry, IdHash> entries_;
+  std::unordered_multimap<Key, Key, KeyHash> children_;  // parent -> block
   std::map<Order, Id> order_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "bank/format.h"
 #include "bank/ssd_versions.h"
+#include "bank/wall_clock.h"
 
 namespace sb {
 namespace {
@@ -278,6 +279,9 @@ Status SsdTier::scan_fanout(const std::string& sub, std::vector<std::pair<int64_
     e.bytes = info.size;
     e.retention = h.retention;
     e.position = h.position;
+    e.parent = h.parent;
+    e.tokens = h.n_tokens;
+    e.last_use_ms = info.mtime_ns / 1'000'000;
     found->emplace_back(info.mtime_ns, e);
   }
   return Status::ok();
@@ -391,7 +395,7 @@ Status SsdTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
     std::lock_guard<std::mutex> l(mu_);
     ++tier_.hits;
     tier_.bytes_read += size;
-    index_.touch(kind, key);
+    index_.touch(kind, key, wall_now_ms());
   } else {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -482,6 +486,10 @@ Status SsdTier::put(const ObjectRef& object, Retention retention) {
   return Status::ok();
 }
 
+bool SsdTier::guarded_locked(ObjectKind kind, const Key& key) const {
+  return guard_ != nullptr && guard_->protects(kind, key);
+}
+
 std::vector<SsdTier::Quarantined> SsdTier::take_expired_locked() {
   std::vector<Quarantined> out;
   const int64_t cutoff = now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(options_.quarantine_max_age).count();
@@ -503,8 +511,9 @@ void SsdTier::pick_victims_locked(uint64_t budget, uint64_t incoming, std::vecto
     files->push_back(std::move(quarantine_.front()));
     quarantine_.pop_front();
   }
+  auto evictable = [&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); };
   SsdEntry e;
-  while (over() && index_.doom_next(&e)) victims->push_back(e);
+  while (over() && index_.doom_next(evictable, &e)) victims->push_back(e);
 }
 
 void SsdTier::remove_quarantined(const std::vector<Quarantined>& files) {
@@ -592,8 +601,14 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
     if (budget_ && size > budget_)
       s = Status::exhausted("object of " + std::to_string(size) + " bytes exceeds the SSD budget of " +
                             std::to_string(budget_));
-    else if (budget_)
+    else if (budget_) {
       pick_victims_locked(budget_, size, &files, &victims);
+      // Only objects the eviction guard protects are left to evict: a pinned
+      // object may still go over the budget, nothing else may.
+      if (index_.bytes() - index_.doomed_bytes() + quarantine_bytes_ + reserved_bytes_ + size > budget_ &&
+          !guarded_locked(job.object->kind, job.object->key))
+        s = Status::exhausted("the SSD budget is held by pinned objects");
+    }
     reserved_bytes_ += size;
   }
   remove_quarantined(files);
@@ -618,7 +633,7 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
           bool got;
           {
             std::lock_guard<std::mutex> l(mu_);
-            got = index_.doom_next(&more);
+            got = index_.doom_next([&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); }, &more);
           }
           if (!got) break;
           victims.push_back(more);
@@ -648,6 +663,9 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
       e.bytes = size;
       e.retention = job.retention;
       e.position = job.object->position;
+      e.parent = job.object->parent;
+      e.tokens = static_cast<uint32_t>(job.object->tokens.size());
+      e.last_use_ms = wall_now_ms();
       index_.insert(e);
       tier_.bytes_written += size;
     } else {
@@ -763,6 +781,8 @@ SsdStats SsdTier::ssd_stats() const {
   s.quarantine_bytes = quarantine_bytes_;
   s.tier = tier_;
   s.tier.bytes = index_.bytes();
+  s.tier.block_bytes = index_.block_bytes();
+  s.tier.snapshot_bytes = index_.bytes() - index_.block_bytes();
   s.tier.blocks = index_.blocks();
   s.tier.snapshots = index_.snapshots();
   s.tier.budget_bytes = budget_;
@@ -830,6 +850,103 @@ Status SsdTier::remove_old_versions(uint64_t* files, uint64_t* bytes) {
   extra_.old_format_files -= std::min(extra_.old_format_files, r.files);
   extra_.old_format_bytes -= std::min(extra_.old_format_bytes, r.bytes);
   return Status::ok();
+}
+
+}  // namespace sb
+
+namespace sb {
+
+namespace {
+
+TierEntry tier_entry(const SsdEntry& e) {
+  TierEntry t;
+  t.kind = e.kind;
+  t.key = e.key;
+  t.parent = e.parent;
+  t.position = e.position;
+  t.tokens = e.tokens;
+  t.bytes = e.bytes;
+  t.retention = e.retention;
+  t.hits = e.hits;
+  t.last_use_ms = e.last_use_ms;
+  return t;
+}
+
+}  // namespace
+
+void SsdTier::set_eviction_guard(const EvictionGuard* guard) {
+  std::lock_guard<std::mutex> l(mu_);
+  guard_ = guard;
+}
+
+void SsdTier::guard_changed() {
+  if (options_.mode != SsdMode::kOn || budget_ == 0) return;
+  uint64_t n = 0, b = 0;
+  (void)evict_to(budget_, &n, &b);
+}
+
+std::vector<TierEntry> SsdTier::entries() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<TierEntry> out;
+  out.reserve(index_.size());
+  for (const SsdEntry& e : index_.in_eviction_order()) out.push_back(tier_entry(e));
+  return out;
+}
+
+bool SsdTier::describe(ObjectKind kind, const Key& key, TierEntry* out) const {
+  std::lock_guard<std::mutex> l(mu_);
+  const SsdEntry* e = index_.find(kind, key);
+  if (e == nullptr) return false;
+  *out = tier_entry(*e);
+  return true;
+}
+
+std::vector<Key> SsdTier::children(const Key& parent, size_t max) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return index_.children(parent, max);
+}
+
+Status SsdTier::peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (index_.find(ObjectKind::kBlock, block) == nullptr) return Status::not_found("no block " + block.hex() + " on SSD");
+  }
+  const std::string path = object_path(ObjectKind::kBlock, block);
+  std::unique_ptr<ReadableFile> f;
+  SB_RETURN_IF_ERROR(fs_->open_readable(path, false, &f));
+  uint8_t head[kObjectHeaderBytes];
+  size_t got = 0;
+  SB_RETURN_IF_ERROR(f->read_at(0, head, sizeof head, &got));
+  ObjectHeader h;
+  SB_RETURN_IF_ERROR(decode_header(std::span<const uint8_t>(head, got), &h));
+  if (h.kind != ObjectKind::kBlock || h.key != block) return Status::corruption("header names another object");
+  // The payload opens with the part table (u64 per part), then the token ids.
+  const uint64_t at = kObjectHeaderBytes + 8ull * h.n_parts;
+  const uint64_t bytes = 4ull * h.n_tokens;
+  if (at + bytes > h.file_bytes()) return Status::corruption("token ids run past the end of the file");
+  std::vector<int32_t> ids(h.n_tokens);
+  SB_RETURN_IF_ERROR(f->read_at(at, ids.data(), bytes, &got));
+  if (got != bytes) return Status::corruption("the file ends inside its token ids");
+  *parent = h.parent;
+  *tokens = std::move(ids);
+  return Status::ok();
+}
+
+Status SsdTier::discard(ObjectKind kind, const Key& key) {
+  if (options_.mode != SsdMode::kOn) return Status::unsupported("the bank is open read-only");
+  const auto id = std::make_pair(kind, key);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!index_.erase(kind, key))
+      return Status::not_found(std::string("no ") + kind_tag(kind) + " " + key.hex() + " on SSD");
+    // A put of the same name waits until the file is gone (as for eviction
+    // and quarantine), so the removal cannot delete a fresh copy.
+    removing_.insert(id);
+  }
+  Status s = fs_->remove(object_path(kind, key));
+  std::lock_guard<std::mutex> l(mu_);
+  removing_.erase(id);
+  return s.code() == Code::kNotFound ? Status::ok() : s;
 }
 
 }  // namespace sb

@@ -33,7 +33,10 @@
 //     the file system). Victims are deleted after the object that needs their
 //     room is published; only when the file system itself lacks the room are
 //     they deleted first. A failed write (ENOSPC, EIO, fsync) never removes a
-//     published object.
+//     published object. Victims the eviction guard protects (pins) are passed
+//     over; when only protected objects are left and the new object does not
+//     fit the budget, it is not stored (kResourceExhausted in the writer),
+//     unless it is protected itself.
 // Thread-safe. The destructor writes out the queue (unless close() dropped
 // it), then stops its threads.
 #pragma once
@@ -132,12 +135,24 @@ class SsdTier : public Tier {
   // Waits until every put() queued before the call is published or has
   // failed, at most until `deadline`. Returns the first write failure since
   // the previous flush(), or kResourceExhausted when the deadline came first.
-  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+  Status flush(std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) override;
   // Shutdown: flush(deadline), then drops what is still queued (counted as
   // dropped puts, logged) and joins the writers once they finish their
   // current file; later put()s are dropped. Reads keep working. Returns
   // flush's status. Idempotent.
   Status close(std::chrono::steady_clock::time_point deadline);
+
+  void set_eviction_guard(const EvictionGuard* guard) override;
+  void guard_changed() override;
+  bool writable() const override { return options_.mode == SsdMode::kOn; }
+  std::vector<TierEntry> entries() const override;
+  bool describe(ObjectKind kind, const Key& key, TierEntry* out) const override;
+  std::vector<Key> children(const Key& parent, size_t max) const override;
+  // Reads the header and the token ids only (not the rows).
+  Status peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const override;
+  // Removes a published object's file (writable mode). A put() still queued
+  // is not affected: call flush() first.
+  Status discard(ObjectKind kind, const Key& key) override;
   // Published objects, in eviction order (first = next victim).
   std::vector<SsdEntry> list() const;
   // Evicts until the published bytes fit `budget`; counts what it removed.
@@ -177,9 +192,11 @@ class SsdTier : public Tier {
   std::vector<Quarantined> take_expired_locked();
   // REQUIRES: mu_ held. Chooses victims until published + quarantined +
   // reserved + incoming fits `budget`: quarantined files first (taken off the
-  // list), then published objects (doomed, still readable).
+  // list), then published objects the guard does not protect (doomed, still
+  // readable). The result may not make them fit.
   void pick_victims_locked(uint64_t budget, uint64_t incoming, std::vector<Quarantined>* files,
                            std::vector<SsdEntry>* victims);
+  bool guarded_locked(ObjectKind kind, const Key& key) const;
   void remove_quarantined(const std::vector<Quarantined>& files);
   // Takes a doomed victim out of the index and deletes its file; false when
   // it is no longer the doomed entry (quarantined or re-read meanwhile).
@@ -220,6 +237,7 @@ class SsdTier : public Tier {
   bool closed_ = false;  // close(): nothing more is written
   std::deque<std::function<void()>> read_tasks_;
   std::vector<std::thread> readers_;  // started by the first get_many()
+  const EvictionGuard* guard_ = nullptr;
 
   std::vector<std::thread> writers_;  // constant after open
 };

@@ -1,4 +1,4 @@
-// Tier: one storage level of the bank (RAM, SSD, later a shared remote store).
+// Tier: one storage level of the bank (RAM, SSD, a shared remote store).
 // The Bank composes tiers behind this one interface and never knows which
 // kind it talks to.
 //
@@ -13,12 +13,20 @@
 //  4. quarantine() takes an object out for good: a copy that failed a check
 //     is never served again, and the next request computes it cold and
 //     publishes it afresh (docs/bank.md, "Self-healing").
+//  5. Eviction skips what the eviction guard protects (pinned prefixes,
+//     bank/pins.h), for tiers that honour one (RAM, SSD); a tier that cannot
+//     (a shared remote store with its own eviction) ignores it. Protected
+//     objects may hold a tier above its budget; unprotected ones never do.
+//  6. The operator's methods (entries, describe, children, peek_tokens,
+//     discard) never count as a use: no hit, no change of eviction order.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "bank/object.h"
 #include "common/status.h"
@@ -59,6 +67,13 @@ enum class Retention : uint8_t {
 // "block", "thin-first", "keep", "anchor" (`statebank bank ls`).
 const char* retention_name(Retention retention);
 
+// One question of a batch presence probe (Tier::contains_many).
+struct TierProbe {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  bool present = false;  // the answer
+};
+
 // One request of a batch read (Tier::get_many).
 struct TierRead {
   ObjectKind kind = ObjectKind::kBlock;
@@ -67,11 +82,20 @@ struct TierRead {
   Status status;
 };
 
+// What one kind of tier contributed to a restore (RestorePlan::tier_uses).
+struct TierUse {
+  TierKind tier = TierKind::kRam;
+  int64_t objects = 0;  // objects served from it
+  uint64_t bytes = 0;   // their payload bytes
+};
+
 struct TierStats {
   uint64_t bytes = 0;
   uint64_t budget_bytes = 0;
   uint64_t blocks = 0;
   uint64_t snapshots = 0;
+  uint64_t block_bytes = 0;     // bytes by object kind: block_bytes + snapshot_bytes == bytes
+  uint64_t snapshot_bytes = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t evictions = 0;
@@ -85,12 +109,39 @@ struct TierStats {
   std::map<std::string, uint64_t> counts;
 };
 
+// One stored object as the operator sees it (Tier::entries).
+struct TierEntry {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  Key parent;               // blocks: K(k); snapshots: zero
+  int64_t position = 0;     // blocks: first token kB; snapshots: kB
+  uint32_t tokens = 0;      // blocks: B; snapshots: 0
+  uint64_t bytes = 0;       // what it costs this tier
+  Retention retention = Retention::kBlock;
+  uint64_t hits = 0;        // successful reads in this process
+  int64_t last_use_ms = 0;  // Unix ms of the last write or successful read (0: unknown)
+};
+
+// Decides what eviction must skip. The Bank hands one to every tier
+// (Tier::set_eviction_guard); protects() is thread-safe, cheap, and never
+// calls into a tier, so a tier may ask it under its own lock.
+class EvictionGuard {
+ public:
+  virtual ~EvictionGuard() = default;
+  virtual bool protects(ObjectKind kind, const Key& key) const = 0;
+};
+
 class Tier {
  public:
   virtual ~Tier() = default;
   virtual TierKind kind() const = 0;
   const char* name() const { return tier_kind_name(kind()); }
   virtual bool contains(ObjectKind kind, const Key& key) const = 0;
+  // Answers several contains() at once. Tiers where a question costs a round
+  // trip override it to ask them all in one.
+  virtual void contains_many(std::span<TierProbe> probes) const {
+    for (auto& p : probes) p.present = contains(p.kind, p.key);
+  }
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
   virtual Status put(const ObjectRef& object, Retention retention) = 0;
   // Removes an object because a copy of it failed a check (this tier's own
@@ -109,6 +160,49 @@ class Tier {
     for (auto& r : reads) r.status = get(r.kind, r.key, &r.object);
   }
   virtual TierStats stats() const = 0;
+
+  // --- The operator's view (docs/bank.md, "The operator's view"). The
+  // defaults are those of a tier that cannot enumerate or remove what it
+  // holds; RAM and SSD override them all.
+
+  // Installs the guard eviction consults from now on (nullptr: none). The
+  // guard must outlive its installation.
+  virtual void set_eviction_guard(const EvictionGuard* guard) { (void)guard; }
+  // The guard protects less than before (a pin expired or was removed):
+  // evict to the budget now.
+  virtual void guard_changed() {}
+  // Whether put() can store anything (false: a read-only SSD tier).
+  virtual bool writable() const { return true; }
+  // Waits until every put() made before the call is visible or has failed,
+  // at most until `deadline`.
+  virtual Status flush(std::chrono::steady_clock::time_point deadline) {
+    (void)deadline;
+    return Status::ok();
+  }
+  // Everything published here, in no particular order.
+  virtual std::vector<TierEntry> entries() const { return {}; }
+  // One object's entry; false when absent.
+  virtual bool describe(ObjectKind kind, const Key& key, TierEntry* out) const {
+    (void)kind, (void)key, (void)out;
+    return false;
+  }
+  // Keys of the blocks here whose parent is `parent`, at most `max`.
+  virtual std::vector<Key> children(const Key& parent, size_t max) const {
+    (void)parent, (void)max;
+    return {};
+  }
+  // A block's token ids, read without its rows where the tier can. The
+  // caller verifies them against the key (chain_key(parent, tokens)).
+  virtual Status peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const {
+    (void)block, (void)parent, (void)tokens;
+    return Status::unsupported(std::string(name()) + " tier cannot peek at blocks");
+  }
+  // Removes an object now (the operator's flush); not an eviction.
+  // kNotFound when absent.
+  virtual Status discard(ObjectKind kind, const Key& key) {
+    (void)kind, (void)key;
+    return Status::unsupported(std::string(name()) + " tier cannot discard objects");
+  }
 };
 
 }  // namespace sb

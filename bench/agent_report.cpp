@@ -31,8 +31,36 @@ const char* verdict(bool met) { return met ? "met" : "**not met**"; }
 AgentSummary summarize(const AgentResult& r) {
   AgentSummary s;
   double prefill_tokens = 0, prefill_ms = 0, decode_tokens = 0, decode_ms = 0;
-  double lookup_ms = 0, restore_ms = 0;
+  struct Times {
+    double lookup_ms = 0, restore_ms = 0;
+  } ssd_times, remote_times;
   bool first_bank = true;
+  // A bank row followed by its bypass twin, served from one tier alone.
+  auto add = [&](ServedFrom& f, Times& t, const AgentRow& row) {
+    if (f.n == 0) {
+      f.prompt_tokens = row.prompt_tokens;
+      f.restore_point = row.restore_point;
+    }
+    const size_t i = static_cast<size_t>(&row - r.rows.data());
+    f.ms += row.ttft_ms;
+    f.ratio += row.ttft_ratio;
+    f.ratio_max = std::max(f.ratio_max, row.ttft_ratio);
+    f.cold_ms += i + 1 < r.rows.size() ? r.rows[i + 1].ttft_ms : 0.0;
+    ++f.n;
+    f.bytes += row.bytes_read;
+    f.wire += row.wire_received;
+    t.lookup_ms += row.lookup_ms;
+    t.restore_ms += row.lookup_ms + row.restore_ms;
+  };
+  auto finish = [](ServedFrom& f, const Times& t) {
+    if (f.n) {
+      f.ms /= f.n;
+      f.ratio /= f.n;
+      f.cold_ms /= f.n;
+    }
+    if (t.lookup_ms > 0) f.gbps = f.bytes / (t.lookup_ms * 1e-3) / 1e9;
+    if (t.restore_ms > 0) f.e2e_gbps = f.bytes / (t.restore_ms * 1e-3) / 1e9;
+  };
   for (const auto& row : r.rows) {
     if (row.mode == "bypass") {
       if (row.turn == 0) {
@@ -64,17 +92,9 @@ AgentSummary summarize(const AgentResult& r) {
       s.ram_ratio_max = std::max(s.ram_ratio_max, row.ttft_ratio);
       ++s.n_ram;
     } else if (row.served == "ssd" && row.phase == "after") {
-      if (s.n_ssd == 0) {
-        s.ssd_prompt_tokens = row.prompt_tokens;
-        s.ssd_restore_point = row.restore_point;
-      }
-      s.ssd_ms += row.ttft_ms;
-      s.ssd_ratio += row.ttft_ratio;
-      s.ssd_ratio_max = std::max(s.ssd_ratio_max, row.ttft_ratio);
-      ++s.n_ssd;
-      s.restore_bytes += row.bytes_read;
-      lookup_ms += row.lookup_ms;
-      restore_ms += row.lookup_ms + row.restore_ms;
+      add(s.ssd, ssd_times, row);
+    } else if (row.served == "remote" && row.phase == "replica") {
+      add(s.remote, remote_times, row);
     } else if (row.served == "mixed") {
       s.mixed_ratio += row.ttft_ratio;
       ++s.n_mixed;
@@ -86,15 +106,11 @@ AgentSummary summarize(const AgentResult& r) {
     s.ram_ms /= s.n_ram;
     s.ram_ratio /= s.n_ram;
   }
-  if (s.n_ssd) {
-    s.ssd_ms /= s.n_ssd;
-    s.ssd_ratio /= s.n_ssd;
-  }
+  finish(s.ssd, ssd_times);
+  finish(s.remote, remote_times);
   if (s.n_mixed) s.mixed_ratio /= s.n_mixed;
-  if (lookup_ms > 0) s.restore_gbps = s.restore_bytes / (lookup_ms * 1e-3) / 1e9;
-  if (restore_ms > 0) s.restore_e2e_gbps = s.restore_bytes / (restore_ms * 1e-3) / 1e9;
   if (r.dd_ran && r.dd_seconds > 0) s.dd_gbps = r.dd_bytes / r.dd_seconds / 1e9;
-  if (s.dd_gbps > 0) s.restore_vs_dd = s.restore_gbps / s.dd_gbps;
+  if (s.dd_gbps > 0) s.restore_vs_dd = s.ssd.gbps / s.dd_gbps;
   if (r.disk_bytes > 0) {
     s.dedup_ratio = static_cast<double>(r.ideal_bytes) / static_cast<double>(r.disk_bytes);
     s.saving = static_cast<double>(r.naive_bytes) / static_cast<double>(r.disk_bytes);
@@ -108,7 +124,7 @@ std::string agent_csv(const AgentResult& r) {
   std::ostringstream out;
   out << "request,phase,turn,project,mode,served,prompt_tokens,message_boundary,ttft_ms,total_ms,restore_point,"
          "snapshot_position,prefill_tokens,blocks,bytes_read,lookup_ms,restore_ms,prefill_ms,generated,ttft_ratio,"
-         "equal_to_bypass,disk_bytes,naive_bytes,ideal_bytes,tokens\n";
+         "equal_to_bypass,disk_bytes,naive_bytes,ideal_bytes,wire_received,wire_sent,tokens\n";
   for (const auto& x : r.rows) {
     const bool bank = x.mode == "bank";
     out << x.request << ',' << x.phase << ',' << x.turn << ',' << x.project << ',' << x.mode << ',' << x.served
@@ -118,7 +134,8 @@ std::string agent_csv(const AgentResult& r) {
         << fmt("%.3f", x.restore_ms) << ',' << fmt("%.3f", x.prefill_ms) << ',' << x.generated << ','
         << (bank ? fmt("%.5f", x.ttft_ratio) : "") << ',' << (bank ? (x.equal_to_bypass ? "1" : "0") : "") << ','
         << (bank ? std::to_string(x.disk_bytes) : "") << ',' << (bank ? std::to_string(x.naive_bytes) : "")
-        << ',' << (bank ? std::to_string(x.ideal_bytes) : "") << ',';
+        << ',' << (bank ? std::to_string(x.ideal_bytes) : "") << ',' << (bank ? std::to_string(x.wire_received) : "")
+        << ',' << (bank ? std::to_string(x.wire_sent) : "") << ',';
     for (size_t i = 0; i < x.tokens.size(); ++i) out << (i ? " " : "") << x.tokens[i];
     out << '\n';
   }
@@ -136,7 +153,12 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
      << " tokens, replies of " << o.reply_tokens << " generated tokens (greedy); " << o.turns
      << " turns per project, then a restart (engine, bank and tiers destroyed; the SSD tier reopened from "
         "its directory, an empty RAM tier), then "
-     << o.turns_after << " more. Blocks of " << o.block_tokens << " tokens, a snapshot every " << o.snapshot_every
+     << o.turns_after << " more"
+     << (r.remote ? "; every bank also had a Redis tier (`" + o.remote_url +
+                        "`) below RAM and SSD, and then a replica (a fresh engine and bank: an empty RAM tier and "
+                        "the same Redis, no SSD) ran " + std::to_string(o.turns_after) + " more"
+                  : std::string())
+     << ". Blocks of " << o.block_tokens << " tokens, a snapshot every " << o.snapshot_every
      << " tokens. Every bank request ran next to its twin with the bank bypassed (the *cold* figure). "
      << "Whole run: " << fmt("%.0f", r.wall_seconds) << " s.\n\n";
 
@@ -154,27 +176,48 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
   if (s.n_ram)
     md << "| warm from RAM | " << fmt("%.0f ms", s.ram_ms) << ", " << pct(s.ram_ratio) << " of cold (mean of "
        << s.n_ram << ", worst " << pct(s.ram_ratio_max) << ") | |\n";
-  if (s.n_ssd)
-    md << "| **warm from SSD after the restart** (prompt " << s.ssd_prompt_tokens << " tokens, restored "
-       << s.ssd_restore_point << ") | " << fmt("%.0f ms", s.ssd_ms) << ", **" << pct(s.ssd_ratio)
-       << "** of cold (mean of " << s.n_ssd << ", worst " << pct(s.ssd_ratio_max) << ") | <= 5 %: "
-       << verdict(s.ssd_ratio_max <= 0.05) << " |\n";
+  if (s.ssd.n)
+    md << "| **warm from SSD after the restart** (prompt " << s.ssd.prompt_tokens << " tokens, restored "
+       << s.ssd.restore_point << ") | " << fmt("%.0f ms", s.ssd.ms) << ", **" << pct(s.ssd.ratio)
+       << "** of cold (mean of " << s.ssd.n << ", worst " << pct(s.ssd.ratio_max) << ") | <= 5 %: "
+       << verdict(s.ssd.ratio_max <= 0.05) << " |\n";
   else
     md << "| warm from SSD after the restart | no request was served from the SSD tier alone | <= 5 % |\n";
+  if (r.remote) {
+    if (s.remote.n)
+      md << "| **warm from Redis on a fresh replica** (prompt " << s.remote.prompt_tokens << " tokens, restored "
+         << s.remote.restore_point << ") | " << fmt("%.0f ms", s.remote.ms) << ", **" << pct(s.remote.ratio)
+         << "** of cold (mean of " << s.remote.n << ", worst " << pct(s.remote.ratio_max) << ") | |\n";
+    else
+      md << "| warm from Redis on a fresh replica | no request was served from the remote tier alone | |\n";
+  }
   if (s.n_mixed)
-    md << "| warm after the restart, RAM and SSD mixed (shared prefix already promoted) | " << pct(s.mixed_ratio)
+    md << "| warm after the restart, tiers mixed (shared prefix already promoted) | " << pct(s.mixed_ratio)
        << " of cold (mean of " << s.n_mixed << ") | |\n";
   md << "| prefill tokens skipped | " << s.skipped_tokens << " of " << s.prompt_tokens << " prompt tokens ("
      << pct(s.prompt_tokens ? static_cast<double>(s.skipped_tokens) / s.prompt_tokens : 0) << ") | |\n";
-  if (s.n_ssd && r.dd_ran)
-    md << "| restore read throughput (SSD) vs `dd` | " << fmt("%.2f GB/s", s.restore_gbps) << " vs "
+  if (s.ssd.n && r.dd_ran)
+    md << "| restore read throughput (SSD) vs `dd` | " << fmt("%.2f GB/s", s.ssd.gbps) << " vs "
        << fmt("%.2f GB/s", s.dd_gbps) << ": **" << fmt("%.3f", s.restore_vs_dd) << "** | >= 0.9: "
        << verdict(s.restore_vs_dd >= 0.9) << " |\n"
        << "| restore end to end (SSD reads and checks, then composing the State) | "
-       << fmt("%.2f GB/s", s.restore_e2e_gbps) << " | |\n";
+       << fmt("%.2f GB/s", s.ssd.e2e_gbps) << " | |\n";
   else
-    md << "| restore read throughput (SSD) vs `dd` | not measured: " << (s.n_ssd ? r.dd_note : "no SSD request")
+    md << "| restore read throughput (SSD) vs `dd` | not measured: " << (s.ssd.n ? r.dd_note : "no SSD request")
        << " | >= 0.9 |\n";
+  if (s.remote.n)
+    md << "| restore throughput from Redis (pipelined reads and checks; end to end with composing) | "
+       << fmt("%.2f GB/s", s.remote.gbps) << "; " << fmt("%.2f GB/s", s.remote.e2e_gbps)
+       << (s.ssd.n ? " (SSD: " + fmt("%.2f GB/s", s.ssd.gbps) + "; " + fmt("%.2f GB/s", s.ssd.e2e_gbps) + ")"
+                   : std::string())
+       << " | |\n"
+       << "| bytes on the wire for those restores (received) / payload restored | " << mb(s.remote.wire) << " / "
+       << mb(s.remote.bytes) << " | |\n";
+  if (r.remote)
+    md << "| Redis traffic, whole run: received / sent; objects not written (queue, errors); values that failed "
+          "a check | "
+       << mb(r.remote_wire_received) << " / " << mb(r.remote_wire_sent) << "; " << r.remote_dropped_puts << ", "
+       << r.remote_write_errors << "; " << r.remote_check_failures << " | |\n";
   md << "| bank bytes on disk / ideal / naive (every prompt alone) | " << mb(r.disk_bytes) << " / "
      << mb(r.ideal_bytes) << " / " << mb(r.naive_bytes) << " | |\n";
   md << "| dedup ratio (ideal / on disk) | **" << fmt("%.3f", s.dedup_ratio) << "** (naive / on disk: "
@@ -189,6 +232,26 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
        << r.ssd_write_errors << " | 0 |\n";
   md << "| prefill, cold | " << fmt("%.1f tokens/s", s.prefill_tps) << " | |\n";
   md << "| decode | " << fmt("%.1f tokens/s", s.decode_tps) << " | |\n\n";
+
+  if (r.remote) {
+    md << "## Remote vs SSD vs cold\n\n";
+    md << "The same workload served three ways: from the SSD tier after the restart (the first request of each "
+          "turn; the others mix in what it promoted to RAM), from Redis on the replica (likewise), and cold (each "
+          "request's bypass twin).\n\n";
+    md << "| served from | requests | time to first token | its cold twin | ratio | restore throughput (lookup; "
+          "end to end) | restored | received on the wire |\n";
+    md << "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    if (s.ssd.n)
+      md << "| SSD, after the restart | " << s.ssd.n << " | " << fmt("%.0f ms", s.ssd.ms) << " | "
+         << fmt("%.0f ms", s.ssd.cold_ms) << " | " << pct(s.ssd.ratio) << " | " << fmt("%.2f", s.ssd.gbps)
+         << "; " << fmt("%.2f GB/s", s.ssd.e2e_gbps) << " | " << mb(s.ssd.bytes) << " | - |\n";
+    if (s.remote.n)
+      md << "| Redis, on the replica | " << s.remote.n << " | " << fmt("%.0f ms", s.remote.ms) << " | "
+         << fmt("%.0f ms", s.remote.cold_ms) << " | " << pct(s.remote.ratio) << " | " << fmt("%.2f", s.remote.gbps)
+         << "; " << fmt("%.2f GB/s", s.remote.e2e_gbps) << " | " << mb(s.remote.bytes) << " | " << mb(s.remote.wire)
+         << " |\n";
+    md << "\n";
+  }
 
   if (!r.mismatches.empty()) {
     md << "## MISMATCHES\n\nThese bank responses differ from their bypass twins:\n\n";
@@ -253,6 +316,12 @@ std::string agent_markdown(const AgentResult& r, const AgentWorkloadOptions& o, 
        << fmt("%.2f GB/s", s.dd_gbps) << (r.dd_note.empty() ? "" : " (" + r.dd_note + ")") << ".\n";
   else
     md << "- Baseline dd: " << r.dd_note << ".\n";
+  if (r.remote)
+    md << "- Redis (`" << o.remote_url << "`): the tier pipelines a restore's presence questions (EXISTS) in one "
+          "round trip and its reads (GETEX) in another, and checks every value like an SSD file; the bytes on the "
+          "wire are those its sockets received during the request and its write-out. The run's keys live under "
+          "their own prefix and expire an hour after their last use. Redis ran on the same machine (loopback), so "
+          "the figures show the tier's own cost, not a network's.\n";
   md << "- Prefill and decode speed come from the bypass runs: prompt tokens / prefill time, and generated "
         "tokens after the first / (total time - time to first token).\n";
   md << "- Token ids are deterministic pseudo-random ids (seed " << o.seed

@@ -14,7 +14,12 @@
 //  - ideal bytes: every distinct block once plus the snapshots actually
 //    needed (those some request restored from, and the last prompt end of
 //    each conversation, which its next turn needs);
-//  - dedup ratio: ideal bytes / bytes on disk (1 = nothing beyond the ideal).
+//  - dedup ratio: ideal bytes / bytes on disk (1 = nothing beyond the ideal);
+//  - remote (with --remote): the replica's requests served from the Redis
+//    tier alone; restore throughput as for SSD (bytes_read / lookup_ms, the
+//    tier's pipelined reads and checks happen during the lookup), and the
+//    bytes its sockets received for them (payload plus RESP framing and the
+//    presence probe).
 // Pure functions, thread-safe.
 #pragma once
 
@@ -25,6 +30,19 @@
 
 namespace sb {
 
+// The requests served from one tier alone: SSD after the restart, Redis on
+// the replica.
+struct ServedFrom {
+  int n = 0;
+  double ms = 0, ratio = 0, ratio_max = 0;  // ttft: mean, mean over the twin's, worst ratio
+  double cold_ms = 0;                       // the bypass twins' mean ttft
+  int64_t prompt_tokens = 0, restore_point = 0;  // of the first such request
+  uint64_t bytes = 0;                       // sum of bytes_read
+  uint64_t wire = 0;                        // sum of bytes received from the remote tier
+  double gbps = 0;                          // bytes / sum of lookup (the tier's reads and checks)
+  double e2e_gbps = 0;                      // bytes / sum of (lookup + restore), composing included
+};
+
 struct AgentSummary {
   int requests = 0;               // bank requests (each has a bypass twin)
   int equal = 0;                  // bank requests equal to their twin bit for bit
@@ -34,15 +52,11 @@ struct AgentSummary {
   double populate_ratio = 0;      // the very first bank request (empty bank) / its twin
   double ram_ms = 0, ram_ratio = 0, ram_ratio_max = 0;
   int n_ram = 0;
-  double ssd_ms = 0, ssd_ratio = 0, ssd_ratio_max = 0;  // served "ssd", after the restart
-  int n_ssd = 0;
+  ServedFrom ssd;                 // served "ssd", after the restart
+  ServedFrom remote;              // served "remote", on the replica
   double mixed_ratio = 0;
   int n_mixed = 0;
-  int64_t ssd_prompt_tokens = 0, ssd_restore_point = 0;  // the first SSD request
   int64_t prompt_tokens = 0, skipped_tokens = 0;          // bank requests: sum of prompts, of restore_point
-  double restore_gbps = 0;        // SSD requests: sum bytes_read / sum lookup (the tier's reads and checks)
-  double restore_e2e_gbps = 0;    // SSD requests: sum bytes_read / sum (lookup + restore), composing included
-  uint64_t restore_bytes = 0;
   double dd_gbps = 0;
   double restore_vs_dd = 0;
   double dedup_ratio = 0;         // ideal / on disk

@@ -184,8 +184,10 @@ struct Bench {
   const AgentWorkloadOptions& o;
   AgentResult* result;
 
-  std::unique_ptr<TieredBank> tiers;  // RAM over SSD
+  std::unique_ptr<TieredBank> tiers;  // RAM over SSD (none on the replica), over Redis with a remote
   SsdTier* ssd = nullptr;             // tiers->ssd()
+  RedisTier* remote = nullptr;        // tiers->remote()
+  std::string remote_prefix;
   std::unique_ptr<Engine> engine;
 
   // For the ideal and naive byte counts.
@@ -200,15 +202,23 @@ struct Bench {
     if (o.progress) o.progress(line);
   }
 
-  Status open_bank() {
+  Status open_bank(bool with_ssd = true) {
     BankOptions bo;
     bo.ram_bytes = o.ram_bytes;
-    bo.ssd_mode = SsdMode::kOn;
+    bo.ssd_mode = with_ssd ? SsdMode::kOn : SsdMode::kOff;
     bo.ssd_dir = o.bank_dir;
     bo.schema = model.schema();
     bo.log = [this](const std::string& m) { say("bank: " + m); };
+    bo.remote = o.remote_url;
+    bo.remote_password = o.remote_password;
+    bo.remote_timeout = o.remote_timeout;
+    bo.remote_ttl = std::chrono::seconds(3600);
+    bo.remote_key_prefix = remote_prefix;
     SB_RETURN_IF_ERROR(TieredBank::open(std::move(bo), &tiers));
     ssd = tiers->ssd();
+    remote = tiers->remote();
+    if (remote && !remote->redis_stats().available)
+      return Status::io_error("the remote tier at " + o.remote_url + " does not answer");
     EngineOptions eo;
     eo.block_tokens = o.block_tokens;
     eo.snapshot_every = o.snapshot_every;
@@ -217,20 +227,39 @@ struct Bench {
     return Status::ok();
   }
 
+  // Waits for the tiers' background writes (outside every timed region).
+  Status flush_writes() { return tiers->flush(); }
+
   // The restart: what a server process exit and start does to the bank.
-  Status restart() {
-    SB_RETURN_IF_ERROR(ssd->flush());
+  // With `replica`, a second server instead: nothing local, the same Redis.
+  Status restart(bool replica = false) {
+    SB_RETURN_IF_ERROR(flush_writes());
     count_losses();
+    close_bank();
+    return open_bank(!replica);
+  }
+
+  void close_bank() {
     engine.reset();
     ssd = nullptr;
+    remote = nullptr;
     tiers.reset();
-    return open_bank();
   }
 
   void count_losses() {
-    const SsdStats st = ssd->ssd_stats();
-    result->ssd_dropped_puts += st.dropped_puts;
-    result->ssd_write_errors += st.write_errors;
+    if (ssd) {
+      const SsdStats st = ssd->ssd_stats();
+      result->ssd_dropped_puts += st.dropped_puts;
+      result->ssd_write_errors += st.write_errors;
+    }
+    if (remote) {
+      const RedisStats st = remote->redis_stats();
+      result->remote_wire_received += st.wire_bytes_received;
+      result->remote_wire_sent += st.wire_bytes_sent;
+      result->remote_dropped_puts += st.dropped_puts;
+      result->remote_write_errors += st.write_errors;
+      result->remote_check_failures += st.tier.check_failures;
+    }
   }
 
   void account(const std::vector<int32_t>& prompt, int project, const RestoreRecord& rec, AgentRow* row) {
@@ -268,12 +297,14 @@ struct Bench {
     CompletionResult warm, cold;
 
     req.cache_mode = CacheMode::kDefault;
+    const RedisStats wire_before = remote ? remote->redis_stats() : RedisStats();
     auto t0 = Clock::now();
     SB_RETURN_IF_ERROR(engine->complete(req, &warm));
     const double warm_total = ms_since(t0);
     // Outside the timed region: the writes of this request are on disk
-    // before anything else runs.
-    SB_RETURN_IF_ERROR(ssd->flush());
+    // (and in Redis) before anything else runs.
+    SB_RETURN_IF_ERROR(flush_writes());
+    const RedisStats wire_after = remote ? remote->redis_stats() : RedisStats();
 
     req.cache_mode = CacheMode::kBypass;
     t0 = Clock::now();
@@ -291,6 +322,8 @@ struct Bench {
     }
     w.mode = "bank";
     c.mode = "bypass";
+    w.wire_received = wire_after.wire_bytes_received - wire_before.wire_bytes_received;
+    w.wire_sent = wire_after.wire_bytes_sent - wire_before.wire_bytes_sent;
     w.ttft_ratio = c.ttft_ms > 0 ? w.ttft_ms / c.ttft_ms : 0;
     const std::string diff = compare_results(warm, cold);
     w.equal_to_bypass = diff.empty();
@@ -302,7 +335,8 @@ struct Bench {
       say("MISMATCH: " + m.str());
     }
     w.disk_bytes = dir_bytes(o.bank_dir, nullptr);
-    account(prompt, project, warm.restore, &w);
+    // The byte accounting describes the first server's SSD tier; the replica has none.
+    if (ssd) account(prompt, project, warm.restore, &w);
 
     char line[512];
     std::snprintf(line, sizeof line,
@@ -315,6 +349,25 @@ struct Bench {
     *reply = c.tokens;
     result->rows.push_back(std::move(w));
     result->rows.push_back(std::move(c));
+    return Status::ok();
+  }
+
+  // The SSD tier's contents against the ideal (after its writes are done).
+  Status take_disk_figures() {
+    SB_RETURN_IF_ERROR(ssd->flush());
+    const SsdStats st = ssd->ssd_stats();
+    result->ssd_blocks = st.tier.blocks;
+    result->ssd_snapshots = st.tier.snapshots;
+    result->disk_bytes = dir_bytes(o.bank_dir, &result->disk_files);
+    result->unused_snapshots = result->unused_snapshot_bytes = 0;
+    for (const SsdEntry& e : ssd->list()) {
+      if (e.kind == ObjectKind::kSnapshot && !needed.count(e.key)) {
+        ++result->unused_snapshots;
+        result->unused_snapshot_bytes += result->snapshot_state_bytes;
+      }
+    }
+    result->other_disk_bytes = static_cast<int64_t>(result->disk_bytes) -
+                               static_cast<int64_t>(result->ideal_bytes + result->unused_snapshot_bytes);
     return Status::ok();
   }
 
@@ -333,6 +386,10 @@ struct Bench {
       return Status::invalid("bank directory " + o.bank_dir + " is not empty; the benchmark starts from an empty bank");
     std::filesystem::create_directories(o.bank_dir, ec);
     if (ec) return Status::io_error("cannot create " + o.bank_dir + ": " + ec.message());
+    // This run's own names in Redis: nothing another run left is restored.
+    remote_prefix = "statebank-bench-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + ":";
+    result->remote = !o.remote_url.empty();
     SB_RETURN_IF_ERROR(open_bank());
 
     const int32_t limit = static_cast<int32_t>(std::min<int64_t>(model.vocab_size(), kPlainVocab));
@@ -358,7 +415,8 @@ struct Bench {
     }
 
     int request = 0;
-    const int total_turns = o.turns + o.turns_after;
+    const int replica_turns = o.remote_url.empty() ? 0 : o.turns_after;
+    const int total_turns = o.turns + o.turns_after + replica_turns;
     for (int t = 0; t < total_turns; ++t) {
       if (t == o.turns) {
         say("restart: flushing the SSD queue, destroying the engine, bank and tiers, reopening " + o.bank_dir);
@@ -367,7 +425,13 @@ struct Bench {
         say("reopened: " + std::to_string(st.tier.blocks) + " blocks, " + std::to_string(st.tier.snapshots) +
             " snapshots on disk; RAM tier empty");
       }
-      const char* phase = t < o.turns ? "before" : "after";
+      if (replica_turns > 0 && t == o.turns + o.turns_after) {
+        // The disk figures below describe the first server's SSD tier: take them now.
+        SB_RETURN_IF_ERROR(take_disk_figures());
+        say("replica: a fresh engine with an empty RAM tier and no SSD tier, on the same Redis");
+        SB_RETURN_IF_ERROR(restart(true));
+      }
+      const char* phase = t < o.turns ? "before" : t < o.turns + o.turns_after ? "after" : "replica";
       for (int p = 0; p < o.projects; ++p) {
         auto& c = conversation[static_cast<size_t>(p)];
         const auto boundary = static_cast<int64_t>(c.size());
@@ -378,23 +442,10 @@ struct Bench {
         c.insert(c.end(), reply.begin(), reply.end());
       }
     }
-    SB_RETURN_IF_ERROR(ssd->flush());
+    if (ssd) SB_RETURN_IF_ERROR(take_disk_figures());
+    SB_RETURN_IF_ERROR(flush_writes());
     count_losses();
-    const SsdStats st = ssd->ssd_stats();
-    result->ssd_blocks = st.tier.blocks;
-    result->ssd_snapshots = st.tier.snapshots;
-    result->disk_bytes = dir_bytes(o.bank_dir, &result->disk_files);
-    for (const SsdEntry& e : ssd->list()) {
-      if (e.kind == ObjectKind::kSnapshot && !needed.count(e.key)) {
-        ++result->unused_snapshots;
-        result->unused_snapshot_bytes += result->snapshot_state_bytes;
-      }
-    }
-    result->other_disk_bytes = static_cast<int64_t>(result->disk_bytes) -
-                               static_cast<int64_t>(result->ideal_bytes + result->unused_snapshot_bytes);
-    engine.reset();
-    ssd = nullptr;
-    tiers.reset();
+    close_bank();
 
     if (!o.dd_file.empty()) {
       // A file as large as the largest read of a request served from the SSD

@@ -24,10 +24,19 @@
 // region, so the next request's timing does not include this one's writes
 // and the bytes on disk are known per request.
 //
+// With a remote tier (remote_url): every bank also has the Redis tier below
+// RAM and SSD (its write queue flushed outside the timed region too), and
+// after the turns that follow the restart a *replica* starts: a fresh engine
+// and bank with an empty RAM tier and the remote tier only, as a second
+// server on another machine would have; it runs `turns_after` more turns
+// (phase "replica"), restoring what the first one published. The run's keys
+// live under their own prefix and expire an hour after their last use.
+//
 // Thread safety: run_agent_workload() uses the model it is given from one
 // thread; call it from one thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -58,6 +67,10 @@ struct AgentWorkloadOptions {
   // A scratch file on the bank's file system for the dd read baseline
   // (written, read with dd, removed). Empty: no baseline.
   std::string dd_file;
+  // The shared remote tier: redis://HOST:PORT[/DB]; empty: none.
+  std::string remote_url;
+  std::string remote_password;
+  std::chrono::milliseconds remote_timeout{5000};
   std::function<void(const std::string&)> progress;  // one line per step; may be null
   // Tests only (EngineTestHooks::tamper_restored_state): breaks every
   // restore on purpose, to prove the comparison with the bypass twin sees it.
@@ -67,7 +80,7 @@ struct AgentWorkloadOptions {
 // One request, as a CSV row.
 struct AgentRow {
   int request = 0;          // index of the (bank, bypass) pair, from 1
-  std::string phase;        // "before" or "after" the restart
+  std::string phase;        // "before" or "after" the restart, or on the "replica"
   int turn = 0;             // turn of the conversation, from 0 (continues after the restart)
   int project = 0;
   std::string mode;         // "bank" (kDefault) or "bypass"
@@ -88,6 +101,9 @@ struct AgentRow {
   double ttft_ratio = 0;    // bank rows: ttft / the bypass twin's ttft
   bool equal_to_bypass = true;  // bank rows: tokens and logprob bits equal the twin's
   uint64_t disk_bytes = 0;  // bank rows: bytes of the files under the bank dir after this request
+  // Bank rows with a remote tier: bytes on its sockets during the request and
+  // its write-out (received: mostly the restore's reads; sent: the publishes).
+  uint64_t wire_received = 0, wire_sent = 0;
   uint64_t naive_bytes = 0; // bank rows: sum over bank requests so far of their whole state
   uint64_t ideal_bytes = 0; // bank rows: distinct blocks + needed snapshots so far
   std::vector<int32_t> tokens;  // generated ids
@@ -123,6 +139,10 @@ struct AgentResult {
   double dd_seconds = 0;
   std::string dd_note;      // why it did not run, or a fallback
   double wall_seconds = 0;  // the whole workload
+  // The remote tier, summed over every bank that had one.
+  bool remote = false;
+  uint64_t remote_wire_received = 0, remote_wire_sent = 0;
+  uint64_t remote_dropped_puts = 0, remote_write_errors = 0, remote_check_failures = 0;
 };
 
 // Runs the workload on `model`.

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace sb {
 
@@ -99,6 +101,19 @@ Status parse_size(const std::string& text, uint64_t* out) {
   uint64_t v = std::stoull(text.substr(0, digits));
   if (v > (~0ULL) / mult) return Status::invalid("size '" + text + "' is too large");
   *out = v * mult;
+  return Status::ok();
+}
+
+Status read_secret_file(const std::string& flag, const std::string& path, std::string* secret) {
+  std::ifstream in(path);
+  if (!in) return Status::io_error("cannot read " + flag + " " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string k = ss.str();
+  while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
+  if (k.empty()) return Status::invalid(flag + " " + path + " is empty");
+  if (k.find_first_of("\n\r") != std::string::npos) return Status::invalid(flag + " " + path + " holds more than one line");
+  *secret = k;
   return Status::ok();
 }
 

@@ -37,4 +37,9 @@ class Args {
 
 Status parse_size(const std::string& text, uint64_t* out);
 
+// A secret (API key, password) from a one-line file: trailing newline and
+// spaces dropped; an empty file or more than one line is an error. `flag`
+// names the file's flag in messages; the secret itself is never printed.
+Status read_secret_file(const std::string& flag, const std::string& path, std::string* secret);
+
 }  // namespace sb

@@ -1,13 +1,18 @@
-// `statebank bank stats|ls|verify|gc [--bank-dir DIR] [--json]`: inspect,
-// check and clean an SSD bank directory (bank/ssd_tier.h).
+// `statebank bank stats|ls|prefixes|verify|gc|flush [--bank-dir DIR]
+// [--json]`: inspect, check and clean an SSD bank directory
+// (bank/ssd_tier.h), offline.
 //
-// stats and ls open the bank read-only (a shared lock: they are refused
-// while a server writes to it). verify and gc open it for writing: verify
-// reads every object and quarantines the damaged ones; gc removes temporary
-// and quarantined files and, with --budget, evicts in the tier's eviction
-// order until the bank fits. gc also deletes a bank of an older format
-// version in the same directory (docs/bank-format.md, "Older and newer
-// versions"), which the other actions only report.
+// stats, ls and prefixes open the bank read-only (a shared lock: they are
+// refused while a server writes to it). verify, gc and flush open it for
+// writing: verify reads every object and quarantines the damaged ones; gc
+// removes temporary and quarantined files and, with --budget, evicts in the
+// tier's eviction order until the bank fits; flush removes every object
+// (--all) or the chains under one root key (--root, as `prefixes` lists
+// them: a namespace's K0). Pins live in a server's memory and are not
+// stored, so there is nothing to pin offline (docs/bank.md, "Pins"). gc
+// also deletes a bank of an older format version in the same directory
+// (docs/bank-format.md, "Older and newer versions"), which the other
+// actions only report.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -24,7 +29,9 @@
 namespace sb {
 namespace {
 
-const char* kUsage = "usage: statebank bank stats|ls|verify|gc [--bank-dir DIR] [--json] [--budget SIZE (gc)]";
+const char* kUsage =
+    "usage: statebank bank stats|ls|prefixes|verify|gc|flush [--bank-dir DIR] [--json] [--budget SIZE (gc)] "
+    "[--limit N (prefixes)] [--all | --root HEX (flush)]";
 
 std::string human(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -48,6 +55,8 @@ nlohmann::json stats_json(const SsdTier& t) {
           {"bytes", s.tier.bytes},
           {"budget_bytes", s.tier.budget_bytes},
           {"reserve_bytes", s.reserve_bytes},
+          {"block_bytes", s.tier.block_bytes},
+          {"snapshot_bytes", s.tier.snapshot_bytes},
           {"quarantine_files", s.quarantine_files},
           {"quarantine_bytes", s.quarantine_bytes},
           {"quarantined_now", s.tier.quarantined},
@@ -67,7 +76,8 @@ int run_stats(const SsdTier& t, bool json) {
   std::printf("bank directory    %s\n", t.dir().c_str());
   std::printf("objects           %llu (%llu blocks, %llu snapshots)\n", (unsigned long long)j["objects"],
               (unsigned long long)j["blocks"], (unsigned long long)j["snapshots"]);
-  std::printf("bytes             %llu (%s)\n", (unsigned long long)j["bytes"], human(j["bytes"]).c_str());
+  std::printf("bytes             %llu (%s; blocks %s, snapshots %s)\n", (unsigned long long)j["bytes"],
+              human(j["bytes"]).c_str(), human(j["block_bytes"]).c_str(), human(j["snapshot_bytes"]).c_str());
   std::printf("quarantine        %llu files, %llu bytes\n", (unsigned long long)j["quarantine_files"],
               (unsigned long long)j["quarantine_bytes"]);
   std::printf("budget            %llu (%s), free-space reserve %s\n", (unsigned long long)j["budget_bytes"],
@@ -98,6 +108,55 @@ int run_ls(const SsdTier& t, bool json) {
   for (const auto& e : entries)
     std::printf("%-8s %-64s %12llu %10lld %s\n", kind_tag(e.kind), e.key.hex().c_str(),
                 (unsigned long long)e.bytes, (long long)e.position, retention_name(e.retention));
+  return 0;
+}
+
+// Stored chains (Bank::prefixes). A bank holds snapshots only for models
+// with recurrent components, so a bank without any is read as one whose
+// prefixes need none.
+int run_prefixes(const Bank& bank, const SsdTier& t, bool json, size_t limit) {
+  const bool needs_snapshot = t.stats().snapshots > 0;
+  std::vector<PrefixInfo> all = bank.prefixes(needs_snapshot, 0);
+  nlohmann::json arr = nlohmann::json::array();
+  for (size_t i = 0; i < all.size() && i < limit; ++i) {
+    const PrefixInfo& p = all[i];
+    arr.push_back({{"chain", p.tail.hex()},
+                   {"root", p.has_root ? nlohmann::json(p.root.hex()) : nlohmann::json(nullptr)},
+                   {"tokens", p.tokens},
+                   {"restorable_tokens", p.restorable_tokens},
+                   {"blocks", p.blocks},
+                   {"snapshots", p.snapshots},
+                   {"bytes", p.bytes},
+                   {"last_use_ms", p.last_use_ms}});
+  }
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"total", all.size()}, {"prefixes", arr}}.dump(2).c_str());
+    return 0;
+  }
+  // Longest first; a chain without a root has lost a middle block.
+  std::printf("%-32s %-32s %9s %11s %7s %10s\n", "chain", "root", "tokens", "restorable", "blocks", "bytes");
+  for (const auto& p : arr)
+    std::printf("%-32s %-32s %9lld %11lld %7lld %10s\n", p["chain"].get<std::string>().c_str(),
+                p["root"].is_null() ? "(hole)" : p["root"].get<std::string>().c_str(), (long long)p["tokens"],
+                (long long)p["restorable_tokens"], (long long)p["blocks"], human(p["bytes"]).c_str());
+  std::printf("%zu prefixes%s\n", all.size(), all.size() > limit ? (", first " + std::to_string(limit) + " shown").c_str() : "");
+  return 0;
+}
+
+int run_flush(Bank& bank, bool json, const Key* root) {
+  FlushResult r;
+  Status s = bank.flush(root, &r);
+  if (!s.is_ok()) return fail("bank", "flush: " + s.to_string());
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"objects", r.objects}, {"bytes", r.bytes}, {"unattributed_objects", r.unattributed}}
+                            .dump(2)
+                            .c_str());
+  } else {
+    std::printf("removed %llu objects (%s)", (unsigned long long)r.objects, human(r.bytes).c_str());
+    if (root && r.unattributed)
+      std::printf("; %llu objects are cut off from their root and were left", (unsigned long long)r.unattributed);
+    std::printf("\n");
+  }
   return 0;
 }
 
@@ -174,13 +233,26 @@ int run_gc(SsdTier& t, bool json, bool has_budget, uint64_t budget) {
 }  // namespace
 
 int cmd_bank(int argc, char** argv) {
-  Args args({"bank-dir", "budget"}, {"json"});
+  Args args({"bank-dir", "budget", "limit", "root"}, {"json", "all"});
   Status s = args.parse(argc, argv);
   if (!s.is_ok()) return fail("bank", s.message() + "\n" + kUsage);
   if (args.positional().size() != 1) return fail("bank", kUsage);
   const std::string action = args.positional()[0];
-  if (action != "stats" && action != "ls" && action != "verify" && action != "gc")
+  if (action != "stats" && action != "ls" && action != "prefixes" && action != "verify" && action != "gc" &&
+      action != "flush")
     return fail("bank", "unknown action '" + action + "'\n" + kUsage);
+  int64_t limit = 100;
+  if (args.has("limit")) {
+    if (action != "prefixes") return fail("bank", "--limit only applies to prefixes");
+    if (!(s = args.get_int("limit", 100, 1, int64_t{1} << 30, &limit))) return fail("bank", s.message());
+  }
+  Key root;
+  if ((args.has("all") || args.has("root")) && action != "flush") return fail("bank", "--all and --root only apply to flush");
+  if (action == "flush") {
+    if (args.has("all") == args.has("root")) return fail("bank", "flush needs exactly one of --all and --root HEX");
+    if (args.has("root") && !Key::from_hex(args.get("root"), &root))
+      return fail("bank", "--root must be 64 hex digits (a root as `statebank bank prefixes` lists it)");
+  }
   uint64_t budget = 0;
   const bool has_budget = args.has("budget");
   if (has_budget) {
@@ -192,14 +264,14 @@ int cmd_bank(int argc, char** argv) {
   o.ssd_dir = args.get("bank-dir", default_bank_dir());
   if (o.ssd_dir.empty()) return fail("bank", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
   const bool json = args.has("json");
-  o.ssd_mode = (action == "stats" || action == "ls") ? SsdMode::kReadOnly : SsdMode::kOn;
+  o.ssd_mode = (action == "stats" || action == "ls" || action == "prefixes") ? SsdMode::kReadOnly : SsdMode::kOn;
   // What the tier found and did (temporary files removed, damage
   // quarantined) goes to stderr; its summary line repeats `stats`.
   o.log = [](const std::string& m) {
     if (m.rfind("opened ", 0) != 0) std::fprintf(stderr, "statebank bank: %s\n", m.c_str());
   };
   if (o.ssd_mode == SsdMode::kOn) {
-    // verify and gc clean a bank; they never create one.
+    // verify, gc and flush clean a bank; they never create one.
     FileInfo info;
     if (!posix_fs()->stat(o.ssd_dir, &info).is_ok() || !info.is_dir)
       return fail("bank", "no bank directory at " + o.ssd_dir);
@@ -210,6 +282,8 @@ int cmd_bank(int argc, char** argv) {
   SsdTier* t = bank->ssd();
   if (action == "stats") return run_stats(*t, json);
   if (action == "ls") return run_ls(*t, json);
+  if (action == "prefixes") return run_prefixes(*bank->bank(), *t, json, static_cast<size_t>(limit));
+  if (action == "flush") return run_flush(*bank->bank(), json, args.has("root") ? &root : nullptr);
   if (action == "verify") return run_verify(*t, json);
   return run_gc(*t, json, has_budget, budget);
 }

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <thread>
 
+#include "bank/remote/redis_connection.h"
 #include "bench/agent_report.h"
 #include "bench/agent_workload.h"
 #include "cli/args.h"
@@ -31,7 +32,8 @@ constexpr const char* kUsage =
     "         [--prefix-tokens 8192] [--project-tokens 1024] [--message-tokens 40] [--reply-tokens 32]\n"
     "         [--projects 3] [--turns 2] [--turns-after 1] [--block-tokens 256] [--snapshot-every 2048]\n"
     "         [--threads 2] [--ram-bytes 8G] [--seed 1] [--work-dir DIR] [--keep-bank]\n"
-    "         [--report FILE.md] [--csv FILE.csv] [--plot-script FILE] [--no-plots]";
+    "         [--report FILE.md] [--csv FILE.csv] [--plot-script FILE] [--no-plots]\n"
+    "         [--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-timeout-ms 5000]]";
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -160,14 +162,15 @@ std::string make_plots(const std::string& script, const std::string& csv, const 
 int bench_agent(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "prefix-tokens", "project-tokens", "message-tokens",
              "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads",
-             "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script"},
+             "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script", "remote", "remote-password-file",
+             "remote-timeout-ms"},
             {"keep-bank", "no-plots"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + " (statebank bench --help)");
   if (!args.positional().empty())
     return fail("bench", "unexpected argument '" + args.positional()[0] + "' (statebank bench --help)");
   AgentWorkloadOptions o;
-  int64_t projects, turns, turns_after, block, threads, seed;
+  int64_t projects, turns, turns_after, block, threads, seed, remote_timeout;
   if (!(s = args.get_int("prefix-tokens", 8192, 1, 1 << 24, &o.prefix_tokens)) ||
       !(s = args.get_int("project-tokens", 1024, 0, 1 << 24, &o.project_tokens)) ||
       !(s = args.get_int("message-tokens", 40, 1, 1 << 20, &o.message_tokens)) ||
@@ -177,8 +180,18 @@ int bench_agent(int argc, char** argv) {
       !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block)) ||
       !(s = args.get_int("snapshot-every", 2048, 0, 1 << 30, &o.snapshot_every)) ||
       !(s = args.get_int("threads", 2, 1, 256, &threads)) || !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
-      !(s = args.get_size("ram-bytes", 8ull << 30, &o.ram_bytes)))
+      !(s = args.get_size("ram-bytes", 8ull << 30, &o.ram_bytes)) ||
+      !(s = args.get_int("remote-timeout-ms", 5000, 1, 600000, &remote_timeout)))
     return fail("bench", s.message());
+  if (args.has("remote")) {
+    o.remote_url = args.get("remote");
+    RedisAddress address;
+    if (!(s = parse_redis_url(o.remote_url, &address))) return fail("bench", "--remote: " + s.message());
+    if (args.has("remote-password-file") &&
+        !(s = read_secret_file("--remote-password-file", args.get("remote-password-file"), &o.remote_password)))
+      return fail("bench", s.message());
+    o.remote_timeout = std::chrono::milliseconds(remote_timeout);
+  }
   o.projects = static_cast<int>(projects);
   o.turns = static_cast<int>(turns);
   o.turns_after = static_cast<int>(turns_after);
@@ -271,7 +284,7 @@ int bench_agent(int argc, char** argv) {
   std::fprintf(stderr,
                "statebank bench: %d of %d bank responses equal to bypass; warm RAM %.1f %%, warm SSD %.1f %% of cold; "
                "restore %.2f GB/s vs dd %.2f GB/s; dedup %.2f; %.0f s\n",
-               sum.equal, sum.requests, 100 * sum.ram_ratio, 100 * sum.ssd_ratio, sum.restore_gbps, sum.dd_gbps,
+               sum.equal, sum.requests, 100 * sum.ram_ratio, 100 * sum.ssd.ratio, sum.ssd.gbps, sum.dd_gbps,
                sum.dedup_ratio, result.wall_seconds);
   if (!result.mismatches.empty()) {
     for (const auto& m : result.mismatches) std::fprintf(stderr, "statebank bench: MISMATCH %s\n", m.c_str());

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bank/remote/redis_connection.h"
 #include "bank/ssd_tier.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -36,7 +37,8 @@ const char* kUsage =
     "[--ssd-bank SIZE] [--ssd on|off|read-only] [--block-tokens 256] [--snapshot-every 2048] [--threads N] "
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
-    "[--workers N] [--max-queue N] [--max-tokens-limit N] [--shutdown-deadline SECONDS] [--insecure-no-key]";
+    "[--workers N] [--max-queue N] [--max-tokens-limit N] [--shutdown-deadline SECONDS] [--insecure-no-key] "
+    "[--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-ttl SECONDS] [--remote-timeout-ms MS]]";
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -49,18 +51,6 @@ std::string base_name(const std::string& dir) {
   return slash == std::string::npos ? d : d.substr(slash + 1);
 }
 
-Status read_key_file(const std::string& path, std::string* key) {
-  std::ifstream in(path);
-  if (!in) return Status::io_error("cannot read --api-key-file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string k = ss.str();
-  while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
-  if (k.empty()) return Status::invalid("--api-key-file " + path + " is empty");
-  if (k.find_first_of("\n\r") != std::string::npos) return Status::invalid("--api-key-file " + path + " holds more than one line");
-  *key = k;
-  return Status::ok();
-}
 
 }  // namespace
 
@@ -76,8 +66,8 @@ int cmd_serve(int argc, char** argv) {
 
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
              "threads", "api-key", "api-key-file", "api-keys-file", "shared-namespace", "max-prompt-tokens",
-             "max-body-bytes", "audit", "workers",
-             "max-queue", "max-tokens-limit", "shutdown-deadline"},
+             "max-body-bytes", "audit", "workers", "max-queue", "max-tokens-limit", "shutdown-deadline", "remote",
+             "remote-password-file", "remote-ttl", "remote-timeout-ms"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
@@ -86,7 +76,8 @@ int cmd_serve(int argc, char** argv) {
 
   ServerOptions so;
   EngineBackendOptions eo;
-  int64_t port, block_tokens, snapshot_every, threads, max_prompt, workers, max_queue, max_tokens_limit, deadline_s;
+  int64_t port, block_tokens, snapshot_every, threads, max_prompt, workers, max_queue, max_tokens_limit, deadline_s,
+      remote_ttl, remote_timeout;
   uint64_t max_body;
   double audit;
   if (!(s = args.get_int("port", 8000, 0, 65535, &port)) || !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block_tokens)) ||
@@ -96,6 +87,8 @@ int cmd_serve(int argc, char** argv) {
       !(s = args.get_int("workers", 1, 1, 256, &workers)) || !(s = args.get_int("max-queue", 64, 1, 1 << 20, &max_queue)) ||
       !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &max_tokens_limit)) ||
       !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &deadline_s)) ||
+      !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &remote_ttl)) ||
+      !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &remote_timeout)) ||
       !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.bank.ram_bytes)) ||
       !(s = args.get_size("ssd-bank", 0, &eo.bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)))
     return fail("serve", s.message());
@@ -104,6 +97,19 @@ int cmd_serve(int argc, char** argv) {
   if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
   if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");
   if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.bank.ssd_mode))) return fail("serve", "--ssd: " + s.message());
+  if (args.has("remote")) {
+    eo.bank.remote = args.get("remote");
+    RedisAddress address;  // checked here too, so a bad URL fails before the model loads
+    if (!(s = parse_redis_url(eo.bank.remote, &address))) return fail("serve", "--remote: " + s.message());
+    if (args.has("remote-password-file") &&
+        !(s = read_secret_file("--remote-password-file", args.get("remote-password-file"), &eo.bank.remote_password)))
+      return fail("serve", s.message());
+    eo.bank.remote_ttl = std::chrono::seconds(remote_ttl);
+    eo.bank.remote_timeout = std::chrono::milliseconds(remote_timeout);
+  } else {
+    for (const char* flag : {"remote-password-file", "remote-ttl", "remote-timeout-ms"})
+      if (args.has(flag)) return fail("serve", std::string("--") + flag + " needs --remote");
+  }
 
   so.host = args.get("host", "127.0.0.1");
   so.port = static_cast<int>(port);
@@ -115,7 +121,7 @@ int cmd_serve(int argc, char** argv) {
     so.keys = ApiKeys::single(key);
   } else if (args.has("api-key-file")) {
     std::string key;
-    if (!(s = read_key_file(args.get("api-key-file"), &key))) return fail("serve", s.message());
+    if (!(s = read_secret_file("--api-key-file", args.get("api-key-file"), &key))) return fail("serve", s.message());
     so.keys = ApiKeys::single(key);
   } else if (args.has("api-keys-file")) {
     if (!(s = ApiKeys::load_file(args.get("api-keys-file"), &so.keys))) return fail("serve", s.message());
@@ -155,9 +161,9 @@ int cmd_serve(int argc, char** argv) {
   Server server(backend.get(), so);
   int bound = 0;
   if (!(s = server.bind(&bound))) return fail("serve", s.message());
-  std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s)\n", so.host.c_str(), bound,
-              eo.model_id.c_str(), eo.bank.ssd_mode == SsdMode::kOff ? "-" : eo.bank.ssd_dir.c_str(),
-              ssd_mode_name(eo.bank.ssd_mode));
+  std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s, remote %s)\n", so.host.c_str(),
+              bound, eo.model_id.c_str(), eo.bank.ssd_mode == SsdMode::kOff ? "-" : eo.bank.ssd_dir.c_str(),
+              ssd_mode_name(eo.bank.ssd_mode), eo.bank.remote.empty() ? "-" : eo.bank.remote.c_str());
   std::fflush(stdout);
 
   std::atomic<bool> done{false};

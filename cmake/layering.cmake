@@ -28,11 +28,13 @@ set(SB_PARTS "")
 sb_part(common)
 sb_part(runtime   USES common)
 sb_part(fs        USES common)
-sb_part(tokenizer USES common)
+sb_part(jinja     USES common)           # the Jinja2 interpreter chat templates run in
+sb_part(constrain USES common)           # grammars and token masks for structured outputs
+sb_part(tokenizer USES jinja)
 sb_part(model     USES runtime)
 sb_part(bank      USES runtime fs)        # runtime: the state schema
 sb_part(engine    USES bank model)
-sb_part(server    USES engine tokenizer)
+sb_part(server    USES engine tokenizer constrain)
 sb_part(cli       USES server bench)      # bench: `statebank bench agent` runs the agent workload
 sb_part(bench     ANY)
 sb_part(tests     ANY)

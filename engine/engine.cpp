@@ -55,6 +55,7 @@ Status validate(const CompletionRequest& r, int64_t vocab) {
   if (r.top_logprobs < 0 || r.top_logprobs > 20) return Status::invalid("top_logprobs must be in 0..20");
   if (!(r.sampling.top_p > 0.0f && r.sampling.top_p <= 1.0f)) return Status::invalid("top_p must be in (0, 1]");
   if (r.sampling.top_k < 0) return Status::invalid("top_k is negative");
+  if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) return Status::invalid("min_p must be in [0, 1]");
   return Status::ok();
 }
 
@@ -73,6 +74,10 @@ Status Engine::create(const Model& model, Bank* bank, const EngineOptions& optio
                            ") must be a multiple of the block tokens (" + std::to_string(B) + ")");
   out->reset(new Engine(model, bank, options));
   return Status::ok();
+}
+
+Key Engine::namespace_root(const std::string& name_space) const {
+  return root_key(kBankFormatVersion, model_.fingerprint(), name_space, options_.block_tokens);
 }
 
 EngineStats Engine::stats() const {
@@ -98,14 +103,14 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   CompletionResult res;
   RestoreRecord& rec = res.restore;
   rec.mode = use_bank ? RestoreMode::cold() : RestoreMode::bypass();
+  rec.miss_reason = !use_bank ? MissReason::kBypass : req.echo ? MissReason::kEcho : MissReason::kNone;
   State state = model_.new_state();
   std::vector<Key> keys;
 
   // Plan, then apply: nothing live exists until the plan passed every check.
   if (use_bank) {
     const auto t_lookup = Clock::now();
-    keys = chain_keys(root_key(kBankFormatVersion, model_.fingerprint(), req.name_space, options_.block_tokens),
-                      prompt, options_.block_tokens, n / B);
+    keys = chain_keys(namespace_root(req.name_space), prompt, options_.block_tokens, n / B);
     if (!req.echo) {
       const int64_t m = (n - 1) / B;
       std::vector<Key> shared;
@@ -121,6 +126,12 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
       rec.matched_tokens = plan.matched_tokens;
       rec.checks = plan.checks;
       rec.check_failures = plan.check_failures;
+      rec.miss_reason = plan.miss_reason;
+      rec.diverged_at = plan.diverged_at;
+      rec.stored_in_other_namespace = plan.stored_in_other_namespace;
+      // Nothing is stored, and this request (or this bank) stores nothing.
+      if (rec.miss_reason == MissReason::kNoEntry && (req.cache_mode == CacheMode::kReadOnly || !bank_->writable()))
+        rec.miss_reason = MissReason::kReadOnly;
       if (plan.restore_point > 0) {
         std::vector<ObjectId> used;
         for (const auto& b : plan.blocks) used.push_back(ObjectId{ObjectKind::kBlock, b->key});
@@ -142,11 +153,14 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
           rec.snapshot_position = plan.snapshot_position;
           rec.blocks = static_cast<int64_t>(plan.blocks.size());
           rec.bytes_read = plan.bytes_read;
+          rec.tiers = plan.tier_uses();
         } else {
           // Which object is wrong is not known here: take them all out, so
           // this request (cold from here) publishes them again.
           ++rec.check_failures;
           bank_->quarantine(used, "the restored state failed its check: " + composed.message());
+          rec.miss_reason = MissReason::kCheckFailed;
+          rec.diverged_at = -1;
         }
       }
       rec.restore_ms = ms_since(t_restore);
@@ -158,6 +172,11 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   // Prefill the rest from the restore point: B is a multiple of kGrid, so the
   // call starts on the same absolute grid as a cold prefill.
   const int64_t start = state.position();
+  if (start >= (n - 1) / B * B) {  // the whole usable prefix, or none to use: no miss
+    rec.miss_reason = MissReason::kNone;
+    rec.diverged_at = -1;
+    rec.stored_in_other_namespace = false;
+  }
   std::vector<SnapshotPlace> places;
   PrefillOptions options;
   options.all_logits = req.echo;
@@ -211,12 +230,22 @@ Status Engine::complete(const CompletionRequest& req, CompletionResult* out) con
   };
 
   std::vector<float> logits(prefilled.logits.end() - vocab, prefilled.logits.end());
-  Sampler sampler(SamplerConfig{req.sampling.temperature, req.sampling.top_p, req.sampling.top_k, req.sampling.seed});
+  Sampler sampler(SamplerConfig{req.sampling.temperature, req.sampling.top_p, req.sampling.top_k, req.sampling.seed,
+                                req.sampling.min_p});
+  std::unique_ptr<LogitsProcessor> processor = req.make_processor ? req.make_processor() : nullptr;
+  std::vector<float> processed;
   res.finish_reason = "length";
   for (int64_t i = 0; i < req.max_tokens; ++i) {
     if (i > 0) SB_RETURN_IF_ERROR(model_.decode(state, res.tokens.back().token, &logits));
     GeneratedToken g;
-    g.token = sampler.sample(logits);
+    if (processor) {
+      processed = logits;
+      SB_RETURN_IF_ERROR(processor->process(processed, req.max_tokens - i));
+      g.token = sampler.sample(processed);
+      SB_RETURN_IF_ERROR(processor->accept(g.token));
+    } else {
+      g.token = sampler.sample(logits);
+    }
     const std::vector<float> lp = log_softmax(logits);
     g.logprob = lp[static_cast<size_t>(g.token)];
     g.top = top_alternatives(lp, req.top_logprobs);

@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "bank/bank.h"
+#include "bank/key.h"
+#include "bank/miss_reason.h"
 #include "bank/restore_mode.h"
 #include "common/status.h"
+#include "engine/logits_processor.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -28,6 +31,7 @@ struct SamplingParams {
   float top_p = 1.0f;
   int top_k = 0;             // 0: off
   uint64_t seed = 0;
+  float min_p = 0.0f;        // 0: off; else drop tokens below min_p times the most likely one's probability
 };
 
 struct TokenLogprob {
@@ -50,12 +54,19 @@ struct RestoreRecord {
   int64_t snapshot_position = 0;
   int64_t blocks = 0;
   uint64_t bytes_read = 0;
+  std::vector<TierUse> tiers;  // objects and bytes per tier that served them
   int64_t checks = 0;
   int64_t check_failures = 0;
   int64_t prefill_tokens = 0;
   double lookup_ms = 0;
   double restore_ms = 0;
   double prefill_ms = 0;
+  // Why restore_point is below the longest usable prefix, floor((n-1)/B)*B
+  // (bank/miss_reason.h); kNone when it is not. Never kOtherNamespace: that
+  // is the operator-only flag below (operator_miss_reason()).
+  MissReason miss_reason = MissReason::kNone;
+  int64_t diverged_at = -1;  // kDiverged: the first prompt token that differs from the stored chain
+  bool stored_in_other_namespace = false;
 };
 
 struct CompletionRequest {
@@ -73,6 +84,10 @@ struct CompletionRequest {
   int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
   // Called for each generated token (streaming); returning false cancels.
   std::function<bool(const GeneratedToken&)> on_token;
+  // Makes this request's logits processor (penalties, logit bias, a grammar
+  // mask), one per run of the request; empty: none. Reported logprobs stay
+  // those of the model's raw distribution (logits_processor.h).
+  std::function<std::unique_ptr<LogitsProcessor>()> make_processor;
 };
 
 struct CompletionResult {
@@ -139,6 +154,9 @@ class Engine {
   Status complete(const CompletionRequest& request, CompletionResult* out) const;
 
   const EngineOptions& options() const { return options_; }
+  // K0 of a namespace's chains: H(format version, model fingerprint,
+  // namespace, B) (docs/bank.md, "Keys").
+  Key namespace_root(const std::string& name_space) const;
   const Model& model() const { return model_; }
   Bank* bank() const { return bank_; }
   EngineStats stats() const;

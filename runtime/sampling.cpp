@@ -76,6 +76,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
   } else {
     for (size_t i = 0; i < keep; ++i) p.push_back(weight(ids[i]));
   }
+  // min-p: the weights are relative to the most likely token (weight 1).
+  if (config_.min_p > 0.0f)
+    for (size_t i = 0; i < keep; ++i)
+      if (p[i] < static_cast<double>(config_.min_p)) p[i] = 0.0;
   double total = 0.0;
   for (size_t i = 0; i < keep; ++i) total += p[i];
   const double u = next_uniform() * total;
@@ -84,7 +88,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
     acc += p[i];
     if (u < acc) return ids[i];
   }
-  return ids[keep - 1];
+  // Rounding left u at the very top: the last candidate that has weight.
+  for (size_t i = keep; i-- > 0;)
+    if (p[i] > 0.0) return ids[i];
+  return ids[0];
 }
 
 std::vector<float> log_softmax(std::span<const float> logits) {

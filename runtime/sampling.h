@@ -1,4 +1,5 @@
-// Sampling from one row of logits: greedy, temperature, top-k, top-p.
+// Sampling from one row of logits: greedy, temperature, top-k, top-p, min-p.
+// Logits of -infinity (masked by a LogitsProcessor) are never drawn.
 //
 // Deterministic: the same logits, parameters and rng state always give the
 // same token. The rng is a counter-based generator seeded per request, so
@@ -16,6 +17,7 @@ struct SamplerConfig {
   float top_p = 1.0f;        // nucleus mass in (0, 1]
   int top_k = 0;             // 0: off
   uint64_t seed = 0;
+  float min_p = 0.0f;        // 0: off; else keep tokens with p >= min_p * p_max (after temperature, top-k, top-p)
 };
 
 class Sampler {

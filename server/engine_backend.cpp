@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bank/chain.h"
+#include "bank/key.h"
 #include "server/chat_output.h"
+#include "server/decoding_rules.h"
 #include "server/request_parse.h"
 
 namespace sb {
@@ -24,6 +27,7 @@ class DecoderStream : public TextStream {
 
 json tier_json(const TierStats& s) {
   json j = {{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
+            {"block_bytes", s.block_bytes}, {"snapshot_bytes", s.snapshot_bytes},
             {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
             {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"quarantined", s.quarantined},
             {"bytes_read", s.bytes_read}, {"bytes_written", s.bytes_written}};
@@ -35,11 +39,14 @@ json tier_json(const TierStats& s) {
 BankTierStats tier_view(TierKind kind, const TierStats& s) {
   BankTierStats t;
   t.tier = kind;
-  t.bytes["all"] = s.bytes;
+  t.bytes["block"] = s.block_bytes;
+  t.bytes["snapshot"] = s.snapshot_bytes;
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
   t.evictions = s.evictions;
   t.quarantined = s.quarantined;
+  t.hits = s.hits;
+  t.misses = s.misses;
   t.bytes_read = s.bytes_read;
   t.bytes_written = s.bytes_written;
   return t;
@@ -55,6 +62,11 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   SB_RETURN_IF_ERROR(Tokenizer::load(options.model_dir, &b->tokenizer_));
   b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
   b->has_template_ = b->template_status_.is_ok();
+  // A template that is there but cannot be run stops the server here, with
+  // the construct and its position; a checkpoint without one serves
+  // completions only.
+  if (!b->has_template_ && b->template_status_.code() != Code::kNotFound) return b->template_status_;
+  b->vocabulary_ = make_vocabulary(*b->tokenizer_, b->model_->vocab_size());
 
   BankOptions bank = options.bank;
   bank.schema = b->model_->schema();
@@ -94,34 +106,18 @@ std::unique_ptr<TextStream> EngineBackend::new_text_stream() const {
   return std::make_unique<DecoderStream>(*tokenizer_);
 }
 
-bool EngineBackend::enable_thinking(const ChatParams& params) const {
-  return params.enable_thinking.value_or(template_.thinking_default());
-}
-
 Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) const {
   if (!has_template_) return Status::unsupported("this model has no usable chat template: " + template_status_.message());
-  std::vector<ChatMessage> messages;
-  for (const auto& m : params.messages) {
-    ChatMessage c;
-    c.role = m["role"].get<std::string>();
-    c.content = m["content"].get<std::string>();
-    if (m.contains("reasoning_content")) c.reasoning_content = m["reasoning_content"].get<std::string>();
-    if (m.contains("tool_calls"))
-      for (const auto& t : m["tool_calls"])
-        c.tool_calls.push_back(ToolCall{t.value("id", ""), t["function"]["name"].get<std::string>(),
-                                        t["function"]["arguments"].get<std::string>()});
-    if (m.contains("tool_call_id")) c.tool_call_id = m["tool_call_id"].get<std::string>();
-    messages.push_back(std::move(c));
-  }
-  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
-  if (params.tool_choice != "none") {
-    if (!params.tools_ordered.empty()) tools = params.tools_ordered;
-    else if (!params.tools.empty()) tools = nlohmann::ordered_json::parse(params.tools.dump());
-  }
+  ChatOptions options;
+  options.enable_thinking = params.enable_thinking;
+  options.kwargs = params.template_kwargs;
   RenderedChat rendered;
-  SB_RETURN_IF_ERROR(template_.render(messages, tools, true, enable_thinking(params), &rendered));
+  SB_RETURN_IF_ERROR(template_.render(params.messages, params.tool_choice != "none" ? params.tools : nlohmann::ordered_json(),
+                                      options, &rendered));
   out->ids.clear();
   out->message_boundary = -1;
+  out->opens_thinking = rendered.opens_thinking;
+  out->flavour = template_.flavour();
   if (rendered.final_user_offset != RenderedChat::npos) {
     // The offset sits at an added token, so the two halves encode apart.
     std::string_view text(rendered.text);
@@ -135,15 +131,16 @@ Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) con
   return Status::ok();
 }
 
-std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& params) const {
-  bool open = has_template_ && template_.prompt_opens_thinking(enable_thinking(params));
-  ChatFlavour flavour = has_template_ ? template_.flavour() : ChatFlavour::kQwen3Json;
-  nlohmann::ordered_json tools = params.tools_ordered;
-  if (tools.empty() && !params.tools.empty()) tools = nlohmann::ordered_json::parse(params.tools.dump());
-  return std::make_unique<ParserChatOutput>(flavour, open, tools);
+std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const {
+  return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
 }
 
 Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {
+  if (bank_) {
+    const Key root = engine_->namespace_root(request.name_space);
+    std::lock_guard<std::mutex> lock(namespaces_mu_);
+    if (namespaces_.size() < 4096) namespaces_.emplace(root, request.name_space);
+  }
   running_.fetch_add(1);
   Status s = engine_->complete(request, result);
   running_.fetch_sub(1);
@@ -164,6 +161,20 @@ BankStatsView EngineBackend::bank_stats() const {
     }
     v.check_failures["restore"] = bank_->stats().check_failures;
   }
+  if (const RedisTier* remote = tiers_->remote()) {
+    const RedisStats s = remote->redis_stats();
+    RemoteTierView r;
+    r.available = s.available;
+    r.trips = s.trips;
+    r.timeouts = s.timeouts;
+    r.failures = s.failures;
+    r.skipped_calls = s.skipped_calls;
+    r.wire_bytes_sent = s.wire_bytes_sent;
+    r.wire_bytes_received = s.wire_bytes_received;
+    r.dropped_puts = s.dropped_puts;
+    r.write_errors = s.write_errors;
+    v.remote = r;
+  }
   if (auditor_) {
     const AuditStats a = auditor_->stats();
     v.audits = a.audits;
@@ -175,8 +186,19 @@ BankStatsView EngineBackend::bank_stats() const {
 
 json EngineBackend::bank_stats_json() const {
   json j = {{"block_tokens", options_.block_tokens}, {"snapshot_every", options_.snapshot_every}};
+  // Every tier in bank order under "tiers" (what a tool should iterate), and
+  // each under its name as before.
+  j["tiers"] = json::array();
   if (bank_) {
-    for (const Tier* tier : bank_->tiers()) j[tier->name()] = tier_json(tier->stats());
+    bank_->sweep_pins();
+    for (const Tier* tier : bank_->tiers()) {
+      json t = tier_json(tier->stats());
+      j[tier->name()] = t;
+      t["name"] = tier->name();
+      t["writable"] = tier->writable();
+      j["tiers"].push_back(t);
+    }
+    j["pins"] = bank_->pins().size();
     BankStats b = bank_->stats();
     j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
                  {"check_failures", b.check_failures}, {"quarantined", b.quarantined}, {"published", b.published},
@@ -199,6 +221,137 @@ json EngineBackend::bank_stats_json() const {
 
 Status EngineBackend::close_bank(std::chrono::milliseconds deadline) {
   return tiers_->close(std::chrono::steady_clock::now() + deadline);
+}
+
+}  // namespace sb
+
+namespace sb {
+
+namespace {
+
+json shares_json(const std::vector<TierShare>& shares) {
+  json j = json::object();
+  for (const TierShare& s : shares) j[s.tier] = {{"objects", s.objects}, {"bytes", s.bytes}};
+  return j;
+}
+
+json nullable_key(bool has, const Key& key) { return has ? json(key.hex()) : json(nullptr); }
+
+}  // namespace
+
+json EngineBackend::namespace_of(const Key& root) const {
+  std::lock_guard<std::mutex> lock(namespaces_mu_);
+  auto it = namespaces_.find(root);
+  return it == namespaces_.end() ? json(nullptr) : json(it->second);
+}
+
+json EngineBackend::pin_json(const Pin& pin) const {
+  const int64_t now = bank_->now_ms();
+  return {{"id", pin.id},
+          {"chain", pin.tail.hex()},
+          {"root", nullable_key(pin.has_root, pin.root)},
+          {"namespace", pin.has_root ? namespace_of(pin.root) : json(nullptr)},
+          {"tokens", pin.tokens},
+          {"blocks", pin.keys.size()},
+          {"expires_ms", pin.expires_ms},
+          {"ttl_left_ms", std::max<int64_t>(0, pin.expires_ms - now)},
+          {"tiers", shares_json(bank_->pinned_share(pin))}};
+}
+
+Status EngineBackend::bank_prefixes(const std::string& sort, size_t limit, bool text, json* out) const {
+  if (!bank_) return no_bank();
+  bank_->sweep_pins();
+  std::vector<PrefixInfo> all = bank_->prefixes(model_->schema().has_recurrent(), text ? 64 : 0);
+  auto by = [&](auto field) {
+    std::stable_sort(all.begin(), all.end(), [&](const PrefixInfo& a, const PrefixInfo& b) { return field(a) > field(b); });
+  };
+  if (sort == "bytes") by([](const PrefixInfo& p) { return static_cast<double>(p.bytes); });
+  else if (sort == "hits") by([](const PrefixInfo& p) { return static_cast<double>(p.hits); });
+  else if (sort == "last_use") by([](const PrefixInfo& p) { return static_cast<double>(p.last_use_ms); });
+  else if (sort != "tokens") return Status::invalid("sort must be tokens, bytes, hits or last_use, not '" + sort + "'");
+  json list = json::array();
+  for (const PrefixInfo& p : all) {
+    if (list.size() >= limit) break;
+    json j = {{"chain", p.tail.hex()},
+              {"root", nullable_key(p.has_root, p.root)},
+              {"namespace", p.has_root ? namespace_of(p.root) : json(nullptr)},
+              {"tokens", p.tokens},
+              {"restorable_tokens", p.restorable_tokens},
+              {"blocks", p.blocks},
+              {"snapshots", p.snapshots},
+              {"bytes", p.bytes},
+              {"tiers", shares_json(p.tiers)},
+              {"hits", p.hits},
+              {"last_use_ms", p.last_use_ms},
+              {"pinned_until_ms", p.pinned_until_ms > 0 ? json(p.pinned_until_ms) : json(nullptr)}};
+    if (text) j["text"] = p.first_tokens.empty() ? json(nullptr) : json(tokenizer_->decode(p.first_tokens));
+    list.push_back(std::move(j));
+  }
+  *out = {{"block_tokens", options_.block_tokens}, {"total", all.size()}, {"prefixes", std::move(list)}};
+  return Status::ok();
+}
+
+Status EngineBackend::bank_pins(json* out) const {
+  if (!bank_) return no_bank();
+  bank_->sweep_pins();
+  json list = json::array();
+  for (const Pin& p : bank_->pins()) list.push_back(pin_json(p));
+  *out = {{"pins", std::move(list)}};
+  return Status::ok();
+}
+
+Status EngineBackend::bank_pin(const PinSpec& spec, json* out) {
+  if (!bank_) return no_bank();
+  const int64_t ttl_ms = spec.ttl_s * 1000;
+  Pin pin;
+  if (spec.by_chain) {
+    Key tail;
+    if (!Key::from_hex(spec.chain, &tail)) return Status::invalid("chain must be 64 hex digits");
+    SB_RETURN_IF_ERROR(bank_->pin_chain(tail, ttl_ms, &pin));
+  } else {
+    const int64_t B = options_.block_tokens;
+    const int64_t n_blocks = static_cast<int64_t>(spec.tokens.size()) / B;
+    if (n_blocks < 1)
+      return Status::invalid("the prompt has " + std::to_string(spec.tokens.size()) +
+                             " tokens; a pin covers whole blocks of " + std::to_string(B));
+    for (size_t i = 0; i < spec.tokens.size(); ++i)
+      if (spec.tokens[i] < 0 || spec.tokens[i] >= model_->vocab_size())
+        return Status::invalid("prompt token " + std::to_string(i) + " is outside the vocabulary");
+    const Key root = engine_->namespace_root(spec.name_space);
+    {
+      std::lock_guard<std::mutex> lock(namespaces_mu_);
+      if (namespaces_.size() < 4096) namespaces_.emplace(root, spec.name_space);
+    }
+    const auto chain = chain_keys(root, spec.tokens, options_.block_tokens, n_blocks);
+    SB_RETURN_IF_ERROR(bank_->pin_prefix(chain, n_blocks * B, ttl_ms, &pin));
+  }
+  *out = pin_json(pin);
+  return Status::ok();
+}
+
+Status EngineBackend::bank_unpin(const std::string& id) {
+  if (!bank_) return no_bank();
+  if (!bank_->unpin(id)) return Status::not_found("no pin has the id '" + id + "'");
+  return Status::ok();
+}
+
+Status EngineBackend::bank_flush(const FlushSpec& spec, json* out) {
+  if (!bank_) return no_bank();
+  FlushResult r;
+  Key root;
+  switch (spec.scope) {
+    case FlushSpec::Scope::kAll: SB_RETURN_IF_ERROR(bank_->flush(nullptr, &r)); break;
+    case FlushSpec::Scope::kNamespace:
+      root = engine_->namespace_root(spec.name_space);
+      SB_RETURN_IF_ERROR(bank_->flush(&root, &r));
+      break;
+    case FlushSpec::Scope::kRoot:
+      if (!Key::from_hex(spec.root, &root)) return Status::invalid("root must be 64 hex digits");
+      SB_RETURN_IF_ERROR(bank_->flush(&root, &r));
+      break;
+  }
+  *out = {{"objects", r.objects}, {"bytes", r.bytes}, {"pins", r.pins}, {"unattributed_objects", r.unattributed}};
+  return Status::ok();
 }
 
 }  // namespace sb

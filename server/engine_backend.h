@@ -1,6 +1,7 @@
 // EngineBackend: the real Backend: a loaded checkpoint (model/model.h), its
-// tokenizer and chat template (tokenizer/), the bank (bank/bank_factory.h)
-// and the Engine that serves requests through them.
+// tokenizer and chat template (tokenizer/), the bank (bank/bank_factory.h:
+// RAM, SSD, and a shared Redis with --remote) and the Engine that serves
+// requests through them.
 //
 // Audit (--audit RATE): response_finished() offers each finished request to
 // an Auditor (server/audit.h), which recomputes a sampled share of the
@@ -15,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "bank/bank_factory.h"
 #include "engine/engine.h"
@@ -48,16 +50,25 @@ class EngineBackend : public Backend {
   std::string token_bytes(int32_t id) const override;
   std::unique_ptr<TextStream> new_text_stream() const override;
   Status render_chat(const ChatParams& params, ChatPrompt* out) const override;
-  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params) const override;
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override;
+  std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return vocabulary_; }
   Status complete(const CompletionRequest& request, CompletionResult* result) override;
   BankStatsView bank_stats() const override;
   nlohmann::json bank_stats_json() const override;
   Status close_bank(std::chrono::milliseconds deadline) override;
+  Status bank_prefixes(const std::string& sort, size_t limit, bool text, nlohmann::json* out) const override;
+  Status bank_pins(nlohmann::json* out) const override;
+  Status bank_pin(const PinSpec& spec, nlohmann::json* out) override;
+  Status bank_unpin(const std::string& id) override;
+  Status bank_flush(const FlushSpec& spec, nlohmann::json* out) override;
 
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
   bool enable_thinking(const ChatParams& params) const;
   void response_finished(const CompletionRequest& request, const CompletionResult& result) override;
+  // The namespace whose root is `root`, among those served since start.
+  nlohmann::json namespace_of(const Key& root) const;
+  nlohmann::json pin_json(const Pin& pin) const;
 
   EngineBackendOptions options_;
   std::unique_ptr<Model> model_;
@@ -65,11 +76,15 @@ class EngineBackend : public Backend {
   bool has_template_ = false;
   Status template_status_;
   ChatTemplate template_;
+  std::shared_ptr<const constrain::Vocabulary> vocabulary_;
   std::unique_ptr<TieredBank> tiers_;
   Bank* bank_ = nullptr;  // tiers_->bank(); null without tiers
   std::unique_ptr<Engine> engine_;
   std::atomic<int> running_{0};  // complete() calls in progress: the audit runs when 0
   std::unique_ptr<Auditor> auditor_;
+  // Root key -> namespace, for the operator's listings (bounded).
+  mutable std::mutex namespaces_mu_;
+  std::unordered_map<Key, std::string, KeyHash> namespaces_;
 };
 
 }  // namespace sb

@@ -10,20 +10,28 @@ namespace sb {
 
 using json = ResponseJson;
 
-json restore_json(const RestoreRecord& r) {
-  return json{{"mode", r.mode.name()},
+json restore_json(const RestoreRecord& r, bool operator_view) {
+  const MissReason reason = operator_view ? operator_miss_reason(r.miss_reason, r.stored_in_other_namespace) : r.miss_reason;
+  json tiers = json::object();
+  for (const auto& t : r.tiers) tiers[tier_kind_name(t.tier)] = json{{"objects", t.objects}, {"bytes", t.bytes}};
+  json j{{"mode", r.mode.name()},
               {"restore_point", r.restore_point},
               {"matched_tokens", r.matched_tokens},
               {"common_prefix_tokens", r.common_prefix_tokens},
               {"snapshot_position", r.snapshot_position},
               {"blocks", r.blocks},
               {"bytes_read", r.bytes_read},
+              {"tiers", tiers},
               {"checks", r.checks},
               {"check_failures", r.check_failures},
               {"prefill_tokens", r.prefill_tokens},
               {"lookup_ms", r.lookup_ms},
               {"restore_ms", r.restore_ms},
-              {"prefill_ms", r.prefill_ms}};
+              {"prefill_ms", r.prefill_ms},
+              {"miss_reason", nullptr}};
+  if (reason != MissReason::kNone) j["miss_reason"] = miss_reason_name(reason);
+  if (reason == MissReason::kDiverged) j["diverged_at"] = r.diverged_at;
+  return j;
 }
 
 namespace {
@@ -91,7 +99,7 @@ json Generation::chat_delta(const ChatDelta& d) {
 }
 
 bool Generation::on_token(const GeneratedToken& token, std::vector<std::string>* events) {
-  if (stops_.stopped()) return false;
+  if (stopped_early()) return false;
   if (std::find(setup_.stop_token_ids.begin(), setup_.stop_token_ids.end(), token.token) != setup_.stop_token_ids.end())
     return true;  // the engine ends here by itself; end-of-turn is no text
   Entry e{token.token, token.logprob, token.top, text_bytes_};
@@ -113,7 +121,7 @@ bool Generation::on_token(const GeneratedToken& token, std::vector<std::string>*
       events->push_back(sse_event(chunk(json{{"index", 0}, {"text", emitted}, {"logprobs", lp}, {"finish_reason", nullptr}})));
     }
   }
-  return !stops_.stopped();
+  return !stopped_early();
 }
 
 std::string Generation::drain_text() {
@@ -125,7 +133,7 @@ std::string Generation::drain_text() {
 }
 
 std::string Generation::finish_reason(const CompletionResult& result) const {
-  std::string reason = stops_.stopped() ? "stop" : (result.finish_reason == "length" ? "length" : "stop");
+  std::string reason = stopped_early() ? "stop" : (result.finish_reason == "length" ? "length" : "stop");
   if (setup_.chat && !tool_calls_.empty() && reason == "stop") reason = "tool_calls";
   return reason;
 }
@@ -159,6 +167,7 @@ void Generation::finish_stream(const CompletionResult& result, std::vector<std::
     last = chunk(json{{"index", 0}, {"text", rest}, {"logprobs", nullptr}, {"finish_reason", finish_reason(result)}});
   }
   last["usage"] = usage(result);
+  last["seed"] = setup_.seed;
   last["restore"] = restore_json(result.restore);
   events->push_back(sse_event(last));
   if (setup_.include_usage) {
@@ -250,6 +259,7 @@ json Generation::response(const CompletionResult& result) {
               {"model", setup_.model},
               {"choices", json::array({std::move(choice)})},
               {"usage", usage(result)},
+              {"seed", setup_.seed},
               {"restore", restore_json(result.restore)}};
 }
 

@@ -26,7 +26,10 @@
 
 namespace sb {
 
-ResponseJson restore_json(const RestoreRecord& r);
+// A request's restore record as JSON (docs/interface.md). The client's view
+// shows its own-namespace miss reason; the operator's view (/v1/bank/requests)
+// shows operator_miss_reason() (bank/miss_reason.h).
+ResponseJson restore_json(const RestoreRecord& r, bool operator_view = false);
 
 struct GenerationSetup {
   bool chat = false;
@@ -41,6 +44,8 @@ struct GenerationSetup {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> stop_token_ids;  // ended generation; not shown as text
   std::vector<std::string> stop;
+  uint64_t seed = 0;        // reported, so that a request can be replayed
+  int max_tool_calls = -1;  // parallel_tool_calls false: 1 (generation ends after the first call)
 };
 
 class Generation {
@@ -57,7 +62,8 @@ class Generation {
   // Not streaming: the response body.
   ResponseJson response(const CompletionResult& result);
 
-  bool stopped_by_string() const { return stops_.stopped(); }
+  // A stop string or the tool-call limit ended the text (a normal end, not a cancellation).
+  bool stopped_early() const { return stops_.stopped() || call_limit_reached(); }
 
  private:
   struct Entry {
@@ -74,6 +80,9 @@ class Generation {
   std::string finish_reason(const CompletionResult& result) const;
   ResponseJson usage(const CompletionResult& result) const;
   std::string drain_text();  // held text at the end, through the stop matcher
+  bool call_limit_reached() const {
+    return setup_.max_tool_calls >= 0 && static_cast<int>(tool_calls_.size()) >= setup_.max_tool_calls;
+  }
 
   const Backend& backend_;
   GenerationSetup setup_;

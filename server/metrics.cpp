@@ -54,13 +54,33 @@ void Metrics::record_completion(const RestoreRecord& restore, int64_t prompt_tok
   cached_tokens_[restore.mode.index()] += static_cast<uint64_t>(restore.restore_point);
   ++restores_[restore.mode.index()];
   restore_check_failures_ += static_cast<uint64_t>(restore.check_failures);
-  double s = ttft_ms / 1000.0;
-  size_t b = 0;
-  while (b < kTtftBuckets.size() && s > kTtftBuckets[b]) ++b;
-  ++ttft_counts_[b];
-  ttft_sum_s_ += s;
-  ++ttft_count_;
+  ttft_.add(kTtftBuckets, ttft_ms / 1000.0);
+  const MissReason reason = operator_miss_reason(restore.miss_reason, restore.stored_in_other_namespace);
+  if (reason != MissReason::kNone) ++misses_[static_cast<size_t>(reason)];
+  if (restore.restore_point > 0) {
+    ++(reason == MissReason::kNone ? full_hits_ : partial_hits_);
+    restore_bytes_.add(kRestoreByteBuckets, static_cast<double>(restore.bytes_read));
+    restore_seconds_.add(kRestoreSecondBuckets, (restore.lookup_ms + restore.restore_ms) / 1000.0);
+  }
 }
+
+namespace {
+
+template <size_t N>
+void histogram(std::string& out, const char* name, const std::array<double, N>& bounds,
+               const Metrics::Histogram<N>& h) {
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < N; ++b) {
+    cumulative += h.counts[b];
+    out += std::string(name) + "_bucket{le=\"" + num(bounds[b]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  cumulative += h.counts[N];
+  out += std::string(name) + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+  out += std::string(name) + "_sum " + num(h.sum) + "\n";
+  out += std::string(name) + "_count " + std::to_string(h.count) + "\n";
+}
+
+}  // namespace
 
 std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t running) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -105,17 +125,44 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   header(out, "statebank_bank_evictions_total", "counter", "Objects evicted, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_evictions_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.evictions) + "\n";
-  header(out, "statebank_bank_quarantined_total", "counter",
-         "Objects taken out of a tier after a failed check (checksum, tokens, compose, audit), by tier.");
-  for (const auto& t : bank.tiers)
-    out += "statebank_bank_quarantined_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " +
-           std::to_string(t.quarantined) + "\n";
+  auto per_tier = [&](const char* name, const char* help, uint64_t BankTierStats::*field) {
+    header(out, name, "counter", help);
+    for (const auto& t : bank.tiers)
+      out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.*field) + "\n";
+  };
+  per_tier("statebank_bank_quarantined_total",
+           "Objects taken out of a tier after a failed check (checksum, tokens, compose, audit), by tier.",
+           &BankTierStats::quarantined);
+  per_tier("statebank_bank_hits_total", "Objects a tier served (its checks passed), by tier.", &BankTierStats::hits);
+  per_tier("statebank_bank_misses_total", "Reads a tier could not serve (absent, failed a check, unavailable), by tier.",
+           &BankTierStats::misses);
   header(out, "statebank_bank_read_bytes_total", "counter", "Bytes read from the bank, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_read_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_read) + "\n";
   header(out, "statebank_bank_written_bytes_total", "counter", "Bytes written to the bank, by tier.");
   for (const auto& t : bank.tiers)
     out += "statebank_bank_written_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_written) + "\n";
+  if (bank.remote) {
+    const RemoteTierView& r = *bank.remote;
+    auto single = [&](const char* name, const char* type, const char* help, uint64_t v) {
+      header(out, name, type, help);
+      out += std::string(name) + " " + std::to_string(v) + "\n";
+    };
+    single("statebank_remote_available", "gauge", "1 while the remote tier answers (its circuit breaker is closed).",
+           r.available ? 1 : 0);
+    single("statebank_remote_trips_total", "counter", "Times the remote tier became unavailable.", r.trips);
+    single("statebank_remote_timeouts_total", "counter", "Remote calls that ran out of time.", r.timeouts);
+    single("statebank_remote_failures_total", "counter", "Remote calls that failed otherwise (refused, reset, server error).",
+           r.failures);
+    single("statebank_remote_skipped_calls_total", "counter",
+           "Remote calls answered as misses at once while the tier was unavailable.", r.skipped_calls);
+    header(out, "statebank_remote_wire_bytes_total", "counter", "Bytes on the remote tier's sockets, by direction.");
+    out += "statebank_remote_wire_bytes_total{direction=\"sent\"} " + std::to_string(r.wire_bytes_sent) + "\n";
+    out += "statebank_remote_wire_bytes_total{direction=\"received\"} " + std::to_string(r.wire_bytes_received) + "\n";
+    single("statebank_remote_dropped_puts_total", "counter",
+           "Objects not written to the remote tier (its queue was full or it was unavailable).", r.dropped_puts);
+    single("statebank_remote_write_errors_total", "counter", "Writes the remote server refused (e.g. OOM).", r.write_errors);
+  }
   // The SSD tier's own series, kept for dashboards that predate the per-tier ones.
   uint64_t ssd_read = 0, ssd_written = 0;
   for (const auto& t : bank.tiers)
@@ -136,16 +183,21 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   header(out, "statebank_running_requests", "gauge", "Requests a model worker is running.");
   out += "statebank_running_requests " + std::to_string(running) + "\n";
   header(out, "statebank_time_to_first_token_seconds", "histogram", "Time from arrival to the first generated token.");
-  uint64_t cumulative = 0;
-  for (size_t b = 0; b < kTtftBuckets.size(); ++b) {
-    cumulative += ttft_counts_[b];
-    out += "statebank_time_to_first_token_seconds_bucket{le=\"" + num(kTtftBuckets[b]) + "\"} " +
-           std::to_string(cumulative) + "\n";
-  }
-  cumulative += ttft_counts_[kTtftBuckets.size()];
-  out += "statebank_time_to_first_token_seconds_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
-  out += "statebank_time_to_first_token_seconds_sum " + num(ttft_sum_s_) + "\n";
-  out += "statebank_time_to_first_token_seconds_count " + std::to_string(ttft_count_) + "\n";
+  histogram(out, "statebank_time_to_first_token_seconds", kTtftBuckets, ttft_);
+  header(out, "statebank_prefix_hits_total", "counter",
+         "Requests that restored their whole usable prefix (full) or part of it (partial).");
+  out += "statebank_prefix_hits_total{extent=\"full\"} " + std::to_string(full_hits_) + "\n";
+  out += "statebank_prefix_hits_total{extent=\"partial\"} " + std::to_string(partial_hits_) + "\n";
+  header(out, "statebank_prefix_misses_total", "counter",
+         "Requests whose restore point is below their longest usable prefix, by reason (partial hits included).");
+  for (size_t i = 1; i < kMissReasons; ++i)
+    out += std::string("statebank_prefix_misses_total{reason=\"") + miss_reason_name(static_cast<MissReason>(i)) +
+           "\"} " + std::to_string(misses_[i]) + "\n";
+  header(out, "statebank_restore_bytes", "histogram", "Bytes read from the bank by requests that restored a prefix.");
+  histogram(out, "statebank_restore_bytes", kRestoreByteBuckets, restore_bytes_);
+  header(out, "statebank_restore_seconds", "histogram",
+         "Lookup and restore time of requests that restored a prefix (prefill excluded).");
+  histogram(out, "statebank_restore_seconds", kRestoreSecondBuckets, restore_seconds_);
   return out;
 }
 

@@ -1,5 +1,7 @@
-// Metrics: the server's counters and the time-to-first-token histogram,
-// rendered in the Prometheus text format (version 0.0.4) for GET /metrics.
+// Metrics: the server's counters and histograms (time to first token,
+// restore bytes and time), rendered in the Prometheus text format (version
+// 0.0.4) for GET /metrics. Miss reasons are counted as the operator sees
+// them (operator_miss_reason: other_namespace included).
 //
 // Thread safety: every method may be called from many threads at once (one
 // mutex; the counters are touched once per request, not per token).
@@ -21,6 +23,25 @@ class Metrics {
   // Upper bounds (seconds) of the time-to-first-token buckets; +Inf follows.
   static constexpr std::array<double, 14> kTtftBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                           1.0,   2.5,  5.0,   10.0, 30.0, 60.0, 120.0};
+  // Restores (requests with restore_point > 0): bytes read, and seconds of
+  // lookup plus restore.
+  static constexpr std::array<double, 10> kRestoreByteBuckets = {1e5, 1e6, 4e6, 16e6, 64e6, 256e6, 1e9, 4e9, 16e9, 64e9};
+  static constexpr std::array<double, 12> kRestoreSecondBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                                   0.1,   0.25,   0.5,   1.0,  2.5,   10.0};
+
+  template <size_t N>
+  struct Histogram {
+    std::array<uint64_t, N + 1> counts{};  // the last is +Inf
+    double sum = 0;
+    uint64_t count = 0;
+    void add(const std::array<double, N>& bounds, double v) {
+      size_t b = 0;
+      while (b < N && v > bounds[b]) ++b;
+      ++counts[b];
+      sum += v;
+      ++count;
+    }
+  };
 
   void record_request(const std::string& endpoint, int status);
   // A completion that ran in the engine.
@@ -37,9 +58,11 @@ class Metrics {
   std::array<uint64_t, RestoreMode::kCount> cached_tokens_{};  // by RestoreMode::index()
   std::array<uint64_t, RestoreMode::kCount> restores_{};       // by RestoreMode::index()
   uint64_t restore_check_failures_ = 0;
-  std::array<uint64_t, kTtftBuckets.size() + 1> ttft_counts_{};
-  double ttft_sum_s_ = 0;
-  uint64_t ttft_count_ = 0;
+  Histogram<kTtftBuckets.size()> ttft_;
+  Histogram<kRestoreByteBuckets.size()> restore_bytes_;
+  Histogram<kRestoreSecondBuckets.size()> restore_seconds_;
+  uint64_t full_hits_ = 0, partial_hits_ = 0;
+  std::array<uint64_t, kMissReasons> misses_{};  // by operator_miss_reason
 };
 
 }  // namespace sb

@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 
 namespace sb {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -83,6 +85,98 @@ const std::string& as_string(const json& v, const std::string& param) {
   return v.get_ref<const std::string&>();
 }
 
+// What every OpenAI request field is here: used, a documented no-op, or
+// refused with the reason. A field OpenAI does not define is refused too.
+enum class Use { kUsed, kNoOp };
+
+const std::map<std::string, Use>& common_fields() {
+  static const std::map<std::string, Use> k = {
+      {"model", Use::kUsed}, {"max_tokens", Use::kUsed}, {"temperature", Use::kUsed}, {"top_p", Use::kUsed},
+      {"top_k", Use::kUsed}, {"min_p", Use::kUsed}, {"n", Use::kUsed}, {"stop", Use::kUsed},
+      {"stream", Use::kUsed}, {"stream_options", Use::kUsed}, {"seed", Use::kUsed},
+      {"presence_penalty", Use::kUsed}, {"frequency_penalty", Use::kUsed}, {"repetition_penalty", Use::kUsed},
+      {"logit_bias", Use::kUsed}, {"logprobs", Use::kUsed}, {"response_format", Use::kUsed},
+      {"cache_salt", Use::kUsed}, {"user", Use::kNoOp}};
+  return k;
+}
+
+const std::map<std::string, Use>& chat_fields() {
+  static const std::map<std::string, Use> k = {
+      {"messages", Use::kUsed}, {"max_completion_tokens", Use::kUsed}, {"top_logprobs", Use::kUsed},
+      {"tools", Use::kUsed}, {"tool_choice", Use::kUsed}, {"parallel_tool_calls", Use::kUsed},
+      {"chat_template_kwargs", Use::kUsed}, {"metadata", Use::kNoOp}, {"store", Use::kUsed},
+      {"service_tier", Use::kUsed}, {"prompt_cache_key", Use::kNoOp}, {"safety_identifier", Use::kNoOp},
+      {"modalities", Use::kUsed}};
+  return k;
+}
+
+const std::map<std::string, Use>& completion_fields() {
+  static const std::map<std::string, Use> k = {
+      {"prompt", Use::kUsed}, {"echo", Use::kUsed}, {"best_of", Use::kUsed}, {"suffix", Use::kUsed}};
+  return k;
+}
+
+const std::map<std::string, std::string>& refused_fields() {
+  static const std::map<std::string, std::string> k = {
+      {"functions", "the deprecated 'functions' is not supported; send 'tools'"},
+      {"function_call", "the deprecated 'function_call' is not supported; send 'tool_choice'"},
+      {"audio", "'audio' (audio output) is not supported"},
+      {"prediction", "'prediction' (predicted outputs) is not supported"},
+      {"web_search_options", "'web_search_options' (web search) is not supported"},
+      {"reasoning_effort", "'reasoning_effort' is not supported; use chat_template_kwargs.enable_thinking"},
+      {"verbosity", "'verbosity' is not supported"}};
+  return k;
+}
+
+void check_fields(const json& body, bool chat) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& k = it.key();
+    if (common_fields().count(k) || (chat ? chat_fields() : completion_fields()).count(k)) continue;
+    auto refused = refused_fields().find(k);
+    if (refused != refused_fields().end()) fail(k, refused->second);
+    fail(k, "unsupported field '" + k + "'" + (chat ? "" : " for /v1/completions"));
+  }
+}
+
+void parse_response_format(const json& v, CommonParams* p) {
+  if (!v.is_object()) wrong_type("response_format", "an object", v);
+  const json* type = field(v, "type");
+  if (!type) fail("response_format.type", "'response_format.type' is required");
+  const std::string& t = as_string(*type, "response_format.type");
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key() != "type" && !(t == "json_schema" && it.key() == "json_schema"))
+      fail("response_format." + it.key(), "unsupported field 'response_format." + it.key() + "'");
+  if (t == "text") return;
+  if (t == "json_object") {
+    p->response_grammar = constrain::Grammar::any_json_object();
+    return;
+  }
+  if (t != "json_schema") fail("response_format.type", "'response_format.type' must be text, json_object or json_schema");
+  const json* js = field(v, "json_schema");
+  if (!js) fail("response_format.json_schema", "'response_format.json_schema' is required");
+  if (!js->is_object()) wrong_type("response_format.json_schema", "an object", *js);
+  for (auto it = js->begin(); it != js->end(); ++it)
+    if (it.key() != "name" && it.key() != "schema" && it.key() != "strict" && it.key() != "description")
+      fail("response_format.json_schema." + it.key(), "unsupported field 'response_format.json_schema." + it.key() + "'");
+  if (const json* n = field(*js, "name")) as_string(*n, "response_format.json_schema.name");
+  if (const json* st = field(*js, "strict")) as_bool(*st, "response_format.json_schema.strict");
+  const json* schema = field(*js, "schema");
+  if (!schema) fail("response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
+  std::shared_ptr<constrain::Grammar> g;
+  Status s = constrain::Grammar::from_json_schema(*schema, "response_format.json_schema.schema", &g);
+  if (!s) {
+    // The message starts with the JSON path of what is refused.
+    std::string param = s.message().substr(0, s.message().find(':'));
+    throw ApiException{bad_request(param, s.message(), "unsupported_schema")};
+  }
+  p->response_grammar = std::move(g);
+}
+
+float penalty(const json& body, const char* name, double lo, double hi, float dflt) {
+  const json* v = field(body, name);
+  return v ? static_cast<float>(as_number(*v, name, lo, hi)) : dflt;
+}
+
 void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) {
   if (!body.is_object()) throw ApiException{bad_request("", "the request body must be a JSON object", "invalid_json")};
   if (const json* v = field(body, "model")) p->model = as_string(*v, "model");
@@ -96,7 +190,26 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
     int64_t k = as_int(*v, "top_k", -1, std::numeric_limits<int32_t>::max());
     p->sampling.top_k = k < 0 ? 0 : static_cast<int>(k);  // -1 means off, as in other servers
   }
+  if (const json* v = field(body, "min_p")) p->sampling.min_p = static_cast<float>(as_number(*v, "min_p", 0.0, 1.0));
+  p->presence_penalty = penalty(body, "presence_penalty", -2.0, 2.0, 0.0f);
+  p->frequency_penalty = penalty(body, "frequency_penalty", -2.0, 2.0, 0.0f);
+  p->repetition_penalty = penalty(body, "repetition_penalty", 0.0, 2.0, 1.0f);
+  if (p->repetition_penalty <= 0.0f) fail("repetition_penalty", "'repetition_penalty' must be greater than 0");
+  if (const json* v = field(body, "logit_bias")) {
+    if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      std::string param = "logit_bias." + it.key();
+      char* end = nullptr;
+      long long id = std::strtoll(it.key().c_str(), &end, 10);
+      if (it.key().empty() || *end != '\0' || id < 0 || (limits.vocab_size > 0 && id >= limits.vocab_size))
+        throw ApiException{bad_request(param, "logit_bias key '" + it.key() + "' is not a token id of this model",
+                                       "invalid_token_id")};
+      p->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(as_number(it.value(), param, -100.0, 100.0)));
+    }
+  }
+  if (const json* v = field(body, "response_format")) parse_response_format(*v, p);
   if (const json* v = field(body, "seed")) {
+    p->seed_given = true;
     if (v->is_number_unsigned()) {
       p->sampling.seed = v->get<uint64_t>();
     } else {
@@ -105,7 +218,7 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
     }
   }
   if (const json* v = field(body, "n")) {
-    if (as_int(*v, "n", 1, 128) != 1) fail("n", "only n = 1 is supported");
+    if (as_int(*v, "n", 1, 128) != 1) fail("n", "only n = 1 is supported; send one request per choice");
   }
   if (const json* v = field(body, "stop")) {
     if (v->is_string()) {
@@ -123,6 +236,9 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
   if (const json* v = field(body, "stream")) p->stream = as_bool(*v, "stream");
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", "an object", *v);
+    for (auto it = v->begin(); it != v->end(); ++it)
+      if (it.key() != "include_usage")
+        fail("stream_options." + it.key(), "unsupported field 'stream_options." + it.key() + "'");
     if (const json* u = field(*v, "include_usage")) p->include_usage = as_bool(*u, "stream_options.include_usage");
   }
   if (const json* v = field(body, "cache_salt")) {
@@ -253,8 +369,14 @@ json parse_tools(const json& v) {
     if (!fn->is_object()) wrong_type(p + ".function", "an object", *fn);
     const json* name = field(*fn, "name");
     if (!name) fail(p + ".function.name", "'" + p + ".function.name' is required");
+    for (auto it = v[i].begin(); it != v[i].end(); ++it)
+      if (it.key() != "type" && it.key() != "function") fail(p + "." + it.key(), "unsupported field '" + p + "." + it.key() + "'");
+    for (auto it = fn->begin(); it != fn->end(); ++it)
+      if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" && it.key() != "strict")
+        fail(p + ".function." + it.key(), "unsupported field '" + p + ".function." + it.key() + "'");
     json f = {{"name", as_string(*name, p + ".function.name")}};
     if (const json* d = field(*fn, "description")) f["description"] = as_string(*d, p + ".function.description");
+    if (const json* st = field(*fn, "strict")) as_bool(*st, p + ".function.strict");
     if (const json* params = field(*fn, "parameters")) {
       if (!params->is_object()) wrong_type(p + ".function.parameters", "an object", *params);
       f["parameters"] = *params;
@@ -304,7 +426,14 @@ json parse_body(std::string_view body, const ParseLimits& limits) {
 
 CompletionParams parse_completion_params(const json& body, const ParseLimits& limits) {
   CompletionParams p;
+  if (body.is_object()) check_fields(body, false);
   parse_common(body, limits, &p);
+  if (const json* v = field(body, "best_of")) {
+    if (as_int(*v, "best_of", 1, 128) != 1) fail("best_of", "only best_of = 1 is supported");
+  }
+  if (const json* v = field(body, "suffix")) {
+    if (!as_string(*v, "suffix").empty()) fail("suffix", "'suffix' (insertion) is not supported");
+  }
   const json* prompt = field(body, "prompt");
   if (!prompt) fail("prompt", "'prompt' is required");
   parse_prompt(*prompt, limits, &p);
@@ -320,7 +449,22 @@ CompletionParams parse_completion_params(const json& body, const ParseLimits& li
 
 ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
   ChatParams p;
+  if (body.is_object()) check_fields(body, true);
   parse_common(body, limits, &p);
+  if (const json* v = field(body, "store")) {
+    if (as_bool(*v, "store")) fail("store", "stored completions are not supported ('store' must be false)");
+  }
+  if (const json* v = field(body, "service_tier")) {
+    const std::string& t = as_string(*v, "service_tier");
+    if (t != "auto" && t != "default") fail("service_tier", "'service_tier' must be auto or default");
+  }
+  if (const json* v = field(body, "modalities")) {
+    if (!v->is_array() || v->size() != 1 || (*v)[0] != "text") fail("modalities", "only 'modalities': [\"text\"] is supported");
+  }
+  if (const json* v = field(body, "metadata")) {
+    if (!v->is_object()) wrong_type("metadata", "an object", *v);
+  }
+  if (const json* v = field(body, "parallel_tool_calls")) p.parallel_tool_calls = as_bool(*v, "parallel_tool_calls");
   p.max_tokens = std::min(limits.default_chat_max_tokens, limits.max_tokens_limit);
   if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, limits.max_tokens_limit);
   if (const json* v = field(body, "max_completion_tokens"))
@@ -337,10 +481,13 @@ ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
       if (p.tool_choice != "none" && p.tool_choice != "auto" && p.tool_choice != "required")
         fail("tool_choice", "'tool_choice' must be none, auto, required or a function");
     } else if (v->is_object()) {
+      if (const json* t = field(*v, "type"); t && as_string(*t, "tool_choice.type") != "function")
+        fail("tool_choice.type", "'tool_choice.type' must be function");
       const json* fn = field(*v, "function");
       const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
       if (!name) fail("tool_choice.function.name", "'tool_choice.function.name' is required");
       p.tool_choice = as_string(*name, "tool_choice.function.name");
+      p.tool_choice_named = true;
       bool known = false;
       for (const auto& t : p.tools) known |= t["function"]["name"] == p.tool_choice;
       if (!known) fail("tool_choice.function.name", "tool_choice names a function that is not in 'tools'");
@@ -355,8 +502,19 @@ ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
   }
   if (const json* v = field(body, "chat_template_kwargs")) {
     if (!v->is_object()) wrong_type("chat_template_kwargs", "an object", *v);
-    if (const json* t = field(*v, "enable_thinking")) p.enable_thinking = as_bool(*t, "chat_template_kwargs.enable_thinking");
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (it.key() == "enable_thinking") {
+        if (!it.value().is_null()) p.enable_thinking = as_bool(it.value(), "chat_template_kwargs.enable_thinking");
+      } else if (it.key() == "messages" || it.key() == "tools" || it.key() == "add_generation_prompt") {
+        fail("chat_template_kwargs." + it.key(), "'" + it.key() + "' is set by the server, not by chat_template_kwargs");
+      } else {
+        p.template_kwargs[it.key()] = it.value();
+      }
+    }
   }
+  if (p.tool_choice == "required" && p.tools.empty()) fail("tool_choice", "tool_choice 'required' needs 'tools'");
+  if ((p.tool_choice == "required" || p.tool_choice_named) && p.response_grammar)
+    fail("response_format", "response_format cannot be combined with tool_choice 'required' or a named function");
   return p;
 }
 

@@ -5,9 +5,17 @@
 //  1. Every field the server uses is type- and range-checked; a violation is an
 //     ApiError (400, or 413 for an over-long prompt) whose `param` names the
 //     field, e.g. "max_tokens" or "messages[1].content".
-//  2. Fields the server does not know are ignored.
-//  3. Token ids in a prompt are checked against the vocabulary here, so the
-//     engine's REQUIRES (ids in [0, vocab)) holds for every request it gets.
+//  2. Every field of OpenAI's request either does what it says or is refused
+//     with a 400 naming it; a field OpenAI does not define is refused too.
+//     The few accepted as no-ops (user, metadata, store: false, service_tier
+//     auto/default, prompt_cache_key, safety_identifier, modalities ["text"])
+//     are listed with the reason in docs/interface.md.
+//  3. Token ids in a prompt or logit_bias are checked against the vocabulary
+//     here, so the engine's REQUIRES (ids in [0, vocab)) holds for every
+//     request it gets.
+//  4. response_format json_schema is compiled here (constrain/grammar.h); a
+//     schema using what the constraint does not support is a 400 naming the
+//     keyword and its path.
 // Pure functions of their inputs; safe from any thread.
 #pragma once
 
@@ -19,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "constrain/grammar.h"
 #include "engine/engine.h"
 #include "server/errors.h"
 
@@ -38,6 +47,13 @@ struct CommonParams {
   std::string model;  // empty: the served model
   int64_t max_tokens = 16;
   SamplingParams sampling;
+  bool seed_given = false;        // else the server draws one and reports it
+  float presence_penalty = 0.0f;  // [-2, 2], over the generated tokens
+  float frequency_penalty = 0.0f; // [-2, 2], per occurrence in the generated tokens
+  float repetition_penalty = 1.0f;  // (0, 2], over prompt and generated tokens
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id, bias in [-100, 100]
+  // response_format: null for text; else what the output must match.
+  std::shared_ptr<const constrain::Grammar> response_grammar;
   std::vector<std::string> stop;  // non-empty strings
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
@@ -57,15 +73,17 @@ struct ChatParams : CommonParams {
   // Normalised messages: role, content (string), and where given
   // reasoning_content, tool_calls (id, type, function{name, arguments string}),
   // tool_call_id, name. Content arrays of text parts are joined.
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools = nlohmann::json::array();  // [{type:function, function:{name, description, parameters}}]
-  // The same tools with the request's key order (set by the route from the
-  // raw body), for templates that print schemas as the client sent them.
-  nlohmann::ordered_json tools_ordered = nlohmann::ordered_json::array();
+  // In the request's key order: templates print schemas as the client sent them.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // [{type:function, function:{name, description, parameters}}]
   std::string tool_choice = "auto";                // none, auto, required, or a function name
+  bool tool_choice_named = false;                  // tool_choice names a function
+  bool parallel_tool_calls = true;
   bool logprobs = false;
   int top_logprobs = 0;
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
+  // Other chat_template_kwargs, passed to the template as variables.
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
 // Deepest nesting of arrays and objects in `body` (a lexical scan that needs
@@ -73,11 +91,11 @@ struct ChatParams : CommonParams {
 int json_nesting_depth(std::string_view body);
 
 // Parses a request body: checks depth, then syntax. Throws ApiException.
-nlohmann::json parse_body(std::string_view body, const ParseLimits& limits);
+nlohmann::ordered_json parse_body(std::string_view body, const ParseLimits& limits);
 
 // Throw ApiException on the first invalid field.
-CompletionParams parse_completion_params(const nlohmann::json& body, const ParseLimits& limits);
-ChatParams parse_chat_params(const nlohmann::json& body, const ParseLimits& limits);
+CompletionParams parse_completion_params(const nlohmann::ordered_json& body, const ParseLimits& limits);
+ChatParams parse_chat_params(const nlohmann::ordered_json& body, const ParseLimits& limits);
 
 // X-Cache-Mode header value (empty: default). Throws ApiException.
 CacheMode parse_cache_mode(const std::string& header);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "server/connection_probe.h"
+#include "server/decoding_rules.h"
 #include "server/generation.h"
 #include "server/namespace.h"
 #include "server/sse.h"
@@ -21,9 +22,12 @@ namespace {
 const char* kJson = "application/json";
 
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/v1/bank"})
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/v1/bank",
+                            "/v1/bank/prefixes", "/v1/bank/requests", "/v1/bank/pins", "/v1/bank/flush", "/bank"})
     if (path == known) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/v1/bank/pins/", 0) == 0) return "/v1/bank/pins/{id}";
+  if (path.rfind("/bank/", 0) == 0) return "/bank/{asset}";
   return "other";
 }
 
@@ -89,32 +93,31 @@ const Tenant* Server::check_auth(const httplib::Request& req) const {
   return tenant;
 }
 
-void Server::check_admin(const httplib::Request& req) const {
+const Tenant* Server::check_admin(const httplib::Request& req) const {
   const Tenant* tenant = check_auth(req);
   if (tenant != nullptr && !tenant->admin)
     throw ApiException{forbidden("this route shows every tenant's bank traffic: it needs an admin key")};
+  return tenant;
+}
+
+Server::Route Server::guarded(Route fn, bool admin) {
+  return [this, fn = std::move(fn), admin](const httplib::Request& req, httplib::Response& res) {
+    std::string request_id = next_request_id();
+    res.set_header("X-Request-Id", request_id);
+    try {
+      if (admin) check_admin(req);
+      else check_auth(req);
+      fn(req, res);
+    } catch (const ApiException& e) {
+      respond_error(res, e.error);
+    } catch (const std::exception& e) {
+      log_internal(request_id, e.what());
+      respond_error(res, internal_error(request_id));
+    }
+  };
 }
 
 void Server::install_routes() {
-  auto guarded = [this](auto fn, bool admin = false) {
-    return [this, fn, admin](const httplib::Request& req, httplib::Response& res) {
-      std::string request_id = next_request_id();
-      res.set_header("X-Request-Id", request_id);
-      try {
-        if (admin)
-          check_admin(req);
-        else
-          check_auth(req);
-        fn(req, res);
-      } catch (const ApiException& e) {
-        respond_error(res, e.error);
-      } catch (const std::exception& e) {
-        log_internal(request_id, e.what());
-        respond_error(res, internal_error(request_id));
-      }
-    };
-  };
-
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining_) {
       res.status = 503;
@@ -137,9 +140,7 @@ void Server::install_routes() {
     res.set_content(metrics_.render(backend_->bank_stats(), scheduler_.queued(), scheduler_.running()),
                     "text/plain; version=0.0.4; charset=utf-8");
   }, /*admin=*/true));
-  http_->Get("/v1/bank", guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump_json(backend_->bank_stats_json()), kJson);
-  }, /*admin=*/true));
+  install_bank_routes();
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, false);
   });
@@ -192,7 +193,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   try {
     const Tenant* tenant = check_auth(req);
     if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
-    json body = parse_body(req.body, options_.limits);
+    nlohmann::ordered_json body = parse_body(req.body, options_.limits);
     CacheMode cache_mode = parse_cache_mode(req.get_header_value("X-Cache-Mode"));
 
     auto job = std::make_shared<Job>();
@@ -207,23 +208,38 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     ChatParams chat_params;
     CompletionParams completion_params;
     const char* prompt_param = "prompt";
+    std::shared_ptr<const constrain::Grammar> grammar;
     if (chat) {
       chat_params = parse_chat_params(body, options_.limits);
       common = &chat_params;
-      if (!chat_params.tools.empty()) {
-        auto ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
-        if (ordered.is_object() && ordered.contains("tools") && ordered["tools"].is_array())
-          chat_params.tools_ordered = ordered["tools"];
-      }
       prompt_param = "messages";
+      const bool calls_forced = chat_params.tool_choice == "required" || chat_params.tool_choice_named;
+      // A constrained reply is the answer itself: unless the request asks
+      // for thinking, the template is told to leave it out.
+      if ((calls_forced || chat_params.response_grammar) && !chat_params.enable_thinking) chat_params.enable_thinking = false;
       ChatPrompt rendered;
       Status s = backend_->render_chat(chat_params, &rendered);
       if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};
+      grammar = chat_params.response_grammar;
+      if (calls_forced) {
+        nlohmann::ordered_json callable = nlohmann::ordered_json::array();
+        for (const auto& t : chat_params.tools)
+          if (!chat_params.tool_choice_named || t["function"]["name"] == chat_params.tool_choice) callable.push_back(t);
+        std::shared_ptr<constrain::Grammar> calls;
+        s = constrain::Grammar::tool_calls(callable,
+                                           rendered.flavour == ChatFlavour::kQwen35Xml ? constrain::Grammar::CallSyntax::kXml
+                                                                                      : constrain::Grammar::CallSyntax::kJson,
+                                           chat_params.parallel_tool_calls, &calls);
+        if (!s) throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
+        grammar = calls;
+      }
+      if (grammar && rendered.opens_thinking) grammar = constrain::Grammar::after_reasoning(grammar);
+      if (!chat_params.parallel_tool_calls) setup.max_tool_calls = 1;
       creq.prompt = std::move(rendered.ids);
       creq.message_boundary = rendered.message_boundary;
       setup.logprobs = chat_params.logprobs ? chat_params.top_logprobs : -1;
       creq.top_logprobs = chat_params.top_logprobs;
-      chat_output = backend_->new_chat_output(chat_params);
+      chat_output = backend_->new_chat_output(chat_params, rendered);
       setup.id = "chatcmpl-" + request_id;
     } else {
       completion_params = parse_completion_params(body, options_.limits);
@@ -246,6 +262,7 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       creq.top_logprobs = std::max(0, completion_params.logprobs);
       creq.echo = completion_params.echo && completion_params.logprobs >= 0;
       setup.id = "cmpl-" + request_id;
+      grammar = completion_params.response_grammar;
     }
     if (!common->model.empty() && common->model != backend_->model_id())
       throw ApiException{not_found("model", "the model '" + common->model + "' does not exist; this server serves '" +
@@ -259,6 +276,30 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
                                    "context_length_exceeded")};
     creq.max_tokens = common->max_tokens;
     creq.sampling = common->sampling;
+    if (!common->seed_given) {
+      // A fresh seed per request, reported in the response so it can be
+      // replayed; 53 bits, so that JavaScript clients read it back exactly.
+      static thread_local std::mt19937_64 seeds(std::random_device{}());
+      creq.sampling.seed = seeds() >> 11;
+    }
+    setup.seed = creq.sampling.seed;
+    {
+      DecodingRules rules;
+      rules.presence_penalty = common->presence_penalty;
+      rules.frequency_penalty = common->frequency_penalty;
+      rules.repetition_penalty = common->repetition_penalty;
+      rules.logit_bias = common->logit_bias;
+      rules.grammar = grammar;
+      rules.vocabulary = backend_->vocabulary();
+      if (grammar && !rules.vocabulary)
+        throw ApiException{bad_request(chat ? "tool_choice" : "response_format",
+                                       "this server's model cannot constrain its output")};
+      if (rules.repetition_penalty != 1.0f) rules.prompt = creq.prompt;
+      if (!rules.empty()) {
+        auto shared = std::make_shared<const DecodingRules>(std::move(rules));
+        creq.make_processor = [shared] { return shared->make(); };
+      }
+    }
     creq.stop_tokens = setup.stop_token_ids;
     creq.cache_mode = cache_mode;
     creq.name_space = request_namespace(tenant, common->has_cache_salt, common->cache_salt);
@@ -289,13 +330,19 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
       }
       return more && !raw->cancelled;
     };
-    job->on_done = [this, gen, first_token_at, request_id, streaming = common->stream](Job& j) {
+    job->on_done = [this, gen, first_token_at, request_id, chat, streaming = common->stream](Job& j) {
       // A stop string ends generation through on_token; that is a normal end.
-      if (j.status.code() == Code::kCancelled && gen->stopped_by_string() && !j.cancelled) j.status = Status::ok();
+      if (j.status.code() == Code::kCancelled && gen->stopped_early() && !j.cancelled) j.status = Status::ok();
       if (j.status) {
         double ttft_ms = first_token_at->load() >= 0 ? first_token_at->load() / 1000.0 : j.result.ttft_ms;
         metrics_.record_completion(j.result.restore, static_cast<int64_t>(j.request.prompt.size()),
                                    static_cast<int64_t>(j.result.tokens.size()), ttft_ms);
+        activity_.record(CompletedRequest{
+            request_id,
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+            chat ? "/v1/chat/completions" : "/v1/completions", j.request.name_space,
+            static_cast<int64_t>(j.request.prompt.size()), static_cast<int64_t>(j.result.tokens.size()), ttft_ms,
+            j.result.restore});
       } else if (j.status.code() != Code::kCancelled) {
         log_internal(request_id, j.status.to_string());
       }

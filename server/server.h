@@ -1,7 +1,10 @@
 // Server: statebank's OpenAI-compatible HTTP API (docs: interface.md, HTTP).
 //
 // Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
-// GET /v1/models/{id}, GET /health, GET /metrics, GET /v1/bank.
+// GET /v1/models/{id}, GET /health, GET /metrics, GET /v1/bank; the
+// operator's routes (server/bank_routes.cpp): GET /v1/bank/prefixes,
+// GET /v1/bank/requests, GET|POST /v1/bank/pins, DELETE /v1/bank/pins/{id},
+// POST /v1/bank/flush, and the page GET /bank (plus its assets /bank/NAME).
 //
 // Promises:
 //  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}})
@@ -17,6 +20,9 @@
 //  4. A client that disconnects cancels its request at the next token.
 //  5. shutdown() finishes what was accepted, stops listening, then flushes
 //     the bank's SSD write queue, all within the deadline.
+//  6. The operator's routes need the admin key when keys are configured
+//     (check_admin); the page itself is static and public (it holds no data,
+//     and asks for the key when the API answers 401).
 // Thread safety: construct, bind() and serve() from one thread; shutdown()
 // from any thread.
 #pragma once
@@ -25,11 +31,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "common/status.h"
+#include "server/activity.h"
 #include "server/backend.h"
 #include "server/metrics.h"
 #include "server/namespace.h"
@@ -75,17 +83,24 @@ class Server {
 
  private:
   void install_routes();
+  void install_bank_routes();  // server/bank_routes.cpp
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
   void respond_error(httplib::Response& res, const ApiError& e);
   // The tenant of the presented key (null without keys); throws ApiException.
   const Tenant* check_auth(const httplib::Request& req) const;
-  // check_auth, and with keys configured the tenant must be an admin.
-  void check_admin(const httplib::Request& req) const;
+  // The one check every operator route makes: check_auth, and with keys
+  // configured the tenant must be an admin. Returns the tenant; throws.
+  const Tenant* check_admin(const httplib::Request& req) const;
+  using Route = std::function<void(const httplib::Request&, httplib::Response&)>;
+  // Wraps a route: request id, the check (check_auth, or check_admin when
+  // `admin`), errors as OpenAI-shaped responses.
+  Route guarded(Route fn, bool admin = false);
   std::string next_request_id();
 
   Backend* backend_;
   ServerOptions options_;
   Metrics metrics_;  // before scheduler_: a worker's last job may still count
+  Activity activity_;
   std::unique_ptr<httplib::Server> http_;
   Scheduler scheduler_;
   int64_t started_at_ = 0;

@@ -1,28 +1,21 @@
-// ChatTemplate: renders OpenAI-style chat messages into the prompt text of a
-// Qwen checkpoint, byte for byte what the checkpoint's own Jinja template
-// gives under Hugging Face transformers, without a Jinja engine.
+// ChatTemplate: renders OpenAI-style chat messages into a checkpoint's prompt
+// text by running the checkpoint's own Jinja chat template (jinja/), as
+// Hugging Face transformers' apply_chat_template does: the same variables
+// (messages, tools, add_generation_prompt, enable_thinking and any other
+// chat_template_kwargs, bos_token/eos_token from tokenizer_config.json) and
+// the same environment, so the text is byte for byte what transformers
+// gives (tests compare against Python's jinja2 on the real Qwen3,
+// Qwen3-Next, Qwen3.5 and Qwen3-Coder templates and a customised one).
 //
-// Two families are implemented, and load() reads which one (and its thinking
-// variant) from the checkpoint's template (tokenizer_config.json
-// "chat_template", or chat_template.jinja):
-//   kQwen3Json  Qwen3 / Qwen3-Next: tool calls as JSON inside <tool_call>,
-//               the "# Tools ... <tools></tools>" preamble in the system turn,
-//               untrimmed contents.
-//   kQwen35Xml  Qwen3.5: tool calls as <function=NAME><parameter=ARG> XML,
-//               contents trimmed, a system message only at the start, at
-//               least one real user query required.
-// Shared shapes: ChatML turns "<|im_start|>{role}\n{content}<|im_end|>\n";
-// tool results become one user turn per run of consecutive tool messages,
-// each result wrapped "\n<tool_response>\n...\n</tool_response>"; assistant
-// turns after the last real user query (a user message that is not itself a
-// wrapped tool response) carry their reasoning in "<think>\n...\n</think>\n\n",
-// earlier ones drop it.
+// Messages reach the template as OpenAI sends them, with one normalisation
+// every OpenAI-compatible server makes: tool-call arguments that are a JSON
+// object text are passed as the object (templates iterate over them or print
+// them with tojson), others as the string.
 //
-// Thinking variants (ThinkingPrompt) differ only in the generation prompt;
-// thinking_default() is what a request that does not say means.
-//
-// Roles other than system/user/assistant/tool, and what the real template
-// refuses (Qwen3.5: a late system message, no user query), are errors.
+// load() refuses a template the interpreter cannot run (jinja/template.h
+// lists what it implements) or that fails on a one-message conversation,
+// naming the file, the construct and its position: a server starts with a
+// template it can run or not at all.
 //
 // Thread-safety: immutable after load(); render() is const and reentrant.
 #pragma once
@@ -35,18 +28,15 @@
 #include <vector>
 
 #include "common/status.h"
+#include "jinja/template.h"
 
 namespace sb {
 
+// The tool-call syntax the template teaches the model (read from its source):
+//   kQwen3Json  <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>
+//   kQwen35Xml  <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>\n...
+//               </function>\n</tool_call>
 enum class ChatFlavour { kQwen3Json, kQwen35Xml };
-
-enum class ThinkingPrompt {
-  kNone,               // "<|im_start|>assistant\n" only (Instruct models)
-  kEmptyWhenDisabled,  // Qwen3 hybrid: nothing by default, "<think>\n\n</think>\n\n" when disabled
-  kOpenByDefault,      // "<think>\n" by default, "<think>\n\n</think>\n\n" when disabled
-  kOpenWhenEnabled,    // "<think>\n" when enabled, "<think>\n\n</think>\n\n" otherwise (default off)
-  kAlwaysOpen,         // "<think>\n" whatever the request says (Thinking models)
-};
 
 struct ToolCall {
   std::string id;
@@ -54,25 +44,35 @@ struct ToolCall {
   std::string arguments;  // JSON text of the arguments object, as in OpenAI's API
 };
 
+// A convenience form of one message (tests, tools); render() takes the
+// OpenAI JSON form directly.
 struct ChatMessage {
   std::string role;  // system, user, assistant, tool
   std::string content;
-  // Set when the request carries reasoning_content (even empty); when unset an
-  // assistant content of the form "<think>R</think>C" is split into R and C.
   std::optional<std::string> reasoning_content;
   std::vector<ToolCall> tool_calls;
   std::string tool_call_id;
 };
 
+struct ChatOptions {
+  bool add_generation_prompt = true;
+  std::optional<bool> enable_thinking;  // passed to the template only when set
+  // Other template variables (a request's chat_template_kwargs); an object.
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+};
+
 struct RenderedChat {
   static constexpr size_t npos = static_cast<size_t>(-1);
   std::string text;
-  // Byte offset in `text` where the final role=user message's
-  // "<|im_start|>user" starts, or npos when there is none. The offset is at an
-  // added token, so encode(text) == encode(text[:o]) + encode(text[o:]) and
-  // the engine can find the token index of that boundary by encoding the
-  // prefix alone.
+  // Byte offset in `text` where the turn of the final role=user message
+  // starts (its "<|im_start|>"), or npos when there is none or it cannot be
+  // told apart. The offset is at an added token, so encode(text) ==
+  // encode(text[:o]) + encode(text[o:]) and the engine finds the token index
+  // of that boundary by encoding the prefix alone.
   size_t final_user_offset = npos;
+  // The generation prompt leaves a "<think>" open: the model's first output
+  // is reasoning (OutputParser's thinking_opened_in_prompt).
+  bool opens_thinking = false;
 };
 
 class ChatTemplate {
@@ -81,32 +81,34 @@ class ChatTemplate {
 
   // Reads <model_dir>/chat_template.jinja if present, else the chat_template
   // of <model_dir>/tokenizer_config.json (a string, or a list of named
-  // templates of which "default" is used).
+  // templates of which "default" is used). kNotFound when there is none.
   static Status load(const std::string& model_dir, ChatTemplate* out);
-  // Identifies the family and variant from template source text.
   static Status from_source(std::string_view jinja, ChatTemplate* out);
 
   ChatFlavour flavour() const { return flavour_; }
-  ThinkingPrompt thinking_prompt() const { return thinking_; }
-  bool thinking_default() const;
-  // Whether the generation prompt leaves a "<think>" open, so that the model's
-  // first output is reasoning (OutputParser's thinking_opened_in_prompt).
-  bool prompt_opens_thinking(bool enable_thinking) const;
+  const std::string& source() const { return source_; }
 
-  // tools: an OpenAI tools array or null (an empty array counts as none).
-  // A nlohmann::json may be passed too, but only ordered_json keeps the key
-  // order that the real template's tojson reproduces.
+  // messages: an array of OpenAI messages (role, content, reasoning_content,
+  // tool_calls, tool_call_id, name); tools: an OpenAI tools array or null (an
+  // empty array counts as none). Key order is kept: tojson prints it.
+  // A template's refusal (raise_exception) or error is kInvalidArgument.
+  Status render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                const ChatOptions& options, RenderedChat* out) const;
   Status render(const std::vector<ChatMessage>& messages, const nlohmann::ordered_json& tools,
-                bool add_generation_prompt, bool enable_thinking, RenderedChat* out) const;
+                const ChatOptions& options, RenderedChat* out) const;
+
+  // The OpenAI JSON form of ChatMessage values.
+  static nlohmann::ordered_json to_json(const std::vector<ChatMessage>& messages);
 
  private:
-  Status render_json(const std::vector<ChatMessage>& m, const nlohmann::ordered_json& tools, RenderedChat* out) const;
-  Status render_xml(const std::vector<ChatMessage>& m, const nlohmann::ordered_json& tools, RenderedChat* out) const;
+  static Status build(std::string_view src, nlohmann::ordered_json specials, ChatTemplate* out);
+  Status render_text(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                     const ChatOptions& options, std::string* out) const;
 
+  jinja::Template template_;
+  std::string source_;
   ChatFlavour flavour_ = ChatFlavour::kQwen3Json;
-  ThinkingPrompt thinking_ = ThinkingPrompt::kEmptyWhenDisabled;
-  bool renders_reasoning_ = true;  // false for templates that never show <think> blocks
-  std::string tools_head_, tools_tail_;  // the tools preamble around the one-per-line schemas
+  nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();  // bos_token, eos_token...
 };
 
 }  // namespace sb

@@ -1,6 +1,6 @@
 #include "tokenizer/output_parser.h"
 
-#include "tokenizer/py_json.h"
+#include "jinja/json_text.h"
 
 namespace sb {
 

@@ -11,7 +11,11 @@ apt_packages=(
   libgtest-dev libgmock-dev
   nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev libssl-dev
+  libhiredis-dev redis-server
   nodejs npm
+  # The /bank page's browser test: headless Debian chromium, driven by
+  # playwright-core from tools/npm (chromium-driver for WebDriver users).
+  chromium chromium-driver
 )
 # python3 with jinja2 renders checkpoints' chat templates for the chat
 # template reference test (tools/tokenizer/render_chat.py).

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "bank/format.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/redis_server.h"
 
 namespace sb {
 namespace {
@@ -34,7 +36,7 @@ TEST(TieredBank, OpensRamOverSsdInLookupOrder) {
   EXPECT_EQ(b->bank()->tiers(), b->tiers());
 }
 
-TEST(TieredBank, WithoutTiersThereIsNoBankAndARemoteTierIsRefused) {
+TEST(TieredBank, WithoutTiersThereIsNoBankAndABadRemoteUrlIsRefused) {
   BankOptions none;
   std::unique_ptr<TieredBank> b;
   ASSERT_TRUE(TieredBank::open(none, &b).is_ok());
@@ -44,8 +46,38 @@ TEST(TieredBank, WithoutTiersThereIsNoBankAndARemoteTierIsRefused) {
   EXPECT_TRUE(b->close(std::chrono::steady_clock::now()).is_ok());
 
   BankOptions remote;
-  remote.remote = "redis://127.0.0.1:1";
-  EXPECT_EQ(TieredBank::open(remote, &b).code(), Code::kUnsupported);
+  remote.remote = "http://127.0.0.1:1";
+  EXPECT_EQ(TieredBank::open(remote, &b).code(), Code::kInvalidArgument);
+}
+
+TEST(TieredBank, OpensRamOverSsdOverRedisAndClosesThemAll) {
+  TempDir d;
+  RedisServer redis;
+  BankOptions o = options(d.bank());
+  o.remote = redis.url();
+  o.remote_key_prefix = "factory-test:";
+  std::unique_ptr<TieredBank> b;
+  ASSERT_TRUE(TieredBank::open(o, &b).is_ok());
+  ASSERT_EQ(b->tiers().size(), 3u);
+  EXPECT_EQ(b->tiers()[2]->kind(), TierKind::kRemote);
+  EXPECT_EQ(b->tiers()[2], b->remote());
+  auto chain = make_chain(4, 2);
+  for (const auto& obj : chain.all()) ASSERT_TRUE(b->bank()->publish(obj, Retention::kBlock).is_ok());
+  ASSERT_TRUE(b->close(std::chrono::steady_clock::time_point::max()).is_ok());
+  EXPECT_EQ(redis.keys("factory-test:*").size(), chain.all().size());
+  // Closed: nothing more is written.
+  EXPECT_EQ(b->remote()->put(make_chain(5, 1).blocks[0], Retention::kBlock).code(), Code::kResourceExhausted);
+  // Block verification is on for the remote tier too: a block filed under a
+  // key that is not its tokens' is a corruption there.
+  auto forged = std::make_shared<Object>(*chain.blocks[1]);
+  forged->tokens[0] += 1;
+  const auto image = encode_object(*forged, Retention::kBlock, schema_digest(ssd_test_schema()));
+  ASSERT_EQ(redis.command({"SET", b->remote()->redis_key(ObjectKind::kBlock, forged->key),
+                           std::string(image.begin(), image.end())})
+                .str,
+            "OK");
+  ObjectRef got;
+  EXPECT_EQ(b->remote()->get(ObjectKind::kBlock, forged->key, &got).code(), Code::kCorruption);
 }
 
 TEST(TieredBank, ABlockWhoseKeyIsNotItsTokensIsACorruptionByDefault) {

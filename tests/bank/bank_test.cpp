@@ -14,68 +14,19 @@
 #include "bank/chain.h"
 #include "bank/compose.h"
 #include "bank/ram_tier.h"
+#include "tests/bank/bank_lookup_util.h"
 #include "tests/bank/synthetic_state.h"
-#include "tests/util/tokens.h"
 
 namespace sb {
 namespace {
 
-using testing::synthetic_prefill;
-using testing::synthetic_run;
-using testing::synthetic_schema;
-
-constexpr uint32_t kB = 8;
-
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  return testing::random_tokens(seed, static_cast<int64_t>(n));
-}
-
-// Publishes every full block of `tokens` and a snapshot at each position in
-// `snapshot_blocks` (block counts), computed by one synthetic prefill.
-void publish_chain(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& tokens,
-                   const std::set<int64_t>& snapshot_blocks, const std::string& ns = "") {
-  const int64_t n_blocks = static_cast<int64_t>(tokens.size()) / kB;
-  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", ns, kB), tokens, kB, n_blocks);
-  State state(schema);
-  for (int64_t k = 0; k < n_blocks; ++k) {
-    synthetic_prefill(state, std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB));
-    ASSERT_TRUE(bank.publish(make_block(state, keys[k + 1], keys[k], k * kB,
-                                        std::span<const int32_t>(tokens).subspan(static_cast<size_t>(k) * kB, kB)),
-                             Retention::kBlock)
-                    .is_ok());
-    if (schema.has_recurrent() && snapshot_blocks.count(k + 1)) {
-      ASSERT_TRUE(bank.publish(make_snapshot(capture_recurrent(state), keys[k + 1]), Retention::kKeep)
-                      .is_ok());
-    }
-  }
-}
-
-struct Lookup {
-  RestorePlan plan;
-  State state;
-};
-
-// Plans a restore of `prompt` (keeping one token), composes it, and checks
-// that the composed State equals a cold synthetic prefill of the same prefix.
-Lookup lookup_and_verify(Bank& bank, const StateSchema& schema, const std::vector<int32_t>& prompt,
-                         const std::string& ns = "") {
-  const int64_t m = (static_cast<int64_t>(prompt.size()) - 1) / kB;
-  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", ns, kB), prompt, kB, m);
-  Lookup out;
-  EXPECT_TRUE(bank.plan_restore(schema, keys, prompt, kB, &out.plan).is_ok());
-  EXPECT_TRUE(compose_state(schema, out.plan.blocks, out.plan.snapshot, &out.state).is_ok());
-  const State cold =
-      synthetic_run(schema, std::span<const int32_t>(prompt).subspan(0, static_cast<size_t>(out.plan.restore_point)));
-  EXPECT_TRUE(out.state.bitwise_equal(cold)) << "restored state differs from cold at " << out.plan.restore_point;
-  EXPECT_LE(out.plan.restore_point, out.plan.common_prefix_tokens);
-  return out;
-}
+using namespace sb::testing;
 
 TEST(Bank, RestoresTheLongestPrefixWithASnapshotAndEqualsCold) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24);
   Bank bank({&ram});
-  const auto tokens = random_tokens(10 * kB, 1);
+  const auto tokens = random_tokens(1, 10 * kB);
   publish_chain(bank, schema, tokens, {2, 5, 9});
 
   // The same prompt: 9 blocks are the most a 10-block prompt may restore.
@@ -117,7 +68,7 @@ TEST(Bank, AnotherNamespaceNeverHits) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24);
   Bank bank({&ram});
-  const auto tokens = random_tokens(4 * kB, 2);
+  const auto tokens = random_tokens(2, 4 * kB);
   publish_chain(bank, schema, tokens, {3}, "tenant-a");
   EXPECT_EQ(lookup_and_verify(bank, schema, tokens, "tenant-a").plan.restore_point, 3 * kB);
   auto other = lookup_and_verify(bank, schema, tokens, "tenant-b");
@@ -131,7 +82,7 @@ TEST(Bank, AMissingMiddleBlockEndsTheWalk) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24);
   Bank bank({&ram});
-  const auto tokens = random_tokens(8 * kB, 3);
+  const auto tokens = random_tokens(3, 8 * kB);
   publish_chain(bank, schema, tokens, {2, 4, 7});
   const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 7);
   ASSERT_TRUE(ram.erase(ObjectKind::kBlock, keys[3]));
@@ -144,7 +95,7 @@ TEST(Bank, ModelWithoutRecurrentStateNeedsNoSnapshot) {
   const auto schema = synthetic_schema(/*with_recurrent=*/false);
   RamTier ram(1 << 24);
   Bank bank({&ram});
-  const auto tokens = random_tokens(6 * kB + 3, 4);
+  const auto tokens = random_tokens(4, 6 * kB + 3);
   publish_chain(bank, schema, tokens, {});
   auto r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 6 * kB);
@@ -199,7 +150,7 @@ TEST(Bank, ACorruptObjectIsAMissAndTheWalkFallsBack) {
   const auto schema = synthetic_schema();
   CorruptingTier tier(TierKind::kRam);
   Bank bank({&tier});
-  const auto tokens = random_tokens(8 * kB, 5);
+  const auto tokens = random_tokens(5, 8 * kB);
   publish_chain(bank, schema, tokens, {2, 4, 7});
   const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 7);
 
@@ -231,7 +182,7 @@ TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24);
   Bank bank({&ram});
-  const auto tokens = random_tokens(4 * kB, 6);
+  const auto tokens = random_tokens(6, 4 * kB);
   const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 3);
   auto forged_tokens = tokens;
   forged_tokens[kB + 1] += 7;
@@ -273,7 +224,7 @@ TEST(Bank, QuarantineTakesARestoresObjectsOutOfEveryTier) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24), lower(1 << 24);
   Bank bank({&ram, &lower});
-  const auto tokens = random_tokens(4 * kB, 16);
+  const auto tokens = random_tokens(16, 4 * kB);
   publish_chain(bank, schema, tokens, {3});
   const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 3);
   auto r = lookup_and_verify(bank, schema, tokens);
@@ -295,7 +246,7 @@ TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {
   RamTier ram(1 << 24);
   CorruptingTier lower(TierKind::kSsd);
   Bank bank({&ram, &lower});
-  const auto tokens = random_tokens(6 * kB, 7);
+  const auto tokens = random_tokens(7, 6 * kB);
   publish_chain(bank, schema, tokens, {5});
   const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 5);
 
@@ -338,7 +289,7 @@ TEST(Bank, ConcurrentPublishersOfTheSameChainStoreItOnce) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 26);
   Bank bank({&ram});
-  const auto tokens = random_tokens(16 * kB, 8);
+  const auto tokens = random_tokens(8, 16 * kB);
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i)
     threads.emplace_back([&, i] {
@@ -346,7 +297,7 @@ TEST(Bank, ConcurrentPublishersOfTheSameChainStoreItOnce) {
       // restores its own prompt.
       auto own = tokens;
       own.resize(12 * kB);
-      auto tail = random_tokens(4 * kB, 100 + i);
+      auto tail = random_tokens(100 + i, 4 * kB);
       own.insert(own.end(), tail.begin(), tail.end());
       publish_chain(bank, schema, own, {4, 8, 12, 16});
       auto r = lookup_and_verify(bank, schema, own);
@@ -359,7 +310,7 @@ TEST(Bank, ConcurrentPublishersOfTheSameChainStoreItOnce) {
 
 TEST(Compose, RefusesObjectsThatDoNotFitTheSchemaOrTheChain) {
   const auto schema = synthetic_schema();
-  const auto tokens = random_tokens(2 * kB, 9);
+  const auto tokens = random_tokens(9, 2 * kB);
   const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 2);
   const State st = synthetic_run(schema, tokens);
   const auto good = make_block(st, keys[2], keys[1], kB, std::span<const int32_t>(tokens).subspan(kB, kB));
@@ -416,6 +367,151 @@ TEST(RestoreMode, EveryTierHasItsOwnModeAndTheUserVisibleNamesStay) {
   EXPECT_FALSE(RestoreMode::cold().restored());
   EXPECT_FALSE(RestoreMode::bypass().restored());
   EXPECT_FALSE(RestoreMode::mixed().tier().has_value());
+}
+
+// Miss reasons (bank.h, rule 6): each obstacle above the restore point, as
+// the plan names it. The engine adds bypass, echo and read-only, and a
+// composed state that fails its check (tests/server/miss_reasons_test.cpp).
+TEST(BankMissReason, AFullRestoreHasNoReason) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(21, 10 * kB);
+  publish_chain(bank, schema, tokens, {2, 5, 9});
+  auto r = lookup_and_verify(bank, schema, tokens);
+  ASSERT_EQ(r.plan.restore_point, 9 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNone);
+  EXPECT_EQ(r.plan.diverged_at, -1);
+  // A prompt of one block has nothing usable: nothing missed either.
+  std::vector<int32_t> one(tokens.begin(), tokens.begin() + kB);
+  EXPECT_EQ(lookup_and_verify(bank, schema, one).plan.miss_reason, MissReason::kNone);
+}
+
+TEST(BankMissReason, NothingStoredIsNoEntry) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  publish_chain(bank, schema, random_tokens(22, 4 * kB), {1, 2, 3, 4});
+  auto r = lookup_and_verify(bank, schema, random_tokens(23, 4 * kB));
+  EXPECT_EQ(r.plan.restore_point, 0);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNoEntry);
+  EXPECT_FALSE(r.plan.stored_in_other_namespace);
+  // A stored chain that shares no token with the prompt is no evidence of a
+  // divergence.
+  auto stored = random_tokens(24, 4 * kB);
+  auto other = stored;
+  other[0] += 1;
+  publish_chain(bank, schema, stored, {1, 2, 3, 4});
+  EXPECT_EQ(lookup_and_verify(bank, schema, other).plan.miss_reason, MissReason::kNoEntry);
+}
+
+TEST(BankMissReason, APromptThatLeavesAStoredChainDivergedAtItsFirstOwnToken) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(25, 6 * kB);
+  publish_chain(bank, schema, tokens, {1, 2, 3, 4, 5, 6});
+  const int64_t B = kB;
+  for (int64_t at : {3 * B + 5, 3 * B, 4 * B - 1, int64_t{5}}) {
+    auto prompt = tokens;
+    prompt[at] += 1;
+    prompt.push_back(7);
+    auto r = lookup_and_verify(bank, schema, prompt);
+    EXPECT_EQ(r.plan.restore_point, at / kB * kB) << at;
+    EXPECT_EQ(r.plan.miss_reason, MissReason::kDiverged) << at;
+    EXPECT_EQ(r.plan.diverged_at, at);
+  }
+}
+
+TEST(BankMissReason, AHoleBeforeStoredBlocksIsAnEvictedMiddleBlock) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(26, 8 * kB);
+  publish_chain(bank, schema, tokens, {1, 2, 3, 4, 5, 6, 7});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 7);
+  ASSERT_TRUE(ram.erase(ObjectKind::kBlock, keys[4]));
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 3 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kEvicted);
+  ASSERT_TRUE(ram.erase(ObjectKind::kBlock, keys[1]));  // the very first block: still a hole
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 0);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kEvicted);
+}
+
+TEST(BankMissReason, StoredBlocksWithoutASnapshotAmongThemAreSnapshotMissing) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(27, 8 * kB);
+  publish_chain(bank, schema, tokens, {2, 7});
+  // Blocks 1..5 match; the snapshots sit at 2B and 7B.
+  std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 5 * kB + 1);
+  auto r = lookup_and_verify(bank, schema, prompt);
+  EXPECT_EQ(r.plan.restore_point, 2 * kB);
+  EXPECT_EQ(r.plan.matched_tokens, 5 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kSnapshotMissing);
+  prompt.resize(kB + 1);  // block 1 only, and no snapshot at B
+  EXPECT_EQ(lookup_and_verify(bank, schema, prompt).plan.miss_reason, MissReason::kSnapshotMissing);
+}
+
+TEST(BankMissReason, ACopyThatFailsItsCheckIsCheckFailed) {
+  const auto schema = synthetic_schema();
+  CorruptingTier tier(TierKind::kRam);
+  Bank bank({&tier});
+  const auto tokens = random_tokens(28, 6 * kB);
+  publish_chain(bank, schema, tokens, {1, 2, 3, 4, 5});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 5);
+  tier.corrupt(ObjectKind::kSnapshot, keys[5]);
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 4 * kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kCheckFailed);
+  tier.corrupt(ObjectKind::kBlock, keys[2]);
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, kB);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kCheckFailed);
+  // A failed copy with a good one below is no miss.
+  RamTier good(1 << 24);
+  CorruptingTier bad(TierKind::kRam);
+  Bank both({&bad, &good});
+  publish_chain(both, schema, tokens, {1, 2, 3, 4, 5});
+  bad.corrupt(ObjectKind::kBlock, keys[2]);
+  r = lookup_and_verify(both, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 5 * kB);
+  EXPECT_EQ(r.plan.check_failures, 1);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNone);
+}
+
+TEST(BankMissReason, TheSameTokensUnderAnotherNamespaceAreFlaggedForTheOperatorOnly) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24);
+  Bank bank({&ram});
+  const auto tokens = random_tokens(29, 4 * kB);
+  publish_chain(bank, schema, tokens, {1, 2, 3}, "tenant-a");
+  // Tenant a has not looked anything up since start: its root is unknown.
+  auto r = lookup_and_verify(bank, schema, tokens, "tenant-b");
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNoEntry);
+  EXPECT_FALSE(r.plan.stored_in_other_namespace);
+  EXPECT_EQ(lookup_and_verify(bank, schema, tokens, "tenant-a").plan.restore_point, 3 * kB);
+  r = lookup_and_verify(bank, schema, tokens, "tenant-b");
+  EXPECT_EQ(r.plan.restore_point, 0);
+  EXPECT_EQ(r.plan.miss_reason, MissReason::kNoEntry);  // what tenant b's own record says
+  EXPECT_TRUE(r.plan.stored_in_other_namespace);
+  EXPECT_EQ(operator_miss_reason(r.plan.miss_reason, r.plan.stored_in_other_namespace), MissReason::kOtherNamespace);
+  // Another prompt is stored nowhere.
+  r = lookup_and_verify(bank, schema, random_tokens(30, 4 * kB), "tenant-b");
+  EXPECT_FALSE(r.plan.stored_in_other_namespace);
+  // Nothing else masks as other_namespace.
+  EXPECT_EQ(operator_miss_reason(MissReason::kDiverged, true), MissReason::kDiverged);
+  EXPECT_EQ(operator_miss_reason(MissReason::kReadOnly, true), MissReason::kOtherNamespace);
+}
+
+TEST(BankMissReason, NamesAreDistinctAndStable) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < kMissReasons; ++i) EXPECT_TRUE(names.insert(miss_reason_name(static_cast<MissReason>(i))).second);
+  EXPECT_EQ(names, (std::set<std::string>{"none", "no_entry", "diverged", "evicted", "snapshot_missing", "check_failed",
+                                          "other_namespace", "read_only", "bypass", "echo"}));
 }
 
 }  // namespace

@@ -169,6 +169,50 @@ TEST_F(SsdCli, AVersionOneBankIsReportedIgnoredAndRemovedByGc) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["old_format_files"], 0);
 }
 
+TEST_F(SsdCli, PrefixesListsTheStoredChainAndFlushRemovesItByRoot) {
+  Result r = bank({"prefixes", "--bank-dir", d_.bank(), "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["total"], 1);
+  const auto& p = j["prefixes"][0];
+  EXPECT_EQ(p["chain"], chain_.blocks.back()->key.hex());
+  EXPECT_EQ(p["root"], chain_.blocks.front()->parent.hex());
+  EXPECT_EQ(p["tokens"], 3 * kTestBlockTokens);
+  EXPECT_EQ(p["restorable_tokens"], 3 * kTestBlockTokens);
+  EXPECT_EQ(p["bytes"], bytes_);
+  r = bank({"prefixes", "--bank-dir", d_.bank()});
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find(chain_.blocks.back()->key.hex()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 prefixes"), std::string::npos) << r.out;
+
+  // Another root: nothing of this chain goes.
+  r = bank({"flush", "--bank-dir", d_.bank(), "--root", std::string(64, '0'), "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["objects"], 0);
+  r = bank({"flush", "--bank-dir", d_.bank(), "--root", chain_.blocks.front()->parent.hex(), "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["objects"], 6);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["bytes"], bytes_);
+  EXPECT_FALSE(fsys::exists(path0_));
+  r = bank({"stats", "--bank-dir", d_.bank(), "--json"});
+  EXPECT_EQ(nlohmann::json::parse(r.out)["objects"], 0);
+}
+
+TEST_F(SsdCli, FlushAllEmptiesTheBankAndRefusesUnclearRequests) {
+  Result r = bank({"flush", "--bank-dir", d_.bank()});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("exactly one of --all and --root"), std::string::npos) << r.err;
+  r = bank({"flush", "--bank-dir", d_.bank(), "--root", "xyz"});
+  EXPECT_EQ(r.rc, 2);
+  r = bank({"ls", "--bank-dir", d_.bank(), "--all"});
+  EXPECT_EQ(r.rc, 2);
+  r = bank({"flush", "--bank-dir", d_.bank(), "--all"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("removed 6 objects"), std::string::npos) << r.out;
+  r = bank({"prefixes", "--bank-dir", d_.bank(), "--json"});
+  EXPECT_EQ(nlohmann::json::parse(r.out)["total"], 0);
+}
+
 TEST_F(SsdCli, BadInputEndsWithOneClearLine) {
   Result r = bank({"stats", "--bank-dir", d_.path() + "/nothing"});
   EXPECT_EQ(r.rc, 2);

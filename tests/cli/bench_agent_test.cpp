@@ -23,6 +23,7 @@
 #include "model/gen_model.h"
 #include "model/model.h"
 #include "tests/util/models.h"
+#include "tests/util/redis_server.h"
 #include "tests/util/temp_dir.h"
 
 namespace {
@@ -41,6 +42,30 @@ std::vector<std::string> split(const std::string& line, char sep) {
   while (std::getline(in, item, sep)) out.push_back(item);
   if (!line.empty() && line.back() == sep) out.push_back("");
   return out;
+}
+
+// A CSV file: its columns by name and its rows, each checked to have one
+// field per column.
+struct Csv {
+  std::map<std::string, size_t> col;
+  std::vector<std::vector<std::string>> rows;
+};
+
+Csv read_csv(const fs::path& path) {
+  Csv c;
+  std::stringstream lines(read_text(path));
+  std::string line;
+  if (!std::getline(lines, line)) {
+    ADD_FAILURE() << path << " is empty";
+    return c;
+  }
+  const auto header = split(line, ',');
+  for (size_t i = 0; i < header.size(); ++i) c.col[header[i]] = i;
+  while (std::getline(lines, line)) {
+    c.rows.push_back(split(line, ','));
+    EXPECT_EQ(c.rows.back().size(), header.size()) << line;
+  }
+  return c;
 }
 
 struct Outcome {
@@ -89,22 +114,11 @@ TEST_F(BenchAgentTest, TinyRunReportsRestoresEqualToBypass) {
   EXPECT_NE(md.find("iflag=direct"), std::string::npos) << "the dd baseline should have run\n" << md;
   EXPECT_FALSE(fs::exists(out / "agent_ttft.png"));
 
-  const std::string csv = read_text(out / "agent.csv");
-  std::stringstream lines(csv);
-  std::string line;
-  ASSERT_TRUE(std::getline(lines, line));
-  const auto header = split(line, ',');
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  auto [col, rows] = read_csv(out / "agent.csv");
   for (const char* name : {"request", "phase", "turn", "project", "mode", "served", "ttft_ms", "restore_point",
                            "prefill_tokens", "bytes_read", "equal_to_bypass", "tokens"})
     ASSERT_TRUE(col.count(name)) << "no column " << name;
 
-  std::vector<std::vector<std::string>> rows;
-  while (std::getline(lines, line)) {
-    rows.push_back(split(line, ','));
-    ASSERT_EQ(rows.back().size(), header.size()) << line;
-  }
   // 2 projects x (2 + 1) turns, each a bank row and its bypass twin.
   ASSERT_EQ(rows.size(), 12u);
   std::map<std::string, std::string> bypass_tokens;
@@ -144,9 +158,46 @@ TEST_F(BenchAgentTest, TinyRunReportsRestoresEqualToBypass) {
   EXPECT_TRUE(!fs::exists(dir_ / "work", ec) || fs::is_empty(dir_ / "work", ec));
 }
 
+// With --remote: a replica (empty RAM, no SSD) restores from Redis what the
+// first server published; its rows are equal to their twins and count the
+// bytes that crossed the socket.
+TEST_F(BenchAgentTest, ReplicaRestoresFromRedis) {
+  sb::testing::RedisServer redis;
+  const fs::path out = dir_ / "out";
+  const std::string args = "bench agent --preset tiny --cache-dir '" + (dir_ / "models").string() + "' --work-dir '" +
+                           (dir_ / "work").string() + "' --report '" + (out / "agent.md").string() +
+                           "' --prefix-tokens 300 --project-tokens 150 --message-tokens 20 --reply-tokens 6"
+                           " --projects 2 --turns 1 --turns-after 1 --block-tokens 64 --snapshot-every 128 --no-plots"
+                           " --remote " + redis.url();
+  const Outcome r = run_statebank(dir_, "", args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string md = read_text(out / "agent.md");
+  EXPECT_NE(md.find("## Remote vs SSD vs cold"), std::string::npos) << md;
+  EXPECT_NE(md.find("| Redis, on the replica | 1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 6 of 6 |"), std::string::npos) << md;
+
+  auto [col, rows] = read_csv(out / "agent.csv");
+  ASSERT_TRUE(col.count("wire_received"));
+  int from_remote = 0;
+  for (const auto& row : rows) {
+    if (row[col["mode"]] != "bank") continue;
+    EXPECT_EQ(row[col["equal_to_bypass"]], "1") << "request " << row[col["request"]];
+    if (row[col["served"]] == "remote") {
+      ++from_remote;
+      EXPECT_EQ(row[col["phase"]], "replica");
+      EXPECT_GT(std::stoull(row[col["wire_received"]]), std::stoull(row[col["bytes_read"]]));
+    }
+  }
+  EXPECT_EQ(from_remote, 1);  // the replica's first request; the second mixes in what it promoted
+  // The run's keys are in Redis, under their own prefix, with an expiry.
+  const auto keys = redis.keys("statebank-bench-*");
+  ASSERT_FALSE(keys.empty());
+  EXPECT_GT(redis.command({"TTL", keys[0]}).integer, 0);
+}
+
 TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
   for (const std::string args : {"bench agent --turns 0", "bench agent --prefix-tokens x", "bench nope",
-                                 "bench agent --model /nonexistent/dir"}) {
+                                 "bench agent --model /nonexistent/dir", "bench agent --remote http://x"}) {
     const Outcome r = run_statebank(dir_, "", args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.err.rfind("statebank bench: ", 0), 0u) << r.err;

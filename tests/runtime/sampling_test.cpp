@@ -1,5 +1,6 @@
-// Sampler: greedy ties, determinism by seed, the top-k and top-p cuts, and
-// the frequencies of plain temperature sampling against softmax.
+// Sampler: greedy ties, determinism by seed, the top-k, top-p and min-p
+// cuts, masked (-infinity) logits never drawn, and the frequencies of plain
+// temperature sampling against softmax.
 #include "runtime/sampling.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +46,29 @@ TEST(Sampler, GreedyTakesTheLowestIdAmongEqualMaxima) {
   c.temperature = 0.8f;
   c.top_k = 1;
   EXPECT_EQ(draw(c, logits, 3), (std::vector<int32_t>{1, 1, 1}));
+}
+
+TEST(Sampler, MinPKeepsOnlyTokensNearTheBestAndMaskedTokensAreNeverDrawn) {
+  auto logits = random_logits(2000, 5, 2.0f);
+  SamplerConfig c;
+  c.temperature = 1.0f;
+  c.min_p = 0.2f;
+  c.seed = 3;
+  const float best = *std::max_element(logits.begin(), logits.end());
+  for (int32_t t : draw(c, logits, 500))  // p >= 0.2 p_max: logit >= best + ln 0.2
+    EXPECT_GE(logits[static_cast<size_t>(t)], best + std::log(0.2f) - 1e-5f);
+  // Everything but three ids masked: only those are drawn, by their weights.
+  std::vector<float> masked(2000, -INFINITY);
+  masked[7] = 0.0f;
+  masked[900] = 1.0f;
+  masked[1999] = -1.0f;
+  c.min_p = 0.0f;
+  std::set<int32_t> seen;
+  for (int32_t t : draw(c, masked, 300)) seen.insert(t);
+  EXPECT_EQ(seen, (std::set<int32_t>{7, 900, 1999}));
+  c.top_p = 0.5f;
+  c.top_k = 2;
+  for (int32_t t : draw(c, masked, 50)) EXPECT_EQ(t, 900);
 }
 
 TEST(Sampler, TheSameSeedGivesTheSameTokensAndAnotherSeedOthers) {

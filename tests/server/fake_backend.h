@@ -119,8 +119,9 @@ class FakeBackend : public Backend {
     add_text("assistant\n");
     return Status::ok();
   }
-  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params) const override {
-    return std::make_unique<ParserChatOutput>(ChatFlavour::kQwen3Json, false, params.tools_ordered);
+  std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return nullptr; }
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override {
+    return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
   }
 
   Status complete(const CompletionRequest& request, CompletionResult* result) override {

@@ -8,7 +8,7 @@
 namespace sb {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 ParseLimits limits() {
   ParseLimits l;
@@ -42,7 +42,9 @@ TEST(RequestParse, CompletionWithTokenIdsAndEveryField) {
   json body = {{"model", "m"},       {"prompt", {1, 2, 3}}, {"max_tokens", 7},      {"temperature", 0.5},
                {"top_p", 0.9},       {"top_k", 40},          {"seed", 12345},        {"stop", {"\n\n", "END"}},
                {"logprobs", 5},      {"echo", true},         {"stream", true},       {"cache_salt", "s1"},
-               {"frequency_penalty", 0.0}, {"some_unknown_field", {{"x", 1}}}};
+               {"frequency_penalty", 0.5}, {"presence_penalty", -1}, {"repetition_penalty", 1.1},
+               {"min_p", 0.05}, {"logit_bias", {{"5", -100}, {"17", 2.5}}}, {"user", "u-1"}, {"best_of", 1},
+               {"response_format", {{"type", "json_object"}}}};
   CompletionParams p = parse_completion_params(body, limits());
   EXPECT_EQ(p.model, "m");
   EXPECT_FALSE(p.prompt_is_text);
@@ -58,6 +60,99 @@ TEST(RequestParse, CompletionWithTokenIdsAndEveryField) {
   EXPECT_TRUE(p.stream);
   EXPECT_TRUE(p.has_cache_salt);
   EXPECT_EQ(p.cache_salt, "s1");
+  EXPECT_TRUE(p.seed_given);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.presence_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(p.sampling.min_p, 0.05f);
+  EXPECT_EQ(p.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {17, 2.5f}}));
+  EXPECT_NE(p.response_grammar, nullptr);
+}
+
+TEST(RequestParse, EveryFieldIsUsedOrRefusedByName) {
+  const json msgs = {{{"role", "user"}, {"content", "a"}}};
+  // Refused, naming the field.
+  for (const char* f : {"functions", "function_call", "audio", "prediction", "web_search_options", "reasoning_effort",
+                        "verbosity", "frobnicate"}) {
+    ApiError e = chat_error(json{{"messages", msgs}, {f, 1}});
+    EXPECT_EQ(e.status, 400) << f;
+    EXPECT_EQ(e.param, f);
+    EXPECT_NE(e.message.find(f), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"n", 2}}).param, "n");
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"store", true}}).param, "store");
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"service_tier", "priority"}}).param, "service_tier");
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"modalities", {"text", "audio"}}}).param, "modalities");
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"stream_options", {{"include_obfuscation", true}}}}).param,
+            "stream_options.include_obfuscation");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"best_of", 3}}).param, "best_of");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"suffix", "tail"}}).param, "suffix");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"tools", json::array()}}).param, "tools");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"logit_bias", {{"1000", 1}}}}).param, "logit_bias.1000");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"logit_bias", {{"x", 1}}}}).param, "logit_bias.x");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"logit_bias", {{"3", 101}}}}).param, "logit_bias.3");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"presence_penalty", 2.5}}).param, "presence_penalty");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"repetition_penalty", 0}}).param, "repetition_penalty");
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"min_p", 1.5}}).param, "min_p");
+  // Accepted no-ops (docs/interface.md says why).
+  ChatParams p = parse_chat_params(json{{"messages", msgs},
+                                        {"user", "u"},
+                                        {"metadata", {{"k", "v"}}},
+                                        {"store", false},
+                                        {"service_tier", "auto"},
+                                        {"prompt_cache_key", "k"},
+                                        {"safety_identifier", "s"},
+                                        {"modalities", {"text"}},
+                                        {"parallel_tool_calls", false},
+                                        {"chat_template_kwargs", {{"enable_thinking", false}, {"persona", "x"}}}},
+                                   limits());
+  EXPECT_FALSE(p.parallel_tool_calls);
+  EXPECT_EQ(p.enable_thinking, std::optional<bool>(false));
+  EXPECT_EQ(p.template_kwargs, (json{{"persona", "x"}}));
+  EXPECT_FALSE(p.seed_given);
+}
+
+TEST(RequestParse, ResponseFormatSchemasCompileOrNameWhatIsRefused) {
+  const json msgs = {{{"role", "user"}, {"content", "a"}}};
+  auto with_schema = [&](const json& schema) {
+    return json{{"messages", msgs},
+                {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", schema}, {"strict", true}}}}}};
+  };
+  json ok = {{"type", "object"},
+             {"properties",
+              {{"name", {{"type", "string"}, {"minLength", 1}}},
+               {"tags", {{"type", "array"}, {"items", {{"enum", {"a", "b"}}}}, {"maxItems", 3}}},
+               {"n", {{"anyOf", {{{"type", "integer"}}, {{"type", "null"}}}}}}}},
+             {"required", {"name"}},
+             {"additionalProperties", false}};
+  EXPECT_NE(parse_chat_params(with_schema(ok), limits()).response_grammar, nullptr);
+  struct Case {
+    json schema;
+    std::string param;
+  } cases[] = {
+      {{{"type", "string"}, {"pattern", "^a"}}, "response_format.json_schema.schema.pattern"},
+      {{{"type", "object"}, {"properties", {{"age", {{"type", "integer"}, {"minimum", 18}}}}}},
+       "response_format.json_schema.schema.properties.age.minimum"},
+      {{{"oneOf", {{{"type", "string"}}}}}, "response_format.json_schema.schema.oneOf"},
+      {{{"type", "string"}, {"format", "email"}}, "response_format.json_schema.schema.format"},
+      {{{"$ref", "#/$defs/missing"}}, "response_format.json_schema.schema.$ref"},
+      {{{"type", "array"}, {"items", {{{"type", "string"}}}}}, "response_format.json_schema.schema.items"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = chat_error(with_schema(c.schema));
+    EXPECT_EQ(e.status, 400) << c.schema.dump();
+    EXPECT_EQ(e.param, c.param) << e.message;
+  }
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"response_format", {{"type", "yaml"}}}}).param, "response_format.type");
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"response_format", {{"type", "json_schema"}}}}).param,
+            "response_format.json_schema");
+  // tool_choice "required" needs tools, and cannot be combined with a response format.
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"tool_choice", "required"}}).param, "tool_choice");
+  json tools = {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}};
+  EXPECT_EQ(chat_error(json{{"messages", msgs}, {"tools", tools}, {"tool_choice", "required"},
+                            {"response_format", {{"type", "json_object"}}}})
+                .param,
+            "response_format");
 }
 
 TEST(RequestParse, CompletionDefaultsAndTextPrompt) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/server/bypass_compare.h"
 #include "tests/server/serve_process.h"
 #include "tests/util/temp_dir.h"
 
@@ -49,45 +50,6 @@ class ServeE2E : public ::testing::Test {
 };
 TempDir* ServeE2E::dir_ = nullptr;
 std::string ServeE2E::root_, ServeE2E::model_;
-
-json post(httplib::Client& c, const std::string& path, const json& body, bool bypass) {
-  httplib::Headers h;
-  if (bypass) h.emplace("X-Cache-Mode", "bypass");
-  auto r = c.Post(path.c_str(), h, body.dump(), "application/json");
-  if (!r) {
-    ADD_FAILURE() << "no response from " << path;
-    return json::object();
-  }
-  EXPECT_EQ(r->status, 200) << r->body;
-  return json::parse(r->body);
-}
-
-// Sends the request twice (bank, then bypass) and checks they agree.
-// Returns the bank response.
-json served_equals_bypass(httplib::Client& c, const std::string& path, const json& body) {
-  json served = post(c, path, body, false);
-  json cold = post(c, path, body, true);
-  EXPECT_EQ(cold["restore"]["mode"], "bypass");
-  // Same tokens, same text, same logprob digits: the choices print identically.
-  EXPECT_EQ(served["choices"].dump(), cold["choices"].dump());
-  EXPECT_EQ(served["usage"]["completion_tokens"], cold["usage"]["completion_tokens"]);
-  const json& r = served["restore"];
-  EXPECT_EQ(served["usage"]["prompt_tokens_details"]["cached_tokens"], r["restore_point"]);
-  EXPECT_LE(r["restore_point"].get<int64_t>(), r["common_prefix_tokens"].get<int64_t>());
-  EXPECT_EQ(r["check_failures"], 0);
-  return served;
-}
-
-std::vector<int32_t> ids(int n, int start, int stride) {
-  std::vector<int32_t> v;
-  for (int i = 0; i < n; ++i) v.push_back(start + (i * stride) % 20000);
-  return v;
-}
-
-std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 TEST_F(ServeE2E, RestartKeepsEveryResponseEqualToBypass) {
   const std::string bank = root_ + "/bank";
@@ -203,12 +165,8 @@ TEST_F(ServeE2E, OfficialClientAgainstTheRealModel) {
   ServeProcess server(serve_args(root_ + "/bank_client"));
   std::string cmd = "SB_BASE_URL=http://127.0.0.1:" + std::to_string(server.port) + " node --test " +
                     std::string(std::getenv("SB_SOURCE_DIR")) + "/tools/server/openai_client.test.mjs 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(run_shell(cmd, &out), 0) << out;
   EXPECT_NE(out.find("# fail 0"), std::string::npos) << out;
   EXPECT_EQ(server.stop(), 0);
 }

@@ -33,6 +33,16 @@ inline int run_command(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Runs a shell command line and returns its exit status; *out gets its
+// standard output (for node's test runner and its TAP report).
+inline int run_shell(const std::string& command, std::string* out) {
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out->append(buf, n);
+  return pclose(p);
+}
+
 class ServeProcess {
  public:
   explicit ServeProcess(std::vector<std::string> argv) {

@@ -69,7 +69,7 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
 
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back('a' + i % 26);
-  auto r = post(*c, "/v1/completions", {{"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}});
+  auto r = post(*c, "/v1/completions", {{"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
@@ -88,11 +88,11 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
   EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
 
   // The same prompt again comes from the (fake) bank; bypass does not.
-  auto again = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}});
+  auto again = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}});
   json j2 = json::parse(again->body);
   EXPECT_EQ(j2["restore"]["mode"], "ram");
   EXPECT_EQ(j2["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
-  auto bypass = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}},
+  auto bypass = post(*c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}},
                      {{"X-Cache-Mode", "bypass"}});
   json j3 = json::parse(bypass->body);
   EXPECT_EQ(j3["restore"]["mode"], "bypass");
@@ -107,7 +107,8 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
 TEST(ServerHttp, LogprobsRoundTripTheEnginesFloats) {
   TestServer ts;
   auto c = ts.client();
-  auto r = post(*c, "/v1/completions", {{"prompt", {1, 2, 3, 4}}, {"max_tokens", 20}, {"logprobs", 3}, {"echo", true}});
+  auto r = post(*c, "/v1/completions",
+                {{"prompt", {1, 2, 3, 4}}, {"max_tokens", 20}, {"logprobs", 3}, {"echo", true}, {"seed", 0}});
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
   // Recompute the fake engine's floats directly and compare bit for bit.
@@ -250,9 +251,9 @@ TEST(ServerHttp, BadInputGetsOpenAIErrorsAndTheServerKeepsServing) {
   expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}, {"model", "gpt-9"}}), 404, "model");
   expect_openai_error(c->Get("/v1/nothing-here"), 404, "");
   expect_openai_error(c->Get("/v1/models/gpt-9"), 404, "model");
-  // Unknown fields are ignored.
-  auto ok = post(*c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"unknown", {{"deep", {1, 2}}}}});
-  EXPECT_EQ(ok->status, 200);
+  // Unknown fields are refused, naming the field (nothing is silently dropped).
+  expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"unknown", {{"deep", {1, 2}}}}}),
+                      400, "unknown");
   expect_serving(*c);
 }
 
@@ -298,6 +299,41 @@ TEST(ServerHttp, ApiKeyIsRequiredAndDerivesTheNamespace) {
   // Same key, another cache_salt: a separate namespace.
   body["cache_salt"] = "x";
   EXPECT_EQ(json::parse(post(*c, "/v1/completions", body, auth)->body)["restore"]["mode"], "cold");
+}
+
+TEST(ServerHttp, OperatorRoutesNeedTheKeyAndSayWhenThereIsNoBank) {
+  ServerOptions o;
+  o.keys = ApiKeys::single("sekret");
+  TestServer ts(o);
+  auto c = ts.client();
+  const httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
+  expect_openai_error(c->Get("/v1/bank/prefixes"), 401, "");
+  expect_openai_error(c->Get("/v1/bank/prefixes", {{"Authorization", "Bearer wrong"}}), 401, "");
+  expect_openai_error(c->Delete("/v1/bank/pins/abc"), 401, "");
+  // The fake backend has no bank: 501, in OpenAI's shape.
+  for (const char* path : {"/v1/bank/prefixes", "/v1/bank/pins"}) {
+    auto r = c->Get(path, auth);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 501) << path;
+    EXPECT_EQ(json::parse(r->body)["error"]["code"], "no_bank");
+  }
+  EXPECT_EQ(post(*c, "/v1/bank/flush", {{"all", true}}, auth)->status, 501);
+  EXPECT_EQ(post(*c, "/v1/bank/pins", {{"chain", std::string(64, 'a')}, {"ttl_s", 5}}, auth)->status, 501);
+  // Bad bodies are refused before the backend is asked.
+  expect_openai_error(post(*c, "/v1/bank/pins", {{"chain", std::string(64, 'a')}}, auth), 400, "ttl_s");
+  expect_openai_error(post(*c, "/v1/bank/flush", {{"all", true}, {"root", "x"}}, auth), 400, "");
+  // Recent requests come from the server itself.
+  ASSERT_EQ(post(*c, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 2}}, auth)->status, 200);
+  auto r = c->Get("/v1/bank/requests", auth);
+  ASSERT_EQ(r->status, 200);
+  json j = json::parse(r->body);
+  ASSERT_EQ(j["requests"].size(), 1u);
+  EXPECT_EQ(j["requests"][0]["prompt_tokens"], 5);
+  EXPECT_EQ(j["minutes"][0]["requests"], 1);
+  // The page is public and static.
+  r = c->Get("/bank");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("/bank/bank.js"), std::string::npos);
 }
 
 TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {

@@ -81,10 +81,24 @@ TEST(Metrics, PrometheusTextHasEveryFamilyWithCounts) {
   RestoreRecord r;
   r.mode = RestoreMode::from(TierKind::kSsd);
   r.restore_point = 512;
+  r.bytes_read = 5'000'000;
+  r.lookup_ms = 2;
+  r.restore_ms = 5;
+  r.miss_reason = MissReason::kDiverged;  // a partial hit
+  r.diverged_at = 530;
   m.record_completion(r, 600, 10, 30.0);
+  r = RestoreRecord();
   r.mode = RestoreMode::cold();
-  r.restore_point = 0;
+  r.miss_reason = MissReason::kNoEntry;
+  r.stored_in_other_namespace = true;  // counted as the operator sees it
   m.record_completion(r, 100, 5, 3000.0);
+  r.stored_in_other_namespace = false;
+  m.record_completion(r, 100, 5, 3000.0);
+  r = RestoreRecord();
+  r.mode = RestoreMode::from(TierKind::kRam);
+  r.restore_point = 64;
+  r.bytes_read = 1000;
+  m.record_completion(r, 65, 1, 10.0);  // a full hit
   BankStatsView bank;
   BankTierStats ram;
   ram.tier = TierKind::kRam;
@@ -101,11 +115,11 @@ TEST(Metrics, PrometheusTextHasEveryFamilyWithCounts) {
   for (const char* line : {
            "statebank_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 2\n",
            "statebank_requests_total{endpoint=\"/v1/completions\",code=\"400\"} 1\n",
-           "statebank_prompt_tokens_total 700\n",
+           "statebank_prompt_tokens_total 865\n",
            "statebank_cached_tokens_total{tier=\"ssd\"} 512\n",
-           "statebank_cached_tokens_total{tier=\"ram\"} 0\n",
+           "statebank_cached_tokens_total{tier=\"ram\"} 64\n",
            "statebank_restores_total{mode=\"ssd\"} 1\n",
-           "statebank_restores_total{mode=\"cold\"} 1\n",
+           "statebank_restores_total{mode=\"cold\"} 2\n",
            "statebank_check_failures_total{kind=\"checksum\"} 4\n",
            "statebank_bank_bytes{tier=\"ram\",kind=\"block\"} 1000\n",
            "statebank_bank_objects{tier=\"ram\",kind=\"block\"} 2\n",
@@ -115,12 +129,27 @@ TEST(Metrics, PrometheusTextHasEveryFamilyWithCounts) {
            "statebank_ssd_read_bytes_total 77\n",
            "statebank_ssd_written_bytes_total 88\n",
            "statebank_queue_depth 1\n",
-           "statebank_time_to_first_token_seconds_bucket{le=\"0.025\"} 0\n",
-           "statebank_time_to_first_token_seconds_bucket{le=\"0.05\"} 1\n",
-           "statebank_time_to_first_token_seconds_bucket{le=\"2.5\"} 1\n",
-           "statebank_time_to_first_token_seconds_bucket{le=\"5\"} 2\n",
-           "statebank_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2\n",
-           "statebank_time_to_first_token_seconds_count 2\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"0.005\"} 0\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"0.01\"} 1\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"0.05\"} 2\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"2.5\"} 2\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"5\"} 4\n",
+           "statebank_time_to_first_token_seconds_bucket{le=\"+Inf\"} 4\n",
+           "statebank_time_to_first_token_seconds_count 4\n",
+           "statebank_prefix_hits_total{extent=\"full\"} 1\n",
+           "statebank_prefix_hits_total{extent=\"partial\"} 1\n",
+           "statebank_prefix_misses_total{reason=\"diverged\"} 1\n",
+           "statebank_prefix_misses_total{reason=\"no_entry\"} 1\n",
+           "statebank_prefix_misses_total{reason=\"other_namespace\"} 1\n",
+           "statebank_prefix_misses_total{reason=\"evicted\"} 0\n",
+           "statebank_restore_bytes_bucket{le=\"100000\"} 1\n",
+           "statebank_restore_bytes_bucket{le=\"4000000\"} 1\n",
+           "statebank_restore_bytes_bucket{le=\"16000000\"} 2\n",
+           "statebank_restore_bytes_count 2\n",
+           "statebank_restore_bytes_sum 5001000\n",
+           "statebank_restore_seconds_bucket{le=\"0.005\"} 1\n",
+           "statebank_restore_seconds_bucket{le=\"0.01\"} 2\n",
+           "statebank_restore_seconds_count 2\n",
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }

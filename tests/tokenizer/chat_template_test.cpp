@@ -1,35 +1,22 @@
-// Chat rendering against fixed expected strings, for both families: system,
-// user, assistant, reasoning (kept after the last user query, dropped
-// before), embedded <think>, tools preamble, tool calls (JSON and XML forms),
-// merged tool responses, thinking on/off, generation prompt; plus template
-// detection, loading errors and the final-user-offset boundary property.
-// (chat_reference_test checks the same shapes against the real template run
-// by jinja2.)
+// Chat rendering through the checkpoints' real templates (run by jinja/),
+// against fixed expected strings: system, user, assistant, reasoning (kept
+// after the last user query, dropped before), embedded <think>, tools
+// preamble, tool calls (JSON and XML forms), merged tool responses, thinking
+// on/off, generation prompt; plus loading (sources, errors at start-up), the
+// flavour, the thinking-open flag, template variables, and the
+// final-user-offset boundary property on every template.
+// (chat_reference_test and chat_fuzz_test compare against jinja2 itself.)
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tests/tokenizer/test_util.h"
-#include "tokenizer/chat_template.h"
+#include "tests/tokenizer/chat_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-// Minimal template sources that carry only the markers the detection reads
-// (ChatML, the XML call syntax, reasoning, the thinking switch). They have no
-// tools preamble text, so rendering falls back to the built-in preambles.
-const char kXmlSource[] =
-    "{{- '<|im_start|>' + message.role }}{# <function=name> reasoning_content #}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
-    "{%- else %}{{- '<think>\\n' }}{%- endif %}";
-const char kJsonSource[] =
-    "{{- '<|im_start|>' + message.role }}{# reasoning_content #}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}";
-const char kThinkingSource[] = "{{- '<|im_start|>' }}{# reasoning_content #}{{- '<|im_start|>assistant\\n<think>\\n' }}";
-const char kInstructSource[] = "{{- '<|im_start|>' + message.role + '\\n' + content }}{{- '<|im_start|>assistant\\n' }}";
 
 const char kWeatherTool[] =
     R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
@@ -62,50 +49,48 @@ ChatMessage calling(std::string content, std::vector<ToolCall> calls) {
   return m;
 }
 
-ChatTemplate from(const char* src) {
-  ChatTemplate t;
-  Status st = ChatTemplate::from_source(src, &t);
-  EXPECT_TRUE(st.is_ok()) << st.to_string();
-  return t;
-}
-
-ChatTemplate qwen3() {
-  ChatTemplate t;
-  Status st = ChatTemplate::load(test::tokenizer_dir(), &t);
-  EXPECT_TRUE(st.is_ok()) << st.to_string();
-  return t;
-}
+ChatTemplate qwen3() { return test::load_template("qwen3.jinja"); }
+ChatTemplate qwen35() { return test::load_template("qwen3.5.jinja"); }
 
 std::string render(const ChatTemplate& t, const std::vector<ChatMessage>& m, const ojson& tools = nullptr,
                    bool gen = false, std::optional<bool> thinking = std::nullopt) {
   RenderedChat out;
-  Status st = t.render(m, tools, gen, thinking.value_or(t.thinking_default()), &out);
+  ChatOptions o;
+  o.add_generation_prompt = gen;
+  o.enable_thinking = thinking;
+  Status st = t.render(m, tools, o, &out);
   EXPECT_TRUE(st.is_ok()) << st.to_string();
   return out.text;
 }
 
-TEST(ChatTemplateDetect, FamiliesAndThinkingVariants) {
-  ChatTemplate q3 = qwen3();
-  EXPECT_EQ(q3.flavour(), ChatFlavour::kQwen3Json);
-  EXPECT_EQ(q3.thinking_prompt(), ThinkingPrompt::kEmptyWhenDisabled);
-  EXPECT_TRUE(q3.thinking_default());
-  EXPECT_FALSE(q3.prompt_opens_thinking(true));
-
-  ChatTemplate x = from(kXmlSource);
-  EXPECT_EQ(x.flavour(), ChatFlavour::kQwen35Xml);
-  EXPECT_EQ(x.thinking_prompt(), ThinkingPrompt::kOpenByDefault);
-  EXPECT_TRUE(x.prompt_opens_thinking(true));
-  EXPECT_FALSE(x.prompt_opens_thinking(false));
-
-  EXPECT_EQ(from(kThinkingSource).thinking_prompt(), ThinkingPrompt::kAlwaysOpen);
-  EXPECT_EQ(from(kInstructSource).thinking_prompt(), ThinkingPrompt::kNone);
-  EXPECT_FALSE(from(kInstructSource).thinking_default());
-
-  ChatTemplate bad;
-  EXPECT_EQ(ChatTemplate::from_source("{{ messages }}", &bad).code(), Code::kUnsupported);
+TEST(ChatTemplate, FlavourAndThinkingOpenAreReadFromTheTemplate) {
+  struct Want {
+    const char* file;
+    ChatFlavour flavour;
+    bool open_default, open_on, open_off;
+  } wants[] = {
+      {"qwen3.jinja", ChatFlavour::kQwen3Json, false, false, false},
+      {"qwen3-next-instruct.jinja", ChatFlavour::kQwen3Json, false, false, false},
+      {"qwen3-next-thinking.jinja", ChatFlavour::kQwen3Json, true, true, true},
+      {"qwen3.5.jinja", ChatFlavour::kQwen35Xml, true, true, false},
+      {"qwen3-coder.jinja", ChatFlavour::kQwen35Xml, false, false, false},
+  };
+  ojson m = ojson::array({{{"role", "user"}, {"content", "Hi"}}});
+  for (const auto& w : wants) {
+    ChatTemplate t = test::load_template(w.file);
+    EXPECT_EQ(t.flavour(), w.flavour) << w.file;
+    for (auto [thinking, want] : {std::pair<std::optional<bool>, bool>{std::nullopt, w.open_default},
+                                  {true, w.open_on}, {false, w.open_off}}) {
+      RenderedChat out;
+      ChatOptions o;
+      o.enable_thinking = thinking;
+      ASSERT_TRUE(t.render(m, nullptr, o, &out).is_ok());
+      EXPECT_EQ(out.opens_thinking, want) << w.file << " thinking=" << (thinking ? (*thinking ? "on" : "off") : "unset");
+    }
+  }
 }
 
-TEST(ChatTemplateLoad, SourcesAndErrors) {
+TEST(ChatTemplateLoad, SourcesAndErrorsAtStartUp) {
   std::string dir = test::temp_path("chatdir");
   mkdir(dir.c_str(), 0755);
   ChatTemplate t;
@@ -118,24 +103,45 @@ TEST(ChatTemplateLoad, SourcesAndErrors) {
   EXPECT_EQ(st.code(), Code::kCorruption);
   EXPECT_NE(st.message().find("tokenizer_config.json"), std::string::npos);
 
-  // A list of named templates: "default" is used.
-  ojson cfg = {{"chat_template", ojson::array({{{"name", "tool_use"}, {"template", kJsonSource}},
-                                               {{"name", "default"}, {"template", kXmlSource}}})}};
+  // A list of named templates: "default" is used; special tokens are variables.
+  std::string xml = test::read_text(test::template_path("qwen3.5.jinja"));
+  ojson cfg = {{"chat_template", ojson::array({{{"name", "tool_use"}, {"template", "{{ 'x' }}"}},
+                                               {{"name", "default"}, {"template", xml}}})},
+               {"eos_token", "<|im_end|>"}};
   test::write_text(dir + "/tokenizer_config.json", cfg.dump());
   ASSERT_TRUE(ChatTemplate::load(dir, &t).is_ok());
   EXPECT_EQ(t.flavour(), ChatFlavour::kQwen35Xml);
 
   // chat_template.jinja wins over tokenizer_config.json.
-  test::write_text(dir + "/chat_template.jinja", kThinkingSource);
+  test::write_text(dir + "/chat_template.jinja", "<|im_start|>{{ messages[0].content }}{{ eos_token }}");
   ASSERT_TRUE(ChatTemplate::load(dir, &t).is_ok());
-  EXPECT_EQ(t.thinking_prompt(), ThinkingPrompt::kAlwaysOpen);
-  test::write_text(dir + "/chat_template.jinja", "not a chat template");
+  RenderedChat out;
+  ASSERT_TRUE(t.render(ChatTemplate::to_json({msg("user", "Hi")}), nullptr, ChatOptions{}, &out).is_ok());
+  EXPECT_EQ(out.text, "<|im_start|>Hi<|im_end|>");
+
+  // What the interpreter cannot run is refused at load, naming file, construct and position.
+  test::write_text(dir + "/chat_template.jinja", "{% for m in messages %}\n{{ m.content | wordwrap(5) }}{% endfor %}");
   st = ChatTemplate::load(dir, &t);
-  EXPECT_EQ(st.code(), Code::kUnsupported);
-  EXPECT_NE(st.message().find("chat_template.jinja"), std::string::npos);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("chat_template.jinja"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("line 2, column 16: the filter 'wordwrap' is not supported"), std::string::npos)
+      << st.message();
+  // So is one that fails on the simplest conversation.
+  test::write_text(dir + "/chat_template.jinja", "{{ messages[0].content + 1 }}");
+  st = ChatTemplate::load(dir, &t);
+  EXPECT_NE(st.message().find("fails on a one-message conversation"), std::string::npos) << st.message();
   unlink((dir + "/chat_template.jinja").c_str());
   unlink((dir + "/tokenizer_config.json").c_str());
   rmdir(dir.c_str());
+}
+
+TEST(ChatTemplate, KwargsReachTheTemplate) {
+  ChatTemplate t = test::load_template("custom.jinja");
+  RenderedChat out;
+  ChatOptions o;
+  o.kwargs = {{"persona", "a pirate"}};
+  ASSERT_TRUE(t.render(ChatTemplate::to_json({msg("user", "Hi")}), nullptr, o, &out).is_ok());
+  EXPECT_EQ(out.text.rfind("<|im_start|>system\nYou are a pirate.<|im_end|>\n", 0), 0u) << out.text;
 }
 
 TEST(ChatTemplateQwen3, BasicTurnsAndGenerationPrompt) {
@@ -199,7 +205,7 @@ TEST(ChatTemplateQwen3, ToolsPreambleCallsAndMergedResponses) {
 }
 
 TEST(ChatTemplateQwen35, BasicTurnsThinkingAndTrimming) {
-  ChatTemplate t = from(kXmlSource);
+  ChatTemplate t = qwen35();
   std::vector<ChatMessage> m = {msg("system", "  S \n"), msg("user", "  Hi\n")};
   const std::string base = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n";
   EXPECT_EQ(render(t, m), base);
@@ -211,18 +217,10 @@ TEST(ChatTemplateQwen35, BasicTurnsThinkingAndTrimming) {
   EXPECT_EQ(render(t, {msg("user", "Q"), msg("assistant", "<think>\nplan\n</think>\n\nanswer")}),
             "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nplan\n</think>\n\nanswer<|im_end|>\n");
 
-  ChatTemplate small = from(
-      "{{- '<|im_start|>' }}{# <function= reasoning_content #}{%- if enable_thinking is defined and enable_thinking "
-      "is true %}{{- '<think>\\n' }}{%- else %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}");
-  EXPECT_FALSE(small.thinking_default());
-  EXPECT_EQ(render(small, {msg("user", "Hi")}, nullptr, true),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-  EXPECT_EQ(render(small, {msg("user", "Hi")}, nullptr, true, true),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
 }
 
 TEST(ChatTemplateQwen35, ToolsPreambleXmlCallsAndMergedResponses) {
-  ChatTemplate t = from(kXmlSource);
+  ChatTemplate t = qwen35();
   ojson tools = ojson::parse(kWeatherTool);
   std::string rendered = render(t, {msg("system", "Be exact."), msg("user", "Weather?")}, tools);
   EXPECT_EQ(rendered.substr(0, std::string("<|im_start|>system\n").size() + std::string(kXmlHead).size()),
@@ -252,53 +250,49 @@ TEST(ChatTemplateQwen35, ToolsPreambleXmlCallsAndMergedResponses) {
 }
 
 TEST(ChatTemplateQwen35, RefusesWhatTheRealTemplateRefuses) {
-  ChatTemplate t = from(kXmlSource);
+  ChatTemplate t = qwen35();
   RenderedChat out;
-  EXPECT_EQ(t.render({msg("system", "s")}, nullptr, true, true, &out).code(), Code::kInvalidArgument);
-  EXPECT_EQ(t.render({msg("user", "<tool_response>\nx\n</tool_response>")}, nullptr, true, true, &out).code(),
-            Code::kInvalidArgument);
-  EXPECT_EQ(t.render({msg("user", "a"), msg("system", "late")}, nullptr, true, true, &out).code(),
-            Code::kInvalidArgument);
-  EXPECT_EQ(t.render({msg("user", "a"), calling("", {{"c", "f", "[1]"}})}, nullptr, false, true, &out).code(),
-            Code::kInvalidArgument);
-  ChatTemplate q3 = qwen3();
-  for (const ChatTemplate* tt : {&t, &q3}) {
-    EXPECT_EQ(tt->render({msg("developer", "x"), msg("user", "a")}, nullptr, true, true, &out).code(),
-              Code::kInvalidArgument);
-    EXPECT_EQ(tt->render({}, nullptr, true, true, &out).code(), Code::kInvalidArgument);
-  }
+  ChatOptions o;
+  auto refused = [&](const std::vector<ChatMessage>& m, const char* why) {
+    Status st = t.render(m, nullptr, o, &out);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument);
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  };
+  refused({msg("system", "s")}, "No user query found in messages.");
+  refused({msg("user", "<tool_response>\nx\n</tool_response>")}, "No user query found in messages.");
+  refused({msg("user", "a"), msg("system", "late")}, "System message must be at the beginning.");
+  refused({msg("user", "a"), calling("", {{"c", "f", "[1]"}})}, "Can only get item pairs from a mapping.");
+  refused({msg("developer", "x"), msg("user", "a")}, "Unexpected message role.");
+  EXPECT_EQ(t.render(ojson::array(), nullptr, o, &out).code(), Code::kInvalidArgument);
 }
 
-TEST(ChatTemplate, PreambleFromTheCheckpointEqualsTheBuiltInOne) {
-  // The real Qwen3 template's own preamble text (extracted at load) and the
-  // built-in fallback (used with a source that has none) render identically.
-  ojson tools = ojson::parse(kWeatherTool);
-  std::vector<ChatMessage> m = {msg("system", "S"), msg("user", "Hi")};
-  EXPECT_EQ(render(qwen3(), m, tools, true), render(from(kJsonSource), m, tools, true));
-}
-
-TEST(ChatTemplate, FinalUserOffsetIsATokenBoundary) {
+TEST(ChatTemplate, FinalUserOffsetIsATokenBoundaryOnEveryTemplate) {
   const Tokenizer& tok = test::qwen3();
-  for (const ChatTemplate& t : {qwen3(), from(kXmlSource)}) {
+  std::vector<std::string> files = test::real_templates();
+  files.push_back("custom.jinja");
+  for (const std::string& file : files) {
+    ChatTemplate t = test::load_template(file);
     std::vector<ChatMessage> m = {msg("system", "S"), msg("user", "first question"), reasoned("answer", "why"),
-                                  msg("user", "QUESTION-TWO  asked\n"), calling("", {{"c", "f", "{\"q\": 1}"}}),
+                                  msg("user", "QUESTION-TWO  asked\n"), calling("", {{"c", "get_weather", "{\"city\": \"x\"}"}}),
                                   msg("tool", "result")};
     RenderedChat out;
-    ASSERT_TRUE(t.render(m, ojson::parse(kWeatherTool), true, true, &out).is_ok());
-    ASSERT_NE(out.final_user_offset, RenderedChat::npos);
-    EXPECT_EQ(out.text.compare(out.final_user_offset, 17, "<|im_start|>user\n"), 0);
-    EXPECT_NE(out.text.find("QUESTION-TWO", out.final_user_offset), std::string::npos);
-    EXPECT_EQ(out.text.find("QUESTION-TWO"), out.text.find("QUESTION-TWO", out.final_user_offset));
+    ChatOptions o;
+    ASSERT_TRUE(t.render(m, ojson::parse(kWeatherTool), o, &out).is_ok()) << file;
+    ASSERT_NE(out.final_user_offset, RenderedChat::npos) << file;
+    EXPECT_EQ(out.text.compare(out.final_user_offset, 12, "<|im_start|>"), 0) << file;
+    EXPECT_NE(out.text.find("QUESTION-TWO", out.final_user_offset), std::string::npos) << file;
+    EXPECT_EQ(out.text.find("QUESTION-TWO"), out.text.find("QUESTION-TWO", out.final_user_offset)) << file;
+    EXPECT_EQ(out.text.rfind("<|im_start|>", out.text.find("QUESTION-TWO")), out.final_user_offset) << file;
     std::vector<int32_t> whole = tok.encode(out.text);
     std::vector<int32_t> left = tok.encode(out.text.substr(0, out.final_user_offset));
     std::vector<int32_t> right = tok.encode(out.text.substr(out.final_user_offset));
     ASSERT_LT(left.size(), whole.size());
     EXPECT_EQ(whole[left.size()], *tok.token_id("<|im_start|>"));
     left.insert(left.end(), right.begin(), right.end());
-    EXPECT_EQ(whole, left);
+    EXPECT_EQ(whole, left) << file;
   }
   RenderedChat out;
-  ASSERT_TRUE(qwen3().render({msg("system", "only")}, nullptr, true, true, &out).is_ok());
+  ASSERT_TRUE(qwen3().render({msg("system", "only")}, nullptr, ChatOptions{}, &out).is_ok());
   EXPECT_EQ(out.final_user_offset, RenderedChat::npos);
 }
 

@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "tests/tokenizer/chat_util.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/output_parser.h"
 
@@ -178,14 +179,11 @@ TEST(OutputParser, MalformedOrUnfinishedCallsAreKeptAsContent) {
 }
 
 TEST(OutputParser, RenderingTheParsedMessageReproducesTheOutput) {
-  const char kXmlSource[] =
-      "{{- '<|im_start|>' }}{# <function= reasoning_content #}{%- if enable_thinking is defined and enable_thinking "
-      "is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- else %}{{- '<think>\\n' }}{%- endif %}";
-  const char kJsonSource[] =
-      "{{- '<|im_start|>' }}{# reasoning_content #}{%- if enable_thinking is defined and enable_thinking is false "
-      "%}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}";
+  // The real Qwen3 (JSON calls) and Qwen3.5 (XML calls, prompt opens <think>) templates.
+  const std::string kJsonSource = test::read_text(test::template_path("qwen3.jinja"));
+  const std::string kXmlSource = test::read_text(test::template_path("qwen3.5.jinja"));
   struct Case {
-    const char* source;
+    std::string source;
     std::string output;
   };
   for (const Case& c : {Case{kJsonSource, kJsonOutput}, Case{kXmlSource, kXmlOutput}}) {
@@ -193,14 +191,18 @@ TEST(OutputParser, RenderingTheParsedMessageReproducesTheOutput) {
     ASSERT_TRUE(ChatTemplate::from_source(c.source, &t).is_ok());
     RenderedChat prompt;
     ChatMessage user{"user", "Weather?", std::nullopt, {}, ""};
-    ASSERT_TRUE(t.render({user}, nullptr, true, true, &prompt).is_ok());
-    OutputParser p(t.flavour(), t.prompt_opens_thinking(true));
+    ChatOptions gen;
+    gen.enable_thinking = true;
+    ASSERT_TRUE(t.render(std::vector<ChatMessage>{user}, nullptr, gen, &prompt).is_ok());
+    OutputParser p(t.flavour(), prompt.opens_thinking);
     p.push(c.output);
     p.finish();
     ChatMessage reply{"assistant", p.result().content, p.result().reasoning_content, {}, ""};
     for (const auto& tc : p.result().tool_calls) reply.tool_calls.push_back({tc.id, tc.name, tc.arguments});
     RenderedChat history;
-    ASSERT_TRUE(t.render({user, reply}, nullptr, false, true, &history).is_ok());
+    ChatOptions no_gen = gen;
+    no_gen.add_generation_prompt = false;
+    ASSERT_TRUE(t.render(std::vector<ChatMessage>{user, reply}, nullptr, no_gen, &history).is_ok());
     std::string as_generated = prompt.text + c.output + "<|im_end|>\n";
     EXPECT_EQ(history.text, as_generated);
   }

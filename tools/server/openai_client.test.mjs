@@ -27,7 +27,7 @@ test('models list names the served model', async () => {
 test('completion with a token-id prompt, logprobs and the restore record', async () => {
   const model = await modelId();
   const prompt = Array.from({ length: 40 }, (_, i) => 100 + i);
-  const r = await client.completions.create({ model, prompt, max_tokens: 6, logprobs: 2, temperature: 0 });
+  const r = await client.completions.create({ model, prompt, max_tokens: 6, logprobs: 2, temperature: 0, seed: 1 });
   assert.equal(r.object, 'text_completion');
   assert.equal(r.choices.length, 1);
   assert.equal(typeof r.choices[0].text, 'string');
@@ -43,7 +43,7 @@ test('completion with a token-id prompt, logprobs and the restore record', async
   assert.equal(lp.tokens.length, lp.token_logprobs.length);
   for (const v of lp.token_logprobs) assert.ok(v <= 0 && Number.isFinite(v));
   // The same request with the bank bypassed gives the same tokens and digits.
-  const b = await client.completions.create({ model, prompt, max_tokens: 6, logprobs: 2, temperature: 0 },
+  const b = await client.completions.create({ model, prompt, max_tokens: 6, logprobs: 2, temperature: 0, seed: 1 },
     { headers: { 'X-Cache-Mode': 'bypass' } });
   assert.equal(b.restore.mode, 'bypass');
   assert.deepEqual(b.choices, r.choices);
@@ -51,7 +51,7 @@ test('completion with a token-id prompt, logprobs and the restore record', async
 
 test('streamed completion equals the whole one', async () => {
   const model = await modelId();
-  const body = { model, prompt: 'Once upon a time', max_tokens: 12, temperature: 0 };
+  const body = { model, prompt: 'Once upon a time', max_tokens: 12, temperature: 0, seed: 2 };
   const whole = await client.completions.create(body);
   const stream = await client.completions.create({ ...body, stream: true });
   let text = '';
@@ -69,13 +69,13 @@ test('streamed completion equals the whole one', async () => {
 test('chat completion, plain and streamed', async () => {
   const model = await modelId();
   const messages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Say hello.' }];
-  const r = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 2 });
+  const r = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0, seed: 3, logprobs: true, top_logprobs: 2 });
   assert.equal(r.object, 'chat.completion');
   assert.equal(r.choices[0].message.role, 'assistant');
   assert.ok(r.choices[0].logprobs.content.length >= 1);
   assert.ok(r.choices[0].logprobs.content[0].top_logprobs.length <= 2);
   assert.equal(r.usage.prompt_tokens_details.cached_tokens, r.restore.restore_point);
-  const stream = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0, stream: true,
+  const stream = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 0, seed: 3, stream: true,
     stream_options: { include_usage: true } });
   let content = '';
   let usage;

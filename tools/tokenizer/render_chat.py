@@ -12,16 +12,16 @@ chat_template of tokenizer_config.json) or a .jinja file. cases.json is a list
 of {"messages", "tools", "add_generation_prompt", "enable_thinking"}; one JSON
 line is printed per case: {"text": ...} or {"error": ...}.
 Tool-call arguments arrive as JSON text, as in OpenAI requests; with
---arguments-as-objects they are parsed into objects first (what servers do for
-templates that iterate over the arguments, such as Qwen3.5's).
+--arguments-as-objects those that are a JSON object text are parsed into the
+object first (what servers, statebank's included, do for templates that
+iterate over the arguments, such as Qwen3.5's).
 """
 import json
 import os
 import sys
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jinja"))
+from render import make_env  # noqa: E402 - the environment Hugging Face uses
 
 
 def load_template(src):
@@ -37,28 +37,24 @@ def load_template(src):
     return open(src, encoding="utf-8").read()
 
 
-def raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
-
-
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
 def main():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
+    env = make_env()
     template = env.from_string(load_template(sys.argv[1]))
     as_objects = "--arguments-as-objects" in sys.argv[2:]
     for case in json.load(sys.stdin):
         if as_objects:
             for m in case["messages"]:
-                for c in m.get("tool_calls", []):
-                    c["function"]["arguments"] = json.loads(c["function"]["arguments"] or "{}")
+                for c in m.get("tool_calls") or []:
+                    args = c["function"]["arguments"]
+                    if isinstance(args, str):
+                        try:
+                            parsed = json.loads(args or "{}")
+                        except ValueError:
+                            parsed = None
+                        if isinstance(parsed, dict):
+                            c["function"]["arguments"] = parsed
         kwargs = {"messages": case["messages"], "add_generation_prompt": case.get("add_generation_prompt", False)}
-        if case.get("tools") is not None:
+        if case.get("tools"):  # an empty list counts as none, as in statebank
             kwargs["tools"] = case["tools"]
         if case.get("enable_thinking") is not None:
             kwargs["enable_thinking"] = case["enable_thinking"]

@@ -1,17 +1,14 @@
-#include "tokenizer/py_json.h"
+#include "jinja/json_text.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace sb {
 
-namespace {
-
-// Python's float repr: the shortest round-trip digits, scientific notation
-// when the exponent is < -4 or >= 16, a ".0" on integral values.
-std::string py_float(double v) {
+std::string py_float_repr(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
   char buf[64];
@@ -50,34 +47,57 @@ std::string py_float(double v) {
   return neg ? "-" + out : out;
 }
 
-void dump(const nlohmann::ordered_json& v, std::string* out) {
+namespace {
+
+void newline(int indent, int depth, std::string* out) {
+  out->push_back('\n');
+  out->append(static_cast<size_t>(indent) * static_cast<size_t>(depth), ' ');
+}
+
+void dump(const nlohmann::ordered_json& v, int indent, bool sort_keys, int depth, std::string* out) {
   switch (v.type()) {
     case nlohmann::json::value_t::object: {
+      if (v.empty()) {
+        out->append("{}");
+        return;
+      }
+      std::vector<std::pair<const std::string*, const nlohmann::ordered_json*>> items;
+      for (auto it = v.begin(); it != v.end(); ++it) items.emplace_back(&it.key(), &it.value());
+      if (sort_keys)
+        std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return *a.first < *b.first; });
       out->push_back('{');
       bool first = true;
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        if (!first) out->append(", ");
+      for (const auto& [key, value] : items) {
+        if (!first) out->append(indent >= 0 ? "," : ", ");
         first = false;
-        out->append(nlohmann::ordered_json(it.key()).dump());
+        if (indent >= 0) newline(indent, depth + 1, out);
+        out->append(nlohmann::ordered_json(*key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
         out->append(": ");
-        dump(it.value(), out);
+        dump(*value, indent, sort_keys, depth + 1, out);
       }
+      if (indent >= 0) newline(indent, depth, out);
       out->push_back('}');
       return;
     }
     case nlohmann::json::value_t::array: {
+      if (v.empty()) {
+        out->append("[]");
+        return;
+      }
       out->push_back('[');
       bool first = true;
       for (const auto& e : v) {
-        if (!first) out->append(", ");
+        if (!first) out->append(indent >= 0 ? "," : ", ");
         first = false;
-        dump(e, out);
+        if (indent >= 0) newline(indent, depth + 1, out);
+        dump(e, indent, sort_keys, depth + 1, out);
       }
+      if (indent >= 0) newline(indent, depth, out);
       out->push_back(']');
       return;
     }
     case nlohmann::json::value_t::number_float:
-      out->append(py_float(v.get<double>()));
+      out->append(py_float_repr(v.get<double>()));
       return;
     default:
       // Strings: nlohmann escapes exactly the set Python escapes with
@@ -88,25 +108,10 @@ void dump(const nlohmann::ordered_json& v, std::string* out) {
 
 }  // namespace
 
-std::string py_json_dumps(const nlohmann::ordered_json& value) {
+std::string py_json_dumps(const nlohmann::ordered_json& value, int indent, bool sort_keys) {
   std::string out;
-  dump(value, &out);
+  dump(value, indent, sort_keys, 0, &out);
   return out;
-}
-
-std::string py_str(const nlohmann::ordered_json& v) {
-  switch (v.type()) {
-    case nlohmann::json::value_t::string:
-      return v.get<std::string>();
-    case nlohmann::json::value_t::boolean:
-      return v.get<bool>() ? "True" : "False";
-    case nlohmann::json::value_t::null:
-      return "None";
-    case nlohmann::json::value_t::number_float:
-      return py_float(v.get<double>());
-    default:
-      return py_json_dumps(v);
-  }
 }
 
 }  // namespace sb

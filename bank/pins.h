@@ -1,0 +1,73 @@
+// PinSet: prefixes an operator keeps warm for a while (POST /v1/bank/pins).
+// A pin names the chain keys K(1)..K(k) of one prefix; every block and
+// snapshot stored under those names is protected from eviction in every
+// tier that honours the guard (bank/tier.h, promise 4) until the pin
+// expires. A pin may name objects not stored yet: a prefix pinned before it
+// is computed is kept once it is.
+//
+// Expiry is read from a WallClock at every question, so a pin stops
+// protecting the moment its TTL is over; purge_expired() then forgets it and
+// the Bank tells the tiers to evict down to their budgets (Bank::sweep_pins).
+//
+// Pins live in memory: a restart forgets them (docs/bank.md, "Pins").
+//
+// Thread safety: every method locks one mutex; protects() never calls out,
+// so tiers may ask it under their own locks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bank/key.h"
+#include "bank/tier.h"
+#include "bank/wall_clock.h"
+
+namespace sb {
+
+struct Pin {
+  std::string id;         // the tail key in hex: one pin per prefix
+  Key tail;               // K(k), the prefix's last block
+  Key root;               // K0 when the walk from the tail reached it, else zero
+  bool has_root = false;
+  int64_t tokens = 0;     // kB
+  std::vector<Key> keys;  // K(1)..K(k), the names it protects
+  int64_t expires_ms = 0;
+};
+
+class PinSet : public EvictionGuard {
+ public:
+  explicit PinSet(const WallClock& clock) : clock_(clock) {}
+
+  bool protects(ObjectKind kind, const Key& key) const override;
+
+  // Adds a pin, replacing one with the same id (a new TTL).
+  void add(Pin pin);
+  bool remove(const std::string& id);
+  // Removes the pins under a root (a flushed namespace), or all of them.
+  size_t remove_root(const Key& root);
+  size_t clear();
+  // Unexpired pins, soonest expiry first.
+  std::vector<Pin> list() const;
+  // Forgets expired pins; returns how many.
+  size_t purge_expired();
+  // Whether some pin has expired and not been purged (no lock: cheap enough
+  // for every publish).
+  bool any_expired() const { return earliest_expiry_.load(std::memory_order_relaxed) <= clock_.now_ms(); }
+  int64_t now_ms() const { return clock_.now_ms(); }
+
+ private:
+  void rebuild_locked();
+
+  const WallClock& clock_;
+  mutable std::mutex mu_;
+  std::map<std::string, Pin> pins_;
+  std::unordered_map<Key, int64_t, KeyHash> until_;  // name -> latest expiry of the pins holding it
+  std::atomic<int64_t> earliest_expiry_{INT64_MAX};  // of pins_; INT64_MAX when none
+};
+
+}  // namespace sb

@@ -1,0 +1,96 @@
+// RedisConnection: one TCP connection to a Redis (or Valkey) server, where
+// every exchange ends by a deadline whatever the server does.
+//
+// hiredis formats the commands and parses the replies (its redisReader); the
+// socket I/O is here, driven by poll() against the deadline, so that sending
+// a pipeline and reading all of its replies together take no longer than the
+// time left: a stopped, slow or vanished server costs the caller at most
+// that, never more. Commands and replies travel in RESP over the socket; the
+// bytes counted are exactly those that crossed it.
+//
+// A failed exchange (time-out, reset, end of stream, protocol error) leaves
+// the connection broken(): its replies are out of step and it must be
+// dropped. An error reply ("-ERR ...") is a reply, not a failure; the caller
+// judges it.
+//
+// Not thread-safe: one thread uses a connection at a time (RedisTier keeps a
+// pool of them).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace sb {
+
+// Where the remote tier lives: `redis://HOST[:PORT][/DB]`.
+struct RedisAddress {
+  std::string host;  // a name, an IPv4 address, or an IPv6 address (written [addr] in a URL)
+  int port = 6379;
+  int db = 0;
+  std::string url() const;  // normalised, for logs
+};
+
+// Parses `redis://HOST[:PORT][/DB]`. A password never goes in the URL
+// (`redis://user:pass@...` is refused with a pointer to the password file).
+Status parse_redis_url(std::string_view url, RedisAddress* out);
+
+using RedisClock = std::chrono::steady_clock;
+using RedisDeadline = RedisClock::time_point;
+
+struct RedisReplyDeleter {
+  void operator()(redisReply* r) const;
+};
+using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyDeleter>;
+
+// One command: its arguments as bytes (the caller keeps them alive through
+// the exchange).
+using RedisCommand = std::vector<std::string_view>;
+
+class RedisConnection {
+ public:
+  // Connects to `host` (already a numeric address: name resolution has no
+  // time-out, so RedisTier resolves once when it opens), authenticates when
+  // `password` is not empty and selects `db`, all by `deadline`.
+  static Status open(const std::string& host, int port, int db, const std::string& password, RedisDeadline deadline,
+                     std::unique_ptr<RedisConnection>* out);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+
+  // Sends every command and reads one reply per command, by `deadline`.
+  // Replies are in command order. Failure: kIoError (see timed_out()), and
+  // the connection is broken().
+  Status exchange(std::span<const RedisCommand> commands, RedisDeadline deadline,
+                  std::vector<RedisReplyPtr>* replies);
+
+  bool broken() const { return broken_; }
+  // The last failed exchange ran out of time (rather than failing at once).
+  bool timed_out() const { return timed_out_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  explicit RedisConnection(redisContext* context) : context_(context) {}
+  Status fail(std::string why, bool timed_out);
+
+  redisContext* context_;
+  bool broken_ = false;
+  bool timed_out_ = false;
+  uint64_t bytes_sent_ = 0, bytes_received_ = 0;
+  std::vector<char> read_buffer_;
+};
+
+// Resolves `host` to one numeric address (IPv4 or IPv6) for connect().
+Status resolve_redis_host(const std::string& host, std::string* numeric);
+
+}  // namespace sb

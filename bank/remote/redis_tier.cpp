@@ -1,0 +1,551 @@
+#include "bank/remote/redis_tier.h"
+
+#include <hiredis.h>
+
+#include <cstdio>
+
+#include "bank/format.h"
+
+namespace sb {
+namespace {
+
+std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+bool is_integer_one(const redisReply* r) { return r && r->type == REDIS_REPLY_INTEGER && r->integer == 1; }
+
+std::string error_text(const redisReply* r) {
+  if (!r) return "no reply";
+  if (r->type == REDIS_REPLY_ERROR) return std::string(r->str, r->len);
+  return "unexpected reply type " + std::to_string(r->type);
+}
+
+}  // namespace
+
+RedisTier::RedisTier(RedisOptions options) : options_(std::move(options)) {
+  if (options_.schema) schema_digest_ = schema_digest(*options_.schema);
+  if (options_.ttl.count() > 0) ttl_text_ = std::to_string(options_.ttl.count());
+}
+
+Status RedisTier::open(RedisOptions options, std::unique_ptr<RedisTier>* out) {
+  if (options.timeout.count() <= 0) return Status::invalid("the remote time-out must be positive");
+  if (options.ttl.count() < 0) return Status::invalid("the remote ttl must not be negative");
+  if (options.retry_interval.count() <= 0) options.retry_interval = options.timeout;
+  if (options.max_idle_connections < 1) options.max_idle_connections = 1;
+  std::unique_ptr<RedisTier> t(new RedisTier(std::move(options)));
+  SB_RETURN_IF_ERROR(resolve_redis_host(t->options_.address.host, &t->numeric_host_));
+  std::unique_ptr<RedisConnection> first;
+  Status s = t->connect(RedisClock::now() + t->options_.timeout, &first);
+  // A refusal (password, database) will not heal by retrying: say so now.
+  if (s.code() == Code::kInvalidArgument) return s;
+  const std::string where = t->options_.address.url();
+  if (s.is_ok()) {
+    t->available_ = true;
+    t->idle_.push_back(std::move(first));
+    t->log("using " + where + " (time-out " + millis(t->options_.timeout) + ", " +
+           (t->ttl_text_.empty() ? std::string("no expiry") : "expiry " + t->ttl_text_ + " s after last use") + ")");
+  } else {
+    t->next_probe_ = RedisClock::now() + t->options_.retry_interval;
+    t->log(where + " is unreachable (" + s.message() + "); serving without it, retrying every " +
+           millis(t->options_.retry_interval));
+  }
+  t->worker_ = std::thread([p = t.get()] { p->worker_loop(); });
+  *out = std::move(t);
+  return Status::ok();
+}
+
+RedisTier::~RedisTier() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void RedisTier::log(const std::string& message) const {
+  if (options_.log)
+    options_.log(message);
+  else
+    std::fprintf(stderr, "statebank remote: %s\n", message.c_str());
+}
+
+std::string RedisTier::redis_key(ObjectKind kind, const Key& key) const {
+  return options_.key_prefix + (kind == ObjectKind::kBlock ? "blk:" : "snp:") + key.hex();
+}
+
+Status RedisTier::connect(RedisDeadline deadline, std::unique_ptr<RedisConnection>* out) const {
+  const auto& a = options_.address;
+  return RedisConnection::open(numeric_host_, a.port, a.db, options_.password, deadline, out);
+}
+
+void RedisTier::trip(const Status& why) const {
+  bool was_available;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    was_available = available_.exchange(false);
+    if (was_available) {
+      ++stats_.trips;
+      idle_.clear();  // after a failure the others are suspect too
+      next_probe_ = RedisClock::now() + options_.retry_interval;
+    }
+  }
+  if (!was_available) return;
+  work_cv_.notify_all();
+  log("unavailable: " + why.message() + "; every lookup misses at once until it answers again (retrying every " +
+      millis(options_.retry_interval) + ")");
+}
+
+Status RedisTier::call(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies) const {
+  if (!available_.load()) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.skipped_calls;
+    return Status::io_error("the remote tier is unavailable");
+  }
+  const RedisDeadline deadline = RedisClock::now() + options_.timeout;
+  for (int attempt = 0;; ++attempt) {
+    std::unique_ptr<RedisConnection> conn;
+    if (attempt == 0) {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!idle_.empty()) {
+        conn = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    const bool reused = conn != nullptr;
+    if (!conn) {
+      Status s = connect(deadline, &conn);
+      if (!s.is_ok()) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          ++(RedisClock::now() >= deadline ? stats_.timeouts : stats_.failures);
+        }
+        trip(s);
+        return s;
+      }
+    }
+    const uint64_t sent = conn->bytes_sent(), received = conn->bytes_received();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.round_trips;
+      ++stats_.in_flight;
+    }
+    Status s = conn->exchange(commands, deadline, replies);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      --stats_.in_flight;
+      stats_.wire_bytes_sent += conn->bytes_sent() - sent;
+      stats_.wire_bytes_received += conn->bytes_received() - received;
+      if (s.is_ok()) {
+        if (available_ && idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(conn));
+        return s;
+      }
+    }
+    // A pooled connection that the server closed while it sat idle (a
+    // restart, an idle-client time-out) fails at once without a byte back;
+    // the other idle ones are as old: drop them, and try once more on a
+    // fresh connection, under the same deadline.
+    if (reused && attempt == 0 && !conn->timed_out() && conn->bytes_received() == received) {
+      std::lock_guard<std::mutex> l(mu_);
+      idle_.clear();
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++(conn->timed_out() ? stats_.timeouts : stats_.failures);
+    }
+    trip(s);
+    return s;
+  }
+}
+
+void RedisTier::contains_many(std::span<TierProbe> probes) const {
+  for (auto& p : probes) p.present = false;
+  if (probes.empty()) return;
+  std::vector<std::string> names;
+  names.reserve(probes.size());
+  for (const auto& p : probes) names.push_back(redis_key(p.kind, p.key));
+  std::vector<RedisCommand> commands;
+  for (const auto& n : names) commands.push_back({"EXISTS", n});
+  std::vector<RedisReplyPtr> replies;
+  if (!call(commands, &replies).is_ok()) return;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const redisReply* r = replies[i].get();
+    if (r->type == REDIS_REPLY_ERROR) {  // LOADING, NOAUTH after a restart, ...
+      trip(Status::io_error("redis: " + error_text(r)));
+      for (auto& p : probes) p.present = false;
+      return;
+    }
+    probes[i].present = is_integer_one(r);
+  }
+}
+
+bool RedisTier::contains(ObjectKind kind, const Key& key) const {
+  TierProbe p{kind, key, false};
+  contains_many(std::span<TierProbe>(&p, 1));
+  return p.present;
+}
+
+Status RedisTier::decode_reply(ObjectKind kind, const Key& key, const redisReply* r, ObjectRef* out) const {
+  auto miss = [&](Status s) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.tier.misses;
+    if (s.code() == Code::kCorruption) ++stats_.tier.check_failures;
+    return s;
+  };
+  const std::string name = redis_key(kind, key);
+  if (r->type == REDIS_REPLY_NIL) return miss(Status::not_found("no " + name + " in the remote tier"));
+  if (r->type != REDIS_REPLY_STRING) {
+    const std::string e = error_text(r);
+    if (e.rfind("WRONGTYPE", 0) == 0) {
+      log("bad value " + name + ": not a string; deleting it");
+      schedule_delete(kind, key);
+      return miss(Status::corruption(name + " holds a value that is not a string"));
+    }
+    // Any other error is the server's state (LOADING, NOAUTH, an unknown
+    // command), not this value's.
+    trip(Status::io_error("redis: " + e));
+    return miss(Status::io_error("redis: " + e));
+  }
+  auto object = std::make_shared<Object>();
+  ObjectHeader h;
+  Status s = decode_object(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len), &h, object.get());
+  if (s.code() == Code::kUnsupported) {
+    // A newer statebank's value: not ours to delete.
+    return miss(Status::corruption(name + ": " + s.message()));
+  }
+  if (s.is_ok() && (h.kind != kind || h.key != key)) s = Status::corruption("the value names another object");
+  if (s.is_ok() && options_.schema) {
+    if (h.schema_digest != schema_digest_)
+      s = Status::corruption("the value was written for another state schema (another model)");
+    else
+      s = check_shapes(*object, *options_.schema);
+  }
+  if (s.is_ok() && kind == ObjectKind::kBlock && options_.verify_block && !options_.verify_block(*object))
+    s = Status::corruption("the block's key does not match its parent and tokens");
+  if (!s.is_ok()) {
+    log("bad value " + name + " (" + std::to_string(r->len) + " bytes): " + s.message() + "; deleting it");
+    schedule_delete(kind, key);
+    return miss(Status::corruption(name + ": " + s.message()));
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.tier.hits;
+    stats_.tier.bytes_read += r->len;
+  }
+  *out = std::move(object);
+  return Status::ok();
+}
+
+void RedisTier::get_many(std::span<TierRead> reads) {
+  if (reads.empty()) return;
+  std::vector<std::string> names;
+  names.reserve(reads.size());
+  for (const auto& r : reads) names.push_back(redis_key(r.kind, r.key));
+  std::vector<RedisCommand> commands;
+  for (const auto& n : names) {
+    if (ttl_text_.empty())
+      commands.push_back({"GET", n});
+    else
+      commands.push_back({"GETEX", n, "EX", ttl_text_});  // expiry counts from the last use
+  }
+  std::vector<RedisReplyPtr> replies;
+  Status s = call(commands, &replies);
+  if (!s.is_ok()) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stats_.tier.misses += reads.size();
+    }
+    for (auto& r : reads) {
+      r.object = nullptr;
+      r.status = Status::io_error("remote tier: " + s.message());
+    }
+    return;
+  }
+  for (size_t i = 0; i < reads.size(); ++i) {
+    reads[i].object = nullptr;
+    reads[i].status = decode_reply(reads[i].kind, reads[i].key, replies[i].get(), &reads[i].object);
+  }
+}
+
+Status RedisTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
+  TierRead r{kind, key, nullptr, Status()};
+  get_many(std::span<TierRead>(&r, 1));
+  if (r.status.is_ok()) *out = std::move(r.object);
+  return r.status;
+}
+
+Status RedisTier::put(const ObjectRef& object, Retention retention) {
+  if (!object) return Status::ok();
+  const uint64_t bytes = encoded_size(*object);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!available_ || closed_) {
+    ++stats_.dropped_puts;
+    return Status::exhausted(closed_ ? "the remote tier is closed; object not stored there"
+                                     : "the remote tier is unavailable; object not stored there");
+  }
+  const auto id = std::make_pair(object->kind, object->key);
+  if (pending_.count(id)) return Status::ok();
+  if (queue_.size() >= options_.queue_max_objects ||
+      (!queue_.empty() && queue_bytes_ + bytes > options_.queue_max_bytes)) {
+    ++stats_.dropped_puts;
+    return Status::exhausted("the remote write queue is full; object not stored there");
+  }
+  queue_.push_back(Job{object, object->kind, object->key, retention, bytes});
+  queue_bytes_ += bytes;
+  pending_.insert(id);
+  ++enqueued_;
+  work_cv_.notify_all();
+  return Status::ok();
+}
+
+bool RedisTier::quarantine(ObjectKind kind, const Key& key, const std::string& why) {
+  // Redis keeps nothing aside: the value is deleted at once (one round trip,
+  // bounded by the time-out), so no replica restores it again.
+  const std::string name = redis_key(kind, key);
+  const RedisCommand del = {"DEL", name};
+  std::vector<RedisReplyPtr> replies;
+  const Status s = call(std::span<const RedisCommand>(&del, 1), &replies);
+  const bool removed = s.is_ok() && replies.size() == 1 && is_integer_one(replies[0].get());
+  if (removed) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.tier.quarantined;
+    ++stats_.deleted;
+  }
+  if (removed || !s.is_ok())
+    log("quarantined " + name + " (" + why + ")" + (s.is_ok() ? "; deleted" : "; not deleted: " + s.message()));
+  return removed;
+}
+
+void RedisTier::schedule_delete(ObjectKind kind, const Key& key) const {
+  std::lock_guard<std::mutex> l(mu_);
+  // Unavailable, closed or full: the next reader finds it again.
+  if (!available_ || closed_ || queue_.size() >= options_.queue_max_objects) return;
+  queue_.push_back(Job{nullptr, kind, key, Retention::kBlock, 0});
+  ++enqueued_;
+  work_cv_.notify_all();
+}
+
+void RedisTier::worker_loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    if (!available_) {
+      // Nothing can be written: drop what waits (put() drops too meanwhile).
+      for (const auto& j : queue_)
+        if (j.object) ++stats_.dropped_puts;
+      finished_ += queue_.size();
+      queue_.clear();
+      queue_bytes_ = 0;
+      pending_.clear();
+      done_cv_.notify_all();
+      if (stop_) return;
+      if (RedisClock::now() < next_probe_) {
+        work_cv_.wait_until(l, next_probe_, [&] { return stop_; });
+        continue;
+      }
+      l.unlock();
+      probe();
+      l.lock();
+      continue;
+    }
+    if (queue_.empty()) {
+      if (stop_) return;
+      work_cv_.wait(l, [&] { return stop_ || !queue_.empty() || !available_; });
+      continue;
+    }
+    std::vector<Job> batch;
+    uint64_t bytes = 0;
+    while (!queue_.empty() && (batch.empty() || bytes + queue_.front().bytes <= options_.write_batch_bytes)) {
+      bytes += queue_.front().bytes;
+      queue_bytes_ -= queue_.front().bytes;
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    writing_ = batch.size();
+    l.unlock();
+    write_batch(batch);
+    l.lock();
+    writing_ = 0;
+    for (const auto& j : batch)
+      if (j.object) pending_.erase(std::make_pair(j.kind, j.key));
+    finished_ += batch.size();
+    done_cv_.notify_all();
+  }
+}
+
+void RedisTier::probe() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.probes;
+  }
+  std::unique_ptr<RedisConnection> conn;
+  Status s = connect(RedisClock::now() + options_.timeout, &conn);  // connects, authenticates, PINGs
+  bool back = false;
+  std::string fresh_failure;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (s.is_ok()) {
+      idle_.push_back(std::move(conn));
+      available_ = true;
+      back = true;
+      last_logged_.clear();
+    } else {
+      next_probe_ = RedisClock::now() + options_.retry_interval;
+      if (s.message() != last_logged_) fresh_failure = last_logged_ = s.message();
+    }
+  }
+  if (back) log("available again at " + options_.address.url());
+  if (!fresh_failure.empty()) log("still unavailable: " + fresh_failure);
+}
+
+void RedisTier::write_batch(std::vector<Job>& jobs) {
+  std::vector<std::string> names;
+  names.reserve(jobs.size());
+  for (const auto& j : jobs) names.push_back(redis_key(j.kind, j.key));
+  // Round trip 1: deletions, then which objects Redis lacks. A DEL and an
+  // EXISTS of the same name run in this order, so a value deleted here is
+  // written again below.
+  std::vector<RedisCommand> first;
+  std::vector<size_t> puts;
+  size_t deletes = 0;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (!jobs[i].object) {
+      first.push_back({"DEL", names[i]});
+      ++deletes;
+    }
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (jobs[i].object) {
+      first.push_back({"EXISTS", names[i]});
+      puts.push_back(i);
+    }
+  std::vector<RedisReplyPtr> replies;
+  if (!call(first, &replies).is_ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.dropped_puts += puts.size();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (size_t i = 0; i < deletes; ++i) stats_.deleted += is_integer_one(replies[i].get()) ? 1 : 0;
+  }
+  // Round trip 2: SET what is missing; refresh the expiry of the rest.
+  std::vector<std::vector<uint8_t>> images;
+  images.reserve(puts.size());
+  std::vector<RedisCommand> second;
+  std::vector<size_t> image_of;  // per command in `second`: index in images, or npos for EXPIRE
+  uint64_t skipped = 0;
+  for (size_t k = 0; k < puts.size(); ++k) {
+    const Job& j = jobs[puts[k]];
+    const redisReply* r = replies[deletes + k].get();
+    if (r->type == REDIS_REPLY_ERROR) {
+      trip(Status::io_error("redis: " + error_text(r)));
+      std::lock_guard<std::mutex> l(mu_);
+      stats_.dropped_puts += puts.size();
+      return;
+    }
+    if (is_integer_one(r)) {
+      ++skipped;
+      if (!ttl_text_.empty()) {
+        second.push_back({"EXPIRE", names[puts[k]], ttl_text_});
+        image_of.push_back(std::string::npos);
+      }
+      continue;
+    }
+    images.push_back(encode_object(*j.object, j.retention, schema_digest_));
+    const std::string_view value(reinterpret_cast<const char*>(images.back().data()), images.back().size());
+    if (ttl_text_.empty())
+      second.push_back({"SET", names[puts[k]], value});
+    else
+      second.push_back({"SET", names[puts[k]], value, "EX", ttl_text_});
+    image_of.push_back(images.size() - 1);
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.skipped_writes += skipped;
+  }
+  if (second.empty()) return;
+  if (!call(second, &replies).is_ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.dropped_puts += images.size();
+    return;
+  }
+  std::string refused;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (size_t c = 0; c < second.size(); ++c) {
+      const redisReply* r = replies[c].get();
+      if (image_of[c] == std::string::npos) continue;
+      if (r->type == REDIS_REPLY_STATUS) {
+        stats_.tier.bytes_written += images[image_of[c]].size();
+      } else {
+        ++stats_.write_errors;
+        refused = error_text(r);
+      }
+    }
+    if (!refused.empty() && refused == last_logged_) refused.clear();
+    if (!refused.empty()) last_logged_ = refused;
+  }
+  // Refusals such as OOM (maxmemory with noeviction) leave Redis healthy:
+  // logged once per distinct message, not a reason to stop using it.
+  if (!refused.empty()) log("redis refused a write: " + refused);
+}
+
+TierStats RedisTier::stats() const {
+  const RedisStats s = redis_stats();
+  TierStats t = s.tier;
+  t.facts = {{"url", options_.address.url()}};
+  t.counts = {{"available", s.available ? 1 : 0},
+              {"ttl_s", static_cast<uint64_t>(options_.ttl.count())},
+              {"timeout_ms", static_cast<uint64_t>(options_.timeout.count())},
+              {"trips", s.trips},
+              {"timeouts", s.timeouts},
+              {"failures", s.failures},
+              {"skipped_calls", s.skipped_calls},
+              {"probes", s.probes},
+              {"round_trips", s.round_trips},
+              {"in_flight", s.in_flight},
+              {"wire_bytes_sent", s.wire_bytes_sent},
+              {"wire_bytes_received", s.wire_bytes_received},
+              {"queued", s.queued},
+              {"dropped_puts", s.dropped_puts},
+              {"write_errors", s.write_errors},
+              {"skipped_writes", s.skipped_writes},
+              {"deleted", s.deleted}};
+  return t;
+}
+
+RedisStats RedisTier::redis_stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  RedisStats s = stats_;
+  s.available = available_;
+  s.queued = writing_ + queue_.size();
+  return s;
+}
+
+Status RedisTier::flush(RedisDeadline deadline) {
+  std::unique_lock<std::mutex> l(mu_);
+  const uint64_t target = enqueued_;
+  auto done = [&] { return finished_ >= target; };
+  if (deadline == RedisDeadline::max())
+    done_cv_.wait(l, done);
+  else if (!done_cv_.wait_until(l, deadline, done))
+    return Status::exhausted("the remote write queue was not written by the deadline");
+  return Status::ok();
+}
+
+Status RedisTier::close(RedisDeadline deadline) {
+  Status s = flush(deadline);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!closed_) {
+    closed_ = true;
+    for (const auto& j : queue_)
+      if (j.object) ++stats_.dropped_puts;
+    finished_ += queue_.size();
+    queue_.clear();
+    queue_bytes_ = 0;
+    pending_.clear();
+    done_cv_.notify_all();
+  }
+  return s;
+}
+
+}  // namespace sb

@@ -1,0 +1,191 @@
+// RedisTier: the bank's shared remote tier on a Redis (or Valkey) server, so
+// that several server replicas restore each other's prefixes
+// (docs/bank.md, "The remote tier").
+//
+// Values are object images in the SSD tier's self-checking format
+// (bank/format.h: header, checksums, stored tokens, key, schema digest),
+// under the names
+//     <prefix>blk:<64 hex of the key>    block objects
+//     <prefix>snp:<64 hex of the key>    snapshot objects
+// (the model fingerprint, the namespace and the format version are inside
+// every chain key, so replicas of different models never share a name).
+//
+// Promises (on top of bank/tier.h):
+//  1. Nothing read is trusted: every value is decoded and checked like an SSD
+//     file (header, exact size, payload checksum, kind and key against the
+//     name asked for, schema digest and part sizes, the block's key against
+//     its parent and tokens). A value that fails (garbage, truncated, another
+//     key's valid object, another model's object) is a miss: kCorruption,
+//     counted in check_failures, never returned, and deleted from Redis in
+//     the background so that the next publish can replace it. A value written
+//     by a newer format version is a counted miss and left alone.
+//  2. No call waits longer than `timeout`: connecting, sending a pipeline and
+//     reading every reply share one deadline (bank/remote/redis_connection.h).
+//  3. Circuit breaker: the first failed call (time-out, refused or reset
+//     connection, a server error such as LOADING) makes the tier
+//     unavailable: from then on every call is an immediate miss that touches
+//     no socket, and put() drops. A background thread tries a PING every
+//     `retry_interval` and makes the tier available again when it answers.
+//     So a request pays for a sick Redis at most once, at most `timeout`.
+//  4. Reads are pipelined: get_many() sends every GET of a batch and reads
+//     every reply in one round trip; contains_many() does the same with
+//     EXISTS. With a ttl, reads use GETEX, so a key's expiry counts from its
+//     last use.
+//  5. put() never blocks: it queues the object for the background writer or
+//     drops it (kResourceExhausted) when the bounded queue is full. The
+//     writer asks which queued objects Redis lacks (one EXISTS round trip),
+//     sends only those (one SET pipeline), and refreshes the expiry of the
+//     others. Redis may evict or expire any object at any time; a chain with
+//     a missing middle block restores only up to the gap (bank/bank.h).
+//  6. A password is only ever taken from options (read from a file by the
+//     caller), never from the URL, and never logged.
+// Thread-safe. The destructor writes out what is queued while Redis answers
+// (each round trip bounded by `timeout`; nothing after close()), then stops
+// its thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bank/remote/redis_connection.h"
+#include "bank/tier.h"
+#include "runtime/state.h"
+
+namespace sb {
+
+struct RedisOptions {
+  RedisAddress address;
+  std::string password;  // empty: no AUTH
+  std::string key_prefix = "statebank:";
+  std::chrono::milliseconds timeout{500};  // every call, connecting included
+  std::chrono::seconds ttl{0};             // 0: keys do not expire
+  std::chrono::milliseconds retry_interval{1000};
+  size_t queue_max_objects = 1024;
+  uint64_t queue_max_bytes = 256ull << 20;
+  uint64_t write_batch_bytes = 32ull << 20;  // one SET pipeline carries about this much
+  size_t max_idle_connections = 8;
+  // When set, written into every value (digest) and every read's part sizes
+  // are checked against it.
+  std::optional<StateSchema> schema;
+  // When set, every block read is checked with it (the Bank passes
+  // chain_key(parent, tokens) == key); false makes the read a corruption.
+  std::function<bool(const Object&)> verify_block;
+  std::function<void(const std::string&)> log;  // nullptr: stderr
+};
+
+struct RedisStats {
+  TierStats tier;  // bytes/blocks/snapshots stay 0: the store is shared, its contents are not ours to count
+  bool available = false;       // the breaker is closed
+  uint64_t trips = 0;           // times the tier became unavailable
+  uint64_t timeouts = 0;        // calls that ran out of time
+  uint64_t failures = 0;        // calls that failed otherwise (refused, reset, server error)
+  uint64_t skipped_calls = 0;   // calls answered as misses while unavailable (nothing sent)
+  uint64_t probes = 0;          // PINGs sent while unavailable
+  uint64_t round_trips = 0;     // exchanges started
+  uint64_t in_flight = 0;       // exchanges running now
+  uint64_t wire_bytes_sent = 0, wire_bytes_received = 0;  // RESP bytes on the sockets
+  uint64_t queued = 0;          // objects waiting to be written
+  uint64_t dropped_puts = 0;    // queue full or tier unavailable
+  uint64_t write_errors = 0;    // SETs Redis refused (e.g. OOM at maxmemory with noeviction)
+  uint64_t skipped_writes = 0;  // objects Redis already held (only their expiry refreshed)
+  uint64_t deleted = 0;         // bad values removed
+};
+
+class RedisTier : public Tier {
+ public:
+  // Resolves the host and connects once. A refusal (wrong password, a
+  // database that does not exist) is an error; an unreachable server is not:
+  // the tier opens unavailable and keeps trying.
+  static Status open(RedisOptions options, std::unique_ptr<RedisTier>* out);
+  ~RedisTier() override;
+  RedisTier(const RedisTier&) = delete;
+  RedisTier& operator=(const RedisTier&) = delete;
+
+  TierKind kind() const override { return TierKind::kRemote; }
+  bool contains(ObjectKind kind, const Key& key) const override;
+  void contains_many(std::span<TierProbe> probes) const override;
+  Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
+  void get_many(std::span<TierRead> reads) override;
+  Status put(const ObjectRef& object, Retention retention) override;
+  // Deletes the value from Redis now (one DEL, bounded by `timeout`); true
+  // when it was there. Unavailable: false, and it is left for the next
+  // reader's checks.
+  bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
+  // The common counters, plus the ones below as `counts` and the URL as a
+  // fact (what /v1/bank shows under "remote").
+  TierStats stats() const override;
+
+  RedisStats redis_stats() const;
+  const RedisOptions& options() const { return options_; }
+  // The Redis key of an object (tests and tools).
+  std::string redis_key(ObjectKind kind, const Key& key) const;
+  // Waits until every put() queued before the call is written, dropped or
+  // failed, at most until `deadline`: kResourceExhausted when the deadline
+  // came first. Objects Redis refused or that were dropped are not errors
+  // here (they are counted): the remote tier is a cache.
+  Status flush(RedisDeadline deadline = RedisDeadline::max());
+  // Shutdown: flush(deadline), then drops what is still queued (counted as
+  // dropped puts) and stops writing; later put()s are dropped. Reads keep
+  // working. Returns flush's status. Idempotent.
+  Status close(RedisDeadline deadline);
+
+ private:
+  struct Job {
+    ObjectRef object;  // null: delete `kind`/`key`
+    ObjectKind kind = ObjectKind::kBlock;
+    Key key;
+    Retention retention = Retention::kBlock;
+    uint64_t bytes = 0;
+  };
+  explicit RedisTier(RedisOptions options);
+  // One exchange on a pooled connection, under the breaker. Not OK: the tier
+  // is (now) unavailable, or the exchange failed and tripped it.
+  Status call(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies) const;
+  Status connect(RedisDeadline deadline, std::unique_ptr<RedisConnection>* out) const;
+  void trip(const Status& why) const;
+  // Checks one GET reply and turns it into an object or a miss.
+  Status decode_reply(ObjectKind kind, const Key& key, const redisReply* reply, ObjectRef* out) const;
+  void schedule_delete(ObjectKind kind, const Key& key) const;
+  void worker_loop();
+  void probe();
+  void write_batch(std::vector<Job>& jobs);
+  void log(const std::string& message) const;
+
+  // Constant after open.
+  RedisOptions options_;
+  std::string numeric_host_;
+  uint64_t schema_digest_ = 0;
+  std::string ttl_text_;  // seconds, "" without a ttl
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable work_cv_, done_cv_;
+  // Guarded by mu_.
+  mutable std::vector<std::unique_ptr<RedisConnection>> idle_;
+  mutable std::deque<Job> queue_;
+  mutable uint64_t queue_bytes_ = 0;
+  mutable std::set<std::pair<ObjectKind, Key>> pending_;  // queued or being written
+  mutable uint64_t enqueued_ = 0, finished_ = 0;          // jobs, for flush()
+  size_t writing_ = 0;                                     // jobs of the batch being written
+  mutable RedisStats stats_;
+  mutable RedisClock::time_point next_probe_{};
+  mutable std::string last_logged_;
+  bool stop_ = false;
+  bool closed_ = false;  // close(): nothing more is written
+
+  mutable std::atomic<bool> available_{false};
+  std::thread worker_;
+};
+
+}  // namespace sb

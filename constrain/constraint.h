@@ -1,0 +1,87 @@
+// Constrained decoding: a Grammar enforced on generated tokens by masking the
+// logits of every token that cannot continue a valid output.
+//
+// Vocabulary: the tokenizer's token bytes, indexed once per model (which
+// tokens start with which byte, which are "plain" text that any string body
+// accepts), shared by every request.
+//
+// Constraint: one request's state. mask() sets to -infinity the logit of
+// every token whose bytes would leave the grammar, or would leave it unable
+// to finish (the fewest bytes still needed, each at most one token, plus the
+// end-of-turn token, must fit in the tokens left), and of the stop tokens
+// until the output is complete; once it is complete only the stop tokens
+// and what may continue it stay. Allowed logits are never changed, so the
+// constrained distribution is the model's renormalised over the allowed set
+// and a constrained request is as deterministic as any other (bank restores
+// equal bypass). accept() advances the state by the chosen token.
+//
+// Thread-safety: a Vocabulary is immutable and shared; a Constraint belongs
+// to one sequence.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "constrain/grammar.h"
+#include "constrain/matcher.h"
+
+namespace sb::constrain {
+
+class Vocabulary {
+ public:
+  // token_bytes[id]: the bytes of token id; empty for tokens a grammar never
+  // produces (special tokens). stop_tokens end the output once it is complete.
+  Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> stop_tokens);
+
+  size_t size() const { return bytes_.size(); }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& stop_tokens() const { return stops_; }
+
+ private:
+  friend class Constraint;
+  std::vector<std::string> bytes_;
+  std::vector<int32_t> stops_;
+  // Tokens by their first byte (one-byte tokens) and by their first two
+  // bytes (longer ones), so a mask rules out whole groups with one step.
+  std::array<std::vector<int32_t>, 256> single_;
+  std::vector<std::vector<int32_t>> by_two_;           // [b0 * 256 + b1]
+  std::vector<uint8_t> group_plain_;                   // per by_two_ group: bit k set when every token is plain kind k
+  // Tokens every JSON string body (resp. free text) accepts as they are:
+  // complete UTF-8 without quotes, backslashes and control characters
+  // (resp. without '<', newlines and control characters).
+  std::vector<int32_t> json_plain_, text_plain_;
+  std::vector<uint8_t> plain_kind_;  // bit 0 json, bit 1 text
+  std::vector<int32_t> utf16_units_;
+};
+
+class Constraint {
+ public:
+  Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const Grammar> grammar);
+
+  // Masks logits[0, logits.size()) for the next token; tokens_left counts
+  // this one (the request's max_tokens minus the tokens generated so far).
+  void mask(std::span<float> logits, int64_t tokens_left);
+  // The sampled token; kInvalidArgument if the mask did not allow it.
+  Status accept(int32_t token);
+
+  bool complete() const { return matcher_.can_end(); }
+  bool finished() const { return finished_; }  // a stop token was accepted
+
+ private:
+  bool allowed_after(const Matcher& m, int64_t tokens_left, bool budget) const;
+  size_t fill(int64_t tokens_left, bool budget);
+
+  std::shared_ptr<const Vocabulary> vocab_;
+  std::shared_ptr<const Grammar> grammar_;
+  Matcher matcher_;
+  Matcher first_, second_, scratch_;
+  std::vector<uint8_t> allowed_;
+  bool finished_ = false;
+};
+
+}  // namespace sb::constrain

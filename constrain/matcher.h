@@ -1,0 +1,73 @@
+// Matcher: the byte-level automaton of a Grammar: which byte strings are
+// prefixes of a text the grammar matches. Its state is a small set of
+// stacks of frames (one stack per live alternative of an anyOf), each frame
+// the progress inside one node: an object's keys seen, a string's code
+// points, a number's part, a trie position in a key or literal.
+//
+// advance() takes bytes one at a time; a byte no stack can take kills the
+// matcher. can_end() tells whether the text so far is a complete match.
+// min_rest() is the fewest further bytes that complete a match (an upper
+// bound of it, never lower), which Constraint uses to keep every output
+// finishable within max_tokens.
+//
+// Copying is cheap (frames are plain values; copy_from() reuses storage), so
+// masks are computed by simulating each candidate token on a copy.
+// Not thread-safe; the Grammar must outlive it (it is held by shared_ptr).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "constrain/grammar.h"
+
+namespace sb::constrain {
+
+constexpr int kMaxDepth = 32;
+
+struct Frame {
+  const Node* node;
+  int64_t count;   // array items, string/text code points, repeat items
+  uint64_t used;   // object: properties seen; string/text: UTF-16 units (maxLength)
+  int32_t trie;    // key or literal trie node; -1 off the trie
+  int32_t index;   // object: property being read (props.size() = an additional key); seq: next part
+  uint8_t state;
+  uint8_t gap;     // whitespace gap progress (0 none, 1 after " ", 2+k after "\n" and k indents)
+  uint8_t utf8_need, utf8_lo, utf8_hi;
+  uint8_t hex;     // \u digits still due
+  uint8_t flag;    // object key: an additional key is still possible
+  uint8_t kmp[3];  // text: progress in the terminator and up to two forbidden strings
+};
+
+struct Stack {
+  int depth = 0;
+  Frame f[kMaxDepth];
+};
+
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const Grammar> grammar);
+
+  bool advance(uint8_t b);
+  bool advance(std::string_view bytes);
+  bool dead() const { return stacks_.empty(); }
+  bool can_end() const;
+  int64_t min_rest() const;
+
+  // A state in which every "plain" token (see Vocabulary) is accepted and
+  // leaves the state the same but for the code point count: a single stack
+  // whose top is inside a JSON string (kJsonString) or free text (kText) at
+  // a character boundary. *room: UTF-16 units still allowed, -1 unlimited.
+  enum class Plain { kNone, kJsonString, kText };
+  Plain plain_state(int64_t* room) const;
+
+  void copy_from(const Matcher& other);
+
+ private:
+  std::shared_ptr<const Grammar> grammar_;
+  std::vector<Stack> stacks_;
+  std::vector<Stack> extra_;  // scratch for anyOf forks
+};
+
+}  // namespace sb::constrain

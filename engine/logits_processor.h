@@ -1,0 +1,32 @@
+// LogitsProcessor: one sequence's change to its logits before sampling:
+// penalties, logit bias, a grammar mask. The engine creates one per sequence
+// (CompletionRequest::make_processor), hands it a private copy of each step's
+// logits right before the sampler, and tells it the token chosen.
+//
+// Contract: process() may only lower or shift the logits it is given (its
+// copy); the model's own logits are untouched, so reported log-probabilities
+// (the raw model distribution, see docs/interface.md) and the bank's state
+// never depend on it. Given the same sequence of calls it makes the same
+// changes: a processed request is as deterministic as any other, and served
+// from the bank it equals bypass.
+// Thread-safety: one sequence's object, called from the thread that decodes
+// that sequence.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "common/status.h"
+
+namespace sb {
+
+class LogitsProcessor {
+ public:
+  virtual ~LogitsProcessor() = default;
+  // tokens_left: this token and the ones after it that max_tokens allows.
+  virtual Status process(std::span<float> logits, int64_t tokens_left) = 0;
+  // The sampled token (after process()).
+  virtual Status accept(int32_t token) = 0;
+};
+
+}  // namespace sb

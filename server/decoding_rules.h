@@ -1,0 +1,53 @@
+// DecodingRules: what a request asks of decoding beyond the sampler's own
+// knobs — OpenAI's presence/frequency penalties, the repetition penalty,
+// logit_bias, and a grammar the output must match (response_format,
+// tool_choice) — made into the engine's per-sequence LogitsProcessor.
+//
+// Each step, on the sequence's own copy of the logits, in this order:
+//  1. logit_bias: logit += bias (OpenAI's semantics; -100 bans, +100 forces);
+//  2. repetition_penalty r over the prompt and generated tokens: a positive
+//     logit is divided by r, a negative one multiplied (Hugging Face, vLLM);
+//  3. presence p and frequency f over the generated tokens:
+//     logit -= p * (count > 0) + f * count (OpenAI);
+//  4. the grammar mask (constrain/constraint.h): tokens that cannot continue
+//     a valid, finishable output get -infinity; allowed ones keep their value.
+// Reported logprobs stay the raw model's (engine/logits_processor.h).
+//
+// Thread-safety: immutable once built; make() may be called from any thread
+// (once per run of the request: the audit's bypass rerun gets a fresh one).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "constrain/constraint.h"
+#include "engine/logits_processor.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sb {
+
+struct DecodingRules {
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<int32_t> prompt;  // for the repetition penalty
+  std::shared_ptr<const constrain::Grammar> grammar;
+  std::shared_ptr<const constrain::Vocabulary> vocabulary;  // required with a grammar
+
+  bool empty() const {
+    return presence_penalty == 0.0f && frequency_penalty == 0.0f && repetition_penalty == 1.0f && logit_bias.empty() &&
+           !grammar;
+  }
+  std::unique_ptr<LogitsProcessor> make() const;
+};
+
+// The vocabulary a grammar masks over: every token's bytes, special tokens
+// (<|im_start|>, <|im_end|>, ...) never produced by a grammar, padding rows
+// of a larger embedding table empty; the tokenizer's stop tokens end a
+// complete output.
+std::shared_ptr<const constrain::Vocabulary> make_vocabulary(const Tokenizer& tokenizer, int64_t logits_size);
+
+}  // namespace sb

@@ -1,0 +1,190 @@
+// The Bank over RAM and a real Redis: a lookup asks Redis once which objects
+// it holds and reads them in one more round trip; a restored State equals a
+// cold prefill of the same prefix bit for bit; a hole (an evicted middle
+// block) ends the walk; a damaged value falls back to the longest good
+// prefix; a stopped Redis ends the lookup within the time-out.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include "bank/format.h"
+#include "bank/ram_tier.h"
+#include "bank/remote/redis_tier.h"
+#include "tests/bank/bank_lookup_util.h"
+#include "tests/util/redis_server.h"
+
+namespace sb {
+namespace {
+
+using namespace sb::testing;
+using std::chrono::milliseconds;
+
+std::unique_ptr<RedisTier> open_remote(const RedisServer& server, const StateSchema& schema,
+                                       milliseconds timeout = milliseconds(5000), std::chrono::seconds ttl = {}) {
+  RedisOptions o;
+  EXPECT_TRUE(parse_redis_url(server.url(), &o.address).is_ok());
+  o.timeout = timeout;
+  o.ttl = ttl;
+  o.retry_interval = milliseconds(50);
+  o.schema = schema;
+  o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
+  o.log = [](const std::string&) {};
+  std::unique_ptr<RedisTier> t;
+  Status s = RedisTier::open(std::move(o), &t);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return t;
+}
+
+// Publishes a chain into the remote tier alone (another replica did it).
+void publish_remote(RedisTier& remote, const StateSchema& schema, const std::vector<int32_t>& tokens,
+                    const std::set<int64_t>& snapshots) {
+  Bank writer({&remote});
+  publish_chain(writer, schema, tokens, snapshots);
+  ASSERT_TRUE(remote.flush().is_ok());
+}
+
+Key block_key(const std::vector<int32_t>& tokens, int64_t block) {
+  return chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, block)[static_cast<size_t>(block)];
+}
+
+TEST(RedisBank, RestoresFromRedisInTwoRoundTripsThenFromRam) {
+  RedisServer server;
+  const auto schema = synthetic_schema();
+  auto remote = open_remote(server, schema);
+  const auto tokens = random_tokens(1, 10 * kB);
+  publish_remote(*remote, schema, tokens, {2, 5, 9});
+
+  RamTier ram(1 << 24);
+  Bank bank({&ram, remote.get()});
+  const uint64_t before = remote->redis_stats().round_trips;
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(remote->redis_stats().round_trips, before + 2);  // which objects it holds, then all of them
+  EXPECT_EQ(r.plan.restore_point, 9 * kB);
+  EXPECT_STREQ(r.plan.mode().name(), "remote");
+  const auto uses = r.plan.tier_uses();
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_EQ(uses[0].tier, TierKind::kRemote);
+  EXPECT_EQ(uses[0].objects, 10);
+  EXPECT_EQ(uses[0].bytes, r.plan.bytes_read);
+  EXPECT_EQ(r.plan.promoted, 10);
+  EXPECT_EQ(r.plan.check_failures, 0);
+
+  // Promoted into RAM: the same lookup no longer talks to Redis at all.
+  const uint64_t again = remote->redis_stats().round_trips;
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_STREQ(r.plan.mode().name(), "ram");
+  EXPECT_EQ(r.plan.restore_point, 9 * kB);
+  EXPECT_EQ(remote->redis_stats().round_trips, again);
+}
+
+TEST(RedisBank, RamThenRedisIsMixedWithBytesPerTier) {
+  RedisServer server;
+  const auto schema = synthetic_schema();
+  auto remote = open_remote(server, schema);
+  const auto tokens = random_tokens(2, 10 * kB);
+  publish_remote(*remote, schema, tokens, {2, 5, 9});
+  RamTier ram(1 << 24);
+  {
+    Bank local({&ram});
+    publish_chain(local, schema, std::vector<int32_t>(tokens.begin(), tokens.begin() + 3 * kB), {2});
+  }
+  Bank bank({&ram, remote.get()});
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 9 * kB);
+  EXPECT_STREQ(r.plan.mode().name(), "mixed");
+  const auto uses = r.plan.tier_uses();
+  ASSERT_EQ(uses.size(), 2u);
+  EXPECT_EQ(uses[0].tier, TierKind::kRam);
+  EXPECT_EQ(uses[0].objects, 3);  // blocks 1..3
+  EXPECT_EQ(uses[1].tier, TierKind::kRemote);
+  EXPECT_EQ(uses[1].objects, 7);  // blocks 4..9 and the snapshot at 9
+  EXPECT_EQ(uses[0].bytes + uses[1].bytes, r.plan.bytes_read);
+}
+
+// Redis itself evicts a middle block under maxmemory (RedisServer::evict_only).
+TEST(RedisBank, AMiddleBlockEvictedByMaxmemoryRestoresOnlyUpToTheGap) {
+  RedisServer server({"--maxmemory-policy", "volatile-ttl"});
+  const auto schema = synthetic_schema();
+  auto remote = open_remote(server, schema, milliseconds(5000), std::chrono::seconds(3600));
+  const auto tokens = random_tokens(3, 10 * kB);
+  publish_remote(*remote, schema, tokens, {2, 5, 9});
+  ASSERT_TRUE(server.evict_only(remote->redis_key(ObjectKind::kBlock, block_key(tokens, 4))));
+
+  RamTier ram(1 << 24);
+  Bank bank({&ram, remote.get()});
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.matched_tokens, 3 * kB);  // the walk ends at the hole
+  EXPECT_EQ(r.plan.restore_point, 2 * kB);   // the last snapshot before it
+  EXPECT_EQ(r.plan.check_failures, 0);
+}
+
+TEST(RedisBank, AnotherKeysValidValueFallsBackToTheLongestGoodPrefix) {
+  RedisServer server;
+  const auto schema = synthetic_schema();
+  auto remote = open_remote(server, schema);
+  const auto tokens = random_tokens(4, 10 * kB);
+  publish_remote(*remote, schema, tokens, {2, 5, 9});
+  const std::string b7 = remote->redis_key(ObjectKind::kBlock, block_key(tokens, 7));
+  const std::string b3 = remote->redis_key(ObjectKind::kBlock, block_key(tokens, 3));
+  ASSERT_EQ(server.command({"SET", b7, server.command({"GET", b3}).str}).str, "OK");
+
+  RamTier ram(1 << 24);
+  Bank bank({&ram, remote.get()});
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 5 * kB);
+  EXPECT_EQ(r.plan.check_failures, 1);
+  EXPECT_EQ(remote->stats().check_failures, 1u);
+  ASSERT_TRUE(remote->flush().is_ok());
+  EXPECT_EQ(server.command({"EXISTS", b7}).integer, 0);  // deleted, so a publish can replace it
+  publish_remote(*remote, schema, tokens, {2, 5, 9});
+  RamTier fresh(1 << 24);
+  Bank healed({&fresh, remote.get()});
+  EXPECT_EQ(lookup_and_verify(healed, schema, tokens).plan.restore_point, 9 * kB);
+}
+
+// Negative control: a value with valid checksums, the right key, parent and
+// tokens, but other numbers, cannot be told apart by any check: the
+// comparison with a cold prefill (what every restore test relies on) sees it.
+TEST(RedisBank, TheColdComparisonSeesAForgedValueThatPassesEveryCheck) {
+  RedisServer server;
+  const auto schema = synthetic_schema();
+  auto remote = open_remote(server, schema);
+  const auto tokens = random_tokens(5, 4 * kB);
+  publish_remote(*remote, schema, tokens, {3});
+  ObjectRef block;
+  ASSERT_TRUE(remote->get(ObjectKind::kBlock, block_key(tokens, 2), &block).is_ok());
+  Object forged = *block;
+  forged.parts[0][0] += 1.0f;
+  const auto image = encode_object(forged, Retention::kBlock, schema_digest(schema));
+  ASSERT_EQ(server.command({"SET", remote->redis_key(ObjectKind::kBlock, forged.key),
+                            std::string(image.begin(), image.end())})
+                .str,
+            "OK");
+  RamTier ram(1 << 24);
+  Bank bank({&ram, remote.get()});
+  EXPECT_NONFATAL_FAILURE(lookup_and_verify(bank, schema, tokens), "restored state differs from cold");
+}
+
+TEST(RedisBank, AStoppedRedisEndsTheLookupColdWithinTheTimeOut) {
+  RedisServer server;
+  const auto schema = synthetic_schema();
+  auto remote = open_remote(server, schema, milliseconds(300));
+  const auto tokens = random_tokens(6, 6 * kB);
+  publish_remote(*remote, schema, tokens, {5});
+  RamTier ram(1 << 24);
+  Bank bank({&ram, remote.get()});
+  server.pause();
+  // Both lookups return while Redis is stopped: the first after one time-out, the second at once.
+  auto r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 0);
+  EXPECT_STREQ(r.plan.mode().name(), "cold");
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 0);
+  const RedisStats s = remote->redis_stats();
+  EXPECT_EQ(s.timeouts, 1u);
+  EXPECT_EQ(s.trips, 1u);
+  EXPECT_GE(s.skipped_calls, 1u);
+  server.resume();
+}
+
+}  // namespace
+}  // namespace sb

@@ -1,0 +1,93 @@
+// What the interpreter refuses and how it says so: unsupported statements,
+// filters, tests, methods and functions are errors at parse time naming the
+// construct and its line and column; render errors name the position too.
+// Also: a parsed template renders concurrently and repeatedly the same.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "jinja/template.h"
+
+namespace sb::jinja {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string parse_error(const std::string& src) {
+  Template t;
+  Status st = Template::parse(src, &t);
+  EXPECT_FALSE(st.is_ok()) << src;
+  return st.message();
+}
+
+std::string render(const std::string& src, const Json& ctx = Json::object()) {
+  Template t;
+  Status st = Template::parse(src, &t);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  std::string out;
+  st = t.render(ctx, &out);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return out;
+}
+
+TEST(JinjaParse, UnsupportedConstructsAreNamedWithTheirPosition) {
+  struct Case {
+    const char* src;
+    const char* want;
+  } cases[] = {
+      {"ok\n  {% include 'x.jinja' %}", "line 2, column 6: the statement {% include %} is not supported"},
+      {"{% call foo() %}{% endcall %}", "line 1, column 4: the statement {% call %} is not supported"},
+      {"{% extends 'base' %}", "{% extends %} is not supported"},
+      {"{{ x | frobnicate }}", "line 1, column 8: the filter 'frobnicate' is not supported"},
+      {"{{ x is prime }}", "the test 'prime' is not supported"},
+      {"{{ s.format(1) }}", "the method 'format' is not supported"},
+      {"{{ strftime_now('%Y') }}", "call of 'strftime_now', which is neither a macro"},
+      {"{% for x in y recursive %}{% endfor %}", "recursive for loops are not supported"},
+      {"{{ f(*args) }}", "*args and **kwargs"},
+      {"{% if x %}", "missing {% endif %}"},
+      {"{{ 'unclosed }}", "a string literal is not closed"},
+      {"{{ x ", "not closed with }}"},
+      {"{% for %}", "expected a name"},
+  };
+  for (const auto& c : cases) {
+    std::string msg = parse_error(c.src);
+    EXPECT_NE(msg.find(c.want), std::string::npos) << c.src << " -> " << msg;
+  }
+}
+
+TEST(JinjaRender, ErrorsNameThePosition) {
+  Template t;
+  ASSERT_TRUE(Template::parse("line one\n{{ raise_exception('No user query found.') }}", &t).is_ok());
+  std::string out;
+  Status st = t.render(Json::object(), &out);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "line 2, column 4: No user query found.");
+  ASSERT_TRUE(Template::parse("{{ m.content.strip() }}", &t).is_ok());
+  st = t.render(Json{{"m", Json::object()}}, &out);
+  EXPECT_NE(st.message().find("'dict object' has no attribute 'content'"), std::string::npos) << st.message();
+}
+
+TEST(JinjaRender, MacrosRecursionIsBounded) {
+  Template t;
+  ASSERT_TRUE(Template::parse("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", &t).is_ok());
+  std::string out;
+  EXPECT_NE(t.render(Json::object(), &out).message().find("deeper than 64"), std::string::npos);
+}
+
+TEST(JinjaRender, ContextValuesAndRepeatedConcurrentRenders) {
+  Template t;
+  ASSERT_TRUE(Template::parse("{% for m in messages %}{{ m.role }}:{{ m.content | trim }};{% endfor %}", &t).is_ok());
+  Json ctx = {{"messages", Json::array({{{"role", "user"}, {"content", " hi "}}, {{"role", "assistant"}, {"content", "yo"}}})}};
+  std::vector<std::string> outs(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < outs.size(); ++i)
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 50; ++k) ASSERT_TRUE(t.render(ctx, &outs[i]).is_ok());
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& o : outs) EXPECT_EQ(o, "user:hi;assistant:yo;");
+  EXPECT_EQ(render("{{ x }}", Json{{"x", 1.5}}), "1.5");
+}
+
+}  // namespace
+}  // namespace sb::jinja
