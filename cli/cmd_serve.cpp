@@ -37,7 +37,8 @@ const char* kUsage =
     "[--ssd-bank SIZE] [--ssd on|off|read-only] [--block-tokens 256] [--snapshot-every 2048] [--threads N] "
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
-    "[--workers N] [--max-queue N] [--max-tokens-limit N] [--shutdown-deadline SECONDS] [--insecure-no-key] "
+    "[--max-running N] [--batch-tokens N] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
+    "[--shutdown-deadline SECONDS] [--insecure-no-key] "
     "[--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-ttl SECONDS] [--remote-timeout-ms MS]]";
 
 bool is_loopback(const std::string& host) {
@@ -66,8 +67,9 @@ int cmd_serve(int argc, char** argv) {
 
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
              "threads", "api-key", "api-key-file", "api-keys-file", "shared-namespace", "max-prompt-tokens",
-             "max-body-bytes", "audit", "workers", "max-queue", "max-tokens-limit", "shutdown-deadline", "remote",
-             "remote-password-file", "remote-ttl", "remote-timeout-ms"},
+             "max-body-bytes", "audit", "max-running", "batch-tokens", "max-queue", "max-tokens-limit",
+             "request-timeout", "shutdown-deadline", "remote", "remote-password-file", "remote-ttl",
+             "remote-timeout-ms"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
@@ -76,15 +78,18 @@ int cmd_serve(int argc, char** argv) {
 
   ServerOptions so;
   EngineBackendOptions eo;
-  int64_t port, block_tokens, snapshot_every, threads, max_prompt, workers, max_queue, max_tokens_limit, deadline_s,
-      remote_ttl, remote_timeout;
+  int64_t port, block_tokens, snapshot_every, threads, max_prompt, max_running, batch_tokens, max_queue,
+      max_tokens_limit, request_timeout_s, deadline_s, remote_ttl, remote_timeout;
   uint64_t max_body;
   double audit;
   if (!(s = args.get_int("port", 8000, 0, 65535, &port)) || !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block_tokens)) ||
       !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &snapshot_every)) ||
       !(s = args.get_int("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024, &threads)) ||
       !(s = args.get_int("max-prompt-tokens", 0, 0, int64_t{1} << 40, &max_prompt)) ||
-      !(s = args.get_int("workers", 1, 1, 256, &workers)) || !(s = args.get_int("max-queue", 64, 1, 1 << 20, &max_queue)) ||
+      !(s = args.get_int("max-running", 8, 1, 256, &max_running)) ||
+      !(s = args.get_int("batch-tokens", 512, 1, 1 << 20, &batch_tokens)) ||
+      !(s = args.get_int("max-queue", 64, 1, 1 << 16, &max_queue)) ||
+      !(s = args.get_int("request-timeout", 1800, 0, 7 * 86400, &request_timeout_s)) ||
       !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &max_tokens_limit)) ||
       !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &deadline_s)) ||
       !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &remote_ttl)) ||
@@ -96,6 +101,9 @@ int cmd_serve(int argc, char** argv) {
   if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
   if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
   if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");
+  if (batch_tokens <= max_running)
+    return fail("serve", "--batch-tokens (" + std::to_string(batch_tokens) + ") must be more than --max-running (" +
+                             std::to_string(max_running) + "), so that a prefill moves beside every running decode");
   if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.bank.ssd_mode))) return fail("serve", "--ssd: " + s.message());
   if (args.has("remote")) {
     eo.bank.remote = args.get("remote");
@@ -140,9 +148,9 @@ int cmd_serve(int argc, char** argv) {
   so.max_body_bytes = max_body;
   so.limits.max_prompt_tokens = max_prompt;
   so.limits.max_tokens_limit = max_tokens_limit;
-  so.workers = static_cast<int>(workers);
+  so.max_running = static_cast<int>(max_running);
   so.max_queue = static_cast<size_t>(max_queue);
-  so.http_threads = std::max(32, static_cast<int>(workers) * 4 + 16);
+  so.request_timeout = std::chrono::seconds(request_timeout_s);
   so.shutdown_deadline = std::chrono::seconds(deadline_s);
 
   const std::string model_arg = args.get("model");
@@ -155,9 +163,14 @@ int cmd_serve(int argc, char** argv) {
   eo.block_tokens = static_cast<uint32_t>(block_tokens);
   eo.snapshot_every = snapshot_every;
   eo.audit_rate = audit;
+  eo.max_running = static_cast<int>(max_running);
+  eo.batch_tokens = batch_tokens;
 
   std::unique_ptr<EngineBackend> backend;
   if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());
+  if (backend->context_length() > 0 && max_prompt > backend->context_length())
+    return fail("serve", "--max-prompt-tokens (" + std::to_string(max_prompt) + ") exceeds the model's context length (" +
+                             std::to_string(backend->context_length()) + "); it can only lower it");
   Server server(backend.get(), so);
   int bound = 0;
   if (!(s = server.bind(&bound))) return fail("serve", s.message());

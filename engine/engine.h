@@ -1,9 +1,11 @@
-// Engine: serves one completion request (token ids in, tokens and logprobs
-// out) through the bank (docs/bank.md, "Lookup, restore, continue").
+// Engine: serves completion requests (token ids in, tokens and logprobs out)
+// through the bank (docs/bank.md, "Lookup, restore, continue"), many at once
+// in one forward pass per step (continuous batching).
 //
 // Thread safety: complete() may be called from many threads at once.
 // The promise: for any request, complete() in mode kDefault or kReadOnly gives
-// the same tokens and bit-identical logprobs as in mode kBypass.
+// the same tokens and bit-identical logprobs as in mode kBypass, and the same
+// as it gives alone, whatever else runs in the same steps.
 #pragma once
 
 #include <array>
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -82,12 +85,22 @@ struct CompletionRequest {
   // operator's shared system-prompt namespace); empty: none.
   std::string shared_name_space;
   int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
-  // Called for each generated token (streaming); returning false cancels.
+  // Called for each generated token (streaming), on the engine's step
+  // thread; returning false cancels. Keep it short: every running sequence
+  // waits for it.
   std::function<bool(const GeneratedToken&)> on_token;
   // Makes this request's logits processor (penalties, logit bias, a grammar
   // mask), one per run of the request; empty: none. Reported logprobs stay
   // those of the model's raw distribution (logits_processor.h).
   std::function<std::unique_ptr<LogitsProcessor>()> make_processor;
+  // Called with the whole logit vector of the model (before any logits processor)
+  // for each generated token, before it is drawn (`statebank run --logits-out`, which tools/xcheck
+  // compares with another implementation). Empty: not called.
+  std::function<void(std::span<const float>)> on_logits;
+  // Polled before every step, on the step thread (a client gone, a
+  // deadline): true cancels the request there, before its prefill is done
+  // too. Must be cheap and thread-safe.
+  std::function<bool()> cancelled;
 };
 
 struct CompletionResult {
@@ -99,7 +112,8 @@ struct CompletionResult {
   // the audit (server/audit.h); empty when nothing was restored.
   std::vector<ObjectId> restored_objects;
   std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
-  double ttft_ms = 0;
+  double queue_ms = 0;  // from complete() to the first step it ran in (restore included)
+  double ttft_ms = 0;   // from complete() to its first token (queue included)
 };
 
 class Model;
@@ -107,6 +121,12 @@ class Model;
 struct EngineOptions {
   uint32_t block_tokens = 256;   // B: a multiple of kGrid and of every pooled ratio
   int64_t snapshot_every = 2048;  // S in tokens: a multiple of B; 0 = no interval snapshots
+  // Continuous batching: at most max_running sequences in flight (each holds
+  // its State in memory); each step consumes at most batch_tokens tokens:
+  // one decode token per running sequence, the rest prefill chunks.
+  // REQUIRES batch_tokens > max_running, so a prefill always moves.
+  int max_running = 8;
+  int64_t batch_tokens = 512;
 };
 
 // Test-only ways to break a restore on purpose, so a test can prove that the
@@ -123,53 +143,72 @@ struct EngineStats {
   uint64_t cached_tokens = 0;  // sum of restore_point
   std::array<uint64_t, RestoreMode::kCount> restores{};  // requests by RestoreMode::index()
   uint64_t check_failures = 0;
+  // The step loop: forward steps run, tokens they consumed (decode and
+  // prefill), the most sequences that ran in one step.
+  uint64_t steps = 0, step_tokens = 0, peak_batch = 0;
 };
 
 // Serves requests through the bank (docs/bank.md, "Lookup, restore,
-// continue"):
-//  1. chain keys of the prompt's full blocks under the root of (format
-//     version, model fingerprint, request namespace, B);
-//  2. plan: Bank::plan_restore over at most (n - 1) / B blocks, so at least
-//     one prompt token is prefilled and the first sampled token has logits;
-//  3. apply: compose a new State from the planned objects and check it; a
-//     failure here quarantines every planned object in every tier
-//     (Bank::quarantine) and the request goes cold, so it publishes them
-//     afresh;
-//  4. prefill the rest in one call from the restore point (the absolute grid:
-//     B is a multiple of kGrid), capturing snapshots at the snapshot
-//     positions (snapshot_positions());
-//  5. publish (kDefault only) every new full block of the prompt and the
-//     captured snapshots; only prefill-produced state is ever banked;
-//  6. sample and decode.
+// continue"). complete() runs on the caller's thread up to the point where
+// the request joins the step loop, then waits for it:
+//  1. restore (engine/restore.cpp), on the caller's thread: chain keys of the
+//     prompt's full blocks under the root of (format version, model
+//     fingerprint, request namespace, B); Bank::plan_restore over at most
+//     (n - 1) / B blocks, so at least one prompt token is prefilled and the
+//     first sampled token has logits; compose a new State from the plan and
+//     check it (a failure quarantines every planned object in every tier,
+//     Bank::quarantine, and the request goes cold, so it publishes them
+//     afresh); with a shared namespace, each position may also come from
+//     the shared chain;
+//  2. the step loop (engine/step_loop.h) admits it when fewer than
+//     max_running sequences run, prefills the rest of the prompt in chunks
+//     (any length: a PrefillCarry keeps them equal to one unsplit prefill
+//     from the restore point, which B puts on the absolute kGrid grid)
+//     alongside the other sequences' decode tokens, capturing snapshots at
+//     snapshot_positions();
+//  3. publish (engine/publish.cpp, kDefault only), right after its first
+//     token: every new full block of the prompt and the captured snapshots;
+//     only prefill-produced state is ever banked;
+//  4. sample and decode (engine/next_token.cpp), one token per step, until a
+//     stop token, max_tokens, or cancellation (on_token returning false,
+//     cancelled() true), which frees its slot at the next step.
+// Every sequence's rows in a step get the bits they get alone (model/model.h
+// promise 4), so batching never changes a result.
 // Echo requests need the logits of every prompt row, which a restored prefix
-// does not have: they skip the restore (lookup included) and prefill cold;
-// in kDefault they still publish.
+// does not have: they skip the restore (lookup included) and prefill cold,
+// at most kGrid rows per step so that memory stays kGrid x vocabulary
+// floats; in kDefault they still publish.
 // Thread safety: complete() may run on many threads at once; set_test_hooks()
 // only before any complete().
+class StepLoop;
+struct EngineContext;
+
 class Engine {
  public:
   // bank may be null: every request is then served as bypass.
   static Status create(const Model& model, Bank* bank, const EngineOptions& options, std::unique_ptr<Engine>* out);
+  ~Engine();
 
   Status complete(const CompletionRequest& request, CompletionResult* out) const;
 
-  const EngineOptions& options() const { return options_; }
+  const EngineOptions& options() const;
   // K0 of a namespace's chains: H(format version, model fingerprint,
   // namespace, B) (docs/bank.md, "Keys").
   Key namespace_root(const std::string& name_space) const;
-  const Model& model() const { return model_; }
-  Bank* bank() const { return bank_; }
+  const Model& model() const;
+  Bank* bank() const;
   EngineStats stats() const;
-  void set_test_hooks(EngineTestHooks hooks) { hooks_ = std::move(hooks); }
+  // Sequences in the step loop now (admitted, and waiting for a slot).
+  size_t running() const;
+  size_t waiting() const;
+  void set_test_hooks(EngineTestHooks hooks);
 
  private:
-  Engine(const Model& model, Bank* bank, const EngineOptions& options)
-      : model_(model), bank_(bank), options_(options) {}
+  Engine() = default;
+  void count(const CompletionRequest& request, const CompletionResult& result) const;
 
-  const Model& model_;
-  Bank* bank_;
-  EngineOptions options_;
-  EngineTestHooks hooks_;
+  std::unique_ptr<EngineContext> context_;
+  std::unique_ptr<StepLoop> loop_;
   struct Counters {
     std::atomic<uint64_t> requests{0}, prompt_tokens{0}, cached_tokens{0};
     std::atomic<uint64_t> check_failures{0};

@@ -180,6 +180,7 @@ Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
   SB_RETURN_IF_ERROR(r.get_double("rms_norm_eps", &c->rms_norm_eps));
   if (!(c->rms_norm_eps > 0) || !std::isfinite(c->rms_norm_eps)) return r.error("rms_norm_eps", "must be a positive number");
   SB_RETURN_IF_ERROR(r.get_bool("tie_word_embeddings", &c->tie_word_embeddings));
+  SB_RETURN_IF_ERROR(r.get_int("max_position_embeddings", &c->max_position_embeddings, false));
   if (c->n_heads % c->n_kv_heads != 0)
     return r.error("num_attention_heads", "(" + std::to_string(c->n_heads) + ") is not a multiple of num_key_value_heads (" +
                                               std::to_string(c->n_kv_heads) + ")");
@@ -348,6 +349,7 @@ std::string config_to_json(const ModelConfig& c) {
   t["rms_norm_eps"] = c.rms_norm_eps;
   t["attention_bias"] = false;
   t["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.max_position_embeddings > 0) t["max_position_embeddings"] = c.max_position_embeddings;
   t["rope_parameters"] = {{"rope_type", "default"},
                           {"rope_theta", c.rope_theta},
                           {"partial_rotary_factor", c.partial_rotary_factor}};

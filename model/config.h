@@ -35,6 +35,10 @@ struct ModelConfig {
   double partial_rotary_factor = 1.0;  // qwen3: 1.0; hybrids: 0.25
   bool tie_word_embeddings = false;
   std::vector<LayerType> layer_types;  // one per layer
+  // The context length (max_position_embeddings); 0 when config.json has
+  // none. A limit for the server, not a number of the forward pass: it is
+  // not part of describe(), so it never changes a fingerprint.
+  int64_t max_position_embeddings = 0;
 
   // Gated DeltaNet (linear_attention layers).
   int64_t conv_kernel = 4;
@@ -65,7 +69,8 @@ struct ModelConfig {
 
   int64_t rotary_dim() const { return static_cast<int64_t>(head_dim * partial_rotary_factor); }
   bool layer_is_moe(int64_t layer) const;
-  // A stable text form of every field; part of the model fingerprint.
+  // A stable text form of every field that changes the numbers (all but
+  // max_position_embeddings); part of the model fingerprint.
   std::string describe() const;
 };
 

@@ -58,6 +58,7 @@ Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
   if (preset == "tiny" || preset == "small") {
     const bool tiny = preset == "tiny";
     c.vocab_size = 151936;  // every id of the Qwen3 tokenizer is valid
+    c.max_position_embeddings = 32768;
     c.hidden_size = tiny ? 64 : 256;
     c.n_heads = 4;
     c.n_kv_heads = 2;
@@ -90,6 +91,7 @@ Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
   } else if (preset == "0.8b") {
     // Qwen3.5-0.8B; qwen3 takes Qwen3-0.6B, the nearest real dense model.
     c.vocab_size = qwen35 ? 248320 : 151936;
+    c.max_position_embeddings = 262144;
     c.hidden_size = 1024;
     c.n_heads = 8;
     c.n_kv_heads = 2;
@@ -118,6 +120,7 @@ Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
       c.n_kv_heads = 8;
       c.head_dim = 128;
       c.intermediate_size = 3072;
+      c.max_position_embeddings = 40960;
       c.rope_theta = 1e6;
       c.partial_rotary_factor = 1.0;
       pattern = {kF};

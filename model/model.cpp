@@ -10,6 +10,7 @@ Status Model::prefill(State& state, std::span<const int32_t> tokens, const Prefi
   step.tokens = tokens;
   step.capture_positions = options.capture_positions;
   step.logits = options.all_logits ? LogitRows::kAll : LogitRows::kLast;
+  step.carry = options.carry;
   std::vector<SequenceOutput> outs;
   SB_RETURN_IF_ERROR(forward(std::span<const SequenceStep>(&step, 1), &outs));
   *out = std::move(outs[0]);

@@ -6,7 +6,8 @@
 // Promises (tests/model/split_invariance_test.cpp and friends):
 //  1. Split invariance: prefill of [0, n) in one call gives bit for bit the
 //     same logits and State as any sequence of calls split at multiples of
-//     kGrid, for a fixed thread count.
+//     kGrid, for a fixed thread count; and as any sequence of calls split
+//     anywhere when each call gets the sequence's PrefillCarry.
 //  2. Prefill runs the chunked Gated DeltaNet form on the absolute kGrid grid;
 //     decode runs the recurrent form. Both agree within ~1e-5 relative.
 //  3. Capture: a prefill hands out the recurrent state at each requested
@@ -38,9 +39,31 @@ struct RuntimeOptions {
   int threads = 1;  // fixed at load; results depend on nothing else
 };
 
+// PrefillCarry: lets a prefill stop anywhere, not only on the kGrid grid,
+// and the next call go on with the bits of an unsplit prefill. A Gated
+// DeltaNet chunk of the grid is computed as a whole (its state update reads
+// all of its rows), so a call that ends inside a chunk keeps here that
+// chunk's inputs so far and the recurrent state at its start, and the next
+// call recomputes the open chunk from them. The State itself is always
+// complete and valid at its position (decode may follow at once).
+// Owned by the caller, one per sequence, handed to every prefill call of
+// that sequence; only the model reads or writes its contents.
+struct PrefillCarry {
+  struct Layer {
+    std::vector<float> q, k, v, g, beta;  // rows of the open chunk so far
+    std::vector<float> state;              // recurrent state at the chunk's start
+  };
+  int64_t position = -1;  // the State position it continues; -1: nothing open
+  std::vector<Layer> layers;  // one per Gated DeltaNet layer
+};
+
 struct PrefillOptions {
   std::vector<int64_t> capture_positions;  // absolute; kept if inside (start, end]
   bool all_logits = false;                 // logits for every row, else the last row only
+  // Optional: with it the prefill may start and end off the grid (promise 1).
+  // REQUIRES: when the State's position is off the grid, the carry the
+  // previous call of this sequence left.
+  PrefillCarry* carry = nullptr;
 };
 
 struct PrefillOutput {
@@ -62,6 +85,7 @@ struct SequenceStep {
   bool decode = false;                     // REQUIRES tokens.size() == 1
   std::vector<int64_t> capture_positions;  // prefill only; as PrefillOptions
   LogitRows logits = LogitRows::kLast;
+  PrefillCarry* carry = nullptr;           // prefill only; as PrefillOptions
 };
 using SequenceOutput = PrefillOutput;
 

@@ -219,6 +219,15 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
   seq.first_pos = step.state->position();
   seq.recurrent = step.decode;
   const int64_t start = seq.first_pos, end = start + seq.rows;
+  if (step.carry && !step.decode) {
+    // Off the grid a prefill goes on only from the open chunk its previous
+    // call left; on the grid nothing is open.
+    if (start % kGrid != 0 && step.carry->position != start)
+      return Status::invalid("the prefill carry does not continue this state (it is at " +
+                             std::to_string(step.carry->position) + ", the state at " + std::to_string(start) + ")");
+    if (start % kGrid == 0) step.carry->layers.clear();
+    seq.carry = step.carry;
+  }
   std::vector<int64_t> capture = step.capture_positions;
   std::sort(capture.begin(), capture.end());
   capture.erase(std::unique(capture.begin(), capture.end()), capture.end());
@@ -283,7 +292,11 @@ Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<Seq
   for (size_t i = 0; i < batch.size(); ++i)
     embed_rows(embed_, batch[i].tokens, x.data() + call.sequences[i].first_row * config_.hidden_size);
   run_layers(call, x);
-  for (const SequenceRows& seq : call.sequences) seq.state->set_position(seq.first_pos + seq.rows);
+  for (const SequenceRows& seq : call.sequences) {
+    const int64_t end = seq.first_pos + seq.rows;
+    seq.state->set_position(end);
+    if (seq.carry) seq.carry->position = end % kGrid != 0 ? end : -1;
+  }
   logits_for_rows(batch, call, x, &outs);
   *out = std::move(outs);
   return Status::ok();

@@ -65,6 +65,7 @@ struct SequenceRows {
   bool recurrent = false;  // decode: recurrent delta rule
   std::vector<int64_t> capture;  // absolute positions, ascending, at chunk ends
   std::vector<RecurrentSnapshot>* snapshots = nullptr;  // one per capture
+  PrefillCarry* carry = nullptr;  // prefill with a carry: may start or end inside a chunk
 };
 
 // What one forward call over the rows of several sequences needs to know
@@ -115,6 +116,12 @@ class Transformer final : public Model {
   // segments that end on the absolute kGrid grid (and at its last row).
   void delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
                           const float* beta, float* o) const;
+  // The delta rule of one segment [s, e) of a prefill with a carry: a
+  // segment that starts inside a chunk recomputes the chunk from its start
+  // (carry.layers), and one that ends inside it leaves the chunk open there.
+  void delta_rule_with_carry(const LayerWeights& w, SequenceRows& seq, int64_t s, int64_t e, const float* q,
+                             const float* k, const float* v, const float* g, const float* beta, float* ssm,
+                             float* o) const;
   void ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, float* out) const;
 
   WeightRef ref(const MatrixView& m);

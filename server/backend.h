@@ -118,6 +118,8 @@ class Backend {
 
   virtual std::string model_id() const = 0;
   virtual int64_t vocab_size() const = 0;
+  // The model's context length in tokens (0: unknown): the prompt limit.
+  virtual int64_t context_length() const = 0;
   // Ids that end generation (end of text / end of turn).
   virtual std::vector<int32_t> stop_token_ids() const = 0;
 

@@ -69,4 +69,26 @@ bool ConnectionProbe::alive() const {
   return n != 0;  // 0: orderly close; >0: a pipelined request; <0: nothing yet
 }
 
+bool widen_listen_backlog(int port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return false;
+  bool done = false;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    struct stat st;
+    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage local{};
+    socklen_t ll = sizeof local;
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    if (local_port_of(local) == port && listen(static_cast<int>(fd), SOMAXCONN) == 0) done = true;
+  }
+  closedir(dir);
+  return done;
+}
+
 }  // namespace sb

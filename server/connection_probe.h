@@ -23,4 +23,11 @@ class ConnectionProbe {
   int fd_ = -1;
 };
 
+// cpp-httplib (Debian's shared library) listens with a backlog of 5: a burst
+// of clients would wait for SYN retries (1 s, 3 s, ...) before the server
+// even sees them. Listens again, with the system's largest backlog, on this
+// process's listening socket bound to `port` (Linux updates the backlog of a
+// socket that already listens). Returns false when none was found.
+bool widen_listen_backlog(int port);
+
 }  // namespace sb

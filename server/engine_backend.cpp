@@ -76,6 +76,8 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   EngineOptions eo;
   eo.block_tokens = options.block_tokens;
   eo.snapshot_every = options.snapshot_every;
+  eo.max_running = options.max_running;
+  eo.batch_tokens = options.batch_tokens;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   if (options.audit_rate > 0 && b->bank_) {
     AuditOptions ao;
@@ -211,7 +213,12 @@ json EngineBackend::bank_stats_json() const {
                  {"prompt_tokens", e.prompt_tokens},
                  {"cached_tokens", e.cached_tokens},
                  {"modes", modes},
-                 {"check_failures", e.check_failures}};
+                 {"check_failures", e.check_failures},
+                 {"running", engine_->running()},
+                 {"waiting", engine_->waiting()},
+                 {"steps", e.steps},
+                 {"step_tokens", e.step_tokens},
+                 {"peak_batch", e.peak_batch}};
   AuditStats a = auditor_ ? auditor_->stats() : AuditStats{};
   j["audit"] = {{"rate", options_.audit_rate}, {"offered", a.offered},       {"audits", a.audits},
                 {"mismatches", a.mismatches},  {"quarantined", a.quarantined}, {"dropped", a.dropped},

@@ -35,6 +35,8 @@ struct EngineBackendOptions {
   BankOptions bank;                 // the model's schema is filled in by open()
   uint32_t block_tokens = 256;
   int64_t snapshot_every = 2048;
+  int max_running = 8;              // the engine's continuous batching (engine/engine.h)
+  int64_t batch_tokens = 512;
   double audit_rate = 0.0;          // in [0, 1]
 };
 
@@ -45,6 +47,7 @@ class EngineBackend : public Backend {
 
   std::string model_id() const override { return options_.model_id; }
   int64_t vocab_size() const override { return model_->vocab_size(); }
+  int64_t context_length() const override { return model_->config().max_position_embeddings; }
   std::vector<int32_t> stop_token_ids() const override { return tokenizer_->stop_tokens(); }
   Status encode(const std::string& text, std::vector<int32_t>* ids) const override;
   std::string token_bytes(int32_t id) const override;

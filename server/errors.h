@@ -45,6 +45,9 @@ inline ApiError not_found(std::string param, std::string message, std::string co
 inline ApiError overloaded(int status, std::string message) {
   return ApiError{status, std::move(message), "server_error", "", status == 429 ? "queue_full" : "unavailable"};
 }
+inline ApiError deadline_error(std::string message) {
+  return ApiError{504, std::move(message), "server_error", "", "deadline_exceeded"};
+}
 inline ApiError internal_error(const std::string& request_id) {
   return ApiError{500, "internal error (request " + request_id + "); see the server log", "server_error", "",
                   "internal_error"};

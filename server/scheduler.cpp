@@ -62,8 +62,8 @@ void Scheduler::work() {
     }
     Status status;
     CompletionResult result;
-    if (job->cancelled) {
-      status = Status::cancelled("cancelled before it started");
+    if (job->should_stop()) {
+      status = Status::cancelled(job->cancelled ? "cancelled before it started" : "past its deadline before it started");
       result.finish_reason = "cancelled";
     } else {
       try {

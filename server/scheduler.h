@@ -1,5 +1,6 @@
-// Scheduler: a bounded queue of completion jobs in front of the model
-// workers.
+// Scheduler: a bounded queue of completion jobs in front of the engine.
+// `workers` threads (the engine's max_running) each hand one job to the
+// backend and wait for it, so the engine batches up to that many at once.
 //
 // Promises:
 //  1. submit() never blocks: a full queue is kFull (the route answers 429), a
@@ -7,9 +8,9 @@
 //  2. Every submitted job ends exactly once: its `done` flag is set and its
 //     waiters are woken, whether it ran, failed or was cancelled before it
 //     started.
-//  3. A job whose `cancelled` flag is set before a worker takes it never
-//     reaches the engine; one set while it runs stops it at the next token
-//     (the engine's on_token returns false).
+//  3. A job that is cancelled (its flag, or its deadline passed) before a
+//     worker takes it never reaches the engine; one cancelled while it runs
+//     stops at the engine's next step (request.cancelled() says so).
 //  4. drain() returns when the queue is empty and no worker runs, or at the
 //     deadline (then it cancels what is left and returns false).
 // Thread safety: every method may be called from any thread.
@@ -34,13 +35,18 @@ namespace sb {
 class Backend;
 
 struct Job {
-  CompletionRequest request;  // request.on_token is set by the submitter
-  std::atomic<bool> cancelled{false};
+  using Clock = std::chrono::steady_clock;
 
-  // Guarded by mu: events for a stream, and the outcome.
+  CompletionRequest request;  // request.on_token and .cancelled are set by the submitter
+  std::atomic<bool> cancelled{false};  // the client is gone
+  Clock::time_point deadline = Clock::time_point::max();
+
+  bool past_deadline() const { return Clock::now() >= deadline; }
+  bool should_stop() const { return cancelled.load() || past_deadline(); }
+
+  // Guarded by mu: the outcome.
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::string> events;
   bool done = false;
   Status status;
   CompletionResult result;

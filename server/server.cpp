@@ -6,8 +6,9 @@
 #include <cstdio>
 #include <random>
 
+#include "server/connection_limit.h"
 #include "server/connection_probe.h"
-#include "server/decoding_rules.h"
+#include "server/event_channel.h"
 #include "server/generation.h"
 #include "server/namespace.h"
 #include "server/sse.h"
@@ -55,15 +56,23 @@ Server::Server(Backend* backend, ServerOptions options)
     : backend_(backend),
       options_(std::move(options)),
       http_(std::make_unique<httplib::Server>()),
-      scheduler_(backend, options_.workers, options_.max_queue) {
+      scheduler_(backend, options_.max_running, options_.max_queue) {
   options_.limits.vocab_size = backend_->vocab_size();
+  // The prompt never exceeds the model's context length.
+  const int64_t context = backend_->context_length();
+  if (context > 0 && (options_.limits.max_prompt_tokens <= 0 || options_.limits.max_prompt_tokens > context))
+    options_.limits.max_prompt_tokens = context;
   started_at_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  int threads = options_.http_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Every running and queued completion holds a connection thread; the
+  // spares answer /health, /metrics, 429s and idle keep-alive connections.
+  const size_t threads = static_cast<size_t>(options_.max_running) + options_.max_queue +
+                         static_cast<size_t>(std::max(1, options_.spare_threads));
+  http_->new_task_queue = [threads] { return new ConnectionLimit(threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_keep_alive_timeout(2);
   http_->set_tcp_nodelay(true);  // a streamed token should not wait for an ACK
-  http_->set_read_timeout(30);
+  http_->set_read_timeout(options_.io_timeout);
+  http_->set_write_timeout(options_.io_timeout);
   install_routes();
 }
 
@@ -118,6 +127,17 @@ Server::Route Server::guarded(Route fn, bool admin) {
 }
 
 void Server::install_routes() {
+
+  // Beyond the connection cap only the cheap routes are served.
+  http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!ConnectionLimit::over_capacity() || req.path == "/health" || req.path == "/metrics")
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 503;
+    res.set_header("Retry-After", "1");
+    res.set_header("Connection", "close");
+    res.set_content(dump_json(overloaded(503, "too many connections; retry later").to_json()), kJson);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining_) {
       res.status = 503;
@@ -173,264 +193,192 @@ void Server::install_routes() {
   });
 }
 
+// One completion in flight: the scheduler's job, the response builder, and
+// for a stream the channel its events travel through.
+struct Server::Call {
+  std::shared_ptr<Job> job;
+  std::shared_ptr<Generation> generation;
+  std::shared_ptr<EventChannel> events;  // streaming only
+  bool stream = false;
+  std::string request_id;
+};
+
 void Server::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
   const auto arrived = Clock::now();
-  std::string request_id = next_request_id();
+  const std::string request_id = next_request_id();
   res.set_header("X-Request-Id", request_id);
   {
     std::lock_guard<std::mutex> lock(active_mu_);
     ++active_;
   }
-  // Ends this response's share of active_ (at once, or when the stream ends).
-  auto release = [this] {
-    {
-      std::lock_guard<std::mutex> lock(active_mu_);
-      --active_;
-    }
-    active_cv_.notify_all();
-  };
   bool streaming = false;
   try {
-    const Tenant* tenant = check_auth(req);
+    CompletionInput in;
+    in.tenant = check_auth(req);
     if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
-    nlohmann::ordered_json body = parse_body(req.body, options_.limits);
-    CacheMode cache_mode = parse_cache_mode(req.get_header_value("X-Cache-Mode"));
-
-    auto job = std::make_shared<Job>();
-    CompletionRequest& creq = job->request;
-    GenerationSetup setup;
-    setup.chat = chat;
-    setup.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    setup.model = backend_->model_id();
-    setup.stop_token_ids = backend_->stop_token_ids();
-    std::unique_ptr<ChatOutput> chat_output;
-    const CommonParams* common = nullptr;
-    ChatParams chat_params;
-    CompletionParams completion_params;
-    const char* prompt_param = "prompt";
-    std::shared_ptr<const constrain::Grammar> grammar;
-    if (chat) {
-      chat_params = parse_chat_params(body, options_.limits);
-      common = &chat_params;
-      prompt_param = "messages";
-      const bool calls_forced = chat_params.tool_choice == "required" || chat_params.tool_choice_named;
-      // A constrained reply is the answer itself: unless the request asks
-      // for thinking, the template is told to leave it out.
-      if ((calls_forced || chat_params.response_grammar) && !chat_params.enable_thinking) chat_params.enable_thinking = false;
-      ChatPrompt rendered;
-      Status s = backend_->render_chat(chat_params, &rendered);
-      if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};
-      grammar = chat_params.response_grammar;
-      if (calls_forced) {
-        nlohmann::ordered_json callable = nlohmann::ordered_json::array();
-        for (const auto& t : chat_params.tools)
-          if (!chat_params.tool_choice_named || t["function"]["name"] == chat_params.tool_choice) callable.push_back(t);
-        std::shared_ptr<constrain::Grammar> calls;
-        s = constrain::Grammar::tool_calls(callable,
-                                           rendered.flavour == ChatFlavour::kQwen35Xml ? constrain::Grammar::CallSyntax::kXml
-                                                                                      : constrain::Grammar::CallSyntax::kJson,
-                                           chat_params.parallel_tool_calls, &calls);
-        if (!s) throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
-        grammar = calls;
-      }
-      if (grammar && rendered.opens_thinking) grammar = constrain::Grammar::after_reasoning(grammar);
-      if (!chat_params.parallel_tool_calls) setup.max_tool_calls = 1;
-      creq.prompt = std::move(rendered.ids);
-      creq.message_boundary = rendered.message_boundary;
-      setup.logprobs = chat_params.logprobs ? chat_params.top_logprobs : -1;
-      creq.top_logprobs = chat_params.top_logprobs;
-      chat_output = backend_->new_chat_output(chat_params, rendered);
-      setup.id = "chatcmpl-" + request_id;
-    } else {
-      completion_params = parse_completion_params(body, options_.limits);
-      common = &completion_params;
-      if (completion_params.prompt_is_text) {
-        Status s = backend_->encode(completion_params.prompt_text, &creq.prompt);
-        if (!s) throw ApiException{bad_request("prompt", "cannot tokenize the prompt: " + s.message())};
-        if (creq.prompt.empty()) throw ApiException{bad_request("prompt", "the prompt has no tokens")};
-        setup.echo_text = completion_params.prompt_text;
-      } else {
-        creq.prompt = completion_params.prompt_ids;
-        if (completion_params.echo) {
-          auto ts = backend_->new_text_stream();
-          for (int32_t id : creq.prompt) setup.echo_text += ts->push(id);
-          setup.echo_text += ts->finish();
-        }
-      }
-      setup.logprobs = completion_params.logprobs;
-      setup.echo = completion_params.echo;
-      creq.top_logprobs = std::max(0, completion_params.logprobs);
-      creq.echo = completion_params.echo && completion_params.logprobs >= 0;
-      setup.id = "cmpl-" + request_id;
-      grammar = completion_params.response_grammar;
-    }
-    if (!common->model.empty() && common->model != backend_->model_id())
-      throw ApiException{not_found("model", "the model '" + common->model + "' does not exist; this server serves '" +
-                                                backend_->model_id() + "'",
-                                   "model_not_found")};
-    int64_t n_prompt = static_cast<int64_t>(creq.prompt.size());
-    if (options_.limits.max_prompt_tokens > 0 && n_prompt > options_.limits.max_prompt_tokens)
-      throw ApiException{too_large(prompt_param,
-                                   "the prompt has " + std::to_string(n_prompt) + " tokens, more than the limit of " +
-                                       std::to_string(options_.limits.max_prompt_tokens),
-                                   "context_length_exceeded")};
-    creq.max_tokens = common->max_tokens;
-    creq.sampling = common->sampling;
-    if (!common->seed_given) {
-      // A fresh seed per request, reported in the response so it can be
-      // replayed; 53 bits, so that JavaScript clients read it back exactly.
-      static thread_local std::mt19937_64 seeds(std::random_device{}());
-      creq.sampling.seed = seeds() >> 11;
-    }
-    setup.seed = creq.sampling.seed;
-    {
-      DecodingRules rules;
-      rules.presence_penalty = common->presence_penalty;
-      rules.frequency_penalty = common->frequency_penalty;
-      rules.repetition_penalty = common->repetition_penalty;
-      rules.logit_bias = common->logit_bias;
-      rules.grammar = grammar;
-      rules.vocabulary = backend_->vocabulary();
-      if (grammar && !rules.vocabulary)
-        throw ApiException{bad_request(chat ? "tool_choice" : "response_format",
-                                       "this server's model cannot constrain its output")};
-      if (rules.repetition_penalty != 1.0f) rules.prompt = creq.prompt;
-      if (!rules.empty()) {
-        auto shared = std::make_shared<const DecodingRules>(std::move(rules));
-        creq.make_processor = [shared] { return shared->make(); };
-      }
-    }
-    creq.stop_tokens = setup.stop_token_ids;
-    creq.cache_mode = cache_mode;
-    creq.name_space = request_namespace(tenant, common->has_cache_salt, common->cache_salt);
-    if (!options_.shared_tenant.empty() && tenant != nullptr && tenant->name != options_.shared_tenant) {
-      const Tenant shared{options_.shared_tenant, false};
-      creq.shared_name_space = request_namespace(&shared, false, "");
-    }
-    setup.stream = common->stream;
-    setup.include_usage = common->include_usage;
-    setup.stop = common->stop;
-    setup.prompt_ids = creq.prompt;
-
-    auto gen = std::make_shared<Generation>(*backend_, std::move(setup), std::move(chat_output));
-    auto first_token_at = std::make_shared<std::atomic<int64_t>>(-1);
-    Job* raw = job.get();  // the job outlives every call of these callbacks
-    creq.on_token = [raw, gen, first_token_at, arrived, streaming = common->stream](const GeneratedToken& t) {
-      if (first_token_at->load() < 0)
-        first_token_at->store(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - arrived).count());
-      if (raw->cancelled) return false;
-      std::vector<std::string> events;
-      bool more = gen->on_token(t, &events);
-      if (streaming && !events.empty()) {
-        {
-          std::lock_guard<std::mutex> lock(raw->mu);
-          for (auto& e : events) raw->events.push_back(std::move(e));
-        }
-        raw->cv.notify_all();
-      }
-      return more && !raw->cancelled;
-    };
-    job->on_done = [this, gen, first_token_at, request_id, chat, streaming = common->stream](Job& j) {
-      // A stop string ends generation through on_token; that is a normal end.
-      if (j.status.code() == Code::kCancelled && gen->stopped_early() && !j.cancelled) j.status = Status::ok();
-      if (j.status) {
-        double ttft_ms = first_token_at->load() >= 0 ? first_token_at->load() / 1000.0 : j.result.ttft_ms;
-        metrics_.record_completion(j.result.restore, static_cast<int64_t>(j.request.prompt.size()),
-                                   static_cast<int64_t>(j.result.tokens.size()), ttft_ms);
-        activity_.record(CompletedRequest{
-            request_id,
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-            chat ? "/v1/chat/completions" : "/v1/completions", j.request.name_space,
-            static_cast<int64_t>(j.request.prompt.size()), static_cast<int64_t>(j.result.tokens.size()), ttft_ms,
-            j.result.restore});
-      } else if (j.status.code() != Code::kCancelled) {
-        log_internal(request_id, j.status.to_string());
-      }
-      if (!streaming) return;
-      std::vector<std::string> events;
-      if (j.status) {
-        gen->finish_stream(j.result, &events);
-      } else if (j.status.code() != Code::kCancelled) {
-        events.push_back(sse_event(internal_error(request_id).to_json()));
-        events.push_back(sse_done());
-      }
-      for (auto& e : events) j.events.push_back(std::move(e));
-    };
-
-    if (common->stream) {
-      std::vector<std::string> opening;
-      gen->start_stream(&opening);
-      for (auto& e : opening) job->events.push_back(std::move(e));
-    }
-    switch (scheduler_.submit(job)) {
-      case Scheduler::Submit::kOk: break;
-      case Scheduler::Submit::kFull:
-        throw ApiException{overloaded(429, "too many requests are waiting; retry later")};
-      case Scheduler::Submit::kClosed: throw ApiException{overloaded(503, "the server is shutting down")};
-    }
-
-    if (common->stream) {
+    in.body = req.body;
+    in.cache_mode_header = req.get_header_value("X-Cache-Mode");
+    in.chat = chat;
+    in.shared_tenant = options_.shared_tenant;
+    in.request_id = request_id;
+    std::shared_ptr<Call> call = start_call(prepare_completion(*backend_, options_.limits, in), arrived, request_id);
+    submit(*call);
+    if (call->stream) {
       streaming = true;
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [this, job](size_t, httplib::DataSink& sink) {
-            for (;;) {
-              std::deque<std::string> batch;
-              bool done;
-              {
-                std::unique_lock<std::mutex> lock(job->mu);
-                job->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !job->events.empty() || job->done; });
-                batch.swap(job->events);
-                done = job->done;
-              }
-              for (const auto& e : batch) {
-                if (!sink.write(e.data(), e.size())) {
-                  job->cancelled = true;
-                  return false;
-                }
-              }
-              if (done) {
-                sink.done();
-                // The last event is written: only now may an audit look at it.
-                if (job->status && !job->cancelled) backend_->response_finished(job->request, job->result);
-                return true;
-              }
-              if (batch.empty() && !sink.is_writable()) {
-                job->cancelled = true;
-                return false;
-              }
-            }
-          },
-          [job, release](bool) {
-            job->cancelled = true;  // a no-op when it finished; stops it when the stream broke
-            release();
-          });
+      stream_response(call, res);  // the stream's end releases the response
       return;
     }
-
-    ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
-    std::unique_lock<std::mutex> lock(job->mu);
-    while (!job->done) {
-      job->cv.wait_for(lock, std::chrono::milliseconds(100));
-      if (!job->done && !job->cancelled && !probe.alive()) job->cancelled = true;
-    }
-    if (job->cancelled) {
-      res.status = 499;  // nobody is listening; nginx's code for it
-    } else if (!job->status) {
-      throw ApiException{internal_error(request_id)};
-    } else {
-      res.set_content(dump_json(gen->response(job->result)), kJson);
-      // The response is complete; the audit (if any) starts from here.
-      backend_->response_finished(job->request, job->result);
-    }
+    respond_when_done(*call, req, res);
   } catch (const ApiException& e) {
+    if (e.error.status == 429) res.set_header("Retry-After", "1");
     respond_error(res, e.error);
   } catch (const std::exception& e) {
     log_internal(request_id, e.what());
     respond_error(res, internal_error(request_id));
   }
-  if (!streaming) release();
+  if (!streaming) release_active();
+}
+
+std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Clock::time_point arrived,
+                                                 const std::string& request_id) {
+  auto call = std::make_shared<Call>();
+  const bool chat = prepared.setup.chat;
+  call->stream = prepared.setup.stream;
+  call->request_id = request_id;
+  call->job = std::make_shared<Job>();
+  if (options_.request_timeout.count() > 0) call->job->deadline = arrived + options_.request_timeout;
+  call->generation = std::make_shared<Generation>(*backend_, std::move(prepared.setup), std::move(prepared.chat_output));
+  if (call->stream) call->events = std::make_shared<EventChannel>();
+
+  CompletionRequest& creq = call->job->request;
+  creq = std::move(prepared.request);
+  Job* job = call->job.get();  // the job outlives every call of these callbacks
+  auto gen = call->generation;
+  auto events = call->events;
+  // Time to first token counts from arrival: the queue is part of it.
+  auto first_token_at = std::make_shared<std::atomic<int64_t>>(-1);
+  creq.cancelled = [job] { return job->should_stop(); };
+  creq.on_token = [job, gen, events, first_token_at, arrived](const GeneratedToken& t) {
+    if (first_token_at->load() < 0)
+      first_token_at->store(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - arrived).count());
+    if (job->cancelled) return false;
+    std::vector<std::string> out;
+    const bool more = gen->on_token(t, &out);
+    if (events) events->push(std::move(out));
+    return more && !job->cancelled;
+  };
+  job->on_done = [this, gen, events, first_token_at, request_id, chat,
+                  timeout = options_.request_timeout](Job& j) {
+    // A stop string ends generation through on_token; that is a normal end.
+    // The deadline ends it through cancelled(): a 504.
+    const bool cut = j.status.code() == Code::kCancelled || j.result.finish_reason == "cancelled";
+    if (cut && !j.cancelled && gen->stopped_early()) j.status = Status::ok();
+    else if (cut && !j.cancelled && j.past_deadline())
+      j.status = Status::exhausted("the request did not finish within its deadline of " +
+                                   std::to_string(timeout.count()) + " s");
+    if (j.status) {
+      double ttft_ms = first_token_at->load() >= 0 ? first_token_at->load() / 1000.0 : j.result.ttft_ms;
+      metrics_.record_completion(j.result.restore, static_cast<int64_t>(j.request.prompt.size()),
+                                 static_cast<int64_t>(j.result.tokens.size()), ttft_ms);
+      activity_.record(CompletedRequest{
+          request_id,
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+          chat ? "/v1/chat/completions" : "/v1/completions", j.request.name_space,
+          static_cast<int64_t>(j.request.prompt.size()), static_cast<int64_t>(j.result.tokens.size()), ttft_ms,
+          j.result.restore});
+    } else if (j.status.code() != Code::kCancelled && j.status.code() != Code::kResourceExhausted) {
+      log_internal(request_id, j.status.to_string());
+    }
+    if (!events) return;
+    std::vector<std::string> out;
+    if (j.status) {
+      gen->finish_stream(j.result, &out);
+    } else if (j.status.code() == Code::kResourceExhausted) {
+      out.push_back(sse_event(deadline_error(j.status.message()).to_json()));
+      out.push_back(sse_done());
+    } else if (j.status.code() != Code::kCancelled) {
+      out.push_back(sse_event(internal_error(request_id).to_json()));
+      out.push_back(sse_done());
+    }
+    events->push(std::move(out));
+    events->close();
+  };
+  if (call->stream) {
+    std::vector<std::string> opening;
+    call->generation->start_stream(&opening);
+    call->events->push(std::move(opening));
+  }
+  return call;
+}
+
+void Server::submit(const Call& call) {
+  switch (scheduler_.submit(call.job)) {
+    case Scheduler::Submit::kOk: return;
+    case Scheduler::Submit::kFull: throw ApiException{overloaded(429, "too many requests are waiting; retry later")};
+    case Scheduler::Submit::kClosed: throw ApiException{overloaded(503, "the server is shutting down")};
+  }
+}
+
+void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, call](size_t, httplib::DataSink& sink) {
+        for (;;) {
+          bool closed = false;
+          const std::deque<std::string> batch = call->events->take(std::chrono::milliseconds(100), &closed);
+          for (const auto& e : batch) {
+            if (!sink.write(e.data(), e.size())) {
+              call->job->cancelled = true;
+              return false;
+            }
+          }
+          if (closed) {
+            sink.done();
+            // The last event is written: only now may an audit look at it.
+            const Job& job = *call->job;
+            if (job.status && !job.cancelled) backend_->response_finished(job.request, job.result);
+            return true;
+          }
+          if (batch.empty() && !sink.is_writable()) {
+            call->job->cancelled = true;
+            return false;
+          }
+        }
+      },
+      [this, call](bool) {
+        call->job->cancelled = true;  // a no-op when it finished; stops it when the stream broke
+        release_active();
+      });
+}
+
+void Server::respond_when_done(const Call& call, const httplib::Request& req, httplib::Response& res) {
+  Job& job = *call.job;
+  ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
+  std::unique_lock<std::mutex> lock(job.mu);
+  while (!job.done) {
+    job.cv.wait_for(lock, std::chrono::milliseconds(100));
+    if (!job.done && !job.cancelled && !probe.alive()) job.cancelled = true;
+  }
+  if (job.cancelled) {
+    res.status = 499;  // nobody is listening; nginx's code for it
+  } else if (job.status.code() == Code::kResourceExhausted) {
+    throw ApiException{deadline_error(job.status.message())};
+  } else if (!job.status) {
+    throw ApiException{internal_error(call.request_id)};
+  } else {
+    res.set_content(dump_json(call.generation->response(job.result)), kJson);
+    // The response is complete; the audit (if any) starts from here.
+    backend_->response_finished(job.request, job.result);
+  }
+}
+
+void Server::release_active() {
+  {
+    std::lock_guard<std::mutex> lock(active_mu_);
+    --active_;
+  }
+  active_cv_.notify_all();
 }
 
 Status Server::bind(int* port) {
@@ -444,6 +392,10 @@ Status Server::bind(int* port) {
                               " (in use, or not an address of this machine)");
     *port = options_.port;
   }
+  // A burst of clients must reach the queue (and its 429), not wait in SYN
+  // retries behind cpp-httplib's backlog of 5.
+  if (!widen_listen_backlog(*port))
+    std::fprintf(stderr, "statebank serve: could not widen the listen backlog of port %d\n", *port);
   return Status::ok();
 }
 

@@ -15,12 +15,23 @@
 //     namespace the request's bank state lives in (server/namespace.h). The
 //     bank admin routes (/v1/bank, /metrics: they show every tenant's
 //     traffic) need an admin key (else 403); check_admin() is their guard.
-//  3. Completions queue for the model workers (server/scheduler.h): a full
-//     queue is 429, a server that is shutting down answers 503.
-//  4. A client that disconnects cancels its request at the next token.
-//  5. shutdown() finishes what was accepted, stops listening, then flushes
+//  3. Completions queue in front of the engine (server/scheduler.h), which
+//     batches up to max_running of them: a full queue is 429 with
+//     Retry-After, a server that is shutting down answers 503.
+//  4. A client that disconnects cancels its request at the engine's next
+//     step; a request still running at its deadline (request_timeout from
+//     arrival) is cancelled there too and answered 504 (a stream ends with
+//     an error event).
+//  5. Connections are capped (server/connection_limit.h): enough threads for
+//     every running and queued completion plus spares, so /health and
+//     /metrics are answered at once under full load; a connection beyond the
+//     cap is answered 503 at once. Reads and writes time out per call
+//     (io_timeout), so a slow client holds a thread for a bounded time.
+//  6. The prompt is limited to the model's context length, or less
+//     (limits.max_prompt_tokens).
+//  7. shutdown() finishes what was accepted, stops listening, then flushes
 //     the bank's SSD write queue, all within the deadline.
-//  6. The operator's routes need the admin key when keys are configured
+//  8. The operator's routes need the admin key when keys are configured
 //     (check_admin); the page itself is static and public (it holds no data,
 //     and asks for the key when the API answers 401).
 // Thread safety: construct, bind() and serve() from one thread; shutdown()
@@ -39,6 +50,7 @@
 #include "common/status.h"
 #include "server/activity.h"
 #include "server/backend.h"
+#include "server/completion_setup.h"
 #include "server/metrics.h"
 #include "server/namespace.h"
 #include "server/request_parse.h"
@@ -60,15 +72,20 @@ struct ServerOptions {
   // (server/namespace.h); empty: none. REQUIRES: a tenant of `keys`.
   std::string shared_tenant;
   size_t max_body_bytes = 16u << 20;
-  ParseLimits limits;                // vocab_size is taken from the backend
-  int workers = 1;                   // model worker threads
-  size_t max_queue = 64;             // waiting jobs before 429
-  int http_threads = 32;             // connections served at once
+  ParseLimits limits;                // vocab_size is taken from the backend; max_prompt_tokens
+                                     // 0 or above the context length means the context length
+  int max_running = 8;               // completions handed to the backend at once (the engine's)
+  size_t max_queue = 64;             // waiting completions before 429
+  int spare_threads = 16;            // connection threads beyond running + queued completions
+  std::chrono::seconds io_timeout{10};         // one read or write on a connection
+  std::chrono::seconds request_timeout{1800};  // a completion from arrival to its end; 0: none
   std::chrono::milliseconds shutdown_deadline{30000};
 };
 
 class Server {
  public:
+  using Clock = std::chrono::steady_clock;
+
   Server(Backend* backend, ServerOptions options);
   ~Server();
 
@@ -82,9 +99,18 @@ class Server {
   bool idle() const { return scheduler_.queued() == 0 && scheduler_.running() == 0; }
 
  private:
+  struct Call;  // one completion in flight
+
   void install_routes();
   void install_bank_routes();  // server/bank_routes.cpp
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  // The steps of handle_completion.
+  std::shared_ptr<Call> start_call(PreparedCompletion prepared, Clock::time_point arrived,
+                                   const std::string& request_id);
+  void submit(const Call& call);  // throws 429 / 503
+  void stream_response(const std::shared_ptr<Call>& call, httplib::Response& res);
+  void respond_when_done(const Call& call, const httplib::Request& req, httplib::Response& res);
+
   void respond_error(httplib::Response& res, const ApiError& e);
   // The tenant of the presented key (null without keys); throws ApiException.
   const Tenant* check_auth(const httplib::Request& req) const;
@@ -96,6 +122,7 @@ class Server {
   // `admin`), errors as OpenAI-shaped responses.
   Route guarded(Route fn, bool admin = false);
   std::string next_request_id();
+  void release_active();  // one completion response fully written
 
   Backend* backend_;
   ServerOptions options_;

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds the release and
 # the sanitizer flavours, and runs the test suite (label `fast`; pass
-# `--long` for the longer labelled runs too). Prints one closing line
-# "N passed, N failed" over every ctest run.
+# `--long` for the longer labelled runs too): release with `fast`, ASan+UBSan
+# with `sanitize`, ThreadSanitizer with `tsan` (the concurrency tests; only
+# their binaries are built). Prints one closing line "N passed, N failed"
+# over every ctest run.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 long=0
@@ -41,5 +43,6 @@ labels="fast"
 ((long)) && labels="fast|long"
 run_suite release "$labels"
 run_suite asan "sanitize"
+run_suite tsan "tsan"
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -7,6 +7,7 @@
 #include "bank/format.h"
 #include "tests/bank/ssd_test_util.h"
 #include "tests/util/redis_server.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {

@@ -43,6 +43,8 @@ struct Case {
   bool decode = false;
   std::vector<int64_t> capture;
   LogitRows logits = LogitRows::kLast;
+  bool use_carry = false;  // the history and the step share a PrefillCarry
+  PrefillCarry carry;
 };
 
 class BatchInvariance : public ::testing::TestWithParam<Arch> {
@@ -58,9 +60,12 @@ class BatchInvariance : public ::testing::TestWithParam<Arch> {
     c.state = model_->new_state();
     const int64_t history = std::uniform_int_distribution<int64_t>(0, 3)(rng) * kGrid +
                             (rng() % 3 == 0 ? std::uniform_int_distribution<int64_t>(1, 63)(rng) : 0);
+    c.use_carry = rng() % 2 == 0;
     if (history > 0) {
       PrefillOutput ignored;
-      EXPECT_TRUE(model_->prefill(c.state, tokens(rng, history), {}, &ignored).is_ok());
+      PrefillOptions o;
+      if (c.use_carry) o.carry = &c.carry;
+      EXPECT_TRUE(model_->prefill(c.state, tokens(rng, history), o, &ignored).is_ok());
     }
     c.decode = history > 0 && rng() % 2 == 0;
     const int64_t n = c.decode ? 1 : std::uniform_int_distribution<int64_t>(1, 150)(rng);
@@ -80,9 +85,10 @@ class BatchInvariance : public ::testing::TestWithParam<Arch> {
     return c;
   }
 
-  SequenceStep step_of(Case& c, State* state) const {
+  SequenceStep step_of(Case& c, State* state, PrefillCarry* carry) const {
     SequenceStep s;
     s.state = state;
+    if (c.use_carry && !c.decode) s.carry = carry;
     s.tokens = c.tokens;
     s.decode = c.decode;
     s.capture_positions = c.capture;
@@ -100,11 +106,15 @@ TEST_P(BatchInvariance, EverySequenceGetsTheBitsItGetsAlone) {
     for (int i = 0; i <= others; ++i) cases.push_back(random_case(rng));
     // Alone: each on a copy of its state.
     std::vector<State> alone_states;
+    std::vector<PrefillCarry> alone_carries;
     std::vector<SequenceOutput> alone;
+    alone_states.reserve(cases.size());
+    alone_carries.reserve(cases.size());
     for (Case& c : cases) {
       alone_states.push_back(c.state);
+      alone_carries.push_back(c.carry);
       std::vector<SequenceOutput> out;
-      SequenceStep s = step_of(c, &alone_states.back());
+      SequenceStep s = step_of(c, &alone_states.back(), &alone_carries.back());
       ASSERT_TRUE(model_->forward(std::span<const SequenceStep>(&s, 1), &out).is_ok());
       alone.push_back(std::move(out[0]));
     }
@@ -113,7 +123,7 @@ TEST_P(BatchInvariance, EverySequenceGetsTheBitsItGetsAlone) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     std::vector<SequenceStep> batch;
-    for (size_t i : order) batch.push_back(step_of(cases[i], &cases[i].state));
+    for (size_t i : order) batch.push_back(step_of(cases[i], &cases[i].state, &cases[i].carry));
     std::vector<SequenceOutput> together;
     ASSERT_TRUE(model_->forward(batch, &together).is_ok());
     ASSERT_EQ(together.size(), cases.size());

@@ -61,6 +61,33 @@ TEST(DeltaRule, ChunkedAndRecurrentFormsAgree) {
   }
 }
 
+// What PrefillCarry relies on: the chunked form's output row i reads only
+// rows <= i and the state at the chunk's start, so the first t rows of a
+// chunk give the bits of the whole chunk's first t output rows.
+TEST(DeltaRule, AChunksFirstRowsGiveTheWholeChunksFirstOutputs) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(8);
+  const int64_t L = 64, nk = 2, nv = 4, dk = 16, dv = 24;
+  auto q = randn(rng, L * nk * dk), key = randn(rng, L * nk * dk), v = randn(rng, L * nv * dv);
+  normalise_heads(q, dk, 1.0f / 4.0f);
+  normalise_heads(key, dk, 1.0f);
+  std::vector<float> g(L * nv), beta(L * nv);
+  std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
+  for (auto& x : g) x = ug(rng);
+  for (auto& x : beta) x = ub(rng);
+  const auto state0 = randn(rng, nv * dk * dv, 0.5f);
+  std::vector<float> s_all = state0, o_all(L * nv * dv);
+  DeltaRuleInput all{L, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
+  k->delta_rule_chunk(all, s_all.data(), o_all.data());
+  for (int64_t t : {1, 2, 17, 40, 63}) {
+    std::vector<float> s = state0, o(t * nv * dv);
+    DeltaRuleInput part{t, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
+    k->delta_rule_chunk(part, s.data(), o.data());
+    EXPECT_EQ(std::memcmp(o.data(), o_all.data(), o.size() * 4), 0) << "first " << t << " rows";
+  }
+}
+
 TEST(Matmul, EachRowGetsTheSameBitsWhateverTheCall) {
   std::mt19937 rng(5);
   const int64_t M = 37, K = 72, N = 45;  // K and N deliberately not multiples of 16 or 4

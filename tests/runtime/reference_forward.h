@@ -34,9 +34,14 @@ class ReferenceForward {
   // Consumes tokens one at a time; returns the logits after the last one.
   std::vector<double> run(const std::vector<int32_t>& tokens) {
     std::vector<double> x;
-    for (size_t t = 0; t < tokens.size(); ++t) x = step(tokens[t], static_cast<int64_t>(t));
-    rms(x.data(), c_.hidden_size, mat(w_.final_norm()), c_.norm_weight_offset);
-    return matvec(c_.tie_word_embeddings ? w_.embed() : w_.lm_head(), x);
+    for (size_t t = 0; t < tokens.size(); ++t) x = step(tokens[t], position_++);
+    return head(x);
+  }
+  // Consumes one more token; returns the logits after it, or nothing when
+  // they are not wanted (the reference logits tool, reference_logits.cpp).
+  std::vector<double> next(int32_t token, bool want_logits = true) {
+    std::vector<double> x = step(token, position_++);
+    return want_logits ? head(std::move(x)) : std::vector<double>{};
   }
 
  private:
@@ -46,6 +51,11 @@ class ReferenceForward {
     std::vector<double> S;                       // [n_v, dk, dv]
     std::vector<std::vector<double>> raw;        // qsa raw indexer keys
   };
+
+  std::vector<double> head(std::vector<double> x) const {
+    rms(x.data(), c_.hidden_size, mat(w_.final_norm()), c_.norm_weight_offset);
+    return matvec(c_.tie_word_embeddings ? w_.embed() : w_.lm_head(), x);
+  }
 
   std::vector<double> mat(const TensorView& t) const {
     std::vector<float> f(t.numel());
@@ -320,6 +330,7 @@ class ReferenceForward {
   const WeightSet& w_;
   Rules rules_;
   std::vector<LayerState> layers_;
+  int64_t position_ = 0;
 };
 
 }  // namespace sb::testing

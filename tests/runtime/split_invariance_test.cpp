@@ -59,6 +59,82 @@ TEST_P(SplitInvariance, RandomGridSplitsGiveIdenticalBits) {
   }
 }
 
+// With a PrefillCarry a prefill may be cut anywhere, not only on the grid:
+// logits, State and captured snapshots stay those of one unsplit prefill.
+TEST_P(SplitInvariance, SplitsAnywhereWithACarryGiveIdenticalBits) {
+  auto model = load_model(tiny_checkpoint(GetParam()), 2);
+  std::mt19937 rng(4242 + static_cast<int>(GetParam()));
+  for (int trial = 0; trial < 3; ++trial) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(70, 230)(rng);
+    auto tokens = random_tokens(rng, n, model->vocab_size());
+    PrefillOptions all;
+    all.all_logits = true;
+    all.capture_positions = {64, 128, n};
+    State whole = model->new_state();
+    PrefillOutput ref;
+    ASSERT_TRUE(model->prefill(whole, tokens, all, &ref).is_ok());
+
+    std::vector<int64_t> cuts;
+    for (int64_t p = 1 + static_cast<int64_t>(rng() % 40); p < n; p += 1 + static_cast<int64_t>(rng() % 50))
+      cuts.push_back(p);
+    cuts.push_back(n);
+    State split = model->new_state();
+    PrefillCarry carry;
+    std::vector<float> logits;
+    std::vector<RecurrentSnapshot> snaps;
+    int64_t at = 0;
+    for (int64_t cut : cuts) {
+      PrefillOutput part;
+      PrefillOptions o = all;
+      o.carry = &carry;
+      ASSERT_TRUE(model->prefill(split, std::span(tokens).subspan(at, cut - at), o, &part).is_ok());
+      logits.insert(logits.end(), part.logits.begin(), part.logits.end());
+      for (auto& snap : part.snapshots) snaps.push_back(std::move(snap));
+      at = cut;
+    }
+    ASSERT_TRUE(split.check_consistent().is_ok());
+    EXPECT_TRUE(same_bits(logits, ref.logits)) << "n=" << n << " trial " << trial;
+    EXPECT_TRUE(split.bitwise_equal(whole)) << "n=" << n << " trial " << trial;
+    ASSERT_EQ(snaps.size(), ref.snapshots.size());
+    for (size_t i = 0; i < snaps.size(); ++i) {
+      EXPECT_EQ(snaps[i].position, ref.snapshots[i].position);
+      for (size_t p = 0; p < snaps[i].parts.size(); ++p)
+        EXPECT_TRUE(same_bits(snaps[i].parts[p], ref.snapshots[i].parts[p])) << "snapshot " << i << " part " << p;
+    }
+    // Decoding on from the split State gives the unsplit one's bits too.
+    std::vector<float> a, b;
+    ASSERT_TRUE(model->decode(split, tokens[0], &a).is_ok());
+    ASSERT_TRUE(model->decode(whole, tokens[0], &b).is_ok());
+    EXPECT_TRUE(same_bits(a, b));
+  }
+}
+
+// Without the carry an off-grid cut changes the Gated DeltaNet's bits (so
+// the test above would notice a carry that did nothing), and a carry that
+// does not continue the State is refused.
+TEST_P(SplitInvariance, OffTheGridCutsNeedTheirCarry) {
+  auto model = load_model(tiny_checkpoint(GetParam()));
+  std::mt19937 rng(31);
+  auto tokens = random_tokens(rng, 100, model->vocab_size());
+  State whole = model->new_state(), cut = model->new_state();
+  PrefillOutput out;
+  ASSERT_TRUE(model->prefill(whole, tokens, {}, &out).is_ok());
+  ASSERT_TRUE(model->prefill(cut, std::span(tokens).first(30), {}, &out).is_ok());
+  ASSERT_TRUE(model->prefill(cut, std::span(tokens).subspan(30), {}, &out).is_ok());
+  EXPECT_EQ(cut.bitwise_equal(whole), !model->schema().has_recurrent());
+
+  State s = model->new_state();
+  PrefillCarry carry;
+  PrefillOptions o;
+  o.carry = &carry;
+  ASSERT_TRUE(model->prefill(s, std::span(tokens).first(30), o, &out).is_ok());
+  EXPECT_EQ(carry.position, 30);
+  PrefillCarry stale;
+  o.carry = &stale;
+  EXPECT_EQ(model->prefill(s, std::span(tokens).subspan(30), o, &out).code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.position(), 30);
+}
+
 TEST_P(SplitInvariance, LastRowLogitsEqualTheAllRowsLogits) {
   auto model = load_model(tiny_checkpoint(GetParam()));
   std::mt19937 rng(99);

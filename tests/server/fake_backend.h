@@ -67,6 +67,7 @@ class FakeBackend : public Backend {
   std::atomic<int> cancelled{0};
   std::atomic<int> per_token_sleep_us{0};
   std::atomic<bool> flushed{false};
+  std::atomic<int64_t> context{1 << 20};  // the model's context length
 
   // While held, complete() waits before its first token (for queue tests).
   void hold() {
@@ -84,6 +85,7 @@ class FakeBackend : public Backend {
 
   std::string model_id() const override { return "fake-model"; }
   int64_t vocab_size() const override { return kFakeVocab; }
+  int64_t context_length() const override { return context.load(); }
   std::vector<int32_t> stop_token_ids() const override { return {kEndOfText, kImEnd}; }
 
   Status encode(const std::string& text, std::vector<int32_t>* ids) const override {
@@ -162,6 +164,12 @@ class FakeBackend : public Backend {
     result->finish_reason = "length";
     for (int64_t i = 0; i < request.max_tokens; ++i) {
       if (int us = per_token_sleep_us.load()) std::this_thread::sleep_for(std::chrono::microseconds(us));
+      // As the engine does before each step.
+      if (request.cancelled && request.cancelled()) {
+        result->finish_reason = "cancelled";
+        cancelled++;
+        break;
+      }
       uint64_t h = hash(p, n, request.sampling.seed) ^ hash(generated, static_cast<int64_t>(generated.size()), 99);
       int32_t tok;
       if (!script.empty()) {

@@ -30,7 +30,7 @@ TEST(ServeLoad, ConcurrentClientsAllEqualToBypass) {
                          "--tokenizer", tok, root + "/model"}),
             0);
   ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir", root + "/bank",
-                       "--block-tokens", "64", "--snapshot-every", "128", "--threads", "1", "--workers", "2",
+                       "--block-tokens", "64", "--snapshot-every", "128", "--threads", "1", "--max-running", "8",
                        "--max-queue", "256"});
   std::atomic<int> requests{0}, errors{0}, cached{0};
   std::mutex report_mu;

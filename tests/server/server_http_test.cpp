@@ -346,7 +346,7 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"stream", true}}.dump();
+    req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}}.dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
       got = true;
@@ -361,7 +361,9 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
     // Not streaming: give up waiting after a moment.
     httplib::Client c("127.0.0.1", ts.port);
     c.set_read_timeout(0, 300000);
-    auto r = c.Post("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 1000}}.dump(), "application/json");
+    // Seed 0: the fake's reply has no end-of-text token before the time-out.
+    auto r = c.Post("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}}.dump(),
+                    "application/json");
     EXPECT_FALSE(r);
   }
   for (int i = 0; i < 300 && ts.backend.cancelled.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -373,7 +375,7 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
 
 TEST(ServerHttp, FullQueueAnswers429) {
   ServerOptions o;
-  o.workers = 1;
+  o.max_running = 1;
   o.max_queue = 1;
   TestServer ts(o);
   ts.backend.hold();

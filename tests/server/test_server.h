@@ -17,7 +17,8 @@ namespace sb::testing {
 
 class TestServer {
  public:
-  explicit TestServer(ServerOptions options = {}) {
+  explicit TestServer(ServerOptions options = {}, int64_t context_length = 1 << 20) {
+    backend.context = context_length;
     options.host = "127.0.0.1";
     options.port = 0;
     server_ = std::make_unique<Server>(&backend, options);

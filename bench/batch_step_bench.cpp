@@ -1,0 +1,107 @@
+// The cost of one batched forward step by its shape: d decode rows (each its
+// own sequence) plus p prefill rows of one more sequence, on one runtime
+// thread, in CPU time (min of --reps), so it reads the same on a loaded
+// machine. Shows how much a decode row costs once the weights are read for
+// the step anyway, which is what continuous batching gains, and what a
+// prefill chunk adds to a step of running decodes (sizing --batch-tokens).
+//
+// usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64]
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "model/model.h"
+
+namespace {
+
+double thread_cpu_ms() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sb::Args args({"reps", "history"}, {});
+  sb::Status s = args.parse(argc, argv);
+  int64_t reps = 3, history = 64;
+  if (s) s = args.get_int("reps", 3, 1, 100, &reps);
+  if (s) s = args.get_int("history", 64, 1, 1 << 20, &history);
+  if (!s || args.positional().size() != 1) {
+    std::fprintf(stderr, "usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64]%s%s\n", s ? "" : ": ",
+                 s ? "" : s.message().c_str());
+    return 2;
+  }
+  std::unique_ptr<sb::Model> model;
+  sb::RuntimeOptions ro;
+  ro.threads = 1;
+  if (!(s = sb::Model::load(args.positional()[0], ro, &model))) {
+    std::fprintf(stderr, "batch_step_bench: %s\n", s.to_string().c_str());
+    return 2;
+  }
+  std::mt19937 rng(1);
+  auto tokens = [&](int64_t n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = static_cast<int32_t>(rng() % 100000);
+    return t;
+  };
+  // Sequences with a history, copied fresh for every measured step.
+  std::vector<sb::State> base;
+  for (int i = 0; i < 9; ++i) {
+    base.push_back(model->new_state());
+    sb::PrefillOutput out;
+    if (!(s = model->prefill(base.back(), tokens(history), {}, &out))) {
+      std::fprintf(stderr, "batch_step_bench: %s\n", s.to_string().c_str());
+      return 1;
+    }
+  }
+  const std::vector<int32_t> next = tokens(9), chunk = tokens(512);
+  auto step_ms = [&](int decodes, int64_t prefill) {
+    double best = 1e300;
+    for (int64_t r = 0; r < reps; ++r) {
+      std::vector<sb::State> states(base.begin(), base.begin() + decodes + 1);
+      std::vector<sb::SequenceStep> batch;
+      for (int d = 0; d < decodes; ++d) {
+        sb::SequenceStep st;
+        st.state = &states[static_cast<size_t>(d)];
+        st.tokens = std::span<const int32_t>(&next[static_cast<size_t>(d)], 1);
+        st.decode = true;
+        batch.push_back(st);
+      }
+      if (prefill > 0) {
+        sb::SequenceStep st;
+        st.state = &states[static_cast<size_t>(decodes)];
+        st.tokens = std::span<const int32_t>(chunk).first(static_cast<size_t>(prefill));
+        st.logits = sb::LogitRows::kNone;
+        batch.push_back(st);
+      }
+      std::vector<sb::SequenceOutput> out;
+      const double t0 = thread_cpu_ms();
+      if (!model->forward(batch, &out)) std::abort();
+      best = std::min(best, thread_cpu_ms() - t0);
+    }
+    return best;
+  };
+  std::printf("one forward step, 1 thread, CPU ms (min of %lld); history %lld tokens per sequence\n",
+              static_cast<long long>(reps), static_cast<long long>(history));
+  std::printf("%8s %8s %10s %14s\n", "decodes", "prefill", "step ms", "ms per row");
+  const double one = step_ms(1, 0);
+  std::printf("%8d %8d %10.1f %14.1f\n", 1, 0, one, one);
+  for (int d : {2, 4, 8}) {
+    const double ms = step_ms(d, 0);
+    std::printf("%8d %8d %10.1f %14.1f   (%.2fx the tokens/s of one)\n", d, 0, ms, ms / d, d * one / ms);
+  }
+  for (int64_t p : {16, 32, 64, 128, 256, 504}) {
+    const double ms = step_ms(p == 504 ? 8 : 7, p);
+    std::printf("%8d %8lld %10.1f %14.1f\n", p == 504 ? 8 : 7, static_cast<long long>(p), ms,
+                ms / static_cast<double>(p + (p == 504 ? 8 : 7)));
+  }
+  return 0;
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""statebank and llama.cpp v0.5.0 side by side in one run, on the same weights.
+
+Run through bench/compare_llama.sh, which builds both and finds numpy and
+llama.cpp's gguf-py. Steps:
+  1. `statebank gen-model --arch qwen3_5 --preset 0.8b --dtype bf16` (the
+     shapes of Qwen3.5-0.8B, random weights) into the work directory;
+  2. the same checkpoint as a BF16 GGUF (tools/gguf/convert.py) and as Q8_0
+     (llama-quantize);
+  3. `llama-bench -lm none` on both files and `runtime_bench` on the
+     checkpoint: pp512, pp2048 and tg128 at each thread count, REPS times;
+  4. one markdown table: the best of the repetitions on each side (the least
+     disturbed run; the mean follows in brackets), the ratio statebank /
+     llama.cpp BF16, llama.cpp Q8_0 for reference (statebank has no int8
+     path), and decode as a fraction of the read-bandwidth bound (weight bytes
+     read per token over runtime_bench's read-only bandwidth probe at that
+     thread count, measured in the same run).
+With --out DIR it writes DIR/runtime.md, DIR/runtime.csv and, with gnuplot,
+DIR/runtime.png. Wall-clock numbers move with load: compare ratios from one
+run on a quiet machine; the report records the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def die(message: str):
+    print(f"compare_llama: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cmd: list[str], quiet: bool = False) -> str:
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL if quiet else None, text=True)
+    if p.returncode != 0:
+        die(f"{cmd[0]} failed ({p.returncode})")
+    return p.stdout
+
+
+def gguf_weight_bytes(path: str) -> int:
+    import gguf  # llama.cpp's gguf-py (compare_llama.sh puts it on PYTHONPATH)
+    return sum(int(t.n_bytes) for t in gguf.GGUFReader(path).tensors)
+
+
+def has_flag(binary: str, flag: str) -> bool:
+    p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+    return p.returncode == 0 and flag in p.stdout
+
+
+def best(samples: list[float]) -> float:
+    return max(samples)
+
+
+def mean(samples: list[float]) -> float:
+    return sum(samples) / len(samples)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main():
+    ap = argparse.ArgumentParser(description="statebank vs llama.cpp speed on the same weights")
+    ap.add_argument("--llama-bin", required=True, help="llama.cpp's build/bin")
+    ap.add_argument("--statebank", default=os.path.join(ROOT, "build/release/statebank"))
+    ap.add_argument("--runtime-bench", default=os.path.join(ROOT, "build/release/bench/runtime_bench"))
+    ap.add_argument("--work", default=os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                                                   "statebank", "compare"))
+    ap.add_argument("--arch", default="qwen3_5")
+    ap.add_argument("--preset", default="0.8b")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--prefill", default="512,2048")
+    ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", default="", help="write runtime.md, runtime.csv, runtime.png here (e.g. docs/bench)")
+    ap.add_argument("--note", default="", help="a line for the report (e.g. 'measured under load')")
+    a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    prefills = [int(n) for n in a.prefill.split(",")]
+    os.makedirs(a.work, exist_ok=True)
+    t_start = time.monotonic()
+    load_before = os.getloadavg()
+
+    # 1-2. The same weights three ways.
+    ckpt = os.path.join(a.work, f"{a.arch}-{a.preset}-bf16")
+    if not os.path.exists(os.path.join(ckpt, "config.json")):
+        run([a.statebank, "gen-model", "--arch", a.arch, "--preset", a.preset, "--dtype", "bf16", ckpt])
+    bf16 = ckpt + ".bf16.gguf"
+    if not os.path.exists(bf16):
+        run([sys.executable, os.path.join(ROOT, "tools/gguf/convert.py"), "--outtype", "bf16", ckpt, bf16])
+    q8 = ckpt + ".q8_0.gguf"
+    if not os.path.exists(q8):
+        run([os.path.join(a.llama_bin, "llama-quantize"), bf16, q8, "Q8_0"], quiet=True)
+
+    # 3. Both benchmarks in the same run.
+    llama = json.loads(run([os.path.join(a.llama_bin, "llama-bench"), "-m", bf16, "-m", q8, "-lm", "none",
+                            "-p", a.prefill, "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"],
+                           quiet=True))
+    bench_cmd = [a.runtime_bench, "--dir", ckpt, "--arch", a.arch, "--preset", a.preset, "--threads", a.threads,
+                 "--prefill", a.prefill, "--decode", str(a.decode), "--reps", str(a.reps), "--json"]
+    precision = "fp32 math on bf16 weights"
+    if has_flag(a.runtime_bench, "--precision"):
+        bench_cmd += ["--precision", "bf16"]
+        precision = "--precision bf16"
+    ours = json.loads(run(bench_cmd))
+    load_after = os.getloadavg()
+
+    # 4. The table.
+    def llama_samples(path: str, test: str, t: int) -> list[float]:
+        for r in llama:
+            name = f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}"
+            if os.path.samefile(r["model_filename"], path) and name == test and r["n_threads"] == t:
+                return [float(x) for x in r["samples_ts"]]
+        die(f"llama-bench gave no {test} at {t} threads for {path}")
+
+    def ours_samples(test: str, t: int) -> list[float]:
+        for r in ours["results"]:
+            if r["test"] == test and r["n_threads"] == t:
+                return [float(x) for x in r["samples_ts"]]
+        die(f"runtime_bench gave no {test} at {t} threads")
+
+    bytes_ours = int(ours["weight_bytes_per_token"])
+    bytes_bf16, bytes_q8 = gguf_weight_bytes(bf16), gguf_weight_bytes(q8)
+    bw = {int(k): float(v) for k, v in ours["read_bandwidth"].items()}
+    tests = [f"pp{n}" for n in prefills] + [f"tg{a.decode}"]
+    rows, csv = [], ["test,threads,statebank,llama_bf16,llama_q8_0"]
+    for test in tests:
+        for t in threads:
+            s, lb, lq = ours_samples(test, t), llama_samples(bf16, test, t), llama_samples(q8, test, t)
+            cells = [test, str(t), f"{best(s):.1f} ({mean(s):.1f})", f"{best(lb):.1f} ({mean(lb):.1f})",
+                     f"{best(s) / best(lb):.2f}x", f"{best(lq):.1f} ({mean(lq):.1f})"]
+            if test.startswith("tg"):
+                cells.append(" / ".join(f"{best(x) * nbytes / bw[t]:.0%}"
+                                        for x, nbytes in ((s, bytes_ours), (lb, bytes_bf16), (lq, bytes_q8))))
+            else:
+                cells.append("")
+            rows.append("| " + " | ".join(cells) + " |")
+            csv.append(f"{test} {t}t,{t},{best(s):.3f},{best(lb):.3f},{best(lq):.3f}")
+    table = "\n".join(
+        ["| test | threads | statebank t/s | llama.cpp BF16 t/s | statebank / llama.cpp BF16 | llama.cpp Q8_0 t/s | "
+         "decode / read-bandwidth bound: statebank / BF16 / Q8_0 |", "|---|---|---|---|---|---|---|"] + rows)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    elapsed = time.monotonic() - t_start
+    facts = (f"Model: {a.arch} preset {a.preset} (random weights), statebank {precision}, "
+             f"{bytes_ours / 1e9:.2f} GB read per token (llama.cpp BF16 {bytes_bf16 / 1e9:.2f} GB, "
+             f"Q8_0 {bytes_q8 / 1e9:.2f} GB); read bandwidth "
+             + ", ".join(f"{bw[t] / 1e9:.1f} GB/s at {t} thread{'s' if t > 1 else ''}" for t in threads)
+             + f". t/s: best of {a.reps} (mean in brackets); llama.cpp with `-lm none`.\n\n"
+             f"{cpu_name()}, {os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; "
+             f"statebank {commit}, llama.cpp v0.5.0 (de3ff81); {datetime.date.today()}; {elapsed / 60:.0f} min.")
+    print(table + "\n\n" + facts)
+    if not a.out:
+        return 0
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "runtime.csv"), "w") as f:
+        f.write("\n".join(csv) + "\n")
+    plot = ""
+    if shutil.which("gnuplot"):
+        png = os.path.join(a.out, "runtime.png")
+        title = f"statebank and llama.cpp on the same weights ({a.arch} {a.preset}, best of {a.reps})"
+        subprocess.run(["gnuplot", "-e", f"csv='{os.path.join(a.out, 'runtime.csv')}'; png='{png}'; title='{title}'",
+                        os.path.join(ROOT, "tools/bench/runtime_plot.gp")], check=True)
+        plot = "\n\n![tokens per second, statebank and llama.cpp](runtime.png)"
+    else:
+        plot = "\n\n(gnuplot is not installed, so no plot: apt-get install gnuplot-nox)"
+    argv = sys.argv[1:]
+    if "--llama-bin" in argv:  # the wrapper's own argument
+        i = argv.index("--llama-bin")
+        argv = argv[:i] + argv[i + 2:]
+    command = " ".join(["bench/compare_llama.sh"] + argv)
+    note = f"\n\n**{a.note}**" if a.note else ""
+    with open(os.path.join(a.out, "runtime.md"), "w") as f:
+        f.write(f"# Runtime speed: statebank and llama.cpp side by side\n\nMade by `{command}` "
+                f"(bench/compare_llama.py says how).{note}\n\n{table}\n\n{facts}{plot}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

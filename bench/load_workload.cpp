@@ -1,0 +1,297 @@
+#include "bench/load_workload.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+
+namespace sb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937_64& rng, int64_t n, int64_t vocab) {
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(std::min<int64_t>(vocab, 151643) - 1));
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (auto& t : p) t = d(rng);
+  return p;
+}
+
+// The token times of one request, as on_token saw them (the step thread).
+struct Timeline {
+  Clock::time_point submitted;
+  std::vector<Clock::time_point> tokens;  // guarded by mu
+  std::mutex mu;
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return tokens.size();
+  }
+};
+
+CompletionRequest request_for(std::vector<int32_t> prompt, int64_t max_tokens, Timeline* timeline,
+                              const std::atomic<bool>* stop) {
+  CompletionRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.cache_mode = CacheMode::kBypass;
+  r.on_token = [timeline](const GeneratedToken&) {
+    const auto now = Clock::now();
+    std::lock_guard<std::mutex> lock(timeline->mu);
+    timeline->tokens.push_back(now);
+    return true;
+  };
+  if (stop) r.cancelled = [stop] { return stop->load(); };
+  return r;
+}
+
+std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t batch_tokens, Status* s) {
+  EngineOptions eo;
+  eo.block_tokens = 256;
+  eo.max_running = max_running;
+  eo.batch_tokens = batch_tokens;
+  std::unique_ptr<Engine> engine;
+  *s = Engine::create(model, nullptr, eo, &engine);
+  return engine;
+}
+
+Status run_clients(const Model& model, const LoadOptions& o, int clients, ClientsRun* out) {
+  Status s;
+  auto engine = make_engine(model, o.max_running, o.batch_tokens, &s);
+  SB_RETURN_IF_ERROR(s);
+  const int n = clients * o.requests_per_client;
+  std::vector<std::unique_ptr<Timeline>> timelines;
+  for (int i = 0; i < n; ++i) timelines.push_back(std::make_unique<Timeline>());
+  std::vector<Status> errors(static_cast<size_t>(clients));
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(clients) * 101 + static_cast<uint64_t>(c));
+      for (int r = 0; r < o.requests_per_client; ++r) {
+        Timeline* t = timelines[static_cast<size_t>(c * o.requests_per_client + r)].get();
+        t->submitted = Clock::now();
+        CompletionResult result;
+        const Status st = engine->complete(
+            request_for(random_prompt(rng, o.prompt_tokens, model.vocab_size()), o.decode_tokens, t, nullptr), &result);
+        if (!st) errors[static_cast<size_t>(c)] = st;
+      }
+    });
+  for (auto& t : threads) t.join();
+  const auto end = Clock::now();
+  for (const Status& e : errors) SB_RETURN_IF_ERROR(e);
+  std::vector<double> ttft, itl;
+  out->clients = clients;
+  out->wall_s = ms_between(start, end) / 1000.0;
+  for (const auto& t : timelines) {
+    out->tokens += static_cast<int64_t>(t->tokens.size());
+    if (t->tokens.empty()) continue;
+    ttft.push_back(ms_between(t->submitted, t->tokens[0]));
+    for (size_t i = 1; i < t->tokens.size(); ++i) itl.push_back(ms_between(t->tokens[i - 1], t->tokens[i]));
+  }
+  out->tokens_per_s = static_cast<double>(out->tokens) / out->wall_s;
+  out->ttft_ms = percentiles(ttft);
+  out->itl_ms = percentiles(itl);
+  out->peak_batch = engine->stats().peak_batch;
+  return Status::ok();
+}
+
+Status run_long_prefill(const Model& model, const LoadOptions& o, int64_t batch_tokens, LongPrefillRun* out) {
+  Status s;
+  const int max_running = std::max(o.max_running, o.long_decoders + 1);
+  auto engine = make_engine(model, max_running, batch_tokens, &s);
+  SB_RETURN_IF_ERROR(s);
+  std::mt19937_64 rng(o.seed * 7919 + static_cast<uint64_t>(batch_tokens));
+  std::atomic<bool> stop{false};
+  std::vector<std::unique_ptr<Timeline>> decoders;
+  std::vector<std::thread> threads;
+  std::vector<Status> errors(static_cast<size_t>(o.long_decoders));
+  for (int d = 0; d < o.long_decoders; ++d) {
+    decoders.push_back(std::make_unique<Timeline>());
+    Timeline* t = decoders.back().get();
+    auto prompt = random_prompt(rng, o.prompt_tokens, model.vocab_size());
+    threads.emplace_back([&, t, d, prompt = std::move(prompt)]() mutable {
+      t->submitted = Clock::now();
+      CompletionResult result;
+      errors[static_cast<size_t>(d)] =
+          engine->complete(request_for(std::move(prompt), int64_t{1} << 40, t, &stop), &result);
+    });
+  }
+  auto each_has = [&](size_t k) {
+    return std::all_of(decoders.begin(), decoders.end(), [&](const auto& t) { return t->count() >= k; });
+  };
+  // Idle: every decoder past its first tokens, then a window of idle_tokens each.
+  while (!each_has(3)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto idle_from = Clock::now();
+  size_t base = 0;
+  for (const auto& t : decoders) base = std::max(base, t->count());
+  while (!each_has(base + static_cast<size_t>(o.idle_tokens))) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto idle_to = Clock::now();
+
+  Timeline long_timeline;
+  long_timeline.submitted = Clock::now();
+  CompletionResult long_result;
+  const Status long_status = engine->complete(
+      request_for(random_prompt(rng, o.long_prompt_tokens, model.vocab_size()), 1, &long_timeline, nullptr), &long_result);
+  // A few more decode steps, so the gap that ends after the first token is in.
+  const size_t after = decoders[0]->count() + 2;
+  while (decoders[0]->count() < after) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop = true;
+  for (auto& t : threads) t.join();
+  SB_RETURN_IF_ERROR(long_status);
+  for (const Status& e : errors) SB_RETURN_IF_ERROR(e);
+  if (long_timeline.tokens.empty()) return Status::internal("the long request produced no token");
+  const auto long_first = long_timeline.tokens[0];
+
+  std::vector<double> idle, during;
+  for (const auto& t : decoders) {
+    for (size_t i = 1; i < t->tokens.size(); ++i) {
+      const auto a = t->tokens[i - 1], b = t->tokens[i];
+      if (a >= idle_from && b <= idle_to) idle.push_back(ms_between(a, b));
+      if (b > long_timeline.submitted && b <= long_first) during.push_back(ms_between(a, b));
+    }
+  }
+  out->batch_tokens = batch_tokens;
+  out->decoders = o.long_decoders;
+  out->idle_itl_ms = percentiles(idle);
+  out->during_itl_ms = percentiles(during);
+  out->prefill_s = ms_between(long_timeline.submitted, long_first) / 1000.0;
+  return Status::ok();
+}
+
+}  // namespace
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  p.n = v.size();
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  // Nearest rank.
+  auto rank = [&](double q) {
+    const auto i = static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(v.size()))) - 1);
+    return v[std::min(i, v.size() - 1)];
+  };
+  p.p50 = rank(0.50);
+  p.p99 = rank(0.99);
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / static_cast<double>(v.size());
+  return p;
+}
+
+Status run_load_workload(const Model& model, const LoadOptions& o, LoadResult* out) {
+  const auto start = Clock::now();
+  auto say = [&](const std::string& m) {
+    if (o.progress) o.progress(m);
+  };
+  // Warm the weights into the page cache and the allocator.
+  {
+    ClientsRun warm;
+    LoadOptions w = o;
+    w.requests_per_client = 1;
+    w.decode_tokens = 2;
+    SB_RETURN_IF_ERROR(run_clients(model, w, 1, &warm));
+  }
+  for (int c : o.clients) {
+    ClientsRun run;
+    SB_RETURN_IF_ERROR(run_clients(model, o, c, &run));
+    say(fmt("%d clients: %.2f decode tokens/s, TTFT p50 %.0f ms p99 %.0f ms, ITL p50 %.0f ms p99 %.0f ms", c,
+            run.tokens_per_s, run.ttft_ms.p50, run.ttft_ms.p99, run.itl_ms.p50, run.itl_ms.p99));
+    out->clients.push_back(run);
+  }
+  for (int64_t b : o.long_batch_tokens) {
+    LongPrefillRun run;
+    SB_RETURN_IF_ERROR(run_long_prefill(model, o, b, &run));
+    say(fmt("batch tokens %lld: ITL idle p50 %.0f p99 %.0f ms; during a %lld-token prefill p50 %.0f p99 %.0f ms "
+            "(%.1fx); prefill %.1f s",
+            static_cast<long long>(b), run.idle_itl_ms.p50, run.idle_itl_ms.p99,
+            static_cast<long long>(o.long_prompt_tokens), run.during_itl_ms.p50, run.during_itl_ms.p99,
+            run.idle_itl_ms.p99 > 0 ? run.during_itl_ms.p99 / run.idle_itl_ms.p99 : 0.0, run.prefill_s));
+    out->long_prefill.push_back(run);
+  }
+  out->wall_s = ms_between(start, Clock::now()) / 1000.0;
+  return Status::ok();
+}
+
+std::string load_csv(const LoadResult& r) {
+  std::string s =
+      "phase,clients,batch_tokens,tokens,wall_s,tokens_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,"
+      "idle_itl_p50_ms,idle_itl_p99_ms,prefill_s\n";
+  for (const auto& c : r.clients)
+    s += fmt("clients,%d,,%lld,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,,,\n", c.clients, static_cast<long long>(c.tokens),
+             c.wall_s, c.tokens_per_s, c.ttft_ms.p50, c.ttft_ms.p99, c.itl_ms.p50, c.itl_ms.p99);
+  for (const auto& l : r.long_prefill)
+    s += fmt("long_prefill,%d,%lld,,,,,,%.1f,%.1f,%.1f,%.1f,%.2f\n", l.decoders, static_cast<long long>(l.batch_tokens),
+             l.during_itl_ms.p50, l.during_itl_ms.p99, l.idle_itl_ms.p50, l.idle_itl_ms.p99, l.prefill_s);
+  return s;
+}
+
+std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadReportContext& c) {
+  std::string md = "# Load: continuous batching\n\n";
+  md += "Generated by `" + c.command + "` on " + c.date + ".\n\n";
+  md += "- model: " + c.model + "\n";
+  md += fmt("- machine: %s; %d runtime threads\n", c.machine.c_str(), c.threads);
+  md += fmt("- engine: --max-running %d, --batch-tokens %lld; bank bypassed (batching alone)\n", o.max_running,
+            static_cast<long long>(o.batch_tokens));
+  md += fmt("- clients: each sends %d requests one after another, a distinct %lld-token prompt and %lld greedy "
+            "decode tokens each\n",
+            o.requests_per_client, static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
+  md += fmt("- total wall time %.0f s; latencies are wall clock, percentiles by nearest rank\n\n", r.wall_s);
+
+  md += "## Throughput and latency by concurrent clients\n\n";
+  md += "| clients | decode tokens/s (aggregate) | vs 1 client | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | most "
+        "sequences in one step |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  const double one = r.clients.empty() ? 0 : r.clients.front().tokens_per_s;
+  for (const auto& x : r.clients)
+    md += fmt("| %d | %.2f | %.2fx | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %llu |\n", x.clients, x.tokens_per_s,
+              one > 0 ? x.tokens_per_s / one : 0.0, x.ttft_ms.p50, x.ttft_ms.p99, x.itl_ms.p50, x.itl_ms.p99,
+              static_cast<unsigned long long>(x.peak_batch));
+  if (!r.clients.empty() && r.clients.front().clients == 1) {
+    const auto best = std::max_element(r.clients.begin(), r.clients.end(),
+                                       [](const auto& a, const auto& b) { return a.clients < b.clients; });
+    const double ratio = one > 0 ? best->tokens_per_s / one : 0;
+    md += fmt("\nTarget: %d clients reach at least 4x the aggregate decode throughput of one: %.2fx, %s.\n",
+              best->clients, ratio, ratio >= 4.0 ? "met" : "**not met**");
+  }
+  md += fmt("\n## Running decodes while a %lld-token prompt is prefilled\n\n", static_cast<long long>(o.long_prompt_tokens));
+  md += fmt("%d clients decode; after an idle window of %lld tokens each, one request with a %lld-token prompt "
+            "arrives. ITL during = the decoders' gaps that end between its arrival and its first token.\n\n",
+            o.long_decoders, static_cast<long long>(o.idle_tokens), static_cast<long long>(o.long_prompt_tokens));
+  md += "| --batch-tokens | ITL idle p50 | ITL idle p99 | ITL during p50 | ITL during p99 | p99 during / idle | "
+        "long prompt's TTFT |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& l : r.long_prefill) {
+    const double ratio = l.idle_itl_ms.p99 > 0 ? l.during_itl_ms.p99 / l.idle_itl_ms.p99 : 0;
+    md += fmt("| %lld | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.2fx %s | %.1f s |\n",
+              static_cast<long long>(l.batch_tokens), l.idle_itl_ms.p50, l.idle_itl_ms.p99, l.during_itl_ms.p50,
+              l.during_itl_ms.p99, ratio, ratio <= 3.0 ? "(<= 3x)" : "(> 3x)", l.prefill_s);
+  }
+  md += "\nTarget: p99 inter-token latency during the long prefill at most 3 times the idle one. A step runs "
+        "every running decode plus prefill chunks up to --batch-tokens in all, so the budget sets the trade-off: "
+        "a smaller budget keeps decodes smooth and prefills the long prompt more slowly.\n";
+  if (!c.plot_name.empty()) md += "\n![throughput and latency by clients](" + c.plot_name + ")\n";
+  if (!c.plots_note.empty()) md += "\n" + c.plots_note + "\n";
+  md += "\nRaw numbers: [" + c.csv_name + "](" + c.csv_name + ").\n";
+  return md;
+}
+
+}  // namespace sb

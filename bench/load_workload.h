@@ -1,0 +1,84 @@
+// The load benchmark (`statebank bench load`): concurrent clients against
+// one batching engine (engine/engine.h) with the bank bypassed, so what it
+// measures is continuous batching alone.
+//
+// Phases:
+//  1. For each client count c: c client threads, each sending
+//     `requests_per_client` requests one after another (a distinct prompt of
+//     `prompt_tokens` random tokens, `decode_tokens` greedy tokens). Aggregate
+//     decode throughput is every generated token over the phase's wall time;
+//     time to first token (from the request's submission, queue included)
+//     and inter-token latency (gaps between a request's consecutive tokens)
+//     are reported as p50 and p99.
+//  2. For each step budget b (batch_tokens): `long_decoders` clients decode
+//     without end; their inter-token latency is measured idle (a window of
+//     `idle_tokens` tokens each), then while one request with a prompt of
+//     `long_prompt_tokens` tokens is admitted and prefilled (the gaps ending
+//     between its submission and its first token).
+// Timings are wall clock (steady_clock): run it on a quiet machine.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/model.h"
+
+namespace sb {
+
+struct LoadOptions {
+  std::vector<int> clients = {1, 2, 4, 8};
+  int64_t prompt_tokens = 64;
+  int64_t decode_tokens = 48;
+  int requests_per_client = 2;
+  int max_running = 8;
+  int64_t batch_tokens = 512;
+  int64_t long_prompt_tokens = 8192;
+  int long_decoders = 4;
+  int64_t idle_tokens = 16;
+  std::vector<int64_t> long_batch_tokens = {512};  // step budgets of phase 2
+  uint64_t seed = 1;
+  std::function<void(const std::string&)> progress;
+};
+
+struct Percentiles {
+  size_t n = 0;
+  double p50 = 0, p99 = 0, mean = 0;  // milliseconds
+};
+Percentiles percentiles(std::vector<double> values);
+
+struct ClientsRun {
+  int clients = 0;
+  double wall_s = 0;
+  int64_t tokens = 0;
+  double tokens_per_s = 0;
+  Percentiles ttft_ms, itl_ms;
+  uint64_t peak_batch = 0;
+};
+
+struct LongPrefillRun {
+  int64_t batch_tokens = 0;
+  int decoders = 0;
+  Percentiles idle_itl_ms, during_itl_ms;
+  double prefill_s = 0;  // the long request's time to first token
+};
+
+struct LoadResult {
+  std::vector<ClientsRun> clients;
+  std::vector<LongPrefillRun> long_prefill;
+  double wall_s = 0;
+};
+
+Status run_load_workload(const Model& model, const LoadOptions& options, LoadResult* out);
+
+// Markdown report and CSV (one row per phase run).
+struct LoadReportContext {
+  std::string command, model, machine, date, csv_name, plot_name, plots_note;
+  int threads = 0;
+};
+std::string load_markdown(const LoadResult& result, const LoadOptions& options, const LoadReportContext& context);
+std::string load_csv(const LoadResult& result);
+
+}  // namespace sb

@@ -1,0 +1,145 @@
+// statebank bench load: concurrent clients against the batching engine
+// (bench/load_workload.h), with a markdown report, a CSV and, when gnuplot is
+// installed, a PNG plot (tools/bench/load_plots.gp).
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "bench/load_workload.h"
+#include "cli/args.h"
+#include "cli/bench_util.h"
+#include "cli/commands.h"
+#include "cli/model_arg.h"
+#include "model/demo.h"
+#include "model/model.h"
+
+namespace sb {
+
+const char* const kLoadUsage =
+    "usage: statebank bench load [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
+    "         [--threads 2] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48] [--requests 2]\n"
+    "         [--max-running 8] [--batch-tokens 512] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
+    "         [--idle-tokens 16] [--long-batch-tokens 512,64,16] [--seed 1] [--report FILE.md] [--csv FILE.csv]\n"
+    "         [--no-plots]";
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Status parse_list(const std::string& flag, const std::string& text, int64_t lo, std::vector<int64_t>* out) {
+  out->clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < lo)
+      return Status::invalid("--" + flag + " takes a comma-separated list of integers >= " + std::to_string(lo) +
+                             ", not '" + text + "'");
+    out->push_back(v);
+  }
+  if (out->empty()) return Status::invalid("--" + flag + " is empty");
+  return Status::ok();
+}
+
+// Empty on success, else why there is no plot.
+std::string make_plot(const std::string& csv, const std::string& png) {
+  if (!on_path("gnuplot")) return "gnuplot is not installed (apt-get install gnuplot-nox), so no plot was drawn";
+  const std::string script = find_plot_script("load_plots.gp");
+  if (script.empty()) return "tools/bench/load_plots.gp was not found, so no plot was drawn";
+  if (csv.find('\'') != std::string::npos || png.find('\'') != std::string::npos)
+    return "a path holds a quote character, so no plot was drawn";
+  const std::string cmd = "gnuplot -e " + quote_arg("csv='" + csv + "'; png='" + png + "'") + " " + quote_arg(script) + " 1>&2";
+  if (std::system(cmd.c_str()) != 0) return "gnuplot failed (" + cmd + ")";
+  return "";
+}
+
+}  // namespace
+
+int bench_load(int argc, char** argv) {
+  Args args({"model", "arch", "preset", "cache-dir", "threads", "clients", "prompt-tokens", "decode-tokens", "requests",
+             "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
+             "seed", "report", "csv"},
+            {"no-plots"});
+  Status s = args.parse(argc, argv);
+  if (!s) return fail("bench", s.message() + "\n" + kLoadUsage);
+  if (!args.positional().empty()) return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kLoadUsage);
+  LoadOptions o;
+  int64_t threads, requests, max_running, decoders, seed;
+  std::vector<int64_t> clients;
+  if (!(s = args.get_int("threads", 2, 1, 256, &threads)) ||
+      !(s = args.get_int("prompt-tokens", 64, 1, 1 << 20, &o.prompt_tokens)) ||
+      !(s = args.get_int("decode-tokens", 48, 1, 1 << 20, &o.decode_tokens)) ||
+      !(s = args.get_int("requests", 2, 1, 1000, &requests)) ||
+      !(s = args.get_int("max-running", 8, 1, 256, &max_running)) ||
+      !(s = args.get_int("batch-tokens", 512, 2, 1 << 20, &o.batch_tokens)) ||
+      !(s = args.get_int("long-prompt-tokens", 8192, 1, 1 << 22, &o.long_prompt_tokens)) ||
+      !(s = args.get_int("long-decoders", 4, 1, 255, &decoders)) ||
+      !(s = args.get_int("idle-tokens", 16, 1, 1 << 20, &o.idle_tokens)) ||
+      !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
+      !(s = parse_list("clients", args.get("clients", "1,2,4,8"), 1, &clients)) ||
+      !(s = parse_list("long-batch-tokens", args.get("long-batch-tokens", "512"), 2, &o.long_batch_tokens)))
+    return fail("bench", s.message());
+  o.clients.assign(clients.begin(), clients.end());
+  o.requests_per_client = static_cast<int>(requests);
+  o.max_running = static_cast<int>(max_running);
+  o.long_decoders = static_cast<int>(decoders);
+  o.seed = static_cast<uint64_t>(seed);
+  if (o.batch_tokens <= o.max_running) return fail("bench", "--batch-tokens must be more than --max-running");
+  for (int64_t b : o.long_batch_tokens)
+    if (b <= std::max<int64_t>(o.max_running, o.long_decoders + 1))
+      return fail("bench", "each --long-batch-tokens must be more than the sequences that run (" +
+                               std::to_string(std::max<int64_t>(o.max_running, o.long_decoders + 1)) + ")");
+  o.progress = [](const std::string& line) { std::fprintf(stderr, "statebank bench: %s\n", line.c_str()); };
+
+  const std::string cache_base = fs::path(demo_model_dir()).parent_path().string();
+  const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
+  std::string model_dir, model_desc;
+  if (args.has("model")) {
+    if (args.has("preset") || args.has("arch")) return fail("bench", "give --model or --arch/--preset, not both");
+    if (!(s = resolve_model_dir(args.get("model"), &model_dir))) return fail("bench", s.to_string());
+    model_desc = "`" + model_dir + "`";
+  } else {
+    if (!(s = ensure_bench_model(args.get("cache-dir", cache_base), arch, preset, &model_dir)))
+      return fail("bench", s.to_string());
+    model_desc = arch + " preset " + preset + " (random weights, bf16, seed 0)";
+  }
+  std::unique_ptr<Model> model;
+  RuntimeOptions ro;
+  ro.threads = static_cast<int>(threads);
+  if (!(s = Model::load(model_dir, ro, &model))) return fail("bench", s.to_string());
+
+  const std::string report = args.get("report");
+  std::string csv = args.get("csv");
+  if (csv.empty() && !report.empty()) csv = fs::path(report).replace_extension(".csv").string();
+  std::fprintf(stderr, "statebank bench: load on %s, %lld threads\n", model_dir.c_str(), static_cast<long long>(threads));
+  LoadResult result;
+  if (!(s = run_load_workload(*model, o, &result))) return fail("bench", s.to_string());
+
+  LoadReportContext c;
+  c.command = "tools/statebank.sh bench load";
+  for (int i = 1; i < argc; ++i) c.command += " " + quote_arg(argv[i]);
+  c.model = model_desc;
+  c.machine = cpu_name() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";
+  c.date = utc_now();
+  c.threads = static_cast<int>(threads);
+  c.csv_name = "(no CSV: give --csv or --report)";
+  if (!csv.empty()) {
+    if (!(s = write_text(csv, load_csv(result)))) return fail("bench", s.to_string());
+    c.csv_name = fs::path(csv).filename().string();
+    const std::string png = fs::path(report.empty() ? csv : report).replace_extension(".png").string();
+    const std::string why = args.has("no-plots") ? "Plots were not drawn (--no-plots)." : make_plot(csv, png);
+    if (why.empty()) c.plot_name = fs::path(png).filename().string();
+    else c.plots_note = why;
+  }
+  const std::string md = load_markdown(result, o, c);
+  if (report.empty()) {
+    std::fputs(md.c_str(), stdout);
+  } else {
+    if (!(s = write_text(report, md))) return fail("bench", s.to_string());
+    std::fprintf(stderr, "statebank bench: wrote %s and %s\n", report.c_str(), csv.c_str());
+  }
+  return 0;
+}
+
+}  // namespace sb

@@ -1,0 +1,57 @@
+// Sampling one sequence's next token from its own logits row, and the echo
+// logprobs of prompt rows.
+#include <algorithm>
+#include <numeric>
+
+#include "engine/sequence.h"
+
+namespace sb {
+namespace {
+
+// The `k` best alternatives of a log-probability row, best first, ties to
+// the lower id.
+std::vector<TokenLogprob> top_alternatives(const std::vector<float>& lp, int k) {
+  std::vector<TokenLogprob> out;
+  if (k <= 0) return out;
+  std::vector<int32_t> ids(lp.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  const size_t keep = std::min(static_cast<size_t>(k), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(keep), ids.end(),
+                    [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
+  for (size_t i = 0; i < keep; ++i) out.push_back({ids[i], lp[static_cast<size_t>(ids[i])]});
+  return out;
+}
+
+}  // namespace
+
+Status next_token(Sequence& seq, GeneratedToken* out) {
+  const CompletionRequest& req = seq.request;
+  if (req.on_logits) req.on_logits(seq.logits);
+  GeneratedToken g;
+  if (seq.processor) {
+    seq.processed = seq.logits;
+    const int64_t left = req.max_tokens - static_cast<int64_t>(seq.result.tokens.size());
+    SB_RETURN_IF_ERROR(seq.processor->process(seq.processed, left));
+    g.token = seq.sampler->sample(seq.processed);
+    SB_RETURN_IF_ERROR(seq.processor->accept(g.token));
+  } else {
+    g.token = seq.sampler->sample(seq.logits);
+  }
+  const std::vector<float> lp = log_softmax(seq.logits);
+  g.logprob = lp[static_cast<size_t>(g.token)];
+  g.top = top_alternatives(lp, req.top_logprobs);
+  *out = std::move(g);
+  return Status::ok();
+}
+
+void record_prompt_logprobs(Sequence& seq, int64_t first_row, std::span<const float> logits, int64_t vocab) {
+  const int64_t n = seq.prompt_tokens(), rows = static_cast<int64_t>(logits.size()) / vocab;
+  seq.result.prompt_logprobs.resize(static_cast<size_t>(n), 0.0f);
+  for (int64_t i = 0; i < rows && first_row + i + 1 < n; ++i) {
+    const auto row = logits.subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab));
+    const auto next = static_cast<size_t>(first_row + i + 1);
+    seq.result.prompt_logprobs[next] = log_softmax(row)[static_cast<size_t>(seq.request.prompt[next])];
+  }
+}
+
+}  // namespace sb

@@ -1,0 +1,89 @@
+// Sequence: one request while the engine serves it, and the named steps of
+// its life (restore, next token, publish), each in its own file so that a
+// change to one of them stays in one place.
+//
+// Internal to engine/. A Sequence belongs to the thread that made it until it
+// joins the step loop, then to the step thread until it is done (the loop's
+// mutex hands it over both ways).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "bank/key.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "runtime/sampling.h"
+
+namespace sb {
+
+class Bank;
+
+// What every part of the engine reads: immutable once the engine serves.
+struct EngineContext {
+  const Model& model;
+  Bank* bank;
+  EngineOptions options;
+  EngineTestHooks hooks;
+};
+
+using EngineClock = std::chrono::steady_clock;
+double ms_since(EngineClock::time_point t);
+
+struct Sequence {
+  Sequence(const CompletionRequest& r, EngineClock::time_point t) : request(r), submitted(t) {}
+
+  const CompletionRequest& request;
+  EngineClock::time_point submitted;
+  bool use_bank = false;  // the bank is consulted (kDefault, kReadOnly)
+  bool publish = false;   // and written (kDefault)
+
+  // Prompt state: position() is how far the prompt is consumed.
+  State state;
+  std::vector<Key> keys;           // chain keys K0..K(n/B) when use_bank
+  int64_t restore_point = 0;       // where the prefill started
+  std::vector<SnapshotPlace> places;         // captures for the bank, in order
+  std::vector<RecurrentSnapshot> snapshots;  // captured so far, in order
+  PrefillCarry carry;  // lets prefill chunks end anywhere (model/model.h)
+  EngineClock::time_point prefill_started;
+
+  // Generation.
+  std::optional<Sampler> sampler;
+  std::unique_ptr<LogitsProcessor> processor;  // none without make_processor
+  std::vector<float> processed;                // the processor's copy of `logits`
+  std::vector<float> logits;  // the row the next token is sampled from
+  bool published = false;
+
+  CompletionResult result;
+  Status status;
+  bool finished = false;  // step thread: leaves the loop at the end of this step
+  bool done = false;      // guarded by the loop's mutex: the caller may take it back
+
+  int64_t prompt_tokens() const { return static_cast<int64_t>(request.prompt.size()); }
+  bool prefilling() const { return state.position() < prompt_tokens(); }
+};
+
+// Plans and applies the restore of the longest stored prefix (kDefault,
+// kReadOnly; never for echo), filling seq.state, seq.keys and the restore
+// record, and the snapshot places of the prefill that follows. A bank error
+// is returned; a failed check is counted and leaves the request cold.
+Status restore_prefix(const EngineContext& context, Sequence& seq);
+
+// Publishes every new full block of the prompt and the snapshots captured at
+// their ends (kDefault; once, before the first decode step).
+void publish_prompt(const EngineContext& context, Sequence& seq);
+
+// The next token from seq.logits: the sampler's draw (after the request's
+// logits processor, if any), its logprob in the model's raw distribution and
+// the top_logprobs alternatives. An error comes from the processor.
+Status next_token(Sequence& seq, GeneratedToken* out);
+
+// Echo: logprob of prompt token first_row + i + 1 from row i of `logits`
+// (rows x vocab floats), into seq.result.prompt_logprobs (the first is 0).
+void record_prompt_logprobs(Sequence& seq, int64_t first_row, std::span<const float> logits, int64_t vocab);
+
+}  // namespace sb

@@ -1,0 +1,219 @@
+#include "engine/step_loop.h"
+
+#include <algorithm>
+
+#include "model/model.h"
+
+namespace sb {
+namespace {
+
+// Echo needs every row's logits: at most this many rows per step, so memory
+// stays kEchoRows x vocabulary floats whatever the prompt's length.
+constexpr int64_t kEchoRows = kGrid;
+
+}  // namespace
+
+StepLoop::StepLoop(const EngineContext& context) : context_(context) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+StepLoop::~StepLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
+
+void StepLoop::run(Sequence& seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  waiting_.push_back(&seq);
+  work_cv_.notify_one();
+  done_cv_.wait(lock, [&] { return seq.done; });
+}
+
+size_t StepLoop::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return n_running_;
+}
+
+size_t StepLoop::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_.size();
+}
+
+void StepLoop::add_stats(EngineStats* stats) const {
+  stats->steps = steps_.load(std::memory_order_relaxed);
+  stats->step_tokens = step_tokens_.load(std::memory_order_relaxed);
+  stats->peak_batch = peak_batch_.load(std::memory_order_relaxed);
+}
+
+void StepLoop::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      if (stopping_ && waiting_.empty() && running_.empty()) return;
+      admit();
+    }
+    std::vector<Slice> slices = plan_step();
+    if (!slices.empty()) run_step(slices);
+    retire_finished();
+  }
+}
+
+void StepLoop::admit() {
+  while (!waiting_.empty() && running_.size() < static_cast<size_t>(context_.options.max_running)) {
+    Sequence* seq = waiting_.front();
+    waiting_.pop_front();
+    seq->result.queue_ms = ms_since(seq->submitted);
+    seq->prefill_started = EngineClock::now();
+    const SamplingParams& sp = seq->request.sampling;
+    seq->sampler.emplace(SamplerConfig{sp.temperature, sp.top_p, sp.top_k, sp.seed, sp.min_p});
+    if (seq->request.make_processor) seq->processor = seq->request.make_processor();
+    running_.push_back(seq);
+  }
+  n_running_ = running_.size();
+}
+
+std::vector<StepLoop::Slice> StepLoop::plan_step() {
+  std::vector<Slice> slices;
+  // Cancelled sequences leave before they cost a row.
+  for (Sequence* seq : running_)
+    if (seq->request.cancelled && seq->request.cancelled()) finish(*seq, "cancelled");
+  int64_t budget = context_.options.batch_tokens;
+  for (Sequence* seq : running_) {
+    if (seq->finished || seq->prefilling()) continue;
+    slices.push_back(Slice{seq, 0, 0, true, seq->result.tokens.back().token});
+    --budget;
+  }
+  for (Sequence* seq : running_) {
+    if (seq->finished || !seq->prefilling()) continue;
+    const int64_t begin = seq->state.position(), n = seq->prompt_tokens();
+    // The carry lets a chunk end anywhere with the bits of an unsplit prefill.
+    const int64_t end = std::min(n, begin + (seq->request.echo ? std::min(budget, kEchoRows) : budget));
+    if (end <= begin) break;  // no budget left: later ones wait too (FIFO)
+    slices.push_back(Slice{seq, begin, end, false, 0});
+    budget -= end - begin;
+  }
+  return slices;
+}
+
+void StepLoop::run_step(std::vector<Slice>& slices) {
+  std::vector<SequenceStep> batch(slices.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const Slice& s = slices[i];
+    SequenceStep& step = batch[i];
+    step.state = &s.seq->state;
+    if (s.decode) {
+      step.tokens = std::span<const int32_t>(&s.token, 1);
+      step.decode = true;
+      continue;
+    }
+    step.tokens = std::span<const int32_t>(s.seq->request.prompt).subspan(static_cast<size_t>(s.begin),
+                                                                          static_cast<size_t>(s.end - s.begin));
+    for (const SnapshotPlace& p : s.seq->places) step.capture_positions.push_back(p.position);
+    step.carry = &s.seq->carry;
+    step.logits = s.seq->request.echo ? LogitRows::kAll
+                  : s.end == s.seq->prompt_tokens() ? LogitRows::kLast
+                                                     : LogitRows::kNone;
+  }
+  int64_t tokens = 0;
+  for (const SequenceStep& step : batch) tokens += static_cast<int64_t>(step.tokens.size());
+  steps_.fetch_add(1, std::memory_order_relaxed);
+  step_tokens_.fetch_add(static_cast<uint64_t>(tokens), std::memory_order_relaxed);
+  if (batch.size() > peak_batch_.load(std::memory_order_relaxed))
+    peak_batch_.store(batch.size(), std::memory_order_relaxed);  // only this thread writes it
+  std::vector<SequenceOutput> outs;
+  Status status;
+  try {
+    status = context_.model.forward(batch, &outs);
+  } catch (const std::exception& e) {
+    status = Status::internal(std::string("exception in the forward pass: ") + e.what());
+  }
+  for (size_t i = 0; i < slices.size(); ++i) {
+    Sequence& seq = *slices[i].seq;
+    if (!status.is_ok()) {
+      seq.status = status;
+      finish(seq, "error");
+      continue;
+    }
+    if (slices[i].decode) {
+      seq.logits = std::move(outs[i].logits);
+      emit_token(seq);
+    } else {
+      end_prefill_chunk(slices[i], outs[i]);
+    }
+  }
+}
+
+void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
+  Sequence& seq = *slice.seq;
+  for (RecurrentSnapshot& snap : out.snapshots) seq.snapshots.push_back(std::move(snap));
+  const int64_t vocab = context_.model.vocab_size();
+  if (seq.request.echo) record_prompt_logprobs(seq, slice.begin, out.logits, vocab);
+  if (seq.prefilling()) return;
+  seq.result.restore.prefill_ms = ms_since(seq.prefill_started);
+  seq.logits.assign(out.logits.end() - vocab, out.logits.end());
+  if (seq.request.max_tokens == 0) {
+    seq.result.ttft_ms = ms_since(seq.submitted);
+    publish_prompt(context_, seq);
+    finish(seq, "length");
+    return;
+  }
+  emit_token(seq);
+}
+
+void StepLoop::emit_token(Sequence& seq) {
+  const CompletionRequest& req = seq.request;
+  GeneratedToken g;
+  seq.status = next_token(seq, &g);
+  if (!seq.status.is_ok()) return finish(seq, "error");
+  const bool first = seq.result.tokens.empty();
+  if (first) seq.result.ttft_ms = ms_since(seq.submitted);
+  seq.result.tokens.push_back(g);
+  bool go_on = true;
+  if (req.on_token) {
+    try {
+      go_on = req.on_token(g);
+    } catch (const std::exception& e) {
+      seq.status = Status::internal(std::string("exception in on_token: ") + e.what());
+      go_on = false;
+    }
+  }
+  // Before the next decode step appends to the State.
+  if (first) publish_prompt(context_, seq);
+  if (!seq.status.is_ok()) return finish(seq, "error");
+  if (!go_on) return finish(seq, "cancelled");
+  if (std::find(req.stop_tokens.begin(), req.stop_tokens.end(), g.token) != req.stop_tokens.end())
+    return finish(seq, "stop");
+  if (static_cast<int64_t>(seq.result.tokens.size()) >= req.max_tokens) return finish(seq, "length");
+}
+
+void StepLoop::finish(Sequence& seq, const std::string& reason) {
+  if (seq.finished) return;
+  seq.finished = true;
+  seq.result.finish_reason = reason;
+}
+
+void StepLoop::retire_finished() {
+  bool woke = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A waiting sequence cancelled before it was admitted never runs.
+    for (Sequence* seq : waiting_)
+      if (seq->request.cancelled && seq->request.cancelled()) {
+        seq->result.finish_reason = "cancelled";
+        seq->done = woke = true;
+      }
+    std::erase_if(waiting_, [](Sequence* seq) { return seq->done; });
+    for (Sequence* seq : running_)
+      if (seq->finished) seq->done = woke = true;
+    std::erase_if(running_, [](Sequence* seq) { return seq->done; });
+    n_running_ = running_.size();
+  }
+  if (woke) done_cv_.notify_all();
+}
+
+}  // namespace sb

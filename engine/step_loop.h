@@ -1,0 +1,83 @@
+// StepLoop: continuous batching. One thread runs steps; each step is one
+// Model::forward over the decode token of every running sequence plus
+// prefill chunks of the sequences still prefilling, within the token budget.
+//
+// Promises:
+//  1. At most options.max_running sequences run; the others wait in arrival
+//     order and are admitted as slots free up, at the start of a step.
+//  2. A step consumes at most options.batch_tokens tokens: every running
+//     decode first (one token each), then prefill chunks in admission order
+//     with what is left (echo chunks at most kGrid rows). Chunks end
+//     anywhere: each sequence's PrefillCarry keeps the bits those of an
+//     unsplit prefill. So a long prefill delays the running decodes by one
+//     step of bounded size at a time, never by its whole length.
+//  3. A sequence cancelled (request.cancelled(), on_token returning false),
+//     stopped or at max_tokens leaves at the end of the step that saw it; a
+//     waiting sequence cancelled before it starts never runs.
+//  4. What a sequence gets never depends on the others (model/model.h
+//     promise 4; each sequence samples from its own logits with its own
+//     sampler).
+// Thread safety: run() may be called from many threads at once; each call
+// blocks until its sequence is done. The destructor waits for nothing: call
+// it when no run() is in progress.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/sequence.h"
+
+namespace sb {
+
+class StepLoop {
+ public:
+  explicit StepLoop(const EngineContext& context);
+  ~StepLoop();
+  StepLoop(const StepLoop&) = delete;
+  StepLoop& operator=(const StepLoop&) = delete;
+
+  // Hands a restored sequence to the loop and waits until it is done;
+  // seq.status and seq.result say how it ended.
+  void run(Sequence& seq);
+
+  size_t running() const;
+  size_t waiting() const;
+  // Adds the loop's counters (steps, step_tokens, peak_batch) to *stats.
+  void add_stats(EngineStats* stats) const;
+
+ private:
+  // One sequence's share of a step.
+  struct Slice {
+    Sequence* seq = nullptr;
+    int64_t begin = 0, end = 0;  // prompt rows of a prefill chunk
+    bool decode = false;
+    int32_t token = 0;           // decode: the token consumed
+  };
+
+  void loop();
+  void admit();               // under mu_
+  std::vector<Slice> plan_step();
+  void run_step(std::vector<Slice>& slices);
+  void end_prefill_chunk(const Slice& slice, SequenceOutput& out);
+  void emit_token(Sequence& seq);
+  void finish(Sequence& seq, const std::string& reason);
+  void retire_finished();     // takes finished sequences out, wakes their callers
+
+  const EngineContext& context_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // a sequence arrived, or stopping
+  std::condition_variable done_cv_;  // a sequence is done
+  std::deque<Sequence*> waiting_;    // guarded by mu_
+  std::vector<Sequence*> running_;   // step thread only; its size mirrored in n_running_
+  size_t n_running_ = 0;             // guarded by mu_
+  bool stopping_ = false;            // guarded by mu_
+  std::atomic<uint64_t> steps_{0}, step_tokens_{0}, peak_batch_{0};
+  std::thread thread_;
+};
+
+}  // namespace sb

@@ -1,0 +1,134 @@
+#include "server/completion_setup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "constrain/grammar.h"
+#include "server/decoding_rules.h"
+#include "server/namespace.h"
+
+namespace sb {
+
+PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in) {
+  nlohmann::ordered_json body = parse_body(in.body, limits);
+  const CacheMode cache_mode = parse_cache_mode(in.cache_mode_header);
+  PreparedCompletion out;
+  CompletionRequest& creq = out.request;
+  GenerationSetup& setup = out.setup;
+  setup.chat = in.chat;
+  setup.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  setup.model = backend.model_id();
+  setup.stop_token_ids = backend.stop_token_ids();
+  const CommonParams* common = nullptr;
+  ChatParams chat_params;
+  CompletionParams completion_params;
+  const char* prompt_param = "prompt";
+  std::shared_ptr<const constrain::Grammar> grammar;
+  if (in.chat) {
+    chat_params = parse_chat_params(body, limits);
+    common = &chat_params;
+    prompt_param = "messages";
+    const bool calls_forced = chat_params.tool_choice == "required" || chat_params.tool_choice_named;
+    // A constrained reply is the answer itself: unless the request asks
+    // for thinking, the template is told to leave it out.
+    if ((calls_forced || chat_params.response_grammar) && !chat_params.enable_thinking) chat_params.enable_thinking = false;
+    ChatPrompt rendered;
+    Status s = backend.render_chat(chat_params, &rendered);
+    if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};
+    grammar = chat_params.response_grammar;
+    if (calls_forced) {
+      nlohmann::ordered_json callable = nlohmann::ordered_json::array();
+      for (const auto& t : chat_params.tools)
+        if (!chat_params.tool_choice_named || t["function"]["name"] == chat_params.tool_choice) callable.push_back(t);
+      std::shared_ptr<constrain::Grammar> calls;
+      s = constrain::Grammar::tool_calls(callable,
+                                         rendered.flavour == ChatFlavour::kQwen35Xml ? constrain::Grammar::CallSyntax::kXml
+                                                                                    : constrain::Grammar::CallSyntax::kJson,
+                                         chat_params.parallel_tool_calls, &calls);
+      if (!s) throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
+      grammar = calls;
+    }
+    if (grammar && rendered.opens_thinking) grammar = constrain::Grammar::after_reasoning(grammar);
+    if (!chat_params.parallel_tool_calls) setup.max_tool_calls = 1;
+    creq.prompt = std::move(rendered.ids);
+    creq.message_boundary = rendered.message_boundary;
+    setup.logprobs = chat_params.logprobs ? chat_params.top_logprobs : -1;
+    creq.top_logprobs = chat_params.top_logprobs;
+    out.chat_output = backend.new_chat_output(chat_params, rendered);
+    setup.id = "chatcmpl-" + in.request_id;
+  } else {
+    completion_params = parse_completion_params(body, limits);
+    common = &completion_params;
+    if (completion_params.prompt_is_text) {
+      Status s = backend.encode(completion_params.prompt_text, &creq.prompt);
+      if (!s) throw ApiException{bad_request("prompt", "cannot tokenize the prompt: " + s.message())};
+      if (creq.prompt.empty()) throw ApiException{bad_request("prompt", "the prompt has no tokens")};
+      setup.echo_text = completion_params.prompt_text;
+    } else {
+      creq.prompt = completion_params.prompt_ids;
+      if (completion_params.echo) {
+        auto ts = backend.new_text_stream();
+        for (int32_t id : creq.prompt) setup.echo_text += ts->push(id);
+        setup.echo_text += ts->finish();
+      }
+    }
+    setup.logprobs = completion_params.logprobs;
+    setup.echo = completion_params.echo;
+    creq.top_logprobs = std::max(0, completion_params.logprobs);
+    creq.echo = completion_params.echo && completion_params.logprobs >= 0;
+    setup.id = "cmpl-" + in.request_id;
+    grammar = completion_params.response_grammar;
+  }
+  if (!common->model.empty() && common->model != backend.model_id())
+    throw ApiException{not_found("model", "the model '" + common->model + "' does not exist; this server serves '" +
+                                              backend.model_id() + "'",
+                                 "model_not_found")};
+  int64_t n_prompt = static_cast<int64_t>(creq.prompt.size());
+  if (limits.max_prompt_tokens > 0 && n_prompt > limits.max_prompt_tokens)
+    throw ApiException{too_large(prompt_param,
+                                 "the prompt has " + std::to_string(n_prompt) + " tokens, more than the limit of " +
+                                     std::to_string(limits.max_prompt_tokens),
+                                 "context_length_exceeded")};
+  creq.max_tokens = common->max_tokens;
+  creq.sampling = common->sampling;
+  if (!common->seed_given) {
+    // A fresh seed per request, reported in the response so it can be
+    // replayed; 53 bits, so that JavaScript clients read it back exactly.
+    static thread_local std::mt19937_64 seeds(std::random_device{}());
+    creq.sampling.seed = seeds() >> 11;
+  }
+  setup.seed = creq.sampling.seed;
+  {
+    DecodingRules rules;
+    rules.presence_penalty = common->presence_penalty;
+    rules.frequency_penalty = common->frequency_penalty;
+    rules.repetition_penalty = common->repetition_penalty;
+    rules.logit_bias = common->logit_bias;
+    rules.grammar = grammar;
+    rules.vocabulary = backend.vocabulary();
+    if (grammar && !rules.vocabulary)
+      throw ApiException{bad_request(in.chat ? "tool_choice" : "response_format",
+                                     "this server's model cannot constrain its output")};
+    if (rules.repetition_penalty != 1.0f) rules.prompt = creq.prompt;
+    if (!rules.empty()) {
+      auto shared = std::make_shared<const DecodingRules>(std::move(rules));
+      creq.make_processor = [shared] { return shared->make(); };
+    }
+  }
+  creq.stop_tokens = setup.stop_token_ids;
+  creq.cache_mode = cache_mode;
+  creq.name_space = request_namespace(in.tenant, common->has_cache_salt, common->cache_salt);
+  if (!in.shared_tenant.empty() && in.tenant != nullptr && in.tenant->name != in.shared_tenant) {
+    const Tenant shared{in.shared_tenant, false};
+    creq.shared_name_space = request_namespace(&shared, false, "");
+  }
+  setup.stream = common->stream;
+  setup.include_usage = common->include_usage;
+  setup.stop = common->stop;
+  setup.prompt_ids = creq.prompt;
+
+  return out;
+}
+
+}  // namespace sb

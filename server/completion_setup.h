@@ -1,0 +1,40 @@
+// CompletionSetup: what a completion route makes of its HTTP request before
+// anything runs: the engine's request, the response builder's setup and the
+// chat output parser. Everything a client can get wrong is found here.
+//
+// Thread safety: a pure function of its inputs and the backend's const
+// methods; safe from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/engine.h"
+#include "server/backend.h"
+#include "server/generation.h"
+#include "server/namespace.h"
+#include "server/request_parse.h"
+
+namespace sb {
+
+struct CompletionInput {
+  std::string_view body;
+  std::string cache_mode_header;  // X-Cache-Mode
+  bool chat = false;
+  const Tenant* tenant = nullptr;  // the presented key's tenant (null without keys)
+  std::string shared_tenant;       // --shared-namespace (empty: none)
+  std::string request_id;
+};
+
+struct PreparedCompletion {
+  CompletionRequest request;  // on_token and cancelled are the caller's to set
+  GenerationSetup setup;
+  std::unique_ptr<ChatOutput> chat_output;
+};
+
+// Throws ApiException (400, 404 unknown model, 413 prompt over the limit)
+// naming the field at fault.
+PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in);
+
+}  // namespace sb

@@ -1,0 +1,188 @@
+// Fairness and limits of the HTTP layer under load, over a fake backend: the
+// bounded queue answers 429 with Retry-After under default flags, /health and
+// /metrics answer while every running and queued slot is taken, queue time
+// counts in time to first token, a request past its deadline is cut (504, or
+// an error event in a stream), connections beyond the cap are answered 503
+// at once, and the prompt is limited to the model's context length.
+#include <httplib.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "tests/server/test_server.h"
+
+namespace sb::testing {
+namespace {
+
+using nlohmann::json;
+
+httplib::Result post(httplib::Client& c, const json& body) {
+  return c.Post("/v1/completions", body.dump(), "application/json");
+}
+
+// Waits (polling /metrics) until the gauges show `running` and `queued`.
+bool wait_for_gauges(const TestServer& ts, size_t running, size_t queued) {
+  auto c = ts.client();
+  std::string last;
+  const std::string want_running = "statebank_running_requests " + std::to_string(running) + "\n";
+  const std::string want_queued = "statebank_queue_depth " + std::to_string(queued) + "\n";
+  for (int i = 0; i < 3000; ++i) {
+    auto m = c->Get("/metrics");
+    if (m && m->body.find(want_running) != std::string::npos && m->body.find(want_queued) != std::string::npos)
+      return true;
+    if (m) last = m->body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "gauges never showed " << want_running << want_queued << last;
+  return false;
+}
+
+TEST(ServerLimits, DefaultFlagsQueueThen429WithRetryAfterWhileHealthAndMetricsAnswer) {
+  const ServerOptions defaults;
+  TestServer ts;
+  std::vector<std::future<int>> held;
+  ts.backend.hold();
+  // Released however the test ends (before the futures wait), so the held requests finish.
+  std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
+  const json body = {{"prompt", "q"}, {"max_tokens", 2}};
+  const size_t slots = static_cast<size_t>(defaults.max_running) + defaults.max_queue;
+  for (size_t i = 0; i < slots; ++i)
+    held.push_back(std::async(std::launch::async, [&] {
+      auto r = post(*ts.client(), body);
+      return r ? r->status : -1;
+    }));
+  ASSERT_TRUE(wait_for_gauges(ts, static_cast<size_t>(defaults.max_running), defaults.max_queue));
+  // Every slot is taken: the cheap routes still answer, a completion is 429.
+  auto c = ts.client();
+  auto health = c->Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto metrics = c->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  auto refused = post(*c, body);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 429) << refused->body;
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(refused->body)["error"]["code"], "queue_full");
+  ts.backend.release();
+  for (auto& f : held) EXPECT_EQ(f.get(), 200);
+}
+
+TEST(ServerLimits, QueueTimeCountsInTimeToFirstToken) {
+  ServerOptions o;
+  o.max_running = 1;
+  TestServer ts(o);
+  std::future<int> a, b;
+  ts.backend.hold();
+  std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
+  const json body = {{"prompt", "q"}, {"max_tokens", 1}};
+  a = std::async(std::launch::async, [&] { return post(*ts.client(), body)->status; });
+  b = std::async(std::launch::async, [&] { return post(*ts.client(), body)->status; });
+  ASSERT_TRUE(wait_for_gauges(ts, 1, 1));
+  // Both arrived before this pause and neither has a token before release():
+  // each time to first token is at least the pause, queued or running.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  ts.backend.release();
+  EXPECT_EQ(a.get(), 200);
+  EXPECT_EQ(b.get(), 200);
+  const std::string m = ts.client()->Get("/metrics")->body;
+  EXPECT_NE(m.find("statebank_time_to_first_token_seconds_bucket{le=\"0.5\"} 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("statebank_time_to_first_token_seconds_count 2\n"), std::string::npos) << m;
+}
+
+TEST(ServerLimits, ARequestPastItsDeadlineIsCut) {
+  ServerOptions o;
+  o.request_timeout = std::chrono::seconds(1);
+  TestServer ts(o);
+  ts.backend.per_token_sleep_us = 20000;  // 1000 tokens would take 20 s
+  auto c = ts.client();
+  // Seed 0: the fake's reply has no end-of-text token within the deadline.
+  auto r = post(*c, {{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 504) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "deadline_exceeded");
+  auto s = post(*c, {{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}});
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200);
+  EXPECT_NE(s->body.find("deadline_exceeded"), std::string::npos) << s->body;
+  EXPECT_NE(s->body.find("data: [DONE]"), std::string::npos);
+  EXPECT_GE(ts.backend.cancelled.load(), 2);
+  ts.backend.per_token_sleep_us = 0;
+  EXPECT_EQ(post(*c, {{"prompt", "go"}, {"max_tokens", 3}})->status, 200);
+}
+
+// Opens a TCP connection and sends nothing: it holds a server thread until
+// the read timeout.
+int idle_connection(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(ServerLimits, ConnectionsBeyondTheCapAre503ButHealthAnswers) {
+  ServerOptions o;
+  o.max_running = 1;
+  o.max_queue = 1;
+  o.spare_threads = 1;  // 3 connection threads in all
+  TestServer ts(o);
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) {
+    fds.push_back(idle_connection(ts.port));
+    ASSERT_GE(fds.back(), 0);
+  }
+  // Give the listener time to hand the idle connections their threads.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto c = ts.client();
+  auto refused = post(*c, {{"prompt", "q"}, {"max_tokens", 2}});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503) << refused->body;
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  httplib::Client h("127.0.0.1", ts.port);
+  auto health = h.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  for (int fd : fds) ::close(fd);
+  // Once they are gone, completions are served again.
+  bool served = false;
+  for (int i = 0; i < 200 && !served; ++i) {
+    httplib::Client again("127.0.0.1", ts.port);
+    auto r = post(again, {{"prompt", "q"}, {"max_tokens", 2}});
+    served = r && r->status == 200;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST(ServerLimits, ThePromptIsLimitedToTheContextLength) {
+  auto status = [](const TestServer& ts, const std::string& prompt) {
+    auto r = post(*ts.client(), {{"prompt", prompt}, {"max_tokens", 1}});
+    return r ? r->status : -1;
+  };
+  const TestServer by_default({}, /*context_length=*/8);
+  EXPECT_EQ(status(by_default, "123456789"), 413);
+  EXPECT_EQ(status(by_default, "12345678"), 200);
+  ServerOptions o;
+  o.limits.max_prompt_tokens = 4;  // lowers it
+  const TestServer lowered(o, 8);
+  EXPECT_EQ(status(lowered, "12345"), 413);
+  EXPECT_EQ(status(lowered, "1234"), 200);
+  o.limits.max_prompt_tokens = 100;  // never raises it
+  const TestServer raised(o, 8);
+  EXPECT_EQ(status(raised, "123456789"), 413);
+}
+
+}  // namespace
+}  // namespace sb::testing

@@ -1,0 +1,22 @@
+# Sourced by the scripts that use the cached llama.cpp build (tools/xcheck,
+# bench/compare_llama.sh). Sets:
+#   LLAMA_DIR  the llama.cpp tree (SB_LLAMA_DIR, default /work/cache/llama.cpp)
+#   LLAMA_BIN  its built programs
+#   SB_PY      a python3 that imports numpy (Debian's python3-numpy), with
+#              llama.cpp's gguf-py on PYTHONPATH
+# and defines llama_ready (true when the build tools/llama/build_llama.sh
+# makes is present).
+LLAMA_DIR="${SB_LLAMA_DIR:-/work/cache/llama.cpp}"
+LLAMA_BIN="$LLAMA_DIR/build/bin"
+export PYTHONPATH="$LLAMA_DIR/gguf-py${PYTHONPATH:+:$PYTHONPATH}"
+SB_PY=""
+for candidate in python3 /usr/bin/python3; do
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c "import numpy" 2>/dev/null; then
+    SB_PY="$(command -v "$candidate")"
+    break
+  fi
+done
+llama_ready() {
+  [[ -x "$LLAMA_BIN/llama-bench" && -x "$LLAMA_BIN/llama-quantize" && -f "$LLAMA_DIR/build/src/libllama.a" &&
+     -n "$SB_PY" && -f "$LLAMA_DIR/gguf-py/gguf/__init__.py" ]]
+}

@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""The cross-check: statebank against llama.cpp v0.5.0 on the same weights,
+with the double-precision reference forward (tests/runtime/reference_forward.h)
+as the third voice. docs/xcheck.md explains the tables; run it through
+tools/xcheck/run.sh, which finds the llama.cpp build and numpy.
+
+For every architecture llama.cpp also implements (qwen3, qwen3_next, qwen3_5,
+qwen3_5_moe; statebank_qsa has no counterpart) the generated checkpoint is
+converted to GGUF (tools/gguf/convert.py) and every implementation runs the
+same prompts: token ids of lengths 1, 63, 64, 65, 257 and 1,100, a
+chat-templated conversation, a prompt restored from the bank
+(`statebank run --restore`; the others run it cold) and a prompt split across
+decode (`statebank run --split-at`: prefilled in part, the rest fed token by
+token). Each case compares the logits of several prompt rows and of every
+decode step of a 32-token greedy continuation, up to the first token where
+the two continuations differ (after it they condition on different text).
+
+  rel err  max over the compared rows of max|a - b| / max|b| (b: the reference side)
+  top-20   the smallest overlap of the two top-20 sets over those rows, and in
+           how many rows the two top-20 lists are in the same order
+  greedy   leading generated tokens that agree, of 32; at a divergence, the
+           gap between the reference side's two best logits there, relative to
+           the row's scale (a near tie is noise, a wide gap a bug)
+
+f32: F32 checkpoint and GGUF, llama.cpp with an f32 KV cache and flash
+attention off. A case passes when statebank and llama.cpp agree within
+F32_TOL, or, where they do not, when statebank is within F32_TOL of the
+double-precision reference on the same rows (both fp32 sides then stray from
+the exact value at an ill-conditioned step; the table shows by how much).
+bf16: the bf16 checkpoint, as a BF16 GGUF (llama.cpp rounds activations to
+bf16 for its BF16 products; bf16 KV cache) and as an F32 GGUF of the same
+values. statebank runs --precision bf16 when the binary has the flag, else its
+fp32 math on the bf16 weights, which must then match llama.cpp's F32 run of
+the same weights within F32_TOL. Against llama.cpp's BF16 run the tolerance is
+BF16_FACTOR times llama.cpp's own BF16-vs-F32 difference on the same rows.
+
+Exit status: 0 every case passes, 1 some case fails, 2 usage or tool failure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARCHES = ["qwen3", "qwen3_next", "qwen3_5", "qwen3_5_moe"]
+LENGTHS = [1, 63, 64, 65, 257, 1100]
+F32_TOL = 1e-4
+BF16_FACTOR = 3.0
+N_ORDINARY = 151643  # ids below the Qwen tokenizer's special tokens
+CHAT = [
+    {"role": "system", "content": "You are a careful assistant. Answer briefly."},
+    {"role": "user", "content": "What is the capital of France, and why is it famous?"},
+    {"role": "assistant", "content": "Paris. It is known for the Eiffel Tower, the Louvre and its cafes."},
+    {"role": "user", "content": "Name three rivers that flow through it or near it."},
+]
+
+
+def die(message: str):
+    print(f"xcheck: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(cmd: list[str], stdin: str | None = None) -> str:
+    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
+    if p.returncode != 0:
+        die(f"{' '.join(cmd[:6])} ... failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+    return p.stdout
+
+
+def ids_of(text: str) -> list[int]:
+    return [int(x) for x in text.strip().split(",")]
+
+
+class Case:
+    def __init__(self, name: str, ids: list[int], mode: list[str] | None = None):
+        self.name, self.ids, self.mode = name, ids, mode or []
+        n = len(ids)
+        self.rows = [n - 1] if self.mode else sorted({r for r in (0, 62, 63, 64, n // 2, n - 2) if 0 <= r < n - 1}) + [n - 1]
+
+
+def random_ids(n: int) -> list[int]:
+    return np.random.RandomState(1000 + n).randint(0, N_ORDINARY, size=n).tolist()
+
+
+def chat_ids(statebank: str, model_dir: str) -> list[int]:
+    cases = json.dumps([{"messages": CHAT, "add_generation_prompt": True}])
+    out = json.loads(run(["python3", os.path.join(ROOT, "tools/tokenizer/render_chat.py"), model_dir], cases))
+    if "text" not in out:
+        die(f"chat template: {out}")
+    return ids_of(run([statebank, "tokenize", "--model", model_dir, out["text"]]))
+
+
+def make_cases(statebank: str, model_dir: str) -> list[Case]:
+    cases = [Case(f"{n} tokens", random_ids(n)) for n in LENGTHS]
+    cases.append(Case("chat", chat_ids(statebank, model_dir)))
+    cases.append(Case("restored (B=256)", random_ids(1100), ["--restore", "--block-tokens", "256"]))
+    cases.append(Case("split at 200", random_ids(257), ["--split-at", "200"]))
+    return cases
+
+
+class Run:
+    """One implementation's answer to a case: logit rows and generated tokens."""
+
+    def __init__(self, rows: np.ndarray, tokens: list[int], n_prompt_rows: int):
+        self.rows, self.tokens, self.n_prompt_rows = rows, tokens, n_prompt_rows
+
+
+def agreeing(a: Run, b: Run) -> int:
+    k = 0
+    while k < min(len(a.tokens), len(b.tokens)) and a.tokens[k] == b.tokens[k]:
+        k += 1
+    return k
+
+
+def comparable_rows(a: Run, b: Run) -> int:
+    # Decode row k (k >= 1) follows generated token k: comparable while tokens 1..k agree.
+    return a.n_prompt_rows + min(agreeing(a, b), len(b.tokens) - 1)
+
+
+def rel_errors(a: Run, b: Run, n_rows: int) -> np.ndarray:
+    out = np.zeros(n_rows)
+    for i in range(n_rows):
+        x, y = a.rows[i].astype(np.float64), b.rows[i].astype(np.float64)
+        out[i] = np.abs(x - y).max() / np.abs(y).max()
+    return out
+
+
+def compare(a: Run, b: Run) -> dict:
+    n_rows = comparable_rows(a, b)
+    overlap, same_order = 20, 0
+    for i in range(n_rows):
+        ta = np.argsort(-a.rows[i].astype(np.float64), kind="stable")[:20]
+        tb = np.argsort(-b.rows[i].astype(np.float64), kind="stable")[:20]
+        overlap = min(overlap, len(set(ta.tolist()) & set(tb.tolist())))
+        same_order += int(np.array_equal(ta, tb))
+    agree = agreeing(a, b)
+    gap = None
+    if agree < len(b.tokens):
+        row = b.rows[b.n_prompt_rows - 1 + agree].astype(np.float64)  # the row the differing token came from
+        top2 = np.sort(row)[-2:]
+        gap = float((top2[1] - top2[0]) / np.abs(row).max())
+    return {"rel": float(rel_errors(a, b, n_rows).max()), "overlap": overlap, "same_order": same_order,
+            "rows": n_rows, "agree": agree, "total": len(b.tokens), "gap": gap}
+
+
+class Xcheck:
+    def __init__(self, a):
+        self.a = a
+        self.statebank = a.statebank
+        self.work = a.work
+        p = subprocess.run([self.statebank, "run", "--precision", "f32"], capture_output=True, text=True)
+        self.has_precision = "unknown flag --precision" not in p.stderr
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.work, name)
+
+    def model(self, arch: str, preset: str, dtype: str) -> str:
+        d = self.path(f"{arch}-{preset}-{dtype}")
+        if not os.path.exists(os.path.join(d, "config.json")):
+            run([self.statebank, "gen-model", "--arch", arch, "--preset", preset, "--dtype", dtype, d])
+        return d
+
+    def gguf(self, model_dir: str, outtype: str) -> str:
+        out = f"{model_dir}.{outtype}.gguf"
+        if not os.path.exists(out):
+            run([sys.executable, os.path.join(ROOT, "tools/gguf/convert.py"), "--outtype", outtype, model_dir, out])
+        return out
+
+    def ours(self, model_dir: str, case: Case, precision: str, vocab: int) -> Run:
+        out = self.path("ours.bin")
+        cmd = [self.statebank, "run", "--model", model_dir, "--prompt-ids", ",".join(map(str, case.ids)),
+               "--max-tokens", str(self.a.max_tokens), "--threads", str(self.a.threads), "--ids",
+               "--logits-out", out, "--logits-rows", ",".join(map(str, case.rows))] + case.mode
+        if self.has_precision:
+            cmd += ["--precision", precision]
+        tokens = ids_of(run(cmd))
+        return Run(read_rows(out, vocab), tokens, len(case.rows))
+
+    def llama(self, gguf: str, case: Case, kv: str, vocab: int) -> Run:
+        out = self.path("llama.bin")
+        tokens = ids_of(run([self.a.llama_logits, "--model", gguf, "--prompt-ids", ",".join(map(str, case.ids)),
+                             "--rows", ",".join(map(str, case.rows)), "--max-tokens", str(self.a.max_tokens),
+                             "--threads", str(self.a.threads), "--logits-out", out, "--kv", kv]))
+        return Run(read_rows(out, vocab), tokens, len(case.rows))
+
+    def reference(self, model_dir: str, case: Case, continuation: list[int], vocab: int) -> Run:
+        out = self.path("reference.bin")
+        run([self.a.reference_logits, "--model", model_dir, "--prompt-ids", ",".join(map(str, case.ids)),
+             "--rows", ",".join(map(str, case.rows)), "--continue-ids", ",".join(map(str, continuation)),
+             "--logits-out", out])
+        return Run(read_rows(out, vocab), continuation, len(case.rows))
+
+    def check_f32(self, arch: str, preset: str) -> list[dict]:
+        d = self.model(arch, preset, "f32")
+        g = self.gguf(d, "f32")
+        vocab = vocab_size(d)
+        results = []
+        for case in make_cases(self.statebank, d):
+            ours, llama = self.ours(d, case, "f32", vocab), self.llama(g, case, "f32", vocab)
+            r = compare(ours, llama)
+            r["ref"] = None
+            ok = r["rel"] <= F32_TOL
+            if not ok or (r["gap"] is not None and r["gap"] > 2 * F32_TOL) or self.a.reference == "always":
+                # The third voice on the rows both sides share: which one strays, and by how much?
+                ref = self.reference(d, case, llama.tokens, vocab)
+                n = comparable_rows(ours, llama)
+                r["ref"] = (float(rel_errors(ours, ref, n).max()), float(rel_errors(llama, ref, n).max()))
+                ok = r["ref"][0] <= F32_TOL
+            r["ok"] = ok and (r["gap"] is None or r["gap"] <= 2 * F32_TOL)
+            r.update(arch=arch, preset=preset, case=case.name, n=len(case.ids))
+            results.append(r)
+            self.log("f32", r)
+        return results
+
+    def check_bf16(self, arch: str, preset: str) -> list[dict]:
+        d = self.model(arch, preset, "bf16")
+        g_bf16, g_f32 = self.gguf(d, "bf16"), self.gguf(d, "f32")
+        vocab = vocab_size(d)
+        results = []
+        for case in make_cases(self.statebank, d):
+            ours = self.ours(d, case, "bf16", vocab)
+            llama_bf16 = self.llama(g_bf16, case, "bf16", vocab)
+            llama_f32 = self.llama(g_f32, case, "f32", vocab)
+            r = compare(ours, llama_bf16)
+            vs_f32 = compare(ours, llama_f32)
+            n = min(comparable_rows(ours, llama_bf16), comparable_rows(llama_f32, llama_bf16))
+            noise = float(rel_errors(llama_f32, llama_bf16, n).max())
+            ours_n = float(rel_errors(ours, llama_bf16, n).max())
+            tol = BF16_FACTOR * noise + F32_TOL
+            r.update(vs_f32=vs_f32["rel"], noise=noise)
+            r["ok"] = ours_n <= tol and (r["gap"] is None or r["gap"] <= 2 * tol)
+            if not self.has_precision:  # fp32 math on bf16 weights: llama.cpp's F32 run must match
+                r["ok"] = r["ok"] and vs_f32["rel"] <= F32_TOL
+            r.update(arch=arch, preset=preset, case=case.name, n=len(case.ids))
+            results.append(r)
+            self.log("bf16", r)
+        return results
+
+    @staticmethod
+    def log(precision: str, r: dict):
+        extra = ""
+        if r.get("ref"):
+            extra = f"  vs double: ours {r['ref'][0]:.1e} llama {r['ref'][1]:.1e}"
+        if "noise" in r:
+            extra = f"  vs llama F32 {r['vs_f32']:.1e}  llama bf16 noise {r['noise']:.1e}"
+        gap = "" if r["gap"] is None else f" (gap {r['gap']:.1e})"
+        print(f"  {r['arch']:12s} {precision:4s} {r['case']:18s} rel {r['rel']:.2e}{extra}  top-20 {r['overlap']}/20 "
+              f"order {r['same_order']}/{r['rows']}  greedy {r['agree']}/{r['total']}{gap}"
+              f"{'' if r['ok'] else '  FAIL'}", file=sys.stderr, flush=True)
+
+
+def vocab_size(model_dir: str) -> int:
+    with open(os.path.join(model_dir, "config.json")) as f:
+        c = json.load(f)
+    return int(c.get("text_config", c)["vocab_size"])
+
+
+def read_rows(path: str, vocab: int) -> np.ndarray:
+    data = np.fromfile(path, dtype=np.float32)
+    if data.size % vocab:
+        die(f"{path}: {data.size} floats is not a whole number of {vocab}-wide rows")
+    return data.reshape(-1, vocab)
+
+
+def greedy_cell(r: dict) -> str:
+    return f"{r['agree']}/{r['total']}" + ("" if r["gap"] is None else f" (tie gap {r['gap']:.0e})")
+
+
+def top20_cell(r: dict) -> str:
+    return f"{r['overlap']}/20, order {r['same_order']}/{r['rows']}"
+
+
+def fail_mark(r: dict) -> str:
+    return "" if r["ok"] else " **FAIL**"
+
+
+def f32_table(results: list[dict]) -> str:
+    lines = ["| arch | preset | prompt | tokens | rel err | vs double: statebank / llama.cpp | top-20 | greedy |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ref = "" if r["ref"] is None else f"{r['ref'][0]:.1e} / {r['ref'][1]:.1e}"
+        lines.append(f"| {r['arch']} | {r['preset']} | {r['case']} | {r['n']} | {r['rel']:.1e}{fail_mark(r)} | {ref} | "
+                     f"{top20_cell(r)} | {greedy_cell(r)} |")
+    return "\n".join(lines)
+
+
+def bf16_table(results: list[dict]) -> str:
+    lines = ["| arch | preset | prompt | tokens | rel err vs llama.cpp BF16 | llama.cpp's own BF16 vs F32 | "
+             "vs llama.cpp F32, same weights | top-20 | greedy |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['arch']} | {r['preset']} | {r['case']} | {r['n']} | {r['rel']:.1e}{fail_mark(r)} | "
+                     f"{r['noise']:.1e} | {r['vs_f32']:.1e} | {top20_cell(r)} | {greedy_cell(r)} |")
+    return "\n".join(lines)
+
+
+def update_doc(path: str, text: str):
+    begin, end = "<!-- xcheck:begin -->", "<!-- xcheck:end -->"
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    if begin not in doc or end not in doc:
+        die(f"{path} has no {begin} ... {end} section")
+    doc = doc[:doc.index(begin) + len(begin)] + "\n" + text + "\n" + doc[doc.index(end):]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="statebank vs llama.cpp logits on the same weights")
+    ap.add_argument("--statebank", default=os.path.join(ROOT, "build/release/statebank"))
+    ap.add_argument("--reference-logits", default=os.path.join(ROOT, "build/release/tests/runtime/reference_logits"))
+    ap.add_argument("--llama-logits", required=True)
+    ap.add_argument("--arch", default=",".join(ARCHES))
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--precision", default="f32,bf16")
+    ap.add_argument("--reference", choices=("on-disagreement", "always"), default="on-disagreement",
+                    help="when to run the double-precision reference on an f32 case")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--work", default="", help="directory for checkpoints and GGUF files, kept (default: a temporary one)")
+    ap.add_argument("--update-doc", default="", help="replace the <!-- xcheck:begin/end --> section of this file")
+    a = ap.parse_args()
+    archs, precisions = a.arch.split(","), a.precision.split(",")
+    for arch in archs:
+        if arch == "statebank_qsa":
+            die("statebank_qsa has no llama.cpp counterpart (docs/qsa.md): nothing to compare")
+        if arch not in ARCHES:
+            die(f"unknown arch {arch} ({', '.join(ARCHES)})")
+    for p in precisions:
+        if p not in ("f32", "bf16"):
+            die(f"unknown precision {p} (f32, bf16)")
+    for tool in (a.statebank, a.reference_logits):
+        if not os.access(tool, os.X_OK):
+            die(f"{tool} is not built (tools/build.sh release statebank reference_logits)")
+    own_work = not a.work
+    a.work = a.work or tempfile.mkdtemp(prefix="statebank-xcheck-")
+    os.makedirs(a.work, exist_ok=True)
+    x = Xcheck(a)
+    t0, cpu0 = time.monotonic(), os.times()
+    f32, bf16 = [], []
+    try:
+        for preset in a.preset.split(","):
+            for arch in archs:
+                if "f32" in precisions:
+                    f32 += x.check_f32(arch, preset)
+                if "bf16" in precisions:
+                    bf16 += x.check_bf16(arch, preset)
+    finally:
+        if own_work:
+            shutil.rmtree(a.work, ignore_errors=True)
+    cpu1 = os.times()
+    cpu = (cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system)
+    parts = []
+    if f32:
+        parts.append(f"**f32** (tolerance {F32_TOL:g}):\n\n{f32_table(f32)}")
+    if bf16:
+        ours = ("`--precision bf16`" if x.has_precision
+                else "fp32 math on the bf16 weights (this build has no `--precision`)")
+        parts.append(f"**bf16** (statebank: {ours}; tolerance {BF16_FACTOR:g} x llama.cpp's own BF16-vs-F32 "
+                     f"difference + {F32_TOL:g}):\n\n{bf16_table(bf16)}")
+    all_results = f32 + bf16
+    parts.append(f"{len(all_results)} cases, {time.monotonic() - t0:.0f} s wall, {cpu:.0f} s CPU, "
+                 f"{a.threads} threads per process.")
+    text = "\n\n".join(parts)
+    print(text)
+    if a.update_doc:
+        update_doc(a.update_doc, text)
+    bad = [r for r in all_results if not r["ok"]]
+    if bad:
+        print(f"xcheck: {len(bad)} of {len(all_results)} cases fail", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
