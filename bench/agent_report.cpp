@@ -1,22 +1,14 @@
 #include "bench/agent_report.h"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
+#include "bench/report_text.h"
+
 namespace sb {
 namespace {
-
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 std::string mb(uint64_t bytes) {
   if (bytes < 1000000) return fmt("%.1f kB", bytes / 1e3);

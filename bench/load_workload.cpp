@@ -4,13 +4,13 @@
 #include <atomic>
 #include <cmath>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
 
+#include "bench/report_text.h"
 #include "engine/engine.h"
 
 namespace sb {
@@ -22,14 +22,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 std::vector<int32_t> random_prompt(std::mt19937_64& rng, int64_t n, int64_t vocab) {
   std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(std::min<int64_t>(vocab, 151643) - 1));

@@ -1,27 +1,29 @@
 // Prefill and decode throughput of the CPU runtime on a generated checkpoint
 // (default: qwen3_5 preset 0.8b, the shapes of Qwen3.5-0.8B), per thread
-// count, with decode as a fraction of the memory-bandwidth bound measured in
+// count, with decode as a fraction of the read-bandwidth bound measured in
 // the same run: weight bytes read per decoded token over a read-only
-// bandwidth probe with the same number of threads.
+// bandwidth probe with the same number of threads (a memcpy probe would count
+// every byte twice).
 //
-// usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR]
-//                      [--threads 1,2] [--prefill 512[,2048]] [--decode 32] [--reps 1] [--json] [--help]
+// usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2]
+//                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json] [--help]
 //
-// --dir: the checkpoint to run (written there first, bf16, seed 0, when it
-// holds none). Each prefill length runs on a fresh State, and so does decode
-// (from an empty context, as llama-bench's tg test). --reps repeats every measurement; the table shows the
-// best (least disturbed) of them, --json every sample, in the layout of
-// `llama-bench -o json` (test name, n_threads, samples_ts, avg_ts), so
-// bench/compare_llama.py reads both tools' results alike.
-// An unknown flag is an error; --help prints the flags (scripts probe it).
-// The checkpoint: bench/bench_model.h (--dir, else a shared one per preset).
+// Each prefill length runs on a fresh State, and so does decode (from an
+// empty context, as llama-bench's tg test). --reps repeats every
+// measurement; the table shows the best (least disturbed) of them, as tokens
+// per second of wall clock and, in brackets, of CPU time (process CPU seconds
+// over the thread count: less disturbed by other work on a shared machine;
+// idle workers spin briefly, which counts as CPU time). --json prints every
+// sample in the layout of `llama-bench -o json` (test, n_threads, samples_ts,
+// avg_ts) so that a script reads both tools' results alike.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,20 +38,24 @@ using namespace sb;
 
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "runtime_bench: %s\n", message.c_str());
-  std::exit(2);
+double wall_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// Bytes read per second by `threads` threads streaming over disjoint halves of
-// a buffer far larger than the caches; best of 3. Reads only: a memcpy probe
-// would count every byte twice (read and write).
+int fail(const Status& s) {
+  std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
+  return 2;
+}
+
+// Bytes per second that `threads` threads read from disjoint slices of a
+// buffer far larger than the caches; best of 3 after a first pass that
+// faults the pages in.
 double read_bandwidth(int threads) {
   const size_t n_words = (size_t(1) << 30) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n_words, 1);
-  std::vector<uint64_t> sinks(static_cast<size_t>(threads));
+  std::vector<uint64_t> buf(n_words, 1), sinks(static_cast<size_t>(threads));
   auto read_slice = [&](int t) {
     const size_t begin = n_words * t / threads, end = n_words * (t + 1) / threads;
     uint64_t acc[8] = {};
@@ -61,66 +67,67 @@ double read_bandwidth(int threads) {
   };
   double best = 0;
   for (int rep = 0; rep < 4; ++rep) {
-    const double t0 = now_s();
+    const double t0 = wall_s();
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) pool.emplace_back(read_slice, t);
     for (auto& th : pool) th.join();
-    const double bw = n_words * sizeof(uint64_t) / (now_s() - t0);
-    if (rep > 0) best = std::max(best, bw);  // the first pass faults the pages in
+    if (rep > 0) best = std::max(best, n_words * sizeof(uint64_t) / (wall_s() - t0));
   }
   uint64_t total = 0;
   for (uint64_t s : sinks) total += s;
-  if (total != n_words) die("read probe miscounted");  // keeps the reads from being optimised away
+  if (total != n_words) std::fprintf(stderr, "runtime_bench: the read probe miscounted\n");
   return best;
 }
 
-std::vector<int64_t> int_list(const std::string& flag, const std::string& text) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = text.find(',', pos);
-    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+Status int_list(const Args& args, const std::string& name, const std::string& fallback, std::vector<int64_t>* out) {
+  std::stringstream ss(args.get(name, fallback));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1) die(flag + ": '" + item + "' is not a positive integer");
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+    if (item.empty() || *end != '\0' || v < 1) return Status::invalid("--" + name + ": '" + item + "' is not a positive integer");
+    out->push_back(v);
   }
-  return out;
+  if (out->empty()) return Status::invalid("--" + name + " is empty");
+  return Status::ok();
 }
 
 struct Sample {
   std::string test;  // pp512, tg32
-  int threads;
-  std::vector<double> ts;  // tokens per second, one per repetition
+  int threads = 0;
+  std::vector<double> ts, cpu_ts;  // tokens per second of wall clock and of CPU time, one per repetition
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  Args args({"arch", "preset", "dir", "threads", "prefill", "decode", "reps"}, {"json", "help"});
-  if (Status st = args.parse(argc, argv); !st) die(st.message());
-  if (args.has("help")) {
+  Args args({"arch", "preset", "dir", "threads", "prefill", "decode", "reps", "precision"}, {"json", "help"});
+  std::vector<int64_t> thread_counts, prefills;
+  int64_t n_decode = 0, reps = 0;
+  Status s = args.parse(argc, argv);
+  if (s && args.has("help")) {  // scripts probe the flags here
     std::printf("usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2] [--prefill 512[,2048]]"
-                " [--decode 32] [--reps 1] [--json]\n");
+                " [--decode 32] [--reps 1] [--precision bf16|f32] [--json]\n");
     return 0;
   }
-  const bool json = args.has("json");
-  const std::string arch_s = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
-  const std::vector<int64_t> thread_counts = int_list("--threads", args.get("threads", "1,2"));
-  const std::vector<int64_t> prefills = int_list("--prefill", args.get("prefill", "512"));
-  int64_t n_decode = 0, reps = 0;
-  Status s = args.get_int("decode", 32, 1, int64_t{1} << 24, &n_decode);
+  if (s) s = int_list(args, "threads", "1,2", &thread_counts);
+  if (s) s = int_list(args, "prefill", "512", &prefills);
+  if (s) s = args.get_int("decode", 32, 1, int64_t{1} << 24, &n_decode);
   if (s) s = args.get_int("reps", 1, 1, 1000, &reps);
+  RuntimeOptions options;
+  if (s && args.has("precision")) {
+    Precision p;
+    if ((s = parse_precision(args.get("precision"), &p))) options.precision = p;
+  }
+  const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
   std::string dir;
   ModelConfig config;
-  if (s) s = bench_checkpoint(arch_s, preset, args.get("dir"), &dir, &config);
-  if (!s) die(s.to_string());
+  if (s) s = bench_checkpoint(arch, preset, args.get("dir"), &dir, &config);
+  if (!s) return fail(s);
   std::unique_ptr<Checkpoint> ckpt;
-  if (!(s = Checkpoint::open(dir, &ckpt))) die(s.to_string());
-  if (!(s = parse_config(dir, &config))) die(s.to_string());  // --dir may hold another config than the preset
+  if (!(s = Checkpoint::open(dir, &ckpt))) return fail(s);
+  if (!(s = parse_config(dir, &config))) return fail(s);  // --dir may hold another config than the preset
   // Per decoded token every matrix is read once; a tied embedding is read as the head.
   uint64_t weight_bytes = 0;
   for (const auto& [name, t] : ckpt->tensors()) weight_bytes += t.nbytes;
@@ -133,31 +140,32 @@ int main(int argc, char** argv) {
   std::vector<int32_t> prompt(*std::max_element(prefills.begin(), prefills.end()));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % 151643);
   std::vector<Sample> samples;
+  std::string kernels;
   for (int64_t threads : thread_counts) {
     std::unique_ptr<Model> model;
-    RuntimeOptions options;
     options.threads = static_cast<int>(threads);
-    if (!(s = Model::load(dir, options, &model))) die(s.to_string());
-    for (int64_t n : prefills) samples.push_back({"pp" + std::to_string(n), static_cast<int>(threads), {}});
-    samples.push_back({"tg" + std::to_string(n_decode), static_cast<int>(threads), {}});
-    Sample* tg = &samples.back();
-    for (int rep = 0; rep < reps; ++rep) {
+    if (!(s = Model::load(dir, options, &model))) return fail(s);
+    kernels = model->kernels_name();
+    const size_t first = samples.size();
+    for (int64_t n : prefills) samples.push_back({"pp" + std::to_string(n), static_cast<int>(threads), {}, {}});
+    samples.push_back({"tg" + std::to_string(n_decode), static_cast<int>(threads), {}, {}});
+    for (int64_t rep = 0; rep < reps; ++rep) {
       for (size_t k = 0; k < prefills.size(); ++k) {
         State state = model->new_state();
         PrefillOutput out;
-        const double t0 = now_s();
-        if (!(s = model->prefill(state, std::span<const int32_t>(prompt).first(static_cast<size_t>(prefills[k])), {}, &out)))
-          die(s.to_string());
-        samples[samples.size() - 1 - prefills.size() + k].ts.push_back(prefills[k] / (now_s() - t0));
+        const double w0 = wall_s(), c0 = cpu_s();
+        if (!(s = model->prefill(state, std::span<const int32_t>(prompt).first(prefills[k]), {}, &out))) return fail(s);
+        samples[first + k].ts.push_back(prefills[k] / (wall_s() - w0));
+        samples[first + k].cpu_ts.push_back(prefills[k] * threads / (cpu_s() - c0));
       }
-      // Decode from an empty context, as llama-bench's tg test does.
-      State decode_state = model->new_state();
+      State state = model->new_state();
       std::vector<float> logits;
-      (void)model->decode(decode_state, 0, &logits);  // first touch outside the timing
-      const double t0 = now_s();
+      if (!(s = model->decode(state, 0, &logits))) return fail(s);  // first touch outside the timing
+      const double w0 = wall_s(), c0 = cpu_s();
       for (int64_t i = 0; i < n_decode; ++i)
-        if (!(s = model->decode(decode_state, static_cast<int32_t>(i % 1000), &logits))) die(s.to_string());
-      tg->ts.push_back(n_decode / (now_s() - t0));
+        if (!(s = model->decode(state, static_cast<int32_t>(i % 1000), &logits))) return fail(s);
+      samples.back().ts.push_back(n_decode / (wall_s() - w0));
+      samples.back().cpu_ts.push_back(n_decode * threads / (cpu_s() - c0));
     }
   }
 
@@ -167,28 +175,36 @@ int main(int argc, char** argv) {
     for (double x : v) sum += x;
     return sum / static_cast<double>(v.size());
   };
-  if (json) {
-    std::printf("{\"model\": \"%s %s\", \"dir\": \"%s\", \"weight_bytes_per_token\": %llu, \"read_bandwidth\": {",
-                arch_s.c_str(), preset.c_str(), dir.c_str(), static_cast<unsigned long long>(weight_bytes));
+  if (args.has("json")) {
+    std::printf("{\"model\": \"%s %s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
+                "\"read_bandwidth\": {",
+                arch.c_str(), preset.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes));
     bool first = true;
-    for (const auto& [t, bw] : bandwidth) std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw), first = false;
+    for (const auto& [t, bw] : bandwidth) {
+      std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw);
+      first = false;
+    }
     std::printf("},\n \"results\": [\n");
     for (size_t i = 0; i < samples.size(); ++i) {
-      std::printf("  {\"test\": \"%s\", \"n_threads\": %d, \"avg_ts\": %.3f, \"samples_ts\": [", samples[i].test.c_str(),
-                  samples[i].threads, avg(samples[i].ts));
-      for (size_t k = 0; k < samples[i].ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", samples[i].ts[k]);
+      const Sample& x = samples[i];
+      std::printf("  {\"test\": \"%s\", \"n_threads\": %d, \"avg_ts\": %.3f, \"samples_ts\": [", x.test.c_str(), x.threads,
+                  avg(x.ts));
+      for (size_t k = 0; k < x.ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.ts[k]);
+      std::printf("], \"samples_cpu_ts\": [");
+      for (size_t k = 0; k < x.cpu_ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.cpu_ts[k]);
       std::printf("]}%s\n", i + 1 < samples.size() ? "," : "");
     }
     std::printf(" ]}\n");
     return 0;
   }
-  std::printf("model %s preset %s (%s), %.2f GB read per decoded token\n", arch_s.c_str(), preset.c_str(), dir.c_str(),
-              weight_bytes / 1e9);
-  std::printf("| test | threads | t/s (best of %lld) | decode / read-bandwidth bound |\n|---|---|---|---|\n", static_cast<long long>(reps));
+  std::printf("model %s preset %s (%s), kernels %s, %.2f GB of weights read per decoded token\n", arch.c_str(),
+              preset.c_str(), dir.c_str(), kernels.c_str(), weight_bytes / 1e9);
+  std::printf("| test | threads | t/s, best of %lld [CPU time] | decode / read-bandwidth bound |\n|---|---|---|---|\n",
+              static_cast<long long>(reps));
   for (const Sample& x : samples) {
-    const double bound = bandwidth[x.threads] / weight_bytes;
-    std::string frac = x.test.rfind("tg", 0) == 0 ? std::to_string(best(x.ts) / bound).substr(0, 4) : "";
-    std::printf("| %s | %d | %.2f | %s |\n", x.test.c_str(), x.threads, best(x.ts), frac.c_str());
+    char frac[32] = "";
+    if (x.test.rfind("tg", 0) == 0) std::snprintf(frac, sizeof frac, "%.2f", best(x.ts) * weight_bytes / bandwidth[x.threads]);
+    std::printf("| %s | %d | %.2f [%.2f] | %s |\n", x.test.c_str(), x.threads, best(x.ts), best(x.cpu_ts), frac);
   }
   std::printf("read bandwidth:");
   for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%lld threads)", bw / 1e9, static_cast<long long>(t));

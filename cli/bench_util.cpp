@@ -8,7 +8,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "cli/model_arg.h"
 #include "model/config.h"
+#include "model/demo.h"
 #include "model/gen_model.h"
 
 namespace sb {
@@ -64,6 +66,23 @@ Status ensure_bench_model(const std::string& cache_dir, const std::string& arch_
       return Status::io_error("cannot move the generated checkpoint to " + target.string());
   }
   return Status::ok();
+}
+
+Status open_bench_model(const Args& args, int threads, BenchModel* out) {
+  out->cache_base = fs::path(demo_model_dir()).parent_path().string();
+  const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
+  if (args.has("model")) {
+    if (args.has("preset") || args.has("arch")) return Status::invalid("give --model or --arch/--preset, not both");
+    SB_RETURN_IF_ERROR(resolve_model_dir(args.get("model"), &out->dir));
+    out->description = "`" + out->dir + "`";
+  } else {
+    SB_RETURN_IF_ERROR(ensure_bench_model(args.get("cache-dir", out->cache_base), arch, preset, &out->dir));
+    out->description = arch + " preset " + preset + " (random weights, bf16, seed 0)";
+  }
+  RuntimeOptions ro;
+  ro.threads = threads;
+  SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &ro.precision));
+  return Model::load(out->dir, ro, &out->model);
 }
 
 std::string cpu_name() {

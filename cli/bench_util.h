@@ -3,9 +3,12 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
+#include "cli/args.h"
 #include "common/status.h"
+#include "model/model.h"
 
 namespace sb {
 
@@ -16,6 +19,14 @@ Status write_text(const std::string& path, const std::string& text);
 // temporary sibling, renamed into place).
 Status ensure_bench_model(const std::string& cache_dir, const std::string& arch_name, const std::string& preset,
                           std::string* dir);
+// The model a bench runs: --model DIR, else the --arch/--preset (qwen3_5,
+// 0.8b) checkpoint generated once under --cache-dir; loaded with `threads`
+// and --precision. `description` names it for a report.
+struct BenchModel {
+  std::string dir, description, cache_base;
+  std::unique_ptr<Model> model;
+};
+Status open_bench_model(const Args& args, int threads, BenchModel* out);
 std::string cpu_name();
 std::string utc_now();
 // A shell word for `a` (quoted when needed), for the command lines reports print.

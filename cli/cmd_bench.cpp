@@ -20,8 +20,6 @@
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "model/demo.h"
-#include "model/gen_model.h"
 #include "model/model.h"
 
 namespace sb {
@@ -33,7 +31,7 @@ constexpr const char* kUsage =
     "usage: statebank bench agent [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
     "         [--prefix-tokens 8192] [--project-tokens 1024] [--message-tokens 40] [--reply-tokens 32]\n"
     "         [--projects 3] [--turns 2] [--turns-after 1] [--block-tokens 256] [--snapshot-every 2048]\n"
-    "         [--threads 2] [--ram-bytes 8G] [--seed 1] [--work-dir DIR] [--keep-bank]\n"
+    "         [--threads 2] [--precision bf16|f32] [--ram-bytes 8G] [--seed 1] [--work-dir DIR] [--keep-bank]\n"
     "         [--report FILE.md] [--csv FILE.csv] [--plot-script FILE] [--no-plots]\n"
     "         [--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-timeout-ms 5000]]";
 
@@ -54,7 +52,7 @@ std::string make_plots(const std::string& script, const std::string& csv, const 
 
 int bench_agent(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "prefix-tokens", "project-tokens", "message-tokens",
-             "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads",
+             "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads", "precision",
              "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script", "remote", "remote-password-file",
              "remote-timeout-ms"},
             {"keep-bank", "no-plots"});
@@ -92,22 +90,12 @@ int bench_agent(int argc, char** argv) {
   o.seed = static_cast<uint64_t>(seed);
   o.progress = [](const std::string& line) { std::fprintf(stderr, "statebank bench: %s\n", line.c_str()); };
 
-  const std::string cache_base = fs::path(demo_model_dir()).parent_path().string();
-  const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
-  std::string model_dir, model_desc;
-  if (args.has("model")) {
-    if (args.has("preset") || args.has("arch")) return fail("bench", "give --model or --arch/--preset, not both");
-    if (!(s = resolve_model_dir(args.get("model"), &model_dir))) return fail("bench", s.to_string());
-    model_desc = "`" + model_dir + "`";
-  } else {
-    if (!(s = ensure_bench_model(args.get("cache-dir", cache_base), arch, preset, &model_dir)))
-      return fail("bench", s.to_string());
-    model_desc = arch + " preset " + preset + " (random weights, bf16, seed 0)";
-  }
-  std::unique_ptr<Model> model;
-  RuntimeOptions ro;
-  ro.threads = static_cast<int>(threads);
-  if (!(s = Model::load(model_dir, ro, &model))) return fail("bench", s.to_string());
+  BenchModel bm;
+  if (!(s = open_bench_model(args, static_cast<int>(threads), &bm))) return fail("bench", s.to_string());
+  const std::string& cache_base = bm.cache_base;
+  const std::string& model_dir = bm.dir;
+  const std::string& model_desc = bm.description;
+  std::unique_ptr<Model> model = std::move(bm.model);
 
   const fs::path work = args.get("work-dir", (fs::path(cache_base).parent_path() / "bench").string());
   const fs::path run_dir = work / ("agent-" + std::to_string(::getpid()));

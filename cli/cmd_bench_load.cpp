@@ -10,14 +10,13 @@
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "model/demo.h"
 #include "model/model.h"
 
 namespace sb {
 
 const char* const kLoadUsage =
     "usage: statebank bench load [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
-    "         [--threads 2] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48] [--requests 2]\n"
+    "         [--threads 2] [--precision bf16|f32] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48] [--requests 2]\n"
     "         [--max-running 8] [--batch-tokens 512] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
     "         [--idle-tokens 16] [--long-batch-tokens 512,64,16] [--seed 1] [--report FILE.md] [--csv FILE.csv]\n"
     "         [--no-plots]";
@@ -57,7 +56,7 @@ std::string make_plot(const std::string& csv, const std::string& png) {
 }  // namespace
 
 int bench_load(int argc, char** argv) {
-  Args args({"model", "arch", "preset", "cache-dir", "threads", "clients", "prompt-tokens", "decode-tokens", "requests",
+  Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "clients", "prompt-tokens", "decode-tokens", "requests",
              "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
              "seed", "report", "csv"},
             {"no-plots"});
@@ -92,22 +91,11 @@ int bench_load(int argc, char** argv) {
                                std::to_string(std::max<int64_t>(o.max_running, o.long_decoders + 1)) + ")");
   o.progress = [](const std::string& line) { std::fprintf(stderr, "statebank bench: %s\n", line.c_str()); };
 
-  const std::string cache_base = fs::path(demo_model_dir()).parent_path().string();
-  const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
-  std::string model_dir, model_desc;
-  if (args.has("model")) {
-    if (args.has("preset") || args.has("arch")) return fail("bench", "give --model or --arch/--preset, not both");
-    if (!(s = resolve_model_dir(args.get("model"), &model_dir))) return fail("bench", s.to_string());
-    model_desc = "`" + model_dir + "`";
-  } else {
-    if (!(s = ensure_bench_model(args.get("cache-dir", cache_base), arch, preset, &model_dir)))
-      return fail("bench", s.to_string());
-    model_desc = arch + " preset " + preset + " (random weights, bf16, seed 0)";
-  }
-  std::unique_ptr<Model> model;
-  RuntimeOptions ro;
-  ro.threads = static_cast<int>(threads);
-  if (!(s = Model::load(model_dir, ro, &model))) return fail("bench", s.to_string());
+  BenchModel bm;
+  if (!(s = open_bench_model(args, static_cast<int>(threads), &bm))) return fail("bench", s.to_string());
+  const std::string& model_dir = bm.dir;
+  const std::string& model_desc = bm.description;
+  std::unique_ptr<Model> model = std::move(bm.model);
 
   const std::string report = args.get("report");
   std::string csv = args.get("csv");

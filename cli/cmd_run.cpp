@@ -194,7 +194,7 @@ Status run_restored(const Model& model, const std::vector<int32_t>& prompt, cons
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "temperature", "top-p", "top-k", "seed",
+  Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "precision", "temperature", "top-p", "top-k", "seed",
              "logits-out", "logits-rows", "split-at", "block-tokens"},
             {"ids", "restore"});
   Status s = args.parse(argc, argv);
@@ -223,6 +223,7 @@ int cmd_run(int argc, char** argv) {
   std::unique_ptr<Model> model;
   RuntimeOptions options;
   options.threads = static_cast<int>(threads);
+  if (!(s = parse_precision_arg(args.get("precision"), &options.precision))) return fail("run", s.message());
   if (!(s = Model::load(dir, options, &model))) return fail("run", s.to_string());
   std::unique_ptr<Tokenizer> tokenizer;
   Status tok_status = Tokenizer::load(dir, &tokenizer);

@@ -35,6 +35,7 @@ namespace {
 const char* kUsage =
     "usage: statebank serve --model DIR|demo [--host 127.0.0.1] [--port 8000] [--bank-dir DIR] [--ram-bank SIZE] "
     "[--ssd-bank SIZE] [--ssd on|off|read-only] [--block-tokens 256] [--snapshot-every 2048] [--threads N] "
+    "[--precision bf16|f32] "
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
@@ -66,10 +67,10 @@ int cmd_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
-             "threads", "api-key", "api-key-file", "api-keys-file", "shared-namespace", "max-prompt-tokens",
-             "max-body-bytes", "audit", "max-running", "batch-tokens", "max-queue", "max-tokens-limit",
-             "request-timeout", "shutdown-deadline", "remote", "remote-password-file", "remote-ttl",
-             "remote-timeout-ms"},
+             "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
+             "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "max-queue",
+             "max-tokens-limit", "request-timeout", "shutdown-deadline", "remote", "remote-password-file",
+             "remote-ttl", "remote-timeout-ms"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
@@ -157,6 +158,7 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
   eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
   eo.threads = static_cast<int>(threads);
+  if (!(s = parse_precision_arg(args.get("precision"), &eo.precision))) return fail("serve", s.message());
   eo.bank.ssd_dir = args.get("bank-dir", default_bank_dir());
   if (eo.bank.ssd_mode != SsdMode::kOff && eo.bank.ssd_dir.empty())
     return fail("serve", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");

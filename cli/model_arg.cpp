@@ -16,6 +16,15 @@ Status resolve_model_dir(const std::string& arg, std::string* dir) {
   return Status::ok();
 }
 
+Status parse_precision_arg(const std::string& arg, std::optional<Precision>* out) {
+  out->reset();
+  if (arg.empty()) return Status::ok();
+  Precision p;
+  SB_RETURN_IF_ERROR(parse_precision(arg, &p));
+  *out = p;
+  return Status::ok();
+}
+
 std::string default_bank_dir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
   if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";

@@ -1,15 +1,21 @@
 // Resolves a --model argument: a checkpoint directory, or `demo` for the
-// built-in demo model (generated on first use, model/demo.h); and where the
-// bank lives when --bank-dir is not given.
+// built-in demo model (generated on first use, model/demo.h); where the bank
+// lives when --bank-dir is not given; and the --precision argument every
+// command that loads a model takes.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "common/status.h"
+#include "runtime/kernels.h"
 
 namespace sb {
 
 Status resolve_model_dir(const std::string& arg, std::string* dir);
+
+// "bf16" or "f32"; empty: unset (the checkpoint's default).
+Status parse_precision_arg(const std::string& arg, std::optional<Precision>* out);
 
 // The default --bank-dir: $XDG_CACHE_HOME/statebank/bank, else
 // $HOME/.cache/statebank/bank; empty when neither variable is set.

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/activations.h"
 #include "model/transformer.h"
 
 namespace sb {
@@ -16,8 +15,17 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   const int64_t T = call.rows, nh = c.n_heads, nkv = c.n_kv_heads, d = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
-  std::vector<float> proj(T * a.q.rows);
-  kernels_->matmul(xn, T, a.q, proj.data());
+  using P = AttentionWeights;
+  const bool sparse = w.type == LayerType::kSparseAttention;
+  std::vector<float> proj(T * a.in.parts[P::kQ].rows), k(T * nkv * d), v(T * nkv * d), raw, iq, iw;
+  std::vector<float*> outs = {proj.data(), k.data(), v.data()};
+  if (sparse) {
+    raw.resize(T * a.in.parts[P::kIndexK].rows);
+    iq.resize(T * a.in.parts[P::kIndexQ].rows);
+    iw.resize(T * a.in.parts[P::kIndexW].rows);
+    outs.insert(outs.end(), {raw.data(), iq.data(), iw.data()});
+  }
+  kernels_->matmul(xn, T, a.in, outs);
   std::vector<float> q(T * nh * d), gate;
   if (c.attention_gated) {
     // q_proj rows are [query_h | gate_h] per head, not two global halves.
@@ -31,15 +39,12 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   } else {
     q = std::move(proj);
   }
-  std::vector<float> k(T * nkv * d), v(T * nkv * d);
-  kernels_->matmul(xn, T, a.k, k.data());
-  kernels_->matmul(xn, T, a.v, v.data());
   kernels_->rms_norm(q.data(), T * nh, d, a.q_norm.data(), eps, c.norm_weight_offset, q.data());
   kernels_->rms_norm(k.data(), T * nkv, d, a.k_norm.data(), eps, c.norm_weight_offset, k.data());
   kernels_->rope(q.data(), T, nh, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
   kernels_->rope(k.data(), T, nkv, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
   std::vector<std::vector<uint8_t>> masks;
-  if (w.type == LayerType::kSparseAttention) sparse_selection(w, call, xn, &masks);
+  if (sparse) sparse_selection(w, call, raw.data(), iq.data(), iw.data(), &masks);
   std::vector<float> o(T * nh * d);
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const SequenceRows& seq = call.sequences[i];
@@ -56,25 +61,21 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
     in.k = st.buffer(w.comp_k).data();
     in.v = st.buffer(w.comp_v).data();
     in.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    if (w.type == LayerType::kSparseAttention) {
+    if (sparse) {
       in.block_mask = masks[i].data();
       in.mask_block = c.index_compress_ratio;
       in.mask_stride = (seq.first_pos + seq.rows + c.index_compress_ratio - 1) / c.index_compress_ratio;
     }
     kernels_->attention(in, o.data() + seq.first_row * nh * d);
   }
-  if (c.attention_gated)
-    for (int64_t i = 0; i < T * nh * d; ++i) o[i] *= sigmoid(gate[i]);
+  if (c.attention_gated) kernels_->mul_activation(o.data(), gate.data(), T * nh * d, Activation::kSigmoid);
   kernels_->matmul(o.data(), T, a.o, out);
 }
 
 void Transformer::pooled_key(const LayerWeights& w, const float* raw, int64_t b, float* out) const {
   const ModelConfig& c = config_;
   const int64_t m = c.index_compress_ratio, dI = c.index_head_dim;
-  std::fill(out, out + dI, 0.0f);
-  for (int64_t s = b * m; s < (b + 1) * m; ++s)
-    for (int64_t i = 0; i < dI; ++i) out[i] += raw[s * dI + i];
-  for (int64_t i = 0; i < dI; ++i) out[i] /= static_cast<float>(m);
+  kernels_->mean_rows(raw + b * m * dI, m, dI, out);
   kernels_->rms_norm(out, 1, dI, w.attn.index_k_norm.data(), static_cast<float>(c.rms_norm_eps), true, out);
   const int64_t pos = b * m;
   kernels_->rope(out, 1, 1, dI, std::min(dI, c.rotary_dim()), &pos, c.rope_theta);
@@ -101,19 +102,16 @@ Status Transformer::verify_state(const State& state) const {
   return Status::ok();
 }
 
-void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn,
-                                   std::vector<std::vector<uint8_t>>* masks) const {
+void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, const float* raw, float* iq,
+                                   const float* iw, std::vector<std::vector<uint8_t>>* masks) const {
   const ModelConfig& c = config_;
-  const AttentionWeights& a = w.attn;
   const int64_t T = call.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
   const int64_t rot = std::min(dI, c.rotary_dim());
 
   // Raw keys are stored per token, before any norm or RoPE.
-  std::vector<float> raw(T * dI);
-  kernels_->matmul(xn, T, a.index_k, raw.data());
   for (const SequenceRows& seq : call.sequences) {
     State& st = *seq.state;
-    st.append_rows(w.comp_index_raw, std::span<const float>(raw).subspan(seq.first_row * dI, seq.rows * dI));
+    st.append_rows(w.comp_index_raw, std::span<const float>(raw + seq.first_row * dI, seq.rows * dI));
     // Close every block whose last token is in this call: its pooled key
     // depends only on the raw keys of its own m tokens.
     const int64_t end = seq.first_pos + seq.rows;
@@ -125,14 +123,11 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
     }
   }
 
-  std::vector<float> iq(T * HI * dI), iw(T * HI);
-  kernels_->matmul(xn, T, a.index_q, iq.data());
-  kernels_->matmul(xn, T, a.index_w, iw.data());
-  kernels_->rope(iq.data(), T, HI, dI, rot, call.positions.data(), c.rope_theta);
+  kernels_->rope(iq, T, HI, dI, rot, call.positions.data(), c.rope_theta);
   masks->resize(call.sequences.size());
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const SequenceRows& seq = call.sequences[i];
-    sparse_mask(w, seq, iq.data() + seq.first_row * HI * dI, iw.data() + seq.first_row * HI, &(*masks)[i]);
+    sparse_mask(w, seq, iq + seq.first_row * HI * dI, iw + seq.first_row * HI, &(*masks)[i]);
   }
 }
 
@@ -148,7 +143,8 @@ void Transformer::sparse_mask(const LayerWeights& w, const SequenceRows& seq, co
   const int64_t end = seq.first_pos + T;
   const int64_t stride = (end + m - 1) / m;
   mask->assign(T * stride, 0);
-  std::vector<std::pair<float, int64_t>> scored;
+  std::vector<float> scores;
+  std::vector<int64_t> top(c.index_topk_blocks);
   for (int64_t r = 0; r < T; ++r) {
     const int64_t t = seq.first_pos + r;
     const int64_t closed = (t + 1) / m;
@@ -156,21 +152,11 @@ void Transformer::sparse_mask(const LayerWeights& w, const SequenceRows& seq, co
     if (closed <= c.index_topk_blocks) {
       std::fill(row, row + closed, 1);
     } else {
-      scored.clear();
-      for (int64_t b = 0; b < closed; ++b) {
-        float score = 0.0f;
-        for (int64_t h = 0; h < HI; ++h) {
-          float qk = 0.0f;
-          const float* qh = iq + (r * HI + h) * dI;
-          for (int64_t i = 0; i < dI; ++i) qk = std::fma(qh[i], pooled[b * dI + i], qk);
-          score = std::fma(iw[r * HI + h] * w_scale, std::max(qk, 0.0f), score);
-        }
-        scored.emplace_back(score * s_scale, b);
-      }
-      // Highest score first, ties to the lower block index.
-      std::partial_sort(scored.begin(), scored.begin() + c.index_topk_blocks, scored.end(),
-                        [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
-      for (int64_t i = 0; i < c.index_topk_blocks; ++i) row[scored[i].second] = 1;
+      scores.resize(closed);
+      kernels_->index_scores(iq + r * HI * dI, iw + r * HI, HI, dI, pooled.data(), closed, w_scale, s_scale,
+                             scores.data());
+      kernels_->top_k(scores.data(), closed, c.index_topk_blocks, top.data());
+      for (int64_t b : top) row[b] = 1;
     }
     if (closed * m <= t) row[t / m] = 1;  // the query's own open block
   }

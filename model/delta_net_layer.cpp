@@ -3,23 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/activations.h"
 #include "model/transformer.h"
 
 namespace sb {
-namespace {
-
-// PyTorch's softplus with its threshold: x itself above 20.
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
-void l2_normalise(float* x, int64_t d, float scale) {
-  float ss = 0.0f;
-  for (int64_t i = 0; i < d; ++i) ss = std::fma(x[i], x[i], ss);
-  const float inv = 1.0f / std::sqrt(ss + 1e-6f);
-  for (int64_t i = 0; i < d; ++i) x[i] = (x[i] * inv) * scale;
-}
-
-}  // namespace
 
 void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const {
   const ModelConfig& c = config_;
@@ -30,17 +16,15 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
 
   // m = [q heads | k heads | v heads] in conv channel order; z, b, a per value head.
   std::vector<float> mixed(T * conv_dim), z(T * value_dim), b(T * nv), a(T * nv);
-  if (dw.qkv.data) {
-    kernels_->matmul(xn, T, dw.qkv, mixed.data());
-    kernels_->matmul(xn, T, dw.z, z.data());
-    kernels_->matmul(xn, T, dw.b, b.data());
-    kernels_->matmul(xn, T, dw.a, a.data());
+  if (!dw.grouped) {
+    float* const outs[] = {mixed.data(), z.data(), b.data(), a.data()};
+    kernels_->matmul(xn, T, dw.in, outs);
   } else {
     // Qwen3-Next groups every projection by key head: un-group it.
     const int64_t group = 2 * dk + 2 * r * dv;
     std::vector<float> u(T * nk * group), ba(T * nk * 2 * r);
-    kernels_->matmul(xn, T, dw.qkvz, u.data());
-    kernels_->matmul(xn, T, dw.ba, ba.data());
+    float* const outs[] = {u.data(), ba.data()};
+    kernels_->matmul(xn, T, dw.in, outs);
     for (int64_t t = 0; t < T; ++t) {
       float* mt = mixed.data() + t * conv_dim;
       for (int64_t j = 0; j < nk; ++j) {
@@ -59,11 +43,7 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
   }
 
   std::vector<float> beta(T * nv), g(T * nv);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < nv; ++h) {
-      beta[t * nv + h] = sigmoid(b[t * nv + h]);
-      g[t * nv + h] = dw.neg_exp_a_log[h] * softplus(a[t * nv + h] + dw.dt_bias[h]);
-    }
+  kernels_->delta_gates(b.data(), a.data(), T, nv, dw.neg_exp_a_log.data(), dw.dt_bias.data(), beta.data(), g.data());
 
   std::vector<float> o(T * value_dim);
   for (SequenceRows& seq : call.sequences)
@@ -72,7 +52,7 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
 
   // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.
   kernels_->rms_norm(o.data(), T * nv, dv, dw.norm.data(), static_cast<float>(c.rms_norm_eps), false, o.data());
-  for (int64_t i = 0; i < T * value_dim; ++i) o[i] *= silu(z[i]);
+  kernels_->mul_activation(o.data(), z.data(), T * value_dim, Activation::kSilu);
   kernels_->matmul(o.data(), T, dw.out, out);
 }
 
@@ -102,11 +82,9 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
       std::copy(y, y + key_dim, q.data() + t * key_dim);
       std::copy(y + key_dim, y + 2 * key_dim, k.data() + t * key_dim);
       std::copy(y + 2 * key_dim, y + conv_dim, v.data() + t * value_dim);
-      for (int64_t j = 0; j < nk; ++j) {
-        l2_normalise(q.data() + t * key_dim + j * dk, dk, q_scale);
-        l2_normalise(k.data() + t * key_dim + j * dk, dk, 1.0f);
-      }
     }
+    kernels_->l2_normalise(q.data() + s * key_dim, n * nk, dk, q_scale);
+    kernels_->l2_normalise(k.data() + s * key_dim, n * nk, dk, 1.0f);
     DeltaRuleInput in;
     in.tokens = n;
     in.n_k = nk;

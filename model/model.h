@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "common/status.h"
 #include "model/config.h"
 #include "model/fingerprint.h"
+#include "runtime/kernels.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -36,7 +38,11 @@ namespace sb {
 constexpr int64_t kGrid = 64;  // prefill chunk grid (the Gated DeltaNet chunk)
 
 struct RuntimeOptions {
-  int threads = 1;  // fixed at load; results depend on nothing else
+  int threads = 1;  // fixed at load; changes speed, never bits
+  // The arithmetic of the matrix products (runtime/kernels.h). Unset: bf16
+  // for a checkpoint whose embedding table is bf16, f32 otherwise. Part of
+  // the fingerprint.
+  std::optional<Precision> precision;
 };
 
 // PrefillCarry: lets a prefill stop anywhere, not only on the kGrid grid,
@@ -102,6 +108,9 @@ class Model {
   // of everything that changes the numbers.
   virtual const std::string& fingerprint() const = 0;
   virtual const FingerprintFields& fingerprint_fields() const = 0;
+  // The kernels the forward runs on, e.g. "cpu/bf16/avx512bf16" (part of the
+  // fingerprint; runtime/kernels.h).
+  virtual const std::string& kernels_name() const = 0;
   int64_t vocab_size() const { return config().vocab_size; }
 
   State new_state() const { return State(schema()); }

@@ -9,7 +9,7 @@ namespace sb {
 
 // Bump when any kernel's arithmetic changes: it is part of every fingerprint,
 // so banks written by an older runtime are never restored into a newer one.
-constexpr const char* kNumericsVersion = "statebank-cpu-numerics-1";
+constexpr const char* kNumericsVersion = "statebank-cpu-numerics-2";
 
 Status Model::load(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out) {
   return Transformer::create(dir, options, out);
@@ -21,7 +21,10 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   SB_RETURN_IF_ERROR(Checkpoint::open(dir, &m->checkpoint_));
   SB_RETURN_IF_ERROR(WeightSet::bind(*m->checkpoint_, m->config_, &m->weights_));
   m->pool_ = std::make_unique<ThreadPool>(options.threads);
-  m->kernels_ = make_cpu_kernels(m->pool_.get());
+  KernelOptions ko;
+  ko.precision = options.precision.value_or(m->weights_.embed().dtype == DType::kBF16 ? Precision::kBF16
+                                                                                        : Precision::kF32);
+  m->kernels_ = make_cpu_kernels(m->pool_.get(), ko);
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
 
@@ -29,7 +32,7 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   f.numerics_version = kNumericsVersion;
   f.kernel_variant = m->kernels_->name();
   f.isa = compiled_isa();
-  f.precision = "f32";  // every kernel computes in f32 (bf16/f16 weights are widened)
+  f.precision = precision_name(ko.precision);  // what the kernels compute in
   f.config = m->config_.describe();
   f.state_schema = m->schema_.describe();
   f.weights_digest = m->checkpoint_->weights_digest();
@@ -39,18 +42,18 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   return Status::ok();
 }
 
-WeightRef Transformer::ref(const MatrixView& m) {
-  WeightRef r{m.dtype, m.rows, m.cols, m.data};
+WeightRef Transformer::ref(const MatrixView& m, bool matmul) {
+  WeightRef r{m.dtype, m.rows, m.cols, m.data, nullptr};
   if (m.dtype == DType::kF16) {
     auto wide = std::make_unique<std::vector<float>>(m.rows * m.cols);
     convert_to_f32(DType::kF16, m.data, m.rows * m.cols, wide->data());
-    r = WeightRef{DType::kF32, m.rows, m.cols, wide->data()};
+    r = WeightRef{DType::kF32, m.rows, m.cols, wide->data(), nullptr};
     owned_.push_back(std::move(wide));
   }
-  return r;
+  return matmul ? kernels_->prepare(r) : r;
 }
 
-WeightRef Transformer::ref(const TensorView& t) { return ref(as_matrix(t)); }
+WeightRef Transformer::ref(const TensorView& t, bool matmul) { return ref(as_matrix(t), matmul); }
 
 std::vector<float> Transformer::floats(const TensorView& t) const {
   std::vector<float> v(t.numel());
@@ -58,10 +61,16 @@ std::vector<float> Transformer::floats(const TensorView& t) const {
   return v;
 }
 
+FusedWeight Transformer::fused(int64_t layer, std::initializer_list<const char*> names) {
+  std::vector<WeightRef> parts;
+  for (const char* n : names) parts.push_back(ref(weights_.layer(layer, n), /*matmul=*/false));
+  return kernels_->fuse(parts);
+}
+
 Status Transformer::bind_weights() {
   const ModelConfig& c = config_;
-  embed_ = ref(weights_.embed());
-  lm_head_ = c.tie_word_embeddings ? embed_ : ref(weights_.lm_head());
+  embed_ = ref(weights_.embed(), /*matmul=*/false);
+  lm_head_ = c.tie_word_embeddings ? kernels_->prepare(embed_) : ref(weights_.lm_head());
   final_norm_ = floats(weights_.final_norm());
   layers_.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -71,15 +80,12 @@ Status Transformer::bind_weights() {
     w.post_norm = floats(weights_.layer(l, "post_attention_layernorm.weight"));
     if (w.type == LayerType::kLinearAttention) {
       DeltaNetWeights& d = w.delta;
-      if (c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe) {
-        d.qkv = ref(weights_.layer(l, "linear_attn.in_proj_qkv.weight"));
-        d.z = ref(weights_.layer(l, "linear_attn.in_proj_z.weight"));
-        d.b = ref(weights_.layer(l, "linear_attn.in_proj_b.weight"));
-        d.a = ref(weights_.layer(l, "linear_attn.in_proj_a.weight"));
-      } else {
-        d.qkvz = ref(weights_.layer(l, "linear_attn.in_proj_qkvz.weight"));
-        d.ba = ref(weights_.layer(l, "linear_attn.in_proj_ba.weight"));
-      }
+      d.grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe);
+      if (d.grouped)
+        d.in = fused(l, {"linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight"});
+      else
+        d.in = fused(l, {"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
+                         "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight"});
       d.conv = floats(weights_.layer(l, "linear_attn.conv1d.weight"));
       d.dt_bias = floats(weights_.layer(l, "linear_attn.dt_bias"));
       d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A_log"));
@@ -88,36 +94,36 @@ Status Transformer::bind_weights() {
       d.out = ref(weights_.layer(l, "linear_attn.out_proj.weight"));
     } else {
       AttentionWeights& a = w.attn;
-      a.q = ref(weights_.layer(l, "self_attn.q_proj.weight"));
-      a.k = ref(weights_.layer(l, "self_attn.k_proj.weight"));
-      a.v = ref(weights_.layer(l, "self_attn.v_proj.weight"));
+      if (w.type == LayerType::kSparseAttention)
+        a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                         "self_attn.indexer.wk.weight", "self_attn.indexer.wq.weight",
+                         "self_attn.indexer.weights_proj.weight"});
+      else
+        a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
       a.o = ref(weights_.layer(l, "self_attn.o_proj.weight"));
       a.q_norm = floats(weights_.layer(l, "self_attn.q_norm.weight"));
       a.k_norm = floats(weights_.layer(l, "self_attn.k_norm.weight"));
-      if (w.type == LayerType::kSparseAttention) {
-        a.index_q = ref(weights_.layer(l, "self_attn.indexer.wq.weight"));
-        a.index_k = ref(weights_.layer(l, "self_attn.indexer.wk.weight"));
-        a.index_w = ref(weights_.layer(l, "self_attn.indexer.weights_proj.weight"));
+      if (w.type == LayerType::kSparseAttention)
         a.index_k_norm = floats(weights_.layer(l, "self_attn.indexer.k_norm.weight"));
-      }
     }
     FfnWeights& f = w.ffn;
     f.moe = c.layer_is_moe(l);
     if (f.moe) {
-      f.router = ref(weights_.layer(l, "mlp.gate.weight"));
-      if (c.shared_expert_intermediate_size > 0) {
-        f.gate = ref(weights_.layer(l, "mlp.shared_expert.gate_proj.weight"));
-        f.up = ref(weights_.layer(l, "mlp.shared_expert.up_proj.weight"));
+      f.shared_expert = c.shared_expert_intermediate_size > 0;
+      if (f.shared_expert) {
+        f.in = fused(l, {"mlp.gate.weight", "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+                         "mlp.shared_expert_gate.weight"});
         f.down = ref(weights_.layer(l, "mlp.shared_expert.down_proj.weight"));
-        f.shared_gate = ref(weights_.layer(l, "mlp.shared_expert_gate.weight"));
+      } else {
+        f.in = fused(l, {"mlp.gate.weight"});
       }
       for (int64_t e = 0; e < c.n_experts; ++e) {
         const ExpertWeights& ew = weights_.expert(l, e);
-        f.experts.push_back({ref(ew.gate), ref(ew.up), ref(ew.down)});
+        const WeightRef gate_up[2] = {ref(ew.gate, false), ref(ew.up, false)};
+        f.experts.push_back({kernels_->fuse(gate_up), ref(ew.down)});
       }
     } else {
-      f.gate = ref(weights_.layer(l, "mlp.gate_proj.weight"));
-      f.up = ref(weights_.layer(l, "mlp.up_proj.weight"));
+      f.in = fused(l, {"mlp.gate_proj.weight", "mlp.up_proj.weight"});
       f.down = ref(weights_.layer(l, "mlp.down_proj.weight"));
     }
   }
@@ -174,10 +180,10 @@ void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
       delta_net_layer(w, call, xn.data(), y.data());
     else
       attention_layer(w, call, xn.data(), y.data());
-    for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];
+    kernels_->add(x.data(), y.data(), T * H);
     kernels_->rms_norm(x.data(), T, H, w.post_norm.data(), eps, offset, xn.data());
     ffn_layer(w.ffn, xn.data(), T, y.data());
-    for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];
+    kernels_->add(x.data(), y.data(), T * H);
   }
 }
 
@@ -284,6 +290,61 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
 Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const {
   if (batch.empty()) return Status::invalid("a forward step needs at least one sequence");
   // Check every sequence before any State changes.
+  int64_t rows = 0;
+  {
+    ForwardCall call;
+    std::vector<SequenceOutput> outs(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) SB_RETURN_IF_ERROR(add_sequence(batch[i], &call, &outs[i]));
+    rows = call.rows;
+  }
+  if (rows <= kMaxPassRows) return forward_pass(batch, out);
+  // A long step runs as passes of at most kMaxPassRows rows, each sequence
+  // cut on the kGrid grid: split and batch invariance make every bit that of
+  // one pass, and a pass's activations stay small enough to be reused
+  // rather than mapped afresh.
+  std::vector<SequenceOutput> outs(batch.size());
+  std::vector<size_t> done(batch.size(), 0);
+  for (;;) {
+    std::vector<SequenceStep> steps;
+    std::vector<size_t> owner;
+    int64_t budget = kMaxPassRows;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const SequenceStep& s = batch[i];
+      const int64_t left = static_cast<int64_t>(s.tokens.size() - done[i]);
+      if (left == 0) continue;
+      const int64_t pos = s.state->position();
+      int64_t take = left;
+      if (take > budget) {
+        take = (pos + budget) / kGrid * kGrid - pos;
+        if (take <= 0) {
+          if (!steps.empty()) continue;
+          take = std::min(left, kGrid - pos % kGrid);  // progress: up to the next grid point
+        }
+      }
+      SequenceStep piece = s;
+      piece.tokens = s.tokens.subspan(done[i], static_cast<size_t>(take));
+      const bool last = take == left;
+      if (s.logits == LogitRows::kLast && !last) piece.logits = LogitRows::kNone;
+      steps.push_back(piece);
+      owner.push_back(i);
+      budget -= take;
+    }
+    if (steps.empty()) break;
+    std::vector<SequenceOutput> part;
+    SB_RETURN_IF_ERROR(forward_pass(steps, &part));
+    for (size_t j = 0; j < steps.size(); ++j) {
+      SequenceOutput& o = outs[owner[j]];
+      o.n_rows += part[j].n_rows;
+      o.logits.insert(o.logits.end(), part[j].logits.begin(), part[j].logits.end());
+      for (RecurrentSnapshot& snap : part[j].snapshots) o.snapshots.push_back(std::move(snap));
+      done[owner[j]] += steps[j].tokens.size();
+    }
+  }
+  *out = std::move(outs);
+  return Status::ok();
+}
+
+Status Transformer::forward_pass(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const {
   ForwardCall call;
   std::vector<SequenceOutput> outs(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) SB_RETURN_IF_ERROR(add_sequence(batch[i], &call, &outs[i]));

@@ -18,17 +18,23 @@
 
 namespace sb {
 
+// Every projection of a layer's normed input is one fused product
+// (Kernels::fuse): the input is read once and the weights in one pass.
 struct AttentionWeights {
-  WeightRef q, k, v, o;
+  // Parts: q (with the per-head gate when gated), k, v; for indexed sparse
+  // attention (docs/qsa.md) also the indexer's k, q and head weights.
+  enum Part { kQ, kK, kV, kIndexK, kIndexQ, kIndexW };
+  FusedWeight in;
+  WeightRef o;
   std::vector<float> q_norm, k_norm;
-  // Indexed sparse attention only (docs/qsa.md).
-  WeightRef index_q, index_k, index_w;
   std::vector<float> index_k_norm;
 };
 
 struct DeltaNetWeights {
-  WeightRef qkvz, ba;           // qwen3_next (grouped per key head)
-  WeightRef qkv, z, b, a;       // qwen3_5 (flat)
+  // qwen3_5 (flat): parts qkv, z, b, a. qwen3_next (grouped per key head):
+  // parts qkvz, ba.
+  bool grouped = false;
+  FusedWeight in;
   std::vector<float> conv;      // [conv_dim, kernel]
   std::vector<float> neg_exp_a_log;  // -exp(A_log), per value head
   std::vector<float> dt_bias;
@@ -38,9 +44,16 @@ struct DeltaNetWeights {
 
 struct FfnWeights {
   bool moe = false;
-  WeightRef gate, up, down;  // dense MLP, or the shared expert of a MoE block
-  WeightRef router, shared_gate;
-  std::vector<std::array<WeightRef, 3>> experts;  // gate, up, down
+  bool shared_expert = false;
+  // Dense: parts gate, up. MoE: the router, then with a shared expert its
+  // gate, up and gate scalar.
+  FusedWeight in;
+  WeightRef down;  // dense MLP, or the shared expert of a MoE block
+  struct Expert {
+    FusedWeight gate_up;
+    WeightRef down;
+  };
+  std::vector<Expert> experts;
 };
 
 struct LayerWeights {
@@ -86,6 +99,7 @@ class Transformer final : public Model {
   const StateSchema& schema() const override { return schema_; }
   const std::string& fingerprint() const override { return fingerprint_; }
   const FingerprintFields& fingerprint_fields() const override { return fingerprint_fields_; }
+  const std::string& kernels_name() const override { return kernels_->name(); }
   Status forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const override;
   Status verify_state(const State& state) const override;
 
@@ -96,6 +110,9 @@ class Transformer final : public Model {
   Status check_tokens(const State& state, std::span<const int32_t> tokens) const;
   // Checks one sequence's step and lays out its rows at the end of `call`.
   Status add_sequence(const SequenceStep& step, ForwardCall* call, SequenceOutput* out) const;
+  // Rows of one pass of forward() (see there).
+  static constexpr int64_t kMaxPassRows = 512;
+  Status forward_pass(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const;
   // Runs every layer over x [rows, hidden] in place.
   void run_layers(ForwardCall& call, std::vector<float>& x) const;
   // Final norm and LM head over the rows each sequence asked logits for.
@@ -105,9 +122,10 @@ class Transformer final : public Model {
   void attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
   // Pooled indexer key of block b from the raw keys [b*m, (b+1)*m).
   void pooled_key(const LayerWeights& w, const float* raw, int64_t b, float* out) const;
-  // The indexer's projections over all rows of the call (stores the raw keys
-  // and closes pooled blocks per sequence), then one block mask per sequence.
-  void sparse_selection(const LayerWeights& w, ForwardCall& call, const float* xn,
+  // From the indexer's projections over all rows of the call: stores the raw
+  // keys and closes pooled blocks per sequence, then one block mask per
+  // sequence.
+  void sparse_selection(const LayerWeights& w, ForwardCall& call, const float* raw, float* iq, const float* iw,
                         std::vector<std::vector<uint8_t>>* masks) const;
   void sparse_mask(const LayerWeights& w, const SequenceRows& seq, const float* iq, const float* iw,
                    std::vector<uint8_t>* mask) const;
@@ -124,8 +142,11 @@ class Transformer final : public Model {
                              float* o) const;
   void ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, float* out) const;
 
-  WeightRef ref(const MatrixView& m);
-  WeightRef ref(const TensorView& t);
+  // A weight for the kernels; prepared (packed) unless matmul is false.
+  WeightRef ref(const MatrixView& m, bool matmul = true);
+  WeightRef ref(const TensorView& t, bool matmul = true);
+  // The layer tensors `names` as one fused product.
+  FusedWeight fused(int64_t layer, std::initializer_list<const char*> names);
   std::vector<float> floats(const TensorView& t) const;
 
   ModelConfig config_;

@@ -11,12 +11,35 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "common/status.h"
 #include "runtime/state.h"
 
 namespace sb {
 
 class ThreadPool;
+
+// The arithmetic of every matrix product (docs/kernels.md):
+//  kF32:  fp32 inputs and weights (bf16 weights widened exactly), fp32 fused
+//         multiply-adds.
+//  kBF16: each input row rounded once to bf16 (round to nearest even,
+//         subnormals to signed zero), weights rounded to bf16, products summed
+//         in fp32 with the semantics of AVX512_BF16's vdpbf16ps (per pair: the
+//         odd product, then the even one, each an fp32 fused multiply-add with
+//         subnormal inputs read as zero and subnormal results flushed).
+// Everything else (norms, RoPE, softmax, the delta rule) runs in fp32 under
+// both.
+enum class Precision : uint8_t { kF32 = 1, kBF16 = 2 };
+const char* precision_name(Precision p);
+Status parse_precision(std::string_view text, Precision* out);
+
+// A kernel's private copy of a weight in the layout it streams best, made
+// once at load by Kernels::prepare (defined by each backend).
+struct PackedWeight;
 
 // A weight matrix [rows = out features, cols = in features], row-major, as
 // stored in safetensors. data points into the mmapped file (f32 or bf16).
@@ -25,13 +48,29 @@ struct WeightRef {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
+  // Set by Kernels::prepare; a matmul reads it instead of data when present.
+  std::shared_ptr<const PackedWeight> packed;
   // Rows [first, first + n) of this matrix (for fused expert tensors).
+  // REQUIRES: not prepared.
   WeightRef slice_rows(int64_t first, int64_t n) const;
 };
 
 // Inputs of the gated delta rule for one span of tokens (one chunk in
 // prefill, one token in decode). Layouts: q, k [t, n_k, d_k] (already
 // L2-normalised, q scaled); v [t, n_v, d_v]; g, beta [t, n_v].
+// Weights that read the same input, prepared together (Kernels::fuse): one
+// matmul over them reads the input once and runs one parallel region. Each
+// part's output is bit for bit what a matmul of that part alone gives.
+struct FusedWeight {
+  std::vector<WeightRef> parts;
+  std::shared_ptr<const PackedWeight> packed;  // every part, when the kernels pack
+};
+
+// Scalar functions applied element by element (one definition, so every
+// layer rounds them the same way): sigmoid(x) = 1 / (1 + e^-x),
+// silu(x) = x / (1 + e^-x).
+enum class Activation : uint8_t { kIdentity, kSigmoid, kSilu };
+
 struct DeltaRuleInput {
   int64_t tokens = 0;
   int64_t n_k = 0, n_v = 0, d_k = 0, d_v = 0;
@@ -60,10 +99,22 @@ struct AttentionInput {
 class Kernels {
  public:
   virtual ~Kernels() = default;
-  virtual const char* name() const = 0;
+  // The backend, its precision and the instruction set its products run on,
+  // e.g. "cpu/bf16/avx512bf16". Part of the model fingerprint: a bank
+  // written under one name is never read under another.
+  virtual const std::string& name() const = 0;
+  virtual Precision precision() const = 0;
 
-  // y[m, w.rows] = x[m, w.cols] · wᵀ.
+  // Returns w with a packed copy for matmul (w.data is kept: the embedding
+  // table is also read row by row). Speed only: a matmul gives the same bits
+  // with a prepared weight as with the unprepared one.
+  virtual WeightRef prepare(const WeightRef& w) = 0;
+  // y[m, w.rows] = x[m, w.cols] · wᵀ in the kernels' precision.
   virtual void matmul(const float* x, int64_t m, const WeightRef& w, float* y) = 0;
+  // REQUIRES: every part has the same cols; none prepared.
+  virtual FusedWeight fuse(std::span<const WeightRef> parts) = 0;
+  // outs[i][m, w.parts[i].rows] = x · w.parts[i]ᵀ.
+  virtual void matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) = 0;
   // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
   virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                         float* y) = 0;
@@ -83,9 +134,48 @@ class Kernels {
   // is advanced; out [t, n_v, d_v].
   virtual void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) = 0;
   virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) = 0;
+
+  // The small per-element and per-row steps between the big ones.
+  // x[i] += y[i].
+  virtual void add(float* x, const float* y, int64_t n) = 0;
+  // x[i] *= act(gate[i]).
+  virtual void mul_activation(float* x, const float* gate, int64_t n, Activation act) = 0;
+  // out[r, :] += act(scale[r * scale_stride]) * y[r * ld_y, :] for r < rows
+  // (product rounded, then the sum), out rows `dim` apart.
+  virtual void add_scaled_rows(float* out, const float* y, int64_t ld_y, const float* scale, int64_t scale_stride,
+                               int64_t rows, int64_t dim, Activation act) = 0;
+  // Per row of `dim`: x = (x / sqrt(sum x² + 1e-6)) * scale.
+  virtual void l2_normalise(float* x, int64_t rows, int64_t dim, float scale) = 0;
+  // Gated DeltaNet gates of `rows` tokens x `heads` value heads:
+  // beta = sigmoid(b), g = neg_exp_a[h] * softplus(a + dt_bias[h]) with
+  // PyTorch's softplus (x itself above 20).
+  virtual void delta_gates(const float* b, const float* a, int64_t rows, int64_t heads, const float* neg_exp_a,
+                           const float* dt_bias, float* beta, float* g) = 0;
+  // out = the mean of x's rows (summed in row order, then divided).
+  virtual void mean_rows(const float* x, int64_t rows, int64_t dim, float* out) = 0;
+  // MoE routing per row of `n_experts` router logits: softmax, the top_k
+  // experts (ties to the lower index), their weights renormalised to sum 1
+  // when asked. chosen and weights [rows, top_k].
+  virtual void route(const float* logits, int64_t rows, int64_t n_experts, int64_t top_k, bool renormalise,
+                     int64_t* chosen, float* weights) = 0;
+  // The sparse indexer's score of each of `blocks` pooled keys [blocks, dim]
+  // for one query row q [heads, dim] with head weights w [heads]:
+  // s_scale * sum over heads of (w_h * w_scale) * max(q_h . key, 0).
+  virtual void index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled,
+                            int64_t blocks, float w_scale, float s_scale, float* scores) = 0;
+  // The indices of the k highest of n scores, highest first, ties to the
+  // lower index.
+  virtual void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) = 0;
+};
+
+struct KernelOptions {
+  Precision precision = Precision::kF32;
+  // kBF16 on a CPU with AVX512_BF16: false runs the emulated dot product
+  // instead of vdpbf16ps (same bits, for tests that prove it).
+  bool native_bf16 = true;
 };
 
 // The CPU kernels, parallel over output elements on `pool`.
-std::unique_ptr<Kernels> make_cpu_kernels(ThreadPool* pool);
+std::unique_ptr<Kernels> make_cpu_kernels(ThreadPool* pool, const KernelOptions& options = {});
 
 }  // namespace sb

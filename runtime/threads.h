@@ -4,9 +4,11 @@
 // ranges, so the number of threads changes speed and never bits.
 // parallel_for may be called from several threads at once (each request's
 // forward pass); the calling thread works on its own job too, so a call never
-// waits on a queue that only it could drain.
+// waits on a queue that only it could drain. Workers run in the kernels'
+// float mode (runtime/cpu/float_mode.h) for their whole life.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -30,14 +32,20 @@ class ThreadPool {
 
  private:
   struct Job;
+  // How long an idle worker, or a caller waiting for the last index of its
+  // job, spins before it blocks.
+  static constexpr int kSpinMicros = 100;
   void worker_loop();
+  Job* take_job();  // a queued job with indices left, marked as used; or null
   static void run_some(Job& job);
 
   int threads_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job*> jobs_;  // guarded by mu_
-  bool stop_ = false;      // guarded by mu_
+  std::deque<Job*> jobs_;            // guarded by mu_
+  bool stop_ = false;                // guarded by mu_
+  int sleepers_ = 0;                 // workers blocked on cv_; guarded by mu_
+  std::atomic<uint64_t> epoch_{0};   // bumped on every push and on stop
   std::vector<std::thread> workers_;
 };
 

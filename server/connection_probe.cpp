@@ -36,27 +36,40 @@ int local_port_of(const sockaddr_storage& sa) {
   return -1;
 }
 
-}  // namespace
-
-ConnectionProbe::ConnectionProbe(const std::string& peer_addr, int peer_port, int local_port) {
+// Calls `fn` with each socket among this process's open descriptors until
+// it returns true; whether one did.
+template <typename Fn>
+bool find_socket(Fn fn) {
   DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return;
+  if (!dir) return false;
+  bool found = false;
   while (dirent* e = readdir(dir)) {
     char* end = nullptr;
     long fd = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0') continue;
     struct stat st;
     if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage peer{}, local{};
-    socklen_t pl = sizeof peer, ll = sizeof local;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    if (local_port_of(local) == local_port && same_endpoint(peer, peer_addr, peer_port)) {
-      fd_ = static_cast<int>(fd);
+    if (fn(static_cast<int>(fd))) {
+      found = true;
       break;
     }
   }
   closedir(dir);
+  return found;
+}
+
+}  // namespace
+
+ConnectionProbe::ConnectionProbe(const std::string& peer_addr, int peer_port, int local_port) {
+  find_socket([&](int fd) {
+    sockaddr_storage peer{}, local{};
+    socklen_t pl = sizeof peer, ll = sizeof local;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) return false;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
+    if (local_port_of(local) != local_port || !same_endpoint(peer, peer_addr, peer_port)) return false;
+    fd_ = fd;
+    return true;
+  });
 }
 
 bool ConnectionProbe::alive() const {
@@ -70,25 +83,15 @@ bool ConnectionProbe::alive() const {
 }
 
 bool widen_listen_backlog(int port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return false;
-  bool done = false;
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0') continue;
-    struct stat st;
-    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+  return find_socket([&](int fd) {
     int listening = 0;
     socklen_t len = sizeof listening;
-    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) return false;
     sockaddr_storage local{};
     socklen_t ll = sizeof local;
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
-    if (local_port_of(local) == port && listen(static_cast<int>(fd), SOMAXCONN) == 0) done = true;
-  }
-  closedir(dir);
-  return done;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0) return false;
+    return local_port_of(local) == port && listen(fd, SOMAXCONN) == 0;
+  });
 }
 
 }  // namespace sb

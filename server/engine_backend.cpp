@@ -58,6 +58,7 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   std::unique_ptr<EngineBackend> b(new EngineBackend(options));
   RuntimeOptions runtime;
   runtime.threads = options.threads;
+  runtime.precision = options.precision;
   SB_RETURN_IF_ERROR(Model::load(options.model_dir, runtime, &b->model_));
   SB_RETURN_IF_ERROR(Tokenizer::load(options.model_dir, &b->tokenizer_));
   b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -32,6 +33,7 @@ struct EngineBackendOptions {
   std::string model_dir;
   std::string model_id;           // what /v1/models lists and requests may name
   int threads = 1;
+  std::optional<Precision> precision;  // unset: the checkpoint's default
   BankOptions bank;                 // the model's schema is filled in by open()
   uint32_t block_tokens = 256;
   int64_t snapshot_every = 2048;

@@ -1,64 +1,135 @@
-// Causal softmax attention over the cached keys. For each (query row, head)
-// the scores, the softmax and the weighted sum of values run in key order with
-// the fixed reductions of simd.h, whatever rows share the call. Query rows are
-// tiled only so that a key row read from memory serves many queries.
+// Causal softmax attention over the cached keys, one pass with a running
+// softmax over key blocks of kBlock keys at absolute positions [kBlock b,
+// kBlock (b + 1)).
+//
+// Why the bits do not depend on the call: for a (query row, head) the
+// sequence of operations is fixed by that row's position and mask alone. It
+// visits the blocks holding a visible key in ascending order; within a block
+// its scores are simd.h dot products, its
+// running max, rescale and sum of exponentials take the visible keys in
+// ascending order, and its output accumulates p * v over exactly those keys,
+// in ascending order, one fused multiply-add chain per dim. Which rows share
+// a tile, how many rows a call has and which thread runs the tile only decide
+// what runs side by side. A tile (kRows rows of one KV head's query group)
+// reads each key block once.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/cpu/small_gemm.h"
 
 namespace sb::cpu {
+namespace {
+
+constexpr int64_t kBlock = 64;
+constexpr int64_t kRows = 16;
+
+struct AttentionScratch {
+  std::vector<float> q, s, o, m, l;
+  void resize(int64_t nq, int64_t d) {
+    q.resize(nq * d);
+    s.resize(nq * kBlock);
+    o.resize(nq * d);
+    m.resize(nq);
+    l.resize(nq);
+  }
+};
+
+}  // namespace
 
 void CpuKernels::attention(const AttentionInput& in, float* out) {
-  const int64_t d = in.head_dim, group = in.n_heads / in.n_kv;
-  constexpr int64_t kRowTile = 16;
-  const int64_t row_tiles = (in.rows + kRowTile - 1) / kRowTile;
+  FlushSubnormals mode;
+  const int64_t d = in.head_dim, group = in.n_heads / in.n_kv, ld_kv = in.n_kv * d;
+  const int64_t row_tiles = (in.rows + kRows - 1) / kRows;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
   pool_->parallel_for(in.n_kv * row_tiles, [&](int64_t task) {
     const int64_t g = task / row_tiles;
-    const int64_t r0 = (task % row_tiles) * kRowTile, r1 = std::min(in.rows, r0 + kRowTile);
-    const int64_t n_keys = in.first_pos + r1;  // keys any row of the tile may see
-    const int64_t queries = (r1 - r0) * group;
-    std::vector<float> scores(queries * n_keys);
+    const int64_t r0 = (task % row_tiles) * kRows, r1 = std::min(in.rows, r0 + kRows);
+    const int64_t nq = (r1 - r0) * group;  // query vectors: (row, head in group), row-major
+    thread_local AttentionScratch sc;
+    sc.resize(nq, d);
+    for (int64_t r = r0; r < r1; ++r)
+      std::copy_n(in.q + (r * in.n_heads + g * group) * d, group * d, sc.q.data() + (r - r0) * group * d);
+    std::fill(sc.o.begin(), sc.o.begin() + nq * d, 0.0f);
+    std::fill(sc.m.begin(), sc.m.begin() + nq, neg_inf);
+    std::fill(sc.l.begin(), sc.l.begin() + nq, 0.0f);
     auto visible = [&](int64_t r, int64_t tau) {
-      if (tau > in.first_pos + r) return false;
-      return !in.block_mask || in.block_mask[r * in.mask_stride + tau / in.mask_block] != 0;
+      return tau <= in.first_pos + r &&
+             (!in.block_mask || in.block_mask[r * in.mask_stride + tau / in.mask_block] != 0);
     };
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (int64_t tau = 0; tau < n_keys; ++tau) {
-      const float* kt = in.k + (tau * in.n_kv + g) * d;
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t h = 0; h < group; ++h) {
-          const int64_t qi = (r - r0) * group + h;
-          const float* q = in.q + (r * in.n_heads + g * group + h) * d;
-          scores[qi * n_keys + tau] = visible(r, tau) ? dot(q, kt, d) * in.scale : neg_inf;
+    const int64_t n_keys = in.first_pos + r1;  // keys the tile's last row sees
+    for (int64_t k0 = 0; k0 < n_keys; k0 += kBlock) {
+      const int64_t kn = std::min(kBlock, n_keys - k0);
+      // Scores of the whole tile against the block.
+      small_dots(nq, kn, d, sc.q.data(), d, in.k + k0 * ld_kv + g * d, ld_kv, sc.s.data(), kBlock);
+      const float* vblock = in.v + k0 * ld_kv + g * d;
+      // Every row of the tile sees every key of the block: one product for
+      // the tile (each element's chain is the one a row alone would run).
+      const bool whole = !in.block_mask && k0 + kn - 1 <= in.first_pos + r0;
+      int64_t runs[kBlock][2];
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t last = std::min(kn, in.first_pos + r + 1 - k0);  // keys [k0, k0 + last) are causal
+        if (last <= 0) continue;
+        const int64_t q0 = (r - r0) * group;
+        // Runs of visible keys in this block, the same for every head of the group.
+        int64_t n_runs = 0;
+        for (int64_t j = 0; j < last;) {
+          if (!visible(r, k0 + j)) {
+            ++j;
+            continue;
+          }
+          int64_t e = j + 1;
+          while (e < last && visible(r, k0 + e)) ++e;
+          runs[n_runs][0] = j;
+          runs[n_runs][1] = e;
+          ++n_runs;
+          j = e;
         }
-    }
-    for (int64_t qi = 0; qi < queries; ++qi) {
-      float* s = scores.data() + qi * n_keys;
-      float mx = neg_inf;
-      for (int64_t tau = 0; tau < n_keys; ++tau) mx = std::max(mx, s[tau]);
-      float sum = 0.0f;
-      for (int64_t tau = 0; tau < n_keys; ++tau) {
-        s[tau] = s[tau] == neg_inf ? 0.0f : std::exp(s[tau] - mx);
-        sum += s[tau];
+        if (n_runs == 0) continue;
+        for (int64_t h = 0; h < group; ++h) {
+          const int64_t qi = q0 + h;
+          float* s = sc.s.data() + qi * kBlock;
+          float mx = sc.m[qi];
+          for (int64_t u = 0; u < n_runs; ++u)
+            for (int64_t j = runs[u][0]; j < runs[u][1]; ++j) {
+              s[j] *= in.scale;
+              mx = std::max(mx, s[j]);
+            }
+          const float rescale = std::exp(sc.m[qi] - mx);
+          float sum = sc.l[qi] * rescale;
+          for (int64_t u = 0; u < n_runs; ++u)
+            for (int64_t j = runs[u][0]; j < runs[u][1]; ++j) {
+              s[j] = std::exp(s[j] - mx);
+              sum += s[j];
+            }
+          sc.m[qi] = mx;
+          sc.l[qi] = sum;
+          float* o = sc.o.data() + qi * d;
+          if (rescale != 1.0f)
+            for (int64_t c = 0; c < d; ++c) o[c] *= rescale;
+        }
+        if (whole) continue;
+        // O += P V over each run, for the group's heads together.
+        for (int64_t u = 0; u < n_runs; ++u) {
+          const int64_t j0 = runs[u][0], len = runs[u][1] - j0;
+          small_gemm(group, d, len, sc.s.data() + q0 * kBlock + j0, kBlock, vblock + j0 * ld_kv, ld_kv,
+                     sc.o.data() + q0 * d, d, true);
+        }
       }
-      const float inv = 1.0f / sum;
-      for (int64_t tau = 0; tau < n_keys; ++tau) s[tau] *= inv;
+      if (whole) small_gemm(nq, d, kn, sc.s.data(), kBlock, vblock, ld_kv, sc.o.data(), d, true);
     }
     for (int64_t r = r0; r < r1; ++r)
-      for (int64_t h = 0; h < group; ++h) std::fill_n(out + (r * in.n_heads + g * group + h) * d, d, 0.0f);
-    for (int64_t tau = 0; tau < n_keys; ++tau) {
-      const float* vt = in.v + (tau * in.n_kv + g) * d;
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t h = 0; h < group; ++h) {
-          const int64_t qi = (r - r0) * group + h;
-          const float p = scores[qi * n_keys + tau];
-          if (p != 0.0f) axpy(p, vt, out + (r * in.n_heads + g * group + h) * d, d);
-        }
-    }
+      for (int64_t h = 0; h < group; ++h) {
+        const int64_t qi = (r - r0) * group + h;
+        const float inv = 1.0f / sc.l[qi];
+        const float* o = sc.o.data() + qi * d;
+        float* dst = out + (r * in.n_heads + g * group + h) * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] = o[c] * inv;
+      }
   });
 }
 

@@ -1,18 +1,51 @@
 // The CPU implementation of Kernels (runtime/kernels.h). Each operation lives
-// in its own file beside this one; all share the V16 reduction rules of
-// simd.h, which is what makes them split invariant.
+// in its own file beside this one; all share the reduction rules of simd.h
+// (fp32) and bf16.h (bf16 products), which is what makes them split invariant.
 #pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
 
-namespace sb::cpu {
+namespace sb {
+
+// Weights for the bf16 product: panels of kPanelCols output columns; within a
+// panel, for each pair of input features (2p, 2p+1), the kPanelCols columns'
+// pairs side by side as one 32-bit word each (element 2p in the low half).
+// Several weights of the same input (parts) follow each other, each from a
+// panel of its own; columns past a part's rows and a feature past `cols` are
+// zero. Rounded with cpu::to_bf16; backed by transparent huge pages when
+// large enough.
+struct PackedWeight {
+  static constexpr int64_t kPanelCols = 64;
+  int64_t cols = 0, pairs = 0, panels = 0;
+  std::vector<int64_t> part_rows;   // output rows of each part
+  std::vector<int64_t> part_panel;  // first panel of each part, then `panels`
+  uint32_t* data = nullptr;         // [panels][pairs][kPanelCols]
+  size_t bytes = 0;
+
+  PackedWeight(std::vector<int64_t> part_rows, int64_t cols);
+  ~PackedWeight();
+  PackedWeight(const PackedWeight&) = delete;
+  PackedWeight& operator=(const PackedWeight&) = delete;
+  const uint32_t* panel(int64_t p) const { return data + p * pairs * kPanelCols; }
+};
+
+namespace cpu {
 
 class CpuKernels final : public Kernels {
  public:
-  explicit CpuKernels(ThreadPool* pool) : pool_(pool) {}
-  const char* name() const override { return "cpu"; }
+  CpuKernels(ThreadPool* pool, const KernelOptions& options);
+  const std::string& name() const override { return name_; }
+  Precision precision() const override { return options_.precision; }
+  WeightRef prepare(const WeightRef& w) override;
   void matmul(const float* x, int64_t m, const WeightRef& w, float* y) override;
+  FusedWeight fuse(std::span<const WeightRef> parts) override;
+  void matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) override;
   void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset, float* y) override;
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
             double theta) override;
@@ -21,9 +54,40 @@ class CpuKernels final : public Kernels {
                         float* state, float* out) override;
   void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) override;
   void delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) override;
+  void add(float* x, const float* y, int64_t n) override;
+  void mul_activation(float* x, const float* gate, int64_t n, Activation act) override;
+  void add_scaled_rows(float* out, const float* y, int64_t ld_y, const float* scale, int64_t scale_stride,
+                       int64_t rows, int64_t dim, Activation act) override;
+  void l2_normalise(float* x, int64_t rows, int64_t dim, float scale) override;
+  void delta_gates(const float* b, const float* a, int64_t rows, int64_t heads, const float* neg_exp_a,
+                   const float* dt_bias, float* beta, float* g) override;
+  void mean_rows(const float* x, int64_t rows, int64_t dim, float* out) override;
+  void route(const float* logits, int64_t rows, int64_t n_experts, int64_t top_k, bool renormalise, int64_t* chosen,
+             float* weights) override;
+  void index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled, int64_t blocks,
+                    float w_scale, float s_scale, float* scores) override;
+  void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) override;
 
  private:
+  // Runs fn(begin, end) over [0, n) items of `cost` element operations each:
+  // inline when the whole is small (a decode step's row), else in ranges on
+  // the pool. For per-row and per-element work only: bits never change.
+  void for_ranges(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& fn);
+  void matmul_f32(const float* x, int64_t m, const WeightRef& w, float* y);
+  void matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs);
+  std::shared_ptr<const PackedWeight> pack(std::span<const WeightRef> parts);
+
   ThreadPool* pool_;
+  KernelOptions options_;
+  bool native_bf16_ = false;  // vdpbf16ps present, allowed, and agreeing with bf16.h
+  std::string name_;
 };
 
-}  // namespace sb::cpu
+// True when this CPU's vdpbf16ps gives the bits of dp_pair (bf16.h) on a set
+// of probe lanes (random, cancelling and subnormal-range); false without
+// AVX512_BF16 in the build. Probed once per process.
+bool native_bf16_agrees();
+bool native_bf16_probe();  // the probe itself, every call
+
+}  // namespace cpu
+}  // namespace sb

@@ -2,95 +2,137 @@
 //
 // Chunked form for prefill: one call is one chunk of the absolute 64-token
 // grid, so a prefill split at grid multiples runs exactly the same chunks.
-// Recurrent form for decode. Vectors of length d_v are the unit of every
-// loop (axpy is per element); every sum over tokens or key dims runs in
-// ascending index order.
+// The chunk is a handful of small matrix products (small_gemm.h), each with
+// a fixed order per element; the forward substitution and the decays run in
+// ascending index order. Recurrent form for decode: two passes over the
+// state per token, each element's operations in a fixed order.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/cpu/small_gemm.h"
 
 namespace sb::cpu {
+namespace {
+
+// Per-thread working memory of one head's chunk.
+struct ChunkScratch {
+  std::vector<float> G, beta, eG, Kt, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
+  void resize(int64_t L, int64_t dk, int64_t dv) {
+    for (auto* v : {&G, &beta, &eG}) v->resize(L);
+    for (auto* v : {&KK, &QK, &W, &Wb, &Wk, &P}) v->resize(L * L);
+    for (auto* v : {&Kt, &Kd, &Qe, &Ktd}) v->resize(L * dk);
+    Vp.resize(L * dv);
+  }
+};
+
+}  // namespace
 
 void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) {
+  FlushSubnormals mode;
   const int64_t L = in.tokens, dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
+  const int64_t ldk = in.n_k * dk, ldv = in.n_v * dv;
   pool_->parallel_for(in.n_v, [&](int64_t h) {
-    const int64_t kh = h / r;
+    thread_local ChunkScratch sc;
+    sc.resize(L, dk, dv);
     float* S = state + h * dk * dv;
-    auto qv = [&](int64_t i) { return in.q + (i * in.n_k + kh) * dk; };
-    auto kv = [&](int64_t i) { return in.k + (i * in.n_k + kh) * dk; };
-    auto vv = [&](int64_t i) { return in.v + (i * in.n_v + h) * dv; };
-    std::vector<float> G(L), beta(L);
+    const float* Q = in.q + (h / r) * dk;  // token i at Q + i * ldk
+    const float* K = in.k + (h / r) * dk;
+    const float* V = in.v + h * dv;  // token i at V + i * ldv
+    float *G = sc.G.data(), *beta = sc.beta.data(), *eG = sc.eG.data();
     float run = 0.0f;
     for (int64_t i = 0; i < L; ++i) {
       run += in.g[i * in.n_v + h];
       G[i] = run;
+      eG[i] = std::exp(run);
       beta[i] = in.beta[i * in.n_v + h];
     }
-    // W = (I + M)^-1 by forward substitution, M_ij = beta_i exp(G_i - G_j) k_i.k_j (j < i).
-    std::vector<float> M(L * L, 0.0f), W(L * L, 0.0f);
+    float* Kt = sc.Kt.data();  // [dk, L]
     for (int64_t i = 0; i < L; ++i)
-      for (int64_t j = 0; j < i; ++j) M[i * L + j] = beta[i] * std::exp(G[i] - G[j]) * dot(kv(i), kv(j), dk);
+      for (int64_t a = 0; a < dk; ++a) Kt[a * L + i] = K[i * ldk + a];
+    small_gemm(L, L, dk, K, ldk, Kt, L, sc.KK.data(), L, false);
+    small_gemm(L, L, dk, Q, ldk, Kt, L, sc.QK.data(), L, false);
+
+    // W = (I + M)^-1 by forward substitution, M_il = beta_i exp(G_i - G_l) k_i.k_l (l < i):
+    // row i is -sum over l < i of M_il W_l, accumulated in ascending l.
+    float* W = sc.W.data();
+    std::fill(W, W + L * L, 0.0f);
     for (int64_t i = 0; i < L; ++i) {
-      W[i * L + i] = 1.0f;
-      for (int64_t j = 0; j < i; ++j) {
-        float s = 0.0f;
-        for (int64_t l = j; l < i; ++l) s = std::fma(M[i * L + l], W[l * L + j], s);
-        W[i * L + j] = -s;
+      float* wi = W + i * L;
+      for (int64_t l = 0; l < i; ++l) {
+        const float m = beta[i] * std::exp(G[i] - G[l]) * sc.KK[i * L + l];
+        axpy(m, W + l * L, wi, l + 1);
       }
+      for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
+      wi[i] = 1.0f;
     }
-    // V' = W diag(beta) V - W diag(beta e^G) K S, row by row.
-    std::vector<float> Vp(L * dv, 0.0f), What(dk), eG(L);
-    for (int64_t i = 0; i < L; ++i) eG[i] = std::exp(G[i]);
-    for (int64_t i = 0; i < L; ++i) {
-      float* vpi = Vp.data() + i * dv;
-      std::fill(What.begin(), What.end(), 0.0f);
-      for (int64_t j = 0; j <= i; ++j) {
-        const float wb = W[i * L + j] * beta[j];
-        axpy(wb, vv(j), vpi, dv);
-        axpy(wb * eG[j], kv(j), What.data(), dk);
+    // V' = W diag(beta) V - W diag(beta e^G) K S.
+    float *Wb = sc.Wb.data(), *Wk = sc.Wk.data(), *Vp = sc.Vp.data(), *Kd = sc.Kd.data();
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < L; ++j) {
+        Wb[i * L + j] = W[i * L + j] * beta[j];
+        Wk[i * L + j] = -(Wb[i * L + j] * eG[j]);
       }
-      for (int64_t a = 0; a < dk; ++a) axpy(-What[a], S + a * dv, vpi, dv);
-    }
-    // O_i = e^{G_i} q_i S + sum_{j<=i} (q_i.k_j) e^{G_i - G_j} V'_j.
-    for (int64_t i = 0; i < L; ++i) {
-      float* o = out + (i * in.n_v + h) * dv;
-      std::fill(o, o + dv, 0.0f);
-      const float* q = qv(i);
-      for (int64_t a = 0; a < dk; ++a) axpy(q[a] * eG[i], S + a * dv, o, dv);
-      for (int64_t j = 0; j <= i; ++j) axpy(dot(q, kv(j), dk) * std::exp(G[i] - G[j]), Vp.data() + j * dv, o, dv);
-    }
+    small_gemm(L, dv, L, Wb, L, V, ldv, Vp, dv, false, /*lower=*/true);
+    small_gemm(L, dk, L, Wk, L, K, ldk, Kd, dk, false, /*lower=*/true);
+    small_gemm(L, dv, dk, Kd, dk, S, dv, Vp, dv, true);
+    // O = diag(e^G) Q S + P V', P_ij = (q_i.k_j) e^{G_i - G_j} for j <= i.
+    float *Qe = sc.Qe.data(), *P = sc.P.data();
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t a = 0; a < dk; ++a) Qe[i * dk + a] = Q[i * ldk + a] * eG[i];
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * L + j] * std::exp(G[i] - G[j]) : 0.0f;
+    float* O = out + h * dv;
+    small_gemm(L, dv, dk, Qe, dk, S, dv, O, ldv, false);
+    small_gemm(L, dv, L, P, L, Vp, dv, O, ldv, true, /*lower=*/true);
     // S <- e^{G_last} S + sum_j e^{G_last - G_j} k_j V'_j^T.
     const float glast = G[L - 1], elast = std::exp(glast);
     for (int64_t a = 0; a < dk * dv; ++a) S[a] *= elast;
+    float* Ktd = sc.Ktd.data();
     for (int64_t j = 0; j < L; ++j) {
       const float decay = std::exp(glast - G[j]);
-      const float* kj = kv(j);
-      for (int64_t a = 0; a < dk; ++a) axpy(decay * kj[a], Vp.data() + j * dv, S + a * dv, dv);
+      for (int64_t a = 0; a < dk; ++a) Ktd[a * L + j] = Kt[a * L + j] * decay;
     }
+    small_gemm(dk, dv, L, Ktd, L, Vp, dv, S, dv, true);
   });
 }
 
 void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) {
+  FlushSubnormals mode;
   const int64_t dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
   pool_->parallel_for(in.n_v, [&](int64_t h) {
     const int64_t kh = h / r;
     float* S = state + h * dk * dv;
-    std::vector<float> mem(dv), u(dv);
+    thread_local std::vector<float> mem, u;
+    mem.resize(dv);
+    u.resize(dv);
     for (int64_t t = 0; t < in.tokens; ++t) {
       const float* q = in.q + (t * in.n_k + kh) * dk;
       const float* k = in.k + (t * in.n_k + kh) * dk;
       const float* v = in.v + (t * in.n_v + h) * dv;
       const float alpha = std::exp(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
-      for (int64_t a = 0; a < dk * dv; ++a) S[a] *= alpha;
-      std::fill(mem.begin(), mem.end(), 0.0f);
-      for (int64_t a = 0; a < dk; ++a) axpy(k[a], S + a * dv, mem.data(), dv);
-      for (int64_t c = 0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
-      for (int64_t a = 0; a < dk; ++a) axpy(k[a], u.data(), S + a * dv, dv);
       float* o = out + (t * in.n_v + h) * dv;
+      // Pass 1: decay the state and read k^T S from it.
+      std::fill(mem.begin(), mem.end(), 0.0f);
+      const V16 va = V16::set1(alpha);
+      for (int64_t a = 0; a < dk; ++a) {
+        float* row = S + a * dv;
+        int64_t c = 0;
+        for (; c + 16 <= dv; c += 16) (V16::load(row + c) * va).store(row + c);
+        for (; c < dv; ++c) row[c] *= alpha;
+        axpy(k[a], row, mem.data(), dv);
+      }
+      for (int64_t c = 0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
+      // Pass 2: the rank-one update, and q^T S from the updated state.
       std::fill(o, o + dv, 0.0f);
-      for (int64_t a = 0; a < dk; ++a) axpy(q[a], S + a * dv, o, dv);
+      for (int64_t a = 0; a < dk; ++a) {
+        float* row = S + a * dv;
+        axpy(k[a], u.data(), row, dv);
+        axpy(q[a], row, o, dv);
+      }
     }
   });
 }

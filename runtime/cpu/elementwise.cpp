@@ -1,65 +1,83 @@
 // Per-row and per-element kernels: RMSNorm, RoPE, the causal conv. Each row's
 // result depends on that row alone.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 
 namespace sb::cpu {
 
+void CpuKernels::for_ranges(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kInline = 1 << 16;  // element operations worth less than a hand-off
+  if (n <= 1 || pool_->size() == 1 || n * cost < kInline) return fn(0, n);
+  const int64_t pieces = std::min<int64_t>(n, 4 * pool_->size()), per = (n + pieces - 1) / pieces;
+  pool_->parallel_for((n + per - 1) / per, [&](int64_t p) { fn(p * per, std::min(n, (p + 1) * per)); });
+}
+
 void CpuKernels::rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                           float* y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = y + r * dim;
-    const float mean_sq = dot(xr, xr, dim) / static_cast<float>(dim);
-    const float inv = 1.0f / std::sqrt(mean_sq + eps);
-    for (int64_t i = 0; i < dim; ++i) {
-      const float scale = offset ? 1.0f + w[i] : w[i];
-      yr[i] = (xr[i] * inv) * scale;
+  FlushSubnormals mode;
+  for_ranges(rows, dim, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * dim;
+      float* yr = y + r * dim;
+      const float mean_sq = dot(xr, xr, dim) / static_cast<float>(dim);
+      const float inv = 1.0f / std::sqrt(mean_sq + eps);
+      for (int64_t i = 0; i < dim; ++i) {
+        const float scale = offset ? 1.0f + w[i] : w[i];
+        yr[i] = (xr[i] * inv) * scale;
+      }
     }
-  }
+  });
 }
 
 void CpuKernels::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
                       double theta) {
+  FlushSubnormals mode;
   const int64_t half = rot / 2;
-  std::vector<float> inv_freq(half), cs(half), sn(half);
+  std::vector<float> inv_freq(half);
   for (int64_t i = 0; i < half; ++i)
     inv_freq[i] = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(rot)));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float p = static_cast<float>(positions[r]);
-    for (int64_t i = 0; i < half; ++i) {
-      const float a = p * inv_freq[i];
-      cs[i] = std::cos(a);
-      sn[i] = std::sin(a);
-    }
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x + (r * heads + h) * head_dim;
+  for_ranges(rows, heads * rot + 8 * half, [&](int64_t r0, int64_t r1) {
+    std::vector<float> cs(half), sn(half);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float p = static_cast<float>(positions[r]);
       for (int64_t i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * cs[i] - b * sn[i];
-        v[i + half] = b * cs[i] + a * sn[i];
+        const float a = p * inv_freq[i];
+        cs[i] = std::cos(a);
+        sn[i] = std::sin(a);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = x + (r * heads + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half];
+          v[i] = a * cs[i] - b * sn[i];
+          v[i + half] = b * cs[i] + a * sn[i];
+        }
       }
     }
-  }
+  });
 }
 
 void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                                   float* state, float* out) {
+  FlushSubnormals mode;
   const int64_t hist = kernel - 1;
   // ext = [state rows | x rows], each row `channels` wide.
   std::vector<float> ext((hist + t) * channels);
   std::copy(state, state + hist * channels, ext.begin());
   std::copy(x, x + t * channels, ext.begin() + hist * channels);
-  for (int64_t s = 0; s < t; ++s) {
-    for (int64_t c = 0; c < channels; ++c) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[c * kernel + j], ext[(s + j) * channels + c], acc);
-      out[s * channels + c] = acc / (1.0f + std::exp(-acc));
-    }
-  }
+  for_ranges(channels, t * (kernel + 8), [&](int64_t c0, int64_t c1) {
+    for (int64_t s = 0; s < t; ++s)
+      for (int64_t c = c0; c < c1; ++c) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[c * kernel + j], ext[(s + j) * channels + c], acc);
+        out[s * channels + c] = acc / (1.0f + std::exp(-acc));
+      }
+  });
   std::copy(ext.end() - hist * channels, ext.end(), state);
 }
 

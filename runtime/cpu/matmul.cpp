@@ -1,4 +1,4 @@
-// Row-invariant GEMM: y[i, j] = dot(x[i, :], w[j, :]) with the fixed V16
+// The f32 product (Precision::kF32), row invariant: y[i, j] = dot(x[i, :], w[j, :]) with the fixed V16
 // reduction of simd.h. Tiles of 4 x rows by 4 weight rows only decide which
 // dot products run side by side; each one's arithmetic is the same as in a
 // lone 1 x 1 call, so a prefill split differently, a decode step or a batch
@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 
 namespace sb::cpu {
@@ -64,9 +65,9 @@ void matmul_rows(const float* x, int64_t m, const W* w, int64_t n0, int64_t n1, 
 
 }  // namespace
 
-void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y) {
+void CpuKernels::matmul_f32(const float* x, int64_t m, const WeightRef& w, float* y) {
+  FlushSubnormals mode;
   const int64_t N = w.rows, K = w.cols;
-  if (m <= 0 || N <= 0) return;
   // Column panels small enough that a panel of weights stays in L2 while the
   // x rows stream past it; rows in slabs so that x stays in L1/L2 per panel.
   const int64_t panel = std::max<int64_t>(4, std::min<int64_t>(64, (N + pool_->size() * 4 - 1) / (pool_->size() * 4) / 4 * 4 + 4));

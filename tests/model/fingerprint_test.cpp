@@ -67,9 +67,9 @@ TEST(ModelFingerprint, ALoadedModelFillsEveryFieldFromWhatItRuns) {
   const auto bf16 = testing::load_model(testing::tiny_checkpoint(Arch::kQwen3Next, 1, DType::kBF16));
   const FingerprintFields& f = bf16->fingerprint_fields();
   EXPECT_FALSE(f.numerics_version.empty());
-  EXPECT_FALSE(f.kernel_variant.empty());
+  EXPECT_EQ(f.kernel_variant, bf16->kernels_name());
   EXPECT_EQ(f.isa, compiled_isa());
-  EXPECT_FALSE(f.precision.empty());
+  EXPECT_EQ(f.precision, "bf16") << "a bf16 checkpoint computes in bf16 unless told otherwise";
   EXPECT_EQ(f.config, bf16->config().describe());
   EXPECT_EQ(f.state_schema, bf16->schema().describe());
   EXPECT_EQ(f.weights_digest.size(), 32u);

@@ -85,7 +85,7 @@ class BatchInvariance : public ::testing::TestWithParam<Arch> {
     return c;
   }
 
-  SequenceStep step_of(Case& c, State* state, PrefillCarry* carry) const {
+  SequenceStep step_of(Case& c, State* state, PrefillCarry* carry = nullptr) const {
     SequenceStep s;
     s.state = state;
     if (c.use_carry && !c.decode) s.carry = carry;
@@ -167,6 +167,47 @@ TEST_P(BatchInvariance, DecodingTogetherForManyStepsMatchesDecodingAlone) {
     }
   }
   for (int i = 0; i < n; ++i) EXPECT_TRUE(together[i].bitwise_equal(alone[i])) << "sequence " << i;
+}
+
+// A step of more rows than one pass holds (model/transformer.h,
+// kMaxPassRows) runs in passes cut on the grid; every sequence still gets
+// its own bits, captures and logit rows included.
+TEST_P(BatchInvariance, AStepLongerThanOnePassGivesTheSameBits) {
+  std::mt19937 rng(31);
+  std::vector<Case> cases(4);
+  const int64_t history[4] = {0, 70, 128, 5}, length[4] = {300, 260, 1, 20};
+  for (int i = 0; i < 4; ++i) {
+    Case& c = cases[i];
+    c.state = model_->new_state();
+    if (history[i] > 0) {
+      PrefillOutput ignored;
+      ASSERT_TRUE(model_->prefill(c.state, tokens(rng, history[i]), {}, &ignored).is_ok());
+    }
+    c.tokens = tokens(rng, length[i]);
+    c.decode = length[i] == 1;
+    if (i == 0) c.capture = {64, 256, 300};
+    if (i == 1) c.capture = {192, 320};
+    c.logits = i == 3 ? LogitRows::kAll : LogitRows::kLast;
+  }
+  std::vector<State> alone_states;
+  std::vector<SequenceOutput> alone;
+  for (Case& c : cases) {
+    alone_states.push_back(c.state);
+    std::vector<SequenceOutput> out;
+    SequenceStep s = step_of(c, &alone_states.back());
+    ASSERT_TRUE(model_->forward(std::span<const SequenceStep>(&s, 1), &out).is_ok());
+    alone.push_back(std::move(out[0]));
+  }
+  std::vector<SequenceStep> batch;
+  for (Case& c : cases) batch.push_back(step_of(c, &c.state));
+  std::vector<SequenceOutput> together;
+  ASSERT_TRUE(model_->forward(batch, &together).is_ok());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_TRUE(same_output(together[i], alone[i])) << "sequence " << i;
+    EXPECT_TRUE(cases[i].state.bitwise_equal(alone_states[i])) << "state of sequence " << i;
+  }
+  EXPECT_EQ(together[0].snapshots.size(), 3u);
+  EXPECT_EQ(together[3].n_rows, 20);
 }
 
 // The comparison above would notice a wrong state: one wrong value in one

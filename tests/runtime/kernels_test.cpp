@@ -1,13 +1,17 @@
 // CPU kernels: the chunked and recurrent delta rule agree; GEMM and attention
 // give each row the same bits whatever rows share the call and whatever the
 // thread count; RoPE rotates only the first `rot` dims, in rotate-half pairs.
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "model/checkpoint.h"
+#include "runtime/cpu/bf16.h"
+#include "runtime/cpu/simd.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
 
@@ -58,6 +62,15 @@ TEST(DeltaRule, ChunkedAndRecurrentFormsAgree) {
     k->delta_rule_recurrent(in, s_rec.data(), o_rec.data());
     EXPECT_LT(rel_err(o_chunk, o_rec), 1e-5) << "trial " << trial;
     EXPECT_LT(rel_err(s_chunk, s_rec), 1e-5) << "trial " << trial;
+    // A shorter chunk gives its rows the bits they get in the full one: a
+    // row's output never depends on the rows after it.
+    for (int64_t len : {1, 5, 33, 63}) {
+      DeltaRuleInput part = in;
+      part.tokens = len;
+      std::vector<float> s_part = state0, o_part(len * nv * dv);
+      k->delta_rule_chunk(part, s_part.data(), o_part.data());
+      EXPECT_EQ(std::memcmp(o_part.data(), o_chunk.data(), o_part.size() * 4), 0) << len << " rows";
+    }
   }
 }
 
@@ -88,61 +101,200 @@ TEST(DeltaRule, AChunksFirstRowsGiveTheWholeChunksFirstOutputs) {
   }
 }
 
+std::unique_ptr<Kernels> kernels(ThreadPool* pool, Precision p, bool native = true) {
+  KernelOptions o;
+  o.precision = p;
+  o.native_bf16 = native;
+  return make_cpu_kernels(pool, o);
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+// The bf16 product by its definition (runtime/cpu/bf16.h), one element at a time.
+float bf16_product(const float* x, const uint16_t* w, int64_t K) {
+  float acc = 0.0f;
+  for (int64_t k = 0; k < K; k += 2) {
+    const uint32_t xp = cpu::to_bf16(x[k]) | (k + 1 < K ? uint32_t(cpu::to_bf16(x[k + 1])) << 16 : 0u);
+    const uint32_t wp = w[k] | (k + 1 < K ? uint32_t(w[k + 1]) << 16 : 0u);
+    acc = cpu::dp_pair(acc, xp, wp);
+  }
+  return acc;
+}
+
+// Row counts 1..70 and 512 in one call give each row the bits it gets alone,
+// for both precisions, with 1 and 2 threads; weights of odd K and of N not a
+// multiple of the 64-column panel.
 TEST(Matmul, EachRowGetsTheSameBitsWhateverTheCall) {
   std::mt19937 rng(5);
-  const int64_t M = 37, K = 72, N = 45;  // K and N deliberately not multiples of 16 or 4
+  const int64_t K = 73, N = 141, M = 512;
   auto x = randn(rng, M * K);
   auto wf = randn(rng, N * K);
   std::vector<uint16_t> wb(N * K);
   for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
-  for (DType dt : {DType::kF32, DType::kBF16}) {
-    WeightRef w{dt, N, K, dt == DType::kF32 ? static_cast<const void*>(wf.data()) : wb.data()};
-    ThreadPool p1(1), p2(2);
-    auto k1 = make_cpu_kernels(&p1), k2 = make_cpu_kernels(&p2);
-    std::vector<float> all(M * N), all2(M * N);
-    k1->matmul(x.data(), M, w, all.data());
-    k2->matmul(x.data(), M, w, all2.data());
-    EXPECT_EQ(std::memcmp(all.data(), all2.data(), all.size() * 4), 0) << "thread count changed bits";
-    for (int64_t start = 0; start < M; start += 5) {
-      const int64_t rows = std::min<int64_t>(1 + start % 7, M - start);
-      std::vector<float> part(rows * N);
-      k1->matmul(x.data() + start * K, rows, w, part.data());
-      EXPECT_EQ(std::memcmp(part.data(), all.data() + start * N, part.size() * 4), 0) << "rows " << start << "+" << rows;
-    }
-    // And the values are a correct product.
-    double worst = 0;
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double ref = 0;
-        for (int64_t kk = 0; kk < K; ++kk)
-          ref += double(x[i * K + kk]) * (dt == DType::kF32 ? wf[j * K + kk] : bf16_to_f32(wb[j * K + kk]));
-        worst = std::max(worst, std::abs(ref - all[i * N + j]));
+  ThreadPool p1(1), p2(2);
+  for (Precision p : {Precision::kF32, Precision::kBF16})
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + " kernels, " + dtype_name(dt) + " weights");
+      auto k1 = kernels(&p1, p), k2 = kernels(&p2, p);
+      const WeightRef raw{dt, N, K, dt == DType::kF32 ? static_cast<const void*>(wf.data()) : wb.data(), nullptr};
+      const WeightRef w = k1->prepare(raw);
+      std::vector<float> all(M * N), all2(M * N), unprepared(M * N);
+      k1->matmul(x.data(), M, w, all.data());
+      k2->matmul(x.data(), M, k2->prepare(raw), all2.data());
+      k1->matmul(x.data(), M, raw, unprepared.data());
+      EXPECT_TRUE(same_bits(all.data(), all2.data(), all.size())) << "thread count changed bits";
+      EXPECT_TRUE(same_bits(all.data(), unprepared.data(), all.size())) << "prepare changed bits";
+      std::vector<float> lone(N);
+      for (int64_t i = 0; i < M; i += 37) {
+        k2->matmul(x.data() + i * K, 1, w, lone.data());
+        EXPECT_TRUE(same_bits(lone.data(), all.data() + i * N, N)) << "row " << i << " alone";
       }
-    EXPECT_LT(worst, 1e-4);
+      for (int64_t rows = 1; rows <= 70; ++rows) {
+        const int64_t start = (rows * 7) % (M - rows);
+        std::vector<float> part(rows * N);
+        k1->matmul(x.data() + start * K, rows, w, part.data());
+        EXPECT_TRUE(same_bits(part.data(), all.data() + start * N, part.size())) << rows << " rows at " << start;
+      }
+      // And the values are a correct product: against double precision, and
+      // under bf16 against the definition, bit for bit.
+      double worst = 0;
+      for (int64_t i = 0; i < 16; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double ref = 0;
+          for (int64_t kk = 0; kk < K; ++kk)
+            ref += double(x[i * K + kk]) * (dt == DType::kF32 ? wf[j * K + kk] : bf16_to_f32(wb[j * K + kk]));
+          worst = std::max(worst, std::abs(ref - all[i * N + j]));
+              if (p == Precision::kBF16) {
+            const float want = bf16_product(x.data() + i * K, wb.data() + j * K, K);
+            ASSERT_EQ(std::memcmp(&want, &all[i * N + j], 4), 0) << "element " << i << "," << j;
+          }
+        }
+      // Rounding the input rows to bf16 costs about 2^-9 of each product.
+      EXPECT_LT(worst, p == Precision::kBF16 ? 0.25 : 1e-4);
+    }
+}
+
+// The emulated bf16 product (machines without AVX512_BF16) gives the bits of
+// vdpbf16ps, on data that reaches the subnormal range and cancels exactly.
+TEST(Matmul, EmulatedBf16GivesTheNativeBits) {
+  std::mt19937 rng(17);
+  const int64_t M = 23, K = 131, N = 77;
+  std::vector<float> x(M * K), wf(N * K);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-8, 8);
+  // Every third row of each operand near 2^-62, so their products land around
+  // the smallest normal float (2^-126), above and below.
+  for (auto* v : {&x, &wf})
+    for (size_t i = 0; i < v->size(); ++i)
+      (*v)[i] = std::ldexp(rng() % 2 ? mant(rng) : -mant(rng), ex(rng) + ((i / K) % 3 == 0 ? -62 : 0));
+  for (int64_t k = 0; k < K; ++k) x[K + k] = -x[k];  // row 1 = -row 0: cancellations
+  ThreadPool pool(2);
+  auto native = kernels(&pool, Precision::kBF16, true), emulated = kernels(&pool, Precision::kBF16, false);
+  EXPECT_NE(emulated->name().find("emulated"), std::string::npos) << emulated->name();
+#if defined(__AVX512BF16__)
+  EXPECT_EQ(native->name(), "cpu/bf16/avx512bf16") << "this CPU's vdpbf16ps disagrees with bf16.h";
+#endif
+  const WeightRef w{DType::kF32, N, K, wf.data(), nullptr};
+  std::vector<float> a(M * N), b(M * N);
+  native->matmul(x.data(), M, native->prepare(w), a.data());
+  emulated->matmul(x.data(), M, emulated->prepare(w), b.data());
+  EXPECT_TRUE(same_bits(a.data(), b.data(), a.size()));
+  int tiny = 0;
+  for (float f : a) tiny += f != 0.0f && std::fabs(f) < 1e-30f;
+  EXPECT_GT(tiny, 0) << "the data should reach the subnormal range";
+}
+
+TEST(Bf16, RoundsToNearestEvenAndFlushesSubnormals) {
+  EXPECT_EQ(cpu::to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(cpu::to_bf16(std::bit_cast<float>(0x3f808000u)), 0x3f80);  // tie to even (down)
+  EXPECT_EQ(cpu::to_bf16(std::bit_cast<float>(0x3f818000u)), 0x3f82);  // tie to even (up)
+  EXPECT_EQ(cpu::to_bf16(std::bit_cast<float>(0x3f808001u)), 0x3f81);
+  EXPECT_EQ(cpu::to_bf16(std::bit_cast<float>(0x00400000u)), 0x0000);  // subnormal to zero
+  EXPECT_EQ(cpu::to_bf16(std::bit_cast<float>(0x80400000u)), 0x8000);  // keeping its sign
+  EXPECT_EQ(cpu::to_bf16(std::bit_cast<float>(0x7f7fffffu)), 0x7f80);  // overflows to infinity
+  EXPECT_EQ(cpu::to_bf16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(cpu::to_bf16(std::numeric_limits<float>::quiet_NaN()) & 0x7fc0, 0x7fc0);
+  EXPECT_EQ(cpu::to_bf16(std::bit_cast<float>(0x7f800001u)) & 0x7fc0, 0x7fc0);  // signalling NaN made quiet
+  // The vector rounding of the kernels agrees with the scalar one.
+  std::mt19937 rng(3);
+  std::vector<float> v(1000);
+  for (auto& f : v) f = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+  std::vector<uint16_t> out(1000);
+  cpu::round_rows_to_bf16(v.data(), 1, 1000, out.data(), 1000);
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(out[i], cpu::to_bf16(v[i])) << std::hex << std::bit_cast<uint32_t>(v[i]);
+}
+
+TEST(Simd, SixteenTreeSumsAtOnceEqualOneByOne) {
+  std::mt19937 rng(8);
+  std::vector<float> data(256);
+  for (auto& f : data) f = std::ldexp(static_cast<float>(rng() % 100000) - 50000.0f, static_cast<int>(rng() % 40) - 20);
+  cpu::V16 v[16];
+  for (int i = 0; i < 16; ++i) v[i] = cpu::V16::load(data.data() + 16 * i);
+  float out[16];
+  cpu::hsum16(v, out);
+  for (int i = 0; i < 16; ++i) {
+    const float want = cpu::hsum(v[i]);
+    EXPECT_EQ(std::memcmp(&want, &out[i], 4), 0) << i;
   }
 }
 
+// Row counts 1..70 and 512 in one call, at any start, with 1 or 2 threads,
+// causal or with a sparse block mask: each row gets the same bits.
 TEST(Attention, RowsGetTheSameBitsWhateverRowsShareTheCall) {
-  ThreadPool pool(2);
-  auto k = make_cpu_kernels(&pool);
+  ThreadPool p1(1), p2(2);
+  auto k1 = make_cpu_kernels(&p1), k2 = make_cpu_kernels(&p2);
   std::mt19937 rng(9);
-  const int64_t n = 90, nh = 4, nkv = 2, d = 32;
+  const int64_t n = 512, nh = 4, nkv = 2, d = 40, mblock = 8, stride = n / mblock;
   auto q = randn(rng, n * nh * d), key = randn(rng, n * nkv * d), v = randn(rng, n * nkv * d);
+  std::vector<uint8_t> mask(n * stride);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < stride; ++b) mask[r * stride + b] = b == r / mblock || rng() % 3 == 0;
+  for (bool sparse : {false, true}) {
+    SCOPED_TRACE(sparse ? "sparse" : "causal");
+    AttentionInput in{n, 0, nh, nkv, d, q.data(), key.data(), v.data(), 0.17f};
+    if (sparse) {
+      in.block_mask = mask.data();
+      in.mask_stride = stride;
+      in.mask_block = mblock;
+    }
+    std::vector<float> all(n * nh * d), all2(n * nh * d);
+    k1->attention(in, all.data());
+    k2->attention(in, all2.data());
+    EXPECT_EQ(std::memcmp(all.data(), all2.data(), all.size() * 4), 0) << "thread count changed bits";
+    for (int64_t rows = 1; rows <= 70; ++rows) {
+      const int64_t start = (rows * 29) % (n - rows);
+      AttentionInput part = in;
+      part.first_pos = start;
+      part.rows = rows;
+      part.q = q.data() + start * nh * d;
+      if (sparse) part.block_mask = mask.data() + start * stride;
+      std::vector<float> out(rows * nh * d);
+      k1->attention(part, out.data());
+      EXPECT_EQ(std::memcmp(out.data(), all.data() + start * nh * d, out.size() * 4), 0) << rows << " rows at " << start;
+    }
+    // Row 0 sees only key 0: its output is v of its KV head exactly.
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t i = 0; i < d; ++i) EXPECT_EQ(all[h * d + i], v[(h / 2) * d + i]);
+  }
+  // And the values are softmax attention: one row against double precision.
+  const int64_t r = 300, h = 3, g = h / 2;
+  std::vector<double> p(r + 1);
+  double mx = -1e300, sum = 0;
+  for (int64_t t = 0; t <= r; ++t) {
+    double s = 0;
+    for (int64_t i = 0; i < d; ++i) s += double(q[(r * nh + h) * d + i]) * key[(t * nkv + g) * d + i];
+    p[t] = s * 0.17f;
+    mx = std::max(mx, p[t]);
+  }
+  for (auto& x : p) sum += x = std::exp(x - mx);
   AttentionInput in{n, 0, nh, nkv, d, q.data(), key.data(), v.data(), 0.17f};
   std::vector<float> all(n * nh * d);
-  k->attention(in, all.data());
-  for (int64_t start : {0, 17, 63, 64, 89}) {
-    AttentionInput part = in;
-    part.first_pos = start;
-    part.rows = std::min<int64_t>(n - start, 11);
-    part.q = q.data() + start * nh * d;
-    std::vector<float> out(part.rows * nh * d);
-    k->attention(part, out.data());
-    EXPECT_EQ(std::memcmp(out.data(), all.data() + start * nh * d, out.size() * 4), 0) << "start " << start;
+  k1->attention(in, all.data());
+  for (int64_t i = 0; i < d; ++i) {
+    double want = 0;
+    for (int64_t t = 0; t <= r; ++t) want += p[t] / sum * v[(t * nkv + g) * d + i];
+    EXPECT_NEAR(all[(r * nh + h) * d + i], want, 1e-5);
   }
-  // Row 0 sees only key 0: its output is v of its KV head exactly.
-  for (int64_t h = 0; h < nh; ++h)
-    for (int64_t i = 0; i < d; ++i) EXPECT_EQ(all[h * d + i], v[(h / 2) * d + i]);
 }
 
 TEST(Rope, RotatesOnlyTheFirstRotDimsInRotateHalfPairs) {

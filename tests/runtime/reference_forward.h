@@ -23,6 +23,9 @@ struct Rules {
   bool per_head_query_gate = true; // spec 6.2: q_proj rows are [query_h | gate_h] per head
   bool partial_rope = true;        // spec 6.3: rotate only the first rotary_dim dims, inv_freq over them
   bool moe_renormalise_topk = true;  // spec 6.11: softmax over all experts, top-k, renormalise when asked
+  // Not a rule but the bf16 precision's one rounding (runtime/kernels.h):
+  // the input of every matrix product rounded to bf16; the sums stay exact.
+  bool bf16_product_inputs = false;
 };
 
 class ReferenceForward {
@@ -62,8 +65,13 @@ class ReferenceForward {
     convert_to_f32(t.dtype, t.data, t.numel(), f.data());
     return std::vector<double>(f.begin(), f.end());
   }
-  std::vector<double> matvec(const MatrixView& m, const std::vector<double>& x) const {
+  std::vector<double> matvec(const MatrixView& m, const std::vector<double>& x_in) const {
     std::vector<float> f = to_f32(m);
+    std::vector<double> x = x_in;
+    if (rules_.bf16_product_inputs) {
+      for (double& v : x) v = bf16_to_f32(f32_to_bf16(static_cast<float>(v)));
+      for (float& v : f) v = bf16_to_f32(f32_to_bf16(v));
+    }
     std::vector<double> y(m.rows, 0.0);
     for (int64_t i = 0; i < m.rows; ++i)
       for (int64_t j = 0; j < m.cols; ++j) y[i] += double(f[i * m.cols + j]) * x[j];

@@ -4,6 +4,7 @@
 // so the comparison would catch the runtime breaking it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "tests/runtime/reference_forward.h"
@@ -23,14 +24,28 @@ struct Loaded {
   std::unique_ptr<Model> model;
 };
 
-Loaded load(const std::string& dir) {
+Loaded load(const std::string& dir, Precision precision) {
   Loaded l;
   EXPECT_TRUE(parse_config(dir, &l.config).is_ok());
   EXPECT_TRUE(Checkpoint::open(dir, &l.checkpoint).is_ok());
   EXPECT_TRUE(WeightSet::bind(*l.checkpoint, l.config, &l.weights).is_ok());
-  l.model = testing::load_model(dir);
+  l.model = testing::load_model(dir, 1, precision);
   return l;
 }
+
+// Each precision against the double-precision reference on the checkpoint
+// dtype it is the default for. f32: the error is fp32 rounding. bf16: the
+// reference rounds every product input to bf16 as the precision defines;
+// the error left is fp32 rounding, amplified where it moves an input across
+// a bf16 rounding boundary (2^-9 relative). Random tiny models are chaotic
+// enough that the rounding of bf16 itself, compared against exact inputs,
+// moves logits by 0.7% (qwen3) to 70% (a flipped MoE route).
+struct PrecisionCase {
+  Precision precision;
+  DType checkpoint;
+  double tolerance;  // relative L2 error of the logits
+};
+constexpr PrecisionCase kPrecisions[] = {{Precision::kF32, DType::kF32, 1e-4}, {Precision::kBF16, DType::kBF16, 1e-2}};
 
 std::vector<int32_t> prompt(int64_t n) { return testing::random_tokens(21, n); }
 
@@ -47,27 +62,47 @@ std::vector<float> runtime_logits(const Loaded& l, const std::vector<int32_t>& t
   return out.logits;
 }
 
-class Reference : public ::testing::TestWithParam<Arch> {};
+class Reference : public ::testing::TestWithParam<std::tuple<Arch, PrecisionCase>> {};
 
 // 70 tokens: past one 64-token chunk, and past the qsa layer's top-k (4 blocks
 // of 4 tokens), so selection is really sparse.
 TEST_P(Reference, RuntimeMatchesTheNaiveForward) {
-  Loaded l = load(testing::tiny_checkpoint(GetParam(), 3, DType::kF32));
+  const auto [arch, pc] = GetParam();
+  Loaded l = load(testing::tiny_checkpoint(arch, 3, pc.checkpoint), pc.precision);
   auto tokens = prompt(70);
-  ReferenceForward ref(l.config, l.weights, Rules{});
-  EXPECT_LT(rel_err(runtime_logits(l, tokens), ref.run(tokens)), 1e-4);
+  Rules rules;
+  rules.bf16_product_inputs = pc.precision == Precision::kBF16;
+  ReferenceForward ref(l.config, l.weights, rules);
+  const double err = rel_err(runtime_logits(l, tokens), ref.run(tokens));
+  EXPECT_LT(err, pc.tolerance);
+  std::printf("%s %s: relative error %.2e\n", arch_name(arch), precision_name(pc.precision), err);
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryArch, Reference, ::testing::ValuesIn(testing::kAllArchs),
-                         [](const auto& info) { return std::string(arch_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(EveryArchAndPrecision, Reference,
+                         ::testing::Combine(::testing::ValuesIn(testing::kAllArchs), ::testing::ValuesIn(kPrecisions)),
+                         [](const auto& info) {
+                           return std::string(arch_name(std::get<0>(info.param))) + "_" +
+                                  precision_name(std::get<1>(info.param).precision);
+                         });
 
+// Breaking a rule moves the reference's logits by far more than either
+// precision's tolerance, so the comparison above would catch the runtime
+// breaking it.
 void expect_rule_matters(Arch arch, Rules broken, const char* rule) {
-  Loaded l = load(testing::tiny_checkpoint(arch, 3, DType::kF32));
-  auto tokens = prompt(24);
-  auto got = runtime_logits(l, tokens);
-  ReferenceForward good(l.config, l.weights, Rules{}), bad(l.config, l.weights, broken);
-  EXPECT_LT(rel_err(got, good.run(tokens)), 1e-4) << rule;
-  EXPECT_GT(rel_err(got, bad.run(tokens)), 1e-2) << "breaking " << rule << " would go unnoticed";
+  for (const PrecisionCase& pc : kPrecisions) {
+    Loaded l = load(testing::tiny_checkpoint(arch, 3, pc.checkpoint), pc.precision);
+    auto tokens = prompt(24);
+    auto got = runtime_logits(l, tokens);
+    Rules rules;
+    rules.bf16_product_inputs = broken.bf16_product_inputs = pc.precision == Precision::kBF16;
+    ReferenceForward good(l.config, l.weights, rules), bad(l.config, l.weights, broken);
+    const double good_err = rel_err(got, good.run(tokens)), broken_err = rel_err(got, bad.run(tokens));
+    EXPECT_LT(good_err, pc.tolerance) << rule << ", " << precision_name(pc.precision);
+    EXPECT_GT(broken_err, 3 * pc.tolerance) << "breaking " << rule << " would go unnoticed under "
+                                            << precision_name(pc.precision);
+    std::printf("%s, %s: error %.2e, with the rule broken %.2e\n", rule, precision_name(pc.precision), good_err,
+                broken_err);
+  }
 }
 
 TEST(ReferenceRules, Qwen3NextProjectionsAreUngroupedPerKeyHead) {

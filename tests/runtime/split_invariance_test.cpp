@@ -1,6 +1,8 @@
 // The runtime's promise to the bank: prefill split on the 64-token grid gives
 // bit for bit the logits and state of an unsplit prefill, on every
-// architecture, and captured snapshots equal the state of a shorter prefill.
+// architecture and in both precisions (bf16 and f32 products), and captured
+// snapshots equal the state of a shorter prefill. A row's bits never depend
+// on how many rows share its call or on the thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,13 +27,21 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-class SplitInvariance : public ::testing::TestWithParam<Arch> {};
+class SplitInvariance : public ::testing::TestWithParam<std::tuple<Arch, Precision>> {
+ protected:
+  Arch arch() const { return std::get<0>(GetParam()); }
+  std::unique_ptr<Model> load(int threads = 1) {
+    auto m = load_model(tiny_checkpoint(arch()), threads, std::get<1>(GetParam()));
+    EXPECT_NE(m->kernels_name().find(precision_name(std::get<1>(GetParam()))), std::string::npos);
+    return m;
+  }
+};
 
 TEST_P(SplitInvariance, RandomGridSplitsGiveIdenticalBits) {
-  auto model = load_model(tiny_checkpoint(GetParam()), 2);
-  std::mt19937 rng(1234 + static_cast<int>(GetParam()));
-  for (int trial = 0; trial < 3; ++trial) {
-    const int64_t n = std::uniform_int_distribution<int64_t>(65, 260)(rng);
+  auto model = load(2);
+  std::mt19937 rng(1234 + static_cast<int>(arch()));
+  for (int trial = 0; trial < 2; ++trial) {
+    const int64_t n = std::uniform_int_distribution<int64_t>(65, 200)(rng);
     auto tokens = random_tokens(rng, n, model->vocab_size());
     State whole = model->new_state();
     PrefillOutput ref;
@@ -62,8 +72,8 @@ TEST_P(SplitInvariance, RandomGridSplitsGiveIdenticalBits) {
 // With a PrefillCarry a prefill may be cut anywhere, not only on the grid:
 // logits, State and captured snapshots stay those of one unsplit prefill.
 TEST_P(SplitInvariance, SplitsAnywhereWithACarryGiveIdenticalBits) {
-  auto model = load_model(tiny_checkpoint(GetParam()), 2);
-  std::mt19937 rng(4242 + static_cast<int>(GetParam()));
+  auto model = load(2);
+  std::mt19937 rng(4242 + static_cast<int>(arch()));
   for (int trial = 0; trial < 3; ++trial) {
     const int64_t n = std::uniform_int_distribution<int64_t>(70, 230)(rng);
     auto tokens = random_tokens(rng, n, model->vocab_size());
@@ -113,7 +123,7 @@ TEST_P(SplitInvariance, SplitsAnywhereWithACarryGiveIdenticalBits) {
 // the test above would notice a carry that did nothing), and a carry that
 // does not continue the State is refused.
 TEST_P(SplitInvariance, OffTheGridCutsNeedTheirCarry) {
-  auto model = load_model(tiny_checkpoint(GetParam()));
+  auto model = load();
   std::mt19937 rng(31);
   auto tokens = random_tokens(rng, 100, model->vocab_size());
   State whole = model->new_state(), cut = model->new_state();
@@ -121,7 +131,11 @@ TEST_P(SplitInvariance, OffTheGridCutsNeedTheirCarry) {
   ASSERT_TRUE(model->prefill(whole, tokens, {}, &out).is_ok());
   ASSERT_TRUE(model->prefill(cut, std::span(tokens).first(30), {}, &out).is_ok());
   ASSERT_TRUE(model->prefill(cut, std::span(tokens).subspan(30), {}, &out).is_ok());
-  EXPECT_EQ(cut.bitwise_equal(whole), !model->schema().has_recurrent());
+  // In f32 an off-grid cut without the carry changes the Gated DeltaNet's
+  // bits on every recurrent architecture here; in bf16 the cut can happen to
+  // give the same bits, so that half of the check runs in f32 only.
+  if (std::get<1>(GetParam()) == Precision::kF32 || !model->schema().has_recurrent())
+    EXPECT_EQ(cut.bitwise_equal(whole), !model->schema().has_recurrent());
 
   State s = model->new_state();
   PrefillCarry carry;
@@ -135,8 +149,52 @@ TEST_P(SplitInvariance, OffTheGridCutsNeedTheirCarry) {
   EXPECT_EQ(s.position(), 30);
 }
 
+// A call of any row count from 1 to 70 gives its rows the bits they get in a
+// 70-row call, logits and keys alike; and calls of 512 and 700 rows the bits
+// of the same tokens split on the grid.
+TEST_P(SplitInvariance, RowCountsOneToSeventyAnd512AndMoreInOneCall) {
+  auto model = load();
+  std::mt19937 rng(77);
+  auto tokens = random_tokens(rng, 512, model->vocab_size());
+  PrefillOptions all;
+  all.all_logits = true;
+  State ref = model->new_state();
+  PrefillOutput ref_out;
+  ASSERT_TRUE(model->prefill(ref, std::span(tokens).first(70), all, &ref_out).is_ok());
+  const int64_t V = model->vocab_size();
+  for (int64_t rows = 1; rows < 70; ++rows) {
+    State s = model->new_state();
+    PrefillOutput out;
+    ASSERT_TRUE(model->prefill(s, std::span(tokens).first(rows), {}, &out).is_ok());
+    EXPECT_EQ(std::memcmp(out.logits.data(), ref_out.logits.data() + (rows - 1) * V, V * 4), 0) << rows << " rows";
+    for (size_t c = 0; c < s.n_components(); ++c) {
+      if (model->schema().components[c].kind != ComponentKind::kSequence) continue;
+      EXPECT_EQ(std::memcmp(s.buffer(c).data(), ref.buffer(c).data(), s.buffer(c).size() * 4), 0)
+          << rows << " rows, component " << model->schema().components[c].name;
+    }
+  }
+  // 700 tokens in one call (the model runs them as passes of at most 512
+  // rows), as 512 + 188, and split at random grid points.
+  tokens.resize(700);
+  for (size_t i = 512; i < tokens.size(); ++i) tokens[i] = tokens[i - 500];
+  State whole = model->new_state(), two = model->new_state(), split = model->new_state();
+  PrefillOutput a, b, c;
+  ASSERT_TRUE(model->prefill(whole, tokens, {}, &a).is_ok());
+  ASSERT_TRUE(model->prefill(two, std::span(tokens).first(512), {}, &b).is_ok());
+  ASSERT_TRUE(model->prefill(two, std::span(tokens).subspan(512), {}, &b).is_ok());
+  for (int64_t at = 0; at < 700;) {
+    const int64_t n = std::min<int64_t>(700 - at, kGrid * (1 + rng() % 4));
+    ASSERT_TRUE(model->prefill(split, std::span(tokens).subspan(at, n), {}, &c).is_ok());
+    at += n;
+  }
+  EXPECT_TRUE(same_bits(a.logits, b.logits));
+  EXPECT_TRUE(same_bits(a.logits, c.logits));
+  EXPECT_TRUE(whole.bitwise_equal(two));
+  EXPECT_TRUE(whole.bitwise_equal(split));
+}
+
 TEST_P(SplitInvariance, LastRowLogitsEqualTheAllRowsLogits) {
-  auto model = load_model(tiny_checkpoint(GetParam()));
+  auto model = load();
   std::mt19937 rng(99);
   auto tokens = random_tokens(rng, 130, model->vocab_size());
   State a = model->new_state(), b = model->new_state();
@@ -151,8 +209,8 @@ TEST_P(SplitInvariance, LastRowLogitsEqualTheAllRowsLogits) {
 }
 
 TEST_P(SplitInvariance, ThreadCountDoesNotChangeBits) {
-  auto one = load_model(tiny_checkpoint(GetParam()), 1);
-  auto two = load_model(tiny_checkpoint(GetParam()), 2);
+  auto one = load(1);
+  auto two = load(2);
   std::mt19937 rng(7);
   auto tokens = random_tokens(rng, 150, one->vocab_size());
   State a = one->new_state(), b = two->new_state();
@@ -164,7 +222,7 @@ TEST_P(SplitInvariance, ThreadCountDoesNotChangeBits) {
 }
 
 TEST_P(SplitInvariance, CapturedSnapshotEqualsTheStateOfAShorterPrefill) {
-  auto model = load_model(tiny_checkpoint(GetParam()));
+  auto model = load();
   std::mt19937 rng(5);
   auto tokens = random_tokens(rng, 200, model->vocab_size());
   State full = model->new_state();
@@ -187,7 +245,7 @@ TEST_P(SplitInvariance, CapturedSnapshotEqualsTheStateOfAShorterPrefill) {
 }
 
 TEST_P(SplitInvariance, CaptureOffTheGridIsRefused) {
-  auto model = load_model(tiny_checkpoint(GetParam()));
+  auto model = load();
   std::vector<int32_t> tokens(100, 42);
   State s = model->new_state();
   PrefillOptions opt;
@@ -196,27 +254,37 @@ TEST_P(SplitInvariance, CaptureOffTheGridIsRefused) {
   EXPECT_EQ(model->prefill(s, tokens, opt, &out).code(), Code::kInvalidArgument);
 }
 
+// Decode runs the recurrent form of the delta rule, prefill the chunked one:
+// without Gated DeltaNet layers (qwen3) decode is bit for bit the prefill of
+// one more token; with them the two forms agree within rounding.
 TEST_P(SplitInvariance, DecodeAfterPrefillMatchesPrefillOfOneMoreToken) {
-  auto model = load_model(tiny_checkpoint(GetParam()));
+  auto model = load();
   std::mt19937 rng(11);
   auto tokens = random_tokens(rng, 140, model->vocab_size());
   State a = model->new_state(), b = model->new_state();
   PrefillOutput pa, pb;
-  ASSERT_TRUE(model->prefill(a, std::span(tokens).first(139), {}, &pa).is_ok());
+  ASSERT_TRUE(model->prefill(a, std::span(tokens).first(137), {}, &pa).is_ok());
   std::vector<float> decoded;
-  ASSERT_TRUE(model->decode(a, tokens[139], &decoded).is_ok());
+  for (int64_t i = 137; i < 140; ++i) ASSERT_TRUE(model->decode(a, tokens[i], &decoded).is_ok());
   ASSERT_TRUE(model->prefill(b, tokens, {}, &pb).is_ok());
+  EXPECT_EQ(a.position(), b.position());
+  if (!model->schema().has_recurrent()) {
+    EXPECT_TRUE(same_bits(decoded, pb.logits));
+    EXPECT_TRUE(a.bitwise_equal(b));
+    return;
+  }
   double num = 0, den = 0;
   for (size_t i = 0; i < decoded.size(); ++i) {
     num += (decoded[i] - pb.logits[i]) * (decoded[i] - pb.logits[i]);
     den += pb.logits[i] * pb.logits[i];
   }
-  EXPECT_LT(std::sqrt(num / den), 1e-5);
-  EXPECT_EQ(a.position(), b.position());
+  // bf16: a last-bit difference of the recurrent form can move an input of a
+  // product to the neighbouring bf16 value.
+  EXPECT_LT(std::sqrt(num / den), std::get<1>(GetParam()) == Precision::kBF16 ? 1e-3 : 1e-5);
 }
 
 TEST_P(SplitInvariance, OutOfVocabularyTokenIsAnError) {
-  auto model = load_model(tiny_checkpoint(GetParam()));
+  auto model = load();
   State s = model->new_state();
   std::vector<int32_t> tokens = {1, 2, static_cast<int32_t>(model->vocab_size())};
   PrefillOutput out;
@@ -226,8 +294,13 @@ TEST_P(SplitInvariance, OutOfVocabularyTokenIsAnError) {
   EXPECT_EQ(s.position(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryArch, SplitInvariance, ::testing::ValuesIn(kAllArchs),
-                         [](const auto& info) { return std::string(arch_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(EveryArchAndPrecision, SplitInvariance,
+                         ::testing::Combine(::testing::ValuesIn(kAllArchs),
+                                            ::testing::Values(Precision::kBF16, Precision::kF32)),
+                         [](const auto& info) {
+                           return std::string(arch_name(std::get<0>(info.param))) + "_" +
+                                  precision_name(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace sb

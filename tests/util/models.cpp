@@ -31,10 +31,11 @@ std::string checkpoint(const CheckpointSpec& spec) {
   return dir;
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, int threads) {
+std::unique_ptr<Model> load_model(const std::string& dir, int threads, std::optional<Precision> precision) {
   std::unique_ptr<Model> m;
   RuntimeOptions options;
   options.threads = threads;
+  options.precision = precision;
   Status s = Model::load(dir, options, &m);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   return m;

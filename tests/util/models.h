@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/gen_model.h"
@@ -36,9 +37,11 @@ inline std::string tiny_checkpoint(Arch arch, uint64_t seed = 1, DType dtype = D
   return checkpoint(CheckpointSpec{arch, "tiny", seed, dtype, variant, edit});
 }
 
-// A fresh Model of a checkpoint (tests that compare thread counts or need
-// their own instance); null on failure.
-std::unique_ptr<Model> load_model(const std::string& dir, int threads = 1);
+// A fresh Model of a checkpoint (tests that compare thread counts or
+// precisions, or need their own instance); null on failure. precision unset:
+// the checkpoint's default (bf16 for a bf16 checkpoint).
+std::unique_ptr<Model> load_model(const std::string& dir, int threads = 1,
+                                  std::optional<Precision> precision = std::nullopt);
 
 // The tiny checkpoint of `arch` with `seed`, loaded once per process.
 const Model& shared_model(Arch arch, uint64_t seed = 7);

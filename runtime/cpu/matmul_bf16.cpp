@@ -1,0 +1,296 @@
+// The bf16 product: y[i, j] = sum over input pairs p, in ascending order, of
+// dp_pair (bf16.h) on x row i's pair p and weight row j's pair p, one chain
+// per output element starting from +0. No horizontal sum: the packed layout
+// puts 16 output columns in the lanes of a vector, so a lane is one element's
+// whole chain. A tile of rows by columns only decides which chains run side by
+// side; a row computed alone (decode), in any tile, on any thread, gets the
+// same bits.
+//
+// Threads take whole panels of output columns; the reduction is never split.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <vector>
+
+#include "runtime/cpu/bf16.h"
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
+#include "runtime/cpu/simd.h"
+
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
+
+namespace sb {
+
+PackedWeight::PackedWeight(std::vector<int64_t> rows, int64_t c)
+    : cols(c), pairs((c + 1) / 2), part_rows(std::move(rows)) {
+  for (int64_t r : part_rows) {
+    part_panel.push_back(panels);
+    panels += (r + kPanelCols - 1) / kPanelCols;
+  }
+  part_panel.push_back(panels);
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t want = static_cast<size_t>(panels * pairs * kPanelCols) * sizeof(uint32_t);
+  // Whole 2 MiB pages when the weight is large enough to use them: one TLB
+  // entry then covers 2 MiB of a stream read once per token.
+  const size_t align = want >= kHuge ? kHuge : 64;
+  bytes = std::max<size_t>(align, (want + align - 1) / align * align);
+  data = static_cast<uint32_t*>(std::aligned_alloc(align, bytes));
+  if (!data) throw std::bad_alloc();
+  if (align == kHuge) madvise(data, bytes, MADV_HUGEPAGE);
+}
+
+PackedWeight::~PackedWeight() { std::free(data); }
+
+namespace cpu {
+namespace {
+
+constexpr int64_t kCols = PackedWeight::kPanelCols;
+
+// Reads weight row j, feature k as a bf16 (to_bf16 rounding for f32).
+struct WeightReader {
+  const WeightRef& w;
+  uint16_t at(int64_t j, int64_t k) const {
+    if (k >= w.cols || j >= w.rows) return 0;
+    if (w.dtype == DType::kBF16) {
+      const uint16_t h = static_cast<const uint16_t*>(w.data)[j * w.cols + k];
+      return (h & 0x7f80u) == 0 ? static_cast<uint16_t>(h & 0x8000u) : h;  // subnormal to signed zero
+    }
+    return to_bf16(static_cast<const float*>(w.data)[j * w.cols + k]);
+  }
+};
+
+// Panel p of part w, whose first panel is `first`.
+void pack_panel(const WeightRef& w, PackedWeight& pw, int64_t first, int64_t p) {
+  const WeightReader r{w};
+  uint32_t* out = pw.data + p * pw.pairs * kCols;
+  for (int64_t c = 0; c < kCols; ++c) {
+    const int64_t j = (p - first) * kCols + c;
+    for (int64_t q = 0; q < pw.pairs; ++q)
+      out[q * kCols + c] = static_cast<uint32_t>(r.at(j, 2 * q)) | (static_cast<uint32_t>(r.at(j, 2 * q + 1)) << 16);
+  }
+}
+
+// Stores the first n of 16 lanes.
+inline void store_lanes(const float* lanes, float* y, int64_t n) { std::copy(lanes, lanes + n, y); }
+
+// The emulated tile: MR rows by the 64 columns of one panel, with fma + flush.
+template <int MR>
+void tile_emulated(const uint16_t* x, int64_t ldx, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
+                   int64_t ncols) {
+  V16 acc[MR][4];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 4; ++v) acc[i][v] = V16::zero();
+  for (int64_t q = 0; q < pairs; ++q) {
+    V16 we[4], wo[4];
+    for (int v = 0; v < 4; ++v) V16::load_bf16_pairs(panel + q * kCols + 16 * v, &we[v], &wo[v]);
+    for (int i = 0; i < MR; ++i) {
+      const V16 xe = V16::set1(bf16_value(x[i * ldx + 2 * q])), xo = V16::set1(bf16_value(x[i * ldx + 2 * q + 1]));
+      for (int v = 0; v < 4; ++v) acc[i][v] = ftz(fma(xe, we[v], ftz(fma(xo, wo[v], acc[i][v]))));
+    }
+  }
+  alignas(64) float lanes[kCols];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < 4; ++v) acc[i][v].store(lanes + 16 * v);
+    store_lanes(lanes, y + i * ldy, ncols);
+  }
+}
+
+#if defined(__AVX512BF16__)
+// The native tile: MR rows by the 64 columns of one panel, one vdpbf16ps per
+// (row, 16 columns, pair).
+template <int MR>
+void tile_native(const uint16_t* x, int64_t ldx, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
+                 int64_t ncols) {
+  __m512 acc[MR][4];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_setzero_ps();
+  const uint32_t* xr[MR];
+  for (int i = 0; i < MR; ++i) xr[i] = reinterpret_cast<const uint32_t*>(x + i * ldx);
+  for (int64_t q = 0; q < pairs; ++q) {
+    const uint32_t* wq = panel + q * kCols;
+    const __m512bh w0 = (__m512bh)_mm512_load_si512(wq), w1 = (__m512bh)_mm512_load_si512(wq + 16),
+                   w2 = (__m512bh)_mm512_load_si512(wq + 32), w3 = (__m512bh)_mm512_load_si512(wq + 48);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(xr[i][q]));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], xb, w0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], xb, w1);
+      acc[i][2] = _mm512_dpbf16_ps(acc[i][2], xb, w2);
+      acc[i][3] = _mm512_dpbf16_ps(acc[i][3], xb, w3);
+    }
+  }
+  if (ncols == kCols) {
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(y + i * ldy + 16 * v, acc[i][v]);
+    return;
+  }
+  alignas(64) float lanes[kCols];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < 4; ++v) _mm512_store_ps(lanes + 16 * v, acc[i][v]);
+    store_lanes(lanes, y + i * ldy, ncols);
+  }
+}
+#endif
+
+using TileFn = void (*)(const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t);
+
+// Tiles by row count: kX[r] computes r rows.
+constexpr TileFn kEmulated[] = {nullptr, &tile_emulated<1>, &tile_emulated<2>, &tile_emulated<3>,
+                                &tile_emulated<4>};
+constexpr int kEmulatedMr = 4;
+
+#if defined(__AVX512BF16__)
+constexpr TileFn kNative[] = {nullptr,         &tile_native<1>, &tile_native<2>, &tile_native<3>,
+                              &tile_native<4>, &tile_native<5>, &tile_native<6>};
+constexpr int kNativeMr = 6;
+#endif
+
+}  // namespace
+
+void round_rows_to_bf16(const float* x, int64_t m, int64_t k, uint16_t* out, int64_t ld) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xr = x + i * k;
+    uint16_t* o = out + i * ld;
+    int64_t c = 0;
+#if defined(__AVX512F__)
+    const __m512i exp_mask = _mm512_set1_epi32(0x7f800000), one = _mm512_set1_epi32(1),
+                  bias = _mm512_set1_epi32(0x7fff), sign = _mm512_set1_epi32(0x8000),
+                  mant = _mm512_set1_epi32(0x7fffff), quiet = _mm512_set1_epi32(0x40);
+    for (; c + 16 <= k; c += 16) {
+      const __m512i u = _mm512_loadu_si512(xr + c);
+      const __m512i e = _mm512_and_si512(u, exp_mask);
+      __m512i r = _mm512_srli_epi32(
+          _mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);
+      const __m512i hi = _mm512_srli_epi32(u, 16);
+      r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_and_si512(hi, sign));
+      const __mmask16 special = _mm512_cmpeq_epi32_mask(e, exp_mask);
+      const __mmask16 nan = _mm512_mask_test_epi32_mask(special, u, mant);
+      r = _mm512_mask_mov_epi32(r, special, hi);
+      r = _mm512_mask_or_epi32(r, nan, r, quiet);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + c), _mm512_cvtepi32_epi16(r));
+    }
+#endif
+    for (; c < k; ++c) o[c] = to_bf16(xr[c]);
+    for (; c < ld; ++c) o[c] = 0;
+  }
+}
+
+bool native_bf16_agrees() {
+  static const bool agrees = native_bf16_probe();
+  return agrees;
+}
+
+bool native_bf16_probe() {
+#if defined(__AVX512BF16__)
+  // Probe lanes: random magnitudes over a wide range, exact cancellations and
+  // products in and below the subnormal range, each against dp_pair.
+  std::mt19937 rng(20261203);
+  auto random_bf16 = [&] {
+    const uint32_t e = (rng() % 8 == 0) ? rng() % 4 : 100 + rng() % 56;
+    return static_cast<uint16_t>(((rng() & 1) << 15) | (e << 7) | (rng() & 127));
+  };
+  for (int rep = 0; rep < 4096; ++rep) {
+    alignas(64) uint32_t xs[16], ws[16];
+    alignas(64) float acc[16], got[16];
+    for (int l = 0; l < 16; ++l) {
+      xs[l] = random_bf16() | (static_cast<uint32_t>(random_bf16()) << 16);
+      ws[l] = random_bf16() | (static_cast<uint32_t>(random_bf16()) << 16);
+      // Keep probe inputs free of subnormals, as real inputs are (to_bf16).
+      for (uint32_t* v : {&xs[l], &ws[l]})
+        for (int half = 0; half < 2; ++half)
+          if (((*v >> (16 * half)) & 0x7f80u) == 0) *v &= ~(0x7fffu << (16 * half));
+      const float base = std::ldexp(static_cast<float>(rng() % 65536) / 65536.0f, static_cast<int>(rng() % 64) - 140);
+      acc[l] = rng() % 4 == 0 ? 0.0f : flush_subnormal((rng() & 1) ? -base : base);
+      if (rep % 16 == 0) {  // exact cancellation of the two products
+        xs[l] = (xs[l] & 0xffffu) | (xs[l] << 16);
+        ws[l] = (ws[l] & 0xffffu) | ((ws[l] ^ 0x8000u) << 16);
+      }
+    }
+    const __m512 r = _mm512_dpbf16_ps(_mm512_load_ps(acc), (__m512bh)_mm512_load_si512(xs),
+                                      (__m512bh)_mm512_load_si512(ws));
+    _mm512_store_ps(got, r);
+    for (int l = 0; l < 16; ++l) {
+      const float want = dp_pair(acc[l], xs[l], ws[l]);
+      if (std::memcmp(&want, &got[l], 4) != 0) return false;
+    }
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::shared_ptr<const PackedWeight> CpuKernels::pack(std::span<const WeightRef> parts) {
+  std::vector<int64_t> rows;
+  for (const WeightRef& w : parts) rows.push_back(w.rows);
+  auto pw = std::make_shared<PackedWeight>(rows, parts.empty() ? 0 : parts[0].cols);
+  pool_->parallel_for(pw->panels, [&](int64_t p) {
+    const size_t part = std::upper_bound(pw->part_panel.begin(), pw->part_panel.end(), p) - pw->part_panel.begin() - 1;
+    pack_panel(parts[part], *pw, pw->part_panel[part], p);
+  });
+  return pw;
+}
+
+WeightRef CpuKernels::prepare(const WeightRef& w) {
+  WeightRef r = w;
+  if (options_.precision == Precision::kBF16 && !r.packed) r.packed = pack(std::span<const WeightRef>(&w, 1));
+  return r;
+}
+
+FusedWeight CpuKernels::fuse(std::span<const WeightRef> parts) {
+  FusedWeight f;
+  f.parts.assign(parts.begin(), parts.end());
+  if (options_.precision == Precision::kBF16) f.packed = pack(parts);
+  return f;
+}
+
+void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y) {
+  if (m <= 0 || w.rows <= 0) return;
+  if (options_.precision == Precision::kF32) return matmul_f32(x, m, w, y);
+  float* const outs[1] = {y};
+  if (w.packed) return matmul_bf16(x, m, *w.packed, outs);
+  matmul_bf16(x, m, *pack(std::span<const WeightRef>(&w, 1)), outs);
+}
+
+void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) {
+  if (m <= 0) return;
+  if (options_.precision == Precision::kF32 || !w.packed) {
+    for (size_t i = 0; i < w.parts.size(); ++i) matmul(x, m, w.parts[i], outs[i]);
+    return;
+  }
+  matmul_bf16(x, m, *w.packed, outs);
+}
+
+void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs) {
+  FlushSubnormals mode;
+  const int64_t ld = 2 * w.pairs;
+  std::vector<uint16_t> xb(m * ld);
+  round_rows_to_bf16(x, m, w.cols, xb.data(), ld);
+  const TileFn* tiles = kEmulated;
+  int mr = kEmulatedMr;
+#if defined(__AVX512BF16__)
+  if (native_bf16_) tiles = kNative, mr = kNativeMr;
+#endif
+  // A task is a run of consecutive panels, so that each thread streams one
+  // contiguous stretch of the weights (what the hardware prefetcher follows
+  // best when a decode step reads them from memory).
+  const int64_t per = std::max<int64_t>(1, w.panels / (4 * pool_->size()));
+  pool_->parallel_for((w.panels + per - 1) / per, [&](int64_t task) {
+    for (int64_t p = task * per; p < std::min(w.panels, (task + 1) * per); ++p) {
+      const size_t part = std::upper_bound(w.part_panel.begin(), w.part_panel.end(), p) - w.part_panel.begin() - 1;
+      const int64_t N = w.part_rows[part], j0 = (p - w.part_panel[part]) * kCols, ncols = std::min(kCols, N - j0);
+      float* y = outs[part];
+      const uint32_t* panel = w.panel(p);
+      int64_t i = 0;
+      for (; i + mr <= m; i += mr) tiles[mr](xb.data() + i * ld, ld, panel, w.pairs, y + i * N + j0, N, ncols);
+      if (i < m) tiles[m - i](xb.data() + i * ld, ld, panel, w.pairs, y + i * N + j0, N, ncols);
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace sb
