@@ -325,18 +325,22 @@ void RedisTier::schedule_delete(ObjectKind kind, const Key& key) const {
   work_cv_.notify_all();
 }
 
+void RedisTier::drop_queue() {
+  for (const auto& j : queue_)
+    if (j.object) ++stats_.dropped_puts;
+  finished_ += queue_.size();
+  queue_.clear();
+  queue_bytes_ = 0;
+  pending_.clear();
+  done_cv_.notify_all();
+}
+
 void RedisTier::worker_loop() {
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     if (!available_) {
       // Nothing can be written: drop what waits (put() drops too meanwhile).
-      for (const auto& j : queue_)
-        if (j.object) ++stats_.dropped_puts;
-      finished_ += queue_.size();
-      queue_.clear();
-      queue_bytes_ = 0;
-      pending_.clear();
-      done_cv_.notify_all();
+      drop_queue();
       if (stop_) return;
       if (RedisClock::now() < next_probe_) {
         work_cv_.wait_until(l, next_probe_, [&] { return stop_; });
@@ -537,13 +541,7 @@ Status RedisTier::close(RedisDeadline deadline) {
   std::lock_guard<std::mutex> l(mu_);
   if (!closed_) {
     closed_ = true;
-    for (const auto& j : queue_)
-      if (j.object) ++stats_.dropped_puts;
-    finished_ += queue_.size();
-    queue_.clear();
-    queue_bytes_ = 0;
-    pending_.clear();
-    done_cv_.notify_all();
+    drop_queue();
   }
   return s;
 }

@@ -159,6 +159,8 @@ class RedisTier : public Tier {
   Status decode_reply(ObjectKind kind, const Key& key, const redisReply* reply, ObjectRef* out) const;
   void schedule_delete(ObjectKind kind, const Key& key) const;
   void worker_loop();
+  // Drops every waiting write (counted as dropped puts) and wakes flush(); under mu_.
+  void drop_queue();
   void probe();
   void write_batch(std::vector<Job>& jobs);
   void log(const std::string& message) const;
