@@ -212,8 +212,10 @@ bool Bank::fetch(ObjectKind kind, const Key& key, Retention retention, const Che
       continue;
     }
     ++plan->checks;
-    if (!check(*object).is_ok()) {
+    if (Status c = check(*object); !c.is_ok()) {
       ++plan->check_failures;
+      check_failures_.fetch_add(1, std::memory_order_relaxed);
+      if (tiers_[i]->quarantine(kind, key, c.message())) quarantined_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (i > 0 && tiers_[0]->put(object, retention).is_ok()) ++plan->promoted;
@@ -225,8 +227,10 @@ bool Bank::fetch(ObjectKind kind, const Key& key, Retention retention, const Che
 }
 
 Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,
-                          uint32_t block_tokens, RestorePlan* out) {
+                          uint32_t block_tokens, RestorePlan* out, std::span<const Key> shared) {
   if (chain.empty()) return Status::invalid("bank: a chain holds at least its root key");
+  if (!shared.empty() && shared.size() != chain.size())
+    return Status::invalid("bank: a shared chain has as many keys as the request's");
   const auto m = static_cast<int64_t>(chain.size()) - 1;
   if (static_cast<int64_t>(prompt.size()) < m * block_tokens)
     return Status::invalid("bank: the prompt is shorter than its chain");
@@ -236,44 +240,71 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   // snapshot (failed checks, or gone since the presence check).
   bool lost_block = false, lost_snapshot = false;
   const auto B = static_cast<int64_t>(block_tokens);
+  // The names each position may be served under: the request's own chain
+  // first, then the shared one.
+  std::vector<std::span<const Key>> chains = {chain};
+  if (!shared.empty()) chains.push_back(shared);
 
   // Which tier holds what: every block of the chain and, with recurrent
-  // components, every snapshot at a block boundary, in one question per tier.
+  // components, every snapshot at a block boundary, in one question per tier
+  // (and one more for the shared chain).
   Presence presence = probe(chain, m, schema.has_recurrent());
+  if (!shared.empty()) presence.merge(probe(shared, m, schema.has_recurrent()));
   auto any_contains = [&](ObjectKind kind, const Key& key) {
     return first_holder(presence, kind, key) < tiers_.size();
   };
 
+  ReadAheads ahead;
+  // A copy the read-ahead fetched counts even if its tier has since
+  // quarantined it: the walk must see (and report) that failure.
+  auto present = [&](ObjectKind kind, int64_t j) {
+    for (const auto& c : chains)
+      if (ahead.count(ObjectId{kind, c[j]}) || any_contains(kind, c[j])) return true;
+    return false;
+  };
+
   int64_t matched = 0;
-  while (matched < m && any_contains(ObjectKind::kBlock, chain[matched + 1])) ++matched;
+  while (matched < m && present(ObjectKind::kBlock, matched + 1)) ++matched;
   plan.matched_tokens = matched * B;
 
   // The walk starts at the highest k that has a snapshot in some tier.
   int64_t k = matched;
   if (schema.has_recurrent())
-    while (k > 0 && !any_contains(ObjectKind::kSnapshot, chain[k])) --k;
+    while (k > 0 && !present(ObjectKind::kSnapshot, k)) --k;
 
   // Read ahead what the walk most likely ends with (blocks 1..k and the
-  // snapshot at k), in one get_many per tier, so that a tier on a device
-  // reads them concurrently. The walk uses these copies and reads one at a
-  // time only what a failed check makes it fall back to.
-  ReadAheads ahead;
+  // snapshot at k, each under the first name some tier holds), in one
+  // get_many per tier, so that a tier on a device reads them concurrently.
+  // The walk uses these copies and reads one at a time only what a failed
+  // check makes it fall back to.
   {
     std::vector<ObjectId> ids;
-    for (int64_t j = 1; j <= k; ++j) ids.emplace_back(ObjectKind::kBlock, chain[j]);
-    if (schema.has_recurrent() && k > 0) ids.emplace_back(ObjectKind::kSnapshot, chain[k]);
+    auto first_name = [&](ObjectKind kind, int64_t j) {
+      for (const auto& c : chains)
+        if (any_contains(kind, c[j])) {
+          ids.push_back(ObjectId{kind, c[j]});
+          return;
+        }
+    };
+    for (int64_t j = 1; j <= k; ++j) first_name(ObjectKind::kBlock, j);
+    if (schema.has_recurrent() && k > 0) first_name(ObjectKind::kSnapshot, k);
     read_ahead(ids, presence, &ahead);
   }
 
   std::vector<Fetched> got;
-  // Fetches blocks up to k; false when block got.size()+1 has no good copy.
+  // Fetches blocks up to k; false when block got.size()+1 has no good copy
+  // under any of its names.
   auto ensure_blocks = [&](int64_t k) {
     while (static_cast<int64_t>(got.size()) < k) {
       const auto j = static_cast<int64_t>(got.size());
       const auto tokens = prompt.subspan(static_cast<size_t>(j * B), block_tokens);
-      auto check = [&](const Object& o) { return check_block(o, schema, chain[j + 1], chain[j], j * B, tokens); };
       Fetched f;
-      if (!fetch(ObjectKind::kBlock, chain[j + 1], Retention::kBlock, check, &plan, presence, &ahead, &f)) return false;
+      bool found = false;
+      for (const auto& c : chains) {
+        auto check = [&](const Object& o) { return check_block(o, schema, c[j + 1], c[j], j * B, tokens); };
+        if ((found = fetch(ObjectKind::kBlock, c[j + 1], Retention::kBlock, check, &plan, presence, &ahead, &f))) break;
+      }
+      if (!found) return false;
       got.push_back(std::move(f));
     }
     return true;
@@ -285,7 +316,7 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     k = static_cast<int64_t>(got.size());
   } else {
     while (k > 0) {
-      if (!any_contains(ObjectKind::kSnapshot, chain[k])) {
+      if (!present(ObjectKind::kSnapshot, k)) {
         --k;
         continue;
       }
@@ -294,9 +325,13 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
         k = static_cast<int64_t>(got.size());  // the walk ends before the block that failed
         continue;
       }
-      auto check = [&](const Object& o) { return check_snapshot(o, schema, chain[k], k * B); };
-      if (fetch(ObjectKind::kSnapshot, chain[k], Retention::kKeep, check, &plan, presence, &ahead, &snapshot))
-        break;
+      bool found = false;
+      for (const auto& c : chains) {
+        auto check = [&](const Object& o) { return check_snapshot(o, schema, c[k], k * B); };
+        if ((found = fetch(ObjectKind::kSnapshot, c[k], Retention::kKeep, check, &plan, presence, &ahead, &snapshot)))
+          break;
+      }
+      if (found) break;
       lost_snapshot = true;
       --k;
     }
@@ -323,7 +358,6 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
     restores_.fetch_add(1, std::memory_order_relaxed);
     restored_tokens_.fetch_add(static_cast<uint64_t>(k * B), std::memory_order_relaxed);
   }
-  check_failures_.fetch_add(static_cast<uint64_t>(plan.check_failures), std::memory_order_relaxed);
   promoted_.fetch_add(static_cast<uint64_t>(plan.promoted), std::memory_order_relaxed);
   *out = std::move(plan);
   return Status::ok();
@@ -344,12 +378,23 @@ Status Bank::publish(const ObjectRef& object, Retention retention) {
   return first;
 }
 
+uint64_t Bank::quarantine(std::span<const ObjectId> objects, const std::string& why) {
+  check_failures_.fetch_add(1, std::memory_order_relaxed);
+  uint64_t removed = 0;
+  for (const auto& o : objects)
+    for (Tier* t : tiers_)
+      if (t->quarantine(o.kind, o.key, why)) ++removed;
+  quarantined_.fetch_add(removed, std::memory_order_relaxed);
+  return removed;
+}
+
 BankStats Bank::stats() const {
   BankStats s;
   s.lookups = lookups_.load();
   s.restores = restores_.load();
   s.restored_tokens = restored_tokens_.load();
   s.check_failures = check_failures_.load();
+  s.quarantined = quarantined_.load();
   s.published = published_.load();
   s.promoted = promoted_.load();
   return s;

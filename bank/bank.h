@@ -14,9 +14,11 @@
 //     schema has recurrent components, a snapshot at kB passed
 //     check_snapshot.
 //  3. A tier's get() failure (kCorruption: checksum) or a failed check is a
-//     miss for that copy: it is counted, the next tier is asked for the same
+//     miss for that copy: it is counted, the copy is quarantined in the tier
+//     that served it (Tier::quarantine), the next tier is asked for the same
 //     object, and if none has a good copy the walk falls back to the longest
-//     prefix that passes.
+//     prefix that passes. A request after it computes the missing part cold
+//     and publishes it again (self-healing).
 //  4. An object served from a lower tier is promoted (put) into the first
 //     tier.
 //  5. Reads: which tier holds which object of the chain is asked once, one
@@ -36,7 +38,10 @@
 //     namespace holds nothing, its first block under the roots of other
 //     namespaces looked up since start (operator-only, see MissReason).
 // publish() writes an object into every tier; a name already present is a
-// no-op there (first wins).
+// no-op there (first wins). quarantine() takes objects out of every tier
+// after a check made once the plan was handed out failed (compose,
+// Model::verify_state, the audit): which copy was wrong is not known then,
+// and a missing object only costs a recomputation.
 //
 // The operator's view (docs/bank.md, "The operator's view"): prefixes()
 // lists stored chains, pin_*() keep prefixes from eviction for a while
@@ -129,11 +134,23 @@ struct FlushResult {
   uint64_t unattributed = 0;  // objects cut off from their root (a namespace flush cannot tell whose)
 };
 
+// An object a restore used, by name.
+struct ObjectId {
+  ObjectKind kind = ObjectKind::kBlock;
+  Key key;
+  auto operator<=>(const ObjectId&) const = default;
+  bool operator==(const ObjectId&) const = default;
+};
+
 struct BankStats {
   uint64_t lookups = 0;
   uint64_t restores = 0;         // lookups with restore_point > 0
   uint64_t restored_tokens = 0;
+  // Failed checks made by the Bank and its callers (stored tokens, parent,
+  // position and shapes; compose and verify_state; the audit), each once. A
+  // tier's own checksum failures are counted by that tier.
   uint64_t check_failures = 0;
+  uint64_t quarantined = 0;      // copies taken out of tiers by the Bank (walk and quarantine())
   uint64_t published = 0;        // publish() calls that reached at least one tier
   uint64_t promoted = 0;
 };
@@ -151,16 +168,22 @@ class Bank {
 
   // `chain` holds K0..Km: the walk considers at most m blocks (the caller
   // leaves at least one prompt token after K(m)). `prompt` holds at least
-  // m * block_tokens tokens.
+  // m * block_tokens tokens. `shared`, when given, is the same prompt's
+  // chain under a namespace this request may also read (a shared system
+  // prompt, server/namespace.h): each position's block and snapshot may
+  // then come from either chain, checked against its own (a block's
+  // content depends on its tokens only, not on the namespace).
   Status plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,
-                      uint32_t block_tokens, RestorePlan* out);
+                      uint32_t block_tokens, RestorePlan* out, std::span<const Key> shared = {});
 
   // Puts the object into every tier. Returns the first tier error (the
   // object may still be in the other tiers).
   Status publish(const ObjectRef& object, Retention retention);
 
-  // For failures found after planning (compose_state refusing a plan).
-  void count_check_failure() { check_failures_.fetch_add(1, std::memory_order_relaxed); }
+  // A check after planning failed on a restore made of `objects` (compose,
+  // Model::verify_state, the audit): counts one failure and takes every
+  // object out of every tier. Returns how many copies were removed.
+  uint64_t quarantine(std::span<const ObjectId> objects, const std::string& why);
 
   BankStats stats() const;
   // Whether some tier stores what is published.
@@ -194,7 +217,6 @@ class Bank {
     ObjectRef object;
     TierKind tier = TierKind::kRam;
   };
-  using ObjectId = std::pair<ObjectKind, Key>;
   struct ReadAhead {
     size_t tier = 0;  // the first tier that held the object
     TierRead read;
@@ -208,7 +230,7 @@ class Bank {
     size_t asked = 0;
   };
   struct ObjectIdHash {
-    size_t operator()(const ObjectId& id) const { return KeyHash()(id.second) ^ static_cast<size_t>(id.first); }
+    size_t operator()(const ObjectId& id) const { return KeyHash()(id.key) ^ static_cast<size_t>(id.kind); }
   };
   using Presence = std::unordered_map<ObjectId, Seen, ObjectIdHash>;
   // Asks each tier, in one contains_many, about the chain's blocks and
@@ -245,6 +267,7 @@ class Bank {
   std::atomic<uint64_t> restores_{0};
   std::atomic<uint64_t> restored_tokens_{0};
   std::atomic<uint64_t> check_failures_{0};
+  std::atomic<uint64_t> quarantined_{0};
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> promoted_{0};
 };

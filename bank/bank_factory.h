@@ -39,7 +39,7 @@ struct BankOptions {
   uint64_t ram_bytes = 0;          // RAM tier budget; 0: no RAM tier
   SsdMode ssd_mode = SsdMode::kOff;
   std::string ssd_dir;             // required unless ssd_mode is kOff
-  uint64_t ssd_bytes = 0;          // SSD budget; 0: no limit
+  uint64_t ssd_bytes = 0;          // SSD budget; 0: the default rule (half the file system, bank/ssd_tier.h)
   // When set, SSD objects carry its digest and every read's part sizes are
   // checked against it.
   std::optional<StateSchema> schema;

@@ -11,11 +11,17 @@ static_assert(std::endian::native == std::endian::little, "the object format is 
 
 namespace {
 
-constexpr size_t kHeaderChecksumAt = 120;
+constexpr size_t kHeaderChecksumAt = 152;
 
 void put_u8(uint8_t* p, size_t at, uint8_t v) { p[at] = v; }
 void put_u32(uint8_t* p, size_t at, uint32_t v) { std::memcpy(p + at, &v, 4); }
 void put_u64(uint8_t* p, size_t at, uint64_t v) { std::memcpy(p + at, &v, 8); }
+void put_key(uint8_t* p, size_t at, const Key& k) { std::memcpy(p + at, k.bytes.data(), k.bytes.size()); }
+Key get_key(const uint8_t* p, size_t at) {
+  Key k;
+  std::memcpy(k.bytes.data(), p + at, k.bytes.size());
+  return k;
+}
 uint32_t get_u32(const uint8_t* p, size_t at) {
   uint32_t v;
   std::memcpy(&v, p + at, 4);
@@ -53,12 +59,6 @@ void copy_values(const uint8_t* src, uint64_t n, std::vector<T>* out) {
     out->resize(n);
     if (n) std::memcpy(out->data(), src, 4 * n);
   }
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;  // upper case is not ours: names are written lower case
 }
 
 }  // namespace
@@ -99,16 +99,14 @@ std::vector<uint8_t> encode_object(const Object& o, Retention retention, uint64_
   put_u8(h, 18, static_cast<uint8_t>(o.dtype));
   put_u8(h, 19, 0);
   put_u32(h, 20, 0);  // compatible flags
-  put_u64(h, 24, o.key.hi);
-  put_u64(h, 32, o.key.lo);
-  put_u64(h, 40, o.parent.hi);
-  put_u64(h, 48, o.parent.lo);
-  put_u64(h, 56, static_cast<uint64_t>(o.position));
-  put_u32(h, 64, static_cast<uint32_t>(o.tokens.size()));
-  put_u32(h, 68, static_cast<uint32_t>(o.parts.size()));
-  put_u64(h, 72, payload);
-  put_u64(h, 80, digest);
-  put_u64(h, 88, XXH3_64bits(p, payload));
+  put_key(h, 24, o.key);
+  put_key(h, 56, o.parent);
+  put_u64(h, 88, static_cast<uint64_t>(o.position));
+  put_u32(h, 96, static_cast<uint32_t>(o.tokens.size()));
+  put_u32(h, 100, static_cast<uint32_t>(o.parts.size()));
+  put_u64(h, 104, payload);
+  put_u64(h, 112, digest);
+  put_u64(h, 120, XXH3_64bits(p, payload));
   put_u64(h, kHeaderChecksumAt, XXH3_64bits(h, kHeaderChecksumAt));
   return out;
 }
@@ -126,7 +124,9 @@ Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out) {
   if (r.version > kObjectFormatVersion)
     return Status::unsupported("object format version " + std::to_string(r.version) + " is newer than this reader (" +
                                std::to_string(kObjectFormatVersion) + ")");
-  if (r.version == 0) return Status::corruption("object format version 0");
+  if (r.version < kObjectFormatVersion)
+    return Status::corruption("object format version " + std::to_string(r.version) + " where version " +
+                              std::to_string(kObjectFormatVersion) + " files live");
   if (XXH3_64bits(h, kHeaderChecksumAt) != get_u64(h, kHeaderChecksumAt))
     return Status::corruption("header checksum mismatch");
   if (r.incompat_flags != 0)
@@ -142,14 +142,14 @@ Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out) {
   if (h[19] != 0) return Status::corruption("reserved byte 19 is not zero");
   r.kind = static_cast<ObjectKind>(kind);
   r.retention = static_cast<Retention>(retention);
-  r.key = Key{get_u64(h, 24), get_u64(h, 32)};
-  r.parent = Key{get_u64(h, 40), get_u64(h, 48)};
-  r.position = static_cast<int64_t>(get_u64(h, 56));
-  r.n_tokens = get_u32(h, 64);
-  r.n_parts = get_u32(h, 68);
-  r.payload_bytes = get_u64(h, 72);
-  r.schema_digest = get_u64(h, 80);
-  r.payload_checksum = get_u64(h, 88);
+  r.key = get_key(h, 24);
+  r.parent = get_key(h, 56);
+  r.position = static_cast<int64_t>(get_u64(h, 88));
+  r.n_tokens = get_u32(h, 96);
+  r.n_parts = get_u32(h, 100);
+  r.payload_bytes = get_u64(h, 104);
+  r.schema_digest = get_u64(h, 112);
+  r.payload_checksum = get_u64(h, 120);
   if (r.position < 0) return Status::corruption("negative position");
   if (r.n_parts > kMaxParts) return Status::corruption("too many parts: " + std::to_string(r.n_parts));
   if (r.n_tokens > kMaxTokens) return Status::corruption("too many tokens: " + std::to_string(r.n_tokens));
@@ -227,45 +227,23 @@ Status check_shapes(const Object& o, const StateSchema& schema) {
   return Status::ok();
 }
 
-std::string key_to_hex(const Key& key) {
-  static const char* d = "0123456789abcdef";
-  std::string s(32, '0');
-  for (int i = 0; i < 16; ++i) {
-    s[15 - i] = d[(key.hi >> (4 * i)) & 15];
-    s[31 - i] = d[(key.lo >> (4 * i)) & 15];
-  }
-  return s;
-}
-
-bool key_from_hex(std::string_view text, Key* out) {
-  if (text.size() != 32) return false;
-  uint64_t v[2] = {0, 0};
-  for (size_t i = 0; i < 32; ++i) {
-    int x = hex_value(text[i]);
-    if (x < 0) return false;
-    v[i / 16] = (v[i / 16] << 4) | static_cast<uint64_t>(x);
-  }
-  *out = Key{v[0], v[1]};
-  return true;
-}
-
 const char* kind_tag(ObjectKind kind) { return kind == ObjectKind::kBlock ? "block" : "snapshot"; }
 
 static const char* kind_ext(ObjectKind kind) { return kind == ObjectKind::kBlock ? ".blk" : ".snp"; }
 
-std::string object_file_name(ObjectKind kind, const Key& key) { return key_to_hex(key) + kind_ext(kind); }
+std::string object_file_name(ObjectKind kind, const Key& key) { return key.hex() + kind_ext(kind); }
 
 NameType parse_object_file_name(std::string_view name, ObjectKind* kind, Key* key) {
-  if (name.size() < 36 || !key_from_hex(name.substr(0, 32), key)) return NameType::kForeign;
-  std::string_view ext = name.substr(32, 4);
+  if (name.size() < 68 || !Key::from_hex(name.substr(0, 64), key)) return NameType::kForeign;
+  std::string_view ext = name.substr(64, 4);
   if (ext == ".blk")
     *kind = ObjectKind::kBlock;
   else if (ext == ".snp")
     *kind = ObjectKind::kSnapshot;
   else
     return NameType::kForeign;
-  if (name.size() == 36) return NameType::kObject;
-  if (name.substr(36, 5) == ".tmp-") return NameType::kTemporary;
+  if (name.size() == 68) return NameType::kObject;
+  if (name.substr(68, 5) == ".tmp-") return NameType::kTemporary;
   return NameType::kForeign;
 }
 

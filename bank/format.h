@@ -1,13 +1,13 @@
-// The on-disk object format of the SSD tier, version 1. The prose
+// The on-disk object format of the SSD tier, version 2. The prose
 // specification is docs/bank-format.md; this file and that one change
 // together.
 //
-// An object file is a 128-byte header followed by the payload, all integers
+// An object file is a 160-byte header followed by the payload, all integers
 // little-endian:
 //
 //   header   magic "STBANKOB", version, flags, kind, retention, dtype, key, parent,
 //            position, token and part counts, payload size, schema digest,
-//            XXH3-64 of the payload, XXH3-64 of header bytes [0, 120)
+//            XXH3-64 of the payload, XXH3-64 of header bytes [0, 152)
 //   payload  part table (u64 value count per part), token ids (i32),
 //            part data (values of the header's dtype, parts concatenated in
 //            table order)
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bank/key.h"
 #include "bank/object.h"
 #include "bank/tier.h"
 #include "common/status.h"
@@ -29,10 +30,10 @@
 
 namespace sb {
 
-// Version 2 added bf16 parts (dtype 2); f32 objects are still written as
-// version 1.
-constexpr uint32_t kObjectFormatVersion = 2;
-constexpr size_t kObjectHeaderBytes = 128;
+// One version for the keys and the files (bank/key.h): a file of another
+// version names its object by another key function.
+constexpr uint32_t kObjectFormatVersion = kBankFormatVersion;
+constexpr size_t kObjectHeaderBytes = 160;
 constexpr char kObjectMagic[8] = {'S', 'T', 'B', 'A', 'N', 'K', 'O', 'B'};
 // Sanity limits: a header asking for more is corrupt, not a reason to allocate.
 constexpr uint32_t kMaxParts = 1u << 16;
@@ -45,7 +46,7 @@ struct ObjectHeader {
   uint32_t compat_flags = 0;    // a reader ignores bits it does not know
   ObjectKind kind = ObjectKind::kBlock;
   Retention retention = Retention::kBlock;
-  uint8_t dtype = 1;  // DType of the parts: 1 = f32, 2 = bf16 (version 2 on)
+  uint8_t dtype = 1;  // DType of the parts: 1 = f32, 2 = bf16
   Key key, parent;
   int64_t position = 0;
   uint32_t n_tokens = 0;
@@ -65,7 +66,9 @@ std::vector<uint8_t> encode_object(const Object& object, Retention retention, ui
 
 // Parses and checks the header (the first kObjectHeaderBytes of `bytes`).
 // kUnsupported: a version newer than this reader, or unknown incompatible
-// flags (the file is left alone). kCorruption: anything else wrong.
+// flags (the file is left alone). kCorruption: anything else wrong, an older
+// version included (each version has its own directory, so an older file
+// where this version's files live has been put there by damage).
 Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out);
 
 // Parses a whole file image: header, exact size, payload checksum, part
@@ -81,10 +84,8 @@ Status check_shapes(const Object& object, const StateSchema& schema);
 // Bytes an object occupies in its file (header included).
 uint64_t encoded_size(const Object& object);
 
-// File names: "<32 hex digits of the key>.blk" or ".snp". Temporary files
+// File names: "<64 hex digits of the key>.blk" or ".snp". Temporary files
 // add ".tmp-<anything>" after that.
-std::string key_to_hex(const Key& key);
-bool key_from_hex(std::string_view text, Key* out);
 std::string object_file_name(ObjectKind kind, const Key& key);
 enum class NameType { kObject, kTemporary, kForeign };
 NameType parse_object_file_name(std::string_view name, ObjectKind* kind, Key* key);

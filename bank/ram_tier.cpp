@@ -94,6 +94,14 @@ bool RamTier::erase(ObjectKind kind, const Key& key) {
   return true;
 }
 
+bool RamTier::quarantine(ObjectKind kind, const Key& key, const std::string&) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (find(kind, key) == nullptr) return false;
+  remove(kind, key, /*evicted=*/false);
+  ++stats_.quarantined;
+  return true;
+}
+
 std::vector<std::pair<ObjectKind, Key>> RamTier::take_evicted() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Name> out;

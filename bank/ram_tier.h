@@ -67,6 +67,8 @@ class RamTier : public Tier {
   bool contains(ObjectKind kind, const Key& key) const override;
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   Status put(const ObjectRef& object, Retention retention) override;
+  // Drops the object (RAM keeps nothing aside); counted in quarantined.
+  bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
   TierStats stats() const override;
 
   void set_eviction_guard(const EvictionGuard* guard) override;

@@ -54,6 +54,7 @@ bool SsdIndex::erase(ObjectKind kind, const Key& key) {
   if (it == entries_.end()) return false;
   order_.erase(order_of(it->second));
   account(it->second, -1);
+  if (it->second.doomed) doomed_bytes_ -= it->second.bytes;
   entries_.erase(it);
   return true;
 }
@@ -74,6 +75,16 @@ bool SsdIndex::touch(ObjectKind kind, const Key& key, int64_t now_ms) {
 const SsdEntry* SsdIndex::oldest() const {
   if (order_.empty()) return nullptr;
   return &entries_.at(order_.begin()->second);
+}
+
+bool SsdIndex::undoom(ObjectKind kind, const Key& key) {
+  auto it = entries_.find(Id{kind, key});
+  if (it == entries_.end()) return false;
+  if (it->second.doomed) {
+    it->second.doomed = false;
+    doomed_bytes_ -= it->second.bytes;
+  }
+  return true;
 }
 
 std::vector<Key> SsdIndex::children(const Key& parent, size_t max) const {

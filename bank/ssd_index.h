@@ -9,8 +9,10 @@
 //   2. equal access: lower retention class first (blocks, then thin-first,
 //      keep and anchor snapshots);
 //   3. then blocks before snapshots, then the smaller key.
-// Victims the tier's eviction guard protects are passed over
-// (oldest_where).
+// An entry may be *doomed*: chosen as a victim but still published (the tier
+// deletes it once the object that needs its room is written). Doomed entries
+// stay findable; doom_next() passes over them, and so over victims the
+// tier's eviction guard protects (its `evictable` predicate).
 // Not thread-safe: the tier guards it with its mutex.
 #pragma once
 
@@ -32,6 +34,7 @@ struct SsdEntry {
   Retention retention = Retention::kBlock;
   int64_t position = 0;
   uint64_t last_access = 0;  // the index's logical clock
+  bool doomed = false;
   Key parent;                // blocks: K(k), from the header
   uint32_t tokens = 0;       // blocks: B, from the header
   uint64_t hits = 0;         // successful reads in this process
@@ -52,6 +55,23 @@ class SsdIndex {
   bool touch(ObjectKind kind, const Key& key, int64_t now_ms = 0);
   // The next victim, or nullptr when empty.
   const SsdEntry* oldest() const;
+  // Marks the first entry of the eviction order that is not doomed yet and
+  // that `evictable` accepts as doomed and returns a copy; false when there
+  // is none.
+  template <typename Pred>
+  bool doom_next(const Pred& evictable, SsdEntry* out) {
+    for (const auto& [o, id] : order_) {
+      SsdEntry& e = entries_.at(id);
+      if (e.doomed || !evictable(e)) continue;
+      e.doomed = true;
+      doomed_bytes_ += e.bytes;
+      *out = e;
+      return true;
+    }
+    return false;
+  }
+  // Takes the mark off again (its replacement failed); false when absent.
+  bool undoom(ObjectKind kind, const Key& key);
   // The first entry in eviction order that `evictable` accepts, or nullptr.
   template <typename Pred>
   const SsdEntry* oldest_where(const Pred& evictable) const {
@@ -66,6 +86,7 @@ class SsdIndex {
   std::vector<SsdEntry> in_eviction_order() const;
 
   uint64_t bytes() const { return bytes_; }
+  uint64_t doomed_bytes() const { return doomed_bytes_; }
   uint64_t block_bytes() const { return block_bytes_; }
   uint64_t blocks() const { return blocks_; }
   uint64_t snapshots() const { return snapshots_; }
@@ -86,7 +107,7 @@ class SsdIndex {
   void account(const SsdEntry& e, int sign);
 
   uint64_t clock_ = 0;
-  uint64_t bytes_ = 0, block_bytes_ = 0, blocks_ = 0, snapshots_ = 0;
+  uint64_t bytes_ = 0, block_bytes_ = 0, blocks_ = 0, snapshots_ = 0, doomed_bytes_ = 0;
   std::unordered_map<Id, SsdEntry, IdHash> entries_;
   std::unordered_multimap<Key, Key, KeyHash> children_;  // parent -> block
   std::map<Order, Id> order_;

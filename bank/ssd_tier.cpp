@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "bank/format.h"
+#include "bank/ssd_versions.h"
 #include "bank/wall_clock.h"
 
 namespace sb {
@@ -23,6 +25,10 @@ AlignedBuffer aligned_buffer(size_t bytes) {
 }
 
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 }  // namespace
 
@@ -79,9 +85,7 @@ void SsdTier::log(const std::string& message) const {
     std::fprintf(stderr, "statebank ssd: %s\n", message.c_str());
 }
 
-std::string SsdTier::fanout_dir(const Key& key) const {
-  return options_.dir + "/objects/" + key_to_hex(key).substr(0, 2);
-}
+std::string SsdTier::fanout_dir(const Key& key) const { return objects_dir() + "/" + key.hex().substr(0, 2); }
 
 std::string SsdTier::object_path(ObjectKind kind, const Key& key) const {
   return fanout_dir(key) + "/" + object_file_name(kind, key);
@@ -115,58 +119,106 @@ Status SsdTier::open_dir() {
     return ls;
   }
   if (writable) {
-    SB_RETURN_IF_ERROR(fs_->mkdir(dir + "/objects"));
-    SB_RETURN_IF_ERROR(fs_->mkdir(dir + "/quarantine"));
+    SB_RETURN_IF_ERROR(fs_->mkdir(dir + "/v2"));
+    SB_RETURN_IF_ERROR(fs_->mkdir(objects_dir()));
+    SB_RETURN_IF_ERROR(fs_->mkdir(quarantine_dir()));
     // Fan-out directories are made when first needed (write_object); the
-    // ones found here exist on disk, and this sync makes sure of it.
-    SB_RETURN_IF_ERROR(fs_->sync_dir(dir + "/objects"));
+    // ones found here exist on disk, and these syncs make sure of it.
+    SB_RETURN_IF_ERROR(fs_->sync_dir(objects_dir()));
+    SB_RETURN_IF_ERROR(fs_->sync_dir(dir + "/v2"));
     SB_RETURN_IF_ERROR(fs_->sync_dir(dir));
+  }
+
+  OtherVersions other;
+  SB_RETURN_IF_ERROR(find_other_versions(fs_, dir, &other));
+  extra_.old_format_files = other.v1_files;
+  extra_.old_format_bytes = other.v1_bytes;
+  if (other.v1_files > 0)
+    log(dir + " holds a version-1 bank (" + std::to_string(other.v1_files) + " files, " +
+        std::to_string(other.v1_bytes) + " bytes) from an older statebank; it is ignored; `statebank bank gc` removes it");
+  for (const auto& v : other.newer) {
+    log("leaving " + dir + "/" + v + " alone: a bank of a newer format than this statebank's (version " +
+        std::to_string(kObjectFormatVersion) + ")");
+    ++extra_.ignored_files;
   }
 
   std::vector<std::pair<int64_t, SsdEntry>> found;
   std::vector<std::string> subs;
-  Status s = fs_->list(dir + "/objects", &subs);
+  Status s = fs_->list(objects_dir(), &subs);
   if (s.code() == Code::kNotFound) subs.clear();
   else SB_RETURN_IF_ERROR(s);
   for (const auto& sub : subs) {
     bool fan = sub.size() == 2;
     for (char c : sub) fan = fan && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
     if (!fan) {
-      log("ignoring foreign entry objects/" + sub);
+      log("ignoring foreign entry v2/objects/" + sub);
       ++extra_.ignored_files;
       continue;
     }
     SB_RETURN_IF_ERROR(scan_fanout(sub, &found));
     durable_dirs_.insert(sub);
   }
-  std::vector<std::string> q;
-  if (fs_->list(dir + "/quarantine", &q).is_ok()) {
-    for (const auto& name : q) {
-      FileInfo info;
-      if (fs_->stat(dir + "/quarantine/" + name, &info).is_ok() && !info.is_dir) {
-        ++extra_.quarantine_files;
-        extra_.quarantine_bytes += info.size;
-      }
-    }
-  }
+  scan_quarantine();
   index_.load(std::move(found));
-  tier_.budget_bytes = options_.budget_bytes;
+  set_limits();
   std::string summary = "opened " + dir + " (" + ssd_mode_name(options_.mode) + "): " + std::to_string(index_.size()) +
                         " objects, " + std::to_string(index_.bytes()) + " bytes";
+  if (budget_) summary += ", budget " + std::to_string(budget_) + " bytes";
   if (extra_.temp_removed) summary += ", removed " + std::to_string(extra_.temp_removed) + " temporary files";
-  if (extra_.quarantined) summary += ", quarantined " + std::to_string(extra_.quarantined) + " damaged files";
+  if (tier_.quarantined) summary += ", quarantined " + std::to_string(tier_.quarantined) + " damaged files";
   if (extra_.ignored_files) summary += ", ignored " + std::to_string(extra_.ignored_files) + " foreign or newer files";
   log(summary);
-  if (writable && options_.budget_bytes && index_.bytes() > options_.budget_bytes) {
-    uint64_t n = 0, b = 0;
-    SB_RETURN_IF_ERROR(evict_to(options_.budget_bytes, &n, &b));
+  if (writable) {
+    std::vector<Quarantined> expired;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      expired = take_expired_locked();
+    }
+    remove_quarantined(expired);
+    if (budget_ && index_.bytes() + quarantine_bytes_ > budget_) {
+      uint64_t n = 0, b = 0;
+      SB_RETURN_IF_ERROR(evict_to(budget_, &n, &b));
+    }
   }
   return Status::ok();
 }
 
+void SsdTier::set_limits() {
+  budget_ = options_.budget_bytes;
+  SpaceInfo space;
+  Status s = fs_->space(options_.dir, &space);
+  if (s.is_ok() && space.total_bytes > 0) {
+    if (budget_ == 0) budget_ = static_cast<uint64_t>(static_cast<double>(space.total_bytes) * options_.default_budget_share);
+    reserve_ = static_cast<uint64_t>(static_cast<double>(space.total_bytes) * options_.reserve_share);
+  } else if (options_.mode == SsdMode::kOn) {
+    log("cannot measure the file system of " + options_.dir + " (" + s.to_string() +
+        "): no default budget and no free-space reserve");
+  }
+  tier_.budget_bytes = budget_;
+  extra_.reserve_bytes = reserve_;
+}
+
+void SsdTier::scan_quarantine() {
+  std::vector<std::string> names;
+  if (!fs_->list(quarantine_dir(), &names).is_ok()) return;
+  std::vector<Quarantined> found;
+  for (const auto& name : names) {
+    FileInfo info;
+    if (fs_->stat(quarantine_dir() + "/" + name, &info).is_ok() && !info.is_dir)
+      found.push_back(Quarantined{name, info.size, info.mtime_ns});
+  }
+  std::sort(found.begin(), found.end(),
+            [](const Quarantined& a, const Quarantined& b) { return std::tie(a.since_ns, a.name) < std::tie(b.since_ns, b.name); });
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& q : found) {
+    quarantine_bytes_ += q.bytes;
+    quarantine_.push_back(std::move(q));
+  }
+}
+
 Status SsdTier::scan_fanout(const std::string& sub, std::vector<std::pair<int64_t, SsdEntry>>* found) {
   const bool writable = options_.mode == SsdMode::kOn;
-  const std::string dir = options_.dir + "/objects/" + sub;
+  const std::string dir = objects_dir() + "/" + sub;
   std::vector<std::string> names;
   SB_RETURN_IF_ERROR(fs_->list(dir, &names));
   for (const auto& name : names) {
@@ -176,7 +228,7 @@ Status SsdTier::scan_fanout(const std::string& sub, std::vector<std::pair<int64_
     NameType type = parse_object_file_name(name, &kind, &key);
     if (type != NameType::kForeign && name.substr(0, 2) != sub) type = NameType::kForeign;
     if (type == NameType::kForeign) {
-      log("ignoring foreign file objects/" + sub + "/" + name);
+      log("ignoring foreign file v2/objects/" + sub + "/" + name);
       ++extra_.ignored_files;
       continue;
     }
@@ -217,6 +269,8 @@ Status SsdTier::scan_fanout(const std::string& sub, std::vector<std::pair<int64_
                              std::to_string(h.file_bytes()) + " (torn write?)");
     if (!s.is_ok()) {
       quarantine_path(path, name, s.message());
+      std::lock_guard<std::mutex> l(mu_);
+      ++tier_.quarantined;
       continue;
     }
     SsdEntry e;
@@ -243,9 +297,10 @@ void SsdTier::quarantine_path(const std::string& path, const std::string& name, 
     std::lock_guard<std::mutex> l(mu_);
     seq = ++quarantine_seq_;
   }
-  std::string to = options_.dir + "/quarantine/" + name + ".q" + std::to_string(::getpid()) + "-" + std::to_string(seq);
+  const std::string to_name = name + ".q" + std::to_string(::getpid()) + "-" + std::to_string(seq);
+  const std::string to = quarantine_dir() + "/" + to_name;
   FileInfo info;
-  bool sized = fs_->stat(path, &info).is_ok();
+  const bool sized = fs_->stat(path, &info).is_ok();
   Status s = fs_->rename(path, to);
   if (!s.is_ok()) {
     // Cannot move it: remove it, so it is not found again.
@@ -254,15 +309,31 @@ void SsdTier::quarantine_path(const std::string& path, const std::string& name, 
         (r.is_ok() ? ", removed" : ", left in place: " + r.to_string()));
     return;
   }
+  // The move is what ages it: its mtime was the object's last access.
+  (void)fs_->touch(to);
   log("quarantined " + path + ": " + why);
   std::lock_guard<std::mutex> l(mu_);
-  ++extra_.quarantined;
-  ++extra_.quarantine_files;
-  if (sized) extra_.quarantine_bytes += info.size;
+  const uint64_t bytes = sized ? info.size : 0;
+  quarantine_.push_back(Quarantined{to_name, bytes, now_ns()});
+  quarantine_bytes_ += bytes;
 }
 
-void SsdTier::quarantine(ObjectKind kind, const Key& key, const std::string& why) {
+bool SsdTier::quarantine(ObjectKind kind, const Key& key, const std::string& why) {
+  const auto id = std::make_pair(kind, key);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!index_.erase(kind, key)) return false;
+    ++tier_.quarantined;
+    if (options_.mode != SsdMode::kOn) {
+      log("damaged object " + object_path(kind, key) + " (" + why + "); read-only, left in place, not served again");
+      return true;
+    }
+    removing_.insert(id);
+  }
   quarantine_path(object_path(kind, key), object_file_name(kind, key), why);
+  std::lock_guard<std::mutex> l(mu_);
+  removing_.erase(id);
+  return true;
 }
 
 bool SsdTier::contains(ObjectKind kind, const Key& key) const {
@@ -314,7 +385,7 @@ Status SsdTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
     const SsdEntry* e = index_.find(kind, key);
     if (!e) {
       ++tier_.misses;
-      return Status::not_found(std::string("no ") + kind_tag(kind) + " " + key_to_hex(key) + " on SSD");
+      return Status::not_found(std::string("no ") + kind_tag(kind) + " " + key.hex() + " on SSD");
     }
     size = e->bytes;
   }
@@ -332,9 +403,9 @@ Status SsdTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
       // Only damage is quarantined; a vanished file (evicted meanwhile) or
       // an I/O error is a plain miss.
       if (s.code() == Code::kCorruption) ++tier_.check_failures;
-      if (s.code() == Code::kCorruption || s.code() == Code::kNotFound) index_.erase(kind, key);
+      if (s.code() == Code::kNotFound) index_.erase(kind, key);
     }
-    if (s.code() == Code::kCorruption) quarantine(kind, key, s.message());
+    if (s.code() == Code::kCorruption) (void)quarantine(kind, key, s.message());
     return s;
   }
   if (options_.mode == SsdMode::kOn) (void)fs_->touch(object_path(kind, key));  // persisted access order; best effort
@@ -390,6 +461,10 @@ Status SsdTier::put(const ObjectRef& object, Retention retention) {
   std::unique_lock<std::mutex> l(mu_);
   auto id = std::make_pair(object->kind, object->key);
   if (index_.find(object->kind, object->key) || pending_.count(id)) return Status::ok();
+  if (removing_.count(id)) {
+    ++extra_.dropped_puts;
+    return Status::exhausted("SSD tier: " + object->key.hex() + " is being removed; object not stored");
+  }
   auto full = [&] {
     return queue_.size() >= options_.queue_max_objects ||
            (!queue_.empty() && queue_bytes_ + size > options_.queue_max_bytes);
@@ -415,25 +490,58 @@ bool SsdTier::guarded_locked(ObjectKind kind, const Key& key) const {
   return guard_ != nullptr && guard_->protects(kind, key);
 }
 
-std::vector<SsdEntry> SsdTier::pick_victims_locked(uint64_t budget, uint64_t incoming) {
-  std::vector<SsdEntry> victims;
-  auto evictable = [&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); };
-  while (index_.bytes() + reserved_bytes_ + incoming > budget) {
-    const SsdEntry* victim = index_.oldest_where(evictable);
-    if (victim == nullptr) break;  // only protected objects are left
-    SsdEntry e = *victim;
-    index_.erase(e.kind, e.key);
-    ++tier_.evictions;
-    victims.push_back(e);
+std::vector<SsdTier::Quarantined> SsdTier::take_expired_locked() {
+  std::vector<Quarantined> out;
+  const int64_t cutoff = now_ns() - std::chrono::duration_cast<std::chrono::nanoseconds>(options_.quarantine_max_age).count();
+  while (!quarantine_.empty() && quarantine_.front().since_ns < cutoff) {
+    quarantine_bytes_ -= quarantine_.front().bytes;
+    out.push_back(std::move(quarantine_.front()));
+    quarantine_.pop_front();
   }
-  return victims;
+  return out;
 }
 
-void SsdTier::remove_victims(const std::vector<SsdEntry>& victims) {
-  for (const auto& v : victims) {
-    Status s = fs_->remove(object_path(v.kind, v.key));
-    if (!s.is_ok() && s.code() != Code::kNotFound) log("evicting " + key_to_hex(v.key) + ": " + s.to_string());
+void SsdTier::pick_victims_locked(uint64_t budget, uint64_t incoming, std::vector<Quarantined>* files,
+                                  std::vector<SsdEntry>* victims) {
+  auto over = [&] {
+    return index_.bytes() - index_.doomed_bytes() + quarantine_bytes_ + reserved_bytes_ + incoming > budget;
+  };
+  while (over() && !quarantine_.empty()) {
+    quarantine_bytes_ -= quarantine_.front().bytes;
+    files->push_back(std::move(quarantine_.front()));
+    quarantine_.pop_front();
   }
+  auto evictable = [&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); };
+  SsdEntry e;
+  while (over() && index_.doom_next(evictable, &e)) victims->push_back(e);
+}
+
+void SsdTier::remove_quarantined(const std::vector<Quarantined>& files) {
+  uint64_t removed = 0;
+  for (const auto& q : files) {
+    Status s = fs_->remove(quarantine_dir() + "/" + q.name);
+    if (s.is_ok() || s.code() == Code::kNotFound) ++removed;
+    else log("removing quarantined " + q.name + ": " + s.to_string());
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  extra_.quarantine_aged_out += removed;
+}
+
+bool SsdTier::evict(const SsdEntry& v) {
+  const auto id = std::make_pair(v.kind, v.key);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const SsdEntry* e = index_.find(v.kind, v.key);
+    if (e == nullptr || !e->doomed) return false;
+    index_.erase(v.kind, v.key);
+    ++tier_.evictions;
+    removing_.insert(id);
+  }
+  Status s = fs_->remove(object_path(v.kind, v.key));
+  if (!s.is_ok() && s.code() != Code::kNotFound) log("evicting " + v.key.hex() + ": " + s.to_string());
+  std::lock_guard<std::mutex> l(mu_);
+  removing_.erase(id);
+  return true;
 }
 
 Status SsdTier::write_object(const Job& job, uint64_t size) {
@@ -445,7 +553,7 @@ Status SsdTier::write_object(const Job& job, uint64_t size) {
     std::lock_guard<std::mutex> l(mu_);
     tmp = final_path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(++temp_seq_);
   }
-  const std::string sub = key_to_hex(o.key).substr(0, 2);
+  const std::string sub = o.key.hex().substr(0, 2);
   bool known;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -454,7 +562,7 @@ Status SsdTier::write_object(const Job& job, uint64_t size) {
   if (!known) {
     // The directory's own name must be durable before a name inside it is.
     SB_RETURN_IF_ERROR(fs_->mkdir(dir));
-    SB_RETURN_IF_ERROR(fs_->sync_dir(options_.dir + "/objects"));
+    SB_RETURN_IF_ERROR(fs_->sync_dir(objects_dir()));
     std::lock_guard<std::mutex> l(mu_);
     durable_dirs_.insert(sub);
   }
@@ -480,12 +588,112 @@ Status SsdTier::write_object(const Job& job, uint64_t size) {
   return Status::ok();
 }
 
+void SsdTier::write_one(const Job& job, uint64_t size) {
+  // docs/bank-format.md, "Space": choose victims (published ones stay
+  // readable), make room on the file system only if it lacks it, write,
+  // and only then delete the rest of the victims.
+  std::vector<Quarantined> files;
+  std::vector<SsdEntry> victims;
+  Status s;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    files = take_expired_locked();
+    if (budget_ && size > budget_)
+      s = Status::exhausted("object of " + std::to_string(size) + " bytes exceeds the SSD budget of " +
+                            std::to_string(budget_));
+    else if (budget_) {
+      pick_victims_locked(budget_, size, &files, &victims);
+      // Only objects the eviction guard protects are left to evict: a pinned
+      // object may still go over the budget, nothing else may.
+      if (index_.bytes() - index_.doomed_bytes() + quarantine_bytes_ + reserved_bytes_ + size > budget_ &&
+          !guarded_locked(job.object->kind, job.object->key))
+        s = Status::exhausted("the SSD budget is held by pinned objects");
+    }
+    reserved_bytes_ += size;
+  }
+  remove_quarantined(files);
+  size_t evicted = 0;  // victims[0, evicted) are gone
+  bool skipped = false;
+  if (s.is_ok() && reserve_ > 0) {
+    SpaceInfo space;
+    if (fs_->space(options_.dir, &space).is_ok() && space.free_bytes < size + reserve_) {
+      const uint64_t need = size + reserve_ - space.free_bytes;
+      uint64_t evictable;
+      {
+        // What this writer could free: its victims and every entry no other
+        // writer has doomed. Nothing is deleted when even that is too little.
+        std::lock_guard<std::mutex> l(mu_);
+        evictable = index_.bytes() - index_.doomed_bytes();
+        for (const auto& v : victims) evictable += v.bytes;
+      }
+      uint64_t freed = 0;
+      while (freed < need && evictable >= need) {
+        if (evicted == victims.size()) {
+          SsdEntry more;
+          bool got;
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            got = index_.doom_next([&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); }, &more);
+          }
+          if (!got) break;
+          victims.push_back(more);
+        }
+        if (evict(victims[evicted])) freed += victims[evicted].bytes;
+        ++evicted;
+      }
+      if (freed < need) {
+        s = Status::exhausted("the file system of " + options_.dir + " has " + std::to_string(space.free_bytes) +
+                              " bytes free; writing " + std::to_string(size) + " more would break the reserve of " +
+                              std::to_string(reserve_));
+        skipped = true;
+        std::lock_guard<std::mutex> l(mu_);
+        ++extra_.skipped_no_space;
+      }
+    }
+  }
+  if (s.is_ok()) s = write_object(job, size);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    reserved_bytes_ -= size;
+    pending_.erase(std::make_pair(job.object->kind, job.object->key));
+    if (s.is_ok()) {
+      SsdEntry e;
+      e.kind = job.object->kind;
+      e.key = job.object->key;
+      e.bytes = size;
+      e.retention = job.retention;
+      e.position = job.object->position;
+      e.parent = job.object->parent;
+      e.tokens = static_cast<uint32_t>(job.object->tokens.size());
+      e.last_use_ms = wall_now_ms();
+      index_.insert(e);
+      tier_.bytes_written += size;
+    } else {
+      // The victims not yet deleted stay published.
+      for (size_t i = evicted; i < victims.size(); ++i) index_.undoom(victims[i].kind, victims[i].key);
+      if (!skipped) ++extra_.write_errors;
+      if (first_error_.is_ok()) first_error_ = s;
+    }
+  }
+  if (s.is_ok())
+    for (size_t i = evicted; i < victims.size(); ++i) evict(victims[i]);
+  if (!s.is_ok()) {
+    // One line per distinct failure, not one per object.
+    std::string m = s.to_string();
+    bool fresh;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      fresh = m != last_logged_error_;
+      last_logged_error_ = m;
+    }
+    if (fresh) log("write failed, object not stored: " + m);
+  }
+}
+
 void SsdTier::writer_loop() {
   for (;;) {
     Job job;
     uint64_t size = 0;
-    std::vector<SsdEntry> victims;
-    Status s;
     {
       std::unique_lock<std::mutex> l(mu_);
       work_cv_.wait(l, [&] { return stop_ || closed_ || !queue_.empty(); });
@@ -496,56 +704,14 @@ void SsdTier::writer_loop() {
       queue_bytes_ -= size;
       ++in_flight_;
       space_cv_.notify_all();
-      if (options_.budget_bytes) {
-        if (size > options_.budget_bytes) {
-          s = Status::exhausted("object of " + std::to_string(size) + " bytes exceeds the SSD budget");
-        } else {
-          victims = pick_victims_locked(options_.budget_bytes, size);
-          if (index_.bytes() + reserved_bytes_ + size > options_.budget_bytes &&
-              !guarded_locked(job.object->kind, job.object->key))
-            s = Status::exhausted("the SSD budget is held by pinned objects");
-        }
-      }
-      if (s.is_ok()) reserved_bytes_ += size;
     }
-    remove_victims(victims);
-    bool reserved = s.is_ok();
-    if (s.is_ok()) s = write_object(job, size);
+    write_one(job, size);
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (reserved) reserved_bytes_ -= size;
-      pending_.erase(std::make_pair(job.object->kind, job.object->key));
-      if (s.is_ok()) {
-        SsdEntry e;
-        e.kind = job.object->kind;
-        e.key = job.object->key;
-        e.bytes = size;
-        e.retention = job.retention;
-        e.position = job.object->position;
-        e.parent = job.object->parent;
-        e.tokens = static_cast<uint32_t>(job.object->tokens.size());
-        e.last_use_ms = wall_now_ms();
-        index_.insert(e);
-        tier_.bytes_written += size;
-      } else {
-        ++extra_.write_errors;
-        if (first_error_.is_ok()) first_error_ = s;
-      }
       --in_flight_;
       ++finished_;
     }
     done_cv_.notify_all();
-    if (!s.is_ok()) {
-      // One line per distinct failure, not one per object.
-      std::string m = s.to_string();
-      bool fresh;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        fresh = m != last_logged_error_;
-        last_logged_error_ = m;
-      }
-      if (fresh) log("write failed, object not stored: " + m);
-    }
   }
 }
 
@@ -597,9 +763,13 @@ TierStats SsdTier::stats() const {
   t.counts = {{"queued", s.queued},
               {"dropped_puts", s.dropped_puts},
               {"write_errors", s.write_errors},
-              {"quarantined", s.quarantined},
+              {"skipped_no_space", s.skipped_no_space},
+              {"reserve_bytes", s.reserve_bytes},
               {"quarantine_files", s.quarantine_files},
-              {"quarantine_bytes", s.quarantine_bytes}};
+              {"quarantine_bytes", s.quarantine_bytes},
+              {"quarantine_aged_out", s.quarantine_aged_out},
+              {"old_format_files", s.old_format_files},
+              {"old_format_bytes", s.old_format_bytes}};
   return t;
 }
 
@@ -607,13 +777,15 @@ SsdStats SsdTier::ssd_stats() const {
   std::lock_guard<std::mutex> l(mu_);
   SsdStats s = extra_;
   s.queued = queue_.size() + in_flight_;
+  s.quarantine_files = quarantine_.size();
+  s.quarantine_bytes = quarantine_bytes_;
   s.tier = tier_;
   s.tier.bytes = index_.bytes();
   s.tier.block_bytes = index_.block_bytes();
   s.tier.snapshot_bytes = index_.bytes() - index_.block_bytes();
   s.tier.blocks = index_.blocks();
   s.tier.snapshots = index_.snapshots();
-  s.tier.budget_bytes = options_.budget_bytes;
+  s.tier.budget_bytes = budget_;
   return s;
 }
 
@@ -624,17 +796,22 @@ std::vector<SsdEntry> SsdTier::list() const {
 
 Status SsdTier::evict_to(uint64_t budget, uint64_t* objects, uint64_t* bytes) {
   if (options_.mode != SsdMode::kOn) return Status::unsupported("the bank is open read-only");
+  std::vector<Quarantined> files;
   std::vector<SsdEntry> victims;
   {
     std::lock_guard<std::mutex> l(mu_);
-    victims = pick_victims_locked(budget, 0);
+    pick_victims_locked(budget, 0, &files, &victims);
   }
-  remove_victims(victims);
-  *objects = victims.size();
+  remove_quarantined(files);
+  *objects = 0;
   *bytes = 0;
-  for (const auto& v : victims) *bytes += v.bytes;
-  if (!victims.empty())
-    log("evicted " + std::to_string(victims.size()) + " objects (" + std::to_string(*bytes) + " bytes) to fit " +
+  for (const auto& v : victims) {
+    if (!evict(v)) continue;
+    ++*objects;
+    *bytes += v.bytes;
+  }
+  if (*objects > 0)
+    log("evicted " + std::to_string(*objects) + " objects (" + std::to_string(*bytes) + " bytes) to fit " +
         std::to_string(budget) + " bytes");
   return Status::ok();
 }
@@ -642,14 +819,13 @@ Status SsdTier::evict_to(uint64_t budget, uint64_t* objects, uint64_t* bytes) {
 Status SsdTier::clear_quarantine(uint64_t* files, uint64_t* bytes) {
   if (options_.mode != SsdMode::kOn) return Status::unsupported("the bank is open read-only");
   *files = *bytes = 0;
-  const std::string q = options_.dir + "/quarantine";
   std::vector<std::string> names;
-  SB_RETURN_IF_ERROR(fs_->list(q, &names));
+  SB_RETURN_IF_ERROR(fs_->list(quarantine_dir(), &names));
   Status first;
   for (const auto& n : names) {
     FileInfo info;
-    if (!fs_->stat(q + "/" + n, &info).is_ok() || info.is_dir) continue;
-    Status s = fs_->remove(q + "/" + n);
+    if (!fs_->stat(quarantine_dir() + "/" + n, &info).is_ok() || info.is_dir) continue;
+    Status s = fs_->remove(quarantine_dir() + "/" + n);
     if (s.is_ok()) {
       ++*files;
       *bytes += info.size;
@@ -658,9 +834,22 @@ Status SsdTier::clear_quarantine(uint64_t* files, uint64_t* bytes) {
     }
   }
   std::lock_guard<std::mutex> l(mu_);
-  extra_.quarantine_files -= std::min(extra_.quarantine_files, *files);
-  extra_.quarantine_bytes -= std::min(extra_.quarantine_bytes, *bytes);
+  quarantine_.clear();
+  quarantine_bytes_ = 0;
   return first;
+}
+
+Status SsdTier::remove_old_versions(uint64_t* files, uint64_t* bytes) {
+  if (options_.mode != SsdMode::kOn) return Status::unsupported("the bank is open read-only");
+  V1Removal r;
+  SB_RETURN_IF_ERROR(remove_v1_bank(fs_, options_.dir, &r));
+  for (const auto& left : r.left) log("left " + left + " in the version-1 bank's directories: not a statebank file");
+  *files = r.files;
+  *bytes = r.bytes;
+  std::lock_guard<std::mutex> l(mu_);
+  extra_.old_format_files -= std::min(extra_.old_format_files, r.files);
+  extra_.old_format_bytes -= std::min(extra_.old_format_bytes, r.bytes);
+  return Status::ok();
 }
 
 }  // namespace sb
@@ -691,9 +880,9 @@ void SsdTier::set_eviction_guard(const EvictionGuard* guard) {
 }
 
 void SsdTier::guard_changed() {
-  if (options_.mode != SsdMode::kOn || options_.budget_bytes == 0) return;
+  if (options_.mode != SsdMode::kOn || budget_ == 0) return;
   uint64_t n = 0, b = 0;
-  (void)evict_to(options_.budget_bytes, &n, &b);
+  (void)evict_to(budget_, &n, &b);
 }
 
 std::vector<TierEntry> SsdTier::entries() const {
@@ -720,7 +909,7 @@ std::vector<Key> SsdTier::children(const Key& parent, size_t max) const {
 Status SsdTier::peek_tokens(const Key& block, Key* parent, std::vector<int32_t>* tokens) const {
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (index_.find(ObjectKind::kBlock, block) == nullptr) return Status::not_found("no block " + key_to_hex(block) + " on SSD");
+    if (index_.find(ObjectKind::kBlock, block) == nullptr) return Status::not_found("no block " + block.hex() + " on SSD");
   }
   const std::string path = object_path(ObjectKind::kBlock, block);
   std::unique_ptr<ReadableFile> f;
@@ -745,12 +934,18 @@ Status SsdTier::peek_tokens(const Key& block, Key* parent, std::vector<int32_t>*
 
 Status SsdTier::discard(ObjectKind kind, const Key& key) {
   if (options_.mode != SsdMode::kOn) return Status::unsupported("the bank is open read-only");
+  const auto id = std::make_pair(kind, key);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!index_.erase(kind, key))
-      return Status::not_found(std::string("no ") + kind_tag(kind) + " " + key_to_hex(key) + " on SSD");
+      return Status::not_found(std::string("no ") + kind_tag(kind) + " " + key.hex() + " on SSD");
+    // A put of the same name waits until the file is gone (as for eviction
+    // and quarantine), so the removal cannot delete a fresh copy.
+    removing_.insert(id);
   }
   Status s = fs_->remove(object_path(kind, key));
+  std::lock_guard<std::mutex> l(mu_);
+  removing_.erase(id);
   return s.code() == Code::kNotFound ? Status::ok() : s;
 }
 

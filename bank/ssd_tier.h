@@ -1,12 +1,13 @@
 // SsdTier: the bank's disk tier. One file per object, named by its key
 // (content address), under a 256-way fan-out directory; the format is
-// bank/format.h and docs/bank-format.md.
+// bank/format.h and docs/bank-format.md (version 2).
 //
-//   <dir>/LOCK                        flock: one writer, or any number of readers
-//   <dir>/objects/<2 hex>/<32 hex>.blk   block objects
-//   <dir>/objects/<2 hex>/<32 hex>.snp   snapshot objects
-//   <dir>/objects/<2 hex>/<name>.tmp-*   being written (removed at open)
-//   <dir>/quarantine/<name>.q<pid>-<n>   failed a check; `bank gc` deletes them
+//   <dir>/LOCK                              flock: one writer, or any number of readers
+//   <dir>/v2/objects/<2 hex>/<64 hex>.blk   block objects
+//   <dir>/v2/objects/<2 hex>/<64 hex>.snp   snapshot objects
+//   <dir>/v2/objects/<2 hex>/<name>.tmp-*   being written (removed at open)
+//   <dir>/v2/quarantine/<name>.q<pid>-<n>   failed a check; aged out, or `bank gc`
+//   <dir>/objects/, <dir>/quarantine/       a version-1 bank: reported, never read
 //
 // Promises (on top of bank/tier.h):
 //  1. put() never blocks longer than SsdOptions::put_max_wait: it queues the
@@ -22,14 +23,20 @@
 //     quarantine/ (left in place in read-only mode), and check_failures grows.
 //  4. Opening recovers the index from the files: temporary files are
 //     removed, damaged ones quarantined, foreign and future-version files left
-//     alone (all with a log line). A second writer on the same directory is
+//     alone (all with a log line); another version's bank in the directory is
+//     reported once and ignored. A second writer on the same directory is
 //     refused with a clear message.
 //  5. Only paths under `dir` are touched; every name is built from a key.
-//  6. With a byte budget, publishing evicts in SsdIndex's order (least
-//     recently accessed first) until the new object fits, passing over what
-//     the eviction guard protects (pins). When only protected objects are
-//     left and the new object does not fit, it is not stored
-//     (kResourceExhausted in the writer), unless it is protected itself.
+//  6. Space (docs/bank-format.md, "Space"): published objects plus
+//     quarantined files stay within the budget (by default half the file
+//     system), and no write leaves less than the free-space reserve (10 % of
+//     the file system). Victims are deleted after the object that needs their
+//     room is published; only when the file system itself lacks the room are
+//     they deleted first. A failed write (ENOSPC, EIO, fsync) never removes a
+//     published object. Victims the eviction guard protects (pins) are passed
+//     over; when only protected objects are left and the new object does not
+//     fit the budget, it is not stored (kResourceExhausted in the writer),
+//     unless it is protected itself.
 // Thread-safe. The destructor writes out the queue (unless close() dropped
 // it), then stops its threads.
 #pragma once
@@ -62,7 +69,15 @@ const char* ssd_mode_name(SsdMode mode);
 struct SsdOptions {
   std::string dir;
   SsdMode mode = SsdMode::kOn;
-  uint64_t budget_bytes = 0;  // 0: no limit
+  // Published plus quarantined bytes. 0: default_budget_share of the file
+  // system's size, measured at open.
+  uint64_t budget_bytes = 0;
+  double default_budget_share = 0.5;
+  // No write may leave less than this share of the file system free.
+  double reserve_share = 0.10;
+  // Quarantined files older than this are deleted (at open, and whenever the
+  // writer makes room).
+  std::chrono::seconds quarantine_max_age{24 * 3600};
   size_t queue_max_objects = 1024;
   uint64_t queue_max_bytes = 512ull << 20;
   std::chrono::milliseconds put_max_wait{100};
@@ -80,15 +95,18 @@ struct SsdOptions {
 };
 
 struct SsdStats {
-  TierStats tier;
+  TierStats tier;               // tier.quarantined: objects this process took out
   uint64_t queued = 0;          // objects waiting to be written
   uint64_t dropped_puts = 0;    // the queue stayed full
   uint64_t write_errors = 0;
-  uint64_t quarantined = 0;     // files this process moved to quarantine/
+  uint64_t skipped_no_space = 0;  // not written: even an empty bank would break the reserve
+  uint64_t reserve_bytes = 0;   // the free-space reserve in force (0: unknown file system size)
   uint64_t temp_removed = 0;    // temporary files removed at open
   uint64_t temp_left = 0;       // temporary files seen at open and left (read-only)
   uint64_t ignored_files = 0;   // foreign or future-version files left alone
-  uint64_t quarantine_files = 0, quarantine_bytes = 0;  // in quarantine/ at open, plus since
+  uint64_t quarantine_files = 0, quarantine_bytes = 0;  // in quarantine/ now (counted in the budget)
+  uint64_t quarantine_aged_out = 0;  // quarantined files deleted for age or room
+  uint64_t old_format_files = 0, old_format_bytes = 0;  // a version-1 bank beside this one
 };
 
 class SsdTier : public Tier {
@@ -103,6 +121,9 @@ class SsdTier : public Tier {
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   // Read-only and off modes store nothing and return OK.
   Status put(const ObjectRef& object, Retention retention) override;
+  // Takes the object out of the index and moves its file to quarantine/
+  // (read-only mode: out of this process's index only; the file stays).
+  bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
   TierStats stats() const override;
 
   SsdStats ssd_stats() const;
@@ -138,28 +159,48 @@ class SsdTier : public Tier {
   Status evict_to(uint64_t budget, uint64_t* objects, uint64_t* bytes);
   // Deletes every file in quarantine/ (writable mode).
   Status clear_quarantine(uint64_t* files, uint64_t* bytes);
-  // Path of an object's file (tests and tools).
+  // Deletes a version-1 bank in the same directory (bank/ssd_versions.h).
+  Status remove_old_versions(uint64_t* files, uint64_t* bytes);
+  // Paths (tests and tools).
   std::string object_path(ObjectKind kind, const Key& key) const;
+  std::string objects_dir() const { return options_.dir + "/v2/objects"; }
+  std::string quarantine_dir() const { return options_.dir + "/v2/quarantine"; }
 
  private:
   struct Job {
     ObjectRef object;
     Retention retention;
   };
+  struct Quarantined {
+    std::string name;  // file name in quarantine/
+    uint64_t bytes = 0;
+    int64_t since_ns = 0;  // when it was moved there (its mtime)
+  };
   explicit SsdTier(SsdOptions options);
   Status open_dir();
   Status scan_fanout(const std::string& sub, std::vector<std::pair<int64_t, SsdEntry>>* found);
   Status read_object(ObjectKind kind, const Key& key, uint64_t size, ObjectRef* out);
   Status write_object(const Job& job, uint64_t size);
+  void write_one(const Job& job, uint64_t size);
   void writer_loop();
   void reader_loop();
-  void quarantine(ObjectKind kind, const Key& key, const std::string& why);
+  void set_limits();
+  void scan_quarantine();
+  // Moves a file to quarantine/ and records it; counts nothing else.
   void quarantine_path(const std::string& path, const std::string& name, const std::string& why);
-  // REQUIRES: mu_ held. Picks victims so that `incoming` more bytes fit,
-  // passing over protected ones (the result may not make them fit).
-  std::vector<SsdEntry> pick_victims_locked(uint64_t budget, uint64_t incoming);
+  // REQUIRES: mu_ held. Quarantined files past their age, taken off the list.
+  std::vector<Quarantined> take_expired_locked();
+  // REQUIRES: mu_ held. Chooses victims until published + quarantined +
+  // reserved + incoming fits `budget`: quarantined files first (taken off the
+  // list), then published objects the guard does not protect (doomed, still
+  // readable). The result may not make them fit.
+  void pick_victims_locked(uint64_t budget, uint64_t incoming, std::vector<Quarantined>* files,
+                           std::vector<SsdEntry>* victims);
   bool guarded_locked(ObjectKind kind, const Key& key) const;
-  void remove_victims(const std::vector<SsdEntry>& victims);
+  void remove_quarantined(const std::vector<Quarantined>& files);
+  // Takes a doomed victim out of the index and deletes its file; false when
+  // it is no longer the doomed entry (quarantined or re-read meanwhile).
+  bool evict(const SsdEntry& victim);
   void log(const std::string& message) const;
   std::string fanout_dir(const Key& key) const;
 
@@ -171,8 +212,16 @@ class SsdTier : public Tier {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_, space_cv_;
+  uint64_t budget_ = 0;   // 0: none (the file system's size is unknown)
+  uint64_t reserve_ = 0;  // free bytes no write may take
+
   // Guarded by mu_.
   SsdIndex index_;
+  std::deque<Quarantined> quarantine_;  // oldest first
+  uint64_t quarantine_bytes_ = 0;
+  // Names whose file is being moved or deleted: a put() of one is dropped,
+  // so the move never takes a fresh copy with it.
+  std::set<std::pair<ObjectKind, Key>> removing_;
   TierStats tier_;
   SsdStats extra_;
   std::deque<Job> queue_;

@@ -10,11 +10,14 @@
 //  2. put() of a name that is present is a no-op; an object is visible to
 //     contains()/get() only after it is complete (and durable, for SSD).
 //  3. All methods are thread-safe.
-//  4. Eviction skips what the eviction guard protects (pinned prefixes,
+//  4. quarantine() takes an object out for good: a copy that failed a check
+//     is never served again, and the next request computes it cold and
+//     publishes it afresh (docs/bank.md, "Self-healing").
+//  5. Eviction skips what the eviction guard protects (pinned prefixes,
 //     bank/pins.h), for tiers that honour one (RAM, SSD); a tier that cannot
 //     (a shared remote store with its own eviction) ignores it. Protected
 //     objects may hold a tier above its budget; unprotected ones never do.
-//  5. The operator's methods (entries, describe, children, peek_tokens,
+//  6. The operator's methods (entries, describe, children, peek_tokens,
 //     discard) never count as a use: no hit, no change of eviction order.
 #pragma once
 
@@ -96,7 +99,8 @@ struct TierStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t evictions = 0;
-  uint64_t check_failures = 0;
+  uint64_t check_failures = 0;  // failed this tier's own checks (SSD: checksums, sizes)
+  uint64_t quarantined = 0;     // objects taken out by quarantine() or by a failed own check
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
   // What only this kind of tier has (SSD: its directory and mode; its write
@@ -140,6 +144,16 @@ class Tier {
   }
   virtual Status get(ObjectKind kind, const Key& key, ObjectRef* out) = 0;
   virtual Status put(const ObjectRef& object, Retention retention) = 0;
+  // Removes an object because a copy of it failed a check (this tier's own
+  // or one made above it: the Bank's token and parent comparison, compose,
+  // Model::verify_state, the audit). Afterwards contains() is false and
+  // get() misses, until a later put() stores a fresh copy. A tier that keeps
+  // files moves the object aside for inspection (SSD: quarantine/); others
+  // simply drop it. Returns true and counts it in TierStats::quarantined
+  // when the object was here; false when it was not (already removed by a
+  // concurrent caller, evicted, never stored), so a failure is counted once.
+  // Idempotent; `why` goes to the tier's log.
+  virtual bool quarantine(ObjectKind kind, const Key& key, const std::string& why) = 0;
   // Reads several objects; each request gets the status get() would give it.
   // Tiers where a read waits on a device override it to read concurrently.
   virtual void get_many(std::span<TierRead> reads) {

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -120,7 +121,12 @@ sb::ObjectRef make_snapshot(const sb::StateSchema& schema, const sb::Key& key, i
 }
 
 // A key for the benchmark: not a chain key (no model), but as unique.
-sb::Key bench_key(uint64_t a, uint64_t b) { return sb::Key{a * 0x9e3779b97f4a7c15ULL + 17, b * 0xc2b2ae3d27d4eb4fULL + a}; }
+sb::Key bench_key(uint64_t a, uint64_t b) {
+  const uint64_t w[4] = {a * 0x9e3779b97f4a7c15ULL + 17, b * 0xc2b2ae3d27d4eb4fULL + a, a ^ b, 0x5eedULL};
+  sb::Key k;
+  std::memcpy(k.bytes.data(), w, sizeof w);
+  return k;
+}
 
 std::unique_ptr<sb::SsdTier> open_bank(const std::string& dir, const sb::StateSchema& schema, int readers) {
   sb::SsdOptions o;

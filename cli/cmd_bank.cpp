@@ -9,7 +9,10 @@
 // tier's eviction order until the bank fits; flush removes every object
 // (--all) or the chains under one root key (--root, as `prefixes` lists
 // them: a namespace's K0). Pins live in a server's memory and are not
-// stored, so there is nothing to pin offline (docs/bank.md, "Pins").
+// stored, so there is nothing to pin offline (docs/bank.md, "Pins"). gc
+// also deletes a bank of an older format version in the same directory
+// (docs/bank-format.md, "Older and newer versions"), which the other
+// actions only report.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -50,11 +53,15 @@ nlohmann::json stats_json(const SsdTier& t) {
           {"blocks", s.tier.blocks},
           {"snapshots", s.tier.snapshots},
           {"bytes", s.tier.bytes},
+          {"budget_bytes", s.tier.budget_bytes},
+          {"reserve_bytes", s.reserve_bytes},
           {"block_bytes", s.tier.block_bytes},
           {"snapshot_bytes", s.tier.snapshot_bytes},
           {"quarantine_files", s.quarantine_files},
           {"quarantine_bytes", s.quarantine_bytes},
-          {"quarantined_now", s.quarantined},
+          {"quarantined_now", s.tier.quarantined},
+          {"old_format_files", s.old_format_files},
+          {"old_format_bytes", s.old_format_bytes},
           {"temporary_files_removed", s.temp_removed},
           {"temporary_files_left", s.temp_left},
           {"ignored_files", s.ignored_files}};
@@ -73,13 +80,18 @@ int run_stats(const SsdTier& t, bool json) {
               human(j["bytes"]).c_str(), human(j["block_bytes"]).c_str(), human(j["snapshot_bytes"]).c_str());
   std::printf("quarantine        %llu files, %llu bytes\n", (unsigned long long)j["quarantine_files"],
               (unsigned long long)j["quarantine_bytes"]);
+  std::printf("budget            %llu (%s), free-space reserve %s\n", (unsigned long long)j["budget_bytes"],
+              human(j["budget_bytes"]).c_str(), human(j["reserve_bytes"]).c_str());
   std::printf("temporary files   %llu\n", (unsigned long long)j["temporary_files_left"]);
+  if (j["old_format_files"] != 0)
+    std::printf("older format      %llu files, %llu bytes (a version-1 bank, ignored; gc removes it)\n",
+                (unsigned long long)j["old_format_files"], (unsigned long long)j["old_format_bytes"]);
   std::printf("ignored files     %llu (foreign or newer format)\n", (unsigned long long)j["ignored_files"]);
   return 0;
 }
 
 nlohmann::json entry_json(const SsdEntry& e) {
-  return {{"kind", kind_tag(e.kind)}, {"key", key_to_hex(e.key)}, {"bytes", e.bytes},
+  return {{"kind", kind_tag(e.kind)}, {"key", e.key.hex()}, {"bytes", e.bytes},
           {"position", e.position},   {"retention", retention_name(e.retention)}};
 }
 
@@ -92,9 +104,9 @@ int run_ls(const SsdTier& t, bool json) {
     return 0;
   }
   // Eviction order: the first line is the next victim.
-  std::printf("%-8s %-32s %12s %10s %s\n", "kind", "key", "bytes", "position", "retention");
+  std::printf("%-8s %-64s %12s %10s %s\n", "kind", "key", "bytes", "position", "retention");
   for (const auto& e : entries)
-    std::printf("%-8s %-32s %12llu %10lld %s\n", kind_tag(e.kind), key_to_hex(e.key).c_str(),
+    std::printf("%-8s %-64s %12llu %10lld %s\n", kind_tag(e.kind), e.key.hex().c_str(),
                 (unsigned long long)e.bytes, (long long)e.position, retention_name(e.retention));
   return 0;
 }
@@ -183,8 +195,10 @@ int run_verify(SsdTier& t, bool json) {
 }
 
 int run_gc(SsdTier& t, bool json, bool has_budget, uint64_t budget) {
-  uint64_t qfiles = 0, qbytes = 0, evicted = 0, ebytes = 0;
+  uint64_t qfiles = 0, qbytes = 0, evicted = 0, ebytes = 0, ofiles = 0, obytes = 0;
   Status s = t.clear_quarantine(&qfiles, &qbytes);
+  if (!s.is_ok()) return fail("bank", "gc: " + s.to_string());
+  s = t.remove_old_versions(&ofiles, &obytes);
   if (!s.is_ok()) return fail("bank", "gc: " + s.to_string());
   if (has_budget) {
     s = t.evict_to(budget, &evicted, &ebytes);
@@ -195,6 +209,8 @@ int run_gc(SsdTier& t, bool json, bool has_budget, uint64_t budget) {
     nlohmann::json j = {{"temporary_files_removed", st.temp_removed},
                         {"quarantine_files_removed", qfiles},
                         {"quarantine_bytes_removed", qbytes},
+                        {"old_format_files_removed", ofiles},
+                        {"old_format_bytes_removed", obytes},
                         {"evicted_objects", evicted},
                         {"evicted_bytes", ebytes},
                         {"objects", st.tier.blocks + st.tier.snapshots},
@@ -203,6 +219,8 @@ int run_gc(SsdTier& t, bool json, bool has_budget, uint64_t budget) {
   } else {
     std::printf("removed %llu temporary files, %llu quarantined files (%s)", (unsigned long long)st.temp_removed,
                 (unsigned long long)qfiles, human(qbytes).c_str());
+    if (ofiles > 0)
+      std::printf(", %llu files of an older format (%s)", (unsigned long long)ofiles, human(obytes).c_str());
     if (has_budget)
       std::printf(", evicted %llu objects (%s) to fit %s", (unsigned long long)evicted, human(ebytes).c_str(),
                   human(budget).c_str());
@@ -233,7 +251,7 @@ int cmd_bank(int argc, char** argv) {
   if (action == "flush") {
     if (args.has("all") == args.has("root")) return fail("bank", "flush needs exactly one of --all and --root HEX");
     if (args.has("root") && !Key::from_hex(args.get("root"), &root))
-      return fail("bank", "--root must be 32 hex digits (a root as `statebank bank prefixes` lists it)");
+      return fail("bank", "--root must be 64 hex digits (a root as `statebank bank prefixes` lists it)");
   }
   uint64_t budget = 0;
   const bool has_budget = args.has("budget");

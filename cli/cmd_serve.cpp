@@ -8,8 +8,10 @@
 // deadline makes it leave without joining its threads (_Exit).
 //
 // Exposure: the server binds 127.0.0.1 unless --host says otherwise. A host
-// that is not a loopback address needs an API key (--api-key or
-// --api-key-file), or --insecure-no-key to serve an open port on purpose.
+// that is not a loopback address needs API keys (--api-key, --api-key-file,
+// or --api-keys-file with one key per tenant), or --insecure-no-key to serve
+// an open port on purpose. Tenants and the shared namespace:
+// server/namespace.h.
 #include <signal.h>
 
 #include <atomic>
@@ -34,7 +36,8 @@ const char* kUsage =
     "usage: statebank serve --model DIR|demo [--host 127.0.0.1] [--port 8000] [--bank-dir DIR] [--ram-bank SIZE] "
     "[--ssd-bank SIZE] [--ssd on|off|read-only] [--block-tokens 256] [--snapshot-every 2048] [--threads N] "
     "[--precision bf16|f32] "
-    "[--api-key KEY | --api-key-file FILE] [--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
+    "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
+    "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--insecure-no-key] "
     "[--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-ttl SECONDS] [--remote-timeout-ms MS]]";
@@ -64,9 +67,10 @@ int cmd_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
-             "threads", "precision", "api-key", "api-key-file", "max-prompt-tokens", "max-body-bytes", "audit", "max-running",
-             "batch-tokens", "max-queue", "max-tokens-limit", "request-timeout", "shutdown-deadline", "remote",
-             "remote-password-file", "remote-ttl", "remote-timeout-ms"},
+             "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
+             "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "max-queue",
+             "max-tokens-limit", "request-timeout", "shutdown-deadline", "remote", "remote-password-file",
+             "remote-ttl", "remote-timeout-ms"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
@@ -118,19 +122,30 @@ int cmd_serve(int argc, char** argv) {
 
   so.host = args.get("host", "127.0.0.1");
   so.port = static_cast<int>(port);
-  if (args.has("api-key") && args.has("api-key-file")) return fail("serve", "give at most one of --api-key and --api-key-file");
+  if (args.has("api-key") + args.has("api-key-file") + args.has("api-keys-file") > 1)
+    return fail("serve", "give at most one of --api-key, --api-key-file and --api-keys-file");
   if (args.has("api-key")) {
-    so.api_key = args.get("api-key");
-    if (so.api_key.empty()) return fail("serve", "--api-key is empty");
-    so.has_api_key = true;
+    const std::string key = args.get("api-key");
+    if (key.empty()) return fail("serve", "--api-key is empty");
+    so.keys = ApiKeys::single(key);
   } else if (args.has("api-key-file")) {
-    if (!(s = read_secret_file("--api-key-file", args.get("api-key-file"), &so.api_key))) return fail("serve", s.message());
-    so.has_api_key = true;
+    std::string key;
+    if (!(s = read_secret_file("--api-key-file", args.get("api-key-file"), &key))) return fail("serve", s.message());
+    so.keys = ApiKeys::single(key);
+  } else if (args.has("api-keys-file")) {
+    if (!(s = ApiKeys::load_file(args.get("api-keys-file"), &so.keys))) return fail("serve", s.message());
   }
-  if (!is_loopback(so.host) && !so.has_api_key && !args.has("insecure-no-key"))
+  if (args.has("shared-namespace")) {
+    so.shared_tenant = args.get("shared-namespace");
+    if (!args.has("api-keys-file"))
+      return fail("serve", "--shared-namespace needs --api-keys-file (tenants to share it between)");
+    if (!so.keys.has_tenant(so.shared_tenant))
+      return fail("serve", "--shared-namespace " + so.shared_tenant + ": no such tenant in --api-keys-file");
+  }
+  if (!is_loopback(so.host) && so.keys.empty() && !args.has("insecure-no-key"))
     return fail("serve", "refusing to serve " + so.host +
-                             " without an API key: give --api-key or --api-key-file, or --insecure-no-key to serve "
-                             "it open on purpose");
+                             " without an API key: give --api-key, --api-key-file or --api-keys-file, or "
+                             "--insecure-no-key to serve it open on purpose");
   so.max_body_bytes = max_body;
   so.limits.max_prompt_tokens = max_prompt;
   so.limits.max_tokens_limit = max_tokens_limit;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bank/bank.h"
 #include "bank/key.h"
 #include "bank/miss_reason.h"
 #include "bank/restore_mode.h"
@@ -80,6 +81,9 @@ struct CompletionRequest {
   bool echo = false;                 // also return logprobs of prompt tokens
   CacheMode cache_mode = CacheMode::kDefault;
   std::string name_space;            // tenant; never shares state with another
+  // A namespace this request may also restore from, never publish to (the
+  // operator's shared system-prompt namespace); empty: none.
+  std::string shared_name_space;
   int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
   // Called for each generated token (streaming), on the engine's step
   // thread; returning false cancels. Keep it short: every running sequence
@@ -104,11 +108,14 @@ struct CompletionResult {
   std::vector<float> prompt_logprobs;  // echo: logprob of prompt token i given tokens < i (first is 0)
   std::string finish_reason;           // "stop", "length", "cancelled"
   RestoreRecord restore;
+  // The objects the restore installed (blocks 1..k, then the snapshot), for
+  // the audit (server/audit.h); empty when nothing was restored.
+  std::vector<ObjectId> restored_objects;
+  std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
   double queue_ms = 0;  // from complete() to the first step it ran in (restore included)
   double ttft_ms = 0;   // from complete() to its first token (queue included)
 };
 
-class Bank;
 class Model;
 
 struct EngineOptions {
@@ -149,7 +156,10 @@ struct EngineStats {
 //     fingerprint, request namespace, B); Bank::plan_restore over at most
 //     (n - 1) / B blocks, so at least one prompt token is prefilled and the
 //     first sampled token has logits; compose a new State from the plan and
-//     check it (a failure is counted and the request goes cold);
+//     check it (a failure quarantines every planned object in every tier,
+//     Bank::quarantine, and the request goes cold, so it publishes them
+//     afresh); with a shared namespace, each position may also come from
+//     the shared chain;
 //  2. the step loop (engine/step_loop.h) admits it when fewer than
 //     max_running sequences run, prefills the rest of the prompt in chunks
 //     (any length: a PrefillCarry keeps them equal to one unsplit prefill

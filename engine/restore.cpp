@@ -43,9 +43,15 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
     seq.keys = chain_keys(root_key(kBankFormatVersion, context.model.fingerprint(), req.name_space, B), prompt, B, n / B);
     if (!req.echo) {
       const int64_t m = (n - 1) / B;
+      // The shared namespace (server/namespace.h): each position may also be
+      // served under its name there.
+      std::vector<Key> shared;
+      if (!req.shared_name_space.empty())
+        shared = chain_keys(root_key(kBankFormatVersion, context.model.fingerprint(), req.shared_name_space, B),
+                            prompt, B, m);
       RestorePlan plan;
       SB_RETURN_IF_ERROR(context.bank->plan_restore(
-          schema, std::span<const Key>(seq.keys).first(static_cast<size_t>(m) + 1), prompt, B, &plan));
+          schema, std::span<const Key>(seq.keys).first(static_cast<size_t>(m) + 1), prompt, B, &plan, shared));
       rec.lookup_ms = ms_since(t_lookup);
       const auto t_restore = EngineClock::now();
       rec.matched_tokens = plan.matched_tokens;
@@ -59,6 +65,9 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
           (req.cache_mode == CacheMode::kReadOnly || !context.bank->writable()))
         rec.miss_reason = MissReason::kReadOnly;
       if (plan.restore_point > 0) {
+        std::vector<ObjectId> used;
+        for (const auto& b : plan.blocks) used.push_back(ObjectId{ObjectKind::kBlock, b->key});
+        if (plan.snapshot) used.push_back(ObjectId{ObjectKind::kSnapshot, plan.snapshot->key});
         State restored;
         Status composed = compose_state(schema, plan.blocks, plan.snapshot, &restored);
         // The model's own check: derived components (pooled index rows) must
@@ -67,6 +76,9 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
         ++rec.checks;
         if (composed.is_ok()) {
           if (context.hooks.tamper_restored_state) context.hooks.tamper_restored_state(restored);
+          seq.result.restored_objects = used;
+          seq.result.restored_chain.assign(seq.keys.begin(),
+                                           seq.keys.begin() + static_cast<ptrdiff_t>(plan.blocks.size()) + 1);
           seq.state = std::move(restored);
           rec.mode = plan.mode();
           rec.restore_point = plan.restore_point;
@@ -76,8 +88,10 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
           rec.bytes_read = plan.bytes_read;
           rec.tiers = plan.tier_uses();
         } else {
+          // Which object is wrong is not known here: take them all out, so
+          // this request (cold from here) publishes them again.
           ++rec.check_failures;
-          context.bank->count_check_failure();
+          context.bank->quarantine(used, "the restored state failed its check: " + composed.message());
           rec.miss_reason = MissReason::kCheckFailed;
           rec.diverged_at = -1;
         }

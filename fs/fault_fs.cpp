@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <chrono>
@@ -39,6 +40,7 @@ class FaultWritable : public WritableFile {
       : fs_(fs), path_(std::move(path)), base_(std::move(base)) {}
   Status append(const void* data, size_t n) override {
     SB_RETURN_IF_ERROR(fs_->check(FaultFs::Op::kAppend, path_));
+    SB_RETURN_IF_ERROR(fs_->reserve_append(path_, n));
     SB_RETURN_IF_ERROR(base_->append(data, n));
     fs_->note_append(path_, n);
     return Status::ok();
@@ -101,6 +103,14 @@ void FaultFs::set_disk_full(bool full) {
   std::lock_guard<std::mutex> l(mu_);
   disk_full_ = full;
 }
+void FaultFs::set_capacity(uint64_t bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  capacity_ = bytes;
+}
+uint64_t FaultFs::used_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return used_;
+}
 void FaultFs::set_sync_delay_ms(int ms) {
   std::lock_guard<std::mutex> l(mu_);
   sync_delay_ms_ = ms;
@@ -155,10 +165,20 @@ Status FaultFs::check(Op op, const std::string& path) {
   return Status::ok();
 }
 
+Status FaultFs::reserve_append(const std::string& path, uint64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (capacity_ != 0 && used_ + n > capacity_)
+    return Status::exhausted("simulated full disk: no space left on device (" + path + ")");
+  return Status::ok();
+}
+
 void FaultFs::note_append(const std::string& path, uint64_t n) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = files_.find(path);
-  if (it != files_.end()) it->second.size += n;
+  if (it != files_.end()) {
+    it->second.size += n;
+    used_ += n;
+  }
 }
 
 void FaultFs::note_sync(const std::string& path) {
@@ -173,6 +193,7 @@ Status FaultFs::new_writable(const std::string& p, std::unique_ptr<WritableFile>
   SB_RETURN_IF_ERROR(base()->new_writable(p, &base_file));
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (auto old = files_.find(p); old != files_.end()) used_ -= old->second.size;  // truncated
     files_[p] = Track{};
     dir_log_.push_back(DirOp{false, false, parent_dir(p), "", p});
   }
@@ -194,8 +215,10 @@ Status FaultFs::rename(const std::string& f, const std::string& t) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = files_.find(f);
   if (it != files_.end()) {
-    files_[t] = it->second;
-    files_.erase(f);
+    if (auto old = files_.find(t); old != files_.end()) used_ -= old->second.size;  // replaced
+    const Track moved = it->second;
+    files_.erase(it);
+    files_[t] = moved;
   }
   dir_log_.push_back(DirOp{true, false, parent_dir(t), f, t});
   return Status::ok();
@@ -205,8 +228,29 @@ Status FaultFs::remove(const std::string& p) {
   SB_RETURN_IF_ERROR(check(Op::kRemove, p));
   SB_RETURN_IF_ERROR(base()->remove(p));
   std::lock_guard<std::mutex> l(mu_);
-  files_.erase(p);
+  if (auto it = files_.find(p); it != files_.end()) {
+    used_ -= it->second.size;
+    files_.erase(it);
+  }
   return Status::ok();
+}
+
+Status FaultFs::remove_dir(const std::string& p) {
+  SB_RETURN_IF_ERROR(check(Op::kRemove, p));
+  return base()->remove_dir(p);
+}
+
+Status FaultFs::space(const std::string& p, SpaceInfo* o) {
+  SB_RETURN_IF_ERROR(check(Op::kStat, p));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (capacity_ != 0) {
+      o->total_bytes = capacity_;
+      o->free_bytes = capacity_ - std::min(capacity_, used_);
+      return Status::ok();
+    }
+  }
+  return base()->space(p, o);
 }
 
 Status FaultFs::mkdir(const std::string& p) {
@@ -293,6 +337,7 @@ void FaultFs::simulate_crash(CrashMode mode, uint64_t seed) {
   }
   files_.clear();
   dir_log_.clear();
+  used_ = 0;
 }
 
 }  // namespace sb

@@ -11,6 +11,11 @@
 //    (a failed fsync that stays failed).
 //  - set_disk_full(true): every append() fails with kResourceExhausted
 //    (ENOSPC) until cleared.
+//  - set_capacity(bytes): a small disk. The files written through this
+//    FaultFs (from the call on; removed and overwritten ones give their
+//    bytes back) may hold at most `bytes`; an append past it fails with
+//    ENOSPC, and space() reports this disk (total = capacity, free = what
+//    is left) instead of the real one. 0 turns it off.
 // simulate_crash() then rewrites the files it saw written, as the disk would
 // hold them after a power cut:
 //  - kLoseUnsynced: names created or renamed in a directory that was not
@@ -44,6 +49,8 @@ class FaultFs : public ForwardingFs {
   void fail_at(uint64_t n);
   void set_sync_broken(bool broken);
   void set_disk_full(bool full);
+  void set_capacity(uint64_t bytes);
+  uint64_t used_bytes() const;  // bytes of the files written through this FaultFs
   // Every sync() sleeps this long first (a slow disk, for queue tests).
   void set_sync_delay_ms(int ms);
   // Clears every fault, the kill included, and restarts the counters.
@@ -60,6 +67,8 @@ class FaultFs : public ForwardingFs {
   Status rename(const std::string& f, const std::string& t) override;
   Status remove(const std::string& p) override;
   Status mkdir(const std::string& p) override;
+  Status remove_dir(const std::string& p) override;
+  Status space(const std::string& p, SpaceInfo* o) override;
   Status sync_dir(const std::string& p) override;
   Status list(const std::string& d, std::vector<std::string>* n) override;
   Status stat(const std::string& p, FileInfo* o) override;
@@ -69,6 +78,8 @@ class FaultFs : public ForwardingFs {
   // Used by the file wrappers.
   enum class Op { kCreate, kAppend, kSync, kClose, kRename, kRemove, kMkdir, kSyncDir, kTouch, kOpen, kRead, kList, kStat, kLock };
   Status check(Op op, const std::string& path);
+  // Fails with ENOSPC when n more bytes do not fit the capacity.
+  Status reserve_append(const std::string& path, uint64_t n);
   void note_append(const std::string& path, uint64_t n);
   void note_sync(const std::string& path);
 
@@ -90,6 +101,7 @@ class FaultFs : public ForwardingFs {
   uint64_t write_ops_ = 0, all_ops_ = 0;
   bool killed_ = false, fail_hit_ = false, sync_broken_ = false, disk_full_ = false;
   int sync_delay_ms_ = 0;
+  uint64_t capacity_ = 0, used_ = 0;  // used_: sum of files_' sizes
   std::map<std::string, Track> files_;
   std::vector<DirOp> dir_log_;
 };

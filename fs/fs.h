@@ -32,6 +32,13 @@ struct FileInfo {
   bool is_dir = false;
 };
 
+// The size of the file system holding a path, and what an unprivileged
+// writer may still use of it (statvfs f_bavail).
+struct SpaceInfo {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+};
+
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
@@ -70,6 +77,8 @@ class Fs {
   virtual Status remove(const std::string& path) = 0;
   // Creates one directory; OK when it exists already.
   virtual Status mkdir(const std::string& path) = 0;
+  // Removes one empty directory.
+  virtual Status remove_dir(const std::string& path) = 0;
   virtual Status sync_dir(const std::string& path) = 0;
   // Names in a directory, without "." and "..", in no particular order.
   virtual Status list(const std::string& dir, std::vector<std::string>* names) = 0;
@@ -82,6 +91,7 @@ class Fs {
   virtual Status lock(const std::string& path, bool exclusive, std::unique_ptr<FileLock>* out) = 0;
   // Drops the file's pages from the page cache (benchmarks; best effort).
   virtual Status drop_cache(const std::string& path) = 0;
+  virtual Status space(const std::string& path, SpaceInfo* out) = 0;
 };
 
 // The process-wide POSIX file system.
@@ -98,12 +108,14 @@ class ForwardingFs : public Fs {
   Status rename(const std::string& f, const std::string& t) override { return base_->rename(f, t); }
   Status remove(const std::string& p) override { return base_->remove(p); }
   Status mkdir(const std::string& p) override { return base_->mkdir(p); }
+  Status remove_dir(const std::string& p) override { return base_->remove_dir(p); }
   Status sync_dir(const std::string& p) override { return base_->sync_dir(p); }
   Status list(const std::string& d, std::vector<std::string>* n) override { return base_->list(d, n); }
   Status stat(const std::string& p, FileInfo* o) override { return base_->stat(p, o); }
   Status touch(const std::string& p) override { return base_->touch(p); }
   Status lock(const std::string& p, bool e, std::unique_ptr<FileLock>* o) override { return base_->lock(p, e, o); }
   Status drop_cache(const std::string& p) override { return base_->drop_cache(p); }
+  Status space(const std::string& p, SpaceInfo* o) override { return base_->space(p, o); }
 
  protected:
   Fs* base() const { return base_; }

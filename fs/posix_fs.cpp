@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -135,6 +136,17 @@ class PosixFs : public Fs {
     struct stat st;
     if (err == EEXIST && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::ok();
     return errno_status("mkdir", path, err);
+  }
+  Status remove_dir(const std::string& path) override {
+    if (::rmdir(path.c_str()) != 0) return errno_status("remove directory", path, errno);
+    return Status::ok();
+  }
+  Status space(const std::string& path, SpaceInfo* out) override {
+    struct statvfs v;
+    if (::statvfs(path.c_str(), &v) != 0) return errno_status("statvfs", path, errno);
+    out->total_bytes = static_cast<uint64_t>(v.f_blocks) * v.f_frsize;
+    out->free_bytes = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+    return Status::ok();
   }
   Status sync_dir(const std::string& path) override {
     int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -18,16 +18,27 @@ void save(const std::string& dir, const std::string& name, const std::vector<uin
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
+// Header layout of version 2 (docs/bank-format.md).
+constexpr size_t kH = sb::kObjectHeaderBytes;  // 160
+constexpr size_t kPayloadChecksumAt = 120, kHeaderChecksumAt = 152;
+
 void reseal(std::vector<uint8_t>& b) {
-  uint64_t c = XXH3_64bits(b.data(), 120);
-  std::memcpy(b.data() + 120, &c, 8);
+  uint64_t c = XXH3_64bits(b.data(), kHeaderChecksumAt);
+  std::memcpy(b.data() + kHeaderChecksumAt, &c, 8);
+}
+
+sb::Key key_of(uint64_t a, uint64_t b) {
+  const uint64_t w[4] = {a, b, a ^ 0x0f0f0f0f0f0f0f0fULL, b ^ 0xf0f0f0f0f0f0f0f0ULL};
+  sb::Key k;
+  std::memcpy(k.bytes.data(), w, sizeof w);
+  return k;
 }
 
 sb::Object block(int tokens, int seq_elems, int pooled_elems, int64_t position) {
   sb::Object o;
   o.kind = sb::ObjectKind::kBlock;
-  o.key = sb::Key{0x1111222233334444ULL + static_cast<uint64_t>(tokens), 0x5555666677778888ULL};
-  o.parent = sb::Key{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+  o.key = key_of(0x1111222233334444ULL + static_cast<uint64_t>(tokens), 0x5555666677778888ULL);
+  o.parent = key_of(0x0123456789abcdefULL, 0xfedcba9876543210ULL);
   o.position = position;
   for (int t = 0; t < tokens; ++t) o.tokens.push_back(1000 + 37 * t);
   o.parts.push_back(sb::f32_part(std::vector<float>(static_cast<size_t>(tokens * seq_elems), 0.5f)));
@@ -35,7 +46,7 @@ sb::Object block(int tokens, int seq_elems, int pooled_elems, int64_t position) 
   return o;
 }
 
-// A block of the bf16 precision: two-byte values, a version 2 file.
+// A block of the bf16 precision: two-byte values.
 sb::Object bf16_block(int tokens, int seq_elems, int64_t position) {
   sb::Object o = block(tokens, 0, 0, position);
   o.dtype = sb::DType::kBF16;
@@ -53,7 +64,7 @@ sb::Object bf16_block(int tokens, int seq_elems, int64_t position) {
 sb::Object snapshot(int a, int b, int64_t position) {
   sb::Object o;
   o.kind = sb::ObjectKind::kSnapshot;
-  o.key = sb::Key{0xaaaabbbbccccddddULL, static_cast<uint64_t>(a + b)};
+  o.key = key_of(0xaaaabbbbccccddddULL, static_cast<uint64_t>(a + b));
   o.position = position;
   o.parts.push_back(sb::f32_part(std::vector<float>(static_cast<size_t>(a), 3.0f)));
   o.parts.push_back(sb::f32_part(std::vector<float>(static_cast<size_t>(b), 7.0f)));
@@ -72,7 +83,7 @@ int main(int argc, char** argv) {
       {"block_1tok", sb::encode_object(block(1, 1, 0, 0), sb::Retention::kBlock, 0)},
       {"block_4tok", sb::encode_object(block(4, 8, 3, 16), sb::Retention::kBlock, 99)},
       {"block_16tok", sb::encode_object(block(16, 8, 12, 32), sb::Retention::kBlock, 12345)},
-      {"block_noparts", sb::encode_object(sb::Object{sb::ObjectKind::kBlock, sb::Key{1, 2}, sb::Key{3, 4}, 0, {5, 6}, sb::DType::kF32, {}},
+      {"block_noparts", sb::encode_object(sb::Object{sb::ObjectKind::kBlock, key_of(1, 2), key_of(3, 4), 0, {5, 6}, sb::DType::kF32, {}},
                                           sb::Retention::kBlock, 0)},
       {"block_bf16", sb::encode_object(bf16_block(4, 6, 8), sb::Retention::kBlock, 42)},
       {"snapshot_small", sb::encode_object(snapshot(40, 6, 16), sb::Retention::kThinFirst, 7)},
@@ -94,35 +105,36 @@ int main(int argc, char** argv) {
   };
   variant("magic", [](auto& b) { b[0] = 'X'; });
   variant("version0", [](auto& b) { b[8] = 0; reseal(b); });
+  variant("version1", [](auto& b) { b[8] = 1; reseal(b); });
   variant("version3", [](auto& b) { b[8] = 3; reseal(b); });
   variant("incompat_flag", [](auto& b) { b[12] = 1; reseal(b); });
   variant("kind3", [](auto& b) { b[16] = 3; reseal(b); });
   variant("role9", [](auto& b) { b[17] = 9; reseal(b); });
-  variant("dtype2", [](auto& b) { b[18] = 2; reseal(b); });  // bf16 in a version 1 file
-  variant("dtype3", [](auto& b) { b[8] = 2; b[18] = 3; reseal(b); });
-  variant("ntokens_huge", [](auto& b) { std::memset(b.data() + 64, 0xff, 4); reseal(b); });
-  variant("nparts_huge", [](auto& b) { std::memset(b.data() + 68, 0xff, 4); reseal(b); });
-  variant("payload_huge", [](auto& b) { std::memset(b.data() + 72, 0xff, 8); reseal(b); });
-  variant("payload_checksum", [](auto& b) { b[88] ^= 1; reseal(b); });
-  variant("header_checksum", [](auto& b) { b[120] ^= 1; });
-  variant("truncated_header", [](auto& b) { b.resize(64); });
+  variant("dtype2", [](auto& b) { b[18] = 2; reseal(b); });  // f32 values labelled bf16
+  variant("dtype3", [](auto& b) { b[18] = 3; reseal(b); });
+  variant("ntokens_huge", [](auto& b) { std::memset(b.data() + 96, 0xff, 4); reseal(b); });
+  variant("nparts_huge", [](auto& b) { std::memset(b.data() + 100, 0xff, 4); reseal(b); });
+  variant("payload_huge", [](auto& b) { std::memset(b.data() + 104, 0xff, 8); reseal(b); });
+  variant("payload_checksum", [](auto& b) { b[kPayloadChecksumAt] ^= 1; reseal(b); });
+  variant("header_checksum", [](auto& b) { b[kHeaderChecksumAt] ^= 1; });
+  variant("truncated_header", [](auto& b) { b.resize(kH / 2); });
   variant("truncated_payload", [](auto& b) { b.resize(b.size() - 3); });
   variant("trailing", [](auto& b) { b.push_back(0); });
-  variant("zero_payload", [](auto& b) { std::fill(b.begin() + 128, b.end(), 0); });
+  variant("zero_payload", [](auto& b) { std::fill(b.begin() + kH, b.end(), 0); });
   variant("part_table_overflow", [](auto& b) {
-    std::memset(b.data() + 128, 0xff, 8);
-    uint64_t c = XXH3_64bits(b.data() + 128, b.size() - 128);
-    std::memcpy(b.data() + 88, &c, 8);
+    std::memset(b.data() + kH, 0xff, 8);
+    uint64_t c = XXH3_64bits(b.data() + kH, b.size() - kH);
+    std::memcpy(b.data() + kPayloadChecksumAt, &c, 8);
     reseal(b);
   });
   variant("part_table_shifted", [](auto& b) {
-    b[128] -= 1;
-    b[136] += 1;
-    uint64_t c = XXH3_64bits(b.data() + 128, b.size() - 128);
-    std::memcpy(b.data() + 88, &c, 8);
+    b[kH] -= 1;
+    b[kH + 8] += 1;
+    uint64_t c = XXH3_64bits(b.data() + kH, b.size() - kH);
+    std::memcpy(b.data() + kPayloadChecksumAt, &c, 8);
     reseal(b);
   });
-  variant("negative_position", [](auto& b) { b[63] = 0x80; reseal(b); });
+  variant("negative_position", [](auto& b) { b[95] = 0x80; reseal(b); });
   variant("bitflip_middle", [](auto& b) { b[b.size() / 2] ^= 0x10; });
   save(dir, "empty", {});
   save(dir, "one_byte", {0x53});

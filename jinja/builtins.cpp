@@ -461,13 +461,14 @@ Value slice(const Value& object, const Value& start_v, const Value& stop_v, cons
   return Value(std::move(a));
 }
 
+[[noreturn]] void unsupported_operands(const std::string& op, const Value& a, const Value& b, Pos pos) {
+  type_error(pos, "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+}
+
 Value binary_op(const std::string& op, const Value& a, const Value& b, Pos pos) {
   require_defined(a, pos);
   require_defined(b, pos);
-  auto unsupported = [&]() {
-    type_error(pos, "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
-  };
-  if (!a.is_data() || !b.is_data()) unsupported();
+  if (!a.is_data() || !b.is_data()) unsupported_operands(op, a, b, pos);
   if (a.is_number() && b.is_number()) {
     bool ints = is_int(a) && is_int(b);
     if (ints && (op == "+" || op == "-" || op == "*")) {
@@ -502,13 +503,16 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Pos pos) 
     if (op == "**") {
       if (ints && to_int(b) >= 0) {
         int64_t base = to_int(a), e = to_int(b), r = 1;
-        for (int64_t i = 0; i < e; ++i)
+        // |base| <= 1 never overflows: answered without a loop of e steps.
+        if (base == 0 || base == 1) return int_value(e == 0 ? 1 : base);
+        if (base == -1) return int_value(e % 2 ? -1 : 1);
+        for (int64_t i = 0; i < e; ++i)  // overflows within 63 steps
           if (__builtin_mul_overflow(r, base, &r)) type_error(pos, "integer overflow in **");
         return int_value(r);
       }
       return Value(Json(std::pow(to_double(a), to_double(b))));
     }
-    unsupported();
+    unsupported_operands(op, a, b, pos);
   }
   if (op == "+") {
     if (a.is_string() && b.is_string()) return str_value(a.str_ref() + b.str_ref());
@@ -533,7 +537,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Pos pos) 
     return Value(std::move(r));
   }
   if (op == "%" && a.is_string()) type_error(pos, "printf-style string formatting (%) is not supported");
-  unsupported();
+  unsupported_operands(op, a, b, pos);
 }
 
 bool compare_op(const std::string& op, const Value& a, const Value& b, Pos pos) {

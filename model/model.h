@@ -29,6 +29,7 @@
 
 #include "common/status.h"
 #include "model/config.h"
+#include "model/fingerprint.h"
 #include "runtime/kernels.h"
 #include "runtime/state.h"
 
@@ -103,9 +104,10 @@ class Model {
 
   virtual const ModelConfig& config() const = 0;
   virtual const StateSchema& schema() const = 0;
-  // Hex digest of everything that changes the numbers: weights, config, the
-  // dtypes of weights and state, the runtime's numerics version.
+  // model_fingerprint(fingerprint_fields()) (model/fingerprint.h): a digest
+  // of everything that changes the numbers.
   virtual const std::string& fingerprint() const = 0;
+  virtual const FingerprintFields& fingerprint_fields() const = 0;
   // The kernels the forward runs on, e.g. "cpu/bf16/avx512bf16" (part of the
   // fingerprint; runtime/kernels.h).
   virtual const std::string& kernels_name() const = 0;

@@ -1,7 +1,5 @@
 #include "model/transformer.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,15 +28,16 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
 
-  std::string identity = std::string(kNumericsVersion) + "\n" + m->kernels_->name() + "\n" +
-                         m->config_.describe() + "\n" + m->schema_.describe() + "\n" +
-                         m->checkpoint_->weights_digest() + "\n";
-  for (const auto& [name, t] : m->checkpoint_->tensors()) identity += name + ":" + dtype_name(t.dtype) + ";";
-  XXH128_hash_t h = XXH3_128bits(identity.data(), identity.size());
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  m->fingerprint_ = hex;
+  FingerprintFields& f = m->fingerprint_fields_;
+  f.numerics_version = kNumericsVersion;
+  f.kernel_variant = m->kernels_->name();
+  f.isa = compiled_isa();
+  f.precision = precision_name(ko.precision);  // what the kernels compute in
+  f.config = m->config_.describe();
+  f.state_schema = m->schema_.describe();
+  f.weights_digest = m->checkpoint_->weights_digest();
+  for (const auto& [name, t] : m->checkpoint_->tensors()) f.tensor_dtypes += name + ":" + dtype_name(t.dtype) + ";";
+  m->fingerprint_ = model_fingerprint(f);
   *out = std::move(m);
   return Status::ok();
 }

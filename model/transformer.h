@@ -98,6 +98,7 @@ class Transformer final : public Model {
   const ModelConfig& config() const override { return config_; }
   const StateSchema& schema() const override { return schema_; }
   const std::string& fingerprint() const override { return fingerprint_; }
+  const FingerprintFields& fingerprint_fields() const override { return fingerprint_fields_; }
   const std::string& kernels_name() const override { return kernels_->name(); }
   Status forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const override;
   Status verify_state(const State& state) const override;
@@ -150,6 +151,7 @@ class Transformer final : public Model {
 
   ModelConfig config_;
   StateSchema schema_;
+  FingerprintFields fingerprint_fields_;
   std::string fingerprint_;
   std::unique_ptr<Checkpoint> checkpoint_;
   WeightSet weights_;

@@ -70,6 +70,7 @@ struct BankTierStats {
   std::map<std::string, uint64_t> bytes;         // by object kind ("block", "snapshot")
   std::map<std::string, uint64_t> objects;       // by object kind
   uint64_t evictions = 0;
+  uint64_t quarantined = 0;  // objects taken out after a failed check
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t bytes_read = 0;
@@ -90,13 +91,14 @@ struct BankStatsView {
   std::optional<RemoteTierView> remote;
   uint64_t audits = 0;             // restored requests recomputed cold
   uint64_t audit_mismatches = 0;   // ... that differed (a broken promise)
+  uint64_t audits_dropped = 0;     // sampled, but the audit queue was full or a request interrupted it
 };
 
 // A pin request (POST /v1/bank/pins): a prompt's tokens in a namespace, or
 // a stored chain by the key of its last block.
 struct PinSpec {
   bool by_chain = false;
-  std::string chain;            // 32 hex digits (by_chain)
+  std::string chain;            // 64 hex digits (by_chain)
   std::vector<int32_t> tokens;  // the prompt (otherwise)
   std::string name_space;       // the prompt's namespace
   int64_t ttl_s = 0;
@@ -107,7 +109,7 @@ struct PinSpec {
 struct FlushSpec {
   enum class Scope { kAll, kNamespace, kRoot } scope = Scope::kAll;
   std::string name_space;  // kNamespace
-  std::string root;        // kRoot: 32 hex digits
+  std::string root;        // kRoot: 64 hex digits
 };
 
 class Backend {
@@ -134,6 +136,11 @@ class Backend {
 
   // Runs one request through the engine (Engine::complete's contract).
   virtual Status complete(const CompletionRequest& request, CompletionResult* result) = 0;
+  // The response to a completed request is finished (built, or its stream's
+  // last event written): the audit's hook (server/audit.h). Not called for
+  // failed or client-cancelled requests; called when a stop string ended
+  // generation. Must return at once.
+  virtual void response_finished(const CompletionRequest& request, const CompletionResult& result) {}
 
   virtual BankStatsView bank_stats() const = 0;
   virtual nlohmann::json bank_stats_json() const = 0;

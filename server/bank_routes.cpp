@@ -51,16 +51,16 @@ std::string string_field(const json& body, const char* name) {
 }
 
 // The namespace a pin or flush names: `namespace` verbatim (as listed by
-// /v1/bank/prefixes), else the one a completion with this key and
-// `cache_salt` would use.
-std::string namespace_of(const json& body, bool has_key, const std::string& key) {
+// /v1/bank/prefixes), else the one a completion by this tenant (null
+// without keys) with this `cache_salt` would use.
+std::string namespace_of(const json& body, const Tenant* tenant) {
   const bool explicit_ns = field(body, "namespace") != nullptr, salted = field(body, "cache_salt") != nullptr;
   if (explicit_ns && salted) throw ApiException{bad_request("namespace", "give at most one of 'namespace' and 'cache_salt'")};
   if (explicit_ns) return string_field(body, "namespace");
-  return derive_namespace(has_key, key, salted, salted ? string_field(body, "cache_salt") : "");
+  return request_namespace(tenant, salted, salted ? string_field(body, "cache_salt") : "");
 }
 
-PinSpec parse_pin(const json& body, const Backend& backend, bool has_key, const std::string& key) {
+PinSpec parse_pin(const json& body, const Backend& backend, const Tenant* tenant) {
   PinSpec spec;
   const json* ttl = field(body, "ttl_s");
   if (!ttl || !ttl->is_number_integer() || ttl->get<int64_t>() < 1 || ttl->get<int64_t>() > kMaxTtlSeconds)
@@ -78,7 +78,7 @@ PinSpec parse_pin(const json& body, const Backend& backend, bool has_key, const 
     spec.chain = string_field(body, "chain");
     return spec;
   }
-  spec.name_space = namespace_of(body, has_key, key);
+  spec.name_space = namespace_of(body, tenant);
   if (prompt->is_string()) {
     check(backend.encode(prompt->get<std::string>(), &spec.tokens), "prompt");
   } else if (prompt->is_array()) {
@@ -93,7 +93,7 @@ PinSpec parse_pin(const json& body, const Backend& backend, bool has_key, const 
   return spec;
 }
 
-FlushSpec parse_flush(const json& body, bool has_key, const std::string& key) {
+FlushSpec parse_flush(const json& body, const Tenant* tenant) {
   FlushSpec spec;
   int given = 0;
   for (const char* name : {"all", "namespace", "cache_salt", "root"}) given += field(body, name) ? 1 : 0;
@@ -107,7 +107,7 @@ FlushSpec parse_flush(const json& body, bool has_key, const std::string& key) {
     spec.root = string_field(body, "root");
   } else {
     spec.scope = FlushSpec::Scope::kNamespace;
-    spec.name_space = namespace_of(body, has_key, key);
+    spec.name_space = namespace_of(body, tenant);
   }
   return spec;
 }
@@ -153,8 +153,8 @@ void Server::install_bank_routes() {
     res.set_content(dump_json(out), kJson);
   }, admin));
   http_->Post("/v1/bank/pins", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    const std::string key = check_admin(req);
-    const PinSpec spec = parse_pin(parse_body(req.body, options_.limits), *backend_, options_.has_api_key, key);
+    const Tenant* tenant = check_admin(req);
+    const PinSpec spec = parse_pin(parse_body(req.body, options_.limits), *backend_, tenant);
     json out;
     check(backend_->bank_pin(spec, &out), spec.by_chain ? "chain" : "prompt");
     res.set_content(dump_json(out), kJson);
@@ -164,9 +164,9 @@ void Server::install_bank_routes() {
     res.set_content(dump_json(json{{"id", std::string(req.matches[1])}, {"deleted", true}}), kJson);
   }, admin));
   http_->Post("/v1/bank/flush", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    const std::string key = check_admin(req);
+    const Tenant* tenant = check_admin(req);
     json out;
-    check(backend_->bank_flush(parse_flush(parse_body(req.body, options_.limits), options_.has_api_key, key), &out));
+    check(backend_->bank_flush(parse_flush(parse_body(req.body, options_.limits), tenant), &out));
     res.set_content(dump_json(out), kJson);
   }, admin));
 

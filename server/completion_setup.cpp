@@ -118,7 +118,11 @@ PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits&
   }
   creq.stop_tokens = setup.stop_token_ids;
   creq.cache_mode = cache_mode;
-  creq.name_space = derive_namespace(in.has_api_key, in.api_key, common->has_cache_salt, common->cache_salt);
+  creq.name_space = request_namespace(in.tenant, common->has_cache_salt, common->cache_salt);
+  if (!in.shared_tenant.empty() && in.tenant != nullptr && in.tenant->name != in.shared_tenant) {
+    const Tenant shared{in.shared_tenant, false};
+    creq.shared_name_space = request_namespace(&shared, false, "");
+  }
   setup.stream = common->stream;
   setup.include_usage = common->include_usage;
   setup.stop = common->stop;

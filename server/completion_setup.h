@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "server/backend.h"
 #include "server/generation.h"
+#include "server/namespace.h"
 #include "server/request_parse.h"
 
 namespace sb {
@@ -21,8 +22,8 @@ struct CompletionInput {
   std::string_view body;
   std::string cache_mode_header;  // X-Cache-Mode
   bool chat = false;
-  bool has_api_key = false;
-  std::string api_key;            // the presented key (empty without one)
+  const Tenant* tenant = nullptr;  // the presented key's tenant (null without keys)
+  std::string shared_tenant;       // --shared-namespace (empty: none)
   std::string request_id;
 };
 

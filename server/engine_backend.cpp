@@ -29,8 +29,8 @@ json tier_json(const TierStats& s) {
   json j = {{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
             {"block_bytes", s.block_bytes}, {"snapshot_bytes", s.snapshot_bytes},
             {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
-            {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"bytes_read", s.bytes_read},
-            {"bytes_written", s.bytes_written}};
+            {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"quarantined", s.quarantined},
+            {"bytes_read", s.bytes_read}, {"bytes_written", s.bytes_written}};
   for (const auto& [k, v] : s.facts) j[k] = v;
   for (const auto& [k, v] : s.counts) j[k] = v;
   return j;
@@ -44,14 +44,13 @@ BankTierStats tier_view(TierKind kind, const TierStats& s) {
   t.objects["block"] = s.blocks;
   t.objects["snapshot"] = s.snapshots;
   t.evictions = s.evictions;
+  t.quarantined = s.quarantined;
   t.hits = s.hits;
   t.misses = s.misses;
   t.bytes_read = s.bytes_read;
   t.bytes_written = s.bytes_written;
   return t;
 }
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 }  // namespace
 
@@ -81,12 +80,21 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   eo.max_running = options.max_running;
   eo.batch_tokens = options.batch_tokens;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
+  if (options.audit_rate > 0 && b->bank_) {
+    AuditOptions ao;
+    ao.rate = options.audit_rate;
+    EngineBackend* self = b.get();
+    ao.idle = [self] { return self->running_.load() == 0; };
+    b->auditor_ = std::make_unique<Auditor>(*b->engine_, b->bank_, ao);
+  }
   *out = std::move(b);
   return Status::ok();
 }
 
 EngineBackend::~EngineBackend() {
-  // The engine refers to the bank: drop it first.
+  // The auditor uses the engine, which refers to the bank: drop them in
+  // that order.
+  auditor_.reset();
   engine_.reset();
 }
 
@@ -136,46 +144,14 @@ Status EngineBackend::complete(const CompletionRequest& request, CompletionResul
     std::lock_guard<std::mutex> lock(namespaces_mu_);
     if (namespaces_.size() < 4096) namespaces_.emplace(root, request.name_space);
   }
-  SB_RETURN_IF_ERROR(engine_->complete(request, result));
-  if (options_.audit_rate > 0 && request.cache_mode != CacheMode::kBypass && result->restore.restore_point > 0 &&
-      result->finish_reason != "cancelled") {
-    bool due = false;
-    {
-      std::lock_guard<std::mutex> lock(audit_mu_);
-      audit_credit_ += options_.audit_rate;
-      if (audit_credit_ >= 1.0) {
-        audit_credit_ -= 1.0;
-        due = true;
-      }
-    }
-    if (due) audit(request, *result);
-  }
-  return Status::ok();
+  running_.fetch_add(1);
+  Status s = engine_->complete(request, result);
+  running_.fetch_sub(1);
+  return s;
 }
 
-void EngineBackend::audit(const CompletionRequest& request, const CompletionResult& served) {
-  CompletionRequest cold = request;
-  cold.cache_mode = CacheMode::kBypass;
-  cold.on_token = nullptr;
-  cold.max_tokens = static_cast<int64_t>(served.tokens.size());
-  CompletionResult again;
-  audits_++;
-  Status s = cold.max_tokens > 0 ? engine_->complete(cold, &again) : Status::ok();
-  bool same = s.is_ok() && again.tokens.size() == served.tokens.size();
-  for (size_t i = 0; same && i < served.tokens.size(); ++i) {
-    const auto &a = served.tokens[i], &b = again.tokens[i];
-    same = a.token == b.token && same_bits(a.logprob, b.logprob) && a.top.size() == b.top.size();
-    for (size_t k = 0; same && k < a.top.size(); ++k)
-      same = a.top[k].token == b.top[k].token && same_bits(a.top[k].logprob, b.top[k].logprob);
-  }
-  if (!same) {
-    audit_mismatches_++;
-    std::fprintf(stderr,
-                 "statebank serve: AUDIT MISMATCH: a request restored at %lld tokens (%s) differs from its cold "
-                 "recomputation%s\n",
-                 static_cast<long long>(served.restore.restore_point), served.restore.mode.name(),
-                 s.is_ok() ? "" : (": " + s.to_string()).c_str());
-  }
+void EngineBackend::response_finished(const CompletionRequest& request, const CompletionResult& result) {
+  if (auditor_) auditor_->offer(request, result);
 }
 
 BankStatsView EngineBackend::bank_stats() const {
@@ -202,8 +178,12 @@ BankStatsView EngineBackend::bank_stats() const {
     r.write_errors = s.write_errors;
     v.remote = r;
   }
-  v.audits = audits_.load();
-  v.audit_mismatches = audit_mismatches_.load();
+  if (auditor_) {
+    const AuditStats a = auditor_->stats();
+    v.audits = a.audits;
+    v.audit_mismatches = a.mismatches;
+    v.audits_dropped = a.dropped + a.interrupted;
+  }
   return v;
 }
 
@@ -224,7 +204,8 @@ json EngineBackend::bank_stats_json() const {
     j["pins"] = bank_->pins().size();
     BankStats b = bank_->stats();
     j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
-                 {"check_failures", b.check_failures}, {"published", b.published}, {"promoted", b.promoted}};
+                 {"check_failures", b.check_failures}, {"quarantined", b.quarantined}, {"published", b.published},
+                 {"promoted", b.promoted}};
   }
   EngineStats e = engine_->stats();
   json modes = json::object();
@@ -239,7 +220,10 @@ json EngineBackend::bank_stats_json() const {
                  {"steps", e.steps},
                  {"step_tokens", e.step_tokens},
                  {"peak_batch", e.peak_batch}};
-  j["audit"] = {{"rate", options_.audit_rate}, {"audits", audits_.load()}, {"mismatches", audit_mismatches_.load()}};
+  AuditStats a = auditor_ ? auditor_->stats() : AuditStats{};
+  j["audit"] = {{"rate", options_.audit_rate}, {"offered", a.offered},       {"audits", a.audits},
+                {"mismatches", a.mismatches},  {"quarantined", a.quarantined}, {"dropped", a.dropped},
+                {"interrupted", a.interrupted}, {"errors", a.errors}};
   return j;
 }
 
@@ -330,7 +314,7 @@ Status EngineBackend::bank_pin(const PinSpec& spec, json* out) {
   Pin pin;
   if (spec.by_chain) {
     Key tail;
-    if (!Key::from_hex(spec.chain, &tail)) return Status::invalid("chain must be 32 hex digits");
+    if (!Key::from_hex(spec.chain, &tail)) return Status::invalid("chain must be 64 hex digits");
     SB_RETURN_IF_ERROR(bank_->pin_chain(tail, ttl_ms, &pin));
   } else {
     const int64_t B = options_.block_tokens;
@@ -370,7 +354,7 @@ Status EngineBackend::bank_flush(const FlushSpec& spec, json* out) {
       SB_RETURN_IF_ERROR(bank_->flush(&root, &r));
       break;
     case FlushSpec::Scope::kRoot:
-      if (!Key::from_hex(spec.root, &root)) return Status::invalid("root must be 32 hex digits");
+      if (!Key::from_hex(spec.root, &root)) return Status::invalid("root must be 64 hex digits");
       SB_RETURN_IF_ERROR(bank_->flush(&root, &r));
       break;
   }

@@ -3,11 +3,10 @@
 // RAM, SSD, and a shared Redis with --remote) and the Engine that serves
 // requests through them.
 //
-// Audit (--audit RATE): a fraction RATE of the requests that restored a
-// prefix are run again with the bank bypassed, inline, and compared token
-// for token and bit for bit; a difference is logged loudly and counted
-// (statebank_audit_mismatches_total). Which requests are audited is decided
-// by a counter, not a clock or a random draw, so a run is reproducible.
+// Audit (--audit RATE): response_finished() offers each finished request to
+// an Auditor (server/audit.h), which recomputes a sampled share of the
+// restored ones cold, in the background while no request runs, and
+// quarantines what a mismatch used.
 //
 // Thread safety: every Backend method may be called from many threads.
 #pragma once
@@ -23,6 +22,7 @@
 #include "bank/bank_factory.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/audit.h"
 #include "server/backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -69,10 +69,11 @@ class EngineBackend : public Backend {
 
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
+  bool enable_thinking(const ChatParams& params) const;
+  void response_finished(const CompletionRequest& request, const CompletionResult& result) override;
   // The namespace whose root is `root`, among those served since start.
   nlohmann::json namespace_of(const Key& root) const;
   nlohmann::json pin_json(const Pin& pin) const;
-  void audit(const CompletionRequest& request, const CompletionResult& served);
 
   EngineBackendOptions options_;
   std::unique_ptr<Model> model_;
@@ -84,9 +85,8 @@ class EngineBackend : public Backend {
   std::unique_ptr<TieredBank> tiers_;
   Bank* bank_ = nullptr;  // tiers_->bank(); null without tiers
   std::unique_ptr<Engine> engine_;
-  std::mutex audit_mu_;
-  double audit_credit_ = 0;
-  std::atomic<uint64_t> audits_{0}, audit_mismatches_{0};
+  std::atomic<int> running_{0};  // complete() calls in progress: the audit runs when 0
+  std::unique_ptr<Auditor> auditor_;
   // Root key -> namespace, for the operator's listings (bounded).
   mutable std::mutex namespaces_mu_;
   std::unordered_map<Key, std::string, KeyHash> namespaces_;

@@ -36,6 +36,9 @@ inline ApiError too_large(std::string param, std::string message, std::string co
 inline ApiError unauthorized(std::string message) {
   return ApiError{401, std::move(message), "invalid_request_error", "", "invalid_api_key"};
 }
+inline ApiError forbidden(std::string message) {
+  return ApiError{403, std::move(message), "invalid_request_error", "", "admin_key_required"};
+}
 inline ApiError not_found(std::string param, std::string message, std::string code) {
   return ApiError{404, std::move(message), "invalid_request_error", std::move(param), std::move(code)};
 }

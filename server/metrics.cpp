@@ -130,6 +130,9 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
     for (const auto& t : bank.tiers)
       out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.*field) + "\n";
   };
+  per_tier("statebank_bank_quarantined_total",
+           "Objects taken out of a tier after a failed check (checksum, tokens, compose, audit), by tier.",
+           &BankTierStats::quarantined);
   per_tier("statebank_bank_hits_total", "Objects a tier served (its checks passed), by tier.", &BankTierStats::hits);
   per_tier("statebank_bank_misses_total", "Reads a tier could not serve (absent, failed a check, unavailable), by tier.",
            &BankTierStats::misses);
@@ -172,6 +175,9 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   out += "statebank_audits_total " + std::to_string(bank.audits) + "\n";
   header(out, "statebank_audit_mismatches_total", "counter", "Audited requests whose cold result differed.");
   out += "statebank_audit_mismatches_total " + std::to_string(bank.audit_mismatches) + "\n";
+  header(out, "statebank_audits_dropped_total", "counter",
+         "Sampled audits not run: the audit queue was full, or a request arrived while one ran.");
+  out += "statebank_audits_dropped_total " + std::to_string(bank.audits_dropped) + "\n";
   header(out, "statebank_queue_depth", "gauge", "Requests waiting for a model worker.");
   out += "statebank_queue_depth " + std::to_string(queued) + "\n";
   header(out, "statebank_running_requests", "gauge", "Requests a model worker is running.");

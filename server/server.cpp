@@ -91,18 +91,23 @@ void Server::respond_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump_json(e.to_json()), kJson);
 }
 
-std::string Server::check_auth(const httplib::Request& req) const {
-  if (!options_.has_api_key) return {};
+const Tenant* Server::check_auth(const httplib::Request& req) const {
+  if (options_.keys.empty()) return nullptr;
   std::string header = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
     throw ApiException{unauthorized("missing API key: send 'Authorization: Bearer KEY'")};
-  std::string key = header.substr(prefix.size());
-  if (!api_key_matches(key, options_.api_key)) throw ApiException{unauthorized("invalid API key")};
-  return key;
+  const Tenant* tenant = options_.keys.find(header.substr(prefix.size()));
+  if (tenant == nullptr) throw ApiException{unauthorized("invalid API key")};
+  return tenant;
 }
 
-std::string Server::check_admin(const httplib::Request& req) const { return check_auth(req); }
+const Tenant* Server::check_admin(const httplib::Request& req) const {
+  const Tenant* tenant = check_auth(req);
+  if (tenant != nullptr && !tenant->admin)
+    throw ApiException{forbidden("this route shows every tenant's bank traffic: it needs an admin key")};
+  return tenant;
+}
 
 Server::Route Server::guarded(Route fn, bool admin) {
   return [this, fn = std::move(fn), admin](const httplib::Request& req, httplib::Response& res) {
@@ -154,7 +159,7 @@ void Server::install_routes() {
   http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(backend_->bank_stats(), scheduler_.queued(), scheduler_.running()),
                     "text/plain; version=0.0.4; charset=utf-8");
-  }));
+  }, /*admin=*/true));
   install_bank_routes();
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, false);
@@ -209,12 +214,12 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
   bool streaming = false;
   try {
     CompletionInput in;
-    in.api_key = check_auth(req);
+    in.tenant = check_auth(req);
     if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
     in.body = req.body;
     in.cache_mode_header = req.get_header_value("X-Cache-Mode");
     in.chat = chat;
-    in.has_api_key = options_.has_api_key;
+    in.shared_tenant = options_.shared_tenant;
     in.request_id = request_id;
     std::shared_ptr<Call> call = start_call(prepare_completion(*backend_, options_.limits, in), arrived, request_id);
     submit(*call);
@@ -318,7 +323,7 @@ void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Respons
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [call](size_t, httplib::DataSink& sink) {
+      [this, call](size_t, httplib::DataSink& sink) {
         for (;;) {
           bool closed = false;
           const std::deque<std::string> batch = call->events->take(std::chrono::milliseconds(100), &closed);
@@ -330,6 +335,9 @@ void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Respons
           }
           if (closed) {
             sink.done();
+            // The last event is written: only now may an audit look at it.
+            const Job& job = *call->job;
+            if (job.status && !job.cancelled) backend_->response_finished(job.request, job.result);
             return true;
           }
           if (batch.empty() && !sink.is_writable()) {
@@ -360,6 +368,8 @@ void Server::respond_when_done(const Call& call, const httplib::Request& req, ht
     throw ApiException{internal_error(call.request_id)};
   } else {
     res.set_content(dump_json(call.generation->response(job.result)), kJson);
+    // The response is complete; the audit (if any) starts from here.
+    backend_->response_finished(job.request, job.result);
   }
 }
 

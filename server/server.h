@@ -10,9 +10,11 @@
 //  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}})
 //     with the status interface.md lists; a 500 is logged to stderr with the
 //     request id that the response (and its X-Request-Id header) carries.
-//  2. With an API key configured, every route but /health needs
-//     `Authorization: Bearer KEY` (else 401), and the bank namespace is derived
-//     from the key (server/namespace.h).
+//  2. With API keys configured, every route but /health needs
+//     `Authorization: Bearer KEY` (else 401); the key names a tenant, whose
+//     namespace the request's bank state lives in (server/namespace.h). The
+//     bank admin routes (/v1/bank, /metrics: they show every tenant's
+//     traffic) need an admin key (else 403); check_admin() is their guard.
 //  3. Completions queue in front of the engine (server/scheduler.h), which
 //     batches up to max_running of them: a full queue is 429 with
 //     Retry-After, a server that is shutting down answers 503.
@@ -29,7 +31,7 @@
 //     (limits.max_prompt_tokens).
 //  7. shutdown() finishes what was accepted, stops listening, then flushes
 //     the bank's SSD write queue, all within the deadline.
-//  6. The operator's routes need the admin key when keys are configured
+//  8. The operator's routes need the admin key when keys are configured
 //     (check_admin); the page itself is static and public (it holds no data,
 //     and asks for the key when the API answers 401).
 // Thread safety: construct, bind() and serve() from one thread; shutdown()
@@ -50,6 +52,7 @@
 #include "server/backend.h"
 #include "server/completion_setup.h"
 #include "server/metrics.h"
+#include "server/namespace.h"
 #include "server/request_parse.h"
 #include "server/scheduler.h"
 
@@ -64,8 +67,10 @@ namespace sb {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                   // 0: any free port
-  bool has_api_key = false;
-  std::string api_key;
+  ApiKeys keys;                      // empty: no keys (loopback, single user)
+  // A tenant whose unsalted namespace every other tenant may restore from
+  // (server/namespace.h); empty: none. REQUIRES: a tenant of `keys`.
+  std::string shared_tenant;
   size_t max_body_bytes = 16u << 20;
   ParseLimits limits;                // vocab_size is taken from the backend; max_prompt_tokens
                                      // 0 or above the context length means the context length
@@ -107,10 +112,11 @@ class Server {
   void respond_when_done(const Call& call, const httplib::Request& req, httplib::Response& res);
 
   void respond_error(httplib::Response& res, const ApiError& e);
-  std::string check_auth(const httplib::Request& req) const;  // the presented key; throws ApiException
-  // The one check every operator route makes: today the server's single key
-  // (with tenants, the admin key). Returns the presented key; throws.
-  std::string check_admin(const httplib::Request& req) const;
+  // The tenant of the presented key (null without keys); throws ApiException.
+  const Tenant* check_auth(const httplib::Request& req) const;
+  // The one check every operator route makes: check_auth, and with keys
+  // configured the tenant must be an admin. Returns the tenant; throws.
+  const Tenant* check_admin(const httplib::Request& req) const;
   using Route = std::function<void(const httplib::Request&, httplib::Response&)>;
   // Wraps a route: request id, the check (check_auth, or check_admin when
   // `admin`), errors as OpenAI-shaped responses.

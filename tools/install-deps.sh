@@ -10,7 +10,7 @@ apt_packages=(
   cmake ninja-build g++ pkg-config git
   libgtest-dev libgmock-dev
   nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libssl-dev
   libhiredis-dev redis-server
   nodejs npm
   # The /bank page's browser test: headless Debian chromium, driven by

@@ -70,7 +70,7 @@ void RedisTier::log(const std::string& message) const {
 }
 
 std::string RedisTier::redis_key(ObjectKind kind, const Key& key) const {
-  return options_.key_prefix + (kind == ObjectKind::kBlock ? "blk:" : "snp:") + key_to_hex(key);
+  return options_.key_prefix + (kind == ObjectKind::kBlock ? "blk:" : "snp:") + key.hex();
 }
 
 Status RedisTier::connect(RedisDeadline deadline, std::unique_ptr<RedisConnection>* out) const {
@@ -298,6 +298,24 @@ Status RedisTier::put(const ObjectRef& object, Retention retention) {
   return Status::ok();
 }
 
+bool RedisTier::quarantine(ObjectKind kind, const Key& key, const std::string& why) {
+  // Redis keeps nothing aside: the value is deleted at once (one round trip,
+  // bounded by the time-out), so no replica restores it again.
+  const std::string name = redis_key(kind, key);
+  const RedisCommand del = {"DEL", name};
+  std::vector<RedisReplyPtr> replies;
+  const Status s = call(std::span<const RedisCommand>(&del, 1), &replies);
+  const bool removed = s.is_ok() && replies.size() == 1 && is_integer_one(replies[0].get());
+  if (removed) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.tier.quarantined;
+    ++stats_.deleted;
+  }
+  if (removed || !s.is_ok())
+    log("quarantined " + name + " (" + why + ")" + (s.is_ok() ? "; deleted" : "; not deleted: " + s.message()));
+  return removed;
+}
+
 void RedisTier::schedule_delete(ObjectKind kind, const Key& key) const {
   std::lock_guard<std::mutex> l(mu_);
   // Unavailable, closed or full: the next reader finds it again.
@@ -307,18 +325,22 @@ void RedisTier::schedule_delete(ObjectKind kind, const Key& key) const {
   work_cv_.notify_all();
 }
 
+void RedisTier::drop_queue() {
+  for (const auto& j : queue_)
+    if (j.object) ++stats_.dropped_puts;
+  finished_ += queue_.size();
+  queue_.clear();
+  queue_bytes_ = 0;
+  pending_.clear();
+  done_cv_.notify_all();
+}
+
 void RedisTier::worker_loop() {
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     if (!available_) {
       // Nothing can be written: drop what waits (put() drops too meanwhile).
-      for (const auto& j : queue_)
-        if (j.object) ++stats_.dropped_puts;
-      finished_ += queue_.size();
-      queue_.clear();
-      queue_bytes_ = 0;
-      pending_.clear();
-      done_cv_.notify_all();
+      drop_queue();
       if (stop_) return;
       if (RedisClock::now() < next_probe_) {
         work_cv_.wait_until(l, next_probe_, [&] { return stop_; });
@@ -519,13 +541,7 @@ Status RedisTier::close(RedisDeadline deadline) {
   std::lock_guard<std::mutex> l(mu_);
   if (!closed_) {
     closed_ = true;
-    for (const auto& j : queue_)
-      if (j.object) ++stats_.dropped_puts;
-    finished_ += queue_.size();
-    queue_.clear();
-    queue_bytes_ = 0;
-    pending_.clear();
-    done_cv_.notify_all();
+    drop_queue();
   }
   return s;
 }

@@ -5,8 +5,8 @@
 // Values are object images in the SSD tier's self-checking format
 // (bank/format.h: header, checksums, stored tokens, key, schema digest),
 // under the names
-//     <prefix>blk:<32 hex of the key>    block objects
-//     <prefix>snp:<32 hex of the key>    snapshot objects
+//     <prefix>blk:<64 hex of the key>    block objects
+//     <prefix>snp:<64 hex of the key>    snapshot objects
 // (the model fingerprint, the namespace and the format version are inside
 // every chain key, so replicas of different models never share a name).
 //
@@ -119,6 +119,10 @@ class RedisTier : public Tier {
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override;
   void get_many(std::span<TierRead> reads) override;
   Status put(const ObjectRef& object, Retention retention) override;
+  // Deletes the value from Redis now (one DEL, bounded by `timeout`); true
+  // when it was there. Unavailable: false, and it is left for the next
+  // reader's checks.
+  bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override;
   // The common counters, plus the ones below as `counts` and the URL as a
   // fact (what /v1/bank shows under "remote").
   TierStats stats() const override;
@@ -155,6 +159,8 @@ class RedisTier : public Tier {
   Status decode_reply(ObjectKind kind, const Key& key, const redisReply* reply, ObjectRef* out) const;
   void schedule_delete(ObjectKind kind, const Key& key) const;
   void worker_loop();
+  // Drops every waiting write (counted as dropped puts) and wakes flush(); under mu_.
+  void drop_queue();
   void probe();
   void write_batch(std::vector<Job>& jobs);
   void log(const std::string& message) const;

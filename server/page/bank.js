@@ -134,15 +134,21 @@ function renderTtftChart(requests) {
   }
 }
 
-// A namespace as people read it: the key's digest shortened, the salt as is.
+// A namespace as people read it (server/namespace.h): its length-prefixed
+// parts, "t<len>:<tenant>" then "s<len>:<salt>", as "tenant X · salt Y".
 function namespaceText(ns) {
   if (ns === '') return '(default)';
-  const key = /^k64:([0-9a-f]{64})/.exec(ns);
-  const salt = /s\d+:(.*)$/.exec(key ? ns.slice(key[0].length) : ns);
   const parts = [];
-  if (key) parts.push('key ' + key[1].slice(0, 8) + '…');
-  if (salt) parts.push('salt ' + salt[1]);
-  return parts.length ? parts.join(' · ') : ns;
+  let at = 0;
+  while (at < ns.length) {
+    const head = /^([ts])(\d+):/.exec(ns.slice(at));
+    if (!head) return ns;
+    const len = Number(head[2]);
+    const value = ns.slice(at + head[0].length, at + head[0].length + len);
+    parts.push((head[1] === 't' ? 'tenant ' : 'salt ') + value);
+    at += head[0].length + len;
+  }
+  return parts.join(' · ');
 }
 
 function reasonText(restore) {

@@ -110,9 +110,18 @@ class CorruptingTier : public Tier {
   explicit CorruptingTier(TierKind kind) : kind_(kind), inner_(1 << 24) {}
   TierKind kind() const override { return kind_; }
   bool contains(ObjectKind kind, const Key& key) const override { return inner_.contains(kind, key); }
+  // As a tier must: a copy failing its own check is quarantined and counted.
   Status get(ObjectKind kind, const Key& key, ObjectRef* out) override {
-    if (bad_.count({kind, key})) return Status::corruption("checksum mismatch (injected)");
+    if (bad_.count({kind, key})) {
+      ++own_failures;
+      (void)quarantine(kind, key, "checksum mismatch (injected)");
+      return Status::corruption("checksum mismatch (injected)");
+    }
     return inner_.get(kind, key, out);
+  }
+  bool quarantine(ObjectKind kind, const Key& key, const std::string& why) override {
+    bad_.erase({kind, key});
+    return inner_.quarantine(kind, key, why);
   }
   Status put(const ObjectRef& object, Retention retention) override { return inner_.put(object, retention); }
   void get_many(std::span<TierRead> reads) override {
@@ -120,8 +129,13 @@ class CorruptingTier : public Tier {
     batch_reads += reads.size();
     Tier::get_many(reads);
   }
-  TierStats stats() const override { return inner_.stats(); }
+  TierStats stats() const override {
+    TierStats s = inner_.stats();
+    s.check_failures = own_failures;
+    return s;
+  }
   void corrupt(ObjectKind kind, const Key& key) { bad_.insert({kind, key}); }
+  uint64_t own_failures = 0;
   int batches = 0;
   size_t batch_reads = 0;
   RamTier& inner() { return inner_; }
@@ -149,7 +163,17 @@ TEST(Bank, ACorruptObjectIsAMissAndTheWalkFallsBack) {
   r = lookup_and_verify(bank, schema, tokens);
   EXPECT_EQ(r.plan.restore_point, 2 * kB);
   EXPECT_EQ(r.plan.check_failures, 1);  // the snapshot at 7B is not even read: block 3 fails first
-  EXPECT_EQ(bank.stats().check_failures, 2u);
+  // Each failure counted once, by the tier whose check found it, and each
+  // copy taken out of the tier: the next walk meets a hole, not the failure.
+  EXPECT_EQ(tier.stats().check_failures, 2u);
+  EXPECT_EQ(tier.stats().quarantined, 2u);
+  EXPECT_EQ(bank.stats().check_failures, 0u);
+  EXPECT_FALSE(tier.contains(ObjectKind::kBlock, keys[3]));
+  EXPECT_FALSE(tier.contains(ObjectKind::kSnapshot, keys[7]));
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 2 * kB);
+  EXPECT_EQ(r.plan.check_failures, 0);
+  EXPECT_EQ(tier.stats().check_failures, 2u);
 }
 
 TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
@@ -176,6 +200,45 @@ TEST(Bank, StoredTokensThatDifferFromThePromptAreAMiss) {
   EXPECT_EQ(r.plan.matched_tokens, 3 * kB);
   EXPECT_EQ(r.plan.restore_point, kB);
   EXPECT_EQ(r.plan.check_failures, 1);
+
+  // Self-healing: the forged block is out of the tier, counted once; the
+  // next lookup sees a hole there, and once the right block is published
+  // again (what a cold request does) the whole prefix restores.
+  EXPECT_FALSE(ram.contains(ObjectKind::kBlock, keys[2]));
+  EXPECT_EQ(ram.stats().quarantined, 1u);
+  EXPECT_EQ(bank.stats().check_failures, 1u);
+  EXPECT_EQ(bank.stats().quarantined, 1u);
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.matched_tokens, kB);
+  EXPECT_EQ(r.plan.check_failures, 0);
+  EXPECT_EQ(bank.stats().check_failures, 1u);
+  const State right = synthetic_run(schema, std::span<const int32_t>(tokens).subspan(0, 2 * kB));
+  ASSERT_TRUE(bank.publish(make_block(right, keys[2], keys[1], kB, std::span<const int32_t>(tokens).subspan(kB, kB)),
+                           Retention::kBlock)
+                  .is_ok());
+  r = lookup_and_verify(bank, schema, tokens);
+  EXPECT_EQ(r.plan.restore_point, 3 * kB);
+}
+
+TEST(Bank, QuarantineTakesARestoresObjectsOutOfEveryTier) {
+  const auto schema = synthetic_schema();
+  RamTier ram(1 << 24), lower(1 << 24);
+  Bank bank({&ram, &lower});
+  const auto tokens = random_tokens(16, 4 * kB);
+  publish_chain(bank, schema, tokens, {3});
+  const auto keys = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 3);
+  auto r = lookup_and_verify(bank, schema, tokens);
+  ASSERT_EQ(r.plan.restore_point, 3 * kB);
+  std::vector<ObjectId> used;
+  for (const auto& b : r.plan.blocks) used.push_back(ObjectId{ObjectKind::kBlock, b->key});
+  used.push_back(ObjectId{ObjectKind::kSnapshot, r.plan.snapshot->key});
+  EXPECT_EQ(bank.quarantine(used, "audit mismatch (test)"), 8u);  // 4 objects x 2 tiers
+  EXPECT_EQ(bank.quarantine(used, "again"), 0u) << "a second report finds nothing to remove";
+  EXPECT_EQ(bank.stats().quarantined, 8u);
+  EXPECT_EQ(ram.stats().quarantined, 4u);
+  EXPECT_EQ(lower.stats().quarantined, 4u);
+  for (int k = 1; k <= 3; ++k) EXPECT_FALSE(bank.tiers()[1]->contains(ObjectKind::kBlock, keys[k]));
+  EXPECT_EQ(lookup_and_verify(bank, schema, tokens).plan.restore_point, 0);
 }
 
 TEST(Bank, LowerTierServesPromotesAndReportsTheMode) {

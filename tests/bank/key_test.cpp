@@ -1,14 +1,15 @@
 // Chain keys: the documented encoding (tagged, length-prefixed fields hashed
-// with XXH3-128), and that every field changes the key.
+// with SHA-256, all 256 bits kept), and that every field changes the key.
 #include "bank/key.h"
 
 #include <gtest/gtest.h>
-#include <xxhash.h>
 
+#include <cctype>
 #include <set>
 #include <vector>
 
 #include "bank/chain.h"
+#include "common/sha256.h"
 
 namespace sb {
 namespace {
@@ -24,38 +25,40 @@ std::vector<uint8_t> le32(uint32_t v) {
           static_cast<uint8_t>(v >> 24)};
 }
 
-TEST(Key, RootKeyIsXxh3OfTheTaggedLengthPrefixedFields) {
+// The digest of a whole buffer through libcrypto's one-shot path, which the
+// key code (incremental, no buffer) must agree with.
+Key sha256_of(const std::vector<uint8_t>& bytes) {
+  Key k;
+  k.bytes = sha256(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  return k;
+}
+
+TEST(Key, RootKeyIsSha256OfTheTaggedLengthPrefixedFields) {
   std::vector<uint8_t> bytes;
   put_field(bytes, 'D', text("statebank.root"));
-  put_field(bytes, 'V', le32(1));
+  put_field(bytes, 'V', le32(2));
   put_field(bytes, 'F', text("fp"));
   put_field(bytes, 'N', text("tenant"));
   put_field(bytes, 'B', le32(256));
-  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  const Key k = root_key(1, "fp", "tenant", 256);
-  EXPECT_EQ(k.hi, h.high64);
-  EXPECT_EQ(k.lo, h.low64);
+  EXPECT_EQ(root_key(2, "fp", "tenant", 256), sha256_of(bytes));
+  // The SHA-256 of the empty string, as a check that it is SHA-256 at all.
+  EXPECT_EQ(hex_digest(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
-TEST(Key, ChainKeyIsXxh3OfParentAndTokens) {
-  const Key parent{0x0102030405060708ULL, 0x1112131415161718ULL};
+TEST(Key, ChainKeyIsSha256OfParentAndTokens) {
+  Key parent;
+  for (size_t i = 0; i < 32; ++i) parent.bytes[i] = static_cast<uint8_t>(i + 1);
   const std::vector<int32_t> tokens = {7, -1, 151643};
   std::vector<uint8_t> bytes;
   put_field(bytes, 'D', text("statebank.chain"));
-  std::vector<uint8_t> pk;
-  for (int i = 0; i < 8; ++i) pk.push_back(static_cast<uint8_t>(parent.hi >> (8 * i)));
-  for (int i = 0; i < 8; ++i) pk.push_back(static_cast<uint8_t>(parent.lo >> (8 * i)));
-  put_field(bytes, 'P', pk);
+  put_field(bytes, 'P', std::vector<uint8_t>(parent.bytes.begin(), parent.bytes.end()));
   std::vector<uint8_t> tk;
   for (int32_t t : tokens) {
     auto b = le32(static_cast<uint32_t>(t));
     tk.insert(tk.end(), b.begin(), b.end());
   }
   put_field(bytes, 'T', tk);
-  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
-  const Key k = chain_key(parent, tokens);
-  EXPECT_EQ(k.hi, h.high64);
-  EXPECT_EQ(k.lo, h.low64);
+  EXPECT_EQ(chain_key(parent, tokens), sha256_of(bytes));
 }
 
 TEST(Key, EveryRootFieldChangesTheKeyAndFieldsDoNotRunTogether) {
@@ -96,16 +99,32 @@ TEST(Key, ChainKeysFollowTheChain) {
 }
 
 TEST(Key, HexRoundTripsAndRejectsBadText) {
-  const Key k{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
-  EXPECT_EQ(k.hex(), "0123456789abcdeffedcba9876543210");
+  Key k;
+  for (size_t i = 0; i < 32; ++i) k.bytes[i] = static_cast<uint8_t>(0x10 * (i % 16) + (15 - i % 16));
+  const std::string hex = k.hex();
+  EXPECT_EQ(hex, "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0");
   Key back;
-  ASSERT_TRUE(Key::from_hex(k.hex(), &back));
+  ASSERT_TRUE(Key::from_hex(hex, &back));
   EXPECT_EQ(back, k);
-  ASSERT_TRUE(Key::from_hex("0123456789ABCDEFFEDCBA9876543210", &back));
-  EXPECT_EQ(back, k);
-  EXPECT_FALSE(Key::from_hex("0123", &back));
-  EXPECT_FALSE(Key::from_hex("0123456789abcdeffedcba987654321g", &back));
-  EXPECT_FALSE(Key::from_hex(k.hex() + "0", &back));
+  std::string upper = hex;
+  for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_FALSE(Key::from_hex(upper, &back)) << "names are written lower case; anything else is not ours";
+  EXPECT_FALSE(Key::from_hex(hex.substr(0, 32), &back)) << "a version-1 (128-bit) name";
+  EXPECT_FALSE(Key::from_hex(hex.substr(0, 63) + "g", &back));
+  EXPECT_FALSE(Key::from_hex(hex + "0", &back));
+}
+
+TEST(Key, TruncationHookKeepsTheLeadingBitsOnly) {
+  const std::vector<int32_t> a = {1, 2, 3, 4};
+  const Key root = root_key(2, "fp", "", 4);
+  const Key full = chain_key(root, a);
+  set_key_bits_for_testing(12);
+  const Key cut = chain_key(root, a);
+  set_key_bits_for_testing(0);
+  EXPECT_EQ(cut.bytes[0], full.bytes[0]);
+  EXPECT_EQ(cut.bytes[1], full.bytes[1] & 0xf0);
+  for (size_t i = 2; i < 32; ++i) EXPECT_EQ(cut.bytes[i], 0) << i;
+  EXPECT_EQ(chain_key(root, a), full) << "0 restores full keys";
 }
 
 }  // namespace

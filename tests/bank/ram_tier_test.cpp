@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/bank/test_keys.h"
+
 namespace sb {
 namespace {
 
-Key K(uint64_t n) { return Key{0xabcdULL, n}; }
+Key K(uint64_t n) { return testing::numbered_key(n, 0xabcd); }
 const Key kRoot = K(0);
 
 // A block of one token (4 bytes) plus `floats` floats.
@@ -20,7 +22,7 @@ ObjectRef block(const Key& key, const Key& parent, size_t floats = 0, float fill
   o->kind = ObjectKind::kBlock;
   o->key = key;
   o->parent = parent;
-  o->tokens = {static_cast<int32_t>(key.lo)};
+  o->tokens = {static_cast<int32_t>(testing::key_number(key))};
   o->parts = {f32_part(std::vector<float>(floats, fill))};
   return o;
 }
@@ -38,7 +40,11 @@ std::pair<ObjectKind, Key> S(const Key& k) { return {ObjectKind::kSnapshot, k}; 
 
 std::string show(const Evicted& e) {
   std::string s;
-  for (const auto& [kind, key] : e) s += std::string(kind == ObjectKind::kBlock ? "B" : "S") + std::to_string(key.lo) + " ";
+  for (const auto& [kind, key] : e) {
+    s += kind == ObjectKind::kBlock ? 'B' : 'S';
+    s += std::to_string(testing::key_number(key));
+    s += ' ';
+  }
   return s;
 }
 

@@ -257,6 +257,24 @@ TEST(RedisTier, UntouchedValuesPassTheSameChecks) {
   EXPECT_EQ(t->stats().check_failures, 0u);
 }
 
+TEST(RedisTier, QuarantineDeletesTheValueForEveryReplica) {
+  RedisServer server;
+  auto t = open_redis(options_for(server));
+  auto other = open_redis(options_for(server));
+  auto chain = make_chain(5, 2);
+  put_all(*t, chain.all());
+  const Key& key = chain.blocks[1]->key;
+  ASSERT_TRUE(other->contains(ObjectKind::kBlock, key));
+  // A check above the tier (the Bank's, compose, the audit) failed on it.
+  EXPECT_TRUE(t->quarantine(ObjectKind::kBlock, key, "test"));
+  EXPECT_FALSE(t->quarantine(ObjectKind::kBlock, key, "again")) << "counted once";
+  EXPECT_EQ(t->stats().quarantined, 1u);
+  EXPECT_FALSE(other->contains(ObjectKind::kBlock, key)) << "no replica restores it again";
+  EXPECT_TRUE(other->contains(ObjectKind::kBlock, chain.blocks[0]->key));
+  ObjectRef o;
+  EXPECT_EQ(t->get(ObjectKind::kBlock, key, &o).code(), Code::kNotFound);
+}
+
 TEST(RedisTier, AStoppedServerCostsOneTimeOutThenFastMisses) {
   RedisServer server;
   auto o = options_for(server, milliseconds(300));

@@ -76,7 +76,7 @@ TEST_F(SsdCli, LsListsEveryObjectInEvictionOrder) {
   ASSERT_EQ(j.size(), 6u);
   std::set<std::string> keys;
   for (const auto& e : j) keys.insert(e["kind"].get<std::string>() + ":" + e["key"].get<std::string>());
-  for (const auto& o : chain_.all()) EXPECT_TRUE(keys.count(std::string(kind_tag(o->kind)) + ":" + key_to_hex(o->key)));
+  for (const auto& o : chain_.all()) EXPECT_TRUE(keys.count(std::string(kind_tag(o->kind)) + ":" + o->key.hex()));
 }
 
 TEST_F(SsdCli, VerifyFindsAndQuarantinesDamage) {
@@ -94,7 +94,7 @@ TEST_F(SsdCli, VerifyFindsAndQuarantinesDamage) {
   EXPECT_EQ(j["checked"], 6);
   EXPECT_EQ(j["ok"], 5);
   ASSERT_EQ(j["failed"].size(), 1u);
-  EXPECT_EQ(j["failed"][0]["key"], key_to_hex(chain_.blocks[0]->key));
+  EXPECT_EQ(j["failed"][0]["key"], chain_.blocks[0]->key.hex());
   EXPECT_FALSE(fsys::exists(path0_));
   r = bank({"stats", "--bank-dir", d_.bank(), "--json"});
   EXPECT_EQ(nlohmann::json::parse(r.out)["quarantine_files"], 1);
@@ -102,8 +102,7 @@ TEST_F(SsdCli, VerifyFindsAndQuarantinesDamage) {
 
 TEST_F(SsdCli, GcRemovesTemporariesAndQuarantineAndEnforcesABudget) {
   fsys::copy_file(path0_, path0_ + ".tmp-1-1");
-  fsys::create_directories(d_.bank() + "/quarantine");
-  std::ofstream(d_.bank() + "/quarantine/x.blk.q1-1") << "junk";
+  std::ofstream(d_.bank() + "/v2/quarantine/x.blk.q1-1") << "junk";
   Result r = bank({"gc", "--bank-dir", d_.bank(), "--json", "--budget", "1"});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -116,27 +115,81 @@ TEST_F(SsdCli, GcRemovesTemporariesAndQuarantineAndEnforcesABudget) {
   EXPECT_FALSE(fsys::exists(path0_));
 }
 
+// A bank directory that an older statebank (format version 1: 128-bit keys
+// under objects/ and quarantine/) wrote into: reported, never read as
+// version 2, and removed by gc; a newer version's directory and foreign
+// files are never touched.
+TEST_F(SsdCli, AVersionOneBankIsReportedIgnoredAndRemovedByGc) {
+  const std::string v1 = d_.bank();
+  fsys::create_directories(v1 + "/objects/ab");
+  fsys::create_directories(v1 + "/quarantine");
+  fsys::create_directories(v1 + "/v3/objects");
+  const std::string v1_block = v1 + "/objects/ab/ab0123456789abcdef0123456789abcd.blk";
+  // A version-1 header (magic, version 1) on a plausible file.
+  std::string bytes(200, '\0');
+  bytes.replace(0, 8, "STBANKOB");
+  bytes[8] = 1;
+  std::ofstream(v1_block, std::ios::binary) << bytes;
+  std::ofstream(v1 + "/objects/ab/ab0123456789abcdef0123456789abcd.snp.tmp-7-1") << "half";
+  std::ofstream(v1 + "/quarantine/cd0123456789abcdef0123456789abcd.snp.q7-1") << "bad";
+  std::ofstream(v1 + "/objects/ab/README") << "mine";
+  std::ofstream(v1 + "/v3/objects/future") << "newer";
+
+  std::vector<std::string> lines;
+  {
+    auto o = test_options(v1);
+    o.log = [&](const std::string& m) { lines.push_back(m); };
+    auto t = open_tier(o);
+    const SsdStats st = t->ssd_stats();
+    EXPECT_EQ(st.old_format_files, 3u);
+    EXPECT_EQ(st.old_format_bytes, 200u + 4u + 3u);
+    EXPECT_EQ(st.tier.blocks + st.tier.snapshots, 6u) << "only version-2 objects are indexed";
+    EXPECT_EQ(st.quarantine_files, 0u) << "version-1 quarantine is not this version's";
+    EXPECT_TRUE(fsys::exists(v1_block));
+  }
+  int reported = 0;
+  for (const auto& l : lines) reported += l.find("holds a version-1 bank") != std::string::npos;
+  EXPECT_EQ(reported, 1) << "one line, not one per file";
+
+  Result r = bank({"stats", "--bank-dir", v1, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["old_format_files"], 3);
+
+  r = bank({"gc", "--bank-dir", v1, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["old_format_files_removed"], 3);
+  EXPECT_EQ(j["old_format_bytes_removed"], 207);
+  EXPECT_EQ(j["objects"], 6) << "gc of the old bank leaves this one alone";
+  EXPECT_FALSE(fsys::exists(v1_block));
+  EXPECT_FALSE(fsys::exists(v1 + "/quarantine"));
+  EXPECT_TRUE(fsys::exists(v1 + "/objects/ab/README")) << "foreign files stay, and so does their directory";
+  EXPECT_TRUE(fsys::exists(v1 + "/v3/objects/future")) << "a newer version's bank is never touched";
+  r = bank({"stats", "--bank-dir", v1, "--json"});
+  EXPECT_EQ(nlohmann::json::parse(r.out)["old_format_files"], 0);
+}
+
 TEST_F(SsdCli, PrefixesListsTheStoredChainAndFlushRemovesItByRoot) {
   Result r = bank({"prefixes", "--bank-dir", d_.bank(), "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["total"], 1);
   const auto& p = j["prefixes"][0];
-  EXPECT_EQ(p["chain"], key_to_hex(chain_.blocks.back()->key));
-  EXPECT_EQ(p["root"], key_to_hex(chain_.blocks.front()->parent));
+  EXPECT_EQ(p["chain"], chain_.blocks.back()->key.hex());
+  EXPECT_EQ(p["root"], chain_.blocks.front()->parent.hex());
   EXPECT_EQ(p["tokens"], 3 * kTestBlockTokens);
   EXPECT_EQ(p["restorable_tokens"], 3 * kTestBlockTokens);
   EXPECT_EQ(p["bytes"], bytes_);
   r = bank({"prefixes", "--bank-dir", d_.bank()});
   ASSERT_EQ(r.rc, 0);
-  EXPECT_NE(r.out.find(key_to_hex(chain_.blocks.back()->key)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(chain_.blocks.back()->key.hex()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 prefixes"), std::string::npos) << r.out;
 
   // Another root: nothing of this chain goes.
-  r = bank({"flush", "--bank-dir", d_.bank(), "--root", std::string(32, '0'), "--json"});
+  r = bank({"flush", "--bank-dir", d_.bank(), "--root", std::string(64, '0'), "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["objects"], 0);
-  r = bank({"flush", "--bank-dir", d_.bank(), "--root", key_to_hex(chain_.blocks.front()->parent), "--json"});
+  r = bank({"flush", "--bank-dir", d_.bank(), "--root", chain_.blocks.front()->parent.hex(), "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["objects"], 6);
   EXPECT_EQ(nlohmann::json::parse(r.out)["bytes"], bytes_);

@@ -72,7 +72,7 @@ TEST(SsdFuzzReplay, FixedSeedMutationsNeverBreakTheParser) {
           break;
         case 4: {  // an interesting value in a header field
           static const uint64_t values[] = {0, 1, 2, 0x7f, 0xff, 0xffffffffull, 0x80000000ull, ~0ull, 1ull << 40};
-          static const size_t fields[] = {8, 12, 16, 56, 64, 68, 72, 80, 88, 128, 136};
+          static const size_t fields[] = {8, 12, 16, 88, 96, 100, 104, 112, 120, 160, 168};
           size_t at = fields[rng() % std::size(fields)];
           uint64_t v = values[rng() % std::size(values)];
           if (b.size() >= at + 8) std::memcpy(b.data() + at, &v, 8);
@@ -84,11 +84,11 @@ TEST(SsdFuzzReplay, FixedSeedMutationsNeverBreakTheParser) {
     }
     // Half the time, make the checksums right again, so that the mutation
     // reaches the checks behind them.
-    if (rng() % 2 && b.size() >= 128) {
-      uint64_t c = XXH3_64bits(b.data() + 128, b.size() - 128);
-      std::memcpy(b.data() + 88, &c, 8);
-      c = XXH3_64bits(b.data(), 120);
+    if (rng() % 2 && b.size() >= kObjectHeaderBytes) {
+      uint64_t c = XXH3_64bits(b.data() + kObjectHeaderBytes, b.size() - kObjectHeaderBytes);
       std::memcpy(b.data() + 120, &c, 8);
+      c = XXH3_64bits(b.data(), 152);
+      std::memcpy(b.data() + 152, &c, 8);
     }
     ASSERT_EQ(LLVMFuzzerTestOneInput(b.data(), b.size()), 0);
     ObjectHeader h;

@@ -3,13 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/bank/test_keys.h"
+
 namespace sb {
 namespace {
 
 SsdEntry entry(ObjectKind kind, uint64_t k, uint64_t bytes, Retention retention = Retention::kBlock) {
   SsdEntry e;
   e.kind = kind;
-  e.key = Key{0, k};
+  e.key = testing::numbered_key(k);
   e.bytes = bytes;
   e.retention = retention;
   return e;
@@ -17,7 +19,7 @@ SsdEntry entry(ObjectKind kind, uint64_t k, uint64_t bytes, Retention retention 
 
 std::vector<uint64_t> order(const SsdIndex& index) {
   std::vector<uint64_t> v;
-  for (const auto& e : index.in_eviction_order()) v.push_back(e.key.lo * 10 + static_cast<uint64_t>(e.kind));
+  for (const auto& e : index.in_eviction_order()) v.push_back(testing::key_number(e.key) * 10 + static_cast<uint64_t>(e.kind));
   return v;
 }
 
@@ -27,15 +29,15 @@ TEST(SsdIndex, EvictsLeastRecentlyAccessedFirst) {
   index.insert(entry(ObjectKind::kBlock, 2, 20));
   index.insert(entry(ObjectKind::kSnapshot, 3, 30, Retention::kAnchor));
   EXPECT_EQ(order(index), (std::vector<uint64_t>{11, 21, 32}));
-  EXPECT_TRUE(index.touch(ObjectKind::kBlock, Key{0, 1}));
+  EXPECT_TRUE(index.touch(ObjectKind::kBlock, testing::numbered_key(1)));
   EXPECT_EQ(order(index), (std::vector<uint64_t>{21, 32, 11}));
-  EXPECT_EQ(index.oldest()->key.lo, 2u);
+  EXPECT_EQ(testing::key_number(index.oldest()->key), 2u);
   EXPECT_EQ(index.bytes(), 60u);
   EXPECT_EQ(index.blocks(), 2u);
   EXPECT_EQ(index.snapshots(), 1u);
-  EXPECT_TRUE(index.erase(ObjectKind::kBlock, Key{0, 2}));
-  EXPECT_FALSE(index.erase(ObjectKind::kBlock, Key{0, 2}));
-  EXPECT_FALSE(index.touch(ObjectKind::kBlock, Key{0, 2}));
+  EXPECT_TRUE(index.erase(ObjectKind::kBlock, testing::numbered_key(2)));
+  EXPECT_FALSE(index.erase(ObjectKind::kBlock, testing::numbered_key(2)));
+  EXPECT_FALSE(index.touch(ObjectKind::kBlock, testing::numbered_key(2)));
   EXPECT_EQ(order(index), (std::vector<uint64_t>{32, 11}));
   EXPECT_EQ(index.bytes(), 40u);
   EXPECT_EQ(index.blocks(), 1u);
@@ -46,9 +48,9 @@ TEST(SsdIndex, SameKeyOfTheOtherKindIsAnotherObject) {
   EXPECT_TRUE(index.insert(entry(ObjectKind::kBlock, 5, 1)));
   EXPECT_TRUE(index.insert(entry(ObjectKind::kSnapshot, 5, 2)));
   EXPECT_FALSE(index.insert(entry(ObjectKind::kBlock, 5, 3)));
-  EXPECT_EQ(index.find(ObjectKind::kBlock, Key{0, 5})->bytes, 1u);
-  EXPECT_EQ(index.find(ObjectKind::kSnapshot, Key{0, 5})->bytes, 2u);
-  EXPECT_EQ(index.find(ObjectKind::kSnapshot, Key{0, 6}), nullptr);
+  EXPECT_EQ(index.find(ObjectKind::kBlock, testing::numbered_key(5))->bytes, 1u);
+  EXPECT_EQ(index.find(ObjectKind::kSnapshot, testing::numbered_key(5))->bytes, 2u);
+  EXPECT_EQ(index.find(ObjectKind::kSnapshot, testing::numbered_key(6)), nullptr);
 }
 
 TEST(SsdIndex, LoadedEntriesOrderByAgeThenRoleThenKindThenKey) {
@@ -67,7 +69,7 @@ TEST(SsdIndex, LoadedEntriesOrderByAgeThenRoleThenKindThenKey) {
   EXPECT_EQ(order(index), (std::vector<uint64_t>{41, 91, 42, 32, 22, 52, 11}));
   // Anything inserted after loading is newer than everything loaded.
   index.insert(entry(ObjectKind::kBlock, 7, 1));
-  index.touch(ObjectKind::kBlock, Key{0, 4});
+  index.touch(ObjectKind::kBlock, testing::numbered_key(4));
   EXPECT_EQ(order(index), (std::vector<uint64_t>{91, 42, 32, 22, 52, 11, 71, 41}));
 }
 

@@ -31,28 +31,29 @@ struct Damage {
 
 std::vector<Damage> damages(size_t size) {
   std::vector<Damage> v;
-  const size_t payload = size - 128;
+  constexpr size_t H = kObjectHeaderBytes;  // 160; checksums at 120 (payload) and 152 (header)
+  const size_t payload = size - H;
   auto flip = [](size_t at, int bit) { return [at, bit](std::string& b) { b[at] ^= static_cast<char>(1 << bit); }; };
   // Every byte of the header, one bit each (the header is small and every
   // field matters), then the payload at its start, middle, end and last byte.
-  for (size_t at = 0; at < 128; ++at) v.push_back({"header byte " + std::to_string(at), flip(at, at % 8)});
-  v.push_back({"payload first byte", flip(128, 0)});
-  v.push_back({"part table", flip(130, 3)});
-  v.push_back({"middle", flip(128 + payload / 2, 5)});
+  for (size_t at = 0; at < H; ++at) v.push_back({"header byte " + std::to_string(at), flip(at, at % 8)});
+  v.push_back({"payload first byte", flip(H, 0)});
+  v.push_back({"part table", flip(H + 2, 3)});
+  v.push_back({"middle", flip(H + payload / 2, 5)});
   v.push_back({"near end", flip(size - 9, 2)});
   v.push_back({"last byte", flip(size - 1, 7)});
-  v.push_back({"zeroed payload", [](std::string& b) { std::fill(b.begin() + 128, b.end(), '\0'); }});
-  v.push_back({"zeroed payload checksum", [](std::string& b) { std::fill(b.begin() + 88, b.begin() + 96, '\0'); }});
-  v.push_back({"zeroed header checksum", [](std::string& b) { std::fill(b.begin() + 120, b.begin() + 128, '\0'); }});
+  v.push_back({"zeroed payload", [](std::string& b) { std::fill(b.begin() + H, b.end(), '\0'); }});
+  v.push_back({"zeroed payload checksum", [](std::string& b) { std::fill(b.begin() + 120, b.begin() + 128, '\0'); }});
+  v.push_back({"zeroed header checksum", [](std::string& b) { std::fill(b.begin() + 152, b.begin() + 160, '\0'); }});
   v.push_back({"zeroed file", [](std::string& b) { std::fill(b.begin(), b.end(), '\0'); }});
   v.push_back({"empty file", [](std::string& b) { b.clear(); }});
-  for (size_t keep : {size_t(1), size_t(64), size_t(127), size_t(128), size_t(129), size / 2, size - 1})
+  for (size_t keep : {size_t(1), size_t(64), H - 1, H, H + 1, size / 2, size - 1})
     v.push_back({"truncated to " + std::to_string(keep), [keep](std::string& b) { b.resize(keep); }});
   v.push_back({"one byte appended", [](std::string& b) { b.push_back('\0'); }});
   v.push_back({"4 KiB appended", [](std::string& b) { b.append(4096, 'x'); }});
   v.push_back({"swapped halves of the payload", [payload](std::string& b) {
-                 std::string p = b.substr(128);
-                 b = b.substr(0, 128) + p.substr(payload / 2) + p.substr(0, payload / 2);
+                 std::string p = b.substr(H);
+                 b = b.substr(0, H) + p.substr(payload / 2) + p.substr(0, payload / 2);
                }});
   return v;
 }
@@ -140,7 +141,9 @@ TEST(SsdRot, DamageFoundAtOpenIsDroppedOrRefused) {
     // Header damage is caught at open, payload damage at read.
     EXPECT_GT(dropped_at_open, 100) << kind_tag(victim->kind);
     EXPECT_GE(refused_at_read, 5) << kind_tag(victim->kind);
-    EXPECT_LE(left_alone, 3) << kind_tag(victim->kind);
+    // A flip in the version field that raises it reads as a newer writer's
+    // file (judged by nothing else): at most one per byte of the field.
+    EXPECT_LE(left_alone, 4) << kind_tag(victim->kind);
     spit(path, good);
   }
 }

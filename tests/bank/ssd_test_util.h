@@ -16,6 +16,7 @@
 #include "bank/format.h"
 #include "bank/key.h"
 #include "bank/ssd_tier.h"
+#include "tests/bank/test_keys.h"
 #include "tests/util/temp_dir.h"
 
 namespace sb::testing {

@@ -62,7 +62,7 @@ TEST(SsdTier, MissIsNotFoundAndCounted) {
   TempDir d;
   auto t = open_tier(test_options(d.bank()));
   ObjectRef got;
-  EXPECT_EQ(t->get(ObjectKind::kBlock, Key{1, 2}, &got).code(), Code::kNotFound);
+  EXPECT_EQ(t->get(ObjectKind::kBlock, testing::numbered_key(2, 1), &got).code(), Code::kNotFound);
   EXPECT_EQ(t->stats().misses, 1u);
   EXPECT_EQ(t->stats().check_failures, 0u);
 }
@@ -211,7 +211,7 @@ TEST(SsdTier, GetManyReadsEveryRequestAndReportsEachStatus) {
   put_all(*t, chain.all());
   std::vector<TierRead> reads;
   for (const auto& o : chain.all()) reads.push_back(TierRead{o->kind, o->key, nullptr, Status()});
-  reads.push_back(TierRead{ObjectKind::kBlock, Key{9, 9}, nullptr, Status()});
+  reads.push_back(TierRead{ObjectKind::kBlock, testing::numbered_key(9, 9), nullptr, Status()});
   t->get_many(reads);
   auto all = chain.all();
   for (size_t i = 0; i < all.size(); ++i) {
@@ -295,14 +295,14 @@ TEST(SsdTier, OpenRemovesTemporariesAndLeavesForeignAndNewerFilesAlone) {
   fsys::copy_file(blk0, tmp);
   const std::string foreign = fsys::path(blk0).parent_path().string() + "/notes.txt";
   std::ofstream(foreign) << "mine";
-  const std::string foreign_dir = d.bank() + "/objects/mine";
+  const std::string foreign_dir = d.bank() + "/v2/objects/mine";
   fsys::create_directory(foreign_dir);
-  // A file from a future writer: a version above ours in the header.
+  // A file from a future writer: version 3 in the header.
   {
     std::fstream f(blk1, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);
-    const char future[4] = {static_cast<char>(kObjectFormatVersion + 1), 0, 0, 0};
-    f.write(future, 4);
+    const char v3[4] = {3, 0, 0, 0};
+    f.write(v3, 4);
   }
   std::vector<std::string> lines;
   auto o = test_options(d.bank());
@@ -315,7 +315,7 @@ TEST(SsdTier, OpenRemovesTemporariesAndLeavesForeignAndNewerFilesAlone) {
   auto s = t->ssd_stats();
   EXPECT_EQ(s.temp_removed, 1u);
   EXPECT_EQ(s.ignored_files, 3u);
-  EXPECT_EQ(s.quarantined, 0u);
+  EXPECT_EQ(s.tier.quarantined, 0u);
   EXPECT_FALSE(t->contains(ObjectKind::kBlock, chain.blocks[1]->key));
   expect_served(*t, {chain.blocks[0], chain.snapshots[0], chain.snapshots[1]});
   bool newer_logged = false;
@@ -340,7 +340,7 @@ TEST(SsdTier, WrongSchemaOrWrongKeyIsACheckFailure) {
   ObjectRef got;
   EXPECT_EQ(t->get(ObjectKind::kBlock, chain.blocks[0]->key, &got).code(), Code::kCorruption);
   EXPECT_EQ(t->stats().check_failures, 1u);
-  EXPECT_EQ(t->ssd_stats().quarantined, 1u);
+  EXPECT_EQ(t->ssd_stats().tier.quarantined, 1u);
   EXPECT_FALSE(t->contains(ObjectKind::kBlock, chain.blocks[0]->key));
   t.reset();
 

@@ -80,7 +80,7 @@ void expect_equivalent_across_restarts(Arch arch, int requests, uint64_t seed, i
     server.reset();
     if (rot_every > 0 && served_requests % rot_every == 0) {
       std::vector<std::string> files;
-      for (const auto& e : std::filesystem::recursive_directory_iterator(dir.bank() + "/objects"))
+      for (const auto& e : std::filesystem::recursive_directory_iterator(dir.bank() + "/v2/objects"))
         if (e.is_regular_file()) files.push_back(e.path().string());
       std::sort(files.begin(), files.end());
       if (!files.empty()) {

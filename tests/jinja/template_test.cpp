@@ -67,6 +67,17 @@ TEST(JinjaRender, ErrorsNameThePosition) {
   EXPECT_NE(st.message().find("'dict object' has no attribute 'content'"), std::string::npos) << st.message();
 }
 
+// Integer powers from data end quickly: |base| <= 1 without a loop, larger
+// bases at the first overflow.
+TEST(JinjaRender, IntegerPowersAreBounded) {
+  EXPECT_EQ(render("{{ 1 ** n }},{{ (-1) ** n }},{{ 0 ** n }},{{ 2 ** 10 }}", Json{{"n", 1000000000000001LL}}),
+            "1,-1,0,1024");
+  Template t;
+  ASSERT_TRUE(Template::parse("{{ 3 ** n }}", &t).is_ok());
+  std::string out;
+  EXPECT_NE(t.render(Json{{"n", 1000000000000LL}}, &out).message().find("integer overflow in **"), std::string::npos);
+}
+
 TEST(JinjaRender, MacrosRecursionIsBounded) {
   Template t;
   ASSERT_TRUE(Template::parse("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", &t).is_ok());

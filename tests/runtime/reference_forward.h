@@ -93,16 +93,7 @@ class ReferenceForward {
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (offset ? 1.0 + w[i] : w[i]);
   }
 
-  void rope(double* x, int64_t d, int64_t pos) const {
-    const int64_t rot = rules_.partial_rope ? c_.rotary_dim() : d;
-    const int64_t half = rot / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = pos * std::pow(c_.rope_theta, -2.0 * i / rot);
-      const double x0 = x[i], x1 = x[i + half];
-      x[i] = x0 * std::cos(a) - x1 * std::sin(a);
-      x[i + half] = x1 * std::cos(a) + x0 * std::sin(a);
-    }
-  }
+  void rope(double* x, int64_t d, int64_t pos) const { rope_n(x, rules_.partial_rope ? c_.rotary_dim() : d, pos); }
 
   std::vector<double> attention(int64_t l, const std::vector<double>& x, int64_t pos) {
     const int64_t nh = c_.n_heads, nkv = c_.n_kv_heads, d = c_.head_dim;

@@ -34,8 +34,8 @@ TEST_F(BankAdminHttp, ListsPinsAndFlushesWithTheAdminKey) {
   for (const char* path : {"/v1/bank", "/v1/bank/prefixes", "/v1/bank/requests", "/v1/bank/pins"})
     EXPECT_EQ(send(c, "GET", path).status, 401) << path;
   EXPECT_EQ(send(c, "POST", "/v1/bank/flush", {{"all", true}}).status, 401);
-  EXPECT_EQ(send(c, "POST", "/v1/bank/pins", {{"chain", std::string(32, '0')}, {"ttl_s", 5}}).status, 401);
-  EXPECT_EQ(send(c, "DELETE", "/v1/bank/pins/" + std::string(32, '0')).status, 401);
+  EXPECT_EQ(send(c, "POST", "/v1/bank/pins", {{"chain", std::string(64, '0')}, {"ttl_s", 5}}).status, 401);
+  EXPECT_EQ(send(c, "DELETE", "/v1/bank/pins/" + std::string(64, '0')).status, 401);
   auto page = c.Get("/bank");
   ASSERT_TRUE(page);
   EXPECT_EQ(page->status, 200);
@@ -56,8 +56,9 @@ TEST_F(BankAdminHttp, ListsPinsAndFlushesWithTheAdminKey) {
   for (const json& p : listed.body["prefixes"])
     if (p["text"].is_string() && p["text"].get<std::string>().rfind("The bank keeps", 0) == 0) docs = &p;
   ASSERT_NE(docs, nullptr) << listed.body.dump();
-  // A namespace derived from the key and the salt, never the key itself.
-  EXPECT_EQ((*docs)["namespace"].get<std::string>().rfind("k64:", 0), 0u);
+  // A namespace from the key's tenant (--api-key: "default") and the salt,
+  // never the key itself.
+  EXPECT_EQ((*docs)["namespace"].get<std::string>().rfind("t7:default", 0), 0u);
   EXPECT_NE((*docs)["namespace"].get<std::string>().find("s4:docs"), std::string::npos);
   EXPECT_EQ((*docs)["namespace"].get<std::string>().find("admin-key-1"), std::string::npos);
   EXPECT_GT((*docs)["tiers"]["ram"]["bytes"].get<int64_t>(), 0);
@@ -87,7 +88,7 @@ TEST_F(BankAdminHttp, ListsPinsAndFlushesWithTheAdminKey) {
     EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.body.dump();
     EXPECT_TRUE(r.body.contains("error"));
   }
-  EXPECT_EQ(send(c, "POST", "/v1/bank/pins", {{"chain", std::string(32, 'a')}, {"ttl_s", 5}}, kKey).status, 404);
+  EXPECT_EQ(send(c, "POST", "/v1/bank/pins", {{"chain", std::string(64, 'a')}, {"ttl_s", 5}}, kKey).status, 404);
   EXPECT_EQ(send(c, "GET", "/v1/bank/prefixes?sort=age", nullptr, kKey).status, 400);
   EXPECT_EQ(send(c, "GET", "/v1/bank/prefixes?limit=-1", nullptr, kKey).status, 400);
   EXPECT_EQ(send(c, "POST", "/v1/bank/flush", json::object(), kKey).status, 400);

@@ -127,7 +127,7 @@ TEST_F(MissReasons, AStoredBlockThatRotsOnDiskIsCheckFailed) {
   const Key k1 = chain_key(root, std::span<const int32_t>(prompt).first(64));
   const Key k2 = chain_key(k1, std::span<const int32_t>(prompt).subspan(64, 64));
   const std::string path =
-      model_->root + "/bank/objects/" + key_to_hex(k2).substr(0, 2) + "/" + object_file_name(ObjectKind::kBlock, k2);
+      model_->root + "/bank/v2/objects/" + k2.hex().substr(0, 2) + "/" + object_file_name(ObjectKind::kBlock, k2);
   ASSERT_TRUE(fs::exists(path)) << path;
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

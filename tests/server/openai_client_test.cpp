@@ -20,8 +20,7 @@ TEST(OpenAIClient, WithoutKey) {
 
 TEST(OpenAIClient, WithKey) {
   ServerOptions o;
-  o.has_api_key = true;
-  o.api_key = "test-key-123";
+  o.keys = ApiKeys::single("test-key-123");
   TestServer ts(o);
   EXPECT_EQ(run_node_tests("SB_FAKE=1 SB_API_KEY=test-key-123 SB_BASE_URL=" + ts.base_url(), "openai_client.test.mjs"), 0);
 }

@@ -283,8 +283,7 @@ TEST(ServerHttp, EngineFailureIsA500WithTheRequestId) {
 
 TEST(ServerHttp, ApiKeyIsRequiredAndDerivesTheNamespace) {
   ServerOptions o;
-  o.has_api_key = true;
-  o.api_key = "sekret";
+  o.keys = ApiKeys::single("sekret");
   TestServer ts(o);
   auto c = ts.client();
   json body = {{"prompt", std::string(40, 'q')}, {"max_tokens", 2}};
@@ -304,8 +303,7 @@ TEST(ServerHttp, ApiKeyIsRequiredAndDerivesTheNamespace) {
 
 TEST(ServerHttp, OperatorRoutesNeedTheKeyAndSayWhenThereIsNoBank) {
   ServerOptions o;
-  o.has_api_key = true;
-  o.api_key = "sekret";
+  o.keys = ApiKeys::single("sekret");
   TestServer ts(o);
   auto c = ts.client();
   const httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
@@ -320,9 +318,9 @@ TEST(ServerHttp, OperatorRoutesNeedTheKeyAndSayWhenThereIsNoBank) {
     EXPECT_EQ(json::parse(r->body)["error"]["code"], "no_bank");
   }
   EXPECT_EQ(post(*c, "/v1/bank/flush", {{"all", true}}, auth)->status, 501);
-  EXPECT_EQ(post(*c, "/v1/bank/pins", {{"chain", std::string(32, 'a')}, {"ttl_s", 5}}, auth)->status, 501);
+  EXPECT_EQ(post(*c, "/v1/bank/pins", {{"chain", std::string(64, 'a')}, {"ttl_s", 5}}, auth)->status, 501);
   // Bad bodies are refused before the backend is asked.
-  expect_openai_error(post(*c, "/v1/bank/pins", {{"chain", std::string(32, 'a')}}, auth), 400, "ttl_s");
+  expect_openai_error(post(*c, "/v1/bank/pins", {{"chain", std::string(64, 'a')}}, auth), 400, "ttl_s");
   expect_openai_error(post(*c, "/v1/bank/flush", {{"all", true}, {"root", "x"}}, auth), 400, "");
   // Recent requests come from the server itself.
   ASSERT_EQ(post(*c, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 2}}, auth)->status, 200);
@@ -348,7 +346,7 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"stream", true}}.dump();
+    req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}}.dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
       got = true;
@@ -363,7 +361,9 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
     // Not streaming: give up waiting after a moment.
     httplib::Client c("127.0.0.1", ts.port);
     c.set_read_timeout(0, 300000);
-    auto r = c.Post("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 1000}}.dump(), "application/json");
+    // Seed 0: the fake's reply has no end-of-text token before the time-out.
+    auto r = c.Post("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}}.dump(),
+                    "application/json");
     EXPECT_FALSE(r);
   }
   for (int i = 0; i < 300 && ts.backend.cancelled.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -44,22 +44,6 @@ TEST(StopMatcher, ConcatenationEqualsTextBeforeTheStopForEverySplit) {
   EXPECT_EQ(held + none.finish(), "abc<st");
 }
 
-TEST(Namespace, KeyIsHashedAndTaggedSaltCannotCollide) {
-  std::string with_key = derive_namespace(true, "secret-key", false, "");
-  EXPECT_EQ(with_key.find("secret-key"), std::string::npos);
-  EXPECT_EQ(with_key.rfind("k64:", 0), 0u);
-  EXPECT_NE(with_key, derive_namespace(true, "other-key", false, ""));
-  EXPECT_EQ(with_key, derive_namespace(true, "secret-key", false, ""));
-  EXPECT_NE(derive_namespace(true, "secret-key", true, "a"), with_key);
-  EXPECT_EQ(derive_namespace(false, "", false, ""), "");
-  // A salt that spells a key-derived namespace stays apart from it.
-  EXPECT_NE(derive_namespace(false, "", true, with_key), with_key);
-  EXPECT_NE(derive_namespace(false, "", true, ""), derive_namespace(false, "", false, ""));
-  EXPECT_TRUE(api_key_matches("abc", "abc"));
-  EXPECT_FALSE(api_key_matches("abd", "abc"));
-  EXPECT_FALSE(api_key_matches("", "abc"));
-}
-
 TEST(RoundTripFloat, NineDigitsReadBackAsTheSameFloat) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<uint32_t> bits;
