@@ -39,11 +39,11 @@ uint64_t payload_size(const Object& o) {
   return n;
 }
 
-// The dtypes a part may hold, by header byte: 1 f32 (every version), 2 bf16
-// (version 2 on). Returns 0 for any other byte.
-uint64_t value_bytes(uint32_t version, uint8_t dtype) {
+// Bytes of one value of a part, by the header's dtype byte: 1 f32, 2 bf16;
+// 0 for any other byte.
+uint64_t value_bytes(uint8_t dtype) {
   if (dtype == static_cast<uint8_t>(DType::kF32)) return 4;
-  if (dtype == static_cast<uint8_t>(DType::kBF16) && version >= 2) return 2;
+  if (dtype == static_cast<uint8_t>(DType::kBF16)) return 2;
   return 0;
 }
 
@@ -89,10 +89,7 @@ std::vector<uint8_t> encode_object(const Object& o, Retention retention, uint64_
     at += part.size();
   }
   std::memcpy(h, kObjectMagic, 8);
-  // The oldest version that reads the object: an f32 object stays a version
-  // 1 file (readable by every statebank), a bf16 one needs version 2, so an
-  // older reader leaves it alone instead of calling it damaged.
-  put_u32(h, 8, o.dtype == DType::kF32 ? 1u : kObjectFormatVersion);
+  put_u32(h, 8, kObjectFormatVersion);
   put_u32(h, 12, 0);  // incompatible flags
   put_u8(h, 16, static_cast<uint8_t>(o.kind));
   put_u8(h, 17, static_cast<uint8_t>(retention));
@@ -137,7 +134,7 @@ Status decode_header(std::span<const uint8_t> bytes, ObjectHeader* out) {
   if (kind != static_cast<uint8_t>(ObjectKind::kBlock) && kind != static_cast<uint8_t>(ObjectKind::kSnapshot))
     return Status::corruption("bad object kind " + std::to_string(kind));
   if (retention > static_cast<uint8_t>(Retention::kAnchor)) return Status::corruption("bad retention " + std::to_string(retention));
-  const uint64_t value = value_bytes(r.version, r.dtype);
+  const uint64_t value = value_bytes(r.dtype);
   if (value == 0) return Status::corruption("bad dtype " + std::to_string(r.dtype));
   if (h[19] != 0) return Status::corruption("reserved byte 19 is not zero");
   r.kind = static_cast<ObjectKind>(kind);
@@ -174,7 +171,7 @@ Status decode_object(std::span<const uint8_t> bytes, ObjectHeader* header, Objec
   if (XXH3_64bits(p, h.payload_bytes) != h.payload_checksum) return Status::corruption("payload checksum mismatch");
   // The checksum matched, but a writer bug could still have produced a table
   // that disagrees with the size: check before trusting it.
-  const uint64_t value = value_bytes(h.version, h.dtype);  // not 0: decode_header checked
+  const uint64_t value = value_bytes(h.dtype);  // not 0: decode_header checked
   uint64_t elems = 0;
   std::vector<uint64_t> counts(h.n_parts);
   for (uint32_t i = 0; i < h.n_parts; ++i) {

@@ -18,6 +18,7 @@
 #include "bank/chain.h"
 #include "bank/ram_tier.h"
 #include "tests/util/models.h"
+#include "tests/util/state_edit.h"
 #include "tests/util/temp_dir.h"
 #include "tests/engine/equivalence.h"
 
@@ -83,8 +84,7 @@ TEST(Audit, CatchesAValidLookingWrongObjectQuarantinesTheChainAndTheNextRequestI
   ObjectRef good;
   ASSERT_TRUE(f.ram.get(ObjectKind::kBlock, keys[1], &good).is_ok());
   auto wrong = std::make_shared<Object>(*good);
-  for (auto& part : wrong->parts)
-    for (size_t i = 0; i < part.size(); i += 3) part[i] += 0.5f;
+  for (auto& part : wrong->parts) testing::add_to_every_nth_value(part, wrong->dtype, 3, 0.5f);
   ASSERT_TRUE(f.ram.quarantine(ObjectKind::kBlock, keys[1], "test: replaced"));
   ASSERT_TRUE(f.ram.put(wrong, Retention::kBlock).is_ok());
 

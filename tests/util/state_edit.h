@@ -1,12 +1,14 @@
-// Damaging a State on purpose, whatever the dtype a component is stored in
-// (f32, or bf16 for the attention rows under the bf16 precision): the negative
-// tests that prove a comparison with bypass would notice a wrong state.
+// Damaging a State (or a bank object's part) on purpose, whatever the dtype
+// a component is stored in (f32, or bf16 for the attention rows under the
+// bf16 precision): the negative tests that prove a comparison with bypass
+// would notice a wrong state.
 // Header-only; a State is private to the thread that edits it.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #include "runtime/state.h"
 
@@ -55,6 +57,24 @@ inline void bump_one_bf16_ulp(State& state, size_t c, size_t i) {
     std::memcpy(&h, p, 2);
     h += 1;
     std::memcpy(p, &h, 2);
+  }
+}
+
+// Adds `delta` to every `every`-th value of stored bytes in `dtype` (a bank
+// object's part), rounding back to the dtype: other numbers, same shape.
+inline void add_to_every_nth_value(std::vector<uint8_t>& bytes, DType dtype, size_t every, float delta) {
+  const size_t w = dtype_size(dtype);
+  for (size_t at = 0; at + w <= bytes.size(); at += every * w) {
+    float v;
+    if (dtype == DType::kF32) {
+      std::memcpy(&v, bytes.data() + at, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + at, 2);
+      v = dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+    v += delta;
+    encode_values(dtype, std::span<const float>(&v, 1), bytes.data() + at);
   }
 }
 
