@@ -134,8 +134,9 @@ TEST_P(SplitInvariance, OffTheGridCutsNeedTheirCarry) {
   // In f32 an off-grid cut without the carry changes the Gated DeltaNet's
   // bits on every recurrent architecture here; in bf16 the cut can happen to
   // give the same bits, so that half of the check runs in f32 only.
-  if (std::get<1>(GetParam()) == Precision::kF32 || !model->schema().has_recurrent())
+  if (std::get<1>(GetParam()) == Precision::kF32 || !model->schema().has_recurrent()) {
     EXPECT_EQ(cut.bitwise_equal(whole), !model->schema().has_recurrent());
+  }
 
   State s = model->new_state();
   PrefillCarry carry;

@@ -37,7 +37,9 @@ inline void expect_equal_to_bypass(const nlohmann::json& served, const nlohmann:
   const nlohmann::json& r = served["restore"];
   EXPECT_EQ(served["usage"]["prompt_tokens_details"]["cached_tokens"], r["restore_point"]);
   EXPECT_LE(r["restore_point"].get<int64_t>(), r["common_prefix_tokens"].get<int64_t>());
-  if (expect_no_check_failures) EXPECT_EQ(r["check_failures"], 0);
+  if (expect_no_check_failures) {
+    EXPECT_EQ(r["check_failures"], 0);
+  }
 }
 
 // Sends the request twice (bank, then bypass) and checks they agree.

@@ -123,7 +123,9 @@ TEST_F(MissReasons, AStoredBlockThatRotsOnDiskIsCheckFailed) {
   Key root;
   const Reply listed = send(*c_, "GET", "/v1/bank/prefixes?limit=10000");
   for (const json& p : listed.body["prefixes"])
-    if (p["namespace"] == "s3:rot") ASSERT_TRUE(Key::from_hex(p["root"].get<std::string>(), &root));
+    if (p["namespace"] == "s3:rot") {
+      ASSERT_TRUE(Key::from_hex(p["root"].get<std::string>(), &root));
+    }
   const Key k1 = chain_key(root, std::span<const int32_t>(prompt).first(64));
   const Key k2 = chain_key(k1, std::span<const int32_t>(prompt).subspan(64, 64));
   const std::string path =
