@@ -10,7 +10,8 @@ case "$flavour" in
   # -O1 without -g (the level ASan's authors recommend): the sanitizer build
   # keeps its asserts, and its compile, most of CI's time, is far shorter.
   asan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" -DSB_SANITIZE=address) ;;
-  tsan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=thread) ;;
+  # TSan likewise: -O1 compiles far faster and keeps stacks readable.
+  tsan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" -DSB_SANITIZE=thread) ;;
   *) echo "tools/build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
 esac
 # A compiler cache where one is installed (developer machines; CI has none).
