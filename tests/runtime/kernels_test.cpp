@@ -261,17 +261,19 @@ TEST(Attention, RowsGetTheSameBitsWhateverRowsShareTheCall) {
     k1->attention(in, all.data());
     k2->attention(in, all2.data());
     EXPECT_EQ(std::memcmp(all.data(), all2.data(), all.size() * 4), 0) << "thread count changed bits";
-    for (int64_t rows = 1; rows <= 70; ++rows) {
+    // A call of `rows` query rows from `base` gives the bits of those rows in `whole`.
+    auto rows_match = [&](const AttentionInput& base, const std::vector<float>& whole, int64_t rows) {
       const int64_t start = (rows * 29) % (n - rows);
-      AttentionInput part = in;
+      AttentionInput part = base;
       part.first_pos = start;
       part.rows = rows;
       part.q = q.data() + start * nh * d;
       if (sparse) part.block_mask = mask.data() + start * stride;
       std::vector<float> out(rows * nh * d);
       k1->attention(part, out.data());
-      EXPECT_EQ(std::memcmp(out.data(), all.data() + start * nh * d, out.size() * 4), 0) << rows << " rows at " << start;
-    }
+      return std::memcmp(out.data(), whole.data() + start * nh * d, out.size() * 4) == 0;
+    };
+    for (int64_t rows = 1; rows <= 70; ++rows) EXPECT_TRUE(rows_match(in, all, rows)) << rows << " rows";
     // Row 0 sees only key 0: its output is v of its KV head exactly.
     for (int64_t h = 0; h < nh; ++h)
       for (int64_t i = 0; i < d; ++i) EXPECT_EQ(all[h * d + i], v[(h / 2) * d + i]);
@@ -293,18 +295,7 @@ TEST(Attention, RowsGetTheSameBitsWhateverRowsShareTheCall) {
     k2->attention(narrow, from_narrow.data());
     EXPECT_EQ(std::memcmp(from_wide.data(), from_narrow.data(), from_wide.size() * 4), 0) << "bf16 K/V";
     EXPECT_NE(std::memcmp(from_wide.data(), all.data(), all.size() * 4), 0) << "the rounding must show";
-    for (int64_t rows : {1, 33, 70}) {
-      const int64_t start = (rows * 29) % (n - rows);
-      AttentionInput part = narrow;
-      part.first_pos = start;
-      part.rows = rows;
-      part.q = q.data() + start * nh * d;
-      if (sparse) part.block_mask = mask.data() + start * stride;
-      std::vector<float> out(rows * nh * d);
-      k1->attention(part, out.data());
-      EXPECT_EQ(std::memcmp(out.data(), from_wide.data() + start * nh * d, out.size() * 4), 0)
-          << "bf16 K/V, " << rows << " rows at " << start;
-    }
+    for (int64_t rows : {1, 33, 70}) EXPECT_TRUE(rows_match(narrow, from_wide, rows)) << "bf16 K/V, " << rows << " rows";
   }
   // And the values are softmax attention: one row against double precision.
   const int64_t r = 300, h = 3, g = h / 2;

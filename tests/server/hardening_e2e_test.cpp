@@ -164,14 +164,8 @@ TEST_F(HardeningE2E, ARequestEndedByAStopStringIsAudited) {
   ASSERT_EQ(stopped["choices"][0]["finish_reason"], "stop");
   ASSERT_LT(stopped["usage"]["completion_tokens"].get<int64_t>(), 12) << "the stop string ended generation";
   // The audit runs in the background once the server is idle.
-  std::string metrics;
-  for (int i = 0; i < 600; ++i) {
-    auto r = c.Get("/metrics");
-    ASSERT_TRUE(r);
-    metrics = r->body;
-    if (metrics.find("statebank_audits_total 1\n") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const std::string metrics = wait_for_metrics_line(c, "statebank_audits_total 1\n");
+  ASSERT_FALSE(metrics.empty()) << "/metrics did not answer";
   EXPECT_NE(metrics.find("statebank_audits_total 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("statebank_audit_mismatches_total 0\n"), std::string::npos) << metrics;
   EXPECT_EQ(server.stop(), 0);

@@ -148,14 +148,8 @@ TEST_F(ServeE2E, BadInputAgainstTheRealModelKeepsServing) {
   json again = post(c, "/v1/completions", {{"prompt", concat(shared, {13, 14})}, {"max_tokens", 3}}, false);
   EXPECT_GT(again["restore"]["restore_point"].get<int64_t>(), 0);
   // The audit runs in the background once the server is idle.
-  std::string metrics;
-  for (int i = 0; i < 600; ++i) {
-    auto r = c.Get("/metrics");
-    ASSERT_TRUE(r);
-    metrics = r->body;
-    if (metrics.find("statebank_audits_total 1\n") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const std::string metrics = wait_for_metrics_line(c, "statebank_audits_total 1\n");
+  ASSERT_FALSE(metrics.empty()) << "/metrics did not answer";
   EXPECT_NE(metrics.find("statebank_audits_total 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("statebank_audit_mismatches_total 0\n"), std::string::npos) << metrics;
   EXPECT_EQ(server.stop(), 0);

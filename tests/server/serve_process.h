@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <httplib.h>
@@ -106,5 +108,20 @@ class ServeProcess {
   FILE* stdout_ = nullptr;
   int exit_status_ = -1;
 };
+
+// /metrics of the server behind `c` once it holds `line` (the audit, say,
+// runs in the background once the server is idle), polled for up to 60 s;
+// the last body read either way ("" when the server did not answer).
+inline std::string wait_for_metrics_line(httplib::Client& c, const std::string& line) {
+  std::string metrics;
+  for (int i = 0; i < 600; ++i) {
+    auto r = c.Get("/metrics");
+    if (!r) return "";
+    metrics = r->body;
+    if (metrics.find(line) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return metrics;
+}
 
 }  // namespace sb::testing
