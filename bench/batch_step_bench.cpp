@@ -5,7 +5,8 @@
 // the step anyway, which is what continuous batching gains, and what a
 // prefill chunk adds to a step of running decodes (sizing --batch-tokens).
 //
-// usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64]
+// usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--shape DECODES,PREFILL]
+// --shape measures that one shape only (e.g. under perf record).
 #include <time.h>
 
 #include <algorithm>
@@ -29,14 +30,19 @@ double thread_cpu_ms() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  sb::Args args({"reps", "history"}, {});
+  sb::Args args({"reps", "history", "shape"}, {});
   sb::Status s = args.parse(argc, argv);
   int64_t reps = 3, history = 64;
   if (s) s = args.get_int("reps", 3, 1, 100, &reps);
   if (s) s = args.get_int("history", 64, 1, 1 << 20, &history);
+  int shape_decodes = -1, shape_prefill = 0;
+  if (s && args.has("shape") &&
+      (std::sscanf(args.get("shape").c_str(), "%d,%d", &shape_decodes, &shape_prefill) != 2 || shape_decodes < 0 ||
+       shape_decodes > 8 || shape_prefill < 0 || shape_prefill > 512 || shape_decodes + shape_prefill == 0))
+    s = sb::Status::invalid("--shape takes DECODES,PREFILL (0..8 and 0..512, not both 0)");
   if (!s || args.positional().size() != 1) {
-    std::fprintf(stderr, "usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64]%s%s\n", s ? "" : ": ",
-                 s ? "" : s.message().c_str());
+    std::fprintf(stderr, "usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--shape D,P]%s%s\n",
+                 s ? "" : ": ", s ? "" : s.message().c_str());
     return 2;
   }
   std::unique_ptr<sb::Model> model;
@@ -91,6 +97,11 @@ int main(int argc, char** argv) {
   };
   std::printf("one forward step, 1 thread, CPU ms (min of %lld); history %lld tokens per sequence\n",
               static_cast<long long>(reps), static_cast<long long>(history));
+  if (shape_decodes >= 0) {
+    std::printf("%d decodes, %d prefill rows: %.1f ms\n", shape_decodes, shape_prefill,
+                step_ms(shape_decodes, shape_prefill));
+    return 0;
+  }
   std::printf("%8s %8s %10s %14s\n", "decodes", "prefill", "step ms", "ms per row");
   const double one = step_ms(1, 0);
   std::printf("%8d %8d %10.1f %14.1f\n", 1, 0, one, one);

@@ -52,6 +52,21 @@ def gguf_weight_bytes(path: str) -> int:
     return sum(int(t.n_bytes) for t in gguf.GGUFReader(path).tensors)
 
 
+def same_weights(statebank: str, llama_bin: str, work: str, arch: str, preset: str) -> tuple[str, str, str]:
+    """The generated checkpoint (bf16), as a BF16 GGUF and as Q8_0, made once in `work`."""
+    os.makedirs(work, exist_ok=True)
+    ckpt = os.path.join(work, f"{arch}-{preset}-bf16")
+    if not os.path.exists(os.path.join(ckpt, "config.json")):
+        run([statebank, "gen-model", "--arch", arch, "--preset", preset, "--dtype", "bf16", ckpt])
+    bf16 = ckpt + ".bf16.gguf"
+    if not os.path.exists(bf16):
+        run([sys.executable, os.path.join(ROOT, "tools/gguf/convert.py"), "--outtype", "bf16", ckpt, bf16])
+    q8 = ckpt + ".q8_0.gguf"
+    if not os.path.exists(q8):
+        run([os.path.join(llama_bin, "llama-quantize"), bf16, q8, "Q8_0"], quiet=True)
+    return ckpt, bf16, q8
+
+
 def has_flag(binary: str, flag: str) -> bool:
     p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
     return p.returncode == 0 and flag in p.stdout
@@ -99,15 +114,7 @@ def main():
     load_before = os.getloadavg()
 
     # 1-2. The same weights three ways.
-    ckpt = os.path.join(a.work, f"{a.arch}-{a.preset}-bf16")
-    if not os.path.exists(os.path.join(ckpt, "config.json")):
-        run([a.statebank, "gen-model", "--arch", a.arch, "--preset", a.preset, "--dtype", "bf16", ckpt])
-    bf16 = ckpt + ".bf16.gguf"
-    if not os.path.exists(bf16):
-        run([sys.executable, os.path.join(ROOT, "tools/gguf/convert.py"), "--outtype", "bf16", ckpt, bf16])
-    q8 = ckpt + ".q8_0.gguf"
-    if not os.path.exists(q8):
-        run([os.path.join(a.llama_bin, "llama-quantize"), bf16, q8, "Q8_0"], quiet=True)
+    ckpt, bf16, q8 = same_weights(a.statebank, a.llama_bin, a.work, a.arch, a.preset)
 
     # 3. Both benchmarks in the same run.
     llama = json.loads(run([os.path.join(a.llama_bin, "llama-bench"), "-m", bf16, "-m", q8, "-lm", "none",

@@ -57,11 +57,13 @@ CompletionRequest request_for(std::vector<int32_t> prompt, int64_t max_tokens, T
   return r;
 }
 
-std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t batch_tokens, Status* s) {
+std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t batch_tokens, double itl_ratio,
+                                    Status* s) {
   EngineOptions eo;
   eo.block_tokens = 256;
   eo.max_running = max_running;
   eo.batch_tokens = batch_tokens;
+  eo.itl_ratio = itl_ratio;
   std::unique_ptr<Engine> engine;
   *s = Engine::create(model, nullptr, eo, &engine);
   return engine;
@@ -69,7 +71,7 @@ std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t
 
 Status run_clients(const Model& model, const LoadOptions& o, int clients, ClientsRun* out) {
   Status s;
-  auto engine = make_engine(model, o.max_running, o.batch_tokens, &s);
+  auto engine = make_engine(model, o.max_running, o.batch_tokens, o.itl_ratio, &s);
   SB_RETURN_IF_ERROR(s);
   const int n = clients * o.requests_per_client;
   std::vector<std::unique_ptr<Timeline>> timelines;
@@ -108,10 +110,11 @@ Status run_clients(const Model& model, const LoadOptions& o, int clients, Client
   return Status::ok();
 }
 
-Status run_long_prefill(const Model& model, const LoadOptions& o, int64_t batch_tokens, LongPrefillRun* out) {
+Status run_long_prefill(const Model& model, const LoadOptions& o, int64_t batch_tokens, double itl_ratio,
+                        LongPrefillRun* out) {
   Status s;
   const int max_running = std::max(o.max_running, o.long_decoders + 1);
-  auto engine = make_engine(model, max_running, batch_tokens, &s);
+  auto engine = make_engine(model, max_running, batch_tokens, itl_ratio, &s);
   SB_RETURN_IF_ERROR(s);
   std::mt19937_64 rng(o.seed * 7919 + static_cast<uint64_t>(batch_tokens));
   std::atomic<bool> stop{false};
@@ -164,6 +167,7 @@ Status run_long_prefill(const Model& model, const LoadOptions& o, int64_t batch_
     }
   }
   out->batch_tokens = batch_tokens;
+  out->itl_ratio = itl_ratio;
   out->decoders = o.long_decoders;
   out->idle_itl_ms = percentiles(idle);
   out->during_itl_ms = percentiles(during);
@@ -211,29 +215,31 @@ Status run_load_workload(const Model& model, const LoadOptions& o, LoadResult* o
             run.tokens_per_s, run.ttft_ms.p50, run.ttft_ms.p99, run.itl_ms.p50, run.itl_ms.p99));
     out->clients.push_back(run);
   }
-  for (int64_t b : o.long_batch_tokens) {
-    LongPrefillRun run;
-    SB_RETURN_IF_ERROR(run_long_prefill(model, o, b, &run));
-    say(fmt("batch tokens %lld: ITL idle p50 %.0f p99 %.0f ms; during a %lld-token prefill p50 %.0f p99 %.0f ms "
-            "(%.1fx); prefill %.1f s",
-            static_cast<long long>(b), run.idle_itl_ms.p50, run.idle_itl_ms.p99,
-            static_cast<long long>(o.long_prompt_tokens), run.during_itl_ms.p50, run.during_itl_ms.p99,
-            run.idle_itl_ms.p99 > 0 ? run.during_itl_ms.p99 / run.idle_itl_ms.p99 : 0.0, run.prefill_s));
-    out->long_prefill.push_back(run);
-  }
+  for (int64_t b : o.long_batch_tokens)
+    for (double r : o.long_itl_ratios) {
+      LongPrefillRun run;
+      SB_RETURN_IF_ERROR(run_long_prefill(model, o, b, r, &run));
+      say(fmt("batch tokens %lld, itl ratio %g: ITL idle p50 %.0f p99 %.0f ms; during a %lld-token prefill p50 %.0f "
+              "p99 %.0f ms (%.1fx); prefill %.1f s",
+              static_cast<long long>(b), r, run.idle_itl_ms.p50, run.idle_itl_ms.p99,
+              static_cast<long long>(o.long_prompt_tokens), run.during_itl_ms.p50, run.during_itl_ms.p99,
+              run.idle_itl_ms.p99 > 0 ? run.during_itl_ms.p99 / run.idle_itl_ms.p99 : 0.0, run.prefill_s));
+      out->long_prefill.push_back(run);
+    }
   out->wall_s = ms_between(start, Clock::now()) / 1000.0;
   return Status::ok();
 }
 
 std::string load_csv(const LoadResult& r) {
   std::string s =
-      "phase,clients,batch_tokens,tokens,wall_s,tokens_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,"
+      "phase,clients,batch_tokens,itl_ratio,tokens,wall_s,tokens_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,"
       "idle_itl_p50_ms,idle_itl_p99_ms,prefill_s\n";
   for (const auto& c : r.clients)
-    s += fmt("clients,%d,,%lld,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,,,\n", c.clients, static_cast<long long>(c.tokens),
+    s += fmt("clients,%d,,,%lld,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,,,\n", c.clients, static_cast<long long>(c.tokens),
              c.wall_s, c.tokens_per_s, c.ttft_ms.p50, c.ttft_ms.p99, c.itl_ms.p50, c.itl_ms.p99);
   for (const auto& l : r.long_prefill)
-    s += fmt("long_prefill,%d,%lld,,,,,,%.1f,%.1f,%.1f,%.1f,%.2f\n", l.decoders, static_cast<long long>(l.batch_tokens),
+    s += fmt("long_prefill,%d,%lld,%g,,,,,,%.1f,%.1f,%.1f,%.1f,%.2f\n", l.decoders,
+             static_cast<long long>(l.batch_tokens), l.itl_ratio,
              l.during_itl_ms.p50, l.during_itl_ms.p99, l.idle_itl_ms.p50, l.idle_itl_ms.p99, l.prefill_s);
   return s;
 }
@@ -243,8 +249,8 @@ std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadR
   md += "Generated by `" + c.command + "` on " + c.date + ".\n\n";
   md += "- model: " + c.model + "\n";
   md += fmt("- machine: %s; %d runtime threads\n", c.machine.c_str(), c.threads);
-  md += fmt("- engine: --max-running %d, --batch-tokens %lld; bank bypassed (batching alone)\n", o.max_running,
-            static_cast<long long>(o.batch_tokens));
+  md += fmt("- engine: --max-running %d, --batch-tokens %lld, --itl-ratio %g; bank bypassed (batching alone)\n",
+            o.max_running, static_cast<long long>(o.batch_tokens), o.itl_ratio);
   md += fmt("- clients: each sends %d requests one after another, a distinct %lld-token prompt and %lld greedy "
             "decode tokens each\n",
             o.requests_per_client, static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
@@ -265,24 +271,29 @@ std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadR
     md += fmt("\nTarget: %d clients reach at least 4x the aggregate decode throughput of one: %.2fx, %s.\n",
               best->clients, ratio, ratio >= 4.0 ? "met" : "**not met**");
   }
-  md += fmt("\n## Running decodes while a %lld-token prompt is prefilled\n\n", static_cast<long long>(o.long_prompt_tokens));
-  md += fmt("%d clients decode; after an idle window of %lld tokens each, one request with a %lld-token prompt "
+  md += fmt("\n## Running decodes while a prompt of %lld tokens is prefilled\n\n", static_cast<long long>(o.long_prompt_tokens));
+  md += fmt("%d clients decode; after an idle window of %lld tokens each, one request with a prompt of %lld tokens "
             "arrives. ITL during = the decoders' gaps that end between its arrival and its first token.\n\n",
             o.long_decoders, static_cast<long long>(o.idle_tokens), static_cast<long long>(o.long_prompt_tokens));
-  md += "| --batch-tokens | ITL idle p50 | ITL idle p99 | ITL during p50 | ITL during p99 | p99 during / idle | "
-        "long prompt's TTFT |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  md += "| --batch-tokens | --itl-ratio | ITL idle p50 | ITL idle p99 | ITL during p50 | ITL during p99 | p99 during / idle | "
+        "long prompt's TTFT |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& l : r.long_prefill) {
     const double ratio = l.idle_itl_ms.p99 > 0 ? l.during_itl_ms.p99 / l.idle_itl_ms.p99 : 0;
-    md += fmt("| %lld | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.2fx %s | %.1f s |\n",
-              static_cast<long long>(l.batch_tokens), l.idle_itl_ms.p50, l.idle_itl_ms.p99, l.during_itl_ms.p50,
+    md += fmt("| %lld | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.2fx %s | %.1f s |\n",
+              static_cast<long long>(l.batch_tokens), l.itl_ratio > 0 ? fmt("%g", l.itl_ratio).c_str() : "0 (off)",
+              l.idle_itl_ms.p50, l.idle_itl_ms.p99, l.during_itl_ms.p50,
               l.during_itl_ms.p99, ratio, ratio <= 3.0 ? "(<= 3x)" : "(> 3x)", l.prefill_s);
   }
   md += "\nTarget: p99 inter-token latency during the long prefill at most 3 times the idle one. A step runs "
-        "every running decode plus prefill chunks up to --batch-tokens in all, so the budget sets the trade-off: "
-        "a smaller budget keeps decodes smooth and prefills the long prompt more slowly.\n";
+        "every running decode plus prefill chunks up to --batch-tokens in all and, with --itl-ratio r > 0, only "
+        "as many prefill rows as fit in about r - 1 decode-only steps' time (measured as the loop runs), so a "
+        "step beside running decodes takes about r times a decode-only one. Either budget sets the trade-off: "
+        "smoother decodes, or a faster first token for the long prompt.\n";
   if (!c.plot_name.empty()) md += "\n![throughput and latency by clients](" + c.plot_name + ")\n";
   if (!c.plots_note.empty()) md += "\n" + c.plots_note + "\n";
-  md += "\nRaw numbers: [" + c.csv_name + "](" + c.csv_name + ").\n";
+  md += "\nRaw numbers: [" + c.csv_name + "](" + c.csv_name + "). The same clients over HTTP against `statebank "
+        "serve` and llama.cpp's `llama-server -np 8` side by side, on the same weights: `bench/compare_llama_load.sh "
+        "--out docs/bench` writes [load-llama.md](load-llama.md).\n";
   return md;
 }
 

@@ -10,7 +10,8 @@
 //     time to first token (from the request's submission, queue included)
 //     and inter-token latency (gaps between a request's consecutive tokens)
 //     are reported as p50 and p99.
-//  2. For each step budget b (batch_tokens): `long_decoders` clients decode
+//  2. For each step budget b (batch_tokens) and each latency ratio r
+//     (itl_ratio, engine/step_budget.h): `long_decoders` clients decode
 //     without end; their inter-token latency is measured idle (a window of
 //     `idle_tokens` tokens each), then while one request with a prompt of
 //     `long_prompt_tokens` tokens is admitted and prefilled (the gaps ending
@@ -35,10 +36,12 @@ struct LoadOptions {
   int requests_per_client = 2;
   int max_running = 8;
   int64_t batch_tokens = 512;
+  double itl_ratio = 2.5;
   int64_t long_prompt_tokens = 8192;
   int long_decoders = 4;
   int64_t idle_tokens = 16;
   std::vector<int64_t> long_batch_tokens = {512};  // step budgets of phase 2
+  std::vector<double> long_itl_ratios = {0, 2.5};   // and latency ratios (0: tokens alone)
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;
 };
@@ -60,6 +63,7 @@ struct ClientsRun {
 
 struct LongPrefillRun {
   int64_t batch_tokens = 0;
+  double itl_ratio = 0;
   int decoders = 0;
   Percentiles idle_itl_ms, during_itl_ms;
   double prefill_s = 0;  // the long request's time to first token

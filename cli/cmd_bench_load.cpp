@@ -17,29 +17,37 @@ namespace sb {
 const char* const kLoadUsage =
     "usage: statebank bench load [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
     "         [--threads 2] [--precision bf16|f32] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48] [--requests 2]\n"
-    "         [--max-running 8] [--batch-tokens 512] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
-    "         [--idle-tokens 16] [--long-batch-tokens 512,64,16] [--seed 1] [--report FILE.md] [--csv FILE.csv]\n"
+    "         [--max-running 8] [--batch-tokens 512] [--itl-ratio 2.5] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
+    "         [--idle-tokens 16] [--long-batch-tokens 512,64] [--long-itl-ratios 0,2.5] [--seed 1] [--report FILE.md]\n"
+    "         [--csv FILE.csv]"
     "         [--no-plots]";
 
 namespace {
 
 namespace fs = std::filesystem;
 
-Status parse_list(const std::string& flag, const std::string& text, int64_t lo, std::vector<int64_t>* out) {
+// A comma-separated list of numbers, each accepted by `valid`.
+template <typename T>
+Status parse_list(const std::string& flag, const std::string& text, const std::string& what, bool (*valid)(double),
+                  std::vector<T>* out) {
   out->clear();
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
     char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < lo)
-      return Status::invalid("--" + flag + " takes a comma-separated list of integers >= " + std::to_string(lo) +
-                             ", not '" + text + "'");
-    out->push_back(v);
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !valid(v) || static_cast<double>(static_cast<T>(v)) != v)
+      return Status::invalid("--" + flag + " takes a comma-separated list of " + what + ", not '" + text + "'");
+    out->push_back(static_cast<T>(v));
   }
   if (out->empty()) return Status::invalid("--" + flag + " is empty");
   return Status::ok();
 }
+
+bool valid_count(double v) { return v >= 1 && v <= (1 << 20); }
+bool valid_budget(double v) { return v >= 2 && v <= (1 << 20); }
+// 0 turns the time budget off; a ratio of 1 or less would leave no room for a prefill.
+bool valid_ratio(double v) { return v == 0 || (v > 1 && v <= 1000); }
 
 // Empty on success, else why there is no plot.
 std::string make_plot(const std::string& csv, const std::string& png) {
@@ -58,7 +66,7 @@ std::string make_plot(const std::string& csv, const std::string& png) {
 int bench_load(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "clients", "prompt-tokens", "decode-tokens", "requests",
              "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
-             "seed", "report", "csv"},
+             "itl-ratio", "long-itl-ratios", "seed", "report", "csv"},
             {"no-plots"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kLoadUsage);
@@ -76,8 +84,12 @@ int bench_load(int argc, char** argv) {
       !(s = args.get_int("long-decoders", 4, 1, 255, &decoders)) ||
       !(s = args.get_int("idle-tokens", 16, 1, 1 << 20, &o.idle_tokens)) ||
       !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
-      !(s = parse_list("clients", args.get("clients", "1,2,4,8"), 1, &clients)) ||
-      !(s = parse_list("long-batch-tokens", args.get("long-batch-tokens", "512"), 2, &o.long_batch_tokens)))
+      !(s = args.get_double("itl-ratio", 2.5, &o.itl_ratio)) ||
+      !(s = parse_list("clients", args.get("clients", "1,2,4,8"), "integers >= 1", valid_count, &clients)) ||
+      !(s = parse_list("long-batch-tokens", args.get("long-batch-tokens", "512"), "integers >= 2", valid_budget,
+                       &o.long_batch_tokens)) ||
+      !(s = parse_list("long-itl-ratios", args.get("long-itl-ratios", "0,2.5"), "0 or ratios above 1", valid_ratio,
+                       &o.long_itl_ratios)))
     return fail("bench", s.message());
   o.clients.assign(clients.begin(), clients.end());
   o.requests_per_client = static_cast<int>(requests);
@@ -85,6 +97,7 @@ int bench_load(int argc, char** argv) {
   o.long_decoders = static_cast<int>(decoders);
   o.seed = static_cast<uint64_t>(seed);
   if (o.batch_tokens <= o.max_running) return fail("bench", "--batch-tokens must be more than --max-running");
+  if (!valid_ratio(o.itl_ratio)) return fail("bench", "--itl-ratio must be 0 (off) or more than 1 (and at most 1000)");
   for (int64_t b : o.long_batch_tokens)
     if (b <= std::max<int64_t>(o.max_running, o.long_decoders + 1))
       return fail("bench", "each --long-batch-tokens must be more than the sequences that run (" +
@@ -106,7 +119,7 @@ int bench_load(int argc, char** argv) {
 
   LoadReportContext c;
   c.command = "tools/statebank.sh bench load";
-  for (int i = 1; i < argc; ++i) c.command += " " + quote_arg(argv[i]);
+  for (int i = 1; i < argc; ++i) c.command.append(" ").append(quote_arg(argv[i]));
   c.model = model_desc;
   c.machine = cpu_name() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";
   c.date = utc_now();

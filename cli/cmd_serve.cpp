@@ -38,7 +38,7 @@ const char* kUsage =
     "[--precision bf16|f32] "
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
-    "[--max-running N] [--batch-tokens N] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
+    "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--insecure-no-key] "
     "[--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-ttl SECONDS] [--remote-timeout-ms MS]]";
 
@@ -68,7 +68,7 @@ int cmd_serve(int argc, char** argv) {
 
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
              "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
-             "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "max-queue",
+             "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
              "max-tokens-limit", "request-timeout", "shutdown-deadline", "remote", "remote-password-file",
              "remote-ttl", "remote-timeout-ms"},
             {"insecure-no-key"});
@@ -82,7 +82,7 @@ int cmd_serve(int argc, char** argv) {
   int64_t port, block_tokens, snapshot_every, threads, max_prompt, max_running, batch_tokens, max_queue,
       max_tokens_limit, request_timeout_s, deadline_s, remote_ttl, remote_timeout;
   uint64_t max_body;
-  double audit;
+  double audit, itl_ratio;
   if (!(s = args.get_int("port", 8000, 0, 65535, &port)) || !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block_tokens)) ||
       !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &snapshot_every)) ||
       !(s = args.get_int("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024, &threads)) ||
@@ -96,9 +96,12 @@ int cmd_serve(int argc, char** argv) {
       !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &remote_ttl)) ||
       !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &remote_timeout)) ||
       !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.bank.ram_bytes)) ||
-      !(s = args.get_size("ssd-bank", 0, &eo.bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)))
+      !(s = args.get_size("ssd-bank", 0, &eo.bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)) ||
+      !(s = args.get_double("itl-ratio", 2.5, &itl_ratio)))
     return fail("serve", s.message());
   if (!(audit >= 0.0 && audit <= 1.0)) return fail("serve", "--audit must be a rate in [0, 1]");
+  if (!(itl_ratio == 0.0 || (itl_ratio > 1.0 && itl_ratio <= 1000.0)))
+    return fail("serve", "--itl-ratio must be 0 (off) or more than 1 (and at most 1000)");
   if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
   if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
   if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");
@@ -167,6 +170,7 @@ int cmd_serve(int argc, char** argv) {
   eo.audit_rate = audit;
   eo.max_running = static_cast<int>(max_running);
   eo.batch_tokens = batch_tokens;
+  eo.itl_ratio = itl_ratio;
 
   std::unique_ptr<EngineBackend> backend;
   if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());

@@ -127,6 +127,11 @@ struct EngineOptions {
   // REQUIRES batch_tokens > max_running, so a prefill always moves.
   int max_running = 8;
   int64_t batch_tokens = 512;
+  // Beside running decodes a step's prefill rows are held to what fits in
+  // about itl_ratio times a decode-only step (measured, engine/step_budget.h),
+  // so a long prompt stretches their inter-token latency by about that much;
+  // 0 = only batch_tokens bounds a step.
+  double itl_ratio = 2.5;
 };
 
 // Test-only ways to break a restore on purpose, so a test can prove that the

@@ -13,7 +13,7 @@ constexpr int64_t kEchoRows = kGrid;
 
 }  // namespace
 
-StepLoop::StepLoop(const EngineContext& context) : context_(context) {
+StepLoop::StepLoop(const EngineContext& context) : context_(context), budget_(context.options.itl_ratio) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -82,12 +82,12 @@ std::vector<StepLoop::Slice> StepLoop::plan_step() {
   // Cancelled sequences leave before they cost a row.
   for (Sequence* seq : running_)
     if (seq->request.cancelled && seq->request.cancelled()) finish(*seq, "cancelled");
-  int64_t budget = context_.options.batch_tokens;
   for (Sequence* seq : running_) {
     if (seq->finished || seq->prefilling()) continue;
     slices.push_back(Slice{seq, 0, 0, true, seq->result.tokens.back().token});
-    --budget;
   }
+  const int64_t decodes = static_cast<int64_t>(slices.size());
+  int64_t budget = budget_.prefill_rows(decodes, context_.options.batch_tokens - decodes);
   for (Sequence* seq : running_) {
     if (seq->finished || !seq->prefilling()) continue;
     const int64_t begin = seq->state.position(), n = seq->prompt_tokens();
@@ -119,8 +119,9 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
                   : s.end == s.seq->prompt_tokens() ? LogitRows::kLast
                                                      : LogitRows::kNone;
   }
-  int64_t tokens = 0;
-  for (const SequenceStep& step : batch) tokens += static_cast<int64_t>(step.tokens.size());
+  int64_t tokens = 0, decodes = 0;
+  for (const SequenceStep& step : batch) tokens += static_cast<int64_t>(step.tokens.size()), decodes += step.decode;
+  const EngineClock::time_point started = EngineClock::now();
   steps_.fetch_add(1, std::memory_order_relaxed);
   step_tokens_.fetch_add(static_cast<uint64_t>(tokens), std::memory_order_relaxed);
   if (batch.size() > peak_batch_.load(std::memory_order_relaxed))
@@ -146,6 +147,8 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
       end_prefill_chunk(slices[i], outs[i]);
     }
   }
+  // Sampling and publishing are part of what a running decode waits for.
+  budget_.observe(decodes, tokens - decodes, ms_since(started));
 }
 
 void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {

@@ -7,10 +7,12 @@
 //     order and are admitted as slots free up, at the start of a step.
 //  2. A step consumes at most options.batch_tokens tokens: every running
 //     decode first (one token each), then prefill chunks in admission order
-//     with what is left (echo chunks at most kGrid rows). Chunks end
+//     with what is left (echo chunks at most kGrid rows). Beside running
+//     decodes the prefill rows are also held to what fits in
+//     options.itl_ratio decode-only steps (engine/step_budget.h). Chunks end
 //     anywhere: each sequence's PrefillCarry keeps the bits those of an
 //     unsplit prefill. So a long prefill delays the running decodes by one
-//     step of bounded size at a time, never by its whole length.
+//     step of bounded time at a time, never by its whole length.
 //  3. A sequence cancelled (request.cancelled(), on_token returning false),
 //     stopped or at max_tokens leaves at the end of the step that saw it; a
 //     waiting sequence cancelled before it starts never runs.
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
+#include "engine/step_budget.h"
 
 namespace sb {
 
@@ -69,6 +72,7 @@ class StepLoop {
   void retire_finished();     // takes finished sequences out, wakes their callers
 
   const EngineContext& context_;
+  StepBudget budget_;  // step thread only
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // a sequence arrived, or stopping
   std::condition_variable done_cv_;  // a sequence is done

@@ -79,6 +79,7 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   eo.snapshot_every = options.snapshot_every;
   eo.max_running = options.max_running;
   eo.batch_tokens = options.batch_tokens;
+  eo.itl_ratio = options.itl_ratio;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   if (options.audit_rate > 0 && b->bank_) {
     AuditOptions ao;

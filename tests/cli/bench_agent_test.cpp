@@ -197,18 +197,21 @@ TEST_F(BenchAgentTest, ReplicaRestoresFromRedis) {
 }
 
 // `statebank bench load` end to end on the tiny preset: the report has its
-// tables and its CSV one row per client count and per step budget.
+// tables and its CSV one row per client count and per step budget (tokens
+// and latency ratio).
 TEST_F(BenchAgentTest, TinyLoadRunWritesItsReport) {
   const fs::path out = dir_ / "out";
   const std::string args = "bench load --preset tiny --cache-dir '" + (dir_ / "models").string() + "' --report '" +
                            (out / "load.md").string() +
                            "' --clients 1,2 --prompt-tokens 16 --decode-tokens 6 --requests 1 --max-running 4"
                            " --batch-tokens 32 --long-prompt-tokens 200 --long-decoders 2 --idle-tokens 4"
-                           " --long-batch-tokens 64,16 --no-plots";
+                           " --long-batch-tokens 64 --long-itl-ratios 0,2.5 --no-plots";
   const Outcome r = run_statebank(dir_, "", args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string md = read_text(out / "load.md");
   EXPECT_NE(md.find("tools/statebank.sh bench load --preset tiny"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 64 | 0 (off) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 64 | 2.5 |"), std::string::npos) << md;
   const std::string csv = read_text(out / "load.csv");
   size_t clients = 0, budgets = 0;
   for (size_t at = 0; (at = csv.find("\nclients,", at)) != std::string::npos; ++at) ++clients;
@@ -220,7 +223,9 @@ TEST_F(BenchAgentTest, TinyLoadRunWritesItsReport) {
 TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
   for (const std::string args : {"bench agent --turns 0", "bench agent --prefix-tokens x", "bench nope",
                                  "bench agent --model /nonexistent/dir", "bench agent --remote http://x",
-                                 "bench load --clients 0", "bench load --max-running 8 --batch-tokens 8"}) {
+                                 "bench load --clients 0", "bench load --max-running 8 --batch-tokens 8",
+                                 "bench load --itl-ratio 0.5", "bench load --long-itl-ratios 0,1",
+                                 "bench load --clients 2.5"}) {
     const Outcome r = run_statebank(dir_, "", args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.err.rfind("statebank bench: ", 0), 0u) << r.err;

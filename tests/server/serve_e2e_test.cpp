@@ -199,5 +199,15 @@ TEST(ServeCli, RefusesAnOpenHostWithoutAKey) {
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", "/nonexistent"}), 2);  // no checkpoint there
 }
 
+TEST(ServeCli, RefusesAnItlRatioThatLeavesNoRoomForAPrefill) {
+  for (const char* ratio : {"1", "0.5", "-2", "x"}) {
+    std::string out;
+    const int rc = run_shell(std::string(SB_STATEBANK_BIN) + " serve --model /nonexistent --itl-ratio " + ratio + " 2>&1",
+                             &out);
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << ratio;
+    EXPECT_NE(out.find("--itl-ratio"), std::string::npos) << out;
+  }
+}
+
 }  // namespace
 }  // namespace sb::testing
