@@ -36,12 +36,12 @@ struct LoadOptions {
   int requests_per_client = 2;
   int max_running = 8;
   int64_t batch_tokens = 512;
-  double itl_ratio = 2.5;
+  double itl_ratio = 2.0;
   int64_t long_prompt_tokens = 8192;
   int long_decoders = 4;
   int64_t idle_tokens = 16;
   std::vector<int64_t> long_batch_tokens = {512};  // step budgets of phase 2
-  std::vector<double> long_itl_ratios = {0, 2.5};   // and latency ratios (0: tokens alone)
+  std::vector<double> long_itl_ratios = {0, 2};     // and latency ratios (0: tokens alone)
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;
 };

@@ -17,8 +17,8 @@ namespace sb {
 const char* const kLoadUsage =
     "usage: statebank bench load [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
     "         [--threads 2] [--precision bf16|f32] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48] [--requests 2]\n"
-    "         [--max-running 8] [--batch-tokens 512] [--itl-ratio 2.5] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
-    "         [--idle-tokens 16] [--long-batch-tokens 512,64] [--long-itl-ratios 0,2.5] [--seed 1] [--report FILE.md]\n"
+    "         [--max-running 8] [--batch-tokens 512] [--itl-ratio 2] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
+    "         [--idle-tokens 16] [--long-batch-tokens 512,64] [--long-itl-ratios 0,2] [--seed 1] [--report FILE.md]\n"
     "         [--csv FILE.csv]"
     "         [--no-plots]";
 
@@ -84,11 +84,11 @@ int bench_load(int argc, char** argv) {
       !(s = args.get_int("long-decoders", 4, 1, 255, &decoders)) ||
       !(s = args.get_int("idle-tokens", 16, 1, 1 << 20, &o.idle_tokens)) ||
       !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
-      !(s = args.get_double("itl-ratio", 2.5, &o.itl_ratio)) ||
+      !(s = args.get_double("itl-ratio", 2.0, &o.itl_ratio)) ||
       !(s = parse_list("clients", args.get("clients", "1,2,4,8"), "integers >= 1", valid_count, &clients)) ||
       !(s = parse_list("long-batch-tokens", args.get("long-batch-tokens", "512"), "integers >= 2", valid_budget,
                        &o.long_batch_tokens)) ||
-      !(s = parse_list("long-itl-ratios", args.get("long-itl-ratios", "0,2.5"), "0 or ratios above 1", valid_ratio,
+      !(s = parse_list("long-itl-ratios", args.get("long-itl-ratios", "0,2"), "0 or ratios above 1", valid_ratio,
                        &o.long_itl_ratios)))
     return fail("bench", s.message());
   o.clients.assign(clients.begin(), clients.end());

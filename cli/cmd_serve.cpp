@@ -97,7 +97,7 @@ int cmd_serve(int argc, char** argv) {
       !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &remote_timeout)) ||
       !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.bank.ram_bytes)) ||
       !(s = args.get_size("ssd-bank", 0, &eo.bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)) ||
-      !(s = args.get_double("itl-ratio", 2.5, &itl_ratio)))
+      !(s = args.get_double("itl-ratio", 2.0, &itl_ratio)))
     return fail("serve", s.message());
   if (!(audit >= 0.0 && audit <= 1.0)) return fail("serve", "--audit must be a rate in [0, 1]");
   if (!(itl_ratio == 0.0 || (itl_ratio > 1.0 && itl_ratio <= 1000.0)))

@@ -131,7 +131,7 @@ struct EngineOptions {
   // about itl_ratio times a decode-only step (measured, engine/step_budget.h),
   // so a long prompt stretches their inter-token latency by about that much;
   // 0 = only batch_tokens bounds a step.
-  double itl_ratio = 2.5;
+  double itl_ratio = 2.0;
 };
 
 // Test-only ways to break a restore on purpose, so a test can prove that the

@@ -39,7 +39,7 @@ struct EngineBackendOptions {
   int64_t snapshot_every = 2048;
   int max_running = 8;              // the engine's continuous batching (engine/engine.h)
   int64_t batch_tokens = 512;
-  double itl_ratio = 2.5;
+  double itl_ratio = 2.0;
   double audit_rate = 0.0;          // in [0, 1]
 };
 

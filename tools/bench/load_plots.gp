@@ -35,6 +35,7 @@ plot csv using (is_clients(1) ? $2 : 1/0):8 with linespoints pointtype 5 linecol
      ''  using (is_clients(1) ? $2 : 1/0):11 with linespoints pointtype 6 dashtype 2 linecolor rgb "#c0392b" title "ITL p99"
 
 set title "decode ITL p99 while a long prompt is prefilled"
+set key below
 set xlabel "--batch-tokens / --itl-ratio (0: no time budget)"
 set ylabel "ms (log scale)"
 unset logscale x
