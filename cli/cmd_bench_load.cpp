@@ -10,6 +10,7 @@
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "engine/step_budget.h"
 #include "model/model.h"
 
 namespace sb {
@@ -46,8 +47,6 @@ Status parse_list(const std::string& flag, const std::string& text, const std::s
 
 bool valid_count(double v) { return v >= 1 && v <= (1 << 20); }
 bool valid_budget(double v) { return v >= 2 && v <= (1 << 20); }
-// 0 turns the time budget off; a ratio of 1 or less would leave no room for a prefill.
-bool valid_ratio(double v) { return v == 0 || (v > 1 && v <= 1000); }
 
 // Empty on success, else why there is no plot.
 std::string make_plot(const std::string& csv, const std::string& png) {
@@ -88,7 +87,8 @@ int bench_load(int argc, char** argv) {
       !(s = parse_list("clients", args.get("clients", "1,2,4,8"), "integers >= 1", valid_count, &clients)) ||
       !(s = parse_list("long-batch-tokens", args.get("long-batch-tokens", "512"), "integers >= 2", valid_budget,
                        &o.long_batch_tokens)) ||
-      !(s = parse_list("long-itl-ratios", args.get("long-itl-ratios", "0,2"), "0 or ratios above 1", valid_ratio,
+      !(s = parse_list("long-itl-ratios", args.get("long-itl-ratios", "0,2"),
+                       std::string("ratios, each ") + StepBudget::kRatioRule, StepBudget::valid_ratio,
                        &o.long_itl_ratios)))
     return fail("bench", s.message());
   o.clients.assign(clients.begin(), clients.end());
@@ -97,7 +97,8 @@ int bench_load(int argc, char** argv) {
   o.long_decoders = static_cast<int>(decoders);
   o.seed = static_cast<uint64_t>(seed);
   if (o.batch_tokens <= o.max_running) return fail("bench", "--batch-tokens must be more than --max-running");
-  if (!valid_ratio(o.itl_ratio)) return fail("bench", "--itl-ratio must be 0 (off) or more than 1 (and at most 1000)");
+  if (!StepBudget::valid_ratio(o.itl_ratio))
+    return fail("bench", std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
   for (int64_t b : o.long_batch_tokens)
     if (b <= std::max<int64_t>(o.max_running, o.long_decoders + 1))
       return fail("bench", "each --long-batch-tokens must be more than the sequences that run (" +

@@ -26,6 +26,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "engine/step_budget.h"
 #include "server/engine_backend.h"
 #include "server/server.h"
 
@@ -100,8 +101,8 @@ int cmd_serve(int argc, char** argv) {
       !(s = args.get_double("itl-ratio", 2.0, &itl_ratio)))
     return fail("serve", s.message());
   if (!(audit >= 0.0 && audit <= 1.0)) return fail("serve", "--audit must be a rate in [0, 1]");
-  if (!(itl_ratio == 0.0 || (itl_ratio > 1.0 && itl_ratio <= 1000.0)))
-    return fail("serve", "--itl-ratio must be 0 (off) or more than 1 (and at most 1000)");
+  if (!StepBudget::valid_ratio(itl_ratio))
+    return fail("serve", std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
   if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
   if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
   if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");

@@ -3,6 +3,7 @@
 #include "bank/bank.h"
 #include "bank/chain.h"
 #include "engine/sequence.h"
+#include "engine/step_budget.h"
 #include "engine/step_loop.h"
 #include "model/model.h"
 
@@ -44,6 +45,8 @@ Status check_options(const Model& model, const EngineOptions& options) {
     return Status::invalid("batch tokens (" + std::to_string(options.batch_tokens) +
                            ") must be more than max running (" + std::to_string(options.max_running) +
                            "), so that a prefill moves beside every running decode");
+  if (!StepBudget::valid_ratio(options.itl_ratio))
+    return Status::invalid(std::string("the inter-token latency ratio must be ") + StepBudget::kRatioRule);
   return Status::ok();
 }
 

@@ -273,6 +273,13 @@ TEST(Engine, RejectsBadRequestsAndBadOptions) {
   o.snapshot_every = 192;
   EXPECT_EQ(Engine::create(f.model, &f.bank, o, &e).code(), Code::kInvalidArgument);
   o.snapshot_every = 256;
+  for (double ratio : {1.0, 0.5, -1.0, 1001.0}) {
+    o.itl_ratio = ratio;  // no room for a prefill beside decodes, or out of range
+    EXPECT_EQ(Engine::create(f.model, &f.bank, o, &e).code(), Code::kInvalidArgument) << ratio;
+  }
+  o.itl_ratio = 0;  // off
+  EXPECT_TRUE(Engine::create(f.model, &f.bank, o, &e).is_ok());
+  o.itl_ratio = 2;
   EXPECT_TRUE(Engine::create(f.model, &f.bank, o, &e).is_ok());
   EXPECT_TRUE(Engine::create(f.model, nullptr, o, &e).is_ok());
   ASSERT_TRUE(e->complete(request({1, 2, 3}), &r).is_ok());
