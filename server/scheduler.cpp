@@ -23,7 +23,9 @@ Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Submit::kClosed;
-    if (queue_.size() >= max_queue_) return Submit::kFull;
+    // A worker that is idle but not yet awake will take a queued job: count
+    // it as running, or a burst of arrivals is refused below capacity.
+    if (queue_.size() + running_.load() >= workers_.size() + max_queue_) return Submit::kFull;
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();

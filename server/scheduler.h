@@ -4,7 +4,9 @@
 //
 // Promises:
 //  1. submit() never blocks: a full queue is kFull (the route answers 429), a
-//     closed scheduler is kClosed (503).
+//     closed scheduler is kClosed (503). Full means max_queue jobs wait
+//     beyond one for each worker, whether the workers have taken theirs yet
+//     or not.
 //  2. Every submitted job ends exactly once: its `done` flag is set and its
 //     waiters are woken, whether it ran, failed or was cancelled before it
 //     started.
