@@ -9,7 +9,7 @@ namespace sb {
 
 // Bump when any kernel's arithmetic changes: it is part of every fingerprint,
 // so banks written by an older runtime are never restored into a newer one.
-constexpr const char* kNumericsVersion = "statebank-cpu-numerics-2";
+constexpr const char* kNumericsVersion = "statebank-cpu-numerics-3";
 
 Status Model::load(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out) {
   return Transformer::create(dir, options, out);

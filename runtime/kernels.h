@@ -68,7 +68,7 @@ struct FusedWeight {
 
 // Scalar functions applied element by element (one definition, so every
 // layer rounds them the same way): sigmoid(x) = 1 / (1 + e^-x),
-// silu(x) = x / (1 + e^-x).
+// silu(x) = x / (1 + e^-x), e^x as the CPU kernels' vexp (runtime/cpu/simd.h).
 enum class Activation : uint8_t { kIdentity, kSigmoid, kSilu };
 
 struct DeltaRuleInput {
@@ -175,9 +175,12 @@ class Kernels {
 
 struct KernelOptions {
   Precision precision = Precision::kF32;
-  // kBF16 on a CPU with AVX512_BF16: false runs the emulated dot product
-  // instead of vdpbf16ps (same bits, for tests that prove it).
-  bool native_bf16 = true;
+  // How kBF16 multiplies: kAuto takes vdpbf16ps (AVX512_BF16) where present
+  // and fp32 fused multiply-adds where that is faster (many rows on a CPU
+  // whose fma units outrun its vdpbf16ps); the others force one of the two
+  // for every row, for tests that prove they give the same bits.
+  enum class Bf16Path { kAuto, kNative, kFma };
+  Bf16Path bf16_path = Bf16Path::kAuto;
 };
 
 // The CPU kernels, parallel over output elements on `pool`.

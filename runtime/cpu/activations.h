@@ -5,16 +5,26 @@
 
 #include <cmath>
 
+#include "runtime/cpu/simd.h"
 #include "runtime/kernels.h"
 
 namespace sb::cpu {
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// e^x by vexp (simd.h), so that a scalar tail gets the bits of a vector lane.
+inline V16 sigmoid(V16 x) { return V16::set1(1.0f) / (V16::set1(1.0f) + vexp(V16::zero() - x)); }
+inline V16 silu(V16 x) { return x / (V16::set1(1.0f) + vexp(V16::zero() - x)); }
+inline float lane0(V16 x) {
+  alignas(64) float t[16];
+  x.store(t);
+  return t[0];
+}
+inline float sigmoid(float x) { return lane0(sigmoid(V16::set1(x))); }
+inline float silu(float x) { return lane0(silu(V16::set1(x))); }
 // PyTorch's softplus with its threshold: x itself above 20.
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-inline float activate(Activation act, float x) {
+template <class T>
+inline T activate(Activation act, T x) {
   switch (act) {
     case Activation::kSigmoid: return sigmoid(x);
     case Activation::kSilu: return silu(x);

@@ -79,7 +79,8 @@ class CpuKernels final : public Kernels {
 
   ThreadPool* pool_;
   KernelOptions options_;
-  bool native_bf16_ = false;  // vdpbf16ps present, allowed, and agreeing with bf16.h
+  bool native_bf16_ = false;    // vdpbf16ps present, allowed, and agreeing with bf16.h
+  bool fma_many_rows_ = false;  // the fma tiles for calls of kFmaMinRows rows or more
   std::string name_;
 };
 
@@ -88,6 +89,11 @@ class CpuKernels final : public Kernels {
 // AVX512_BF16 in the build. Probed once per process.
 bool native_bf16_agrees();
 bool native_bf16_probe();  // the probe itself, every call
+
+// True when the fma tiles multiply many rows faster than vdpbf16ps on this
+// CPU (timed once per process on a panel in L1; false without AVX512_BF16).
+// Both give the same bits, so the answer changes speed only.
+bool fma_tiles_faster();
 
 }  // namespace cpu
 }  // namespace sb

@@ -10,6 +10,7 @@
 #include "runtime/cpu/activations.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
+#include "runtime/cpu/simd.h"
 
 namespace sb::cpu {
 
@@ -23,7 +24,9 @@ void CpuKernels::add(float* x, const float* y, int64_t n) {
 void CpuKernels::mul_activation(float* x, const float* gate, int64_t n, Activation act) {
   FlushSubnormals mode;
   for_ranges(n, act == Activation::kIdentity ? 1 : 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) x[i] *= activate(act, gate[i]);
+    int64_t i = i0;
+    for (; i + 16 <= i1; i += 16) (V16::load(x + i) * activate(act, V16::load(gate + i))).store(x + i);
+    for (; i < i1; ++i) x[i] *= activate(act, gate[i]);
   });
 }
 

@@ -10,7 +10,9 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <random>
 #include <vector>
@@ -75,33 +77,50 @@ void pack_panel(const WeightRef& w, PackedWeight& pw, int64_t first, int64_t p) 
   }
 }
 
-// Stores the first n of 16 lanes.
+// Stores the first n lanes.
 inline void store_lanes(const float* lanes, float* y, int64_t n) { std::copy(lanes, lanes + n, y); }
 
-// The emulated tile: MR rows by the 64 columns of one panel, with fma + flush.
+// The fused multiply-add tile: MR rows by kFmaCols columns of a panel, each
+// pair two fp32 fmas, odd element first, as dp_pair. x holds the rows already
+// rounded to bf16 values, as floats, so that each factor is one broadcast.
+// Under the kernels' float mode (FTZ and DAZ, float_mode.h) the fma unit
+// itself flushes a subnormal result, which is dp_pair's flush; elsewhere the
+// flush is an explicit step.
+constexpr int64_t kFmaCols = 32;
+constexpr int64_t kPrefetchPairs = 32;  // 8 KiB ahead: the best of 4 to 128 on the 0.8b shapes
+
 template <int MR>
-void tile_emulated(const uint16_t* x, int64_t ldx, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
-                   int64_t ncols) {
-  V16 acc[MR][4];
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < 4; ++v) acc[i][v] = V16::zero();
+void tile_fma(const float* x, int64_t ldx, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
+              int64_t ncols) {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr auto flush = [](V16 v) { return v; };
+#else
+  constexpr auto flush = [](V16 v) { return ftz(v); };
+#endif
+  V16 acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = V16::zero();
   for (int64_t q = 0; q < pairs; ++q) {
-    V16 we[4], wo[4];
-    for (int v = 0; v < 4; ++v) V16::load_bf16_pairs(panel + q * kCols + 16 * v, &we[v], &wo[v]);
+    const char* ahead = reinterpret_cast<const char*>(panel + (q + kPrefetchPairs) * kCols);
+    __builtin_prefetch(ahead);
+    __builtin_prefetch(ahead + 64);
+    V16 we[2], wo[2];
+    V16::load_bf16_pairs(panel + q * kCols, &we[0], &wo[0]);
+    V16::load_bf16_pairs(panel + q * kCols + 16, &we[1], &wo[1]);
     for (int i = 0; i < MR; ++i) {
-      const V16 xe = V16::set1(bf16_value(x[i * ldx + 2 * q])), xo = V16::set1(bf16_value(x[i * ldx + 2 * q + 1]));
-      for (int v = 0; v < 4; ++v) acc[i][v] = ftz(fma(xe, we[v], ftz(fma(xo, wo[v], acc[i][v]))));
+      const V16 xe = V16::set1(x[i * ldx + 2 * q]), xo = V16::set1(x[i * ldx + 2 * q + 1]);
+      acc[i][0] = flush(fma(xe, we[0], flush(fma(xo, wo[0], acc[i][0]))));
+      acc[i][1] = flush(fma(xe, we[1], flush(fma(xo, wo[1], acc[i][1]))));
     }
   }
-  alignas(64) float lanes[kCols];
+  alignas(64) float lanes[kFmaCols];
   for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) acc[i][v].store(lanes + 16 * v);
+    acc[i][0].store(lanes);
+    acc[i][1].store(lanes + 16);
     store_lanes(lanes, y + i * ldy, ncols);
   }
 }
 
 #if defined(__AVX512BF16__)
-constexpr int64_t kPrefetchPairs = 32;  // 8 KiB ahead: the best of 4 to 128 on the 0.8b shapes
 
 // The native tile: MR rows by the 64 columns of one panel, one vdpbf16ps per
 // (row, 16 columns, pair).
@@ -144,18 +163,55 @@ void tile_native(const uint16_t* x, int64_t ldx, const uint32_t* panel, int64_t 
 }
 #endif
 
-using TileFn = void (*)(const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t);
+template <class X>
+using Tile = void (*)(const X*, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t);
 
 // Tiles by row count: kX[r] computes r rows.
-constexpr TileFn kEmulated[] = {nullptr, &tile_emulated<1>, &tile_emulated<2>, &tile_emulated<3>,
-                                &tile_emulated<4>};
-constexpr int kEmulatedMr = 4;
+#if SB_V16_AVX512
+constexpr Tile<float> kFma[] = {nullptr,       &tile_fma<1>,  &tile_fma<2>, &tile_fma<3>, &tile_fma<4>,
+                                &tile_fma<5>,  &tile_fma<6>,  &tile_fma<7>, &tile_fma<8>, &tile_fma<9>,
+                                &tile_fma<10>, &tile_fma<11>, &tile_fma<12>};
+#else
+constexpr Tile<float> kFma[] = {nullptr, &tile_fma<1>, &tile_fma<2>};  // V16 is two or sixteen registers here
+#endif
+constexpr int kFmaMr = std::size(kFma) - 1;
+static_assert(12 % kFmaMr == 0, "the timing in fma_tiles_faster runs whole tiles");
+// Fewer rows than this run the native tiles where present: a call of a few
+// rows waits on the latency of each element's chain of fmas (two per pair)
+// or on memory, not on the multiply units.
+constexpr int64_t kFmaMinRows = 8;
 
 #if defined(__AVX512BF16__)
-constexpr TileFn kNative[] = {nullptr,         &tile_native<1>, &tile_native<2>, &tile_native<3>,
-                              &tile_native<4>, &tile_native<5>, &tile_native<6>};
-constexpr int kNativeMr = 6;
+constexpr Tile<uint16_t> kNative[] = {nullptr,         &tile_native<1>, &tile_native<2>, &tile_native<3>,
+                                      &tile_native<4>, &tile_native<5>, &tile_native<6>};
+constexpr int kNativeMr = std::size(kNative) - 1;
+static_assert(12 % kNativeMr == 0, "the timing in fma_tiles_faster runs whole tiles");
 #endif
+
+// y = x w for the m rows of x (ld elements each, already rounded) with
+// tiles[r] computing r rows.
+template <class X>
+void run_tiles(ThreadPool* pool, const X* x, int64_t ld, int64_t m, const PackedWeight& w,
+               std::span<float* const> outs, const Tile<X>* tiles, int mr, int64_t tile_cols) {
+  // A task is a run of consecutive panels, so that each thread streams one
+  // contiguous stretch of the weights (what the hardware prefetcher follows
+  // best when a decode step reads them from memory).
+  const int64_t per = std::max<int64_t>(1, w.panels / (4 * pool->size()));
+  pool->parallel_for((w.panels + per - 1) / per, [&](int64_t task) {
+    for (int64_t p = task * per; p < std::min(w.panels, (task + 1) * per); ++p) {
+      const size_t part = std::upper_bound(w.part_panel.begin(), w.part_panel.end(), p) - w.part_panel.begin() - 1;
+      const int64_t N = w.part_rows[part], j0 = (p - w.part_panel[part]) * kCols, ncols = std::min(kCols, N - j0);
+      float* y = outs[part];
+      const uint32_t* panel = w.panel(p);
+      for (int64_t c = 0; c < ncols; c += tile_cols) {
+        const int64_t n = std::min(tile_cols, ncols - c);
+        int64_t i = 0;
+        for (; i + mr <= m; i += mr) tiles[mr](x + i * ld, ld, panel + c, w.pairs, y + i * N + j0 + c, N, n);
+        if (i < m) tiles[m - i](x + i * ld, ld, panel + c, w.pairs, y + i * N + j0 + c, N, n);
+      }
+    }
+  });
+}
 
 }  // namespace
 
@@ -278,26 +334,55 @@ void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, s
   const int64_t ld = 2 * w.pairs;
   std::vector<uint16_t> xb(m * ld);
   round_rows_to_bf16(x, m, w.cols, xb.data(), ld);
-  const TileFn* tiles = kEmulated;
-  int mr = kEmulatedMr;
 #if defined(__AVX512BF16__)
-  if (native_bf16_) tiles = kNative, mr = kNativeMr;
+  if (native_bf16_ && (m < kFmaMinRows || !fma_many_rows_))
+    return run_tiles(pool_, xb.data(), ld, m, w, outs, kNative, kNativeMr, kCols);
 #endif
-  // A task is a run of consecutive panels, so that each thread streams one
-  // contiguous stretch of the weights (what the hardware prefetcher follows
-  // best when a decode step reads them from memory).
-  const int64_t per = std::max<int64_t>(1, w.panels / (4 * pool_->size()));
-  pool_->parallel_for((w.panels + per - 1) / per, [&](int64_t task) {
-    for (int64_t p = task * per; p < std::min(w.panels, (task + 1) * per); ++p) {
-      const size_t part = std::upper_bound(w.part_panel.begin(), w.part_panel.end(), p) - w.part_panel.begin() - 1;
-      const int64_t N = w.part_rows[part], j0 = (p - w.part_panel[part]) * kCols, ncols = std::min(kCols, N - j0);
-      float* y = outs[part];
-      const uint32_t* panel = w.panel(p);
-      int64_t i = 0;
-      for (; i + mr <= m; i += mr) tiles[mr](xb.data() + i * ld, ld, panel, w.pairs, y + i * N + j0, N, ncols);
-      if (i < m) tiles[m - i](xb.data() + i * ld, ld, panel, w.pairs, y + i * N + j0, N, ncols);
-    }
-  });
+  std::vector<float> xf(m * ld);
+  for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_value(xb[i]);
+  run_tiles(pool_, xf.data(), ld, m, w, outs, kFma, kFmaMr, kFmaCols);
+}
+
+bool fma_tiles_faster() {
+#if defined(__AVX512BF16__)
+  static const bool faster = [] {
+    if (!native_bf16_agrees()) return false;
+    FlushSubnormals mode;
+    // One panel of 256 pairs (64 KiB, in L2 as in a prefill) times a tile of
+    // each kind's rows; the best of several tries of each, so that a moment
+    // of other load on the machine rarely decides.
+    constexpr int64_t kPairs = 256, kRows = 12;
+    std::unique_ptr<uint32_t, decltype(&std::free)> panel(
+        static_cast<uint32_t*>(std::aligned_alloc(64, kPairs * kCols * sizeof(uint32_t))), &std::free);
+    if (!panel) return false;
+    std::fill_n(panel.get(), kPairs * kCols, 0x3f803f80u);
+    std::vector<uint16_t> xb(kRows * 2 * kPairs, 0x3f80);
+    std::vector<float> xf(kRows * 2 * kPairs, 1.0f), y(kRows * kCols);
+    auto best_seconds = [&](auto&& run) {
+      double best = 1e9;
+      for (int t = 0; t < 7; ++t) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < 8; ++r) run();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best;
+    };
+    const int64_t ld = 2 * kPairs;
+    const double native = best_seconds([&] {
+      for (int64_t i = 0; i < kRows; i += kNativeMr)
+        kNative[kNativeMr](xb.data() + i * ld, ld, panel.get(), kPairs, y.data() + i * kCols, kCols, kCols);
+    });
+    const double fma = best_seconds([&] {
+      for (int64_t c = 0; c < kCols; c += kFmaCols)
+        for (int64_t i = 0; i < kRows; i += kFmaMr)
+          kFma[kFmaMr](xf.data() + i * ld, ld, panel.get() + c, kPairs, y.data() + i * kCols + c, kCols, kFmaCols);
+    });
+    return fma < native;
+  }();
+  return faster;
+#else
+  return false;
+#endif
 }
 
 }  // namespace cpu

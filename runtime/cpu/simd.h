@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "runtime/dtype.h"
 
@@ -50,7 +51,16 @@ struct V16 {
         _mm512_mask_and_epi32(bits, sub, bits, _mm512_set1_epi32(static_cast<int>(0x80000000u))))};
   }
   friend V16 operator+(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+  friend V16 operator-(V16 a, V16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
   friend V16 operator*(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  friend V16 operator/(V16 a, V16 b) { return {_mm512_div_ps(a.v, b.v)}; }
+  // a < b ? a : b and a > b ? a : b, lane by lane (a NaN in a gives b).
+  friend V16 min(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
+  friend V16 max(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
+  // Each lane's 32 bits shifted left by n.
+  friend V16 shift_bits_left(V16 a, int n) {
+    return {_mm512_castsi512_ps(_mm512_sllv_epi32(_mm512_castps_si512(a.v), _mm512_set1_epi32(n)))};
+  }
 };
 #elif SB_V16_AVX2
 struct V16 {
@@ -84,7 +94,16 @@ struct V16 {
     return {half(a.lo), half(a.hi)};
   }
   friend V16 operator+(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+  friend V16 operator-(V16 a, V16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
   friend V16 operator*(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  friend V16 operator/(V16 a, V16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+  friend V16 min(V16 a, V16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+  friend V16 max(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+  friend V16 shift_bits_left(V16 a, int n) {
+    const __m128i count = _mm_cvtsi32_si128(n);
+    return {_mm256_castsi256_ps(_mm256_sll_epi32(_mm256_castps_si256(a.lo), count)),
+            _mm256_castsi256_ps(_mm256_sll_epi32(_mm256_castps_si256(a.hi), count))};
+  }
 };
 #else
 struct V16 {
@@ -133,8 +152,59 @@ struct V16 {
     for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] * b.v[i];
     return r;
   }
+  friend V16 operator-(V16 a, V16 b) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] - b.v[i];
+    return r;
+  }
+  friend V16 operator/(V16 a, V16 b) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] / b.v[i];
+    return r;
+  }
+  friend V16 min(V16 a, V16 b) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i];
+    return r;
+  }
+  friend V16 max(V16 a, V16 b) {
+    V16 r;
+    for (int i = 0; i < 16; ++i) r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i];
+    return r;
+  }
+  friend V16 shift_bits_left(V16 a, int n) {
+    for (float& f : a.v) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      u <<= n;
+      std::memcpy(&f, &u, 4);
+    }
+    return a;
+  }
 };
 #endif
+
+// e^x lane by lane, within 2 ulp over the range where e^x is a normal float,
+// from operations that round the same on every backend (fma, add, min, max, a
+// bit shift), so that its bits do not depend on the machine. x is clamped to
+// [-87, 88] first (the result stays normal); a NaN stays NaN.
+inline V16 vexp(V16 x) {
+  x = min(V16::set1(88.0f), max(V16::set1(-87.0f), x));
+  // t = 1.5 * 2^23 + 127 + round(x / ln 2): adding the large constant rounds
+  // to an integer, which lands in the low mantissa bits, so that shifting
+  // t's bits left by 23 leaves exactly the bits of 2^round(x / ln 2).
+  const V16 magic = V16::set1(12582912.0f + 127.0f);
+  const V16 t = fma(x, V16::set1(1.44269504f), magic);
+  const V16 n = t - magic;
+  // r = x - n ln 2 in two steps (the high part of ln 2 has few enough bits
+  // that n * its value is exact), |r| <= 0.35.
+  V16 r = fma(n, V16::set1(-0.693145751953125f), x);
+  r = fma(n, V16::set1(-1.42860677e-06f), r);
+  // e^r by its Taylor series to r^7 (truncation under 2^-24 of the result).
+  V16 p = V16::set1(1.0f / 5040.0f);
+  for (float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) p = fma(p, r, V16::set1(c));
+  return p * shift_bits_left(t, 23);
+}
 
 // The fixed horizontal sum: lanes (i, i+8), then (i, i+4), (i, i+2), (i, i+1).
 inline float hsum(V16 x) {

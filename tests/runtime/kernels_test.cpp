@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "model/checkpoint.h"
+#include "runtime/cpu/activations.h"
 #include "runtime/cpu/bf16.h"
 #include "runtime/cpu/simd.h"
 #include "runtime/kernels.h"
@@ -101,10 +102,11 @@ TEST(DeltaRule, AChunksFirstRowsGiveTheWholeChunksFirstOutputs) {
   }
 }
 
-std::unique_ptr<Kernels> kernels(ThreadPool* pool, Precision p, bool native = true) {
+std::unique_ptr<Kernels> kernels(ThreadPool* pool, Precision p,
+                                 KernelOptions::Bf16Path path = KernelOptions::Bf16Path::kAuto) {
   KernelOptions o;
   o.precision = p;
-  o.native_bf16 = native;
+  o.bf16_path = path;
   return make_cpu_kernels(pool, o);
 }
 
@@ -189,7 +191,8 @@ TEST(Matmul, EmulatedBf16GivesTheNativeBits) {
       (*v)[i] = std::ldexp(rng() % 2 ? mant(rng) : -mant(rng), ex(rng) + ((i / K) % 3 == 0 ? -62 : 0));
   for (int64_t k = 0; k < K; ++k) x[K + k] = -x[k];  // row 1 = -row 0: cancellations
   ThreadPool pool(2);
-  auto native = kernels(&pool, Precision::kBF16, true), emulated = kernels(&pool, Precision::kBF16, false);
+  auto native = kernels(&pool, Precision::kBF16, KernelOptions::Bf16Path::kNative),
+       emulated = kernels(&pool, Precision::kBF16, KernelOptions::Bf16Path::kFma);
   EXPECT_NE(emulated->name().find("emulated"), std::string::npos) << emulated->name();
 #if defined(__AVX512BF16__)
   EXPECT_EQ(native->name(), "cpu/bf16/avx512bf16") << "this CPU's vdpbf16ps disagrees with bf16.h";
@@ -222,6 +225,44 @@ TEST(Bf16, RoundsToNearestEvenAndFlushesSubnormals) {
   std::vector<uint16_t> out(1000);
   cpu::round_rows_to_bf16(v.data(), 1, 1000, out.data(), 1000);
   for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(out[i], cpu::to_bf16(v[i])) << std::hex << std::bit_cast<uint32_t>(v[i]);
+}
+
+// vexp stays within 2 ulp of e^x over the whole normal range, and the scalar
+// activations give the bits of a vector lane (a tail of a row must round as
+// its lanes do).
+TEST(Simd, ExpWithinTwoUlpAndScalarActivationsEqualTheirLanes) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-87.0f, 88.0f);
+  int64_t worst_ulp = 0;
+  for (int rep = 0; rep < 20000; ++rep) {
+    alignas(64) float x[16], e[16], si[16], sg[16];
+    for (float& f : x) f = rep < 10 ? static_cast<float>(rep - 5) * 0.125f : u(rng);
+    const cpu::V16 v = cpu::V16::load(x);
+    cpu::vexp(v).store(e);
+    cpu::silu(v).store(si);
+    cpu::sigmoid(v).store(sg);
+    for (int l = 0; l < 16; ++l) {
+      const float want = static_cast<float>(std::exp(static_cast<double>(x[l])));
+      const int64_t ulp = std::llabs(int64_t(std::bit_cast<int32_t>(want)) - std::bit_cast<int32_t>(e[l]));
+      worst_ulp = std::max(worst_ulp, ulp);
+      ASSERT_LE(ulp, 2) << "e^" << x[l] << " = " << e[l] << ", want " << want;
+      const float s1 = cpu::silu(x[l]), s2 = cpu::sigmoid(x[l]);
+      ASSERT_EQ(std::memcmp(&s1, &si[l], 4), 0) << "silu " << x[l];
+      ASSERT_EQ(std::memcmp(&s2, &sg[l], 4), 0) << "sigmoid " << x[l];
+    }
+  }
+  EXPECT_GE(worst_ulp, 1) << "a sweep this wide should meet a rounding difference";
+  // Beyond the range: clamped to a finite positive result; NaN stays NaN.
+  alignas(64) float edge[16] = {-1000.0f, 1000.0f, std::numeric_limits<float>::quiet_NaN(),
+                                -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+  cpu::vexp(cpu::V16::load(edge)).store(edge);
+  EXPECT_GT(edge[0], 0.0f);
+  EXPECT_TRUE(std::isfinite(edge[1]));
+  EXPECT_TRUE(std::isnan(edge[2]));
+  EXPECT_GT(edge[3], 0.0f);
+  EXPECT_TRUE(std::isfinite(edge[4]));
+  EXPECT_LT(std::fabs(cpu::silu(-1000.0f)), 1e-30f);  // -1000 / e^88
+  EXPECT_EQ(cpu::silu(1000.0f), 1000.0f);
 }
 
 TEST(Simd, SixteenTreeSumsAtOnceEqualOneByOne) {
