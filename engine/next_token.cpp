@@ -8,17 +8,18 @@
 namespace sb {
 namespace {
 
-// The `k` best alternatives of a log-probability row, best first, ties to
-// the lower id.
-std::vector<TokenLogprob> top_alternatives(const std::vector<float>& lp, int k) {
+// The `k` best alternatives, best first, ties to the lower id.
+std::vector<TokenLogprob> top_alternatives(std::span<const float> logits, double log_norm, int k) {
   std::vector<TokenLogprob> out;
   if (k <= 0) return out;
-  std::vector<int32_t> ids(lp.size());
+  std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   const size_t keep = std::min(static_cast<size_t>(k), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(keep), ids.end(),
-                    [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
-  for (size_t i = 0; i < keep; ++i) out.push_back({ids[i], lp[static_cast<size_t>(ids[i])]});
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(keep), ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (size_t i = 0; i < keep; ++i)
+    out.push_back({ids[i], logprob(logits, static_cast<size_t>(ids[i]), log_norm)});
   return out;
 }
 
@@ -37,9 +38,9 @@ Status next_token(Sequence& seq, GeneratedToken* out) {
   } else {
     g.token = seq.sampler->sample(seq.logits);
   }
-  const std::vector<float> lp = log_softmax(seq.logits);
-  g.logprob = lp[static_cast<size_t>(g.token)];
-  g.top = top_alternatives(lp, req.top_logprobs);
+  const double log_norm = log_normaliser(seq.logits);
+  g.logprob = logprob(seq.logits, static_cast<size_t>(g.token), log_norm);
+  g.top = top_alternatives(seq.logits, log_norm, req.top_logprobs);
   *out = std::move(g);
   return Status::ok();
 }
@@ -50,7 +51,7 @@ void record_prompt_logprobs(Sequence& seq, int64_t first_row, std::span<const fl
   for (int64_t i = 0; i < rows && first_row + i + 1 < n; ++i) {
     const auto row = logits.subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab));
     const auto next = static_cast<size_t>(first_row + i + 1);
-    seq.result.prompt_logprobs[next] = log_softmax(row)[static_cast<size_t>(seq.request.prompt[next])];
+    seq.result.prompt_logprobs[next] = logprob(row, static_cast<size_t>(seq.request.prompt[next]), log_normaliser(row));
   }
 }
 

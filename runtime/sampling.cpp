@@ -4,6 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "runtime/cpu/activations.h"
+#include "runtime/cpu/simd.h"
+
 namespace sb {
 namespace {
 
@@ -94,15 +97,21 @@ int32_t Sampler::sample(std::span<const float> logits) {
   return ids[0];
 }
 
-std::vector<float> log_softmax(std::span<const float> logits) {
-  double mx = -INFINITY;
-  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+double log_normaliser(std::span<const float> logits) {
+  if (logits.empty()) return -INFINITY;
+  const float mx = logits[static_cast<size_t>(argmax(logits))];
+  const cpu::V16 vmx = cpu::V16::set1(mx);
+  constexpr size_t kBlock = 1024;
   double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
-  const double lse = mx + std::log(sum);
-  std::vector<float> out(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
-  return out;
+  size_t i = 0;
+  for (; i + 16 <= logits.size();) {
+    cpu::V16 acc = cpu::V16::zero();
+    for (const size_t end = std::min(logits.size(), i + kBlock); i + 16 <= end; i += 16)
+      acc = acc + cpu::vexp(cpu::V16::load(logits.data() + i) - vmx);
+    sum += static_cast<double>(cpu::hsum(acc));
+  }
+  for (; i < logits.size(); ++i) sum += static_cast<double>(cpu::lane0(cpu::vexp(cpu::V16::set1(logits[i] - mx))));
+  return static_cast<double>(mx) + std::log(sum);
 }
 
 }  // namespace sb

@@ -36,7 +36,12 @@ struct V16 {
   // 16 words of bf16 pairs: element 0 of each pair to `even`, 1 to `odd`.
   static void load_bf16_pairs(const uint32_t* p, V16* even, V16* odd) {
     __m512i w = _mm512_loadu_si512(p);
+// GCC 12 takes the shift's _mm512_undefined_epi32() operand for an uninitialised read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
     even->v = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+#pragma GCC diagnostic pop
     odd->v = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   }
   static V16 set1(float x) { return {_mm512_set1_ps(x)}; }
@@ -54,6 +59,10 @@ struct V16 {
   friend V16 operator-(V16 a, V16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
   friend V16 operator*(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
   friend V16 operator/(V16 a, V16 b) { return {_mm512_div_ps(a.v, b.v)}; }
+// GCC 12 takes these intrinsics' _mm512_undefined operand for an uninitialised read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
   // a < b ? a : b and a > b ? a : b, lane by lane (a NaN in a gives b).
   friend V16 min(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
   friend V16 max(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
@@ -61,6 +70,7 @@ struct V16 {
   friend V16 shift_bits_left(V16 a, int n) {
     return {_mm512_castsi512_ps(_mm512_sllv_epi32(_mm512_castps_si512(a.v), _mm512_set1_epi32(n)))};
   }
+#pragma GCC diagnostic pop
 };
 #elif SB_V16_AVX2
 struct V16 {

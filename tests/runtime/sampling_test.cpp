@@ -145,5 +145,26 @@ TEST(Sampler, PlainTemperatureSamplingFollowsTheSoftmax) {
   }
 }
 
+// The normaliser against a double-precision sum, on a vocabulary of a real
+// model's size with a tail that is not a whole vector, and on rows whose
+// terms underflow.
+TEST(LogProbs, NormaliserAgreesWithADoubleSumAndProbabilitiesSumToOne) {
+  for (size_t n : {size_t{1}, size_t{17}, size_t{1000}, size_t{248077}}) {
+    for (float scale : {0.5f, 3.0f, 40.0f}) {
+      const auto logits = random_logits(n, static_cast<uint32_t>(n) + 7, scale);
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double sum = 0.0;
+      for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+      const double want = mx + std::log(sum), got = log_normaliser(logits);
+      EXPECT_NEAR(got, want, 4e-7 * std::max(1.0, std::fabs(want))) << n << " logits, scale " << scale;
+      double mass = 0.0;
+      for (size_t i = 0; i < n; ++i) mass += std::exp(static_cast<double>(logprob(logits, i, got)));
+      EXPECT_NEAR(mass, 1.0, 1e-5) << n << " logits, scale " << scale;
+      EXPECT_EQ(log_normaliser(logits), got) << "the same logits, the same bits";
+    }
+  }
+  EXPECT_EQ(logprob(std::vector<float>{2.0f}, 0, log_normaliser(std::vector<float>{2.0f})), 0.0f);
+}
+
 }  // namespace
 }  // namespace sb
