@@ -19,7 +19,7 @@ const char* const kLoadUsage =
     "usage: statebank bench load [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
     "         [--threads 2] [--precision bf16|f32] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48] [--requests 2]\n"
     "         [--max-running 8] [--batch-tokens 512] [--itl-ratio 2] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
-    "         [--idle-tokens 16] [--long-batch-tokens 512,64] [--long-itl-ratios 0,2] [--seed 1] [--report FILE.md]\n"
+    "         [--idle-tokens 64] [--long-batch-tokens 512,64] [--long-itl-ratios 0,2] [--seed 1] [--report FILE.md]\n"
     "         [--csv FILE.csv]"
     "         [--no-plots]";
 
@@ -81,7 +81,7 @@ int bench_load(int argc, char** argv) {
       !(s = args.get_int("batch-tokens", 512, 2, 1 << 20, &o.batch_tokens)) ||
       !(s = args.get_int("long-prompt-tokens", 8192, 1, 1 << 22, &o.long_prompt_tokens)) ||
       !(s = args.get_int("long-decoders", 4, 1, 255, &decoders)) ||
-      !(s = args.get_int("idle-tokens", 16, 1, 1 << 20, &o.idle_tokens)) ||
+      !(s = args.get_int("idle-tokens", 64, 1, 1 << 20, &o.idle_tokens)) ||
       !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
       !(s = args.get_double("itl-ratio", 2.0, &o.itl_ratio)) ||
       !(s = parse_list("clients", args.get("clients", "1,2,4,8"), "integers >= 1", valid_count, &clients)) ||
