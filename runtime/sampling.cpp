@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "runtime/cpu/activations.h"
 #include "runtime/cpu/simd.h"
 
 namespace sb {

@@ -13,11 +13,6 @@ namespace sb::cpu {
 // e^x by vexp (simd.h), so that a scalar tail gets the bits of a vector lane.
 inline V16 sigmoid(V16 x) { return V16::set1(1.0f) / (V16::set1(1.0f) + vexp(V16::zero() - x)); }
 inline V16 silu(V16 x) { return x / (V16::set1(1.0f) + vexp(V16::zero() - x)); }
-inline float lane0(V16 x) {
-  alignas(64) float t[16];
-  x.store(t);
-  return t[0];
-}
 inline float sigmoid(float x) { return lane0(sigmoid(V16::set1(x))); }
 inline float silu(float x) { return lane0(silu(V16::set1(x))); }
 // PyTorch's softplus with its threshold: x itself above 20.

@@ -39,7 +39,7 @@ CpuKernels::CpuKernels(ThreadPool* pool, const KernelOptions& options) : pool_(p
   name_ = std::string("cpu/") + precision_name(options.precision) + "/";
   if (options.precision == Precision::kBF16) {
     native_bf16_ = options.bf16_path != KernelOptions::Bf16Path::kFma && native_bf16_agrees();
-    fma_many_rows_ = !native_bf16_ || (options.bf16_path == KernelOptions::Bf16Path::kAuto && fma_tiles_faster());
+    fma_many_rows_ = options.bf16_path == KernelOptions::Bf16Path::kAuto && fma_tiles_faster();
     name_ += native_bf16_ ? "avx512bf16" : std::string("emulated-") + f32_isa();
   } else {
     name_ += f32_isa();

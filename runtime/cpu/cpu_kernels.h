@@ -80,7 +80,7 @@ class CpuKernels final : public Kernels {
   ThreadPool* pool_;
   KernelOptions options_;
   bool native_bf16_ = false;    // vdpbf16ps present, allowed, and agreeing with bf16.h
-  bool fma_many_rows_ = false;  // the fma tiles for calls of kFmaMinRows rows or more
+  bool fma_many_rows_ = false;  // with native_bf16_: the fma tiles for calls of kFmaMinRows rows or more
   std::string name_;
 };
 
@@ -91,7 +91,8 @@ bool native_bf16_agrees();
 bool native_bf16_probe();  // the probe itself, every call
 
 // True when the fma tiles multiply many rows faster than vdpbf16ps on this
-// CPU (timed once per process on a panel in L1; false without AVX512_BF16).
+// CPU (timed once per process on a 64 KiB panel, in L2 as in a prefill;
+// false without AVX512_BF16 or when the instruction disagrees with bf16.h).
 // Both give the same bits, so the answer changes speed only.
 bool fma_tiles_faster();
 

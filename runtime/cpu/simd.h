@@ -216,6 +216,14 @@ inline V16 vexp(V16 x) {
   return p * shift_bits_left(t, 23);
 }
 
+// Lane 0 of x: the scalar form of a lane-wise function runs the vector code
+// on one lane, so that a scalar tail gets the bits of a vector lane.
+inline float lane0(V16 x) {
+  alignas(64) float t[16];
+  x.store(t);
+  return t[0];
+}
+
 // The fixed horizontal sum: lanes (i, i+8), then (i, i+4), (i, i+2), (i, i+1).
 inline float hsum(V16 x) {
   alignas(64) float t[16];
