@@ -28,7 +28,7 @@ namespace sb {
 
 class StepBudget {
  public:
-  static constexpr int64_t kMinRows = 8;
+  static constexpr int64_t kMinRows = 1;  // so that a prompt always moves
   // The ratios it takes: 0 (off), or more than 1 (a ratio of 1 or less would
   // leave no room for a prefill) and at most 1000; kRatioRule says so.
   static bool valid_ratio(double r) { return r == 0 || (r > 1 && r <= 1000); }

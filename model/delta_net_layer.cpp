@@ -116,6 +116,7 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
 void Transformer::delta_rule_with_carry(const LayerWeights& w, SequenceRows& seq, int64_t s, int64_t e,
                                         const float* q, const float* k, const float* v, const float* g,
                                         const float* beta, float* ssm, float* o) const {
+  static_assert(kGrid == kDeltaChunkRows, "a grid chunk is one chunk of the delta rule");
   const ModelConfig& c = config_;
   const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
   const int64_t key_dim = nk * dk, value_dim = nv * dv, state_elems = nv * dk * dv, n = e - s;
@@ -125,32 +126,28 @@ void Transformer::delta_rule_with_carry(const LayerWeights& w, SequenceRows& seq
   carry.layers.resize(static_cast<size_t>(schema_.components.size()));
   PrefillCarry::Layer& open = carry.layers[static_cast<size_t>(w.comp_ssm)];
   auto keep = [&](std::vector<float>& to, const float* rows, int64_t width) { to.insert(to.end(), rows, rows + n * width); };
-  if (!continues) {
-    // A chunk starts here: when it stays open, its start state and rows are kept.
-    if (stays_open) {
-      open = PrefillCarry::Layer{};
-      open.state.assign(ssm, ssm + state_elems);
-      keep(open.q, q, key_dim), keep(open.k, k, key_dim), keep(open.v, v, value_dim), keep(open.g, g, nv),
-          keep(open.beta, beta, nv);
-    }
+  if (!continues && !stays_open) {
     DeltaRuleInput in{n, nk, nv, dk, dv, q, k, v, g, beta};
     kernels_->delta_rule_chunk(in, ssm, o);
     return;
   }
-  // The open chunk from its start: its earlier rows' outputs are recomputed
-  // and dropped (each row's output reads only the rows before it, so the new
-  // rows get the bits an unsplit chunk gives them), and the state update is
-  // the one over every row so far.
+  // A chunk in parts: its start state and rows so far are kept, and the
+  // kernel keeps its working rows in open.parts, so each part computes only
+  // its own rows (and the state at its end, which a prompt ending here needs).
+  if (!continues) {
+    open.reset();
+    open.state.assign(ssm, ssm + state_elems);
+    open.parts.resize(static_cast<size_t>(delta_rule_parts_floats(nv, dv)));
+  } else {
+    std::copy(open.state.begin(), open.state.end(), ssm);
+  }
   const int64_t before = static_cast<int64_t>(open.g.size()) / nv;
   keep(open.q, q, key_dim), keep(open.k, k, key_dim), keep(open.v, v, value_dim), keep(open.g, g, nv),
       keep(open.beta, beta, nv);
-  std::vector<float> state = open.state, out((before + n) * value_dim);
   DeltaRuleInput in{before + n, nk, nv, dk, dv, open.q.data(), open.k.data(), open.v.data(), open.g.data(),
-                    open.beta.data()};
-  kernels_->delta_rule_chunk(in, state.data(), out.data());
-  std::copy(out.begin() + before * value_dim, out.end(), o);
-  std::copy(state.begin(), state.end(), ssm);
-  if (!stays_open) open = PrefillCarry::Layer{};
+                    open.beta.data(), before, open.parts.data()};
+  kernels_->delta_rule_chunk(in, ssm, o);
+  if (!stays_open) open.reset();
 }
 
 }  // namespace sb

@@ -47,17 +47,23 @@ struct RuntimeOptions {
 
 // PrefillCarry: lets a prefill stop anywhere, not only on the kGrid grid,
 // and the next call go on with the bits of an unsplit prefill. A Gated
-// DeltaNet chunk of the grid is computed as a whole (its state update reads
-// all of its rows), so a call that ends inside a chunk keeps here that
-// chunk's inputs so far and the recurrent state at its start, and the next
-// call recomputes the open chunk from them. The State itself is always
-// complete and valid at its position (decode may follow at once).
+// DeltaNet chunk of the grid is one computation (its state update reads all
+// of its rows), so a call that ends inside a chunk keeps here that chunk's
+// inputs so far, the recurrent state at its start and the kernel's working
+// rows (DeltaRuleInput::parts); the next call computes only its own rows
+// from them, and the state at its end. The State itself is always complete
+// and valid at its position (decode may follow at once).
 // Owned by the caller, one per sequence, handed to every prefill call of
 // that sequence; only the model reads or writes its contents.
 struct PrefillCarry {
   struct Layer {
     std::vector<float> q, k, v, g, beta;  // rows of the open chunk so far
     std::vector<float> state;              // recurrent state at the chunk's start
+    std::vector<float> parts;              // the kernel's rows of it (DeltaRuleInput::parts)
+    // Empties it, keeping the memory for the next chunk.
+    void reset() {
+      for (auto* x : {&q, &k, &v, &g, &beta, &state}) x->clear();
+    }
   };
   int64_t position = -1;  // the State position it continues; -1: nothing open
   std::vector<Layer> layers;  // one per Gated DeltaNet layer

@@ -235,7 +235,8 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
     if (start % kGrid != 0 && step.carry->position != start)
       return Status::invalid("the prefill carry does not continue this state (it is at " +
                              std::to_string(step.carry->position) + ", the state at " + std::to_string(start) + ")");
-    if (start % kGrid == 0) step.carry->layers.clear();
+    if (start % kGrid == 0)
+      for (PrefillCarry::Layer& layer : step.carry->layers) layer.reset();
     seq.carry = step.carry;
   }
   std::vector<int64_t> capture = step.capture_positions;

@@ -79,7 +79,23 @@ struct DeltaRuleInput {
   const float* v = nullptr;
   const float* g = nullptr;
   const float* beta = nullptr;
+  // A chunk given in parts (a prefill split off the grid), chunked form
+  // only: rows [0, first) came in earlier calls of the same chunk, and q, k,
+  // v, g, beta hold every row [0, tokens) again. The calls share `parts`
+  // (delta_rule_parts_floats floats, the caller's, untouched between them),
+  // where each keeps its rows' working values for the next, and each gets
+  // the chunk's start state. A call writes out rows [first, tokens) only (out
+  // row 0 is row first) and leaves the state at row tokens: the bits a whole
+  // chunk of `tokens` rows gives, at the cost of the new rows (and the state).
+  int64_t first = 0;
+  float* parts = nullptr;
 };
+
+// The chunked form's largest chunk, and the size of `parts` for it.
+constexpr int64_t kDeltaChunkRows = 64;
+inline int64_t delta_rule_parts_floats(int64_t n_v, int64_t d_v) {
+  return n_v * kDeltaChunkRows * (kDeltaChunkRows + d_v);
+}
 
 struct AttentionInput {
   int64_t rows = 0;      // query rows

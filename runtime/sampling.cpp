@@ -16,11 +16,35 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The index a scan `if (logits[i] > logits[best]) best = i` ends on: the
+// first of the largest, NaNs never taken (and a NaN first element never
+// beaten). A greedy step runs it twice over the whole vocabulary, so the value
+// comes from vector lanes by blocks (max keeps its second operand when the
+// first is NaN, on every backend), and only the block where the maximum first
+// appears is scanned for its index.
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
+  const size_t n = logits.size();
+  if (n == 0 || std::isnan(logits[0])) return 0;
+  constexpr size_t kBlock = 256;
+  float best = logits[0];
+  size_t best_block = 0;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t end = std::min(n, b + kBlock);
+    size_t i = b;
+    float m = best;
+    if (end - b >= 16) {
+      cpu::V16 acc = cpu::V16::set1(best);
+      for (; i + 16 <= end; i += 16) acc = max(cpu::V16::load(logits.data() + i), acc);
+      alignas(64) float lanes[16];
+      acc.store(lanes);
+      for (float x : lanes) m = x > m ? x : m;
+    }
+    for (; i < end; ++i) m = logits[i] > m ? logits[i] : m;
+    if (m > best) best = m, best_block = b;
+  }
+  size_t i = best_block;
+  while (!(logits[i] == best)) ++i;
+  return static_cast<int32_t>(i);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The gated delta rule (docs/model-spec.md 2.5 (6) and (8)), per value head.
 //
 // Chunked form for prefill: one call is one chunk of the absolute 64-token
-// grid, so a prefill split at grid multiples runs exactly the same chunks.
+// grid, so a prefill split at grid multiples runs exactly the same chunks; a
+// chunk may come in parts (DeltaRuleInput::parts), each part computing its
+// own rows from the kept rows of the parts before it.
 // The chunk is a handful of small matrix products (small_gemm.h), each with
 // a fixed order per element; the forward substitution and the decays run in
 // ascending index order. Recurrent form for decode: two passes over the
@@ -33,8 +35,11 @@ struct ChunkScratch {
 
 void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) {
   FlushSubnormals mode;
-  const int64_t L = in.tokens, dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
+  const int64_t L = in.tokens, b = in.first, dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
   const int64_t ldk = in.n_k * dk, ldv = in.n_v * dv;
+  // Rows of W and V' (below) with their leading dimensions: in the caller's
+  // parts when the chunk comes in parts (earlier rows are read from there).
+  const int64_t ldw = in.parts ? kDeltaChunkRows : L;
   pool_->parallel_for(in.n_v, [&](int64_t h) {
     thread_local ChunkScratch sc;
     sc.resize(L, dk, dv);
@@ -42,6 +47,8 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
     const float* Q = in.q + (h / r) * dk;  // token i at Q + i * ldk
     const float* K = in.k + (h / r) * dk;
     const float* V = in.v + h * dv;  // token i at V + i * ldv
+    float* W = in.parts ? in.parts + h * kDeltaChunkRows * (kDeltaChunkRows + dv) : sc.W.data();
+    float* Vp = in.parts ? W + kDeltaChunkRows * kDeltaChunkRows : sc.Vp.data();
     float *G = sc.G.data(), *beta = sc.beta.data(), *eG = sc.eG.data();
     float run = 0.0f;
     for (int64_t i = 0; i < L; ++i) {
@@ -53,42 +60,43 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
     float* Kt = sc.Kt.data();  // [dk, L]
     for (int64_t i = 0; i < L; ++i)
       for (int64_t a = 0; a < dk; ++a) Kt[a * L + i] = K[i * ldk + a];
-    small_gemm(L, L, dk, K, ldk, Kt, L, sc.KK.data(), L, false);
-    small_gemm(L, L, dk, Q, ldk, Kt, L, sc.QK.data(), L, false);
+    // From here on, only rows [b, L) (each element's chain is its own).
+    const int64_t n = L - b;
+    small_gemm(n, L, dk, K + b * ldk, ldk, Kt, L, sc.KK.data() + b * L, L, false);
+    small_gemm(n, L, dk, Q + b * ldk, ldk, Kt, L, sc.QK.data() + b * L, L, false);
 
     // W = (I + M)^-1 by forward substitution, M_il = beta_i exp(G_i - G_l) k_i.k_l (l < i):
     // row i is -sum over l < i of M_il W_l, accumulated in ascending l.
-    float* W = sc.W.data();
-    std::fill(W, W + L * L, 0.0f);
-    for (int64_t i = 0; i < L; ++i) {
-      float* wi = W + i * L;
+    for (int64_t i = b; i < L; ++i) {
+      float* wi = W + i * ldw;
+      std::fill(wi, wi + L, 0.0f);
       for (int64_t l = 0; l < i; ++l) {
         const float m = beta[i] * std::exp(G[i] - G[l]) * sc.KK[i * L + l];
-        axpy(m, W + l * L, wi, l + 1);
+        axpy(m, W + l * ldw, wi, l + 1);
       }
       for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
       wi[i] = 1.0f;
     }
     // V' = W diag(beta) V - W diag(beta e^G) K S.
-    float *Wb = sc.Wb.data(), *Wk = sc.Wk.data(), *Vp = sc.Vp.data(), *Kd = sc.Kd.data();
-    for (int64_t i = 0; i < L; ++i)
+    float *Wb = sc.Wb.data(), *Wk = sc.Wk.data(), *Kd = sc.Kd.data();
+    for (int64_t i = b; i < L; ++i)
       for (int64_t j = 0; j < L; ++j) {
-        Wb[i * L + j] = W[i * L + j] * beta[j];
+        Wb[i * L + j] = W[i * ldw + j] * beta[j];
         Wk[i * L + j] = -(Wb[i * L + j] * eG[j]);
       }
-    small_gemm(L, dv, L, Wb, L, V, ldv, Vp, dv, false, /*lower=*/true);
-    small_gemm(L, dk, L, Wk, L, K, ldk, Kd, dk, false, /*lower=*/true);
-    small_gemm(L, dv, dk, Kd, dk, S, dv, Vp, dv, true);
+    small_gemm(n, dv, L, Wb + b * L, L, V, ldv, Vp + b * dv, dv, false, /*lower=*/true, b);
+    small_gemm(n, dk, L, Wk + b * L, L, K, ldk, Kd + b * dk, dk, false, /*lower=*/true, b);
+    small_gemm(n, dv, dk, Kd + b * dk, dk, S, dv, Vp + b * dv, dv, true);
     // O = diag(e^G) Q S + P V', P_ij = (q_i.k_j) e^{G_i - G_j} for j <= i.
     float *Qe = sc.Qe.data(), *P = sc.P.data();
-    for (int64_t i = 0; i < L; ++i)
+    for (int64_t i = b; i < L; ++i)
       for (int64_t a = 0; a < dk; ++a) Qe[i * dk + a] = Q[i * ldk + a] * eG[i];
-    for (int64_t i = 0; i < L; ++i)
+    for (int64_t i = b; i < L; ++i)
       for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * L + j] * std::exp(G[i] - G[j]) : 0.0f;
-    float* O = out + h * dv;
-    small_gemm(L, dv, dk, Qe, dk, S, dv, O, ldv, false);
-    small_gemm(L, dv, L, P, L, Vp, dv, O, ldv, true, /*lower=*/true);
-    // S <- e^{G_last} S + sum_j e^{G_last - G_j} k_j V'_j^T.
+    float* O = out + h * dv;  // row b
+    small_gemm(n, dv, dk, Qe + b * dk, dk, S, dv, O, ldv, false);
+    small_gemm(n, dv, L, P + b * L, L, Vp, dv, O, ldv, true, /*lower=*/true, b);
+    // S <- e^{G_last} S + sum_j e^{G_last - G_j} k_j V'_j^T, over every row.
     const float glast = G[L - 1], elast = std::exp(glast);
     for (int64_t a = 0; a < dk * dv; ++a) S[a] *= elast;
     float* Ktd = sc.Ktd.data();

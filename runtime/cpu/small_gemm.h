@@ -34,44 +34,46 @@ inline void tile(int64_t K, const float* a, int64_t lda, const float* b, int64_t
 }
 
 // All rows in tiles of 4 (then 1), for the columns [j, j + NV * 16). With
-// `lower`, row i's chain runs over k <= i exactly: a tile runs to its first
-// row's diagonal, then each later row finishes its own chain alone.
+// `lower`, row i's chain runs over k <= row0 + i exactly: a tile runs to its
+// first row's diagonal, then each later row finishes its own chain alone.
 template <int NV>
 inline void column_block(int64_t M, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                         int64_t ldc, bool accumulate, bool lower) {
+                         int64_t ldc, bool accumulate, bool lower, int64_t row0) {
   int64_t i = 0;
   for (; i + 4 <= M; i += 4) {
     if (!lower) {
       tile<4, NV>(K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
       continue;
     }
-    const int64_t k0 = std::min(K, i + 1);
+    const int64_t k0 = std::min(K, row0 + i + 1);
     tile<4, NV>(k0, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
     for (int64_t r = i + 1; r < i + 4; ++r) {
-      const int64_t k1 = std::min(K, r + 1);
+      const int64_t k1 = std::min(K, row0 + r + 1);
       if (k1 > k0) tile<1, NV>(k1 - k0, a + r * lda + k0, lda, b + k0 * ldb, ldb, c + r * ldc, ldc, true);
     }
   }
-  for (; i < M; ++i) tile<1, NV>(lower ? std::min(K, i + 1) : K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
+  for (; i < M; ++i)
+    tile<1, NV>(lower ? std::min(K, row0 + i + 1) : K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
 }
 
 }  // namespace small_gemm_detail
 
 // C[M, N] = A[M, K] B[K, N] (accumulate: C += A B). Row-major with leading
-// dimensions; C must not alias A or B. lower: A is lower triangular (zero
-// where k > i) and row i's chain stops at k = i, so a row's bits do not
-// depend on how many rows follow it.
+// dimensions; C must not alias A or B. lower: A is rows row0.. of a lower
+// triangular matrix (zero where k > row0 + i) and row i's chain stops at
+// k = row0 + i, so a row's bits depend neither on how many rows follow it nor
+// on how many before it are in the call.
 inline void small_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
-                       float* c, int64_t ldc, bool accumulate, bool lower = false) {
+                       float* c, int64_t ldc, bool accumulate, bool lower = false, int64_t row0 = 0) {
   using namespace small_gemm_detail;
   // Columns outer: a block of B (K x 64 floats) stays in L1 while every row
   // tile passes over it.
   int64_t j = 0;
-  for (; j + 64 <= N; j += 64) column_block<4>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower);
-  for (; j + 16 <= N; j += 16) column_block<1>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower);
+  for (; j + 64 <= N; j += 64) column_block<4>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
+  for (; j + 16 <= N; j += 16) column_block<1>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
   for (; j < N; ++j)
     for (int64_t i = 0; i < M; ++i) {
-      const int64_t depth = lower ? std::min(K, i + 1) : K;
+      const int64_t depth = lower ? std::min(K, row0 + i + 1) : K;
       float s = accumulate ? c[i * ldc + j] : 0.0f;
       for (int64_t k = 0; k < depth; ++k) s = std::fma(a[i * lda + k], b[k * ldb + j], s);
       c[i * ldc + j] = s;

@@ -102,6 +102,56 @@ TEST(DeltaRule, AChunksFirstRowsGiveTheWholeChunksFirstOutputs) {
   }
 }
 
+// A chunk in parts (DeltaRuleInput::parts): each part writes only its own
+// output rows, with the bits the whole chunk gives them, and leaves the state
+// the chunk of its rows so far leaves; the kept rows are what it reads (spoilt
+// between two parts, the next part's rows change).
+TEST(DeltaRule, AChunkInPartsGivesTheWholeChunksBits) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(9);
+  const int64_t L = 64, nk = 2, nv = 4, dk = 16, dv = 24;
+  auto q = randn(rng, L * nk * dk), key = randn(rng, L * nk * dk), v = randn(rng, L * nv * dv);
+  normalise_heads(q, dk, 1.0f / 4.0f);
+  normalise_heads(key, dk, 1.0f);
+  std::vector<float> g(L * nv), beta(L * nv);
+  std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
+  for (auto& x : g) x = ug(rng);
+  for (auto& x : beta) x = ub(rng);
+  const auto state0 = randn(rng, nv * dk * dv, 0.5f);
+  auto whole = [&](int64_t t, std::vector<float>* s, std::vector<float>* o) {
+    *s = state0;
+    o->assign(t * nv * dv, 0.0f);
+    DeltaRuleInput in{t, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
+    k->delta_rule_chunk(in, s->data(), o->data());
+  };
+  for (const std::vector<int64_t>& ends : {std::vector<int64_t>{1, 2, 64}, {5, 13, 40, 63, 64}, {31, 33}, {8, 16, 24}}) {
+    std::vector<float> parts(delta_rule_parts_floats(nv, dv), std::nanf(""));
+    int64_t first = 0;
+    for (int64_t end : ends) {
+      std::vector<float> s = state0, o((end - first) * nv * dv), s_whole, o_whole;
+      DeltaRuleInput in{end, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data(), first, parts.data()};
+      k->delta_rule_chunk(in, s.data(), o.data());
+      whole(end, &s_whole, &o_whole);
+      EXPECT_EQ(std::memcmp(o.data(), o_whole.data() + first * nv * dv, o.size() * 4), 0) << "rows " << first << ".." << end;
+      EXPECT_EQ(std::memcmp(s.data(), s_whole.data(), s.size() * 4), 0) << "state at " << end;
+      first = end;
+    }
+  }
+  // The kept rows are read: spoil them between two parts.
+  std::vector<float> parts(delta_rule_parts_floats(nv, dv));
+  std::vector<float> s = state0, o(10 * nv * dv), s_whole, o_whole;
+  DeltaRuleInput in{10, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data(), 0, parts.data()};
+  k->delta_rule_chunk(in, s.data(), o.data());
+  for (float& x : parts) x *= 1.5f;
+  s = state0;
+  in.tokens = 20, in.first = 10;
+  k->delta_rule_chunk(in, s.data(), o.data());
+  whole(20, &s_whole, &o_whole);
+  EXPECT_NE(std::memcmp(o.data(), o_whole.data() + 10 * nv * dv, o.size() * 4), 0);
+  EXPECT_NE(std::memcmp(s.data(), s_whole.data(), s.size() * 4), 0);
+}
+
 std::unique_ptr<Kernels> kernels(ThreadPool* pool, Precision p,
                                  KernelOptions::Bf16Path path = KernelOptions::Bf16Path::kAuto) {
   KernelOptions o;

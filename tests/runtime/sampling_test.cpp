@@ -48,6 +48,35 @@ TEST(Sampler, GreedyTakesTheLowestIdAmongEqualMaxima) {
   EXPECT_EQ(draw(c, logits, 3), (std::vector<int32_t>{1, 1, 1}));
 }
 
+// Greedy against the plain scan it replaces, on lengths around the vector
+// and block sizes, with ties, NaNs (never taken; a NaN first element is never
+// beaten), infinities and signed zeros.
+TEST(Sampler, GreedyIsTheFirstLargestAsAPlainScanFindsIt) {
+  auto scan = [](const std::vector<float>& v) {
+    int32_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    return best;
+  };
+  std::mt19937 rng(7);
+  const float nan = std::nanf(""), inf = INFINITY;
+  int checked = 0;
+  for (size_t n : {size_t{1}, size_t{2}, size_t{15}, size_t{16}, size_t{17}, size_t{255}, size_t{256}, size_t{257},
+                   size_t{1000}, size_t{4099}, size_t{248077}})
+    for (int rep = 0; rep < 40; ++rep) {
+      std::vector<float> v = random_logits(n, static_cast<uint32_t>(rng()));
+      if (rep % 4 == 1)  // few distinct values: many ties, zeros of both signs
+        for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 5) - 2) * ((rng() & 1) ? 0.0f : 1.0f) * ((rng() & 1) ? -1.0f : 1.0f);
+      if (rep % 4 == 2)
+        for (int k = 0; k < 5; ++k) v[rng() % n] = (k % 2) ? nan : (k == 0 ? inf : -inf);
+      if (rep % 8 == 3) v[0] = nan;
+      if (rep % 8 == 7) std::fill(v.begin(), v.end(), nan);
+      EXPECT_EQ(draw(SamplerConfig{}, v, 1)[0], scan(v)) << "n " << n << " rep " << rep;
+      ++checked;
+    }
+  EXPECT_EQ(checked, 11 * 40);
+}
+
 TEST(Sampler, MinPKeepsOnlyTokensNearTheBestAndMaskedTokensAreNeverDrawn) {
   auto logits = random_logits(2000, 5, 2.0f);
   SamplerConfig c;
