@@ -43,22 +43,36 @@ void normalise_heads(std::vector<float>& x, int64_t d, float scale) {
   }
 }
 
+// One random chunk of the delta rule's inputs (64 rows, small heads) and a
+// start state, drawn from rng.
+struct DeltaChunk {
+  static constexpr int64_t L = 64, nk = 2, nv = 4, dk = 16, dv = 24;
+  std::vector<float> q, key, v, g, beta, state0;
+  explicit DeltaChunk(std::mt19937& rng) {
+    q = randn(rng, L * nk * dk), key = randn(rng, L * nk * dk), v = randn(rng, L * nv * dv);
+    normalise_heads(q, dk, 1.0f / 4.0f);
+    normalise_heads(key, dk, 1.0f);
+    g.resize(L * nv), beta.resize(L * nv);
+    std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
+    for (auto& x : g) x = ug(rng);
+    for (auto& x : beta) x = ub(rng);
+    state0 = randn(rng, nv * dk * dv, 0.5f);
+  }
+  // Its first t rows.
+  DeltaRuleInput rows(int64_t t) const {
+    return DeltaRuleInput{t, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
+  }
+};
+
 TEST(DeltaRule, ChunkedAndRecurrentFormsAgree) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool);
   std::mt19937 rng(3);
-  const int64_t L = 64, nk = 2, nv = 4, dk = 16, dv = 24;
+  constexpr int64_t L = DeltaChunk::L, nv = DeltaChunk::nv, dv = DeltaChunk::dv;
   for (int trial = 0; trial < 5; ++trial) {
-    auto q = randn(rng, L * nk * dk), key = randn(rng, L * nk * dk), v = randn(rng, L * nv * dv);
-    normalise_heads(q, dk, 1.0f / 4.0f);
-    normalise_heads(key, dk, 1.0f);
-    std::vector<float> g(L * nv), beta(L * nv);
-    std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
-    for (auto& x : g) x = ug(rng);
-    for (auto& x : beta) x = ub(rng);
-    auto state0 = randn(rng, nv * dk * dv, 0.5f);
-    DeltaRuleInput in{L, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
-    std::vector<float> s_chunk = state0, s_rec = state0, o_chunk(L * nv * dv), o_rec(L * nv * dv);
+    const DeltaChunk c(rng);
+    const DeltaRuleInput in = c.rows(L);
+    std::vector<float> s_chunk = c.state0, s_rec = c.state0, o_chunk(L * nv * dv), o_rec(L * nv * dv);
     k->delta_rule_chunk(in, s_chunk.data(), o_chunk.data());
     k->delta_rule_recurrent(in, s_rec.data(), o_rec.data());
     EXPECT_LT(rel_err(o_chunk, o_rec), 1e-5) << "trial " << trial;
@@ -66,10 +80,8 @@ TEST(DeltaRule, ChunkedAndRecurrentFormsAgree) {
     // A shorter chunk gives its rows the bits they get in the full one: a
     // row's output never depends on the rows after it.
     for (int64_t len : {1, 5, 33, 63}) {
-      DeltaRuleInput part = in;
-      part.tokens = len;
-      std::vector<float> s_part = state0, o_part(len * nv * dv);
-      k->delta_rule_chunk(part, s_part.data(), o_part.data());
+      std::vector<float> s_part = c.state0, o_part(len * nv * dv);
+      k->delta_rule_chunk(c.rows(len), s_part.data(), o_part.data());
       EXPECT_EQ(std::memcmp(o_part.data(), o_chunk.data(), o_part.size() * 4), 0) << len << " rows";
     }
   }
@@ -82,22 +94,13 @@ TEST(DeltaRule, AChunksFirstRowsGiveTheWholeChunksFirstOutputs) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool);
   std::mt19937 rng(8);
-  const int64_t L = 64, nk = 2, nv = 4, dk = 16, dv = 24;
-  auto q = randn(rng, L * nk * dk), key = randn(rng, L * nk * dk), v = randn(rng, L * nv * dv);
-  normalise_heads(q, dk, 1.0f / 4.0f);
-  normalise_heads(key, dk, 1.0f);
-  std::vector<float> g(L * nv), beta(L * nv);
-  std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
-  for (auto& x : g) x = ug(rng);
-  for (auto& x : beta) x = ub(rng);
-  const auto state0 = randn(rng, nv * dk * dv, 0.5f);
-  std::vector<float> s_all = state0, o_all(L * nv * dv);
-  DeltaRuleInput all{L, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
-  k->delta_rule_chunk(all, s_all.data(), o_all.data());
+  constexpr int64_t L = DeltaChunk::L, nv = DeltaChunk::nv, dv = DeltaChunk::dv;
+  const DeltaChunk c(rng);
+  std::vector<float> s_all = c.state0, o_all(L * nv * dv);
+  k->delta_rule_chunk(c.rows(L), s_all.data(), o_all.data());
   for (int64_t t : {1, 2, 17, 40, 63}) {
-    std::vector<float> s = state0, o(t * nv * dv);
-    DeltaRuleInput part{t, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
-    k->delta_rule_chunk(part, s.data(), o.data());
+    std::vector<float> s = c.state0, o(t * nv * dv);
+    k->delta_rule_chunk(c.rows(t), s.data(), o.data());
     EXPECT_EQ(std::memcmp(o.data(), o_all.data(), o.size() * 4), 0) << "first " << t << " rows";
   }
 }
@@ -110,28 +113,25 @@ TEST(DeltaRule, AChunkInPartsGivesTheWholeChunksBits) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool);
   std::mt19937 rng(9);
-  const int64_t L = 64, nk = 2, nv = 4, dk = 16, dv = 24;
-  auto q = randn(rng, L * nk * dk), key = randn(rng, L * nk * dk), v = randn(rng, L * nv * dv);
-  normalise_heads(q, dk, 1.0f / 4.0f);
-  normalise_heads(key, dk, 1.0f);
-  std::vector<float> g(L * nv), beta(L * nv);
-  std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
-  for (auto& x : g) x = ug(rng);
-  for (auto& x : beta) x = ub(rng);
-  const auto state0 = randn(rng, nv * dk * dv, 0.5f);
+  constexpr int64_t nv = DeltaChunk::nv, dv = DeltaChunk::dv;
+  const DeltaChunk c(rng);
   auto whole = [&](int64_t t, std::vector<float>* s, std::vector<float>* o) {
-    *s = state0;
+    *s = c.state0;
     o->assign(t * nv * dv, 0.0f);
-    DeltaRuleInput in{t, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
-    k->delta_rule_chunk(in, s->data(), o->data());
+    k->delta_rule_chunk(c.rows(t), s->data(), o->data());
+  };
+  auto part = [&](int64_t first, int64_t end, std::vector<float>& parts) {
+    DeltaRuleInput in = c.rows(end);
+    in.first = first;
+    in.parts = parts.data();
+    return in;
   };
   for (const std::vector<int64_t>& ends : {std::vector<int64_t>{1, 2, 64}, {5, 13, 40, 63, 64}, {31, 33}, {8, 16, 24}}) {
     std::vector<float> parts(delta_rule_parts_floats(nv, dv), std::nanf(""));
     int64_t first = 0;
     for (int64_t end : ends) {
-      std::vector<float> s = state0, o((end - first) * nv * dv), s_whole, o_whole;
-      DeltaRuleInput in{end, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data(), first, parts.data()};
-      k->delta_rule_chunk(in, s.data(), o.data());
+      std::vector<float> s = c.state0, o((end - first) * nv * dv), s_whole, o_whole;
+      k->delta_rule_chunk(part(first, end, parts), s.data(), o.data());
       whole(end, &s_whole, &o_whole);
       EXPECT_EQ(std::memcmp(o.data(), o_whole.data() + first * nv * dv, o.size() * 4), 0) << "rows " << first << ".." << end;
       EXPECT_EQ(std::memcmp(s.data(), s_whole.data(), s.size() * 4), 0) << "state at " << end;
@@ -140,13 +140,11 @@ TEST(DeltaRule, AChunkInPartsGivesTheWholeChunksBits) {
   }
   // The kept rows are read: spoil them between two parts.
   std::vector<float> parts(delta_rule_parts_floats(nv, dv));
-  std::vector<float> s = state0, o(10 * nv * dv), s_whole, o_whole;
-  DeltaRuleInput in{10, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data(), 0, parts.data()};
-  k->delta_rule_chunk(in, s.data(), o.data());
+  std::vector<float> s = c.state0, o(10 * nv * dv), s_whole, o_whole;
+  k->delta_rule_chunk(part(0, 10, parts), s.data(), o.data());
   for (float& x : parts) x *= 1.5f;
-  s = state0;
-  in.tokens = 20, in.first = 10;
-  k->delta_rule_chunk(in, s.data(), o.data());
+  s = c.state0;
+  k->delta_rule_chunk(part(10, 20, parts), s.data(), o.data());
   whole(20, &s_whole, &o_whole);
   EXPECT_NE(std::memcmp(o.data(), o_whole.data() + 10 * nv * dv, o.size() * 4), 0);
   EXPECT_NE(std::memcmp(s.data(), s_whole.data(), s.size() * 4), 0);
