@@ -29,8 +29,8 @@ double StepBudget::decode_ms(int64_t rows) const {
 int64_t StepBudget::prefill_rows(int64_t decode_rows, int64_t max_rows) const {
   if (decode_rows == 0 || itl_ratio_ <= 0) return max_rows;
   const double decode = decode_ms(decode_rows);
-  if (decode <= 0 || row_ms_ <= 0) return std::min(max_rows, kGrid);
-  const double fit = std::floor((itl_ratio_ - 1) * decode / row_ms_);
+  if (decode <= 0 || prefill_ms_ <= 0 || prefill_rows_ <= 0) return std::min(max_rows, kGrid);
+  const double fit = std::floor((itl_ratio_ - 1) * decode * prefill_rows_ / prefill_ms_);
   return std::min(max_rows, std::max(kMinRows, static_cast<int64_t>(std::min(fit, 1e9))));
 }
 
@@ -44,7 +44,8 @@ void StepBudget::observe(int64_t decode_rows, int64_t prefill_rows, double ms) {
   const double beside = decode_rows > 0 ? decode_ms(decode_rows) : 0;
   if (decode_rows > 0 && beside <= 0) return;  // the prefill's share is unknown
   // A prefill row costs at least a little: noise must not make it free.
-  blend(row_ms_, std::max(ms - beside, 0.1 * ms) / static_cast<double>(prefill_rows));
+  blend(prefill_ms_, std::max(ms - beside, 0.1 * ms));
+  blend(prefill_rows_, static_cast<double>(prefill_rows));
 }
 
 }  // namespace sb

@@ -12,10 +12,13 @@
 //     (itl_ratio - 1) decode-only steps, at least kMinRows and at most
 //     max_rows. Until both costs have been measured, kGrid rows.
 //  3. Estimates are moving averages of the steps the loop reports: a
-//     decode-only step's time, and a prefill row's time (its step's time
-//     less a decode-only step when decodes ran beside it), so they follow a
-//     prompt as it grows; a decode-only step's time is kept per number of
-//     decode rows (the nearest measured number stands in for the others).
+//     decode-only step's time, and a prefill row's time: the average of the
+//     steps' prefill time (a step's time less a decode-only step when
+//     decodes ran beside it) over the average of their prefill rows, so a
+//     step of a few rows moves it by what those rows are worth, not by the
+//     noise of a whole step; they follow a prompt as it grows. A decode-only
+//     step's time is kept per number of decode rows (the nearest measured
+//     number stands in for the others).
 // Which rows a step takes never changes a result (a PrefillCarry makes any
 // split equal to an unsplit prefill), only when each token comes.
 // Thread safety: none; the step thread owns it.
@@ -49,7 +52,7 @@ class StepBudget {
 
   double itl_ratio_;
   std::vector<double> decode_ms_;  // by decode rows; 0 = not measured
-  double row_ms_ = 0;              // one prefill row; 0 = not measured yet
+  double prefill_ms_ = 0, prefill_rows_ = 0;  // per step; 0 = not measured yet
 };
 
 }  // namespace sb

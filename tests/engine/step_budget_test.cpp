@@ -58,6 +58,18 @@ TEST(StepBudgetTest, EstimatesFollowGrowingRowCosts) {
   EXPECT_EQ(b.prefill_rows(2, 510), 10);
 }
 
+// With a floor of one row, steps of a row or two happen; the noise of such a
+// step's time must not pass for the cost of a row (and shrink the next steps).
+TEST(StepBudgetTest, AShortStepCountsAsMuchAsItsRows) {
+  StepBudget b(2.0);
+  b.observe(2, 0, 100);
+  b.observe(2, 20, 200);  // 5 ms a row: 20 rows fit
+  EXPECT_EQ(b.prefill_rows(2, 510), 20);
+  b.observe(2, 1, 160);  // one row in a step 55 ms slower than its share
+  // (0.75 x 100 + 0.25 x 60) ms over (0.75 x 20 + 0.25 x 1) rows: 5.9 ms a row.
+  EXPECT_EQ(b.prefill_rows(2, 510), 16);
+}
+
 TEST(StepBudgetTest, DecodeStepsAreKeptPerRowCountWithTheNearestStandingIn) {
   StepBudget b(2.0);
   b.observe(1, 0, 100);
