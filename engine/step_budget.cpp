@@ -28,6 +28,7 @@ double StepBudget::decode_ms(int64_t rows) const {
 
 int64_t StepBudget::prefill_rows(int64_t decode_rows, int64_t max_rows) const {
   if (decode_rows == 0 || itl_ratio_ <= 0) return max_rows;
+  if (mixed_steps_ >= kRefreshAfter) return 0;
   const double decode = decode_ms(decode_rows);
   if (decode <= 0 || prefill_ms_ <= 0 || prefill_rows_ <= 0) return std::min(max_rows, kGrid);
   const double fit = std::floor((itl_ratio_ - 1) * decode * prefill_rows_ / prefill_ms_);
@@ -35,6 +36,7 @@ int64_t StepBudget::prefill_rows(int64_t decode_rows, int64_t max_rows) const {
 }
 
 void StepBudget::observe(int64_t decode_rows, int64_t prefill_rows, double ms) {
+  mixed_steps_ = decode_rows > 0 && prefill_rows > 0 ? mixed_steps_ + 1 : 0;
   if (prefill_rows == 0) {
     if (decode_rows <= 0) return;
     if (static_cast<int64_t>(decode_ms_.size()) <= decode_rows) decode_ms_.resize(static_cast<size_t>(decode_rows) + 1, 0);

@@ -19,6 +19,11 @@
 //     noise of a whole step; they follow a prompt as it grows. A decode-only
 //     step's time is kept per number of decode rows (the nearest measured
 //     number stands in for the others).
+//  4. After kRefreshAfter steps in a row with prefill rows beside decodes,
+//     the next step with decodes takes no prefill row: beside a long prompt
+//     no step is decode-only by itself, and without a fresh measure a
+//     slower machine would be charged to the prompt's rows alone (fewer and
+//     fewer of them would fit).
 // Which rows a step takes never changes a result (a PrefillCarry makes any
 // split equal to an unsplit prefill), only when each token comes.
 // Thread safety: none; the step thread owns it.
@@ -32,6 +37,7 @@ namespace sb {
 class StepBudget {
  public:
   static constexpr int64_t kMinRows = 1;  // so that a prompt always moves
+  static constexpr int kRefreshAfter = 16;
   // The ratios it takes: 0 (off), or more than 1 (a ratio of 1 or less would
   // leave no room for a prefill) and at most 1000; kRatioRule says so.
   static bool valid_ratio(double r) { return r == 0 || (r > 1 && r <= 1000); }
@@ -53,6 +59,7 @@ class StepBudget {
   double itl_ratio_;
   std::vector<double> decode_ms_;  // by decode rows; 0 = not measured
   double prefill_ms_ = 0, prefill_rows_ = 0;  // per step; 0 = not measured yet
+  int mixed_steps_ = 0;  // steps in a row with prefill rows beside decodes
 };
 
 }  // namespace sb

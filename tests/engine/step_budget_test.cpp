@@ -54,7 +54,13 @@ TEST(StepBudgetTest, EstimatesFollowGrowingRowCosts) {
   b.observe(2, 20, 100 + 20 * 5.0);
   EXPECT_EQ(b.prefill_rows(2, 510), 20);
   // Rows late in a long prompt cost twice as much: the allowance halves.
-  for (int i = 0; i < 30; ++i) b.observe(2, 10, 100 + 10 * 10.0);
+  for (int i = 0; i < 30; ++i) {
+    if (b.prefill_rows(2, 510) == 0)
+      b.observe(2, 0, 100);  // the decode-only step that comes now and then
+    else
+      b.observe(2, 10, 100 + 10 * 10.0);
+  }
+  b.observe(2, 0, 100);
   EXPECT_EQ(b.prefill_rows(2, 510), 10);
 }
 
@@ -68,6 +74,22 @@ TEST(StepBudgetTest, AShortStepCountsAsMuchAsItsRows) {
   b.observe(2, 1, 160);  // one row in a step 55 ms slower than its share
   // (0.75 x 100 + 0.25 x 60) ms over (0.75 x 20 + 0.25 x 1) rows: 5.9 ms a row.
   EXPECT_EQ(b.prefill_rows(2, 510), 16);
+}
+
+// Beside a long prompt every step has prompt rows; now and then one has none,
+// so that the decode-only time the prompt's share is reckoned against
+// follows the machine.
+TEST(StepBudgetTest, ALongPrefillLetsADecodeOnlyStepThroughNowAndThen) {
+  StepBudget b(2.0);
+  b.observe(4, 0, 100);
+  for (int i = 0; i < StepBudget::kRefreshAfter; ++i) {
+    if (i > 0) EXPECT_EQ(b.prefill_rows(4, 508), 10) << "step " << i;
+    b.observe(4, 10, 200);  // 10 ms a row
+  }
+  EXPECT_EQ(b.prefill_rows(4, 508), 0);
+  EXPECT_EQ(b.prefill_rows(0, 508), 508);  // nothing to measure without decodes
+  b.observe(4, 0, 180);  // the machine got slower: 0.75 x 100 + 0.25 x 180 = 120 ms
+  EXPECT_EQ(b.prefill_rows(4, 508), 12);
 }
 
 TEST(StepBudgetTest, DecodeStepsAreKeptPerRowCountWithTheNearestStandingIn) {
