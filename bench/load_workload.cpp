@@ -69,7 +69,7 @@ std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t
   return engine;
 }
 
-Status run_clients(const Model& model, const LoadOptions& o, int clients, ClientsRun* out) {
+Status run_clients(const Model& model, const LoadOptions& o, int clients, int round, ClientsRun* out) {
   Status s;
   auto engine = make_engine(model, o.max_running, o.batch_tokens, o.itl_ratio, &s);
   SB_RETURN_IF_ERROR(s);
@@ -81,7 +81,8 @@ Status run_clients(const Model& model, const LoadOptions& o, int clients, Client
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
-      std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(clients) * 101 + static_cast<uint64_t>(c));
+      std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(round) * 7919 + static_cast<uint64_t>(clients) * 101 +
+                          static_cast<uint64_t>(c));
       for (int r = 0; r < o.requests_per_client; ++r) {
         Timeline* t = timelines[static_cast<size_t>(c * o.requests_per_client + r)].get();
         t->submitted = Clock::now();
@@ -94,20 +95,38 @@ Status run_clients(const Model& model, const LoadOptions& o, int clients, Client
   for (auto& t : threads) t.join();
   const auto end = Clock::now();
   for (const Status& e : errors) SB_RETURN_IF_ERROR(e);
-  std::vector<double> ttft, itl;
   out->clients = clients;
+  out->round = round;
   out->wall_s = ms_between(start, end) / 1000.0;
   for (const auto& t : timelines) {
     out->tokens += static_cast<int64_t>(t->tokens.size());
     if (t->tokens.empty()) continue;
-    ttft.push_back(ms_between(t->submitted, t->tokens[0]));
-    for (size_t i = 1; i < t->tokens.size(); ++i) itl.push_back(ms_between(t->tokens[i - 1], t->tokens[i]));
+    out->ttft_samples.push_back(ms_between(t->submitted, t->tokens[0]));
+    for (size_t i = 1; i < t->tokens.size(); ++i) out->itl_samples.push_back(ms_between(t->tokens[i - 1], t->tokens[i]));
   }
   out->tokens_per_s = static_cast<double>(out->tokens) / out->wall_s;
-  out->ttft_ms = percentiles(ttft);
-  out->itl_ms = percentiles(itl);
+  out->ttft_ms = percentiles(out->ttft_samples);
+  out->itl_ms = percentiles(out->itl_samples);
   out->peak_batch = engine->stats().peak_batch;
   return Status::ok();
+}
+
+// The runs of one client count, all rounds together.
+ClientsRun pooled(const std::vector<ClientsRun>& runs, int clients) {
+  ClientsRun all;
+  all.clients = clients;
+  for (const ClientsRun& r : runs) {
+    if (r.clients != clients) continue;
+    all.wall_s += r.wall_s;
+    all.tokens += r.tokens;
+    all.peak_batch = std::max(all.peak_batch, r.peak_batch);
+    all.ttft_samples.insert(all.ttft_samples.end(), r.ttft_samples.begin(), r.ttft_samples.end());
+    all.itl_samples.insert(all.itl_samples.end(), r.itl_samples.begin(), r.itl_samples.end());
+  }
+  all.tokens_per_s = all.wall_s > 0 ? static_cast<double>(all.tokens) / all.wall_s : 0;
+  all.ttft_ms = percentiles(all.ttft_samples);
+  all.itl_ms = percentiles(all.itl_samples);
+  return all;
 }
 
 Status run_long_prefill(const Model& model, const LoadOptions& o, int64_t batch_tokens, double itl_ratio,
@@ -206,15 +225,17 @@ Status run_load_workload(const Model& model, const LoadOptions& o, LoadResult* o
     LoadOptions w = o;
     w.requests_per_client = 1;
     w.decode_tokens = 2;
-    SB_RETURN_IF_ERROR(run_clients(model, w, 1, &warm));
+    SB_RETURN_IF_ERROR(run_clients(model, w, 1, 0, &warm));
   }
-  for (int c : o.clients) {
-    ClientsRun run;
-    SB_RETURN_IF_ERROR(run_clients(model, o, c, &run));
-    say(fmt("%d clients: %.2f decode tokens/s, TTFT p50 %.0f ms p99 %.0f ms, ITL p50 %.0f ms p99 %.0f ms", c,
-            run.tokens_per_s, run.ttft_ms.p50, run.ttft_ms.p99, run.itl_ms.p50, run.itl_ms.p99));
-    out->clients.push_back(run);
-  }
+  for (int round = 1; round <= o.rounds; ++round)
+    for (int c : o.clients) {
+      ClientsRun run;
+      SB_RETURN_IF_ERROR(run_clients(model, o, c, round, &run));
+      say(fmt("round %d, %d clients: %.2f decode tokens/s, TTFT p50 %.0f ms p99 %.0f ms, ITL p50 %.0f ms p99 %.0f ms",
+              round, c, run.tokens_per_s, run.ttft_ms.p50, run.ttft_ms.p99, run.itl_ms.p50, run.itl_ms.p99));
+      out->rounds.push_back(std::move(run));
+    }
+  for (int c : o.clients) out->clients.push_back(pooled(out->rounds, c));
   for (int64_t b : o.long_batch_tokens)
     for (double r : o.long_itl_ratios) {
       LongPrefillRun run;
@@ -233,12 +254,15 @@ Status run_load_workload(const Model& model, const LoadOptions& o, LoadResult* o
 std::string load_csv(const LoadResult& r) {
   std::string s =
       "phase,clients,batch_tokens,itl_ratio,tokens,wall_s,tokens_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,"
-      "idle_itl_p50_ms,idle_itl_p99_ms,prefill_s\n";
-  for (const auto& c : r.clients)
-    s += fmt("clients,%d,,,%lld,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,,,\n", c.clients, static_cast<long long>(c.tokens),
-             c.wall_s, c.tokens_per_s, c.ttft_ms.p50, c.ttft_ms.p99, c.itl_ms.p50, c.itl_ms.p99);
+      "idle_itl_p50_ms,idle_itl_p99_ms,prefill_s,round\n";
+  auto row = [&](const char* phase, const ClientsRun& c) {
+    s += fmt("%s,%d,,,%lld,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,,,,%d\n", phase, c.clients, static_cast<long long>(c.tokens),
+             c.wall_s, c.tokens_per_s, c.ttft_ms.p50, c.ttft_ms.p99, c.itl_ms.p50, c.itl_ms.p99, c.round);
+  };
+  for (const auto& c : r.clients) row("clients", c);
+  for (const auto& c : r.rounds) row("clients_round", c);
   for (const auto& l : r.long_prefill)
-    s += fmt("long_prefill,%d,%lld,%g,,,,,,%.1f,%.1f,%.1f,%.1f,%.2f\n", l.decoders,
+    s += fmt("long_prefill,%d,%lld,%g,,,,,,%.1f,%.1f,%.1f,%.1f,%.2f,\n", l.decoders,
              static_cast<long long>(l.batch_tokens), l.itl_ratio,
              l.during_itl_ms.p50, l.during_itl_ms.p99, l.idle_itl_ms.p50, l.idle_itl_ms.p99, l.prefill_s);
   return s;
@@ -252,19 +276,34 @@ std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadR
   md += fmt("- engine: --max-running %d, --batch-tokens %lld, --itl-ratio %g; bank bypassed (batching alone)\n",
             o.max_running, static_cast<long long>(o.batch_tokens), o.itl_ratio);
   md += fmt("- clients: each sends %d requests one after another, a distinct %lld-token prompt and %lld greedy "
-            "decode tokens each\n",
-            o.requests_per_client, static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens));
+            "decode tokens each; the sweep over the client counts runs %d times (rounds), one count after the other\n",
+            o.requests_per_client, static_cast<long long>(o.prompt_tokens), static_cast<long long>(o.decode_tokens),
+            o.rounds);
   md += fmt("- total wall time %.0f s; latencies are wall clock, percentiles by nearest rank\n\n", r.wall_s);
 
   md += "## Throughput and latency by concurrent clients\n\n";
-  md += "| clients | decode tokens/s (aggregate) | vs 1 client | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | most "
-        "sequences in one step |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
-  const double one = r.clients.empty() ? 0 : r.clients.front().tokens_per_s;
+  md += "All rounds together: tokens over wall time, percentiles of every round's samples. Each round's ratio is "
+        "its run over the same round's 1-client run.\n\n";
+  md += "| clients | decode tokens/s (aggregate) | vs 1 client | each round vs 1 | TTFT p50 | TTFT p99 | ITL p50 | "
+        "ITL p99 | most sequences in one step |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  const bool has_one = !r.clients.empty() && r.clients.front().clients == 1;
+  const double one = has_one ? r.clients.front().tokens_per_s : 0;
+  // Round k's ratio for `clients`: its run over round k's 1-client run.
+  auto per_round = [&](int clients) {
+    std::string text;
+    for (const ClientsRun& x : r.rounds) {
+      if (x.clients != clients || !has_one) continue;
+      for (const ClientsRun& base : r.rounds)
+        if (base.round == x.round && base.clients == 1 && base.tokens_per_s > 0)
+          text += fmt("%s%.2fx", text.empty() ? "" : ", ", x.tokens_per_s / base.tokens_per_s);
+    }
+    return text.empty() ? std::string("-") : text;
+  };
   for (const auto& x : r.clients)
-    md += fmt("| %d | %.2f | %.2fx | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %llu |\n", x.clients, x.tokens_per_s,
-              one > 0 ? x.tokens_per_s / one : 0.0, x.ttft_ms.p50, x.ttft_ms.p99, x.itl_ms.p50, x.itl_ms.p99,
-              static_cast<unsigned long long>(x.peak_batch));
-  if (!r.clients.empty() && r.clients.front().clients == 1) {
+    md += fmt("| %d | %.2f | %s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %llu |\n", x.clients, x.tokens_per_s,
+              one > 0 ? fmt("%.2fx", x.tokens_per_s / one).c_str() : "-", per_round(x.clients).c_str(), x.ttft_ms.p50,
+              x.ttft_ms.p99, x.itl_ms.p50, x.itl_ms.p99, static_cast<unsigned long long>(x.peak_batch));
+  if (has_one) {
     const auto best = std::max_element(r.clients.begin(), r.clients.end(),
                                        [](const auto& a, const auto& b) { return a.clients < b.clients; });
     const double ratio = one > 0 ? best->tokens_per_s / one : 0;

@@ -5,11 +5,14 @@
 // Phases:
 //  1. For each client count c: c client threads, each sending
 //     `requests_per_client` requests one after another (a distinct prompt of
-//     `prompt_tokens` random tokens, `decode_tokens` greedy tokens). Aggregate
-//     decode throughput is every generated token over the phase's wall time;
-//     time to first token (from the request's submission, queue included)
-//     and inter-token latency (gaps between a request's consecutive tokens)
-//     are reported as p50 and p99.
+//     `prompt_tokens` random tokens, `decode_tokens` greedy tokens). The sweep
+//     over the client counts runs `rounds` times, one count after the other
+//     in each round, so that a slow spell of the machine falls on every count
+//     alike instead of deciding a ratio. Aggregate decode throughput is every
+//     generated token over the runs' wall time, all rounds together; time to
+//     first token (from the request's submission, queue included) and
+//     inter-token latency (gaps between a request's consecutive tokens) are
+//     reported as p50 and p99 of all rounds' samples.
 //  2. For each step budget b (batch_tokens) and each latency ratio r
 //     (itl_ratio, engine/step_budget.h): `long_decoders` clients decode
 //     without end; their inter-token latency is measured idle (a window of
@@ -34,6 +37,9 @@ struct LoadOptions {
   int64_t prompt_tokens = 64;
   int64_t decode_tokens = 48;
   int requests_per_client = 2;
+  // One round's 1-client run was 96 tokens (7 s): one slow moment in it
+  // moved the 8-client ratio between 2.5x and 4.3x from run to run.
+  int rounds = 3;
   int max_running = 8;
   int64_t batch_tokens = 512;
   double itl_ratio = 2.0;
@@ -56,13 +62,17 @@ struct Percentiles {
 };
 Percentiles percentiles(std::vector<double> values);
 
+// One client count: a single run (`round` from 1), or all rounds pooled
+// (`round` 0).
 struct ClientsRun {
   int clients = 0;
+  int round = 0;
   double wall_s = 0;
   int64_t tokens = 0;
   double tokens_per_s = 0;
   Percentiles ttft_ms, itl_ms;
   uint64_t peak_batch = 0;
+  std::vector<double> ttft_samples, itl_samples;  // milliseconds
 };
 
 struct LongPrefillRun {
@@ -74,14 +84,16 @@ struct LongPrefillRun {
 };
 
 struct LoadResult {
-  std::vector<ClientsRun> clients;
+  std::vector<ClientsRun> clients;  // pooled over the rounds, in the order of LoadOptions::clients
+  std::vector<ClientsRun> rounds;   // every run, round by round
   std::vector<LongPrefillRun> long_prefill;
   double wall_s = 0;
 };
 
 Status run_load_workload(const Model& model, const LoadOptions& options, LoadResult* out);
 
-// Markdown report and CSV (one row per phase run).
+// Markdown report and CSV (a row per client count, pooled, then one per
+// round and client count, then one per long-prefill run).
 struct LoadReportContext {
   std::string command, model, machine, date, csv_name, plot_name, plots_note;
   int threads = 0;

@@ -17,11 +17,10 @@ namespace sb {
 
 const char* const kLoadUsage =
     "usage: statebank bench load [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
-    "         [--threads 2] [--precision bf16|f32] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48] [--requests 2]\n"
-    "         [--max-running 8] [--batch-tokens 512] [--itl-ratio 2] [--long-prompt-tokens 8192] [--long-decoders 4]\n"
-    "         [--idle-tokens 64] [--long-batch-tokens 512,64] [--long-itl-ratios 0,2] [--seed 1] [--report FILE.md]\n"
-    "         [--csv FILE.csv]"
-    "         [--no-plots]";
+    "         [--threads 2] [--precision bf16|f32] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48]\n"
+    "         [--requests 2] [--rounds 3] [--max-running 8] [--batch-tokens 512] [--itl-ratio 2]\n"
+    "         [--long-prompt-tokens 8192] [--long-decoders 4] [--idle-tokens 64] [--long-batch-tokens 512,64]\n"
+    "         [--long-itl-ratios 0,2] [--seed 1] [--report FILE.md] [--csv FILE.csv] [--no-plots]";
 
 namespace {
 
@@ -63,7 +62,7 @@ std::string make_plot(const std::string& csv, const std::string& png) {
 }  // namespace
 
 int bench_load(int argc, char** argv) {
-  Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "clients", "prompt-tokens", "decode-tokens", "requests",
+  Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "clients", "prompt-tokens", "decode-tokens", "requests", "rounds",
              "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
              "itl-ratio", "long-itl-ratios", "seed", "report", "csv"},
             {"no-plots"});
@@ -71,12 +70,13 @@ int bench_load(int argc, char** argv) {
   if (!s) return fail("bench", s.message() + "\n" + kLoadUsage);
   if (!args.positional().empty()) return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kLoadUsage);
   LoadOptions o;
-  int64_t threads, requests, max_running, decoders, seed;
+  int64_t threads, requests, rounds, max_running, decoders, seed;
   std::vector<int64_t> clients;
   if (!(s = args.get_int("threads", 2, 1, 256, &threads)) ||
       !(s = args.get_int("prompt-tokens", 64, 1, 1 << 20, &o.prompt_tokens)) ||
       !(s = args.get_int("decode-tokens", 48, 1, 1 << 20, &o.decode_tokens)) ||
       !(s = args.get_int("requests", 2, 1, 1000, &requests)) ||
+      !(s = args.get_int("rounds", 3, 1, 100, &rounds)) ||
       !(s = args.get_int("max-running", 8, 1, 256, &max_running)) ||
       !(s = args.get_int("batch-tokens", 512, 2, 1 << 20, &o.batch_tokens)) ||
       !(s = args.get_int("long-prompt-tokens", 8192, 1, 1 << 22, &o.long_prompt_tokens)) ||
@@ -93,6 +93,7 @@ int bench_load(int argc, char** argv) {
     return fail("bench", s.message());
   o.clients.assign(clients.begin(), clients.end());
   o.requests_per_client = static_cast<int>(requests);
+  o.rounds = static_cast<int>(rounds);
   o.max_running = static_cast<int>(max_running);
   o.long_decoders = static_cast<int>(decoders);
   o.seed = static_cast<uint64_t>(seed);

@@ -197,13 +197,13 @@ TEST_F(BenchAgentTest, ReplicaRestoresFromRedis) {
 }
 
 // `statebank bench load` end to end on the tiny preset: the report has its
-// tables and its CSV one row per client count and per step budget (tokens
-// and latency ratio).
+// tables and its CSV one row per client count (all rounds), per round and
+// client count, and per step budget (tokens and latency ratio).
 TEST_F(BenchAgentTest, TinyLoadRunWritesItsReport) {
   const fs::path out = dir_ / "out";
   const std::string args = "bench load --preset tiny --cache-dir '" + (dir_ / "models").string() + "' --report '" +
                            (out / "load.md").string() +
-                           "' --clients 1,2 --prompt-tokens 16 --decode-tokens 6 --requests 1 --max-running 4"
+                           "' --clients 1,2 --prompt-tokens 16 --decode-tokens 6 --requests 1 --rounds 2 --max-running 4"
                            " --batch-tokens 32 --long-prompt-tokens 200 --long-decoders 2 --idle-tokens 4"
                            " --long-batch-tokens 64 --long-itl-ratios 0,2.5 --no-plots";
   const Outcome r = run_statebank(dir_, "", args);
@@ -213,11 +213,17 @@ TEST_F(BenchAgentTest, TinyLoadRunWritesItsReport) {
   EXPECT_NE(md.find("| 64 | 0 (off) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 64 | 2.5 |"), std::string::npos) << md;
   const std::string csv = read_text(out / "load.csv");
-  size_t clients = 0, budgets = 0;
+  size_t clients = 0, rounds = 0, budgets = 0;
   for (size_t at = 0; (at = csv.find("\nclients,", at)) != std::string::npos; ++at) ++clients;
+  for (size_t at = 0; (at = csv.find("\nclients_round,", at)) != std::string::npos; ++at) ++rounds;
   for (size_t at = 0; (at = csv.find("\nlong_prefill,", at)) != std::string::npos; ++at) ++budgets;
   EXPECT_EQ(clients, 2u) << csv;
+  EXPECT_EQ(rounds, 4u) << csv;
   EXPECT_EQ(budgets, 2u) << csv;
+  // The 1-client row's own ratio in each round is 1; the pooled tokens are
+  // both rounds' (2 clients x 1 request x 6 tokens each round).
+  EXPECT_NE(md.find("| 1.00x | 1.00x, 1.00x |"), std::string::npos) << md;
+  EXPECT_NE(csv.find("\nclients,2,,,24,"), std::string::npos) << csv;
 }
 
 TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
@@ -225,7 +231,7 @@ TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
                                  "bench agent --model /nonexistent/dir", "bench agent --remote http://x",
                                  "bench load --clients 0", "bench load --max-running 8 --batch-tokens 8",
                                  "bench load --itl-ratio 0.5", "bench load --long-itl-ratios 0,1",
-                                 "bench load --clients 2.5"}) {
+                                 "bench load --clients 2.5", "bench load --rounds 0"}) {
     const Outcome r = run_statebank(dir_, "", args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.err.rfind("statebank bench: ", 0), 0u) << r.err;

@@ -83,7 +83,9 @@ TEST(StepBudgetTest, ALongPrefillLetsADecodeOnlyStepThroughNowAndThen) {
   StepBudget b(2.0);
   b.observe(4, 0, 100);
   for (int i = 0; i < StepBudget::kRefreshAfter; ++i) {
-    if (i > 0) EXPECT_EQ(b.prefill_rows(4, 508), 10) << "step " << i;
+    if (i > 0) {
+      EXPECT_EQ(b.prefill_rows(4, 508), 10) << "step " << i;
+    }
     b.observe(4, 10, 200);  // 10 ms a row
   }
   EXPECT_EQ(b.prefill_rows(4, 508), 0);
