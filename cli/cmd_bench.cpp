@@ -124,7 +124,7 @@ int bench_agent(int argc, char** argv) {
 
   AgentReportContext c;
   c.command = "tools/statebank.sh bench agent";
-  for (int i = 1; i < argc; ++i) c.command += " " + quote_arg(argv[i]);
+  for (int i = 1; i < argc; ++i) c.command.append(" ").append(quote_arg(argv[i]));
   c.model = model_desc;
   c.fingerprint = model->fingerprint();
   c.machine = cpu_name() + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";

@@ -27,6 +27,12 @@ int64_t TensorView::numel() const {
   return n;
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s.append(i ? ", " : "").append(std::to_string(shape[i]));
+  return s + "]";
+}
+
 // ---- container format ------------------------------------------------------
 
 const char* safetensors_dtype_name(DType dtype) {
@@ -109,12 +115,6 @@ namespace {
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // Parses one shard's header into views over its mapped bytes.

@@ -36,6 +36,9 @@ struct TensorView {
   int64_t numel() const;
 };
 
+// "[2, 3]": a shape as error messages show it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 class Checkpoint {
  public:
   static Status open(const std::string& dir, std::unique_ptr<Checkpoint>* out);

@@ -47,7 +47,7 @@ Outcome run_statebank(const sb::testing::TempDir& dir, const std::string& args) 
 std::string ids(int n) {
   std::mt19937 rng(5);
   std::string s;
-  for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(rng() % 151643);
+  for (int i = 0; i < n; ++i) s.append(i ? "," : "").append(std::to_string(rng() % 151643));
   return s;
 }
 
