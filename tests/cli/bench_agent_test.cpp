@@ -20,6 +20,7 @@
 
 #include "bench/agent_report.h"
 #include "bench/agent_workload.h"
+#include "bench/load_workload.h"
 #include "model/gen_model.h"
 #include "model/model.h"
 #include "tests/util/models.h"
@@ -224,6 +225,32 @@ TEST_F(BenchAgentTest, TinyLoadRunWritesItsReport) {
   // both rounds' (2 clients x 1 request x 6 tokens each round).
   EXPECT_NE(md.find("| 1.00x | 1.00x, 1.00x |"), std::string::npos) << md;
   EXPECT_NE(csv.find("\nclients,2,,,24,"), std::string::npos) << csv;
+}
+
+// The "vs 1" columns and the target line divide by the 1-client run wherever
+// the sweep has it (here last), and say "-" and nothing without one.
+TEST(LoadReport, RatiosAreToTheOneClientRunWhereverItStands) {
+  auto run = [](int clients, int round, double tps) {
+    sb::ClientsRun x;
+    x.clients = clients;
+    x.round = round;
+    x.tokens_per_s = tps;
+    return x;
+  };
+  sb::LoadResult r;
+  r.clients = {run(4, 0, 30), run(1, 0, 10)};
+  r.rounds = {run(4, 0, 24), run(1, 0, 8), run(4, 1, 36), run(1, 1, 12)};
+  const std::string md = sb::load_markdown(r, sb::LoadOptions{}, sb::LoadReportContext{});
+  EXPECT_NE(md.find("| 4 | 30.00 | 3.00x | 3.00x, 3.00x |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | 10.00 | 1.00x | 1.00x, 1.00x |"), std::string::npos) << md;
+  EXPECT_NE(md.find("4 clients reach at least 4x the aggregate decode throughput of one: 3.00x, **not met**"),
+            std::string::npos)
+      << md;
+  r.clients = {run(4, 0, 30), run(2, 0, 20)};
+  r.rounds = {run(4, 0, 30), run(2, 0, 20)};
+  const std::string without = sb::load_markdown(r, sb::LoadOptions{}, sb::LoadReportContext{});
+  EXPECT_NE(without.find("| 4 | 30.00 | - | - |"), std::string::npos) << without;
+  EXPECT_EQ(without.find("Target: 4 clients"), std::string::npos) << without;
 }
 
 TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
