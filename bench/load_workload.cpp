@@ -287,7 +287,8 @@ std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadR
   md += "| clients | decode tokens/s (aggregate) | vs 1 client | each round vs 1 | TTFT p50 | TTFT p99 | ITL p50 | "
         "ITL p99 | most sequences in one step |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   // Ratios are to the 1-client run wherever the sweep has it; none without one.
-  const auto one_run = std::find_if(r.clients.begin(), r.clients.end(), [](const ClientsRun& x) { return x.clients == 1; });
+  const auto one_run =
+      std::find_if(r.clients.begin(), r.clients.end(), [](const ClientsRun& x) { return x.clients == 1; });
   const double one = one_run != r.clients.end() ? one_run->tokens_per_s : 0;
   // Round k's ratio for `clients`: its run over round k's 1-client run.
   auto per_round = [&](int clients) {
@@ -326,8 +327,9 @@ std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadR
   }
   md += "\nTarget: p99 inter-token latency during the long prefill at most 3 times the idle one. A step runs "
         "every running decode plus prefill chunks up to --batch-tokens in all and, with --itl-ratio r > 0, only "
-        "as many prefill rows as fit in about r - 1 decode-only steps' time (measured as the loop runs), so a "
-        "step beside running decodes takes about r times a decode-only one. Either budget sets the trade-off: "
+        "as many prefill rows as fit in about r - 1 decode-only steps' time (measured as the loop runs; a prompt's "
+        "first 64-token chunk runs whole), so a step beside running decodes takes about r times a decode-only one. "
+        "Either budget sets the trade-off: "
         "smoother decodes, or a faster first token for the long prompt.\n";
   if (!c.plot_name.empty()) md += "\n![throughput and latency by clients](" + c.plot_name + ")\n";
   if (!c.plots_note.empty()) md += "\n" + c.plots_note + "\n";

@@ -87,15 +87,26 @@ std::vector<StepLoop::Slice> StepLoop::plan_step() {
     slices.push_back(Slice{seq, 0, 0, true, seq->result.tokens.back().token});
   }
   const int64_t decodes = static_cast<int64_t>(slices.size());
-  int64_t budget = budget_.prefill_rows(decodes, context_.options.batch_tokens - decodes);
+  int64_t room = context_.options.batch_tokens - decodes;  // the token budget
+  int64_t bound = budget_.prefill_rows(decodes, room);      // the latency bound's rows
+  const bool refresh = bound <= 0;
   for (Sequence* seq : running_) {
     if (seq->finished || !seq->prefilling()) continue;
     const int64_t begin = seq->state.position(), n = seq->prompt_tokens();
+    int64_t rows = bound;
+    // A prompt's first grid chunk runs whole, whatever the bound: a short
+    // turn (after a restored prefix, say) answers in one step, and prompts
+    // that arrive together start to decode together. Spread over steps, each
+    // started steps after the one before it, and the steps in between ran
+    // with fewer and fewer decodes (docs/batching.md).
+    if (!refresh && begin == seq->restore_point) rows = std::max(rows, kGrid - begin % kGrid);
+    rows = std::min(rows, seq->request.echo ? std::min(room, kEchoRows) : room);
     // The carry lets a chunk end anywhere with the bits of an unsplit prefill.
-    const int64_t end = std::min(n, begin + (seq->request.echo ? std::min(budget, kEchoRows) : budget));
-    if (end <= begin) break;  // no budget left: later ones wait too (FIFO)
+    const int64_t end = std::min(n, begin + rows);
+    if (end <= begin) continue;  // the bound's rows go in admission order
     slices.push_back(Slice{seq, begin, end, false, 0});
-    budget -= end - begin;
+    bound -= end - begin;
+    room -= end - begin;
   }
   return slices;
 }

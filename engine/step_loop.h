@@ -9,10 +9,14 @@
 //     decode first (one token each), then prefill chunks in admission order
 //     with what is left (echo chunks at most kGrid rows). Beside running
 //     decodes the prefill rows are also held to what fits in
-//     options.itl_ratio decode-only steps (engine/step_budget.h). Chunks end
-//     anywhere: each sequence's PrefillCarry keeps the bits those of an
-//     unsplit prefill. So a long prefill delays the running decodes by one
-//     step of bounded time at a time, never by its whole length.
+//     options.itl_ratio decode-only steps (engine/step_budget.h), except a
+//     prompt's first chunk: the rows from where its prefill starts (0, or
+//     the restore point) to the next multiple of kGrid run whole in the
+//     first step that takes any of its rows, within the token budget (the
+//     budget's decode-only refresh steps take none). Chunks end anywhere:
+//     each sequence's PrefillCarry keeps the bits those of an unsplit
+//     prefill. So a long prefill delays the running decodes by one step of
+//     bounded time at a time, never by its whole length.
 //  3. A sequence cancelled (request.cancelled(), on_token returning false),
 //     stopped or at max_tokens leaves at the end of the step that saw it; a
 //     waiting sequence cancelled before it starts never runs.
