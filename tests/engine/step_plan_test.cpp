@@ -33,8 +33,12 @@ class Decoder {
       ++tokens_;
       return !stop_.load();
     };
-    thread_ = std::thread([this, &engine] { EXPECT_TRUE(engine.complete(request_, &result_).is_ok()); });
-    while (tokens_.load() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    thread_ = std::thread([this, &engine] {
+      EXPECT_TRUE(engine.complete(request_, &result_).is_ok());
+      ended_ = true;
+    });
+    while (tokens_.load() < 4 && !ended_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_FALSE(ended_.load()) << "the decoder ended before the test";
   }
   ~Decoder() {
     stop_ = true;
@@ -45,7 +49,7 @@ class Decoder {
   CompletionRequest request_;
   CompletionResult result_;
   std::atomic<int> tokens_{0};
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false}, ended_{false};
   std::thread thread_;
 };
 
