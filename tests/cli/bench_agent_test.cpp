@@ -239,7 +239,7 @@ TEST(LoadReport, RatiosAreToTheOneClientRunWhereverItStands) {
   };
   sb::LoadResult r;
   r.clients = {run(4, 0, 30), run(1, 0, 10)};
-  r.rounds = {run(4, 0, 24), run(1, 0, 8), run(4, 1, 36), run(1, 1, 12)};
+  r.rounds = {run(4, 1, 24), run(1, 1, 8), run(4, 2, 36), run(1, 2, 12)};
   const std::string md = sb::load_markdown(r, sb::LoadOptions{}, sb::LoadReportContext{});
   EXPECT_NE(md.find("| 4 | 30.00 | 3.00x | 3.00x, 3.00x |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 1 | 10.00 | 1.00x | 1.00x, 1.00x |"), std::string::npos) << md;
@@ -247,7 +247,7 @@ TEST(LoadReport, RatiosAreToTheOneClientRunWhereverItStands) {
             std::string::npos)
       << md;
   r.clients = {run(4, 0, 30), run(2, 0, 20)};
-  r.rounds = {run(4, 0, 30), run(2, 0, 20)};
+  r.rounds = {run(4, 1, 30), run(2, 1, 20)};
   const std::string without = sb::load_markdown(r, sb::LoadOptions{}, sb::LoadReportContext{});
   EXPECT_NE(without.find("| 4 | 30.00 | - | - |"), std::string::npos) << without;
   EXPECT_EQ(without.find("Target: 4 clients"), std::string::npos) << without;

@@ -20,13 +20,12 @@ namespace sb {
 namespace {
 
 constexpr uint32_t kB = 64;
-constexpr int64_t kTinyVocab = 151936;
 
 // A request that decodes beside the others until the test ends.
 class Decoder {
  public:
-  explicit Decoder(Engine& engine) {
-    request_.prompt = testing::random_tokens(1, 16, kTinyVocab);
+  Decoder(Engine& engine, std::vector<int32_t> prompt) {
+    request_.prompt = std::move(prompt);
     request_.max_tokens = 100000;
     request_.cache_mode = CacheMode::kBypass;
     request_.on_token = [this](const GeneratedToken&) {
@@ -65,6 +64,10 @@ class StepPlan : public ::testing::Test {
     EXPECT_TRUE(Engine::create(model_, &bank_, o, &engine_).is_ok());
   }
 
+  std::vector<int32_t> tokens(uint32_t seed, int64_t n) const {
+    return testing::random_tokens(seed, n, model_.vocab_size());
+  }
+
   // Serves `prompt` beside the decoder; returns the steps from its
   // submission to its first token, and checks it against bypass.
   uint64_t steps_to_first_token(const std::vector<int32_t>& prompt, CacheMode mode) {
@@ -96,24 +99,24 @@ class StepPlan : public ::testing::Test {
 // One chunk runs in one step (the step in flight when it arrives aside);
 // what comes after the first chunk still goes a row or so a step.
 TEST_F(StepPlan, APromptsFirstChunkRunsInOneStepAndTheRestIsSpread) {
-  Decoder decoder(*engine_);
-  EXPECT_LE(steps_to_first_token(testing::random_tokens(2, kGrid, kTinyVocab), CacheMode::kBypass), 3u);
-  EXPECT_LE(steps_to_first_token(testing::random_tokens(3, 20, kTinyVocab), CacheMode::kBypass), 3u);
-  EXPECT_GE(steps_to_first_token(testing::random_tokens(4, kGrid + 40, kTinyVocab), CacheMode::kBypass), 14u);
+  Decoder decoder(*engine_, tokens(1, 16));
+  EXPECT_LE(steps_to_first_token(tokens(2, kGrid), CacheMode::kBypass), 3u);
+  EXPECT_LE(steps_to_first_token(tokens(3, 20), CacheMode::kBypass), 3u);
+  EXPECT_GE(steps_to_first_token(tokens(4, kGrid + 40), CacheMode::kBypass), 14u);
 }
 
 // After a restored prefix the first chunk is the rows up to the next grid
 // boundary: a short turn on a stored conversation answers in one step.
 TEST_F(StepPlan, AShortTurnAfterARestoredPrefixRunsInOneStep) {
-  const std::vector<int32_t> prefix = testing::random_tokens(5, 2 * kB, kTinyVocab);
+  const std::vector<int32_t> prefix = tokens(5, 2 * kB);
   CompletionRequest first;
   first.prompt = prefix;
   first.max_tokens = 1;
   CompletionResult stored;
   ASSERT_TRUE(engine_->complete(first, &stored).is_ok());
-  Decoder decoder(*engine_);
+  Decoder decoder(*engine_, tokens(1, 16));
   std::vector<int32_t> turn = prefix;
-  for (int32_t t : testing::random_tokens(6, 30, kTinyVocab)) turn.push_back(t);
+  for (int32_t t : tokens(6, 30)) turn.push_back(t);
   EXPECT_LE(steps_to_first_token(turn, CacheMode::kDefault), 3u);
   EXPECT_EQ(engine_->stats().cached_tokens, 2 * kB);
 }
