@@ -2,7 +2,8 @@
 // (engine/step_loop.h, promise 2): beside a decode, the latency bound spreads
 // a prompt over steps, except its first grid chunk, which runs in one step.
 // Steps are counted by the engine's own counter; every result is also
-// compared with the same request with the bank bypassed.
+// compared with the same request run alone with the bank bypassed (one
+// unsplit prefill), so a split that changed a bit would show.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -54,7 +55,7 @@ class Decoder {
 
 class StepPlan : public ::testing::Test {
  protected:
-  StepPlan() : model_(testing::shared_model(Arch::kQwen35)), ram_(1ULL << 30), bank_({&ram_}) {
+  StepPlan() : model_(testing::shared_model(Arch::kQwen3Next)), ram_(1ULL << 30), bank_({&ram_}) {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 2 * kB;
@@ -68,26 +69,37 @@ class StepPlan : public ::testing::Test {
     return testing::random_tokens(seed, n, model_.vocab_size());
   }
 
-  // Serves `prompt` beside the decoder; returns the steps from its
-  // submission to its first token, and checks it against bypass.
-  uint64_t steps_to_first_token(const std::vector<int32_t>& prompt, CacheMode mode) {
-    CompletionRequest r;
-    r.prompt = prompt;
-    r.max_tokens = 2;
-    r.cache_mode = mode;
+  struct Served {
+    uint64_t steps = 0;  // from its submission to its first token
+    CompletionResult result;
+  };
+  // Serves `prompt` while the decoder runs beside it.
+  Served serve_beside(const std::vector<int32_t>& prompt, CacheMode mode) {
+    CompletionRequest r = request(prompt, mode);
     std::atomic<uint64_t> at_first{0};
     r.on_token = [&](const GeneratedToken&) {
       if (at_first.load() == 0) at_first = engine_->stats().steps;
       return true;
     };
     const uint64_t before = engine_->stats().steps;
-    CompletionResult served, bypass;
-    EXPECT_TRUE(engine_->complete(r, &served).is_ok());
-    r.on_token = nullptr;
-    r.cache_mode = CacheMode::kBypass;
-    EXPECT_TRUE(engine_->complete(r, &bypass).is_ok());
-    EXPECT_EQ(testing::compare_results(served, bypass), "");
-    return at_first.load() - before;
+    Served out;
+    EXPECT_TRUE(engine_->complete(r, &out.result).is_ok());
+    out.steps = at_first.load() - before;
+    return out;
+  }
+  // The same request alone (no decoder beside it) with the bank bypassed:
+  // one unsplit prefill, whatever steps the served one was split into.
+  void expect_equals_alone(const Served& served, const std::vector<int32_t>& prompt) {
+    CompletionResult alone;
+    EXPECT_TRUE(engine_->complete(request(prompt, CacheMode::kBypass), &alone).is_ok());
+    EXPECT_EQ(testing::compare_results(served.result, alone), "");
+  }
+  static CompletionRequest request(const std::vector<int32_t>& prompt, CacheMode mode) {
+    CompletionRequest r;
+    r.prompt = prompt;
+    r.max_tokens = 2;
+    r.cache_mode = mode;
+    return r;
   }
 
   const Model& model_;
@@ -99,26 +111,34 @@ class StepPlan : public ::testing::Test {
 // One chunk runs in one step (the step in flight when it arrives aside);
 // what comes after the first chunk still goes a row or so a step.
 TEST_F(StepPlan, APromptsFirstChunkRunsInOneStepAndTheRestIsSpread) {
-  Decoder decoder(*engine_, tokens(1, 16));
-  EXPECT_LE(steps_to_first_token(tokens(2, kGrid), CacheMode::kBypass), 3u);
-  EXPECT_LE(steps_to_first_token(tokens(3, 20), CacheMode::kBypass), 3u);
-  EXPECT_GE(steps_to_first_token(tokens(4, kGrid + 40), CacheMode::kBypass), 14u);
+  const std::vector<std::vector<int32_t>> prompts = {tokens(2, kGrid), tokens(3, 20), tokens(4, kGrid + 40)};
+  std::vector<Served> served;
+  {
+    Decoder decoder(*engine_, tokens(1, 16));
+    for (const auto& p : prompts) served.push_back(serve_beside(p, CacheMode::kBypass));
+  }
+  EXPECT_LE(served[0].steps, 3u);
+  EXPECT_LE(served[1].steps, 3u);
+  EXPECT_GE(served[2].steps, 14u);
+  for (size_t i = 0; i < prompts.size(); ++i) expect_equals_alone(served[i], prompts[i]);
 }
 
 // After a restored prefix the first chunk is the rows up to the next grid
 // boundary: a short turn on a stored conversation answers in one step.
 TEST_F(StepPlan, AShortTurnAfterARestoredPrefixRunsInOneStep) {
   const std::vector<int32_t> prefix = tokens(5, 2 * kB);
-  CompletionRequest first;
-  first.prompt = prefix;
-  first.max_tokens = 1;
   CompletionResult stored;
-  ASSERT_TRUE(engine_->complete(first, &stored).is_ok());
-  Decoder decoder(*engine_, tokens(1, 16));
+  ASSERT_TRUE(engine_->complete(request(prefix, CacheMode::kDefault), &stored).is_ok());
   std::vector<int32_t> turn = prefix;
   for (int32_t t : tokens(6, 30)) turn.push_back(t);
-  EXPECT_LE(steps_to_first_token(turn, CacheMode::kDefault), 3u);
-  EXPECT_EQ(engine_->stats().cached_tokens, 2 * kB);
+  Served served;
+  {
+    Decoder decoder(*engine_, tokens(1, 16));
+    served = serve_beside(turn, CacheMode::kDefault);
+  }
+  EXPECT_LE(served.steps, 3u);
+  EXPECT_EQ(served.result.restore.restore_point, 2 * kB);
+  expect_equals_alone(served, turn);
 }
 
 }  // namespace
