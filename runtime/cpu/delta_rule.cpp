@@ -108,6 +108,49 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
   });
 }
 
+namespace {
+
+// One token's update of columns [c0, c0 + 16 NV) of one head's state, with
+// those columns' k^T S and q^T S held in registers (columns never mix, so a
+// block of them is a whole computation of its own). Each element's
+// operations and their order are those of the row-by-row form: the decay, then
+// k^T S summed over rows in ascending order, then the rank-one update and
+// q^T S over rows in ascending order.
+template <int NV>
+void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
+                       const float* v, float alpha, float beta, float* o) {
+  const V16 va = V16::set1(alpha);
+  V16 acc[NV];
+  for (int j = 0; j < NV; ++j) acc[j] = V16::zero();
+  for (int64_t a = 0; a < dk; ++a) {
+    float* row = S + a * dv + c0;
+    const V16 ka = V16::set1(k[a]);
+    for (int j = 0; j < NV; ++j) {
+      const V16 s = V16::load(row + 16 * j) * va;
+      s.store(row + 16 * j);
+      acc[j] = fma(ka, s, acc[j]);
+    }
+  }
+  V16 u[NV];
+  const V16 vb = V16::set1(beta);
+  for (int j = 0; j < NV; ++j) {
+    u[j] = vb * (V16::load(v + c0 + 16 * j) - acc[j]);
+    acc[j] = V16::zero();
+  }
+  for (int64_t a = 0; a < dk; ++a) {
+    float* row = S + a * dv + c0;
+    const V16 ka = V16::set1(k[a]), qa = V16::set1(q[a]);
+    for (int j = 0; j < NV; ++j) {
+      const V16 s = fma(ka, u[j], V16::load(row + 16 * j));
+      s.store(row + 16 * j);
+      acc[j] = fma(qa, s, acc[j]);
+    }
+  }
+  for (int j = 0; j < NV; ++j) acc[j].store(o + c0 + 16 * j);
+}
+
+}  // namespace
+
 void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) {
   FlushSubnormals mode;
   const int64_t dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
@@ -123,23 +166,27 @@ void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* state, fl
       const float* v = in.v + (t * in.n_v + h) * dv;
       const float alpha = std::exp(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
       float* o = out + (t * in.n_v + h) * dv;
-      // Pass 1: decay the state and read k^T S from it.
+      int64_t c0 = 0;
+      for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S, dk, dv, c0, q, k, v, alpha, beta, o);
+      for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S, dk, dv, c0, q, k, v, alpha, beta, o);
+      if (c0 == dv) continue;
+      // Columns past the last whole vector, element by element.
       std::fill(mem.begin(), mem.end(), 0.0f);
-      const V16 va = V16::set1(alpha);
       for (int64_t a = 0; a < dk; ++a) {
         float* row = S + a * dv;
-        int64_t c = 0;
-        for (; c + 16 <= dv; c += 16) (V16::load(row + c) * va).store(row + c);
-        for (; c < dv; ++c) row[c] *= alpha;
-        axpy(k[a], row, mem.data(), dv);
+        for (int64_t c = c0; c < dv; ++c) {
+          row[c] *= alpha;
+          mem[c] = std::fma(k[a], row[c], mem[c]);
+        }
       }
-      for (int64_t c = 0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
-      // Pass 2: the rank-one update, and q^T S from the updated state.
-      std::fill(o, o + dv, 0.0f);
+      for (int64_t c = c0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
+      std::fill(o + c0, o + dv, 0.0f);
       for (int64_t a = 0; a < dk; ++a) {
         float* row = S + a * dv;
-        axpy(k[a], u.data(), row, dv);
-        axpy(q[a], row, o, dv);
+        for (int64_t c = c0; c < dv; ++c) {
+          row[c] = std::fma(k[a], u[c], row[c]);
+          o[c] = std::fma(q[a], row[c], o[c]);
+        }
       }
     }
   });

@@ -183,9 +183,19 @@ constexpr int64_t kFmaMinRows = 8;
 
 #if defined(__AVX512BF16__)
 constexpr Tile<uint16_t> kNative[] = {nullptr,         &tile_native<1>, &tile_native<2>, &tile_native<3>,
-                                      &tile_native<4>, &tile_native<5>, &tile_native<6>};
-constexpr int kNativeMr = std::size(kNative) - 1;
+                                      &tile_native<4>, &tile_native<5>, &tile_native<6>, &tile_native<7>,
+                                      &tile_native<8>};
+// Many rows run in tiles of 6, whose 24 accumulators fit in the registers
+// beside the weights: where a call is compute-bound that is fastest.
+constexpr int kNativeMr = 6;
 static_assert(12 % kNativeMr == 0, "the timing in fma_tiles_faster runs whole tiles");
+// Up to this many rows run as one tile, so that each panel is read from
+// memory once. A decode step of 7 or 8 sequences waits on the weights'
+// stream: a second pass over each panel for the last rows, from cache,
+// leaves that stream idle for its time, which costs more than the
+// accumulators a tile of 8 keeps on the stack (docs/kernels.md).
+// Compute-bound calls (prefill) stay faster in tiles of 6.
+constexpr int64_t kNativeOneTileRows = std::size(kNative) - 1;
 #endif
 
 // y = x w for the m rows of x (ld elements each, already rounded) with
@@ -336,7 +346,8 @@ void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, s
   round_rows_to_bf16(x, m, w.cols, xb.data(), ld);
 #if defined(__AVX512BF16__)
   if (native_bf16_ && (m < kFmaMinRows || !fma_many_rows_))
-    return run_tiles(pool_, xb.data(), ld, m, w, outs, kNative, kNativeMr, kCols);
+    return run_tiles(pool_, xb.data(), ld, m, w, outs, kNative,
+                     m <= kNativeOneTileRows ? static_cast<int>(m) : kNativeMr, kCols);
 #endif
   std::vector<float> xf(m * ld);
   for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_value(xb[i]);

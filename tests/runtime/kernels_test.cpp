@@ -1,4 +1,5 @@
-// CPU kernels: the chunked and recurrent delta rule agree; GEMM and attention
+// CPU kernels: the chunked and recurrent delta rule agree, and the recurrent
+// one gives the bits of its definition; GEMM and attention
 // give each row the same bits whatever rows share the call and whatever the
 // thread count; RoPE rotates only the first `rot` dims, in rotate-half pairs.
 #include <bit>
@@ -84,6 +85,63 @@ TEST(DeltaRule, ChunkedAndRecurrentFormsAgree) {
       k->delta_rule_chunk(c.rows(len), s_part.data(), o_part.data());
       EXPECT_EQ(std::memcmp(o_part.data(), o_chunk.data(), o_part.size() * 4), 0) << len << " rows";
     }
+  }
+}
+
+// The recurrent form by its definition, one element at a time: per token,
+// the decay, k^T S summed over rows in ascending order, then the rank-one
+// update and q^T S over rows in ascending order, each step one rounding.
+void recurrent_by_definition(const DeltaRuleInput& in, float* state, float* out) {
+  const int64_t dk = in.d_k, dv = in.d_v;
+  for (int64_t t = 0; t < in.tokens; ++t)
+    for (int64_t h = 0; h < in.n_v; ++h) {
+      const int64_t kh = h / (in.n_v / in.n_k);
+      const float* q = in.q + (t * in.n_k + kh) * dk;
+      const float* k = in.k + (t * in.n_k + kh) * dk;
+      const float* v = in.v + (t * in.n_v + h) * dv;
+      const float alpha = std::exp(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
+      float* S = state + h * dk * dv;
+      float* o = out + (t * in.n_v + h) * dv;
+      for (int64_t c = 0; c < dv; ++c) {
+        float mem = 0.0f;
+        for (int64_t a = 0; a < dk; ++a) {
+          S[a * dv + c] *= alpha;
+          mem = std::fma(k[a], S[a * dv + c], mem);
+        }
+        const float u = beta * (v[c] - mem);
+        float acc = 0.0f;
+        for (int64_t a = 0; a < dk; ++a) {
+          S[a * dv + c] = std::fma(k[a], u, S[a * dv + c]);
+          acc = std::fma(q[a], S[a * dv + c], acc);
+        }
+        o[c] = acc;
+      }
+    }
+}
+
+// The decode form gives the bits of that definition whatever the head's
+// width: 128 columns at a time in registers, 16 at a time, and the last few
+// one by one (a reordering of any step would show in the state or output).
+TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(12);
+  constexpr int64_t T = 3, nk = 2, nv = 4, dk = 32;
+  for (int64_t dv : {24, 128, 152}) {
+    std::vector<float> q = randn(rng, T * nk * dk), key = randn(rng, T * nk * dk), v = randn(rng, T * nv * dv);
+    normalise_heads(q, dk, 1.0f / std::sqrt(float(dk)));
+    normalise_heads(key, dk, 1.0f);
+    std::vector<float> g(T * nv), beta(T * nv);
+    std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
+    for (auto& x : g) x = ug(rng);
+    for (auto& x : beta) x = ub(rng);
+    const DeltaRuleInput in{T, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
+    std::vector<float> s_kernel = randn(rng, nv * dk * dv, 0.5f), s_def = s_kernel;
+    std::vector<float> o_kernel(T * nv * dv), o_def(T * nv * dv);
+    k->delta_rule_recurrent(in, s_kernel.data(), o_kernel.data());
+    recurrent_by_definition(in, s_def.data(), o_def.data());
+    EXPECT_TRUE(std::memcmp(o_kernel.data(), o_def.data(), o_def.size() * 4) == 0) << "output, d_v " << dv;
+    EXPECT_TRUE(std::memcmp(s_kernel.data(), s_def.data(), s_def.size() * 4) == 0) << "state, d_v " << dv;
   }
 }
 
