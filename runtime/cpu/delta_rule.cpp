@@ -157,9 +157,6 @@ void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* state, fl
   pool_->parallel_for(in.n_v, [&](int64_t h) {
     const int64_t kh = h / r;
     float* S = state + h * dk * dv;
-    thread_local std::vector<float> mem, u;
-    mem.resize(dv);
-    u.resize(dv);
     for (int64_t t = 0; t < in.tokens; ++t) {
       const float* q = in.q + (t * in.n_k + kh) * dk;
       const float* k = in.k + (t * in.n_k + kh) * dk;
@@ -171,7 +168,9 @@ void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* state, fl
       for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S, dk, dv, c0, q, k, v, alpha, beta, o);
       if (c0 == dv) continue;
       // Columns past the last whole vector, element by element.
-      std::fill(mem.begin(), mem.end(), 0.0f);
+      thread_local std::vector<float> mem, u;
+      mem.assign(dv, 0.0f);
+      u.resize(dv);
       for (int64_t a = 0; a < dk; ++a) {
         float* row = S + a * dv;
         for (int64_t c = c0; c < dv; ++c) {
