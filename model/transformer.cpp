@@ -86,7 +86,13 @@ Status Transformer::bind_weights() {
       else
         d.in = fused(l, {"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
                          "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight"});
-      d.conv = floats(weights_.layer(l, "linear_attn.conv1d.weight"));
+      // The checkpoint holds [conv_dim, 1, kernel]; transposed once here rather
+      // than by the kernel on every call (a decode step calls it per sequence).
+      const std::vector<float> conv = floats(weights_.layer(l, "linear_attn.conv1d.weight"));
+      const int64_t K = c.conv_kernel, channels = static_cast<int64_t>(conv.size()) / K;
+      d.conv.resize(conv.size());
+      for (int64_t ch = 0; ch < channels; ++ch)
+        for (int64_t j = 0; j < K; ++j) d.conv[j * channels + ch] = conv[ch * K + j];
       d.dt_bias = floats(weights_.layer(l, "linear_attn.dt_bias"));
       d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A_log"));
       for (float& a : d.neg_exp_a_log) a = -std::exp(a);

@@ -35,7 +35,7 @@ struct DeltaNetWeights {
   // parts qkvz, ba.
   bool grouped = false;
   FusedWeight in;
-  std::vector<float> conv;      // [conv_dim, kernel]
+  std::vector<float> conv;      // [kernel, conv_dim]: tap-major, as the kernel reads it
   std::vector<float> neg_exp_a_log;  // -exp(A_log), per value head
   std::vector<float> dt_bias;
   std::vector<float> norm;      // gated RMSNorm weight [d_v]

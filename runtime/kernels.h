@@ -147,7 +147,8 @@ class Kernels {
   virtual void attention(const AttentionInput& in, float* out) = 0;
   // Causal depthwise conv over channels then SiLU. x [t, channels]; state
   // [kernel - 1, channels] holds the previous inputs and is advanced;
-  // weight [channels, kernel], the last tap multiplies the current token.
+  // weight [kernel, channels] (tap-major, so that neighbouring channels are
+  // one vector load), the last tap multiplies the current token.
   virtual void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                                 float* state, float* out) = 0;
   // Gated delta rule. Chunked form (prefill) over one chunk of at most 64

@@ -71,22 +71,18 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
   std::vector<float> ext((hist + t) * channels);
   std::copy(state, state + hist * channels, ext.begin());
   std::copy(x, x + t * channels, ext.begin() + hist * channels);
-  // Weights as [tap][channel], so that 16 channels are one vector load.
-  std::vector<float> taps(kernel * channels);
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t j = 0; j < kernel; ++j) taps[j * channels + c] = weight[c * kernel + j];
   for_ranges(channels, t * (kernel + 8), [&](int64_t c0, int64_t c1) {
     for (int64_t s = 0; s < t; ++s) {
       int64_t c = c0;
       for (; c + 16 <= c1; c += 16) {
         V16 acc = V16::zero();
         for (int64_t j = 0; j < kernel; ++j)
-          acc = fma(V16::load(taps.data() + j * channels + c), V16::load(ext.data() + (s + j) * channels + c), acc);
+          acc = fma(V16::load(weight + j * channels + c), V16::load(ext.data() + (s + j) * channels + c), acc);
         silu(acc).store(out + s * channels + c);
       }
       for (; c < c1; ++c) {
         float acc = 0.0f;
-        for (int64_t j = 0; j < kernel; ++j) acc = std::fma(taps[j * channels + c], ext[(s + j) * channels + c], acc);
+        for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[j * channels + c], ext[(s + j) * channels + c], acc);
         out[s * channels + c] = silu(acc);
       }
     }
