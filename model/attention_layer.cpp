@@ -17,7 +17,8 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
 
   using P = AttentionWeights;
   const bool sparse = w.type == LayerType::kSparseAttention;
-  std::vector<float> proj(T * a.in.parts[P::kQ].rows), k(T * nkv * d), v(T * nkv * d), raw, iq, iw;
+  Rows proj(T * a.in.parts[P::kQ].rows), k(T * nkv * d), v(T * nkv * d);
+  std::vector<float> raw, iq, iw;
   std::vector<float*> outs = {proj.data(), k.data(), v.data()};
   if (sparse) {
     raw.resize(T * a.in.parts[P::kIndexK].rows);
@@ -26,10 +27,10 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
     outs.insert(outs.end(), {raw.data(), iq.data(), iw.data()});
   }
   kernels_->matmul(xn, T, a.in, outs);
-  std::vector<float> q(T * nh * d), gate;
+  Rows q, gate;
   if (c.attention_gated) {
     // q_proj rows are [query_h | gate_h] per head, not two global halves.
-    gate.resize(T * nh * d);
+    q = Rows(T * nh * d), gate = Rows(T * nh * d);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t h = 0; h < nh; ++h) {
         const float* src = proj.data() + (t * nh + h) * 2 * d;
@@ -45,7 +46,7 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   kernels_->rope(k.data(), T, nkv, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
   std::vector<std::vector<uint8_t>> masks;
   if (sparse) sparse_selection(w, call, raw.data(), iq.data(), iw.data(), &masks);
-  std::vector<float> o(T * nh * d);
+  Rows o(T * nh * d);
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const SequenceRows& seq = call.sequences[i];
     State& st = *seq.state;

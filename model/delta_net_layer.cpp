@@ -15,14 +15,14 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
   const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
 
   // m = [q heads | k heads | v heads] in conv channel order; z, b, a per value head.
-  std::vector<float> mixed(T * conv_dim), z(T * value_dim), b(T * nv), a(T * nv);
+  Rows mixed(T * conv_dim), z(T * value_dim), b(T * nv), a(T * nv);
   if (!dw.grouped) {
     float* const outs[] = {mixed.data(), z.data(), b.data(), a.data()};
     kernels_->matmul(xn, T, dw.in, outs);
   } else {
     // Qwen3-Next groups every projection by key head: un-group it.
     const int64_t group = 2 * dk + 2 * r * dv;
-    std::vector<float> u(T * nk * group), ba(T * nk * 2 * r);
+    Rows u(T * nk * group), ba(T * nk * 2 * r);
     float* const outs[] = {u.data(), ba.data()};
     kernels_->matmul(xn, T, dw.in, outs);
     for (int64_t t = 0; t < T; ++t) {
@@ -42,18 +42,51 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
     }
   }
 
-  std::vector<float> beta(T * nv), g(T * nv);
+  Rows beta(T * nv), g(T * nv);
   kernels_->delta_gates(b.data(), a.data(), T, nv, dw.neg_exp_a_log.data(), dw.dt_bias.data(), beta.data(), g.data());
 
-  std::vector<float> o(T * value_dim);
-  for (SequenceRows& seq : call.sequences)
-    delta_net_sequence(w, seq, mixed.data() + seq.first_row * conv_dim, g.data() + seq.first_row * nv,
-                       beta.data() + seq.first_row * nv, o.data() + seq.first_row * value_dim);
+  Rows o(T * value_dim);
+  std::span<SequenceRows> seqs = call.sequences;
+  for (size_t i = 0; i < seqs.size();) {
+    const int64_t row = seqs[i].first_row;
+    size_t j = i;
+    while (j < seqs.size() && seqs[j].recurrent) ++j;
+    if (j > i)
+      delta_net_decode(w, seqs.subspan(i, j - i), mixed.data() + row * conv_dim, g.data() + row * nv,
+                       beta.data() + row * nv, o.data() + row * value_dim);
+    else
+      delta_net_sequence(w, seqs[j++], mixed.data() + row * conv_dim, g.data() + row * nv, beta.data() + row * nv,
+                         o.data() + row * value_dim);
+    i = j;
+  }
 
   // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.
   kernels_->rms_norm(o.data(), T * nv, dv, dw.norm.data(), static_cast<float>(c.rms_norm_eps), false, o.data());
   kernels_->mul_activation(o.data(), z.data(), T * value_dim, Activation::kSilu);
   kernels_->matmul(o.data(), T, dw.out, out);
+}
+
+void Transformer::split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const {
+  const ModelConfig& c = config_;
+  const int64_t nk = c.lin_n_key_heads, dk = c.lin_key_head_dim, key_dim = nk * dk,
+                value_dim = c.lin_n_value_heads * c.lin_value_head_dim, conv_dim = 2 * key_dim + value_dim;
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* y = conv_out + t * conv_dim;
+    std::copy(y, y + key_dim, q + t * key_dim);
+    std::copy(y + key_dim, y + 2 * key_dim, k + t * key_dim);
+    std::copy(y + 2 * key_dim, y + conv_dim, v + t * value_dim);
+  }
+  kernels_->l2_normalise(q, rows * nk, dk, static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk))));
+  kernels_->l2_normalise(k, rows * nk, dk, 1.0f);
+}
+
+void Transformer::capture_recurrent(const LayerWeights& w, SequenceRows& seq, int64_t end_pos, size_t* next) const {
+  while (*next < seq.capture.size() && seq.capture[*next] < end_pos) ++*next;
+  if (*next == seq.capture.size() || seq.capture[*next] != end_pos) return;
+  State& st = *seq.state;
+  RecurrentSnapshot& snap = (*seq.snapshots)[*next];
+  snap.parts[w.rec_conv].assign(st.f32(w.comp_conv).begin(), st.f32(w.comp_conv).end());
+  snap.parts[w.rec_ssm].assign(st.f32(w.comp_ssm).begin(), st.f32(w.comp_ssm).end());
 }
 
 void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
@@ -64,27 +97,20 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
                 dv = c.lin_value_head_dim, K = c.conv_kernel;
   const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
   State& st = *seq.state;
-  float* conv_state = st.f32(w.comp_conv).data();
+  float* const conv_state[] = {st.f32(w.comp_conv).data()};
   float* ssm = st.f32(w.comp_ssm).data();
-  std::vector<float> conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim);
-  const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+  Rows conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim);
   size_t next_capture = 0;
   // Segments end at grid multiples (and the call's end), so a prefill split on
   // the grid runs exactly the same segments as an unsplit one.
   for (int64_t s = 0; s < T;) {
     const int64_t pos = seq.first_pos + s;
-    const int64_t e = seq.recurrent ? T : std::min(T, s + (kGrid - pos % kGrid));
+    const int64_t e = std::min(T, s + (kGrid - pos % kGrid));
     const int64_t n = e - s;
-    kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state,
+    kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state, 1,
                                conv_out.data() + s * conv_dim);
-    for (int64_t t = s; t < e; ++t) {
-      const float* y = conv_out.data() + t * conv_dim;
-      std::copy(y, y + key_dim, q.data() + t * key_dim);
-      std::copy(y + key_dim, y + 2 * key_dim, k.data() + t * key_dim);
-      std::copy(y + 2 * key_dim, y + conv_dim, v.data() + t * value_dim);
-    }
-    kernels_->l2_normalise(q.data() + s * key_dim, n * nk, dk, q_scale);
-    kernels_->l2_normalise(k.data() + s * key_dim, n * nk, dk, 1.0f);
+    split_conv_rows(conv_out.data() + s * conv_dim, n, q.data() + s * key_dim, k.data() + s * key_dim,
+                    v.data() + s * value_dim);
     DeltaRuleInput in;
     in.tokens = n;
     in.n_k = nk;
@@ -96,20 +122,35 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
     in.v = v.data() + s * value_dim;
     in.g = g + s * nv;
     in.beta = beta + s * nv;
-    if (seq.recurrent)
-      kernels_->delta_rule_recurrent(in, ssm, o + s * value_dim);
-    else if (seq.carry)
+    if (seq.carry)
       delta_rule_with_carry(w, seq, s, e, in.q, in.k, in.v, in.g, in.beta, ssm, o + s * value_dim);
     else
       kernels_->delta_rule_chunk(in, ssm, o + s * value_dim);
-    const int64_t end_pos = seq.first_pos + e;
-    while (next_capture < seq.capture.size() && seq.capture[next_capture] < end_pos) ++next_capture;
-    if (next_capture < seq.capture.size() && seq.capture[next_capture] == end_pos) {
-      RecurrentSnapshot& snap = (*seq.snapshots)[next_capture];
-      snap.parts[w.rec_conv].assign(st.f32(w.comp_conv).begin(), st.f32(w.comp_conv).end());
-      snap.parts[w.rec_ssm].assign(st.f32(w.comp_ssm).begin(), st.f32(w.comp_ssm).end());
-    }
+    capture_recurrent(w, seq, seq.first_pos + e, &next_capture);
     s = e;
+  }
+}
+
+void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed,
+                                   const float* g, const float* beta, float* o) const {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(seqs.size()), nk = c.lin_n_key_heads, nv = c.lin_n_value_heads,
+                dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
+  const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
+  std::vector<float*> conv_states, ssms;
+  for (SequenceRows& seq : seqs) {
+    conv_states.push_back(seq.state->f32(w.comp_conv).data());
+    ssms.push_back(seq.state->f32(w.comp_ssm).data());
+  }
+  Rows conv_out(n * conv_dim), q(n * key_dim), k(n * key_dim), v(n * value_dim);
+  kernels_->causal_conv_silu(mixed, n, conv_dim, w.delta.conv.data(), c.conv_kernel, conv_states.data(), n,
+                             conv_out.data());
+  split_conv_rows(conv_out.data(), n, q.data(), k.data(), v.data());
+  const DeltaRuleInput in{n, nk, nv, dk, dv, q.data(), k.data(), v.data(), g, beta};
+  kernels_->delta_rule_recurrent(in, ssms.data(), o);
+  for (SequenceRows& seq : seqs) {
+    size_t next_capture = 0;
+    capture_recurrent(w, seq, seq.first_pos + 1, &next_capture);
   }
 }
 

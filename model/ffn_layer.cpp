@@ -10,7 +10,7 @@ namespace {
 // down(silu(gate x) * up x); gate_up has the parts gate, up.
 void swiglu(Kernels& k, const FusedWeight& gate_up, const WeightRef& down, const float* x, int64_t rows, float* out) {
   const int64_t I = gate_up.parts[0].rows;
-  std::vector<float> g(rows * I), u(rows * I);
+  Rows g(rows * I), u(rows * I);
   float* const outs[] = {g.data(), u.data()};
   k.matmul(x, rows, gate_up, outs);
   k.mul_activation(u.data(), g.data(), rows * I, Activation::kSilu);

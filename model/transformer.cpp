@@ -183,7 +183,7 @@ void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
   const int64_t H = config_.hidden_size, T = call.rows;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const bool offset = config_.norm_weight_offset;
-  std::vector<float> xn(T * H), y(T * H);
+  Rows xn(T * H), y(T * H);
   for (const LayerWeights& w : layers_) {
     kernels_->rms_norm(x.data(), T, H, w.input_norm.data(), eps, offset, xn.data());
     if (w.type == LayerType::kLinearAttention)
@@ -277,7 +277,7 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
   int64_t n = 0;
   for (const SequenceStep& step : batch) n += logit_rows(step);
   if (n == 0) return;
-  std::vector<float> xn(n * H), logits(n * V);
+  Rows xn(n * H), logits(n * V);
   int64_t at = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const SequenceRows& seq = call.sequences[i];
@@ -293,7 +293,7 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t k = logit_rows(batch[i]);
     (*out)[i].n_rows = k;
-    (*out)[i].logits.assign(logits.begin() + at * V, logits.begin() + (at + k) * V);
+    (*out)[i].logits.assign(logits.data() + at * V, logits.data() + (at + k) * V);
     at += k;
   }
 }

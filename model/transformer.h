@@ -12,6 +12,7 @@
 
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "model/rows.h"
 #include "model/weights.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
@@ -130,10 +131,19 @@ class Transformer final : public Model {
   void sparse_mask(const LayerWeights& w, const SequenceRows& seq, const float* iq, const float* iw,
                    std::vector<uint8_t>* mask) const;
   void delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
-  // Conv, normalisation and the delta rule of one sequence's rows, in
-  // segments that end on the absolute kGrid grid (and at its last row).
+  // Conv, normalisation and the delta rule of one sequence's prefill rows,
+  // in segments that end on the absolute kGrid grid (and at its last row).
   void delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
                           const float* beta, float* o) const;
+  // The same for consecutive decode sequences (one row each, rows adjacent
+  // in the call), through one kernel call per step for all of them.
+  void delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed, const float* g,
+                        const float* beta, float* o) const;
+  // Splits conv output rows into q, k (L2-normalised, q scaled) and v.
+  void split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const;
+  // Keeps the sequence's recurrent state of this layer if a capture falls
+  // at end_pos; next indexes seq.capture and moves past end_pos.
+  void capture_recurrent(const LayerWeights& w, SequenceRows& seq, int64_t end_pos, size_t* next) const;
   // The delta rule of one segment [s, e) of a prefill with a carry: a
   // segment that starts inside a chunk recomputes the chunk from its start
   // (carry.layers), and one that ends inside it leaves the chunk open there.

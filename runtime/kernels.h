@@ -145,17 +145,22 @@ class Kernels {
                     double theta) = 0;
   // out [rows, n_heads, head_dim]: causal softmax attention, GQA by contiguous groups.
   virtual void attention(const AttentionInput& in, float* out) = 0;
-  // Causal depthwise conv over channels then SiLU. x [t, channels]; state
-  // [kernel - 1, channels] holds the previous inputs and is advanced;
-  // weight [kernel, channels] (tap-major, so that neighbouring channels are
-  // one vector load), the last tap multiplies the current token.
+  // Causal depthwise conv over channels then SiLU. x [t, channels] holds
+  // the rows of `sequences` sequences, t / sequences each, in order (one
+  // sequence's prefill, or one decode row of each of several); sequence i's
+  // state states[i] [kernel - 1, channels] holds its previous inputs and is
+  // advanced. weight [kernel, channels] (tap-major, so that neighbouring
+  // channels are one vector load), the last tap multiplies the current
+  // token. A sequence's bits do not depend on the others in the call.
   virtual void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
-                                float* state, float* out) = 0;
-  // Gated delta rule. Chunked form (prefill) over one chunk of at most 64
-  // tokens, or recurrent form token by token (decode). state [n_v, d_k, d_v]
-  // is advanced; out [t, n_v, d_v].
+                                float* const* states, int64_t sequences, float* out) = 0;
+  // Gated delta rule, states [n_v, d_k, d_v] advanced, out [t, n_v, d_v].
+  // Chunked form (prefill): one chunk of at most 64 tokens of one sequence.
+  // Recurrent form (decode): one token of each of t sequences, row i
+  // advancing states[i] (distinct states); a row's bits do not depend on
+  // the others in the call.
   virtual void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) = 0;
-  virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) = 0;
+  virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) = 0;
 
   // The small per-element and per-row steps between the big ones.
   // x[i] += y[i].

@@ -6,8 +6,9 @@
 // own rows from the kept rows of the parts before it.
 // The chunk is a handful of small matrix products (small_gemm.h), each with
 // a fixed order per element; the forward substitution and the decays run in
-// ascending index order. Recurrent form for decode: two passes over the
-// state per token, each element's operations in a fixed order.
+// ascending index order. Recurrent form for decode: one token of each of
+// several sequences, two passes over a state per token, each element's
+// operations in a fixed order.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -22,11 +23,13 @@ namespace {
 
 // Per-thread working memory of one head's chunk.
 struct ChunkScratch {
-  std::vector<float> G, beta, eG, Kt, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
+  std::vector<float> G, beta, eG, Kt, E, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
   void resize(int64_t L, int64_t dk, int64_t dv) {
     for (auto* v : {&G, &beta, &eG}) v->resize(L);
-    for (auto* v : {&KK, &QK, &W, &Wb, &Wk, &P}) v->resize(L * L);
-    for (auto* v : {&Kt, &Kd, &Qe, &Ktd}) v->resize(L * dk);
+    for (auto* v : {&E, &Wb, &Wk, &P}) v->resize(L * L);
+    for (auto* v : {&KK, &QK, &W}) v->resize(L * kDeltaChunkRows);
+    Kt.resize(dk * kDeltaChunkRows);
+    for (auto* v : {&Kd, &Qe, &Ktd}) v->resize(L * dk);
     Vp.resize(L * dv);
   }
 };
@@ -37,9 +40,13 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
   FlushSubnormals mode;
   const int64_t L = in.tokens, b = in.first, dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
   const int64_t ldk = in.n_k * dk, ldv = in.n_v * dv;
-  // Rows of W and V' (below) with their leading dimensions: in the caller's
-  // parts when the chunk comes in parts (earlier rows are read from there).
-  const int64_t ldw = in.parts ? kDeltaChunkRows : L;
+  // Rows of W (below) are kDeltaChunkRows wide whatever the chunk's length;
+  // W and V' are in the caller's parts when the chunk comes in parts (earlier
+  // rows are read from there).
+  const int64_t ldw = kDeltaChunkRows;
+  // k^T is as wide too, its columns past L zero, so that the products with it
+  // run on whole vectors for any L; their columns past L are never read.
+  const int64_t ldt = kDeltaChunkRows;
   pool_->parallel_for(in.n_v, [&](int64_t h) {
     thread_local ChunkScratch sc;
     sc.resize(L, dk, dv);
@@ -57,22 +64,45 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
       eG[i] = std::exp(run);
       beta[i] = in.beta[i * in.n_v + h];
     }
-    float* Kt = sc.Kt.data();  // [dk, L]
-    for (int64_t i = 0; i < L; ++i)
-      for (int64_t a = 0; a < dk; ++a) Kt[a * L + i] = K[i * ldk + a];
+    // k^T [dk, ldt], in blocks of 16 x 16: the rows of K lie ldk floats
+    // apart (a multiple of 4 KiB at the usual shapes), so reading a column of
+    // K straight down would keep evicting its own lines from L1.
+    float* Kt = sc.Kt.data();
+    for (int64_t i0 = 0; i0 < L; i0 += 16)
+      for (int64_t a0 = 0; a0 < dk; a0 += 16) {
+        const int64_t ni = std::min<int64_t>(16, L - i0), na = std::min<int64_t>(16, dk - a0);
+        float block[16][16];
+        for (int64_t i = 0; i < ni; ++i) std::copy(K + (i0 + i) * ldk + a0, K + (i0 + i) * ldk + a0 + na, block[i]);
+        for (int64_t a = 0; a < na; ++a)
+          for (int64_t i = 0; i < ni; ++i) Kt[(a0 + a) * ldt + i0 + i] = block[i][a];
+      }
+    for (int64_t a = 0; a < dk; ++a) std::fill(Kt + a * ldt + L, Kt + (a + 1) * ldt, 0.0f);
     // From here on, only rows [b, L) (each element's chain is its own).
     const int64_t n = L - b;
-    small_gemm(n, L, dk, K + b * ldk, ldk, Kt, L, sc.KK.data() + b * L, L, false);
-    small_gemm(n, L, dk, Q + b * ldk, ldk, Kt, L, sc.QK.data() + b * L, L, false);
+    // Row i of k.k and q.k is read at columns j <= i only: bands of 16 rows
+    // stop at the first 16-column block past their last row.
+    for (int64_t r0 = b; r0 < L; r0 += 16) {
+      const int64_t rows = std::min<int64_t>(16, L - r0), cols = (r0 + rows + 15) / 16 * 16;
+      small_gemm(rows, cols, dk, K + r0 * ldk, ldk, Kt, ldt, sc.KK.data() + r0 * ldt, ldt, false);
+      small_gemm(rows, cols, dk, Q + r0 * ldk, ldk, Kt, ldt, sc.QK.data() + r0 * ldt, ldt, false);
+    }
+    // E_ij = exp(G_i - G_j), j <= i: the decay from row j to row i, which M,
+    // P and the state update below all use.
+    float* E = sc.E.data();
+    for (int64_t i = b; i < L; ++i)
+      for (int64_t j = 0; j <= i; ++j) E[i * L + j] = std::exp(G[i] - G[j]);
 
-    // W = (I + M)^-1 by forward substitution, M_il = beta_i exp(G_i - G_l) k_i.k_l (l < i):
-    // row i is -sum over l < i of M_il W_l, accumulated in ascending l.
+    // W = (I + M)^-1 by forward substitution, M_il = beta_i E_il k_i.k_l (l < i):
+    // row i is -sum over l < i of M_il W_l, accumulated in ascending l. Row l
+    // of W is +0 past column l (each row is cleared to the full width first),
+    // so each step runs over whole vectors: m * +0 added to a +0 that no
+    // earlier l has touched leaves +0, the bits of stopping at column l.
     for (int64_t i = b; i < L; ++i) {
       float* wi = W + i * ldw;
-      std::fill(wi, wi + L, 0.0f);
+      std::fill(wi, wi + ldw, 0.0f);
       for (int64_t l = 0; l < i; ++l) {
-        const float m = beta[i] * std::exp(G[i] - G[l]) * sc.KK[i * L + l];
-        axpy(m, W + l * ldw, wi, l + 1);
+        const float m = beta[i] * E[i * L + l] * sc.KK[i * ldt + l];
+        axpy(m, W + l * ldw, wi, (l + 16) / 16 * 16);
       }
       for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
       wi[i] = 1.0f;
@@ -92,18 +122,17 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
     for (int64_t i = b; i < L; ++i)
       for (int64_t a = 0; a < dk; ++a) Qe[i * dk + a] = Q[i * ldk + a] * eG[i];
     for (int64_t i = b; i < L; ++i)
-      for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * L + j] * std::exp(G[i] - G[j]) : 0.0f;
+      for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * ldt + j] * E[i * L + j] : 0.0f;
     float* O = out + h * dv;  // row b
     small_gemm(n, dv, dk, Qe + b * dk, dk, S, dv, O, ldv, false);
     small_gemm(n, dv, L, P + b * L, L, Vp, dv, O, ldv, true, /*lower=*/true, b);
     // S <- e^{G_last} S + sum_j e^{G_last - G_j} k_j V'_j^T, over every row.
-    const float glast = G[L - 1], elast = std::exp(glast);
+    const float elast = eG[L - 1];
     for (int64_t a = 0; a < dk * dv; ++a) S[a] *= elast;
     float* Ktd = sc.Ktd.data();
-    for (int64_t j = 0; j < L; ++j) {
-      const float decay = std::exp(glast - G[j]);
-      for (int64_t a = 0; a < dk; ++a) Ktd[a * L + j] = Kt[a * L + j] * decay;
-    }
+    const float* decay = E + (L - 1) * L;
+    for (int64_t a = 0; a < dk; ++a)
+      for (int64_t j = 0; j < L; ++j) Ktd[a * L + j] = Kt[a * ldt + j] * decay[j];
     small_gemm(dk, dv, L, Ktd, L, Vp, dv, S, dv, true);
   });
 }
@@ -116,6 +145,8 @@ namespace {
 // operations and their order are those of the row-by-row form: the decay, then
 // k^T S summed over rows in ascending order, then the rank-one update and
 // q^T S over rows in ascending order.
+constexpr int64_t kPrefetchRows = 32;
+
 template <int NV>
 void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
                        const float* v, float alpha, float beta, float* o) {
@@ -124,6 +155,10 @@ void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float
   for (int j = 0; j < NV; ++j) acc[j] = V16::zero();
   for (int64_t a = 0; a < dk; ++a) {
     float* row = S + a * dv + c0;
+    // The state comes from memory (a decode step's states far exceed the
+    // caches), and the hardware prefetcher stops at each 4 KiB page.
+    if (a + kPrefetchRows < dk)
+      for (int j = 0; j < NV; ++j) __builtin_prefetch(row + kPrefetchRows * dv + 16 * j, 1);
     const V16 ka = V16::set1(k[a]);
     for (int j = 0; j < NV; ++j) {
       const V16 s = V16::load(row + 16 * j) * va;
@@ -151,41 +186,40 @@ void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float
 
 }  // namespace
 
-void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* state, float* out) {
+void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) {
   FlushSubnormals mode;
   const int64_t dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
-  pool_->parallel_for(in.n_v, [&](int64_t h) {
-    const int64_t kh = h / r;
-    float* S = state + h * dk * dv;
-    for (int64_t t = 0; t < in.tokens; ++t) {
-      const float* q = in.q + (t * in.n_k + kh) * dk;
-      const float* k = in.k + (t * in.n_k + kh) * dk;
-      const float* v = in.v + (t * in.n_v + h) * dv;
-      const float alpha = std::exp(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
-      float* o = out + (t * in.n_v + h) * dv;
-      int64_t c0 = 0;
-      for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S, dk, dv, c0, q, k, v, alpha, beta, o);
-      for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S, dk, dv, c0, q, k, v, alpha, beta, o);
-      if (c0 == dv) continue;
-      // Columns past the last whole vector, element by element.
-      thread_local std::vector<float> mem, u;
-      mem.assign(dv, 0.0f);
-      u.resize(dv);
-      for (int64_t a = 0; a < dk; ++a) {
-        float* row = S + a * dv;
-        for (int64_t c = c0; c < dv; ++c) {
-          row[c] *= alpha;
-          mem[c] = std::fma(k[a], row[c], mem[c]);
-        }
+  // One item per (row, head): each is a whole computation on its own state.
+  pool_->parallel_for(in.tokens * in.n_v, [&](int64_t item) {
+    const int64_t t = item / in.n_v, h = item % in.n_v, kh = h / r;
+    float* S = states[t] + h * dk * dv;
+    const float* q = in.q + (t * in.n_k + kh) * dk;
+    const float* k = in.k + (t * in.n_k + kh) * dk;
+    const float* v = in.v + (t * in.n_v + h) * dv;
+    const float alpha = std::exp(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
+    float* o = out + (t * in.n_v + h) * dv;
+    int64_t c0 = 0;
+    for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S, dk, dv, c0, q, k, v, alpha, beta, o);
+    for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S, dk, dv, c0, q, k, v, alpha, beta, o);
+    if (c0 == dv) return;
+    // Columns past the last whole vector, element by element.
+    thread_local std::vector<float> mem, u;
+    mem.assign(dv, 0.0f);
+    u.resize(dv);
+    for (int64_t a = 0; a < dk; ++a) {
+      float* row = S + a * dv;
+      for (int64_t c = c0; c < dv; ++c) {
+        row[c] *= alpha;
+        mem[c] = std::fma(k[a], row[c], mem[c]);
       }
-      for (int64_t c = c0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
-      std::fill(o + c0, o + dv, 0.0f);
-      for (int64_t a = 0; a < dk; ++a) {
-        float* row = S + a * dv;
-        for (int64_t c = c0; c < dv; ++c) {
-          row[c] = std::fma(k[a], u[c], row[c]);
-          o[c] = std::fma(q[a], row[c], o[c]);
-        }
+    }
+    for (int64_t c = c0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
+    std::fill(o + c0, o + dv, 0.0f);
+    for (int64_t a = 0; a < dk; ++a) {
+      float* row = S + a * dv;
+      for (int64_t c = c0; c < dv; ++c) {
+        row[c] = std::fma(k[a], u[c], row[c]);
+        o[c] = std::fma(q[a], row[c], o[c]);
       }
     }
   });

@@ -64,30 +64,37 @@ void CpuKernels::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, i
 }
 
 void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
-                                  float* state, float* out) {
+                                  float* const* states, int64_t sequences, float* out) {
   FlushSubnormals mode;
-  const int64_t hist = kernel - 1;
-  // ext = [state rows | x rows], each row `channels` wide.
-  std::vector<float> ext((hist + t) * channels);
-  std::copy(state, state + hist * channels, ext.begin());
-  std::copy(x, x + t * channels, ext.begin() + hist * channels);
+  const int64_t hist = kernel - 1, rows = t / sequences;
+  // Channels never mix, so each range of them is a whole computation: its
+  // outputs for every row, then its columns of each state moved on.
   for_ranges(channels, t * (kernel + 8), [&](int64_t c0, int64_t c1) {
-    for (int64_t s = 0; s < t; ++s) {
-      int64_t c = c0;
-      for (; c + 16 <= c1; c += 16) {
-        V16 acc = V16::zero();
-        for (int64_t j = 0; j < kernel; ++j)
-          acc = fma(V16::load(weight + j * channels + c), V16::load(ext.data() + (s + j) * channels + c), acc);
-        silu(acc).store(out + s * channels + c);
+    for (int64_t q = 0; q < sequences; ++q) {
+      float* state = states[q];
+      const float* xq = x + q * rows * channels;
+      float* oq = out + q * rows * channels;
+      // Input row i of [state | x rows]: a state row below hist.
+      auto in = [&](int64_t i) { return i < hist ? state + i * channels : xq + (i - hist) * channels; };
+      for (int64_t s = 0; s < rows; ++s) {
+        int64_t c = c0;
+        for (; c + 16 <= c1; c += 16) {
+          V16 acc = V16::zero();
+          for (int64_t j = 0; j < kernel; ++j)
+            acc = fma(V16::load(weight + j * channels + c), V16::load(in(s + j) + c), acc);
+          silu(acc).store(oq + s * channels + c);
+        }
+        for (; c < c1; ++c) {
+          float acc = 0.0f;
+          for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[j * channels + c], in(s + j)[c], acc);
+          oq[s * channels + c] = silu(acc);
+        }
       }
-      for (; c < c1; ++c) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[j * channels + c], ext[(s + j) * channels + c], acc);
-        out[s * channels + c] = silu(acc);
-      }
+      // The state becomes the last hist input rows; ascending rows read
+      // only rows at or above the one they write.
+      for (int64_t i = 0; i < hist; ++i) std::copy(in(rows + i) + c0, in(rows + i) + c1, state + i * channels + c0);
     }
   });
-  std::copy(ext.end() - hist * channels, ext.end(), state);
 }
 
 }  // namespace sb::cpu

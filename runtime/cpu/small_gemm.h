@@ -1,7 +1,7 @@
 // Small fp32 matrix products inside one kernel call (the chunked delta rule,
 // attention tiles): C[i, j] (+)= sum over k of A[i, k] * B[k, j], each element
 // one fused multiply-add chain in ascending k, starting from C's value (or
-// +0). Register tiles of 4 rows by 64 columns only decide which chains run
+// +0). Register tiles of 4 rows by up to 64 columns only decide which chains run
 // side by side, so the bits depend on the operands alone.
 #pragma once
 
@@ -15,6 +15,18 @@ namespace sb::cpu {
 
 namespace small_gemm_detail {
 
+// Keeps a loaded vector in registers: without it GCC folds the load into each
+// fma that uses it, and a tile issues MR loads of B per k instead of one.
+inline void keep_in_register(V16& x) {
+#if SB_V16_AVX512
+  asm("" : "+v"(x.v));
+#elif SB_V16_AVX2
+  asm("" : "+x"(x.lo), "+x"(x.hi));
+#else
+  (void)x;
+#endif
+}
+
 template <int MR, int NV>
 inline void tile(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                  bool accumulate) {
@@ -23,7 +35,10 @@ inline void tile(int64_t K, const float* a, int64_t lda, const float* b, int64_t
     for (int v = 0; v < NV; ++v) acc[i][v] = accumulate ? V16::load(c + i * ldc + 16 * v) : V16::zero();
   for (int64_t k = 0; k < K; ++k) {
     V16 bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = V16::load(b + k * ldb + 16 * v);
+    for (int v = 0; v < NV; ++v) {
+      bv[v] = V16::load(b + k * ldb + 16 * v);
+      keep_in_register(bv[v]);
+    }
     for (int i = 0; i < MR; ++i) {
       const V16 av = V16::set1(a[i * lda + k]);
       for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
@@ -70,7 +85,13 @@ inline void small_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t 
   // tile passes over it.
   int64_t j = 0;
   for (; j + 64 <= N; j += 64) column_block<4>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
-  for (; j + 16 <= N; j += 16) column_block<1>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
+  // The rest in one block of 16, 32 or 48 columns (a tile of one vector
+  // per row loads as much as it computes).
+  const int64_t rest = (N - j) / 16;
+  if (rest == 3) column_block<3>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
+  if (rest == 2) column_block<2>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
+  if (rest == 1) column_block<1>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
+  j += 16 * rest;
   for (; j < N; ++j)
     for (int64_t i = 0; i < M; ++i) {
       const int64_t depth = lower ? std::min(K, row0 + i + 1) : K;

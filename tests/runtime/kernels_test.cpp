@@ -1,5 +1,5 @@
 // CPU kernels: the chunked and recurrent delta rule agree, and the recurrent
-// one gives the bits of its definition; GEMM and attention
+// one and the causal conv give the bits of their definitions; GEMM and attention
 // give each row the same bits whatever rows share the call and whatever the
 // thread count; RoPE rotates only the first `rot` dims, in rotate-half pairs.
 #include <bit>
@@ -65,6 +65,17 @@ struct DeltaChunk {
   }
 };
 
+// The recurrent form over the tokens of one sequence: a call per token.
+void recurrent_tokens(Kernels& k, const DeltaRuleInput& in, float* state, float* out) {
+  for (int64_t t = 0; t < in.tokens; ++t) {
+    DeltaRuleInput one = in;
+    one.tokens = 1;
+    one.q = in.q + t * in.n_k * in.d_k, one.k = in.k + t * in.n_k * in.d_k, one.v = in.v + t * in.n_v * in.d_v;
+    one.g = in.g + t * in.n_v, one.beta = in.beta + t * in.n_v;
+    k.delta_rule_recurrent(one, &state, out + t * in.n_v * in.d_v);
+  }
+}
+
 TEST(DeltaRule, ChunkedAndRecurrentFormsAgree) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool);
@@ -75,7 +86,7 @@ TEST(DeltaRule, ChunkedAndRecurrentFormsAgree) {
     const DeltaRuleInput in = c.rows(L);
     std::vector<float> s_chunk = c.state0, s_rec = c.state0, o_chunk(L * nv * dv), o_rec(L * nv * dv);
     k->delta_rule_chunk(in, s_chunk.data(), o_chunk.data());
-    k->delta_rule_recurrent(in, s_rec.data(), o_rec.data());
+    recurrent_tokens(*k, in, s_rec.data(), o_rec.data());
     EXPECT_LT(rel_err(o_chunk, o_rec), 1e-5) << "trial " << trial;
     EXPECT_LT(rel_err(s_chunk, s_rec), 1e-5) << "trial " << trial;
     // A shorter chunk gives its rows the bits they get in the full one: a
@@ -121,7 +132,9 @@ void recurrent_by_definition(const DeltaRuleInput& in, float* state, float* out)
 
 // The decode form gives the bits of that definition whatever the head's
 // width: 128 columns at a time in registers, 16 at a time, and the last few
-// one by one (a reordering of any step would show in the state or output).
+// one by one (a reordering of any step would show in the state or output);
+// token after token of one sequence, and for one token of each of several
+// sequences in one call, each row on its own state.
 TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool);
@@ -136,12 +149,78 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
     for (auto& x : g) x = ug(rng);
     for (auto& x : beta) x = ub(rng);
     const DeltaRuleInput in{T, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
-    std::vector<float> s_kernel = randn(rng, nv * dk * dv, 0.5f), s_def = s_kernel;
-    std::vector<float> o_kernel(T * nv * dv), o_def(T * nv * dv);
-    k->delta_rule_recurrent(in, s_kernel.data(), o_kernel.data());
+    const int64_t S = nv * dk * dv, O = nv * dv;
+    std::vector<float> s_kernel = randn(rng, S, 0.5f), s_def = s_kernel;
+    std::vector<float> o_kernel(T * O), o_def(T * O);
+    recurrent_tokens(*k, in, s_kernel.data(), o_kernel.data());
     recurrent_by_definition(in, s_def.data(), o_def.data());
     EXPECT_TRUE(std::memcmp(o_kernel.data(), o_def.data(), o_def.size() * 4) == 0) << "output, d_v " << dv;
     EXPECT_TRUE(std::memcmp(s_kernel.data(), s_def.data(), s_def.size() * 4) == 0) << "state, d_v " << dv;
+
+    // Row t of one call on its own state: the bits of that token alone.
+    std::vector<float> states = randn(rng, T * S, 0.5f), states_def = states;
+    float* const rows[] = {states.data(), states.data() + S, states.data() + 2 * S};
+    k->delta_rule_recurrent(in, rows, o_kernel.data());
+    for (int64_t t = 0; t < T; ++t) {
+      DeltaRuleInput one = in;
+      one.tokens = 1;
+      one.q += t * nk * dk, one.k += t * nk * dk, one.v += t * O, one.g += t * nv, one.beta += t * nv;
+      recurrent_by_definition(one, states_def.data() + t * S, o_def.data() + t * O);
+    }
+    EXPECT_TRUE(std::memcmp(o_kernel.data(), o_def.data(), o_def.size() * 4) == 0) << "rows' outputs, d_v " << dv;
+    EXPECT_TRUE(std::memcmp(states.data(), states_def.data(), states.size() * 4) == 0) << "rows' states, d_v " << dv;
+  }
+}
+
+// The causal conv by its definition, one channel at a time: per row, the
+// taps over [state | x] in ascending order from +0, then SiLU.
+void conv_by_definition(const float* x, int64_t t, int64_t channels, const float* w, int64_t kernel, float* state,
+                        float* out) {
+  const int64_t hist = kernel - 1;
+  std::vector<float> ext((hist + t) * channels);
+  std::copy(state, state + hist * channels, ext.begin());
+  std::copy(x, x + t * channels, ext.begin() + hist * channels);
+  for (int64_t s = 0; s < t; ++s)
+    for (int64_t c = 0; c < channels; ++c) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < kernel; ++j) acc = std::fma(w[j * channels + c], ext[(s + j) * channels + c], acc);
+      out[s * channels + c] = cpu::silu(acc);
+    }
+  std::copy(ext.end() - hist * channels, ext.end(), state);
+}
+
+// The conv gives the bits of its definition for one sequence's rows (fewer
+// and more rows than its history) and for one row of each of several
+// sequences in a call, channel counts on and off the vector width.
+TEST(CausalConv, GivesTheBitsOfItsDefinitionForOneSequenceOrOneRowOfEach) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(5);
+  constexpr int64_t kernel = 4, hist = kernel - 1;
+  for (int64_t channels : {40, 6144}) {
+    const std::vector<float> w = randn(rng, kernel * channels, 0.5f);
+    for (int64_t t : {1, 2, 5, 64}) {
+      const std::vector<float> x = randn(rng, t * channels);
+      std::vector<float> state = randn(rng, hist * channels), state_def = state;
+      std::vector<float> out(t * channels), out_def(t * channels);
+      float* const one[] = {state.data()};
+      k->causal_conv_silu(x.data(), t, channels, w.data(), kernel, one, 1, out.data());
+      conv_by_definition(x.data(), t, channels, w.data(), kernel, state_def.data(), out_def.data());
+      EXPECT_EQ(std::memcmp(out.data(), out_def.data(), out.size() * 4), 0) << channels << " channels, " << t << " rows";
+      EXPECT_EQ(std::memcmp(state.data(), state_def.data(), state.size() * 4), 0) << channels << ", " << t;
+    }
+    constexpr int64_t n = 5;
+    const std::vector<float> x = randn(rng, n * channels);
+    std::vector<float> states = randn(rng, n * hist * channels), states_def = states;
+    std::vector<float*> ptrs;
+    for (int64_t i = 0; i < n; ++i) ptrs.push_back(states.data() + i * hist * channels);
+    std::vector<float> out(n * channels), out_def(n * channels);
+    k->causal_conv_silu(x.data(), n, channels, w.data(), kernel, ptrs.data(), n, out.data());
+    for (int64_t i = 0; i < n; ++i)
+      conv_by_definition(x.data() + i * channels, 1, channels, w.data(), kernel,
+                         states_def.data() + i * hist * channels, out_def.data() + i * channels);
+    EXPECT_EQ(std::memcmp(out.data(), out_def.data(), out.size() * 4), 0) << channels << " channels, one row of each";
+    EXPECT_EQ(std::memcmp(states.data(), states_def.data(), states.size() * 4), 0) << channels << ", states";
   }
 }
 

@@ -1,0 +1,127 @@
+// The gated delta rule alone, at the 0.8b qwen3_5 preset's shapes (16 value
+// heads of 128 x 128 state): the chunked form over one 64-row chunk (prefill)
+// and the recurrent form over one token (decode), min of N repetitions of wall
+// time per call of one layer. The hash of the outputs and states lets two
+// builds show they give the same bits.
+//
+// usage: delta_rule_bench [--threads 2] [--reps 200] [--heads 16] [--dim 128] [--rows 64]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/kernels.h"
+#include "runtime/threads.h"
+
+using namespace sb;
+
+namespace {
+
+std::string arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return fallback;
+}
+
+// FNV-1a over the bytes: equal only for equal bits.
+uint64_t hash(const std::vector<float>& v, uint64_t h = 1469598103934665603ull) {
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = std::stoi(arg(argc, argv, "--threads", "2"));
+  const int reps = std::stoi(arg(argc, argv, "--reps", "200"));
+  const int64_t heads = std::stoll(arg(argc, argv, "--heads", "16"));
+  const int64_t dim = std::stoll(arg(argc, argv, "--dim", "128"));
+  const int64_t rows = std::stoll(arg(argc, argv, "--rows", "64"));
+  ThreadPool pool(threads);
+  auto kernels = make_cpu_kernels(&pool);
+
+  // Inputs shaped as the model gives them: unit-norm q and k rows, gates of
+  // a few tenths, beta in (0, 1).
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  std::vector<float> q(rows * heads * dim), k(q.size()), v(q.size()), g(rows * heads), beta(rows * heads);
+  for (auto* x : {&q, &k, &v})
+    for (auto& f : *x) f = nd(rng);
+  for (auto* x : {&q, &k})
+    for (int64_t r = 0; r < rows * heads; ++r) {
+      double s = 0;
+      for (int64_t a = 0; a < dim; ++a) s += double(x->at(r * dim + a)) * x->at(r * dim + a);
+      for (int64_t a = 0; a < dim; ++a) x->at(r * dim + a) = static_cast<float>(x->at(r * dim + a) / std::sqrt(s));
+    }
+  for (auto& f : g) f = -0.5f * ud(rng);
+  for (auto& f : beta) f = ud(rng);
+  std::vector<float> state0(heads * dim * dim);
+  for (auto& f : state0) f = 0.1f * nd(rng);
+
+  DeltaRuleInput in;
+  in.n_k = heads, in.n_v = heads, in.d_k = dim, in.d_v = dim;
+  in.q = q.data(), in.k = k.data(), in.v = v.data(), in.g = g.data(), in.beta = beta.data();
+  std::printf("threads %d, %lld heads of %lld x %lld, min of %d calls, ms per call\n", threads,
+              static_cast<long long>(heads), static_cast<long long>(dim), static_cast<long long>(dim), reps);
+  std::printf("| form | rows | ms | hash of outputs and state |\n|---|---|---|---|\n");
+  for (bool chunked : {true, false}) {
+    in.tokens = chunked ? rows : 1;
+    std::vector<float> state = state0, out(in.tokens * heads * dim);
+    float* const states[] = {state.data()};
+    auto call = [&] {
+      if (chunked)
+        kernels->delta_rule_chunk(in, state.data(), out.data());
+      else
+        kernels->delta_rule_recurrent(in, states, out.data());
+    };
+    call();
+    const uint64_t h = hash(state, hash(out));
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      state = state0;
+      const auto t0 = std::chrono::steady_clock::now();
+      call();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("| %s | %lld | %.3f | %016llx |\n", chunked ? "chunk" : "recurrent", static_cast<long long>(in.tokens),
+                best * 1e3, static_cast<unsigned long long>(h));
+  }
+  // A decode step's recurrent form as the engine runs it: one call per
+  // layer, one row for each of the step's sequences, on states that live
+  // in memory rather than in cache (layers x sequences of them).
+  const int64_t layers = std::stoll(arg(argc, argv, "--layers", "18"));
+  std::printf("\n| decode step: sequences | layers | ms per step (states from memory) |\n|---|---|---|\n");
+  for (int64_t seqs : {1, 8}) {
+    std::vector<float> states(layers * seqs * state0.size());
+    for (int64_t i = 0; i < layers * seqs; ++i) std::copy(state0.begin(), state0.end(), states.begin() + i * state0.size());
+    std::vector<float> rows_in(seqs * heads * dim), out(seqs * heads * dim);
+    DeltaRuleInput step = in;
+    step.tokens = seqs;
+    std::vector<float> qs(seqs * heads * dim), ks(qs.size()), vs(qs.size()), gs(seqs * heads), bs(seqs * heads);
+    for (int64_t t = 0; t < seqs; ++t) {
+      std::copy(q.begin(), q.begin() + heads * dim, qs.begin() + t * heads * dim);
+      std::copy(k.begin(), k.begin() + heads * dim, ks.begin() + t * heads * dim);
+      std::copy(v.begin(), v.begin() + heads * dim, vs.begin() + t * heads * dim);
+      std::copy(g.begin(), g.begin() + heads, gs.begin() + t * heads);
+      std::copy(beta.begin(), beta.begin() + heads, bs.begin() + t * heads);
+    }
+    step.q = qs.data(), step.k = ks.data(), step.v = vs.data(), step.g = gs.data(), step.beta = bs.data();
+    double best = 1e30;
+    for (int r = 0; r < std::max(3, reps / 20); ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t l = 0; l < layers; ++l) {
+        std::vector<float*> ptrs;
+        for (int64_t t = 0; t < seqs; ++t) ptrs.push_back(states.data() + (l * seqs + t) * state0.size());
+        kernels->delta_rule_recurrent(step, ptrs.data(), out.data());
+      }
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("| %lld | %lld | %.2f |\n", static_cast<long long>(seqs), static_cast<long long>(layers), best * 1e3);
+  }
+  return 0;
+}
