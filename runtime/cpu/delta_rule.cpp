@@ -23,9 +23,9 @@ namespace {
 
 // Per-thread working memory of one head's chunk.
 struct ChunkScratch {
-  std::vector<float> G, beta, eG, Kt, E, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
+  std::vector<float> G, beta, eG, m, Kt, E, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
   void resize(int64_t L, int64_t dk, int64_t dv) {
-    for (auto* v : {&G, &beta, &eG}) v->resize(L);
+    for (auto* v : {&G, &beta, &eG, &m}) v->resize(L);
     for (auto* v : {&E, &Wb, &Wk, &P}) v->resize(L * L);
     for (auto* v : {&KK, &QK, &W}) v->resize(L * kDeltaChunkRows);
     Kt.resize(dk * kDeltaChunkRows);
@@ -33,6 +33,17 @@ struct ChunkScratch {
     Vp.resize(L * dv);
   }
 };
+
+static_assert(kDeltaChunkRows == 4 * 16, "a row of W is four vectors");
+
+// acc[v] += m_l W_l[16 v, 16 v + 16) for v < NV, l in [l0, l1) ascending.
+template <int NV>
+void substitute(V16* acc, const float* W, int64_t ldw, const float* m, int64_t l0, int64_t l1) {
+  for (int64_t l = l0; l < l1; ++l) {
+    const V16 ml = V16::set1(m[l]);
+    for (int v = 0; v < NV; ++v) acc[v] = fma(ml, V16::load(W + l * ldw + 16 * v), acc[v]);
+  }
+}
 
 }  // namespace
 
@@ -93,17 +104,20 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
       for (int64_t j = 0; j <= i; ++j) E[i * L + j] = std::exp(G[i] - G[j]);
 
     // W = (I + M)^-1 by forward substitution, M_il = beta_i E_il k_i.k_l (l < i):
-    // row i is -sum over l < i of M_il W_l, accumulated in ascending l. Row l
-    // of W is +0 past column l (each row is cleared to the full width first),
-    // so each step runs over whole vectors: m * +0 added to a +0 that no
+    // row i is -sum over l < i of M_il W_l, accumulated in ascending l, in
+    // registers. Row l of W is +0 past column l, so each step runs over the
+    // whole vectors that hold columns [0, l]: m * +0 added to a +0 that no
     // earlier l has touched leaves +0, the bits of stopping at column l.
     for (int64_t i = b; i < L; ++i) {
       float* wi = W + i * ldw;
-      std::fill(wi, wi + ldw, 0.0f);
-      for (int64_t l = 0; l < i; ++l) {
-        const float m = beta[i] * E[i * L + l] * sc.KK[i * ldt + l];
-        axpy(m, W + l * ldw, wi, (l + 16) / 16 * 16);
-      }
+      float* m = sc.m.data();
+      for (int64_t l = 0; l < i; ++l) m[l] = beta[i] * E[i * L + l] * sc.KK[i * ldt + l];
+      V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
+      substitute<1>(acc, W, ldw, m, 0, std::min<int64_t>(i, 16));
+      substitute<2>(acc, W, ldw, m, 16, std::min<int64_t>(i, 32));
+      substitute<3>(acc, W, ldw, m, 32, std::min<int64_t>(i, 48));
+      substitute<4>(acc, W, ldw, m, 48, i);
+      for (int v = 0; v < 4; ++v) acc[v].store(wi + 16 * v);
       for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
       wi[i] = 1.0f;
     }

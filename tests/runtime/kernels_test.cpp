@@ -172,6 +172,28 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
   }
 }
 
+// The L2 norm gives each row the bits of its definition (the sum of squares
+// one fma chain in ascending order), whatever rows share the call.
+TEST(L2Normalise, EachRowGetsTheBitsOfItsDefinition) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(8);
+  for (int64_t dim : {24, 128})
+    for (int64_t rows : {1, 7, 8, 21, 600}) {
+      const std::vector<float> x = randn(rng, rows * dim);
+      std::vector<float> got = x, want = x;
+      k->l2_normalise(got.data(), rows, dim, 0.25f);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* v = want.data() + r * dim;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < dim; ++i) ss = std::fma(v[i], v[i], ss);
+        const float inv = 1.0f / std::sqrt(ss + 1e-6f);
+        for (int64_t i = 0; i < dim; ++i) v[i] = (v[i] * inv) * 0.25f;
+      }
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << rows << " rows of " << dim;
+    }
+}
+
 // The causal conv by its definition, one channel at a time: per row, the
 // taps over [state | x] in ascending order from +0, then SiLU.
 void conv_by_definition(const float* x, int64_t t, int64_t channels, const float* w, int64_t kernel, float* state,
