@@ -1,10 +1,11 @@
 // The gated delta rule alone, at the 0.8b qwen3_5 preset's shapes (16 value
 // heads of 128 x 128 state): the chunked form over one 64-row chunk (prefill)
 // and the recurrent form over one token (decode), min of N repetitions of wall
-// time per call of one layer. The hash of the outputs and states lets two
+// time per call of one layer, and a decode step's recurrent form over all
+// layers with states in memory. The hash of the outputs and states lets two
 // builds show they give the same bits.
 //
-// usage: delta_rule_bench [--threads 2] [--reps 200] [--heads 16] [--dim 128] [--rows 64]
+// usage: delta_rule_bench [--threads 2] [--reps 200] [--heads 16] [--dim 128] [--rows 64] [--layers 18]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   for (int64_t seqs : {1, 8}) {
     std::vector<float> states(layers * seqs * state0.size());
     for (int64_t i = 0; i < layers * seqs; ++i) std::copy(state0.begin(), state0.end(), states.begin() + i * state0.size());
-    std::vector<float> rows_in(seqs * heads * dim), out(seqs * heads * dim);
+    std::vector<float> out(seqs * heads * dim);
     DeltaRuleInput step = in;
     step.tokens = seqs;
     std::vector<float> qs(seqs * heads * dim), ks(qs.size()), vs(qs.size()), gs(seqs * heads), bs(seqs * heads);

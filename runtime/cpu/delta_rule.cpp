@@ -153,14 +153,18 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
 
 namespace {
 
+// How far ahead the recurrent form's first pass fetches state rows (16 KiB
+// at d_v = 128): the state comes from memory, since a decode step's states
+// far exceed the caches, and the hardware prefetcher stops at each 4 KiB
+// page.
+constexpr int64_t kPrefetchRows = 32;
+
 // One token's update of columns [c0, c0 + 16 NV) of one head's state, with
 // those columns' k^T S and q^T S held in registers (columns never mix, so a
 // block of them is a whole computation of its own). Each element's
 // operations and their order are those of the row-by-row form: the decay, then
 // k^T S summed over rows in ascending order, then the rank-one update and
 // q^T S over rows in ascending order.
-constexpr int64_t kPrefetchRows = 32;
-
 template <int NV>
 void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
                        const float* v, float alpha, float beta, float* o) {
@@ -169,8 +173,6 @@ void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float
   for (int j = 0; j < NV; ++j) acc[j] = V16::zero();
   for (int64_t a = 0; a < dk; ++a) {
     float* row = S + a * dv + c0;
-    // The state comes from memory (a decode step's states far exceed the
-    // caches), and the hardware prefetcher stops at each 4 KiB page.
     if (a + kPrefetchRows < dk)
       for (int j = 0; j < NV; ++j) __builtin_prefetch(row + kPrefetchRows * dv + 16 * j, 1);
     const V16 ka = V16::set1(k[a]);
