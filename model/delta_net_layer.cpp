@@ -47,17 +47,21 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
 
   Rows o(T * value_dim);
   std::span<SequenceRows> seqs = call.sequences;
+  // A run of consecutive decode sequences (adjacent rows) goes together; a
+  // prefill goes alone.
   for (size_t i = 0; i < seqs.size();) {
     const int64_t row = seqs[i].first_row;
-    size_t j = i;
-    while (j < seqs.size() && seqs[j].recurrent) ++j;
-    if (j > i)
-      delta_net_decode(w, seqs.subspan(i, j - i), mixed.data() + row * conv_dim, g.data() + row * nv,
-                       beta.data() + row * nv, o.data() + row * value_dim);
-    else
-      delta_net_sequence(w, seqs[j++], mixed.data() + row * conv_dim, g.data() + row * nv, beta.data() + row * nv,
+    size_t end = i;
+    while (end < seqs.size() && seqs[end].recurrent) ++end;
+    if (end == i) {
+      delta_net_sequence(w, seqs[i], mixed.data() + row * conv_dim, g.data() + row * nv, beta.data() + row * nv,
                          o.data() + row * value_dim);
-    i = j;
+      end = i + 1;
+    } else {
+      delta_net_decode(w, seqs.subspan(i, end - i), mixed.data() + row * conv_dim, g.data() + row * nv,
+                       beta.data() + row * nv, o.data() + row * value_dim);
+    }
+    i = end;
   }
 
   // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.

@@ -273,12 +273,4 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-// y[i] += a * x[i] over n elements; per-element, so order-free.
-inline void axpy(float a, const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  V16 va = V16::set1(a);
-  for (; i + 16 <= n; i += 16) fma(va, V16::load(x + i), V16::load(y + i)).store(y + i);
-  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
-}
-
 }  // namespace sb::cpu
