@@ -36,22 +36,23 @@ Status next_token(Sequence& seq, GeneratedToken* out) {
     g.token = seq.sampler->sample(seq.processed);
     SB_RETURN_IF_ERROR(seq.processor->accept(g.token));
   } else {
-    g.token = seq.sampler->sample(seq.logits);
+    g.token = seq.sampler->sample(seq.logits, &seq.logit_stats);
   }
-  const double log_norm = log_normaliser(seq.logits);
+  const double log_norm = seq.logit_stats.log_norm;
   g.logprob = logprob(seq.logits, static_cast<size_t>(g.token), log_norm);
   g.top = top_alternatives(seq.logits, log_norm, req.top_logprobs);
   *out = std::move(g);
   return Status::ok();
 }
 
-void record_prompt_logprobs(Sequence& seq, int64_t first_row, std::span<const float> logits, int64_t vocab) {
-  const int64_t n = seq.prompt_tokens(), rows = static_cast<int64_t>(logits.size()) / vocab;
+void record_prompt_logprobs(Sequence& seq, int64_t first_row, const SequenceOutput& out, int64_t vocab) {
+  const int64_t n = seq.prompt_tokens();
   seq.result.prompt_logprobs.resize(static_cast<size_t>(n), 0.0f);
-  for (int64_t i = 0; i < rows && first_row + i + 1 < n; ++i) {
-    const auto row = logits.subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < out.n_rows && first_row + i + 1 < n; ++i) {
+    const auto row = std::span<const float>(out.logits).subspan(static_cast<size_t>(i * vocab), static_cast<size_t>(vocab));
     const auto next = static_cast<size_t>(first_row + i + 1);
-    seq.result.prompt_logprobs[next] = logprob(row, static_cast<size_t>(seq.request.prompt[next]), log_normaliser(row));
+    seq.result.prompt_logprobs[next] =
+        logprob(row, static_cast<size_t>(seq.request.prompt[next]), out.stats[static_cast<size_t>(i)].log_norm);
   }
 }
 

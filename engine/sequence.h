@@ -56,6 +56,7 @@ struct Sequence {
   std::unique_ptr<LogitsProcessor> processor;  // none without make_processor
   std::vector<float> processed;                // the processor's copy of `logits`
   std::vector<float> logits;  // the row the next token is sampled from
+  LogitStats logit_stats;     // its argmax and log-normaliser, from the forward pass
   bool published = false;
 
   CompletionResult result;
@@ -82,8 +83,8 @@ void publish_prompt(const EngineContext& context, Sequence& seq);
 // the top_logprobs alternatives. An error comes from the processor.
 Status next_token(Sequence& seq, GeneratedToken* out);
 
-// Echo: logprob of prompt token first_row + i + 1 from row i of `logits`
-// (rows x vocab floats), into seq.result.prompt_logprobs (the first is 0).
-void record_prompt_logprobs(Sequence& seq, int64_t first_row, std::span<const float> logits, int64_t vocab);
+// Echo: logprob of prompt token first_row + i + 1 from row i of out.logits
+// (out.n_rows x vocab floats), into seq.result.prompt_logprobs (the first is 0).
+void record_prompt_logprobs(Sequence& seq, int64_t first_row, const SequenceOutput& out, int64_t vocab);
 
 }  // namespace sb

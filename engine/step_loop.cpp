@@ -153,6 +153,7 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
     }
     if (slices[i].decode) {
       seq.logits = std::move(outs[i].logits);
+      seq.logit_stats = outs[i].stats.front();
       emit_token(seq);
     } else {
       end_prefill_chunk(slices[i], outs[i]);
@@ -166,10 +167,11 @@ void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
   Sequence& seq = *slice.seq;
   for (RecurrentSnapshot& snap : out.snapshots) seq.snapshots.push_back(std::move(snap));
   const int64_t vocab = context_.model.vocab_size();
-  if (seq.request.echo) record_prompt_logprobs(seq, slice.begin, out.logits, vocab);
+  if (seq.request.echo) record_prompt_logprobs(seq, slice.begin, out, vocab);
   if (seq.prefilling()) return;
   seq.result.restore.prefill_ms = ms_since(seq.prefill_started);
   seq.logits.assign(out.logits.end() - vocab, out.logits.end());
+  seq.logit_stats = out.stats.back();
   if (seq.request.max_tokens == 0) {
     seq.result.ttft_ms = ms_since(seq.submitted);
     publish_prompt(context_, seq);

@@ -47,12 +47,14 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   std::vector<std::vector<uint8_t>> masks;
   if (sparse) sparse_selection(w, call, raw.data(), iq.data(), iw.data(), &masks);
   Rows o(T * nh * d);
+  std::vector<AttentionInput> ins(call.sequences.size());
+  std::vector<float*> seq_outs(call.sequences.size());
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const SequenceRows& seq = call.sequences[i];
     State& st = *seq.state;
     st.append_rows(w.comp_k, std::span<const float>(k).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
     st.append_rows(w.comp_v, std::span<const float>(v).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
-    AttentionInput in;
+    AttentionInput& in = ins[i];
     in.rows = seq.rows;
     in.first_pos = seq.first_pos;
     in.n_heads = nh;
@@ -68,8 +70,9 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
       in.mask_block = c.index_compress_ratio;
       in.mask_stride = (seq.first_pos + seq.rows + c.index_compress_ratio - 1) / c.index_compress_ratio;
     }
-    kernels_->attention(in, o.data() + seq.first_row * nh * d);
+    seq_outs[i] = o.data() + seq.first_row * nh * d;
   }
+  kernels_->attention(ins, seq_outs.data());
   if (c.attention_gated) kernels_->mul_activation(o.data(), gate.data(), T * nh * d, Activation::kSigmoid);
   kernels_->matmul(o.data(), T, a.o, out);
 }

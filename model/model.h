@@ -81,6 +81,7 @@ struct PrefillOptions {
 struct PrefillOutput {
   int64_t n_rows = 0;          // rows of logits
   std::vector<float> logits;   // n_rows * vocab
+  std::vector<LogitStats> stats;  // n_rows: each row's logit_stats (runtime/sampling.h)
   std::vector<RecurrentSnapshot> snapshots;  // in position order
 };
 

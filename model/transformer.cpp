@@ -289,11 +289,14 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
   kernels_->rms_norm(xn.data(), n, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
                      config_.norm_weight_offset, xn.data());
   kernels_->matmul(xn.data(), n, lm_head_, logits.data());
+  std::vector<LogitStats> stats(n);
+  kernels_->logit_stats(logits.data(), n, V, stats.data());
   at = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t k = logit_rows(batch[i]);
     (*out)[i].n_rows = k;
     (*out)[i].logits.assign(logits.data() + at * V, logits.data() + (at + k) * V);
+    (*out)[i].stats.assign(stats.begin() + at, stats.begin() + at + k);
     at += k;
   }
 }
@@ -347,6 +350,7 @@ Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<Seq
       SequenceOutput& o = outs[owner[j]];
       o.n_rows += part[j].n_rows;
       o.logits.insert(o.logits.end(), part[j].logits.begin(), part[j].logits.end());
+      o.stats.insert(o.stats.end(), part[j].stats.begin(), part[j].stats.end());
       for (RecurrentSnapshot& snap : part[j].snapshots) o.snapshots.push_back(std::move(snap));
       done[owner[j]] += steps[j].tokens.size();
     }

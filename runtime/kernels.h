@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "runtime/sampling.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -143,8 +144,11 @@ class Kernels {
   // [rows, heads, head_dim]; row i is at position positions[i].
   virtual void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
                     double theta) = 0;
-  // out [rows, n_heads, head_dim]: causal softmax attention, GQA by contiguous groups.
-  virtual void attention(const AttentionInput& in, float* out) = 0;
+  // outs[i] [calls[i].rows, n_heads, head_dim]: causal softmax attention of
+  // each call on its own keys, GQA by contiguous groups (one call per
+  // sequence of a step). A row's bits do not depend on the other calls.
+  virtual void attention(std::span<const AttentionInput> calls, float* const* outs) = 0;
+  void attention(const AttentionInput& in, float* out) { attention(std::span<const AttentionInput>(&in, 1), &out); }
   // Causal depthwise conv over channels then SiLU. x [t, channels] holds
   // the rows of `sequences` sequences, t / sequences each, in order (one
   // sequence's prefill, or one decode row of each of several); sequence i's
@@ -193,6 +197,9 @@ class Kernels {
   // The indices of the k highest of n scores, highest first, ties to the
   // lower index.
   virtual void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) = 0;
+  // Per row of logits [rows, vocab]: logit_stats of the row
+  // (runtime/sampling.h), the same bits.
+  virtual void logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) = 0;
 };
 
 struct KernelOptions {

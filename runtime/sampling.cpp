@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 
 namespace sb {
@@ -16,12 +17,29 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The index a scan `if (logits[i] > logits[best]) best = i` ends on: the
-// first of the largest, NaNs never taken (and a NaN first element never
-// beaten). A greedy step runs it twice over the whole vocabulary, so the value
-// comes from vector lanes by blocks (max keeps its second operand when the
-// first is NaN, on every backend), and only the block where the maximum first
-// appears is scanned for its index.
+// log sum e^(logits - mx) + mx, mx the logit argmax picks.
+double log_normaliser_at(std::span<const float> logits, float mx) {
+  cpu::FlushSubnormals mode;  // the same bits on the pool's threads and elsewhere
+  const cpu::V16 vmx = cpu::V16::set1(mx);
+  constexpr size_t kBlock = 1024;
+  double sum = 0.0;
+  size_t i = 0;
+  for (; i + 16 <= logits.size();) {
+    cpu::V16 acc = cpu::V16::zero();
+    for (const size_t end = std::min(logits.size(), i + kBlock); i + 16 <= end; i += 16)
+      acc = acc + cpu::vexp(cpu::V16::load(logits.data() + i) - vmx);
+    sum += static_cast<double>(cpu::hsum(acc));
+  }
+  for (; i < logits.size(); ++i) sum += static_cast<double>(cpu::lane0(cpu::vexp(cpu::V16::set1(logits[i] - mx))));
+  return static_cast<double>(mx) + std::log(sum);
+}
+
+}  // namespace
+
+// A whole vocabulary per token, so the value comes from vector lanes by
+// blocks (max keeps its second operand when the first is NaN, on every
+// backend), and only the block where the maximum first appears is scanned
+// for its index.
 int32_t argmax(std::span<const float> logits) {
   const size_t n = logits.size();
   if (n == 0 || std::isnan(logits[0])) return 0;
@@ -47,20 +65,19 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(i);
 }
 
-}  // namespace
-
 double Sampler::next_uniform() {
   const uint64_t r = splitmix64(config_.seed ^ splitmix64(counter_++));
   return static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+int32_t Sampler::sample(std::span<const float> logits, const LogitStats* stats) {
+  const int32_t best = stats ? stats->argmax : argmax(logits);
   if (config_.temperature <= 0.0f || config_.top_k == 1) {
     next_uniform();  // every step draws once, so the stream never depends on the mode of earlier steps
-    return argmax(logits);
+    return best;
   }
   const double inv_t = 1.0 / config_.temperature;
-  const double mx = logits[static_cast<size_t>(argmax(logits))];
+  const double mx = logits[static_cast<size_t>(best)];
   auto weight = [&](int32_t id) { return std::exp((logits[static_cast<size_t>(id)] - mx) * inv_t); };
   const bool top_k = config_.top_k > 0 && static_cast<size_t>(config_.top_k) < logits.size();
   const bool top_p = config_.top_p < 1.0f;
@@ -122,19 +139,13 @@ int32_t Sampler::sample(std::span<const float> logits) {
 
 double log_normaliser(std::span<const float> logits) {
   if (logits.empty()) return -INFINITY;
-  const float mx = logits[static_cast<size_t>(argmax(logits))];
-  const cpu::V16 vmx = cpu::V16::set1(mx);
-  constexpr size_t kBlock = 1024;
-  double sum = 0.0;
-  size_t i = 0;
-  for (; i + 16 <= logits.size();) {
-    cpu::V16 acc = cpu::V16::zero();
-    for (const size_t end = std::min(logits.size(), i + kBlock); i + 16 <= end; i += 16)
-      acc = acc + cpu::vexp(cpu::V16::load(logits.data() + i) - vmx);
-    sum += static_cast<double>(cpu::hsum(acc));
-  }
-  for (; i < logits.size(); ++i) sum += static_cast<double>(cpu::lane0(cpu::vexp(cpu::V16::set1(logits[i] - mx))));
-  return static_cast<double>(mx) + std::log(sum);
+  return log_normaliser_at(logits, logits[static_cast<size_t>(argmax(logits))]);
+}
+
+LogitStats logit_stats(std::span<const float> logits) {
+  if (logits.empty()) return {0, -INFINITY};
+  const int32_t best = argmax(logits);
+  return {best, log_normaliser_at(logits, logits[static_cast<size_t>(best)])};
 }
 
 }  // namespace sb

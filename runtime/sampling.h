@@ -20,23 +20,39 @@ struct SamplerConfig {
   float min_p = 0.0f;        // 0: off; else keep tokens with p >= min_p * p_max (after temperature, top-k, top-p)
 };
 
+// The index a scan `if (logits[i] > logits[best]) best = i` ends on: the
+// first of the largest, NaNs never taken (a NaN first element never beaten).
+// Greedy sampling's token.
+int32_t argmax(std::span<const float> logits);
+
+// log sum_i e^logits[i], the normaliser of the softmax: token i's log
+// probability is logprob(logits, i, log_normaliser(logits)). The terms are
+// e^(logit - max) from the CPU kernels' vexp, summed in one fixed order (16
+// lanes over blocks of 1024 logits, the blocks' sums in double) in the CPU
+// kernels' float mode (runtime/cpu/float_mode.h) on any thread, so the same
+// logits always give the same bits; a 248k vocabulary takes about 0.1 ms.
+double log_normaliser(std::span<const float> logits);
+
+// What sampling reads of a row of logits, computed once beside the forward
+// pass on the kernels' threads (Kernels::logit_stats): argmax(logits) and
+// log_normaliser(logits), the same bits.
+struct LogitStats {
+  int32_t argmax = 0;
+  double log_norm = 0.0;
+};
+LogitStats logit_stats(std::span<const float> logits);
+
 class Sampler {
  public:
   explicit Sampler(const SamplerConfig& config) : config_(config), counter_(0) {}
-  int32_t sample(std::span<const float> logits);
+  // stats, when given, must be logit_stats(logits): it saves a pass.
+  int32_t sample(std::span<const float> logits, const LogitStats* stats = nullptr);
 
  private:
   double next_uniform();  // in [0, 1)
   SamplerConfig config_;
   uint64_t counter_;
 };
-
-// log sum_i e^logits[i], the normaliser of the softmax: token i's log
-// probability is logprob(logits, i, log_normaliser(logits)). The terms are
-// e^(logit - max) from the CPU kernels' vexp, summed in one fixed order (16
-// lanes over blocks of 1024 logits, the blocks' sums in double), so the same
-// logits always give the same bits; a 248k vocabulary takes about 0.1 ms.
-double log_normaliser(std::span<const float> logits);
 
 // logits[i] - log_norm in double, rounded once to float.
 inline float logprob(std::span<const float> logits, size_t i, double log_norm) {

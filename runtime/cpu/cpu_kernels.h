@@ -49,7 +49,8 @@ class CpuKernels final : public Kernels {
   void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset, float* y) override;
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
             double theta) override;
-  void attention(const AttentionInput& in, float* out) override;
+  void attention(std::span<const AttentionInput> calls, float* const* outs) override;
+  using Kernels::attention;
   void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                         float* const* states, int64_t sequences, float* out) override;
   void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) override;
@@ -67,6 +68,7 @@ class CpuKernels final : public Kernels {
   void index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled, int64_t blocks,
                     float w_scale, float s_scale, float* scores) override;
   void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) override;
+  void logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) override;
 
  private:
   // Runs fn(begin, end) over [0, n) items of `cost` element operations each:

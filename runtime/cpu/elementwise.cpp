@@ -1,5 +1,5 @@
-// Per-row and per-element kernels: RMSNorm, RoPE, the causal conv. Each row's
-// result depends on that row alone.
+// Per-row and per-element kernels: RMSNorm, RoPE, the causal conv, the logits'
+// statistics for sampling. Each row's result depends on that row alone.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -94,6 +94,12 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
       // only rows at or above the one they write.
       for (int64_t i = 0; i < hist; ++i) std::copy(in(rows + i) + c0, in(rows + i) + c1, state + i * channels + c0);
     }
+  });
+}
+
+void CpuKernels::logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) {
+  for_ranges(rows, vocab, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) out[r] = sb::logit_stats(std::span<const float>(logits + r * vocab, vocab));
   });
 }
 

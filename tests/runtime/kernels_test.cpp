@@ -566,6 +566,89 @@ TEST(Attention, RowsGetTheSameBitsWhateverRowsShareTheCall) {
   }
 }
 
+// A step's sequences in one call (decode rows of several sequences and a
+// prefill, causal, sparse, f32 and bf16 keys): each gets the bits it gets alone.
+TEST(Attention, SeveralSequencesInOneCallEachGetTheirOwnBits) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(10);
+  const int64_t nh = 4, nkv = 2, d = 40, mblock = 8;
+  struct Seq {
+    int64_t rows, first_pos;
+    bool sparse, bf16;
+  };
+  const std::vector<Seq> seqs = {{1, 0, false, false}, {1, 70, false, false}, {37, 90, false, false},
+                                 {1, 200, true, false}, {1, 64, false, true},  {20, 13, true, true}};
+  std::vector<std::vector<float>> q, key, v;
+  std::vector<std::vector<uint16_t>> key16, v16;
+  std::vector<std::vector<uint8_t>> masks;
+  std::vector<AttentionInput> ins;
+  for (const Seq& s : seqs) {
+    const int64_t n = s.first_pos + s.rows, stride = (n + mblock - 1) / mblock;
+    q.push_back(randn(rng, s.rows * nh * d));
+    key.push_back(randn(rng, n * nkv * d));
+    v.push_back(randn(rng, n * nkv * d));
+    key16.emplace_back(key.back().size());
+    v16.emplace_back(v.back().size());
+    for (size_t i = 0; i < key.back().size(); ++i) key16.back()[i] = f32_to_bf16(key.back()[i]);
+    for (size_t i = 0; i < v.back().size(); ++i) v16.back()[i] = f32_to_bf16(v.back()[i]);
+    masks.emplace_back(s.rows * stride);
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t b = 0; b < stride; ++b) masks.back()[r * stride + b] = b == (s.first_pos + r) / mblock || rng() % 3 == 0;
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    AttentionInput in{seqs[i].rows, seqs[i].first_pos, nh, nkv, d, q[i].data(), key[i].data(), v[i].data(), 0.17f};
+    if (seqs[i].bf16) {
+      in.k = key16[i].data();
+      in.v = v16[i].data();
+      in.kv_dtype = DType::kBF16;
+    }
+    if (seqs[i].sparse) {
+      in.block_mask = masks[i].data();
+      in.mask_stride = (seqs[i].first_pos + seqs[i].rows + mblock - 1) / mblock;
+      in.mask_block = mblock;
+    }
+    ins.push_back(in);
+  }
+  std::vector<std::vector<float>> together, alone;
+  std::vector<float*> outs;
+  for (const Seq& s : seqs) {
+    together.emplace_back(s.rows * nh * d);
+    alone.emplace_back(s.rows * nh * d);
+    outs.push_back(together.back().data());
+  }
+  k->attention(ins, outs.data());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    k->attention(ins[i], alone[i].data());
+    EXPECT_EQ(std::memcmp(together[i].data(), alone[i].data(), alone[i].size() * 4), 0) << "sequence " << i;
+  }
+}
+
+// The logits' statistics of many rows on the pool: each row's logit_stats.
+TEST(LogitStats, EachRowGetsTheStatsOfItsOwn) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    auto k = make_cpu_kernels(&pool);
+    std::mt19937 rng(12);
+    const int64_t rows = 9, vocab = 5003;
+    std::vector<float> x = randn(rng, rows * vocab);
+    for (int64_t i = 0; i < vocab; ++i) x[2 * vocab + i] *= 60.0f;  // terms that underflow
+    x[4 * vocab + 17] = x[4 * vocab + 4000] = 50.0f;                 // a tie
+    std::fill_n(x.begin() + 6 * vocab, vocab, -INFINITY);  // all masked but one
+    x[6 * vocab + 3] = 1.0f;
+    std::vector<LogitStats> got(rows);
+    k->logit_stats(x.data(), rows, vocab, got.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      const LogitStats want = logit_stats(std::span<const float>(x.data() + r * vocab, vocab));
+      EXPECT_EQ(got[r].argmax, want.argmax) << "row " << r;
+      EXPECT_EQ(std::memcmp(&got[r].log_norm, &want.log_norm, sizeof(double)), 0) << "row " << r;
+    }
+    EXPECT_EQ(got[4].argmax, 17);
+    EXPECT_EQ(got[6].argmax, 3);
+    EXPECT_EQ(got[6].log_norm, 1.0);
+  }
+}
+
 TEST(Rope, RotatesOnlyTheFirstRotDimsInRotateHalfPairs) {
   ThreadPool pool(1);
   auto k = make_cpu_kernels(&pool);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <random>
@@ -193,6 +194,33 @@ TEST(LogProbs, NormaliserAgreesWithADoubleSumAndProbabilitiesSumToOne) {
     }
   }
   EXPECT_EQ(logprob(std::vector<float>{2.0f}, 0, log_normaliser(std::vector<float>{2.0f})), 0.0f);
+}
+
+// logit_stats is argmax and log_normaliser in one, bit for bit, and the
+// sampler given it draws what it draws without: on ties (the lower id), a
+// NaN, masked logits, and terms that underflow.
+TEST(LogProbs, StatsAreTheArgmaxAndNormaliserOfTheRow) {
+  std::vector<std::vector<float>> rows;
+  for (float scale : {0.5f, 3.0f, 40.0f}) rows.push_back(random_logits(248077, 11, scale));
+  rows.push_back({1.0f, 3.0f, 3.0f, -2.0f});
+  rows.push_back({1.0f, NAN, 5.0f, 5.0f, 0.5f});
+  rows.push_back({NAN, 2.0f, 1.0f});
+  rows.push_back({-INFINITY, -1.0f, -INFINITY, -1.0f});
+  std::vector<float> steep(1000, -95.0f);  // e^-95 is below the normal range
+  steep[500] = 0.0f;
+  rows.push_back(steep);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const LogitStats s = logit_stats(rows[r]);
+    EXPECT_EQ(s.argmax, argmax(rows[r])) << "row " << r;
+    const double want = log_normaliser(rows[r]);
+    EXPECT_EQ(std::memcmp(&s.log_norm, &want, sizeof want), 0) << "row " << r;
+    for (const SamplerConfig& c : {SamplerConfig{}, SamplerConfig{0.8f, 0.9f, 40, 5}, SamplerConfig{1.0f, 1.0f, 0, 6}}) {
+      Sampler with(c), without(c);
+      for (int i = 0; i < 5; ++i) EXPECT_EQ(with.sample(rows[r], &s), without.sample(rows[r])) << "row " << r;
+    }
+  }
+  EXPECT_EQ(logit_stats(std::vector<float>{1.0f, 3.0f, 3.0f}).argmax, 1);
+  EXPECT_EQ(argmax(std::vector<float>{NAN, 2.0f}), 0);
 }
 
 }  // namespace
