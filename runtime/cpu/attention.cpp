@@ -10,8 +10,8 @@
 // ascending order, and its output accumulates p * v over exactly those keys,
 // in ascending order, one fused multiply-add chain per dim. Which rows share
 // a tile, how many rows a call has, which sequences share the call and which
-// thread runs the tile only decide what runs side by side. A tile (kRows rows of one KV head's query group)
-// reads each key block once.
+// thread runs the tile only decide what runs side by side. A tile (kRows rows
+// of one KV head's query group) reads each key block once.
 #include <algorithm>
 #include <cmath>
 #include <limits>
