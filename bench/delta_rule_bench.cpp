@@ -11,21 +11,15 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
 
 using namespace sb;
 
 namespace {
-
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
 
 // FNV-1a over the bytes: equal only for equal bits.
 uint64_t hash(const std::vector<float>& v, uint64_t h = 1469598103934665603ull) {
@@ -37,12 +31,23 @@ uint64_t hash(const std::vector<float>& v, uint64_t h = 1469598103934665603ull) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = std::stoi(arg(argc, argv, "--threads", "2"));
-  const int reps = std::stoi(arg(argc, argv, "--reps", "200"));
-  const int64_t heads = std::stoll(arg(argc, argv, "--heads", "16"));
-  const int64_t dim = std::stoll(arg(argc, argv, "--dim", "128"));
-  const int64_t rows = std::stoll(arg(argc, argv, "--rows", "64"));
-  ThreadPool pool(threads);
+  Args args({"threads", "reps", "heads", "dim", "rows", "layers"}, {});
+  Status s = args.parse(argc, argv);
+  int64_t threads = 2, reps = 200, heads = 16, dim = 128, rows = 64, layers = 18;
+  if (s) s = args.get_int("threads", 2, 1, 256, &threads);
+  if (s) s = args.get_int("reps", 200, 1, 100000, &reps);
+  if (s) s = args.get_int("heads", 16, 1, 256, &heads);
+  if (s) s = args.get_int("dim", 128, 16, 1024, &dim);
+  if (s) s = args.get_int("rows", 64, 1, kDeltaChunkRows, &rows);
+  if (s) s = args.get_int("layers", 18, 1, 128, &layers);
+  if (!s || !args.positional().empty()) {
+    std::fprintf(stderr,
+                 "usage: delta_rule_bench [--threads 2] [--reps 200] [--heads 16] [--dim 128] [--rows 64] "
+                 "[--layers 18]%s%s\n",
+                 s ? "" : ": ", s ? "" : s.message().c_str());
+    return 2;
+  }
+  ThreadPool pool(static_cast<int>(threads));
   auto kernels = make_cpu_kernels(&pool);
 
   // Inputs shaped as the model gives them: unit-norm q and k rows, gates of
@@ -67,8 +72,9 @@ int main(int argc, char** argv) {
   DeltaRuleInput in;
   in.n_k = heads, in.n_v = heads, in.d_k = dim, in.d_v = dim;
   in.q = q.data(), in.k = k.data(), in.v = v.data(), in.g = g.data(), in.beta = beta.data();
-  std::printf("threads %d, %lld heads of %lld x %lld, min of %d calls, ms per call\n", threads,
-              static_cast<long long>(heads), static_cast<long long>(dim), static_cast<long long>(dim), reps);
+  std::printf("threads %lld, %lld heads of %lld x %lld, min of %lld calls, ms per call\n", static_cast<long long>(threads),
+              static_cast<long long>(heads), static_cast<long long>(dim), static_cast<long long>(dim),
+              static_cast<long long>(reps));
   std::printf("| form | rows | ms | hash of outputs and state |\n|---|---|---|---|\n");
   for (bool chunked : {true, false}) {
     in.tokens = chunked ? rows : 1;
@@ -83,7 +89,7 @@ int main(int argc, char** argv) {
     call();
     const uint64_t h = hash(state, hash(out));
     double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
+    for (int64_t r = 0; r < reps; ++r) {
       state = state0;
       const auto t0 = std::chrono::steady_clock::now();
       call();
@@ -95,7 +101,6 @@ int main(int argc, char** argv) {
   // A decode step's recurrent form as the engine runs it: one call per
   // layer, one row for each of the step's sequences, on states that live
   // in memory rather than in cache (layers x sequences of them).
-  const int64_t layers = std::stoll(arg(argc, argv, "--layers", "18"));
   std::printf("\n| decode step: sequences | layers | ms per step (states from memory) |\n|---|---|---|\n");
   for (int64_t seqs : {1, 8}) {
     std::vector<float> states(layers * seqs * state0.size());
@@ -113,7 +118,7 @@ int main(int argc, char** argv) {
     }
     step.q = qs.data(), step.k = ks.data(), step.v = vs.data(), step.g = gs.data(), step.beta = bs.data();
     double best = 1e30;
-    for (int r = 0; r < std::max(3, reps / 20); ++r) {
+    for (int64_t r = 0; r < std::max<int64_t>(3, reps / 20); ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t l = 0; l < layers; ++l) {
         std::vector<float*> ptrs;

@@ -17,23 +17,6 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// log sum e^(logits - mx) + mx, mx the logit argmax picks.
-double log_normaliser_at(std::span<const float> logits, float mx) {
-  cpu::FlushSubnormals mode;  // the same bits on the pool's threads and elsewhere
-  const cpu::V16 vmx = cpu::V16::set1(mx);
-  constexpr size_t kBlock = 1024;
-  double sum = 0.0;
-  size_t i = 0;
-  for (; i + 16 <= logits.size();) {
-    cpu::V16 acc = cpu::V16::zero();
-    for (const size_t end = std::min(logits.size(), i + kBlock); i + 16 <= end; i += 16)
-      acc = acc + cpu::vexp(cpu::V16::load(logits.data() + i) - vmx);
-    sum += static_cast<double>(cpu::hsum(acc));
-  }
-  for (; i < logits.size(); ++i) sum += static_cast<double>(cpu::lane0(cpu::vexp(cpu::V16::set1(logits[i] - mx))));
-  return static_cast<double>(mx) + std::log(sum);
-}
-
 }  // namespace
 
 // A whole vocabulary per token, so the value comes from vector lanes by
@@ -137,15 +120,27 @@ int32_t Sampler::sample(std::span<const float> logits, const LogitStats* stats) 
   return ids[0];
 }
 
-double log_normaliser(std::span<const float> logits) {
-  if (logits.empty()) return -INFINITY;
-  return log_normaliser_at(logits, logits[static_cast<size_t>(argmax(logits))]);
-}
+double log_normaliser(std::span<const float> logits) { return logit_stats(logits).log_norm; }
 
 LogitStats logit_stats(std::span<const float> logits) {
   if (logits.empty()) return {0, -INFINITY};
   const int32_t best = argmax(logits);
-  return {best, log_normaliser_at(logits, logits[static_cast<size_t>(best)])};
+  // log sum e^(logit - mx) + mx, mx the logit argmax picks, in the kernels'
+  // float mode: the same bits on the pool's threads and elsewhere.
+  cpu::FlushSubnormals mode;
+  const float mx = logits[static_cast<size_t>(best)];
+  const cpu::V16 vmx = cpu::V16::set1(mx);
+  constexpr size_t kBlock = 1024;
+  double sum = 0.0;
+  size_t i = 0;
+  for (; i + 16 <= logits.size();) {
+    cpu::V16 acc = cpu::V16::zero();
+    for (const size_t end = std::min(logits.size(), i + kBlock); i + 16 <= end; i += 16)
+      acc = acc + cpu::vexp(cpu::V16::load(logits.data() + i) - vmx);
+    sum += static_cast<double>(cpu::hsum(acc));
+  }
+  for (; i < logits.size(); ++i) sum += static_cast<double>(cpu::lane0(cpu::vexp(cpu::V16::set1(logits[i] - mx))));
+  return {best, static_cast<double>(mx) + std::log(sum)};
 }
 
 }  // namespace sb
