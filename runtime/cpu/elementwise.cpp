@@ -63,6 +63,31 @@ void CpuKernels::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, i
   });
 }
 
+namespace {
+
+// Output rows [0, rows) of the channels [c, c + 16 NV) of one sequence, in
+// rows x; in(i) is row i of [state | x]. Rows run inside a strip of
+// channels: the strip's last kernel input rows stay in L1 for the next row,
+// and each new input row is read once. Across a range of channels a row at a
+// time, every row's input was a fresh read of kernel rows (3 KiB pieces
+// 24 KiB apart at the 0.8b shapes), twice as slow.
+template <int NV, class In>
+void conv_strip(const In& in, int64_t rows, int64_t channels, const float* weight, int64_t kernel, float* out,
+                int64_t c) {
+  for (int64_t s = 0; s < rows; ++s) {
+    V16 acc[NV];
+    for (int v = 0; v < NV; ++v) acc[v] = V16::zero();
+    for (int64_t j = 0; j < kernel; ++j) {
+      const float* x = in(s + j) + c;
+      const float* w = weight + j * channels + c;
+      for (int v = 0; v < NV; ++v) acc[v] = fma(V16::load(w + 16 * v), V16::load(x + 16 * v), acc[v]);
+    }
+    for (int v = 0; v < NV; ++v) silu(acc[v]).store(out + s * channels + c + 16 * v);
+  }
+}
+
+}  // namespace
+
 void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                                   float* const* states, int64_t sequences, float* out) {
   FlushSubnormals mode;
@@ -76,20 +101,15 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
       float* oq = out + q * rows * channels;
       // Input row i of [state | x rows]: a state row below hist.
       auto in = [&](int64_t i) { return i < hist ? state + i * channels : xq + (i - hist) * channels; };
-      for (int64_t s = 0; s < rows; ++s) {
-        int64_t c = c0;
-        for (; c + 16 <= c1; c += 16) {
-          V16 acc = V16::zero();
-          for (int64_t j = 0; j < kernel; ++j)
-            acc = fma(V16::load(weight + j * channels + c), V16::load(in(s + j) + c), acc);
-          silu(acc).store(oq + s * channels + c);
-        }
-        for (; c < c1; ++c) {
+      int64_t c = c0;
+      for (; c + 64 <= c1; c += 64) conv_strip<4>(in, rows, channels, weight, kernel, oq, c);
+      for (; c + 16 <= c1; c += 16) conv_strip<1>(in, rows, channels, weight, kernel, oq, c);
+      for (; c < c1; ++c)
+        for (int64_t s = 0; s < rows; ++s) {
           float acc = 0.0f;
           for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[j * channels + c], in(s + j)[c], acc);
           oq[s * channels + c] = silu(acc);
         }
-      }
       // The state becomes the last hist input rows; ascending rows read
       // only rows at or above the one they write.
       for (int64_t i = 0; i < hist; ++i) std::copy(in(rows + i) + c0, in(rows + i) + c1, state + i * channels + c0);

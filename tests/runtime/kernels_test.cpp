@@ -213,36 +213,43 @@ void conv_by_definition(const float* x, int64_t t, int64_t channels, const float
 
 // The conv gives the bits of its definition for one sequence's rows (fewer
 // and more rows than its history) and for one row of each of several
-// sequences in a call, channel counts on and off the vector width.
+// sequences in a call, channel counts on and off the vector width and the
+// kernel's strips of 64 channels, for the models' kernel of 4 and another.
 TEST(CausalConv, GivesTheBitsOfItsDefinitionForOneSequenceOrOneRowOfEach) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool);
   std::mt19937 rng(5);
-  constexpr int64_t kernel = 4, hist = kernel - 1;
-  for (int64_t channels : {40, 6144}) {
-    const std::vector<float> w = randn(rng, kernel * channels, 0.5f);
-    for (int64_t t : {1, 2, 5, 64}) {
-      const std::vector<float> x = randn(rng, t * channels);
-      std::vector<float> state = randn(rng, hist * channels), state_def = state;
-      std::vector<float> out(t * channels), out_def(t * channels);
-      float* const one[] = {state.data()};
-      k->causal_conv_silu(x.data(), t, channels, w.data(), kernel, one, 1, out.data());
-      conv_by_definition(x.data(), t, channels, w.data(), kernel, state_def.data(), out_def.data());
-      EXPECT_EQ(std::memcmp(out.data(), out_def.data(), out.size() * 4), 0) << channels << " channels, " << t << " rows";
-      EXPECT_EQ(std::memcmp(state.data(), state_def.data(), state.size() * 4), 0) << channels << ", " << t;
+  for (int64_t kernel : {4, 2}) {
+    for (int64_t channels : {40, 100, 6144}) {
+      const int64_t hist = kernel - 1;
+      const std::vector<float> w = randn(rng, kernel * channels, 0.5f);
+      for (int64_t t : {1, 2, 5, 64}) {
+        const std::vector<float> x = randn(rng, t * channels);
+        std::vector<float> state = randn(rng, hist * channels), state_def = state;
+        std::vector<float> out(t * channels), out_def(t * channels);
+        float* const one[] = {state.data()};
+        k->causal_conv_silu(x.data(), t, channels, w.data(), kernel, one, 1, out.data());
+        conv_by_definition(x.data(), t, channels, w.data(), kernel, state_def.data(), out_def.data());
+        EXPECT_EQ(std::memcmp(out.data(), out_def.data(), out.size() * 4), 0)
+            << kernel << "-tap, " << channels << " channels, " << t << " rows";
+        EXPECT_EQ(std::memcmp(state.data(), state_def.data(), state.size() * 4), 0)
+            << kernel << ", " << channels << ", " << t;
+      }
+      constexpr int64_t n = 5;
+      const std::vector<float> x = randn(rng, n * channels);
+      std::vector<float> states = randn(rng, n * hist * channels), states_def = states;
+      std::vector<float*> ptrs;
+      for (int64_t i = 0; i < n; ++i) ptrs.push_back(states.data() + i * hist * channels);
+      std::vector<float> out(n * channels), out_def(n * channels);
+      k->causal_conv_silu(x.data(), n, channels, w.data(), kernel, ptrs.data(), n, out.data());
+      for (int64_t i = 0; i < n; ++i)
+        conv_by_definition(x.data() + i * channels, 1, channels, w.data(), kernel,
+                           states_def.data() + i * hist * channels, out_def.data() + i * channels);
+      EXPECT_EQ(std::memcmp(out.data(), out_def.data(), out.size() * 4), 0)
+          << kernel << "-tap, " << channels << " channels, one row of each";
+      EXPECT_EQ(std::memcmp(states.data(), states_def.data(), states.size() * 4), 0)
+          << kernel << ", " << channels << ", states";
     }
-    constexpr int64_t n = 5;
-    const std::vector<float> x = randn(rng, n * channels);
-    std::vector<float> states = randn(rng, n * hist * channels), states_def = states;
-    std::vector<float*> ptrs;
-    for (int64_t i = 0; i < n; ++i) ptrs.push_back(states.data() + i * hist * channels);
-    std::vector<float> out(n * channels), out_def(n * channels);
-    k->causal_conv_silu(x.data(), n, channels, w.data(), kernel, ptrs.data(), n, out.data());
-    for (int64_t i = 0; i < n; ++i)
-      conv_by_definition(x.data() + i * channels, 1, channels, w.data(), kernel,
-                         states_def.data() + i * hist * channels, out_def.data() + i * channels);
-    EXPECT_EQ(std::memcmp(out.data(), out_def.data(), out.size() * 4), 0) << channels << " channels, one row of each";
-    EXPECT_EQ(std::memcmp(states.data(), states_def.data(), states.size() * 4), 0) << channels << ", states";
   }
 }
 
