@@ -342,11 +342,17 @@ void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::sp
 void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs) {
   FlushSubnormals mode;
   const int64_t ld = 2 * w.pairs;
-  std::vector<uint16_t> xb(m * ld);
-  round_rows_to_bf16(x, m, w.cols, xb.data(), ld);
+  // The rows rounded on the pool, into memory left uninitialised (every
+  // element is written, padding included): a 512-row step's rows, rounded
+  // and first cleared by the calling thread alone, kept the other threads
+  // waiting at each product.
+  std::unique_ptr<uint16_t[]> xb(new uint16_t[m * ld]);
+  for_ranges(m, ld, [&](int64_t r0, int64_t r1) {
+    round_rows_to_bf16(x + r0 * w.cols, r1 - r0, w.cols, xb.get() + r0 * ld, ld);
+  });
 #if defined(__AVX512BF16__)
   if (native_bf16_ && (m < kFmaMinRows || !fma_many_rows_))
-    return run_tiles(pool_, xb.data(), ld, m, w, outs, kNative,
+    return run_tiles(pool_, xb.get(), ld, m, w, outs, kNative,
                      m <= kNativeOneTileRows ? static_cast<int>(m) : kNativeMr, kCols);
 #endif
   std::vector<float> xf(m * ld);
