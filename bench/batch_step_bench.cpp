@@ -6,8 +6,10 @@
 // which is what continuous batching gains, and what a prefill chunk adds to
 // a step of running decodes (sizing --batch-tokens).
 //
-// usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--threads 1] [--shape DECODES,PREFILL]
-// --shape measures that one shape only (e.g. under perf record).
+// usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--threads 1] [--shape DECODES,PREFILL[,N]]
+// --shape measures that one shape only (e.g. under perf record); N
+// sequences (default 1, at most 8) prefill PREFILL rows each, as when
+// several prompts arrive together.
 #include <time.h>
 
 #include <algorithm>
@@ -46,13 +48,18 @@ int main(int argc, char** argv) {
   if (s) s = args.get_int("reps", 3, 1, 1000, &reps);
   if (s) s = args.get_int("threads", 1, 1, 256, &threads);
   if (s) s = args.get_int("history", 64, 1, 1 << 20, &history);
-  int shape_decodes = -1, shape_prefill = 0;
-  if (s && args.has("shape") &&
-      (std::sscanf(args.get("shape").c_str(), "%d,%d", &shape_decodes, &shape_prefill) != 2 || shape_decodes < 0 ||
-       shape_decodes > 8 || shape_prefill < 0 || shape_prefill > 512 || shape_decodes + shape_prefill == 0))
-    s = sb::Status::invalid("--shape takes DECODES,PREFILL (0..8 and 0..512, not both 0)");
+  int shape_decodes = -1, shape_prefill = 0, shape_prefills = 1;
+  if (s && args.has("shape")) {
+    const int n = std::sscanf(args.get("shape").c_str(), "%d,%d,%d", &shape_decodes, &shape_prefill, &shape_prefills);
+    if (n < 2 || shape_decodes < 0 || shape_decodes > 8 || shape_prefill < 0 || shape_prefill > 512 ||
+        shape_decodes + shape_prefill == 0 || shape_prefills < 1 || shape_prefills > 8 ||
+        shape_prefill * shape_prefills > 512)
+      s = sb::Status::invalid(
+          "--shape takes DECODES,PREFILL[,N] (0..8 decodes, N of 1..8 prompts of PREFILL rows, at most 512 in all, "
+          "not all 0)");
+  }
   if (!s || args.positional().size() != 1) {
-    std::fprintf(stderr, "usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--threads 1] [--shape D,P]%s%s\n",
+    std::fprintf(stderr, "usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--threads 1] [--shape D,P[,N]]%s%s\n",
                  s ? "" : ": ", s ? "" : s.message().c_str());
     return 2;
   }
@@ -72,7 +79,7 @@ int main(int argc, char** argv) {
   };
   // Sequences with a history, copied fresh for every measured step.
   std::vector<sb::State> base;
-  for (int i = 0; i < 9; ++i) {
+  for (int i = 0; i < 8 + (shape_decodes >= 0 ? shape_prefills : 1); ++i) {
     base.push_back(model->new_state());
     sb::PrefillOutput out;
     if (!(s = model->prefill(base.back(), tokens(history), {}, &out))) {
@@ -83,11 +90,11 @@ int main(int argc, char** argv) {
   const std::vector<int32_t> next = tokens(9), chunk = tokens(512);
   // The min of the reps; *median, when given, gets their median (what the
   // engine's steps see on a busy machine).
-  auto step_ms = [&](int decodes, int64_t prefill, double* median = nullptr) {
+  auto step_ms = [&](int decodes, int64_t prefill, int prefills = 1, double* median = nullptr) {
     std::vector<double> times;
     // Assigned, not constructed, each rep: the copies reuse their storage, so
     // page faults of fresh memory stay out of a profile of the steps.
-    std::vector<sb::State> states(base.begin(), base.begin() + decodes + 1);
+    std::vector<sb::State> states(base.begin(), base.begin() + decodes + prefills);
     // Each step's outputs are freed after the next step has made its own, as
     // the engine's sequences keep their logits until their next token. Freed
     // before it, the 8 MB of an 8-row step's logits went back to the kernel
@@ -95,7 +102,7 @@ int main(int argc, char** argv) {
     // a 50 ms step on a virtual machine, which the engine never pays.
     std::vector<sb::SequenceOutput> kept;
     for (int64_t r = 0; r < reps; ++r) {
-      std::copy(base.begin(), base.begin() + decodes + 1, states.begin());
+      std::copy(base.begin(), base.begin() + decodes + prefills, states.begin());
       std::vector<sb::SequenceStep> batch;
       for (int d = 0; d < decodes; ++d) {
         sb::SequenceStep st;
@@ -104,10 +111,11 @@ int main(int argc, char** argv) {
         st.decode = true;
         batch.push_back(st);
       }
-      if (prefill > 0) {
+      for (int q = 0; prefill > 0 && q < prefills; ++q) {
         sb::SequenceStep st;
-        st.state = &states[static_cast<size_t>(decodes)];
-        st.tokens = std::span<const int32_t>(chunk).first(static_cast<size_t>(prefill));
+        st.state = &states[static_cast<size_t>(decodes + q)];
+        st.tokens = std::span<const int32_t>(chunk).subspan(static_cast<size_t>(q * prefill),
+                                                            static_cast<size_t>(prefill));
         st.logits = sb::LogitRows::kNone;
         batch.push_back(st);
       }
@@ -126,8 +134,10 @@ int main(int argc, char** argv) {
               static_cast<long long>(reps), static_cast<long long>(history));
   if (shape_decodes >= 0) {
     double median = 0;
-    const double best = step_ms(shape_decodes, shape_prefill, &median);
-    std::printf("%d decodes, %d prefill rows: %.1f ms (median %.1f)\n", shape_decodes, shape_prefill, best, median);
+    const double best = step_ms(shape_decodes, shape_prefill, shape_prefills, &median);
+    std::printf("%d decodes, %d prefill rows%s: %.1f ms (median %.1f)\n", shape_decodes, shape_prefill,
+                shape_prefills > 1 ? (" in each of " + std::to_string(shape_prefills) + " sequences").c_str() : "",
+                best, median);
     return 0;
   }
   std::printf("%8s %8s %10s %14s\n", "decodes", "prefill", "step ms", "ms per row");
