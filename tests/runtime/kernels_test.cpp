@@ -339,10 +339,11 @@ float bf16_product(const float* x, const uint16_t* w, int64_t K) {
 
 // Row counts 1..70 and 512 in one call give each row the bits it gets alone,
 // for both precisions, with 1 and 2 threads; weights of odd K and of N not a
-// multiple of the 64-column panel.
+// multiple of the 64-column panel. K is large enough that 512 rows are
+// rounded to bf16 in ranges on the 2-thread pool.
 TEST(Matmul, EachRowGetsTheSameBitsWhateverTheCall) {
   std::mt19937 rng(5);
-  const int64_t K = 73, N = 141, M = 512;
+  const int64_t K = 129, N = 141, M = 512;
   auto x = randn(rng, M * K);
   auto wf = randn(rng, N * K);
   std::vector<uint16_t> wb(N * K);
