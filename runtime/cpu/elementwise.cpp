@@ -69,8 +69,8 @@ namespace {
 // rows x; in(i) is row i of [state | x]. Rows run inside a strip of
 // channels: the strip's last kernel input rows stay in L1 for the next row,
 // and each new input row is read once. Across a range of channels a row at a
-// time, every row's input was a fresh read of kernel rows (3 KiB pieces
-// 24 KiB apart at the 0.8b shapes), twice as slow.
+// time, every output row read kernel input rows afresh (3 KiB pieces 24 KiB
+// apart at the 0.8b shapes): a quarter slower (docs/kernels.md).
 template <int NV, class In>
 void conv_strip(const In& in, int64_t rows, int64_t channels, const float* weight, int64_t kernel, float* out,
                 int64_t c) {
