@@ -342,22 +342,28 @@ void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::sp
 void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs) {
   FlushSubnormals mode;
   const int64_t ld = 2 * w.pairs;
-  // The rows rounded on the pool, into memory left uninitialised (every
-  // element is written, padding included): a 512-row step's rows, rounded
-  // and first cleared by the calling thread alone, kept the other threads
-  // waiting at each product.
+#if defined(__AVX512BF16__)
+  const bool native = native_bf16_ && (m < kFmaMinRows || !fma_many_rows_);
+#else
+  constexpr bool native = false;
+#endif
+  // The rows rounded (and, for the fma tiles, widened back to floats) on
+  // the pool, into memory left uninitialised (every element is written,
+  // padding included): a 512-row step's rows, cleared and converted by the
+  // calling thread alone, kept the other threads waiting at each product.
   std::unique_ptr<uint16_t[]> xb(new uint16_t[m * ld]);
+  std::unique_ptr<float[]> xf(native ? nullptr : new float[m * ld]);
   for_ranges(m, ld, [&](int64_t r0, int64_t r1) {
     round_rows_to_bf16(x + r0 * w.cols, r1 - r0, w.cols, xb.get() + r0 * ld, ld);
+    if (xf)
+      for (int64_t i = r0 * ld; i < r1 * ld; ++i) xf[i] = bf16_value(xb[i]);
   });
 #if defined(__AVX512BF16__)
-  if (native_bf16_ && (m < kFmaMinRows || !fma_many_rows_))
+  if (native)
     return run_tiles(pool_, xb.get(), ld, m, w, outs, kNative,
                      m <= kNativeOneTileRows ? static_cast<int>(m) : kNativeMr, kCols);
 #endif
-  std::vector<float> xf(m * ld);
-  for (size_t i = 0; i < xf.size(); ++i) xf[i] = bf16_value(xb[i]);
-  run_tiles(pool_, xf.data(), ld, m, w, outs, kFma, kFmaMr, kFmaCols);
+  run_tiles(pool_, xf.get(), ld, m, w, outs, kFma, kFmaMr, kFmaCols);
 }
 
 bool fma_tiles_faster() {

@@ -392,10 +392,11 @@ TEST(Matmul, EachRowGetsTheSameBitsWhateverTheCall) {
 }
 
 // The emulated bf16 product (machines without AVX512_BF16) gives the bits of
-// vdpbf16ps, on data that reaches the subnormal range and cancels exactly.
+// vdpbf16ps, on data that reaches the subnormal range and cancels exactly;
+// enough rows that they are converted in ranges on the pool.
 TEST(Matmul, EmulatedBf16GivesTheNativeBits) {
   std::mt19937 rng(17);
-  const int64_t M = 23, K = 131, N = 77;
+  const int64_t M = 512, K = 131, N = 77;
   std::vector<float> x(M * K), wf(N * K);
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
   std::uniform_int_distribution<int> ex(-8, 8);
