@@ -35,6 +35,11 @@ int32_t complete_utf8(const std::string& s) {
   return cps;
 }
 
+Status over_budget(uint64_t limit) {
+  return Status::exhausted("the output grammar needs more than " + std::to_string(limit) +
+                           " matcher steps for one token (simplify the schema)");
+}
+
 }  // namespace
 
 Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> stop_tokens)
@@ -70,20 +75,24 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t
     for (int32_t id : by_two_[g]) group_plain_[g] &= plain_kind_[static_cast<size_t>(id)];
 }
 
-Constraint::Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const Grammar> grammar)
+Constraint::Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const Grammar> grammar,
+                       uint64_t max_work)
     : vocab_(std::move(vocabulary)),
       grammar_(grammar),
       matcher_(grammar),
       first_(grammar),
       second_(grammar),
-      scratch_(grammar) {}
+      scratch_(grammar) {
+  for (Matcher* m : {&matcher_, &first_, &second_, &scratch_}) m->set_meter(&meter_);
+  meter_.limit = max_work;
+}
 
 bool Constraint::allowed_after(const Matcher& m, int64_t tokens_left, bool budget) const {
   // After this token, tokens_left - 1 remain for the rest and the stop token.
   return !budget || m.min_rest() + 1 <= tokens_left - 1;
 }
 
-size_t Constraint::fill(int64_t tokens_left, bool budget) {
+Status Constraint::fill(int64_t tokens_left, bool budget, const std::function<bool()>& interrupted, size_t* count) {
   std::fill(allowed_.begin(), allowed_.end(), 0);
   size_t n = 0;
   auto allow = [&](int32_t id) {
@@ -103,6 +112,9 @@ size_t Constraint::fill(int64_t tokens_left, bool budget) {
   }
   auto skip = [&](int32_t id) { return plain_bit && (vocab_->plain_kind_[static_cast<size_t>(id)] & plain_bit); };
   for (unsigned b0 = 0; b0 < 256; ++b0) {
+    if (interrupted && interrupted()) return Status::cancelled("cancelled while masking the constrained output");
+    if (meter_.over())
+      return over_budget(meter_.limit);
     first_.copy_from(matcher_);
     if (!first_.advance(static_cast<uint8_t>(b0))) continue;
     for (int32_t id : vocab_->single_[b0])
@@ -121,16 +133,21 @@ size_t Constraint::fill(int64_t tokens_left, bool budget) {
       }
     }
   }
-  return n;
+  if (meter_.over())
+    return over_budget(meter_.limit);
+  *count = n;
+  return Status::ok();
 }
 
-void Constraint::mask(std::span<float> logits, int64_t tokens_left) {
+Status Constraint::mask(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted) {
   allowed_.resize(vocab_->size());
-  size_t n = fill(tokens_left, true);
+  meter_.used = 0;
+  size_t n = 0;
+  SB_RETURN_IF_ERROR(fill(tokens_left, true, interrupted, &n));
   const bool done = matcher_.can_end();
   // A budget too small for any complete output: keep the output valid as
   // far as it goes (max_tokens ends it).
-  if (n == 0 && !done) n = fill(tokens_left, false);
+  if (n == 0 && !done) SB_RETURN_IF_ERROR(fill(tokens_left, false, interrupted, &n));
   // Stop tokens once the output is complete (or, should nothing be left, to end it).
   if (done || n == 0)
     for (int32_t s : vocab_->stops_)
@@ -138,6 +155,7 @@ void Constraint::mask(std::span<float> logits, int64_t tokens_left) {
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < logits.size(); ++i)
     if (i >= allowed_.size() || !allowed_[i]) logits[i] = kMasked;
+  return Status::ok();
 }
 
 Status Constraint::accept(int32_t token) {
@@ -146,9 +164,11 @@ Status Constraint::accept(int32_t token) {
     finished_ = true;
     return Status::ok();
   }
+  meter_.used = 0;
   if (token < 0 || static_cast<size_t>(token) >= vocab_->size() || vocab_->bytes_[static_cast<size_t>(token)].empty() ||
       !matcher_.advance(vocab_->bytes_[static_cast<size_t>(token)]))
-    return Status::invalid("token " + std::to_string(token) + " does not continue the constrained output");
+    return meter_.over() ? over_budget(meter_.limit)
+                         : Status::invalid("token " + std::to_string(token) + " does not continue the constrained output");
   return Status::ok();
 }
 

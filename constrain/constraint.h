@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -61,26 +62,38 @@ class Vocabulary {
 
 class Constraint {
  public:
-  Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const Grammar> grammar);
+  // Matcher work (frames entered, bytes fed) one mask or accept may take:
+  // a hundred times the most one mask over Qwen3's 151k-token vocabulary
+  // took for the schemas of server_constrained_decoding_test (6.7e5).
+  static constexpr uint64_t kMaxMaskWork = uint64_t{1} << 26;
+
+  // max_work: the budget of one mask() or accept() (tests set a small one).
+  Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const Grammar> grammar,
+             uint64_t max_work = kMaxMaskWork);
 
   // Masks logits[0, logits.size()) for the next token; tokens_left counts
   // this one (the request's max_tokens minus the tokens generated so far).
-  void mask(std::span<float> logits, int64_t tokens_left);
+  // Bounded work: kCancelled as soon as `interrupted` (may be empty) says
+  // so, kResourceExhausted past kMaxMaskWork; the logits are then unusable.
+  Status mask(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted = {});
   // The sampled token; kInvalidArgument if the mask did not allow it.
   Status accept(int32_t token);
+
 
   bool complete() const { return matcher_.can_end(); }
   bool finished() const { return finished_; }  // a stop token was accepted
 
  private:
   bool allowed_after(const Matcher& m, int64_t tokens_left, bool budget) const;
-  size_t fill(int64_t tokens_left, bool budget);
+  // The allowed tokens, counted; kCancelled or kResourceExhausted as mask().
+  Status fill(int64_t tokens_left, bool budget, const std::function<bool()>& interrupted, size_t* count);
 
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const Grammar> grammar_;
   Matcher matcher_;
   Matcher first_, second_, scratch_;
   std::vector<uint8_t> allowed_;
+  Meter meter_;
   bool finished_ = false;
 };
 

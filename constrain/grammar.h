@@ -13,6 +13,13 @@
 //   or "#/" (recursion allowed), and annotations that do not constrain
 //   (title, description, default, examples, $schema, $id, $comment,
 //   deprecated, readOnly, writeOnly, strict).
+// Hostile schemas are refused, never compiled into unbounded work (a 400
+// naming the JSON path): a $ref that reaches itself without consuming input
+// (directly, through anyOf or through another $ref), more than kMaxNodes
+// nodes, schema nesting beyond kMaxSchemaDepth, more than kMaxLiteralBytes
+// of const/enum/key text, more than kMaxAlternatives ways to read one
+// position (nested anyOf), and minItems / minLength above kMaxMinCount.
+// Sizes (min_bytes) saturate instead of overflowing.
 // The JSON written is restricted to a canonical-enough subset that every
 // parser reads the same way: object keys exactly as declared (no escapes
 // beyond what the name needs, no duplicates), numbers in JSON's grammar
@@ -38,6 +45,12 @@
 namespace sb::constrain {
 
 struct Node;
+
+constexpr size_t kMaxNodes = 20000;
+constexpr int kMaxSchemaDepth = 64;
+constexpr size_t kMaxLiteralBytes = 64u << 10;
+constexpr int64_t kMaxAlternatives = 1024;
+constexpr int64_t kMaxMinCount = int64_t{1} << 24;
 
 // A trie over byte strings (object keys, XML parameter openers, literals).
 // Node 0 is the root; step() returns -1 where no string continues.
@@ -103,6 +116,8 @@ struct Node {
   std::vector<std::string> forbidden;
   // Fewest bytes of any text this node matches (filled by Grammar::finish()).
   int64_t min_bytes = 0;
+  // Where the node came from (a JSON path), for errors; may be empty.
+  std::string path;
 };
 
 class Grammar {
@@ -131,9 +146,14 @@ class Grammar {
   Node* add(Node::Kind kind);
   Node* literal(std::string text);
   void set_root(const Node* n) { root_ = n; }
+  size_t node_count() const { return nodes_.size(); }
+  // Sizes, caps and the check that every position is read in a bounded
+  // number of ways (no cycle of nodes entered without consuming a byte).
   Status finish();
 
  private:
+  Status check_alternatives() const;
+
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::shared_ptr<const Grammar>> parts_;  // grammars this one's nodes point into
   const Node* root_ = nullptr;

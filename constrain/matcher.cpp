@@ -313,14 +313,23 @@ bool accepting(const Frame& f) {
   }
 }
 
-bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra);
+// What one byte's walk over a stack shares: the stacks that anyOf forks add,
+// and the meter its work counts against.
+struct Walk {
+  std::vector<Stack>* extra;
+  Meter* meter;
+  bool spent() const { return meter && ++meter->used > meter->limit; }
+};
 
-bool push_and_feed(Stack& s, const Node* n, uint8_t b, std::vector<Stack>* extra) {
+bool feed(Stack& s, uint8_t b, Walk* extra);
+
+bool push_and_feed(Stack& s, const Node* n, uint8_t b, Walk* extra) {
+  if (extra->spent()) return false;
   if (n->kind == Node::Kind::kAnyOf) {
     const Stack base = s;
     for (size_t i = 1; i < n->alts.size(); ++i) {
       Stack c = base;
-      if (push_and_feed(c, n->alts[i], b, extra) && extra->size() < kMaxStacks) extra->push_back(c);
+      if (push_and_feed(c, n->alts[i], b, extra) && extra->extra->size() < kMaxStacks) extra->extra->push_back(c);
     }
     return push_and_feed(s, n->alts[0], b, extra);
   }
@@ -361,9 +370,10 @@ bool feed_text(Stack& s, Frame& f, uint8_t b) {
   return true;
 }
 
-bool feed(Stack& s, uint8_t b, std::vector<Stack>* extra) {
+bool feed(Stack& s, uint8_t b, Walk* extra) {
   for (;;) {
     if (s.depth == 0) return false;  // the grammar has matched a whole text already
+    if (extra->spent()) return false;
     Frame& f = s.f[s.depth - 1];
     const Node& n = *f.node;
     switch (n.kind) {
@@ -679,9 +689,10 @@ void Matcher::copy_from(const Matcher& other) {
 
 bool Matcher::advance(uint8_t b) {
   extra_.clear();
+  Walk walk{&extra_, meter_};
   size_t keep = 0;
   for (size_t i = 0; i < stacks_.size(); ++i) {
-    if (feed(stacks_[i], b, &extra_)) {
+    if (feed(stacks_[i], b, &walk)) {
       if (keep != i) stacks_[keep] = stacks_[i];
       ++keep;
     }

@@ -45,9 +45,23 @@ struct Stack {
   Frame f[kMaxDepth];
 };
 
+// Work done by matchers, counted in frames entered and bytes fed: a budget
+// that one mask (or one accepted token) may not exceed, so the step thread
+// never runs unbounded work for one request. A matcher whose meter runs over
+// its limit stops taking bytes (advance() returns false) until reset.
+struct Meter {
+  uint64_t used = 0;
+  uint64_t limit = UINT64_MAX;
+  bool over() const { return used > limit; }
+};
+
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
+
+  // Counts this matcher's work in *meter (null: uncounted). copy_from()
+  // keeps the matcher's own meter.
+  void set_meter(Meter* meter) { meter_ = meter; }
 
   bool advance(uint8_t b);
   bool advance(std::string_view bytes);
@@ -68,6 +82,7 @@ class Matcher {
   std::shared_ptr<const Grammar> grammar_;
   std::vector<Stack> stacks_;
   std::vector<Stack> extra_;  // scratch for anyOf forks
+  Meter* meter_ = nullptr;
 };
 
 }  // namespace sb::constrain

@@ -1,4 +1,6 @@
 // JSON Schema and tool-call grammars (grammar.h states what is supported).
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <set>
@@ -59,7 +61,36 @@ class Compiler {
  public:
   Compiler(Grammar* g, const ojson& root) : g_(g), root_(root) {}
 
+  // Every schema is compiled through here: the bounds on nesting and size,
+  // and the schemas being entered at the current input position (a $ref
+  // back to one of them would be read forever without consuming a byte).
   Status compile(const ojson& s, const std::string& path, const Node** out) {
+    if (depth_ >= kMaxSchemaDepth)
+      return Status::invalid(path + ": schemas nested (or referenced) deeper than " + std::to_string(kMaxSchemaDepth));
+    if (g_->node_count() > kMaxNodes)
+      return Status::invalid(path + ": more than " + std::to_string(kMaxNodes) + " grammar nodes (the schema is too large)");
+    if (std::find(here_.begin(), here_.end(), &s) != here_.end())
+      return Status::invalid(path + ": a $ref reaches itself without consuming input (left recursion)");
+    ++depth_;
+    here_.push_back(&s);
+    Status st = compile_here(s, path, out);
+    here_.pop_back();
+    --depth_;
+    return st;
+  }
+
+  // compile() for the value of a member or an item: after '{' or '[', at a
+  // new input position.
+  Status compile_inside(const ojson& s, const std::string& path, const Node** out) {
+    std::vector<const ojson*> outer;
+    outer.swap(here_);
+    Status st = compile(s, path, out);
+    here_.swap(outer);
+    return st;
+  }
+
+ private:
+  Status compile_here(const ojson& s, const std::string& path, const Node** out) {
     if (s.is_boolean()) {
       if (!s.get<bool>()) return Status::invalid(path + ": the schema false matches nothing");
       *out = any();
@@ -103,6 +134,7 @@ class Compiler {
       const ojson& alts = s["anyOf"];
       if (!alts.is_array() || alts.empty()) return Status::invalid(path + ".anyOf: must be a non-empty array");
       Node* n = g_->add(Node::Kind::kAnyOf);
+      n->path = path;
       memo_[&s] = n;
       for (size_t i = 0; i < alts.size(); ++i) {
         const Node* a = nullptr;
@@ -138,6 +170,7 @@ class Compiler {
     }
     if (types.size() == 1) return typed(s, types[0], path, out);
     Node* n = g_->add(Node::Kind::kAnyOf);
+    n->path = path;
     memo_[&s] = n;
     for (const auto& t : types) {
       const Node* a = nullptr;
@@ -148,6 +181,8 @@ class Compiler {
     return Status::ok();
   }
 
+
+ public:
   // A Qwen3.5/Qwen3-Coder parameter list: <parameter=K>\nV\n</parameter>\n ... </function>.
   Status xml_params(const ojson& s, const std::string& path, const Node** out) {
     Node* n = g_->add(Node::Kind::kObject);
@@ -227,8 +262,7 @@ class Compiler {
   Status typed(const ojson& s, const std::string& type, const std::string& path, const Node** out) {
     auto count = [&](const char* kw, int64_t* v) -> Status {
       if (!s.contains(kw)) return Status::ok();
-      if (!s[kw].is_number_integer() || s[kw].get<int64_t>() < 0)
-        return Status::invalid(path + "." + kw + ": must be a non-negative integer");
+      SB_RETURN_IF_ERROR(count_bound(s, kw, path));
       *v = s[kw].get<int64_t>();
       return Status::ok();
     };
@@ -236,7 +270,7 @@ class Compiler {
       Node* n = g_->add(Node::Kind::kObject);
       if (!memo_.count(&s)) memo_[&s] = n;
       SB_RETURN_IF_ERROR(props(s, path, n, [&](const ojson& ps, const std::string& pp, const Node** v) {
-        return compile(ps, pp, v);
+        return compile_inside(ps, pp, v);
       }));
       for (size_t i = 0; i < n->props.size(); ++i) n->keys.add(ojson(n->props[i].name).dump(), static_cast<int32_t>(i));
       if (!s.contains("additionalProperties") || s["additionalProperties"] == true) {
@@ -244,7 +278,7 @@ class Compiler {
       } else if (s["additionalProperties"] == false) {
         n->additional = nullptr;
       } else {
-        SB_RETURN_IF_ERROR(compile(s["additionalProperties"], path + ".additionalProperties", &n->additional));
+        SB_RETURN_IF_ERROR(compile_inside(s["additionalProperties"], path + ".additionalProperties", &n->additional));
       }
       *out = n;
       return Status::ok();
@@ -257,7 +291,7 @@ class Compiler {
       } else if (s["items"].is_array()) {
         return Status::invalid(path + ".items: tuple items (an array) are not supported");
       } else {
-        SB_RETURN_IF_ERROR(compile(s["items"], path + ".items", &n->item));
+        SB_RETURN_IF_ERROR(compile_inside(s["items"], path + ".items", &n->item));
       }
       SB_RETURN_IF_ERROR(count("minItems", &n->min_items));
       SB_RETURN_IF_ERROR(count("maxItems", &n->max_items));
@@ -313,6 +347,7 @@ class Compiler {
     if (s.is_object() && s.contains("anyOf"))
       return Status::invalid(path + ".anyOf: not supported for this template's tool calls (values are typed by one type)");
     Node* seq = g_->add(Node::Kind::kSeq);
+    seq->path = path;
     if (type == "string" && s.contains("enum")) {
       Node* lits = g_->add(Node::Kind::kLiterals);
       for (const auto& v : s["enum"]) {
@@ -325,8 +360,7 @@ class Compiler {
       text->terminator = "\n</parameter>";
       text->forbidden = {"</parameter>", "</tool_call>"};
       for (const char* kw : {"minLength", "maxLength"})
-        if (s.contains(kw) && !(s[kw].is_number_integer() && s[kw].get<int64_t>() >= 0))
-          return Status::invalid(path + "." + kw + ": must be a non-negative integer");
+        if (s.contains(kw)) SB_RETURN_IF_ERROR(count_bound(s, kw, path));
       text->min_len = s.value("minLength", int64_t{0});
       text->max_len = s.value("maxLength", int64_t{-1});
       for (auto it = s.begin(); it != s.end(); ++it)
@@ -335,10 +369,21 @@ class Compiler {
       seq->alts = {text, g_->literal("\n")};
     } else {
       const Node* v = nullptr;
-      SB_RETURN_IF_ERROR(compile(s, path, &v));
+      SB_RETURN_IF_ERROR(compile_inside(s, path, &v));
       seq->alts = {v, g_->literal(kXmlValueEnd)};
     }
     *out = seq;
+    return Status::ok();
+  }
+
+  // minItems, maxItems, minLength, maxLength: a non-negative integer; a
+  // minimum above kMaxMinCount is refused (no output could be that long).
+  static Status count_bound(const ojson& s, const char* kw, const std::string& path) {
+    const ojson& v = s[kw];
+    if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{INT64_MAX} : v.get<int64_t>() < 0))
+      return Status::invalid(path + "." + kw + ": must be a non-negative integer");
+    if (kw[1] == 'i' && v.get<int64_t>() > kMaxMinCount)
+      return Status::invalid(path + "." + kw + ": at most " + std::to_string(kMaxMinCount) + " is supported");
     return Status::ok();
   }
 
@@ -346,6 +391,8 @@ class Compiler {
   const ojson& root_;
   std::map<const ojson*, const Node*> memo_;
   const Node* any_ = nullptr;
+  std::vector<const ojson*> here_;  // schemas being entered at the current input position
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -358,7 +405,8 @@ Status Grammar::from_json_schema(const nlohmann::ordered_json& schema, const std
   SB_RETURN_IF_ERROR(c.compile(schema, path, &root));
   g->set_root(root);
   Status st = g->finish();
-  if (!st) return Status::invalid(path + ": " + st.message());
+  // Errors that name a node's path already start with `path`.
+  if (!st) return st.message().rfind(path, 0) == 0 ? st : Status::invalid(path + ": " + st.message());
   *out = std::move(g);
   return Status::ok();
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "common/status.h"
@@ -24,7 +25,9 @@ class LogitsProcessor {
  public:
   virtual ~LogitsProcessor() = default;
   // tokens_left: this token and the ones after it that max_tokens allows.
-  virtual Status process(std::span<float> logits, int64_t tokens_left) = 0;
+  // interrupted (may be empty): the request's cancellation, for work long
+  // enough to check it (a grammar mask); kCancelled when it said so.
+  virtual Status process(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted) = 0;
   // The sampled token (after process()).
   virtual Status accept(int32_t token) = 0;
 };

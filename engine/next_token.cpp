@@ -32,7 +32,7 @@ Status next_token(Sequence& seq, GeneratedToken* out) {
   if (seq.processor) {
     seq.processed = seq.logits;
     const int64_t left = req.max_tokens - static_cast<int64_t>(seq.result.tokens.size());
-    SB_RETURN_IF_ERROR(seq.processor->process(seq.processed, left));
+    SB_RETURN_IF_ERROR(seq.processor->process(seq.processed, left, req.cancelled));
     g.token = seq.sampler->sample(seq.processed);
     SB_RETURN_IF_ERROR(seq.processor->accept(g.token));
   } else {

@@ -14,7 +14,7 @@ class RulesProcessor : public LogitsProcessor {
     if (rules_->grammar) constraint_ = std::make_unique<constrain::Constraint>(rules_->vocabulary, rules_->grammar);
   }
 
-  Status process(std::span<float> logits, int64_t tokens_left) override {
+  Status process(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted) override {
     const auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < logits.size(); };
     for (const auto& [id, bias] : rules_->logit_bias)
       if (in_range(id)) logits[static_cast<size_t>(id)] += bias;
@@ -32,8 +32,7 @@ class RulesProcessor : public LogitsProcessor {
         logits[static_cast<size_t>(id)] -= rules_->presence_penalty + rules_->frequency_penalty * static_cast<float>(count);
       }
     }
-    if (constraint_) constraint_->mask(logits, tokens_left);
-    return Status::ok();
+    return constraint_ ? constraint_->mask(logits, tokens_left, interrupted) : Status::ok();
   }
 
   Status accept(int32_t token) override {

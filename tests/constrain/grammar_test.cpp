@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "constrain/constraint.h"
@@ -173,6 +174,97 @@ TEST(Matcher, MinRestIsNeverBelowTheShortestCompletion) {
 }
 
 // A vocabulary of the 256 single bytes plus some multi-byte tokens, stop = 256.
+
+// Issue 34: hostile schemas are a clear error naming where, never a crash
+// (unbounded $ref recursion), a wedge (a node re-entered without consuming
+// input) or an overflow.
+Status compile_error(const ojson& s) {
+  std::shared_ptr<Grammar> g;
+  return Grammar::from_json_schema(s, "schema", &g);
+}
+
+TEST(Grammar, ReferencesThatReachThemselvesWithoutInputAreRefused) {
+  const ojson self = {{"$ref", "#"}};
+  const ojson cycle = {{"$defs", {{"a", {{"$ref", "#/$defs/b"}}}, {"b", {{"$ref", "#/$defs/a"}}}}}, {"$ref", "#/$defs/a"}};
+  const ojson any_self = {{"anyOf", {{{"$ref", "#"}}, {{"type", "string"}}}}};
+  // The cycle B -> A -> B is met first through a member of A (input
+  // consumed), so only the compiled graph shows it.
+  const ojson hidden = {
+      {"$defs",
+       {{"A", {{"anyOf", {{{"type", "object"}, {"properties", {{"p", {{"$ref", "#/$defs/B"}}}}}}, {{"$ref", "#/$defs/B"}}}}}},
+        {"B", {{"anyOf", {{{"$ref", "#/$defs/A"}}, {{"type", "string"}}}}}}}},
+      {"$ref", "#/$defs/A"}};
+  for (const ojson& s : {self, cycle, any_self, hidden}) {
+    Status st = compile_error(s);
+    ASSERT_FALSE(st.is_ok()) << s.dump();
+    EXPECT_EQ(st.code(), Code::kInvalidArgument);
+    EXPECT_NE(st.message().find("reaches itself without consuming input"), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().rfind("schema", 0), 0u) << st.message();
+  }
+  // Recursion through a member or an item consumes input: allowed.
+  const ojson list = {{"anyOf", {{{"type", "array"}, {"items", {{"$ref", "#"}}}}, {{"type", "integer"}}}}};
+  auto g = schema(list);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(g, "[1,[2,[]]]"));
+  // The same in a tool's parameters.
+  ojson tools = {{{"type", "function"},
+                  {"function", {{"name", "f"}, {"parameters", {{"anyOf", {{{"$ref", "#"}}, {{"type", "object"}}}}}}}}}};
+  std::shared_ptr<Grammar> calls;
+  Status st = Grammar::tool_calls(tools, Grammar::CallSyntax::kJson, false, &calls);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("tools[0].function.parameters"), std::string::npos) << st.message();
+}
+
+TEST(Grammar, SizeDepthAndAlternativesAreBounded) {
+  // Nesting beyond kMaxSchemaDepth.
+  ojson deep = {{"type", "string"}};
+  for (int i = 0; i < kMaxSchemaDepth + 2; ++i) deep = {{"type", "array"}, {"items", deep}};
+  Status st = compile_error(deep);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("deeper than"), std::string::npos) << st.message();
+  // 2^20 ways to read one position through nested anyOf (each level shared by $ref).
+  ojson defs = ojson::object();
+  for (int i = 0; i < 20; ++i) {
+    const std::string next = "#/$defs/l" + std::to_string(i + 1);
+    defs["l" + std::to_string(i)] = {{"anyOf", {{{"$ref", next}}, {{"$ref", next}}}}};
+  }
+  defs["l20"] = {{"type", "string"}};
+  st = compile_error({{"$defs", defs}, {"$ref", "#/$defs/l0"}});
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("alternatives"), std::string::npos) << st.message();
+  // Literal text beyond kMaxLiteralBytes (a 4 MB const took 200 MB before).
+  st = compile_error({{"const", std::string(kMaxLiteralBytes + 1, 'x')}});
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("bytes of const"), std::string::npos) << st.message();
+  // More nodes than kMaxNodes.
+  ojson alts = ojson::array();
+  for (size_t i = 0; i < kMaxNodes + 10; ++i) alts.push_back({{"type", "string"}, {"title", std::to_string(i)}});
+  st = compile_error({{"anyOf", alts}});
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("grammar nodes"), std::string::npos) << st.message();
+}
+
+TEST(Grammar, HugeCountsAreRefusedOrSaturateNeverOverflow) {
+  for (const ojson& s : {ojson{{"type", "array"}, {"minItems", int64_t{1} << 62}},
+                         ojson{{"type", "string"}, {"minLength", std::numeric_limits<int64_t>::max()}},
+                         ojson{{"type", "string"}, {"minLength", std::numeric_limits<uint64_t>::max()}},
+                         ojson{{"type", "string"}, {"maxLength", std::numeric_limits<uint64_t>::max()}}}) {
+    Status st = compile_error(s);
+    EXPECT_FALSE(st.is_ok()) << s.dump();
+  }
+  // Within the bound, nested minimums multiply beyond int64: the sizes
+  // saturate (UBSan checks the arithmetic) and no finite value exists.
+  ojson nested = {{"type", "string"}, {"minLength", kMaxMinCount}};
+  for (int i = 0; i < 4; ++i) nested = {{"type", "array"}, {"items", nested}, {"minItems", kMaxMinCount}};
+  Status st = compile_error(nested);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("no finite valid value"), std::string::npos) << st.message();
+  // A huge maximum is no bound at all, and fine.
+  auto g = schema({{"type", "string"}, {"maxLength", std::numeric_limits<int64_t>::max()}});
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(g, "\"abc\""));
+}
+
 std::shared_ptr<Vocabulary> byte_vocabulary() {
   std::vector<std::string> bytes;
   for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
@@ -202,7 +294,7 @@ TEST(Constraint, RandomLogitsAlwaysGiveACompleteValidOutputWithinTheBudget) {
       std::vector<float> logits(vocab->size());
       for (auto& l : logits) l = noise(rng);
       std::vector<float> before = logits;
-      c.mask(logits, max_tokens - i);
+      ASSERT_TRUE(c.mask(logits, max_tokens - i).is_ok());
       // Allowed logits unchanged; sample by argmax of the masked row.
       int32_t best = -1;
       for (size_t t = 0; t < logits.size(); ++t) {
@@ -224,6 +316,29 @@ TEST(Constraint, RandomLogitsAlwaysGiveACompleteValidOutputWithinTheBudget) {
   // A token the mask refused is refused by accept().
   Constraint c(vocab, g);
   EXPECT_FALSE(c.accept('x').is_ok());
+}
+
+
+TEST(Constraint, MaskWorkIsBoundedAndInterruptible) {
+  auto vocab = byte_vocabulary();
+  auto g = schema({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}});
+  std::vector<float> logits(vocab->size(), 0.0f);
+  {
+    Constraint c(vocab, g);
+    EXPECT_TRUE(c.mask(logits, 20).is_ok());
+  }
+  {
+    Constraint c(vocab, g, 100);  // far less than one mask needs
+    Status st = c.mask(logits, 20);
+    EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.to_string();
+  }
+  {
+    Constraint c(vocab, g);
+    int calls = 0;
+    Status st = c.mask(logits, 20, [&] { return ++calls > 3; });
+    EXPECT_EQ(st.code(), Code::kCancelled) << st.to_string();
+    EXPECT_EQ(calls, 4);
+  }
 }
 
 }  // namespace

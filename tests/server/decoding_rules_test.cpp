@@ -21,19 +21,19 @@ TEST(DecodingRules, PenaltiesAndBias) {
   r.frequency_penalty = 0.25f;
   auto p = r.make();
   std::vector<float> l = {1.0f, 1.0f, 4.0f, -4.0f, 1.0f, 1.0f};
-  ASSERT_TRUE(p->process(l, 10).is_ok());
+  ASSERT_TRUE(p->process(l, 10, {}).is_ok());
   EXPECT_EQ(l, (std::vector<float>{1.0f, 3.0f, 2.0f, -8.0f, 1.0f, -99.0f}));
   ASSERT_TRUE(p->accept(4).is_ok());
   ASSERT_TRUE(p->accept(4).is_ok());
   l = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
-  ASSERT_TRUE(p->process(l, 8).is_ok());
+  ASSERT_TRUE(p->process(l, 8, {}).is_ok());
   // Token 4: generated twice: /2 (repetition), then - 0.5 - 2 * 0.25.
   EXPECT_FLOAT_EQ(l[4], 0.5f - 0.5f - 0.5f);
   EXPECT_FLOAT_EQ(l[0], 1.0f);
   // A fresh processor starts over (one per run of a request).
   auto again = r.make();
   l = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
-  ASSERT_TRUE(again->process(l, 10).is_ok());
+  ASSERT_TRUE(again->process(l, 10, {}).is_ok());
   EXPECT_FLOAT_EQ(l[4], 1.0f);
   EXPECT_TRUE(DecodingRules{}.empty());
   EXPECT_FALSE(r.empty());
@@ -51,14 +51,14 @@ TEST(DecodingRules, GrammarMasksButKeepsAllowedLogits) {
   r.logit_bias = {{'"', 1.5f}};
   auto p = r.make();
   std::vector<float> l(129, 0.25f);
-  ASSERT_TRUE(p->process(l, 10).is_ok());
+  ASSERT_TRUE(p->process(l, 10, {}).is_ok());
   for (size_t i = 0; i < l.size(); ++i) {
     if (i == '"') EXPECT_EQ(l[i], 1.75f);
     else EXPECT_TRUE(std::isinf(l[i]) && l[i] < 0) << i;
   }
   for (char c : std::string("\"no\"")) ASSERT_TRUE(p->accept(c).is_ok());
   std::fill(l.begin(), l.end(), 0.25f);
-  ASSERT_TRUE(p->process(l, 6).is_ok());
+  ASSERT_TRUE(p->process(l, 6, {}).is_ok());
   for (size_t i = 0; i < l.size(); ++i) EXPECT_EQ(std::isinf(l[i]), i != 128) << i;
   EXPECT_FALSE(p->accept('x').is_ok());
 }
