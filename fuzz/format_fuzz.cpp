@@ -1,11 +1,6 @@
 // libFuzzer target for the SSD tier's object parser (bank/format.h).
 //
-// Build and run with clang (see fuzz/README.md):
-//   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. fuzz/format_fuzz.cpp
-//     bank/format.cpp bank/key.cpp runtime/state.cpp common/status.cpp common/sha256.cpp -lxxhash -lcrypto
-//     -o format_fuzz
-//   ./format_fuzz -max_total_time=60 <a copy of fuzz/corpus>
-// Without clang, tests/bank/ssd_fuzz_replay_test.cpp runs the same entry point
+// Built and run by tools/fuzz.sh (fuzz/README.md). Without clang, tests/bank/ssd_fuzz_replay_test.cpp runs the same entry point
 // over fuzz/corpus/ and a few thousand fixed-seed mutations.
 //
 // Properties checked beyond "does not crash": a decoded object re-encodes

@@ -8,6 +8,11 @@ namespace sb::jinja {
 
 namespace {
 
+// Expressions and blocks nested deeper than this are refused: the parser
+// and the interpreter recurse once per level, and a template's nesting must
+// never reach the end of a thread's stack.
+constexpr int kMaxNesting = 200;
+
 bool is_builtin_function(const std::string& n) {
   return n == "raise_exception" || n == "namespace" || n == "range" || n == "dict";
 }
@@ -107,8 +112,19 @@ class Parser {
     }
   }
 
+  // One level of nesting for as long as it lives.
+  struct Nested {
+    Nested(Parser* p, Pos pos) : p_(p) {
+      if (++p_->nesting_ > kMaxNesting)
+        throw TemplateError(pos, "nested deeper than " + std::to_string(kMaxNesting) + " levels");
+    }
+    ~Nested() { --p_->nesting_; }
+    Parser* p_;
+  };
+
   StmtPtr statement() {
     Pos pos = cur().pos;
+    Nested nested(this, pos);
     if (cur().type != Tok::kName) fail("expected a statement" + found());
     std::string kw = cur().text;
     next();
@@ -394,6 +410,7 @@ class Parser {
 
   ExprPtr unary(bool with_filter) {
     Pos p = cur().pos;
+    Nested nested(this, p);
     ExprPtr e;
     if (skip_op("-")) {
       e = node(Expr::Kind::kNeg, p);
@@ -624,6 +641,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int nesting_ = 0;
   std::set<std::string> macros_;
   std::vector<std::pair<std::string, Pos>> called_;
 };

@@ -12,6 +12,8 @@ apt_packages=(
   nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev libssl-dev
   libhiredis-dev redis-server
+  # The fuzz targets (tools/fuzz.sh): clang with libFuzzer and its sanitizers.
+  clang libclang-rt-dev
   nodejs npm
   # The /bank page's browser test: headless Debian chromium, driven by
   # playwright-core from tools/npm (chromium-driver for WebDriver users).

@@ -3,8 +3,9 @@
 # the sanitizer flavours, and runs the test suite (label `fast`; pass
 # `--long` for the longer labelled runs too): release with `fast`, ASan+UBSan
 # with `sanitize`, ThreadSanitizer with `tsan` (the concurrency tests; only
-# their binaries are built). Prints one closing line "N passed, N failed"
-# over every ctest run.
+# their binaries are built), and the libFuzzer targets of fuzz/ under ASan and
+# UBSan for 15 s each (300 s with --long; tools/fuzz.sh). Prints one closing
+# line "N passed, N failed" over every ctest run and fuzz target.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 long=0
@@ -39,9 +40,22 @@ run_suite() {  # flavour, ctest label regex
   passed=$((passed + total - fails))
   failed=$((failed + fails))
 }
+run_fuzz() {  # the libFuzzer targets (tools/fuzz.sh), a bounded time each
+  echo "== fuzz" >&2
+  local log="$root/build/fuzz.log"
+  mkdir -p "$root/build"
+  "$root/tools/fuzz.sh" "$1" 2>&1 | tee "$log"
+  local ok bad
+  ok=$(grep -cE '^fuzz [a-z]+: .* no crash$' "$log")
+  bad=$(grep -cE '^fuzz [a-z]+: .*FAILED' "$log")
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+  ((ok + bad > 0)) || failed=$((failed + 1))  # the script did not run
+}
 labels="fast"
 ((long)) && labels="fast|long"
 run_suite release "$labels"
+run_fuzz "$( ((long)) && echo 300 || echo 15)"
 run_suite asan "sanitize"
 run_suite tsan "tsan"
 echo "$passed passed, $failed failed"

@@ -78,6 +78,19 @@ TEST(JinjaRender, IntegerPowersAreBounded) {
   EXPECT_NE(t.render(Json{{"n", 1000000000000LL}}, &out).message().find("integer overflow in **"), std::string::npos);
 }
 
+// Issue 34: nesting deep enough to exhaust the parser's stack (each level
+// of parentheses or unary minus is several recursive calls) is an error.
+TEST(JinjaParse, NestingIsBounded) {
+  auto nested_expr = [](int n) { return "{{ " + std::string(n, '(') + "1" + std::string(n, ')') + " }}"; };
+  EXPECT_EQ(render(nested_expr(150)), "1");
+  EXPECT_NE(parse_error(nested_expr(5000)).find("nested deeper than 200"), std::string::npos);
+  EXPECT_NE(parse_error("{{ " + std::string(5000, '-') + "1 }}").find("nested deeper than 200"), std::string::npos);
+  std::string ifs;
+  for (int i = 0; i < 300; ++i) ifs += "{% if true %}";
+  for (int i = 0; i < 300; ++i) ifs += "{% endif %}";
+  EXPECT_NE(parse_error(ifs).find("nested deeper than 200"), std::string::npos);
+}
+
 TEST(JinjaRender, MacrosRecursionIsBounded) {
   Template t;
   ASSERT_TRUE(Template::parse("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", &t).is_ok());

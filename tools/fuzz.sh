@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of fuzz/ with clang under ASan and UBSan and
+# runs each for a bounded time on a copy of its corpus (the committed corpus
+# is never written). Part of the README's test command (tools/test.sh).
+# usage: tools/fuzz.sh [SECONDS per target, default 20] [TARGET...]
+# Prints one line per target ("fuzz NAME: ... no crash" or "... FAILED"); exits non-zero when a
+# target failed to build or found a crash, a leak, undefined behaviour or a
+# timeout (the input is kept under build/fuzz/NAME-crashes/).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+secs="${1:-20}"
+shift || true
+out="$root/build/fuzz"
+mkdir -p "$out/obj"
+cxx=(clang++ -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -D_FILE_OFFSET_BITS=64 -I"$root"
+     -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+
+# Each target: its entry point, the parts' sources it links, extra libraries.
+declare -A sources libs corpus
+sources[schema]="constrain/*.cpp common/status.cpp"
+sources[jinja]="jinja/*.cpp common/status.cpp"
+sources[request]="server/request_parse.cpp constrain/*.cpp common/status.cpp"
+sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
+libs[format]="-lxxhash -lcrypto"
+libs[jinja]="-lutf8proc"
+corpus[schema]="fuzz/corpus-schema"
+corpus[jinja]="fuzz/corpus-jinja tests/tokenizer/data/templates"
+corpus[request]="fuzz/corpus-request"
+corpus[format]="fuzz/corpus"
+targets=("$@")
+((${#targets[@]})) || targets=(schema jinja request format)
+
+# Objects of the parts, compiled once for every target that links them.
+cd "$root" || exit 2
+objects() {  # target -> object paths
+  local f
+  for f in ${sources[$1]}; do echo "$out/obj/${f//\//_}.o"; done
+}
+srcs=()
+for t in "${targets[@]}"; do for f in ${sources[$t]}; do srcs+=("$f"); done; done
+mapfile -t srcs < <(printf '%s\n' "${srcs[@]}" | sort -u)
+build_failed=0
+printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} bash -c '
+  o="$1/obj/$(echo "$2" | tr / _).o"
+  [ "$o" -nt "$2" ] || exec "${@:3}" -fsanitize=fuzzer-no-link -c "$2" -o "$o"' _ "$out" {} "${cxx[@]}" || build_failed=1
+
+passed=0
+failed=0
+for t in "${targets[@]}"; do
+  bin="$out/${t}_fuzz"
+  # shellcheck disable=SC2046,SC2086
+  if ((build_failed)) || ! "${cxx[@]}" -fsanitize=fuzzer "fuzz/${t}_fuzz.cpp" $(objects "$t") ${libs[$t]:-} -o "$bin"; then
+    echo "fuzz $t: BUILD FAILED"
+    failed=$((failed + 1))
+    continue
+  fi
+  work="$out/$t-corpus"
+  rm -rf "$work" "$out/$t-crashes"
+  mkdir -p "$work" "$out/$t-crashes"
+  seeds=0
+  for d in ${corpus[$t]}; do cp "$d"/* "$work"/ && seeds=$((seeds + $(ls "$d" | wc -l))); done
+  log="$out/$t.log"
+  if "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+      -artifact_prefix="$out/$t-crashes/" "$work" >"$log" 2>&1; then
+    runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$')
+    echo "fuzz $t: ${secs} s, ${runs:-?} runs, corpus $seeds seeds -> $(ls "$work" | wc -l) inputs, no crash"
+    passed=$((passed + 1))
+  else
+    echo "fuzz $t: FAILED (log $log, input in $out/$t-crashes/)"
+    grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5
+    failed=$((failed + 1))
+  fi
+done
+echo "fuzz: $passed of $((passed + failed)) targets without a finding"
+((failed == 0))
