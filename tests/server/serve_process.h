@@ -95,6 +95,7 @@ class ServeProcess {
     return exit_status_;
   }
 
+  pid_t pid() const { return pid_; }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(300);
