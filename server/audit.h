@@ -12,7 +12,7 @@
 //  2. Jobs run on the auditor's own thread, at the lowest CPU priority
 //     (nice 19), and only start while `idle()` says no request is running or
 //     waiting. An audit still decoding when a request arrives stops at its
-//     next token (counted as interrupted, not compared). A full queue drops
+//     next step (counted as interrupted, not compared). A full queue drops
 //     the newest offer (counted).
 //  3. The audit holds what it needs by ownership: offer() copies the
 //     request's data and drops the caller's callbacks (on_token, cancelled,
@@ -61,7 +61,7 @@ struct AuditStats {
   uint64_t mismatches = 0;
   uint64_t quarantined = 0;   // tier copies removed after mismatches
   uint64_t dropped = 0;       // the queue was full
-  uint64_t interrupted = 0;   // a request arrived while it decoded
+  uint64_t interrupted = 0;   // the cold run was cut short (a request arrived, shutdown, cancelled): not compared
   uint64_t errors = 0;        // the cold run failed
 };
 
