@@ -115,13 +115,24 @@ void Bank::explain_miss(std::span<const Key> chain, std::span<const int32_t> pro
     return;
   }
   plan->miss_reason = MissReason::kNoEntry;
-  if (top == 0) {
-    for (const Key& other : other_roots(chain[0]))
-      if (held_anywhere(ObjectKind::kBlock, chain_key(other, next))) {
-        plan->stored_in_other_namespace = true;
-        break;
-      }
+  // Whether another namespace holds these tokens is not asked here: that
+  // probe's time must not reach the client's timings
+  // (stored_in_other_namespace()).
+}
+
+bool Bank::stored_in_other_namespace(const Key& root, std::span<const int32_t> first_block) const {
+  // Every tier is asked about every other root, in one contains_many per
+  // tier, and nothing stops at a hit: the probe costs the same whether or
+  // not it finds one.
+  std::vector<TierProbe> ask;
+  for (const Key& other : other_roots(root)) ask.push_back(TierProbe{ObjectKind::kBlock, chain_key(other, first_block), false});
+  bool found = false;
+  for (const Tier* t : tiers_) {
+    for (auto& p : ask) p.present = false;
+    t->contains_many(ask);
+    for (const auto& p : ask) found = found || p.present;
   }
+  return found;
 }
 
 bool Bank::held_anywhere(ObjectKind kind, const Key& key) const {

@@ -93,7 +93,8 @@ struct RestorePlan {
   // kOtherNamespace (that is the flag below).
   MissReason miss_reason = MissReason::kNone;
   int64_t diverged_at = -1;          // kDiverged: the first prompt token that differs from the stored chain
-  bool stored_in_other_namespace = false;  // kNoEntry and the first block is stored under another root
+  // (Whether another namespace stores the prompt is Bank::stored_in_other_namespace,
+  // asked apart, after the client's timings are taken.)
 
   // Derived from the tiers above: cold when nothing is restored, a tier's
   // mode when every object came from that kind of tier, else mixed.
@@ -175,6 +176,16 @@ class Bank {
   // content depends on its tokens only, not on the namespace).
   Status plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,
                       uint32_t block_tokens, RestorePlan* out, std::span<const Key> shared = {});
+
+  // The operator's other_namespace probe (MissReason::kOtherNamespace): is
+  // the first block of `first_block` (B tokens) stored under the root of
+  // another namespace looked up recently? Asks every tier about every other
+  // root (one contains_many per tier) and never stops at a hit, so it costs
+  // the same whether or not it finds one. The engine calls it after the
+  // client-visible timings (lookup_ms, restore_ms) are taken, and only on a
+  // kNoEntry miss with nothing of the prompt stored; its answer goes to the
+  // operator (metrics, activity), never to the client.
+  bool stored_in_other_namespace(const Key& root, std::span<const int32_t> first_block) const;
 
   // Puts the object into every tier. Returns the first tier error (the
   // object may still be in the other tiers).

@@ -1,6 +1,11 @@
 // The Bank's operator view (bank/bank.h, "The operator's view"): listing,
 // pins and flushes. Each call walks the tiers' indexes (Tier::entries,
 // describe); nothing here runs on the request path.
+//
+// Parent links come from object headers, which a damaged or crafted bank
+// directory may set to anything, cycles included: every walk along them
+// keeps the keys it has been through and stops at the first one seen again
+// (a chain with a cycle has no root).
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
@@ -54,6 +59,7 @@ Nodes merge(const std::vector<Tier*>& tiers) {
 std::optional<Key> root_of(const Nodes& nodes, const Key& key,
                            std::unordered_map<Key, std::optional<Key>, KeyHash>& roots) {
   std::vector<Key> path;
+  std::unordered_set<Key, KeyHash> on_path;
   std::optional<Key> root;
   Key at = key;
   for (;;) {
@@ -63,6 +69,7 @@ std::optional<Key> root_of(const Nodes& nodes, const Key& key,
     }
     auto it = nodes.find(at);
     if (it == nodes.end() || !it->second.block) break;  // a hole: nobody's
+    if (!on_path.insert(at).second) break;               // a cycle: nobody's either
     path.push_back(at);
     if (it->second.position == 0) {
       root = it->second.parent;
@@ -94,10 +101,12 @@ std::vector<PrefixInfo> Bank::prefixes(bool needs_snapshot, size_t first_tokens)
     info.tiers.resize(tiers_.size());
     for (size_t i = 0; i < tiers_.size(); ++i) info.tiers[i].tier = tiers_[i]->name();
     std::vector<std::pair<Key, const Node*>> path;  // leaf first
+    std::unordered_set<Key, KeyHash> on_path;
     Key at = leaf;
     for (;;) {
       auto it = nodes.find(at);
       if (it == nodes.end() || !it->second.block) break;
+      if (!on_path.insert(at).second) break;  // a cycle: no root
       path.emplace_back(at, &it->second);
       if (it->second.position == 0) {
         info.has_root = true;
@@ -173,6 +182,7 @@ Status Bank::pin_chain(const Key& tail, int64_t ttl_ms, Pin* out) {
   pin.id = tail.hex();
   pin.tokens = e.position + e.tokens;
   pin.keys.push_back(tail);
+  std::unordered_set<Key, KeyHash> seen{tail};
   for (;;) {
     if (e.position == 0) {
       pin.root = e.parent;
@@ -180,7 +190,8 @@ Status Bank::pin_chain(const Key& tail, int64_t ttl_ms, Pin* out) {
       break;
     }
     const Key parent = e.parent;
-    if (!find_block(parent, &e)) break;  // a hole: what is before it cannot be named
+    if (!seen.insert(parent).second) break;  // a cycle: no root, and nothing more to name
+    if (!find_block(parent, &e)) break;      // a hole: what is before it cannot be named
     pin.keys.push_back(parent);
   }
   std::reverse(pin.keys.begin(), pin.keys.end());

@@ -24,6 +24,7 @@ Status TieredBank::open(BankOptions options, std::unique_ptr<TieredBank>* out) {
     RedisOptions o;
     SB_RETURN_IF_ERROR(parse_redis_url(options.remote, &o.address));
     o.password = options.remote_password;
+    o.secret = options.remote_secret;
     o.ttl = options.remote_ttl;
     o.timeout = options.remote_timeout;
     if (!options.remote_key_prefix.empty()) o.key_prefix = options.remote_key_prefix;

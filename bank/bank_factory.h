@@ -51,6 +51,7 @@ struct BankOptions {
   // SSD files (schema, and block keys unless verify_blocks is off).
   std::string remote;
   std::string remote_password;                    // empty: no AUTH
+  std::string remote_secret;                      // the key of every value's MAC; required with `remote`
   std::chrono::seconds remote_ttl{86400};         // after the last use; 0: keys never expire
   std::chrono::milliseconds remote_timeout{500};  // every call to Redis, connecting included
   std::string remote_key_prefix;                  // empty: the tier's own ("statebank:")

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -188,6 +189,7 @@ struct Bench {
   SsdTier* ssd = nullptr;             // tiers->ssd()
   RedisTier* remote = nullptr;        // tiers->remote()
   std::string remote_prefix;
+  std::string remote_secret;  // this run's MAC key for its Redis values
   std::unique_ptr<Engine> engine;
 
   // For the ideal and naive byte counts.
@@ -211,6 +213,7 @@ struct Bench {
     bo.log = [this](const std::string& m) { say("bank: " + m); };
     bo.remote = o.remote_url;
     bo.remote_password = o.remote_password;
+    bo.remote_secret = remote_secret;
     bo.remote_timeout = o.remote_timeout;
     bo.remote_ttl = std::chrono::seconds(3600);
     bo.remote_key_prefix = remote_prefix;
@@ -390,6 +393,17 @@ struct Bench {
     remote_prefix = "statebank-bench-" + std::to_string(::getpid()) + "-" +
                     std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + ":";
     result->remote = !o.remote_url.empty();
+    // Only this run's banks share these names: a secret of its own, from the
+    // OS's random source (the remote tier authenticates every value with it).
+    if (result->remote) {
+      std::random_device rd;
+      remote_secret.clear();
+      for (int i = 0; i < 8; ++i) {
+        char part[9];
+        std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
+        remote_secret += part;
+      }
+    }
     SB_RETURN_IF_ERROR(open_bank());
 
     const int32_t limit = static_cast<int32_t>(std::min<int64_t>(model.vocab_size(), kPlainVocab));

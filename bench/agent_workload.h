@@ -70,6 +70,8 @@ struct AgentWorkloadOptions {
   // The shared remote tier: redis://HOST:PORT[/DB]; empty: none.
   std::string remote_url;
   std::string remote_password;
+  // (No secret to give: each run authenticates its own values, under its own
+  // key prefix, with a random secret of its own.)
   std::chrono::milliseconds remote_timeout{5000};
   std::function<void(const std::string&)> progress;  // one line per step; may be null
   // Tests only (EngineTestHooks::tamper_restored_state): breaks every

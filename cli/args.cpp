@@ -1,6 +1,9 @@
 #include "cli/args.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -114,6 +117,22 @@ Status read_secret_file(const std::string& flag, const std::string& path, std::s
   if (k.empty()) return Status::invalid(flag + " " + path + " is empty");
   if (k.find_first_of("\n\r") != std::string::npos) return Status::invalid(flag + " " + path + " holds more than one line");
   *secret = k;
+  return Status::ok();
+}
+
+Status read_private_secret_file(const std::string& flag, const std::string& path, std::string* secret) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::io_error("cannot read " + flag + " " + path);
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::invalid(flag + " " + path + " may be read or written by other users (mode " + mode +
+                           "); chmod 600 it");
+  }
+  std::string k;
+  SB_RETURN_IF_ERROR(read_secret_file(flag, path, &k));
+  if (k.size() < 16) return Status::invalid(flag + " " + path + " holds fewer than 16 characters; use a long random secret");
+  *secret = std::move(k);
   return Status::ok();
 }
 

@@ -41,5 +41,9 @@ Status parse_size(const std::string& text, uint64_t* out);
 // spaces dropped; an empty file or more than one line is an error. `flag`
 // names the file's flag in messages; the secret itself is never printed.
 Status read_secret_file(const std::string& flag, const std::string& path, std::string* secret);
+// The same for a secret that must stay private (the remote tier's MAC key):
+// also refuses a file that other users may read or write (any of mode 077;
+// chmod 600 it) and a secret shorter than 16 characters.
+Status read_private_secret_file(const std::string& flag, const std::string& path, std::string* secret);
 
 }  // namespace sb

@@ -41,7 +41,8 @@ const char* kUsage =
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--insecure-no-key] "
-    "[--remote redis://HOST:PORT[/DB] [--remote-password-file FILE] [--remote-ttl SECONDS] [--remote-timeout-ms MS]]";
+    "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
+    "[--remote-timeout-ms MS]]";
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -71,7 +72,7 @@ int cmd_serve(int argc, char** argv) {
              "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
              "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
              "max-tokens-limit", "request-timeout", "shutdown-deadline", "remote", "remote-password-file",
-             "remote-ttl", "remote-timeout-ms"},
+             "remote-secret-file", "remote-ttl", "remote-timeout-ms"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
@@ -117,10 +118,15 @@ int cmd_serve(int argc, char** argv) {
     if (args.has("remote-password-file") &&
         !(s = read_secret_file("--remote-password-file", args.get("remote-password-file"), &eo.bank.remote_password)))
       return fail("serve", s.message());
+    // Every Redis value is authenticated under this secret (docs/bank.md, "The remote tier").
+    if (!args.has("remote-secret-file"))
+      return fail("serve", "--remote needs --remote-secret-file FILE (the key that authenticates the shared values)");
+    if (!(s = read_private_secret_file("--remote-secret-file", args.get("remote-secret-file"), &eo.bank.remote_secret)))
+      return fail("serve", s.message());
     eo.bank.remote_ttl = std::chrono::seconds(remote_ttl);
     eo.bank.remote_timeout = std::chrono::milliseconds(remote_timeout);
   } else {
-    for (const char* flag : {"remote-password-file", "remote-ttl", "remote-timeout-ms"})
+    for (const char* flag : {"remote-password-file", "remote-secret-file", "remote-ttl", "remote-timeout-ms"})
       if (args.has(flag)) return fail("serve", std::string("--") + flag + " needs --remote");
   }
 

@@ -43,6 +43,7 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
     seq.keys = chain_keys(root_key(kBankFormatVersion, context.model.fingerprint(), req.name_space, B), prompt, B, n / B);
     if (!req.echo) {
       const int64_t m = (n - 1) / B;
+      bool probe_other_namespaces = false;
       // The shared namespace (server/namespace.h): each position may also be
       // served under its name there.
       std::vector<Key> shared;
@@ -59,7 +60,9 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
       rec.check_failures = plan.check_failures;
       rec.miss_reason = plan.miss_reason;
       rec.diverged_at = plan.diverged_at;
-      rec.stored_in_other_namespace = plan.stored_in_other_namespace;
+      // Nothing of the prompt is stored: the operator's other-namespace probe,
+      // once the client-visible timings are taken (below).
+      probe_other_namespaces = plan.miss_reason == MissReason::kNoEntry && plan.matched_tokens == 0 && m > 0;
       // Nothing is stored, and this request (or this bank) stores nothing.
       if (rec.miss_reason == MissReason::kNoEntry &&
           (req.cache_mode == CacheMode::kReadOnly || !context.bank->writable()))
@@ -97,6 +100,10 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
         }
       }
       rec.restore_ms = ms_since(t_restore);
+      // Not timed in any field the client sees (lookup_ms, restore_ms).
+      if (probe_other_namespaces)
+        rec.stored_in_other_namespace =
+            context.bank->stored_in_other_namespace(seq.keys[0], prompt.first(static_cast<size_t>(B)));
     } else {
       rec.lookup_ms = ms_since(t_lookup);
     }

@@ -68,14 +68,16 @@ class Fs {
  public:
   virtual ~Fs() = default;
 
-  // Creates or truncates `path` for writing.
+  // Creates or truncates `path` for writing. A file created here is private
+  // to its owner (posix: mode 0600 at most): bank files hold tenants' tokens.
   virtual Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) = 0;
   // Opens `path` for reading. With want_direct the file bypasses the page
   // cache when the file system allows it (check ReadableFile::direct()).
   virtual Status open_readable(const std::string& path, bool want_direct, std::unique_ptr<ReadableFile>* out) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;
   virtual Status remove(const std::string& path) = 0;
-  // Creates one directory; OK when it exists already.
+  // Creates one directory, private to its owner (posix: 0700 at most); OK
+  // when it exists already (its mode is left as it is).
   virtual Status mkdir(const std::string& path) = 0;
   // Removes one empty directory.
   virtual Status remove_dir(const std::string& path) = 0;
@@ -85,7 +87,8 @@ class Fs {
   virtual Status stat(const std::string& path, FileInfo* out) = 0;
   // Sets the modification time to now (the bank's persisted access time).
   virtual Status touch(const std::string& path) = 0;
-  // Advisory whole-file lock (flock, created if missing). When another open
+  // Advisory whole-file lock (flock, created if missing, private to its
+  // owner). When another open
   // file description holds a conflicting lock: kIoError "held by another
   // process".
   virtual Status lock(const std::string& path, bool exclusive, std::unique_ptr<FileLock>* out) = 0;

@@ -103,7 +103,8 @@ class PosixLock : public FileLock {
 class PosixFs : public Fs {
  public:
   Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Private (docs/bank-format.md, "Directory"): block files hold tenants' token ids.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return errno_status("create", path, errno);
     *out = std::make_unique<PosixWritable>(path, fd);
     return Status::ok();
@@ -131,7 +132,7 @@ class PosixFs : public Fs {
     return Status::ok();
   }
   Status mkdir(const std::string& path) override {
-    if (::mkdir(path.c_str(), 0755) == 0) return Status::ok();
+    if (::mkdir(path.c_str(), 0700) == 0) return Status::ok();
     int err = errno;
     struct stat st;
     if (err == EEXIST && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::ok();
@@ -181,7 +182,7 @@ class PosixFs : public Fs {
     return Status::ok();
   }
   Status lock(const std::string& path, bool exclusive, std::unique_ptr<FileLock>* out) override {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 && !exclusive) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno_status("open lock file", path, errno);
     if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {

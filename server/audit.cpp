@@ -13,6 +13,19 @@ namespace {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// What the audit may keep of a finished request: its data, and only the
+// callbacks that own what they use. The caller's on_token, cancelled and
+// on_logits point into its response (a job that is freed, or cancelled,
+// once that response is done); make_processor owns its grammar (a shared
+// pointer) and makes a fresh processor per run.
+CompletionRequest owned_copy(const CompletionRequest& request) {
+  CompletionRequest copy = request;
+  copy.on_token = nullptr;
+  copy.cancelled = nullptr;
+  copy.on_logits = nullptr;
+  return copy;
+}
+
 }  // namespace
 
 std::string first_difference(const CompletionResult& served, const CompletionResult& cold) {
@@ -35,6 +48,7 @@ Auditor::Auditor(const Engine& engine, Bank* bank, AuditOptions options)
 }
 
 Auditor::~Auditor() {
+  stopping_ = true;  // a running cold run stops at its next step
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -66,9 +80,7 @@ void Auditor::offer(const CompletionRequest& request, const CompletionResult& se
       ++stats_.dropped;
       return;
     }
-    Job job{request, served};
-    job.request.on_token = nullptr;  // the caller's callback belongs to a finished response
-    queue_.push_back(std::move(job));
+    queue_.push_back(Job{owned_copy(request), served});
   }
   cv_.notify_all();
 }
@@ -116,20 +128,28 @@ void Auditor::run() {
 
 void Auditor::audit(const Job& job) {
   const CompletionResult& served = job.served;
-  CompletionRequest cold = job.request;
+  CompletionRequest cold = job.request;  // owns every callback it has (owned_copy)
   cold.cache_mode = CacheMode::kBypass;
   cold.max_tokens = static_cast<int64_t>(served.tokens.size());
-  bool interrupted = false;
-  if (options_.idle)
-    cold.on_token = [&](const GeneratedToken&) {
-      interrupted = interrupted || !options_.idle();
-      return !interrupted;
-    };
+  // The audit's own reasons to stop: the server got busy, or the auditor is
+  // being destroyed.
+  std::atomic<bool> interrupted{false};
+  cold.cancelled = [this, &interrupted] {
+    if (stopping_.load() || (options_.idle && !options_.idle())) interrupted = true;
+    return interrupted.load();
+  };
+  cold.on_token = [&](const GeneratedToken&) {
+    if (stopping_.load() || (options_.idle && !options_.idle())) interrupted = true;
+    return !interrupted.load();
+  };
   CompletionResult again;
   const Status s = engine_.complete(cold, &again);
+  // A cold run that ended before its own end (cancelled, for whatever
+  // reason) proves nothing: never a mismatch, never a quarantine.
+  const bool cut = interrupted.load() || s.code() == Code::kCancelled || again.finish_reason == "cancelled";
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (interrupted) {
+    if (cut) {
       ++stats_.interrupted;
       return;
     }

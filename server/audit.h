@@ -12,8 +12,15 @@
 //  2. Jobs run on the auditor's own thread, at the lowest CPU priority
 //     (nice 19), and only start while `idle()` says no request is running or
 //     waiting. An audit still decoding when a request arrives stops at its
-//     next token (counted as interrupted, not compared). A full queue drops
+//     next step (counted as interrupted, not compared). A full queue drops
 //     the newest offer (counted).
+//  3. The audit holds what it needs by ownership: offer() copies the
+//     request's data and drops the caller's callbacks (on_token, cancelled,
+//     on_logits point into a response that is finished and may be freed);
+//     the cold run gets the auditor's own.
+//  4. The audit never destroys good state on weak evidence: a cold run that
+//     ended before its own end (interrupted, cancelled, an error) is counted
+//     as interrupted or as an error, never compared, never quarantines.
 // Sampling is a counter, not a clock or a random draw: every 1/RATE-th
 // eligible offer is audited, so a run is reproducible. Eligible: the bank
 // restored at least one block and at least one token was generated,
@@ -54,7 +61,7 @@ struct AuditStats {
   uint64_t mismatches = 0;
   uint64_t quarantined = 0;   // tier copies removed after mismatches
   uint64_t dropped = 0;       // the queue was full
-  uint64_t interrupted = 0;   // a request arrived while it decoded
+  uint64_t interrupted = 0;   // the cold run was cut short (a request arrived, shutdown, cancelled): not compared
   uint64_t errors = 0;        // the cold run failed
 };
 
@@ -90,6 +97,7 @@ class Auditor {
   std::deque<Job> queue_;
   bool running_job_ = false;
   bool stop_ = false;
+  std::atomic<bool> stopping_{false};  // the destructor runs
   double credit_ = 0;
   AuditStats stats_;
 

@@ -83,6 +83,7 @@ struct RemoteTierView {
   uint64_t trips = 0, timeouts = 0, failures = 0, skipped_calls = 0;
   uint64_t wire_bytes_sent = 0, wire_bytes_received = 0;
   uint64_t dropped_puts = 0, write_errors = 0;
+  uint64_t mac_failures = 0;  // values whose MAC was missing or wrong (never installed)
 };
 
 struct BankStatsView {

@@ -177,6 +177,7 @@ BankStatsView EngineBackend::bank_stats() const {
     r.wire_bytes_received = s.wire_bytes_received;
     r.dropped_puts = s.dropped_puts;
     r.write_errors = s.write_errors;
+    r.mac_failures = s.mac_failures;
     v.remote = r;
   }
   if (auditor_) {

@@ -162,6 +162,9 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
     single("statebank_remote_dropped_puts_total", "counter",
            "Objects not written to the remote tier (its queue was full or it was unavailable).", r.dropped_puts);
     single("statebank_remote_write_errors_total", "counter", "Writes the remote server refused (e.g. OOM).", r.write_errors);
+    single("statebank_remote_mac_failures_total", "counter",
+           "Remote values read whose MAC was missing or wrong (rewritten, or another secret): misses, never installed.",
+           r.mac_failures);
   }
   // The SSD tier's own series, kept for dashboards that predate the per-tier ones.
   uint64_t ssd_read = 0, ssd_written = 0;

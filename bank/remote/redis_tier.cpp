@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "bank/format.h"
+#include "common/hmac.h"
 
 namespace sb {
 namespace {
@@ -19,7 +20,28 @@ std::string error_text(const redisReply* r) {
   return "unexpected reply type " + std::to_string(r->type);
 }
 
+// The tag of `image` stored under `name`: a domain label, the name's length
+// and bytes, then the image (docs/bank-format.md, "Remote values").
+Sha256Digest value_tag(std::string_view secret, std::string_view name, const void* image, size_t n) {
+  static constexpr char kLabel[] = "statebank remote value v1";
+  HmacSha256 h(secret);
+  h.update(kLabel, sizeof kLabel);  // with its NUL
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(name.size()) >> (8 * i));
+  h.update(len, sizeof len);
+  h.update(name.data(), name.size());
+  h.update(image, n);
+  return h.finish();
+}
+
 }  // namespace
+
+std::string RedisTier::seal(std::string_view secret, std::string_view name, std::span<const uint8_t> image) {
+  const Sha256Digest tag = value_tag(secret, name, image.data(), image.size());
+  std::string value(reinterpret_cast<const char*>(image.data()), image.size());
+  value.append(reinterpret_cast<const char*>(tag.data()), tag.size());
+  return value;
+}
 
 RedisTier::RedisTier(RedisOptions options) : options_(std::move(options)) {
   if (options_.schema) schema_digest_ = schema_digest(*options_.schema);
@@ -29,6 +51,8 @@ RedisTier::RedisTier(RedisOptions options) : options_(std::move(options)) {
 Status RedisTier::open(RedisOptions options, std::unique_ptr<RedisTier>* out) {
   if (options.timeout.count() <= 0) return Status::invalid("the remote time-out must be positive");
   if (options.ttl.count() < 0) return Status::invalid("the remote ttl must not be negative");
+  if (options.secret.empty())
+    return Status::invalid("the remote tier needs a secret to authenticate its values (--remote-secret-file)");
   if (options.retry_interval.count() <= 0) options.retry_interval = options.timeout;
   if (options.max_idle_connections < 1) options.max_idle_connections = 1;
   std::unique_ptr<RedisTier> t(new RedisTier(std::move(options)));
@@ -206,9 +230,27 @@ Status RedisTier::decode_reply(ObjectKind kind, const Key& key, const redisReply
     trip(Status::io_error("redis: " + e));
     return miss(Status::io_error("redis: " + e));
   }
+  // The MAC first: nothing of a value that another party may have written
+  // is looked at before it is known to come from a holder of the secret.
+  const auto* bytes = reinterpret_cast<const uint8_t*>(r->str);
+  const size_t image_len = r->len >= kTagBytes ? r->len - kTagBytes : 0;
+  if (r->len < kTagBytes ||
+      !same_tag(value_tag(options_.secret, name, bytes, image_len).data(), bytes + image_len, kTagBytes)) {
+    uint64_t n;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      n = ++stats_.mac_failures;
+    }
+    if ((n & (n - 1)) == 0)  // the 1st, 2nd, 4th, ...: a flood of bad values cannot flood the log
+      log("bad value " + name + " (" + std::to_string(r->len) +
+          " bytes): its MAC is missing or wrong (rewritten, or written with another --remote-secret-file); not "
+          "installed, deleting it (" + std::to_string(n) + " so far)");
+    schedule_delete(kind, key);
+    return miss(Status::corruption(name + ": the value's MAC is missing or wrong"));
+  }
   auto object = std::make_shared<Object>();
   ObjectHeader h;
-  Status s = decode_object(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->str), r->len), &h, object.get());
+  Status s = decode_object(std::span<const uint8_t>(bytes, image_len), &h, object.get());
   if (s.code() == Code::kUnsupported) {
     // A newer statebank's value: not ours to delete.
     return miss(Status::corruption(name + ": " + s.message()));
@@ -432,7 +474,7 @@ void RedisTier::write_batch(std::vector<Job>& jobs) {
     for (size_t i = 0; i < deletes; ++i) stats_.deleted += is_integer_one(replies[i].get()) ? 1 : 0;
   }
   // Round trip 2: SET what is missing; refresh the expiry of the rest.
-  std::vector<std::vector<uint8_t>> images;
+  std::vector<std::string> images;
   images.reserve(puts.size());
   std::vector<RedisCommand> second;
   std::vector<size_t> image_of;  // per command in `second`: index in images, or npos for EXPIRE
@@ -454,8 +496,8 @@ void RedisTier::write_batch(std::vector<Job>& jobs) {
       }
       continue;
     }
-    images.push_back(encode_object(*j.object, j.retention, schema_digest_));
-    const std::string_view value(reinterpret_cast<const char*>(images.back().data()), images.back().size());
+    images.push_back(seal(options_.secret, names[puts[k]], encode_object(*j.object, j.retention, schema_digest_)));
+    const std::string_view value(images.back());
     if (ttl_text_.empty())
       second.push_back({"SET", names[puts[k]], value});
     else
@@ -513,7 +555,8 @@ TierStats RedisTier::stats() const {
               {"dropped_puts", s.dropped_puts},
               {"write_errors", s.write_errors},
               {"skipped_writes", s.skipped_writes},
-              {"deleted", s.deleted}};
+              {"deleted", s.deleted},
+              {"mac_failures", s.mac_failures}};
   return t;
 }
 

@@ -39,6 +39,15 @@
 //     a missing middle block restores only up to the gap (bank/bank.h).
 //  6. A password is only ever taken from options (read from a file by the
 //     caller), never from the URL, and never logged.
+//  7. Values are authenticated, not only checked: whoever can write Redis
+//     can also recompute checksums, so every value ends in an HMAC-SHA-256
+//     tag under `secret` over the Redis key it is stored under and the whole
+//     image (docs/bank-format.md, "Remote values"). A value whose tag is
+//     missing or wrong (rewritten, moved to another key, written by a
+//     replica with another secret) is a miss counted in mac_failures (and
+//     check_failures), never decoded further, never installed, and deleted
+//     like any bad value so that the next publish replaces it (whoever can
+//     write the value could delete it anyway). The secret is never logged.
 // Thread-safe. The destructor writes out what is queued while Redis answers
 // (each round trip bounded by `timeout`; nothing after close()), then stops
 // its thread.
@@ -56,6 +65,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -68,6 +78,9 @@ namespace sb {
 struct RedisOptions {
   RedisAddress address;
   std::string password;  // empty: no AUTH
+  // The key of every value's MAC (invariant 7); required, the same on every
+  // replica that shares the store (--remote-secret-file).
+  std::string secret;
   std::string key_prefix = "statebank:";
   std::chrono::milliseconds timeout{500};  // every call, connecting included
   std::chrono::seconds ttl{0};             // 0: keys do not expire
@@ -101,6 +114,7 @@ struct RedisStats {
   uint64_t write_errors = 0;    // SETs Redis refused (e.g. OOM at maxmemory with noeviction)
   uint64_t skipped_writes = 0;  // objects Redis already held (only their expiry refreshed)
   uint64_t deleted = 0;         // bad values removed
+  uint64_t mac_failures = 0;    // values read whose MAC was missing or wrong (misses, deleted)
 };
 
 class RedisTier : public Tier {
@@ -131,6 +145,10 @@ class RedisTier : public Tier {
   const RedisOptions& options() const { return options_; }
   // The Redis key of an object (tests and tools).
   std::string redis_key(ObjectKind kind, const Key& key) const;
+  // The value stored under `name` for `image`: the image, then its tag
+  // (HMAC-SHA-256 under `secret`, docs/bank-format.md "Remote values").
+  static std::string seal(std::string_view secret, std::string_view name, std::span<const uint8_t> image);
+  static constexpr size_t kTagBytes = 32;
   // Waits until every put() queued before the call is written, dropped or
   // failed, at most until `deadline`: kResourceExhausted when the deadline
   // came first. Objects Redis refused or that were dropped are not errors

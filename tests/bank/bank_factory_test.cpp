@@ -56,6 +56,7 @@ TEST(TieredBank, OpensRamOverSsdOverRedisAndClosesThemAll) {
   RedisServer redis;
   BankOptions o = options(d.bank());
   o.remote = redis.url();
+  o.remote_secret = "factory-test-secret-0123456789";
   o.remote_key_prefix = "factory-test:";
   std::unique_ptr<TieredBank> b;
   ASSERT_TRUE(TieredBank::open(o, &b).is_ok());
@@ -72,11 +73,10 @@ TEST(TieredBank, OpensRamOverSsdOverRedisAndClosesThemAll) {
   // key that is not its tokens' is a corruption there.
   auto forged = std::make_shared<Object>(*chain.blocks[1]);
   forged->tokens[0] += 1;
+  // (Sealed with the right secret: this is the check behind the MAC.)
   const auto image = encode_object(*forged, Retention::kBlock, schema_digest(ssd_test_schema()));
-  ASSERT_EQ(redis.command({"SET", b->remote()->redis_key(ObjectKind::kBlock, forged->key),
-                           std::string(image.begin(), image.end())})
-                .str,
-            "OK");
+  const std::string name = b->remote()->redis_key(ObjectKind::kBlock, forged->key);
+  ASSERT_EQ(redis.command({"SET", name, RedisTier::seal(o.remote_secret, name, image)}).str, "OK");
   ObjectRef got;
   EXPECT_EQ(b->remote()->get(ObjectKind::kBlock, forged->key, &got).code(), Code::kCorruption);
 }

@@ -20,10 +20,13 @@ namespace {
 using namespace sb::testing;
 using std::chrono::milliseconds;
 
+constexpr char kSecret[] = "redis-bank-test-secret-0123456789";
+
 std::unique_ptr<RedisTier> open_remote(const RedisServer& server, const StateSchema& schema,
                                        milliseconds timeout = milliseconds(5000), std::chrono::seconds ttl = {}) {
   RedisOptions o;
   EXPECT_TRUE(parse_redis_url(server.url(), &o.address).is_ok());
+  o.secret = kSecret;
   o.timeout = timeout;
   o.ttl = ttl;
   o.retry_interval = milliseconds(50);
@@ -143,30 +146,69 @@ TEST(RedisBank, AnotherKeysValidValueFallsBackToTheLongestGoodPrefix) {
   EXPECT_EQ(lookup_and_verify(healed, schema, tokens).plan.restore_point, 9 * kB);
 }
 
-// Negative control: a value with valid checksums, the right key, parent and
-// tokens, but other numbers, cannot be told apart by any check: the
-// comparison with a cold prefill (what every restore test relies on) sees it.
-TEST(RedisBank, TheColdComparisonSeesAForgedValueThatPassesEveryCheck) {
-  RedisServer server;
-  const auto schema = synthetic_schema();
-  auto remote = open_remote(server, schema);
-  const auto tokens = random_tokens(5, 4 * kB);
-  publish_remote(*remote, schema, tokens, {3});
+// Block 2 of `tokens` with other numbers, encoded with fresh checksums: a
+// valid object image that passes every unkeyed check.
+std::string forged_block_image(RedisTier& remote, const StateSchema& schema, const std::vector<int32_t>& tokens) {
   ObjectRef block;
-  ASSERT_TRUE(remote->get(ObjectKind::kBlock, block_key(tokens, 2), &block).is_ok());
+  EXPECT_TRUE(remote.get(ObjectKind::kBlock, block_key(tokens, 2), &block).is_ok());
+  if (!block) return "";
   Object forged = *block;
   float v;
   std::memcpy(&v, forged.parts[0].data(), 4);
   v += 1.0f;
   std::memcpy(forged.parts[0].data(), &v, 4);
   const auto image = encode_object(forged, Retention::kBlock, schema_digest(schema));
-  ASSERT_EQ(server.command({"SET", remote->redis_key(ObjectKind::kBlock, forged.key),
-                            std::string(image.begin(), image.end())})
+  return std::string(image.begin(), image.end());
+}
+
+// Negative control: a value with valid checksums, the right key, parent and
+// tokens, but other numbers, sealed with the right secret (a writer that
+// holds it), cannot be told apart by any check: the comparison with a cold
+// prefill (what every restore test relies on) sees it.
+TEST(RedisBank, TheColdComparisonSeesAForgedValueThatPassesEveryCheck) {
+  RedisServer server;
+  const auto schema = synthetic_schema();
+  auto remote = open_remote(server, schema);
+  const auto tokens = random_tokens(5, 4 * kB);
+  publish_remote(*remote, schema, tokens, {3});
+  const std::string image = forged_block_image(*remote, schema, tokens);
+  const std::string name = remote->redis_key(ObjectKind::kBlock, block_key(tokens, 2));
+  ASSERT_EQ(server.command({"SET", name,
+                            RedisTier::seal(kSecret, name,
+                                            std::span<const uint8_t>(
+                                                reinterpret_cast<const uint8_t*>(image.data()), image.size()))})
                 .str,
             "OK");
   RamTier ram(1 << 24);
   Bank bank({&ram, remote.get()});
   EXPECT_NONFATAL_FAILURE(lookup_and_verify(bank, schema, tokens), "restored state differs from cold");
+}
+
+// Issue 34, finding 8: the same forgery by whoever can write Redis but does
+// not hold the secret (with the old value's tail kept, and without it): a
+// miss counted in mac_failures, and what is restored equals cold.
+TEST(RedisBank, AForgedValueWithRecomputedChecksumsIsACountedMissAndTheRestoreEqualsCold) {
+  for (bool keep_tail : {true, false}) {
+    SCOPED_TRACE(keep_tail ? "the old tail kept" : "the bare image");
+    RedisServer server;
+    const auto schema = synthetic_schema();
+    auto remote = open_remote(server, schema);
+    const auto tokens = random_tokens(6, 4 * kB);
+    publish_remote(*remote, schema, tokens, {1, 3});
+    std::string value = forged_block_image(*remote, schema, tokens);
+    const std::string name = remote->redis_key(ObjectKind::kBlock, block_key(tokens, 2));
+    const std::string old = server.command({"GET", name}).str;
+    ASSERT_EQ(old.size(), value.size() + RedisTier::kTagBytes);
+    if (keep_tail) value += old.substr(value.size());
+    ASSERT_EQ(server.command({"SET", name, value}).str, "OK");
+    const uint64_t before = remote->redis_stats().mac_failures;
+    RamTier ram(1 << 24);
+    Bank bank({&ram, remote.get()});
+    auto r = lookup_and_verify(bank, schema, tokens);  // fails if the forgery was restored
+    EXPECT_EQ(r.plan.restore_point, 1 * kB);             // block 2 is a miss: the snapshot at 1
+    EXPECT_EQ(r.plan.check_failures, 1);
+    EXPECT_EQ(remote->redis_stats().mac_failures, before + 1);
+  }
 }
 
 TEST(RedisBank, AStoppedRedisEndsTheLookupColdWithinTheTimeOut) {

@@ -21,9 +21,12 @@ namespace {
 using namespace sb::testing;
 using std::chrono::milliseconds;
 
+constexpr char kSecret[] = "redis-tier-test-secret-0123456789";
+
 RedisOptions options_for(const RedisServer& server, milliseconds timeout = milliseconds(2000)) {
   RedisOptions o;
   EXPECT_TRUE(parse_redis_url(server.url(), &o.address).is_ok());
+  o.secret = kSecret;
   o.timeout = timeout;
   o.retry_interval = milliseconds(50);
   o.schema = ssd_test_schema();
@@ -98,13 +101,14 @@ TEST(RedisTier, RoundTripsEveryObjectInOneRoundTripPerBatch) {
   for (const auto& p : probes) EXPECT_FALSE(p.present);
 
   put_all(*t, chain.all());
+  // Every value is the object's image and its MAC.
   uint64_t image_bytes = 0;
-  for (const auto& o : chain.all()) image_bytes += encoded_size(*o);
+  for (const auto& o : chain.all()) image_bytes += encoded_size(*o) + RedisTier::kTagBytes;
   EXPECT_EQ(t->stats().bytes_written, image_bytes);
   EXPECT_EQ(server.keys("statebank:blk:*").size(), 5u);
   EXPECT_EQ(server.keys("statebank:snp:*").size(), 5u);
   EXPECT_EQ(server.command({"STRLEN", t->redis_key(ObjectKind::kBlock, chain.blocks[0]->key)}).integer,
-            static_cast<long long>(encoded_size(*chain.blocks[0])));
+            static_cast<long long>(encoded_size(*chain.blocks[0]) + RedisTier::kTagBytes));
 
   const uint64_t trips = t->redis_stats().round_trips;
   t->contains_many(probes);
@@ -180,7 +184,12 @@ TEST(RedisTier, AWrongValueIsACountedMissAndIsDeleted) {
   auto chain = make_chain(4, 6);
   put_all(*t, chain.all());
   auto key_of = [&](const ObjectRef& o) { return t->redis_key(o->kind, o->key); };
-  auto image = [&](const ObjectRef& o) { return server.command({"GET", key_of(o)}).str; };
+  // The image a value holds, without its MAC (the cases below are sealed
+  // again with the right secret: they test the checks behind the MAC).
+  auto image = [&](const ObjectRef& o) {
+    const std::string v = server.command({"GET", key_of(o)}).str;
+    return v.substr(0, v.size() - RedisTier::kTagBytes);
+  };
 
   // Another schema: the same chain written by a model whose state has other shapes.
   StateSchema other_schema = ssd_test_schema();
@@ -210,10 +219,14 @@ TEST(RedisTier, AWrongValueIsACountedMissAndIsDeleted) {
       {"another model's value", chain.blocks[5], foreign_model},
       {"empty", chain.snapshots[0], ""},
   };
-  for (const auto& c : cases) ASSERT_EQ(server.command({"SET", key_of(c.object), c.value}).str, "OK");
+  auto sealed = [&](const ObjectRef& o, const std::string& image) {
+    return RedisTier::seal(kSecret, key_of(o),
+                           std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(image.data()), image.size()));
+  };
+  for (const auto& c : cases) ASSERT_EQ(server.command({"SET", key_of(c.object), sealed(c.object, c.value)}).str, "OK");
   ASSERT_EQ(server.command({"DEL", key_of(chain.snapshots[1])}).integer, 1);
   ASSERT_EQ(server.command({"RPUSH", key_of(chain.snapshots[1]), "a list"}).integer, 1);  // not even a string
-  ASSERT_EQ(server.command({"SET", key_of(chain.snapshots[4]), newer}).str, "OK");
+  ASSERT_EQ(server.command({"SET", key_of(chain.snapshots[4]), sealed(chain.snapshots[4], newer)}).str, "OK");
 
   std::vector<TierRead> reads;
   for (const auto& c : cases) reads.push_back(TierRead{c.object->kind, c.object->key, nullptr, Status()});
@@ -232,7 +245,7 @@ TEST(RedisTier, AWrongValueIsACountedMissAndIsDeleted) {
   ASSERT_TRUE(t->flush().is_ok());
   for (const auto& c : cases) EXPECT_EQ(server.command({"EXISTS", key_of(c.object)}).integer, 0) << c.what;
   EXPECT_EQ(server.command({"EXISTS", key_of(chain.snapshots[1])}).integer, 0);
-  EXPECT_EQ(server.command({"GET", key_of(chain.snapshots[4])}).str, newer);
+  EXPECT_EQ(server.command({"GET", key_of(chain.snapshots[4])}).str, sealed(chain.snapshots[4], newer));
   EXPECT_EQ(t->redis_stats().deleted, cases.size() + 1);
 
   // The next publish puts good copies back.
@@ -242,6 +255,85 @@ TEST(RedisTier, AWrongValueIsACountedMissAndIsDeleted) {
     ASSERT_TRUE(t->get(c.object->kind, c.object->key, &got).is_ok()) << c.what;
     EXPECT_TRUE(same_object(*c.object, *got));
   }
+}
+
+// Issue 34, finding 8: whoever can write Redis can also recompute unkeyed
+// checksums. A value rewritten with other numbers and fresh checksums (a
+// valid object image), the same with the old MAC kept, a valid value moved
+// under another key, and a value sealed with another secret: each a miss
+// counted in mac_failures, never returned.
+TEST(RedisTier, AValueWithoutTheRightMacIsACountedMissNeverReturned) {
+  RedisServer server;
+  auto t = open_redis(options_for(server));
+  auto chain = make_chain(5, 4);
+  put_all(*t, chain.all());
+  auto key_of = [&](const ObjectRef& o) { return t->redis_key(o->kind, o->key); };
+  auto image_of = [](const std::vector<uint8_t>& v) {
+    return std::span<const uint8_t>(v.data(), v.size());
+  };
+  auto forge = [&](const ObjectRef& o) {
+    Object f = *o;
+    for (auto& part : f.parts)
+      for (auto& byte : part) byte ^= 0x40;
+    return encode_object(f, Retention::kBlock, schema_digest(ssd_test_schema()));
+  };
+  const std::string good_tag = [&] {
+    const std::string v = server.command({"GET", key_of(chain.blocks[0])}).str;
+    return v.substr(v.size() - RedisTier::kTagBytes);
+  }();
+  const std::vector<uint8_t> forged0 = forge(chain.blocks[0]), forged1 = forge(chain.blocks[1]);
+  {  // the forgery passes every unkeyed check
+    Object o;
+    ObjectHeader h;
+    ASSERT_TRUE(decode_object(image_of(forged0), &h, &o).is_ok());
+  }
+  const std::vector<uint8_t> image2 = encode_object(*chain.blocks[2], Retention::kBlock, schema_digest(ssd_test_schema()));
+  struct Case {
+    const char* what;
+    ObjectRef object;
+    std::string value;
+  };
+  const std::vector<Case> cases = {
+      {"rewritten, fresh checksums, the old tag kept", chain.blocks[0],
+       std::string(forged0.begin(), forged0.end()) + good_tag},
+      {"rewritten, fresh checksums, no tag", chain.blocks[1], std::string(forged1.begin(), forged1.end())},
+      {"sealed with another secret", chain.blocks[2],
+       RedisTier::seal("another-secret-0123456789", key_of(chain.blocks[2]), image_of(image2))},
+      {"another key's sealed value", chain.blocks[3], server.command({"GET", key_of(chain.blocks[2])}).str},
+      {"shorter than a tag", chain.snapshots[0], "abc"},
+  };
+  for (const auto& c : cases) ASSERT_EQ(server.command({"SET", key_of(c.object), c.value}).str, "OK");
+  for (const auto& c : cases) {
+    ObjectRef got;
+    EXPECT_EQ(t->get(c.object->kind, c.object->key, &got).code(), Code::kCorruption) << c.what;
+    EXPECT_EQ(got, nullptr) << c.what;
+  }
+  EXPECT_EQ(t->redis_stats().mac_failures, cases.size());
+  EXPECT_EQ(t->stats().check_failures, cases.size());
+  EXPECT_EQ(t->stats().hits, 0u);
+
+  // A replica with another secret reads nothing that this one wrote.
+  ASSERT_TRUE(t->flush().is_ok());
+  put_all(*t, chain.all());
+  auto o = options_for(server);
+  o.secret = "a-replica-with-another-secret";
+  auto stranger = open_redis(o);
+  std::vector<TierRead> reads = reads_of(chain.all());
+  stranger->get_many(reads);
+  for (const auto& r : reads) {
+    EXPECT_EQ(r.status.code(), Code::kCorruption);
+    EXPECT_EQ(r.object, nullptr);
+  }
+  EXPECT_EQ(stranger->redis_stats().mac_failures, reads.size());
+  EXPECT_EQ(stranger->stats().hits, 0u);
+
+  // No secret: refused.
+  auto none = options_for(server);
+  none.secret.clear();
+  std::unique_ptr<RedisTier> refused;
+  const Status s = RedisTier::open(none, &refused);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("secret"), std::string::npos);
 }
 
 // Negative control: the same reads of untouched values pass, so the test

@@ -200,5 +200,84 @@ TEST(Audit, WaitsForIdleTimeSamplesByCounterAndAuditsStoppedRequests) {
   EXPECT_EQ(auditor.stats().offered, 4u);
 }
 
+// Issue 34, finding 6: a streamed response's request carries callbacks into
+// the server's job (cancelled(), on_token); the job is cancelled when its
+// stream closes and freed soon after, before the audit runs. The audit must
+// run on what it owns: today's copy asked the dead job's cancelled(), the
+// cold run stopped at 0 tokens, was called a mismatch and quarantined the
+// good chain.
+TEST(Audit, ARequestWhoseCallbacksDiedWithItsResponseIsAuditedOnItsOwnAndQuarantinesNothing) {
+  Fixture f;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  AuditOptions ao;
+  ao.rate = 1.0;
+  ao.before_job = [&] {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return release; });
+  };
+  Auditor auditor(*f.engine, &f.bank, ao);
+  const CompletionRequest plain = request(4, 3 * kB + 7);
+  f.run(plain);  // publishes
+  struct ServerJob {
+    std::atomic<bool> cancelled{false};
+    std::vector<float> seen;
+  };
+  auto job = std::make_unique<ServerJob>();
+  CompletionRequest streamed = plain;
+  ServerJob* raw = job.get();
+  streamed.cancelled = [raw] { return raw->cancelled.load(); };
+  streamed.on_token = [raw](const GeneratedToken&) { return !raw->cancelled.load(); };
+  streamed.on_logits = [raw](std::span<const float> l) { raw->seen.assign(l.begin(), l.end()); };
+  const CompletionResult served = f.run(streamed);
+  ASSERT_GT(served.restore.restore_point, 0);
+  ASSERT_EQ(served.tokens.size(), 4u);
+  auditor.offer(streamed, served);
+  // The stream closed: the server cancels the job (a no-op for a finished
+  // one) and frees it, all before the audit thread gets to the job.
+  job->cancelled = true;
+  job.reset();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  auditor.drain();
+  const AuditStats st = auditor.stats();
+  EXPECT_EQ(st.audits, 1u);
+  EXPECT_EQ(st.mismatches, 0u);
+  EXPECT_EQ(st.quarantined, 0u);
+  EXPECT_EQ(st.interrupted, 0u);
+  // The chain is still there: the next identical request restores as much.
+  const CompletionResult again = f.run(plain);
+  EXPECT_EQ(again.restore.restore_point, served.restore.restore_point);
+  EXPECT_EQ(testing::compare_results(again, served), "");
+}
+
+// A cold run cut short for any reason but its own end is evidence of
+// nothing: counted as interrupted, never compared, never quarantines.
+TEST(Audit, AColdRunCutShortIsInterruptedNotAMismatch) {
+  Fixture f;
+  std::atomic<bool> busy{false};
+  AuditOptions ao;
+  ao.rate = 1.0;
+  ao.idle = [&] { return !busy.load(); };
+  ao.before_job = [&] { busy = true; };  // a request arrives as the job starts
+  Auditor auditor(*f.engine, &f.bank, ao);
+  const CompletionRequest req = request(5, 2 * kB + 11);
+  f.run(req);
+  const CompletionResult served = f.run(req);
+  ASSERT_GT(served.restore.restore_point, 0);
+  auditor.offer(req, served);
+  auditor.drain();
+  const AuditStats st = auditor.stats();
+  EXPECT_EQ(st.interrupted, 1u);
+  EXPECT_EQ(st.audits, 0u);
+  EXPECT_EQ(st.mismatches, 0u);
+  EXPECT_EQ(st.quarantined, 0u);
+  EXPECT_EQ(f.run(req).restore.restore_point, served.restore.restore_point);
+}
+
 }  // namespace
 }  // namespace sb

@@ -171,6 +171,34 @@ TEST_F(HardeningE2E, ARequestEndedByAStopStringIsAudited) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+// Issue 34, finding 6: a streamed restored request under --audit 1. Its job
+// is cancelled and freed once its stream closes; the audit used to call the
+// job's cancelled() (use after free), recompute 0 tokens and quarantine the
+// good chain. Now: audited, equal, nothing quarantined, the chain restores.
+TEST_F(HardeningE2E, AStreamedRestoredRequestIsAuditedEqualAndQuarantinesNothing) {
+  ServeProcess server(concat_args(serve_args(root_ + "/bank_audit_stream"), {"--audit", "1"}));
+  auto c = server.client();
+  const auto prompt = ids(3 * 64 + 5, 1500, 13);
+  const json body = completion(prompt);
+  post(c, nullptr, body);  // publishes; cold: not audited
+  json streamed = body;
+  streamed["stream"] = true;
+  auto r = c.Post("/v1/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_NE(r->body.find("[DONE]"), std::string::npos) << r->body;
+  const std::string metrics = wait_for_metrics_line(c, "statebank_audits_total 1\n");
+  ASSERT_FALSE(metrics.empty()) << "/metrics did not answer";
+  EXPECT_NE(metrics.find("statebank_audits_total 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("statebank_audit_mismatches_total 0\n"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("statebank_audit_mismatches_total 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("statebank_bank_quarantined_total{tier=\"ram\"} 0\n"), std::string::npos) << metrics;
+  // Nothing was quarantined: the next request restores the chain.
+  const json after = post(c, nullptr, body);
+  EXPECT_GT(after["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(server.stop(), 0);
+}
+
 TEST(ServeCliKeys, BadKeyFilesAndSharedNamespaceAreRefusedBeforeLoading) {
   char tmpl[] = "/tmp/sb_keys_cli_XXXXXX";
   const std::string dir = mkdtemp(tmpl);

@@ -7,6 +7,7 @@
 // values, or missing a middle block evicted under maxmemory; and each
 // replica keeps serving through all of it.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,13 @@ class ServeRemote : public ::testing::Test {
                              "--tokenizer", tok, *dir}),
                 0);
     }
+    // The replicas' shared MAC key (--remote-secret-file), and another one.
+    for (auto [file, text] : {std::pair{&secret_, "replicas-shared-secret-0123456789"},
+                              std::pair{&other_secret_, "another-secret-entirely-9876543210"}}) {
+      *file = root_ + "/" + std::string(text).substr(0, 8) + ".secret";
+      std::ofstream(*file) << text << "\n";
+      ASSERT_EQ(chmod(file->c_str(), 0600), 0);
+    }
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 
@@ -67,7 +75,9 @@ class ServeRemote : public ::testing::Test {
                                      "--remote",
                                      redis.url(),
                                      "--remote-timeout-ms",
-                                     "5000"};
+                                     "5000",
+                                     "--remote-secret-file",
+                                     secret_};
     args.insert(args.end(), extra.begin(), extra.end());
     return std::make_unique<ServeProcess>(args);
   }
@@ -80,9 +90,10 @@ class ServeRemote : public ::testing::Test {
     return {std::move(a), b.get()};
   }
 
-  static std::string root_, model_, other_model_;
+  static std::string root_, model_, other_model_, secret_, other_secret_;
 };
-std::string ServeRemote::root_, ServeRemote::model_, ServeRemote::other_model_;
+std::string ServeRemote::root_, ServeRemote::model_, ServeRemote::other_model_, ServeRemote::secret_,
+    ServeRemote::other_secret_;
 
 json completion(const std::vector<int32_t>& prompt) {
   return json{{"prompt", prompt}, {"max_tokens", 6}, {"logprobs", 5}, {"temperature", 0}};
@@ -450,7 +461,7 @@ TEST_F(ServeRemote, APasswordComesFromAFile) {
   }
   // Without it the server refuses to start, with one clear line.
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", model_, "--port", "0", "--ssd", "off", "--remote",
-                         redis.url()}),
+                         redis.url(), "--remote-secret-file", secret_}),
             2);
   auto [a, b] = two_replicas(redis, {"--remote-password-file", file}, {"--remote-password-file", file});
   auto ca = a->client(), cb = b->client();
@@ -460,6 +471,79 @@ TEST_F(ServeRemote, APasswordComesFromAFile) {
   EXPECT_EQ(back["restore"]["mode"], "remote");
   EXPECT_EQ(a->stop(), 0);
   EXPECT_EQ(b->stop(), 0);
+}
+
+// Issue 34, finding 8: whoever can write Redis rewrites a snapshot with
+// other numbers and recomputes every unkeyed checksum (a valid image in the
+// object format). Before, every replica installed it; now its MAC is wrong:
+// a counted miss, never installed, and the served logprobs equal bypass.
+TEST_F(ServeRemote, AValueRewrittenWithRecomputedChecksumsIsACountedMissNeverInstalled) {
+  RedisServer redis;
+  auto [a, b] = two_replicas(redis);
+  auto ca = a->client();
+  served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(60), tail(1))));
+  wait_written(*a);
+  const std::string name = objects_by_position(redis).at({ObjectKind::kSnapshot, 384});
+  const std::string value = redis.command({"GET", name}).str;
+  // The attacker's edit: decode the image (without whatever follows it),
+  // change the recurrent state, encode again with fresh checksums.
+  ObjectHeader h;
+  ASSERT_TRUE(decode_header(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), value.size()), &h)
+                  .is_ok());
+  ASSERT_LE(h.file_bytes(), value.size());
+  Object o;
+  ASSERT_TRUE(decode_object(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), h.file_bytes()),
+                            &h, &o)
+                  .is_ok());
+  ASSERT_EQ(o.dtype, DType::kF32);
+  for (auto& part : o.parts)
+    for (size_t i = 0; i + 4 <= part.size(); i += 4) {
+      float v;
+      std::memcpy(&v, part.data() + i, 4);
+      v = 0.5f - 3.0f * v;
+      std::memcpy(part.data() + i, &v, 4);
+    }
+  const std::vector<uint8_t> forged = encode_object(o, h.retention, h.schema_digest);
+  Object check;
+  ObjectHeader check_h;
+  ASSERT_TRUE(decode_object(forged, &check_h, &check).is_ok()) << "the forgery passes every unkeyed check";
+  // With the original tag after it, and without one.
+  for (bool keep_tail : {true, false}) {
+    SCOPED_TRACE(keep_tail ? "the old tag kept" : "no tag");
+    std::string v(forged.begin(), forged.end());
+    if (keep_tail) v += value.substr(h.file_bytes());
+    ASSERT_EQ(redis.command({"SET", name, v}).str, "OK");
+    auto cb = b->client();
+    const json on_b = served_equals_bypass(cb, "/v1/completions",
+                                           completion(concat(prefix(60), tail(keep_tail ? 2 : 3))), false);
+    EXPECT_LT(on_b["restore"]["restore_point"].get<int64_t>(), 384) << "the forged snapshot was installed";
+    EXPECT_GE(on_b["restore"]["check_failures"].get<int64_t>(), 1);
+    // B's RAM tier now holds the chain: the second round must go to Redis again.
+    ASSERT_EQ(b->stop(), 0);
+    b = replica(keep_tail ? "b2" : "b3", redis);
+  }
+  EXPECT_EQ(a->stop(), 0);
+  EXPECT_EQ(b->stop(), 0);
+}
+
+// The MAC is counted where an operator looks, and a replica with another
+// secret never installs what the others wrote (and serves bypass's answer).
+TEST_F(ServeRemote, AReplicaWithoutTheRightSecretNeverInstallsAndCountsMacFailures) {
+  RedisServer redis;
+  auto [a, w] = two_replicas(redis, {}, {"--remote-secret-file", other_secret_});
+  auto ca = a->client(), cw = w->client();
+  served_equals_bypass(ca, "/v1/completions", completion(concat(prefix(70), tail(1))));
+  wait_written(*a);
+  const json on_w = served_equals_bypass(cw, "/v1/completions", completion(concat(prefix(70), tail(2))), false);
+  EXPECT_EQ(on_w["restore"]["restore_point"], 0);
+  EXPECT_NE(on_w["restore"]["mode"], "remote");
+  EXPECT_GE(remote_of(*w)["mac_failures"].get<int64_t>(), 1);
+  EXPECT_EQ(remote_of(*a)["mac_failures"], 0);
+  const std::string m = metrics_of(*w);
+  EXPECT_NE(m.find("statebank_remote_mac_failures_total "), std::string::npos) << m;
+  EXPECT_EQ(m.find("statebank_remote_mac_failures_total 0\n"), std::string::npos) << m;
+  EXPECT_EQ(a->stop(), 0);
+  EXPECT_EQ(w->stop(), 0);
 }
 
 // Runs the binary; its exit status and what it printed on stderr.
@@ -496,6 +580,29 @@ TEST(ServeRemoteCli, RefusesBadRemoteFlagsBeforeLoadingAnything) {
   EXPECT_NE(refusal({"--remote", "redis://127.0.0.1:6379", "--remote-password-file", "/nothing/pw"})
                 .find("cannot read --remote-password-file"),
             std::string::npos);
+  // The MAC key: required, private, long enough; it never appears in a message.
+  EXPECT_NE(refusal({"--remote", "redis://127.0.0.1:6379"}).find("--remote needs --remote-secret-file"),
+            std::string::npos);
+  EXPECT_NE(refusal({"--remote-secret-file", "/nothing/s"}).find("--remote-secret-file needs --remote"),
+            std::string::npos);
+  char tmpl[] = "/tmp/sb_remote_secret_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string file = dir + "/secret";
+  std::ofstream(file) << "a-long-enough-secret-0123456789\n";
+  for (mode_t mode : {0644, 0640, 0604, 0660}) {
+    ASSERT_EQ(chmod(file.c_str(), mode), 0);
+    const std::string err = refusal({"--remote", "redis://127.0.0.1:6379", "--remote-secret-file", file});
+    EXPECT_NE(err.find("may be read or written by other users"), std::string::npos) << err;
+    EXPECT_EQ(err.find("a-long-enough"), std::string::npos) << err;
+  }
+  std::ofstream(file) << "short\n";
+  ASSERT_EQ(chmod(file.c_str(), 0600), 0);
+  EXPECT_NE(refusal({"--remote", "redis://127.0.0.1:6379", "--remote-secret-file", file}).find("fewer than 16"),
+            std::string::npos);
+  EXPECT_NE(refusal({"--remote", "redis://127.0.0.1:6379", "--remote-secret-file", dir + "/none"})
+                .find("cannot read --remote-secret-file"),
+            std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace
