@@ -24,7 +24,8 @@
 //
 // Thread-safety: after load() a Tokenizer is immutable; every const method
 // may be called from many threads at once. encode() keeps a per-thread word
-// cache (no locks; a thread caches one tokenizer at a time, up to 128k words).
+// cache (no locks; a thread caches one tokenizer at a time, up to 128k words
+// and about 8 MiB, then starts over).
 #pragma once
 
 #include <cstdint>
