@@ -135,14 +135,19 @@ struct WordCache {
     bytes = 0;
   }
 };
-WordCache& thread_cache(uint64_t owner) {
+WordCache& thread_cache_any() {
   thread_local WordCache cache;
+  return cache;
+}
+WordCache& thread_cache(uint64_t owner) {
+  WordCache& cache = thread_cache_any();
   if (cache.owner != owner) {
     cache.clear();
     cache.owner = owner;
   }
   return cache;
 }
+size_t thread_cache_bytes() { return thread_cache_any().bytes; }
 std::atomic<uint64_t> next_serial{1};
 
 // A JSON value that is absent, null, false, or an empty string.
@@ -351,6 +356,8 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>* out) cons
   }
   for (int i = 0; i >= 0 && i < n; i = sym[i].next) out->push_back(sym[i].id);
 }
+
+size_t Tokenizer::word_cache_bytes() { return thread_cache_bytes(); }
 
 void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>* out) const {
   if (word.size() == 1) {
