@@ -61,6 +61,10 @@ void address_of(int fd, bool peer, std::string& ip, int& port) {
 
 thread_local bool* tl_close_after_response = nullptr;
 
+// What a refused connection may still send (and the poll thread drop) before
+// it is reset: enough for the rest of a request in flight, not a whole upload.
+constexpr size_t kMaxDrainBytes = 1 << 20;
+
 }  // namespace
 
 struct Connections::Conn {
@@ -79,6 +83,7 @@ struct Connections::Conn {
   size_t served = 0;
   Clock::time_point lingering_until{};  // answered and shut down: draining what the client sent
   bool lingering = false;
+  size_t drained = 0;  // while lingering
 };
 
 // A request's bytes as cpp-httplib reads them: what the poll thread read
@@ -248,7 +253,7 @@ void Connections::linger(std::unique_ptr<Conn> c) {
   ::shutdown(c->fd, SHUT_WR);
   // Closing with unread bytes would reset the connection, and the client
   // could lose the answer: the poll thread drains (and drops) what it still
-  // sends for a moment first.
+  // sends for a moment first (at most 0.5 s and kMaxDrainBytes).
   c->lingering = true;
   c->lingering_until = Clock::now() + std::chrono::milliseconds(500);
   c->buffered.clear();
@@ -349,6 +354,10 @@ void Connections::poll_loop() {
         ssize_t n = ::recv(c->fd, chunk, sizeof chunk, MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
           c.reset();  // the client is gone
+          continue;
+        }
+        if (n > 0 && c->lingering && (c->drained += static_cast<size_t>(n)) > kMaxDrainBytes) {
+          c.reset();  // still sending a body nobody reads: reset it
           continue;
         }
         if (n > 0 && !c->lingering) {
