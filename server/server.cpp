@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -150,7 +151,9 @@ const Tenant* Server::check_admin(const httplib::Request& req) const {
 namespace {
 
 bool is_chunked(const httplib::Request& req) {
-  return req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+  std::string te = req.get_header_value("Transfer-Encoding");
+  for (char& ch : te) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return te.find("chunked") != std::string::npos;
 }
 
 // The routes whose bodies are read (each with read_body, after its key).

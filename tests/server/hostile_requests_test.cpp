@@ -4,7 +4,8 @@
 // well-behaved client could not send it):
 //  - finding 3: a chunked body without a key is answered 401 before it is
 //    read; a chunked body beyond --max-body-bytes is cut off as it arrives;
-//    a gzip body is counted decoded;
+//    a gzip body is counted decoded; no other path reads a body, or a header,
+//    without a bound;
 //  - finding 4: idle connections and slowloris headers delay neither /health
 //    nor an authenticated completion; a trickled header is dropped at
 //    --header-timeout;
@@ -148,6 +149,41 @@ TEST_F(HostileRequests, AChunkedBodyBeyondTheLimitIsCutOffAsItArrives) {
   auto r = c.Post("/v1/completions", h, json{{"prompt", "hi"}, {"max_tokens", 2}}.dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 3, the same hole elsewhere: cpp-httplib reads the body of any POST
+// before routing it (chunked: without a limit). A body to a route that takes
+// none is answered 404 unread; a client waiting for "100 Continue" hears 401
+// first; a header over 32 KiB is 431, not read on.
+TEST_F(HostileRequests, NoOtherPathReadsABodyOrAHeaderWithoutBound) {
+  ServeProcess server(args({"--api-key", kKey}));
+  {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, "POST /v1/no-such-route HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 8; ++i) send_all(fd, chunk(std::string(64 << 10, 'a')));
+    const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+    ::close(fd);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 404", 0), 0u) << answer.substr(0, 200);
+  }
+  {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
+    const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+    ::close(fd);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
+  }
+  {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n");
+    for (int i = 0; i < 40; ++i) send_all(fd, "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'f') + "\r\n");
+    const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+    ::close(fd);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer.substr(0, 200);
+  }
   EXPECT_EQ(server.stop(), 0);
 }
 
