@@ -90,18 +90,25 @@ struct Connections::Conn {
 // first, then the socket, within the body deadline.
 class ConnStream : public httplib::Stream {
  public:
-  ConnStream(Connections::Conn& c, std::chrono::milliseconds io, Clock::time_point read_deadline)
-      : c_(c), io_(io), deadline_(read_deadline) {}
+  ConnStream(Connections::Conn& c, std::chrono::milliseconds io, Clock::time_point read_deadline,
+             const std::atomic<bool>& stopping)
+      : c_(c), io_(io), deadline_(read_deadline), stopping_(stopping) {}
 
   bool is_readable() const override { return !c_.buffered.empty() || wait_for(c_.fd, POLLIN, io_); }
   bool is_writable() const override { return wait_for(c_.fd, POLLOUT, io_); }
 
   ssize_t read(char* ptr, size_t size) override {
     if (c_.buffered.empty()) {
-      const auto now = Clock::now();
-      if (now >= deadline_) return -1;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now);
-      if (!wait_for(c_.fd, POLLIN, std::min(io_, left) + std::chrono::milliseconds(1))) return -1;
+      // In slices, so that a body still arriving at shutdown is given up.
+      const auto until = std::min(Clock::now() + io_, deadline_);
+      for (;;) {
+        const auto now = Clock::now();
+        if (now >= until || stopping_) return -1;
+        const auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(until - now),
+                                    std::chrono::milliseconds(200));
+        pollfd p{c_.fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(slice.count()) + 1) > 0) break;  // data, end, or error: recv says
+      }
       char chunk[16384];
       ssize_t n = ::recv(c_.fd, chunk, sizeof chunk, MSG_DONTWAIT);
       if (n <= 0) return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? read(ptr, size) : (n == 0 ? 0 : -1);
@@ -139,6 +146,7 @@ class ConnStream : public httplib::Stream {
   Connections::Conn& c_;
   const std::chrono::milliseconds io_;
   const Clock::time_point deadline_;
+  const std::atomic<bool>& stopping_;
   size_t pos_ = 0;
 };
 
@@ -284,7 +292,7 @@ void Connections::serve_on_thread(std::unique_ptr<Conn> c) {
   bool close_after = false;
   tl_close_after_response = &close_after;
   const auto taken = Clock::now();
-  ConnStream stream(*c, options_.io_timeout, taken + options_.body_timeout);
+  ConnStream stream(*c, options_.io_timeout, taken + options_.body_timeout, stopping_);
   ++c->served;
   const bool last = stopping_ || c->served >= options_.keep_alive_max_requests;
   bool closed = false;
