@@ -263,6 +263,68 @@ TEST(ServerLimits, WithEveryRequestThreadBusyHealthAndMetricsAnswerAndOthersAre5
   for (auto& f : held) EXPECT_EQ(f.get(), 200);
 }
 
+// What the server sends on fd until it closes or `ms` pass.
+std::string read_all(int fd, int ms) {
+  std::string out;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
+    char buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Requests sent back to back on one connection are each answered, in order:
+// what a request thread read beyond its request goes back to the poll thread.
+TEST(ServerLimits, PipelinedRequestsOnOneConnectionAreEachAnswered) {
+  TestServer ts;
+  const int fd = idle_connection(ts.port);
+  ASSERT_GE(fd, 0);
+  const std::string body = json{{"prompt", "q"}, {"max_tokens", 2}}.dump();
+  const std::string post_req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string all = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + post_req + post_req +
+                          "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, all.data(), all.size(), MSG_NOSIGNAL), static_cast<ssize_t>(all.size()));
+  const std::string answers = read_all(fd, 10000);
+  ::close(fd);
+  EXPECT_EQ(count_of(answers, "HTTP/1.1 200 OK"), 4u) << answers;
+  EXPECT_EQ(count_of(answers, "text_completion"), 2u) << answers;
+}
+
+// A body must arrive whole within --body-timeout of its header, however
+// steadily it trickles (each byte well within the read timeout).
+TEST(ServerLimits, ABodyTricklingPastTheBodyTimeoutIsCut) {
+  ServerOptions o;
+  o.body_timeout = std::chrono::milliseconds(1000);
+  TestServer ts(o);
+  const int fd = idle_connection(ts.port);
+  ASSERT_GE(fd, 0);
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  const auto start = std::chrono::steady_clock::now();
+  std::string answer;
+  for (int i = 0; i < 100 && answer.empty(); ++i) {
+    ::send(fd, " ", 1, MSG_NOSIGNAL);
+    answer = first_bytes(fd, 100);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer;
+  EXPECT_LT(seconds, 8.0);
+  EXPECT_EQ(post(*ts.client(), {{"prompt", "q"}, {"max_tokens", 2}})->status, 200);
+}
+
 // Issue 34: one tenant cannot take every slot. Two slots (running + queued)
 // of four per tenant; the third of alice's is 429 while bob still gets in.
 TEST(ServerLimits, ATenantOverItsShareIs429WhileOthersGetIn) {
