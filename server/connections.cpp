@@ -210,8 +210,8 @@ class Connections::Pool {
   std::vector<std::thread> threads_;
 };
 
-Connections::Connections(ConnectionOptions options, Serve serve, Cheap cheap)
-    : options_(options), serve_(std::move(serve)), cheap_(std::move(cheap)) {
+Connections::Connections(ConnectionOptions options, Serve serve, Cheap cheap, Refused refused)
+    : options_(options), serve_(std::move(serve)), cheap_(std::move(cheap)), refused_(std::move(refused)) {
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   auto run = [this](std::unique_ptr<Conn> c) { serve_on_thread(std::move(c)); };
   requests_ = std::make_unique<Pool>(std::max<size_t>(1, options_.threads), 0, run);
@@ -251,6 +251,7 @@ void Connections::refuse(std::unique_ptr<Conn> c, int status, const char* messag
   const char* reason = status == 503 ? "Service Unavailable" : status == 408 ? "Request Timeout"
                                                              : "Request Header Fields Too Large";
   const char* code = status == 503 ? "overloaded" : status == 408 ? "header_timeout" : "header_too_large";
+  if (refused_) refused_(status);
   const std::string response = fixed_response(status, reason, message, code);
   ssize_t ignored = ::send(c->fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   (void)ignored;
@@ -406,7 +407,7 @@ void Connections::shutdown() {
   incoming_.clear();
 }
 
-HttpServer::HttpServer(ConnectionOptions options, Connections::Cheap cheap) {
+HttpServer::HttpServer(ConnectionOptions options, Connections::Cheap cheap, Connections::Refused refused) {
   connections_ = std::make_unique<Connections>(
       options,
       [this](httplib::Stream& stream, bool close_connection, bool* closed) {
@@ -415,7 +416,7 @@ HttpServer::HttpServer(ConnectionOptions options, Connections::Cheap cheap) {
         *closed = connection_closed;
         return ok;
       },
-      std::move(cheap));
+      std::move(cheap), std::move(refused));
   // The listening thread hands each accepted socket over at once (adopt
   // never blocks), so cpp-httplib's own thread pool is never used.
   struct Handover : httplib::TaskQueue {

@@ -70,7 +70,11 @@ class Connections {
   // Whether a request with this method and path (no query) is cheap.
   using Cheap = std::function<bool(std::string_view method, std::string_view path)>;
 
-  Connections(ConnectionOptions options, Serve serve, Cheap cheap);
+  // Called (on the poll thread or the listening thread) for each connection
+  // answered without reaching a handler: 503, 408 or 431.
+  using Refused = std::function<void(int status)>;
+
+  Connections(ConnectionOptions options, Serve serve, Cheap cheap, Refused refused = nullptr);
   ~Connections();  // shutdown()
 
   // Takes an accepted socket (closes it in the end).
@@ -100,6 +104,7 @@ class Connections {
   const ConnectionOptions options_;
   const Serve serve_;
   const Cheap cheap_;
+  const Refused refused_;
   std::atomic<size_t> open_{0};
   std::atomic<bool> stopping_{false};
   int wake_fd_ = -1;
@@ -114,7 +119,7 @@ class Connections {
 // listening thread accepts, Connections does the rest.
 class HttpServer : public httplib::Server {
  public:
-  explicit HttpServer(ConnectionOptions options, Connections::Cheap cheap);
+  HttpServer(ConnectionOptions options, Connections::Cheap cheap, Connections::Refused refused = nullptr);
   ~HttpServer() override;
 
   Connections& connections() { return *connections_; }

@@ -104,9 +104,13 @@ Server::Server(Backend* backend, ServerOptions options)
   co.header_timeout = options_.header_timeout;
   co.body_timeout = options_.body_timeout;
   co.io_timeout = options_.io_timeout;
-  http_ = std::make_unique<HttpServer>(co, [](std::string_view method, std::string_view path) {
-    return method == "GET" && (path == "/health" || path == "/metrics");
-  });
+  http_ = std::make_unique<HttpServer>(
+      co,
+      [](std::string_view method, std::string_view path) {
+        return method == "GET" && (path == "/health" || path == "/metrics");
+      },
+      // metrics_ outlives http_ (declared before it).
+      [this](int status) { metrics_.record_request("connection", status); });
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_keep_alive_timeout(2);
   http_->set_tcp_nodelay(true);  // a streamed token should not wait for an ACK

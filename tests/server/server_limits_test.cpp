@@ -258,6 +258,11 @@ TEST(ServerLimits, WithEveryRequestThreadBusyHealthAndMetricsAnswerAndOthersAre5
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 503) << refused->body;
   EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  // Counted for the operator.
+  auto after = c.Get("/metrics");
+  ASSERT_TRUE(after);
+  EXPECT_NE(after->body.find("statebank_requests_total{endpoint=\"connection\",code=\"503\"} 1"), std::string::npos)
+      << after->body;
   ::close(slow);
   ts.backend.release();
   for (auto& f : held) EXPECT_EQ(f.get(), 200);
