@@ -65,6 +65,9 @@ thread_local bool* tl_close_after_response = nullptr;
 // it is reset: enough for the rest of a request in flight, not a whole upload.
 constexpr size_t kMaxDrainBytes = 1 << 20;
 
+// Connections accepted beyond the cap before the poll thread makes room.
+constexpr size_t kAcceptSlack = 256;
+
 }  // namespace
 
 struct Connections::Conn {
@@ -236,7 +239,9 @@ void Connections::wake() {
 
 void Connections::adopt(int fd) {
   auto c = std::make_unique<Conn>(fd, &open_);
-  if (open_.fetch_add(1) >= options_.max_open || stopping_) {
+  // Up to the cap plus some slack the poll thread decides who stays (it makes
+  // room by closing connections still waiting); beyond that, no one is read.
+  if (open_.fetch_add(1) >= options_.max_open + kAcceptSlack || stopping_) {
     refuse(std::move(c), 503, "too many connections; retry later");
     return;
   }
@@ -313,6 +318,37 @@ void Connections::serve_on_thread(std::unique_ptr<Conn> c) {
   wake();
 }
 
+void Connections::make_room(std::vector<std::unique_ptr<Conn>>& waiting) {
+  const size_t open = open_.load();
+  if (open <= options_.max_open) return;
+  size_t over = open - options_.max_open;
+  // Connections answered already (lingering) go first, then those that have
+  // waited longest for a request header: a client that sends its request as
+  // it connects (a health check) always finds room, an idle crowd does not
+  // keep it out. A connection on a thread is never closed here.
+  for (auto& c : waiting)
+    if (over > 0 && c && c->lingering) {
+      c.reset();
+      --over;
+    }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < waiting.size(); ++i)
+    if (waiting[i] && !waiting[i]->lingering) order.push_back(i);
+  const size_t evict = std::min(over, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(evict), order.end(),
+                    [&](size_t a, size_t b) { return waiting[a]->since < waiting[b]->since; });
+  for (size_t k = 0; k < evict; ++k) {
+    std::unique_ptr<Conn>& c = waiting[order[k]];
+    if (refused_) refused_(503);
+    const std::string response =
+        fixed_response(503, "Service Unavailable", "too many connections; retry later", "overloaded");
+    ssize_t ignored = ::send(c->fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)ignored;
+    c.reset();
+  }
+  waiting.erase(std::remove(waiting.begin(), waiting.end(), nullptr), waiting.end());
+}
+
 void Connections::poll_loop() {
   std::vector<std::unique_ptr<Conn>> waiting;
   std::vector<pollfd> fds;
@@ -330,6 +366,7 @@ void Connections::poll_loop() {
       for (auto& c : incoming_) waiting.push_back(std::move(c));
       incoming_.clear();
     }
+    make_room(waiting);
     auto now = Clock::now();
     Clock::time_point next = now + std::chrono::seconds(1);
     fds.assign(1, pollfd{wake_fd_, POLLIN, 0});

@@ -8,8 +8,12 @@
 // a thread only while one request, whose header has arrived whole, is served.
 //
 // Promises:
-//  1. At most `max_open` connections are open. One accepted beyond that is
-//     answered 503 (Retry-After: 1) at once, without reading it, and closed.
+//  1. At most `max_open` connections stay open. At the cap, a new connection
+//     makes room: the connections that have waited longest for a request
+//     header (idle keep-alive ones, half-sent headers) are answered 503
+//     (Retry-After: 1) and closed; a connection being served on a thread is
+//     never closed for room, and when all of them are, the new one is the
+//     one answered 503, without being read.
 //  2. Between requests a connection waits on the one poll thread. Its request
 //     header must arrive whole within `header_timeout` of the accept (or of
 //     the end of the previous response) and within `max_header_bytes`; else
@@ -92,6 +96,8 @@ class Connections {
   class Pool;
 
   void poll_loop();
+  // The poll thread's: back to max_open (promise 1).
+  void make_room(std::vector<std::unique_ptr<Conn>>& waiting);
   void wake();
   // The poll thread's: a complete header in c->buffered; to a thread, or 503.
   void dispatch(std::unique_ptr<Conn> c);

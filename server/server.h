@@ -22,8 +22,8 @@
 //     step; a request still running at its deadline (request_timeout from
 //     arrival) is cancelled there too and answered 504 (a stream ends with
 //     an error event).
-//  5. Connections (server/connections.h): at most max_connections are open
-//     (one more is 503 at accept); a connection holds a request thread only
+//  5. Connections (server/connections.h): at most max_connections stay open
+//     (at the cap the longest-waiting one is closed with a 503 to make room); a connection holds a request thread only
 //     while one request whose header arrived whole (within header_timeout)
 //     is served; /health and /metrics have threads of their own, so they are
 //     answered under full load; with every request thread busy anything else
@@ -89,7 +89,7 @@ struct ServerOptions {
   // slot); 1: no share. One more of its own is 429 tenant_share_exceeded.
   double tenant_share = 0.5;
   int spare_threads = 16;            // request threads beyond running + queued completions
-  size_t max_connections = 1024;     // open at once; one more is answered 503 and closed
+  size_t max_connections = 1024;     // open at once; at the cap the longest-waiting one makes room
   std::chrono::milliseconds header_timeout{10000};  // a request header, whole, from the accept or the last response
   std::chrono::milliseconds body_timeout{60000};    // a request body, whole, once its header is in
   std::chrono::seconds io_timeout{10};         // one read or write on a connection

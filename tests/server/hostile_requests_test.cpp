@@ -6,8 +6,8 @@
 //    read; a chunked body beyond --max-body-bytes is cut off as it arrives;
 //    a gzip body is counted decoded; no other path reads a body, or a header,
 //    without a bound;
-//  - finding 4: idle connections and slowloris headers delay neither /health
-//    nor an authenticated completion; a trickled header is dropped at
+//  - finding 4: idle connections (also filling --max-connections) and
+//    slowloris headers delay neither /health nor an authenticated completion; a trickled header is dropped at
 //    --header-timeout;
 //  - finding 5: an over-long cache_salt (and stop string, tool name) is a 400
 //    naming it; a text prompt beyond its byte bound is refused before it is
@@ -276,6 +276,28 @@ TEST_F(HostileRequests, IdleConnectionsDoNotDelayHealth) {
   ASSERT_TRUE(health) << "no answer within 5 s";
   EXPECT_EQ(health->status, 200);
   std::printf("/health behind 200 idle connections: %.3f s\n", seconds);
+  for (int fd : idle) ::close(fd);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 4, at the cap: idle connections filling --max-connections do not
+// keep a health check out (the longest waiting makes room).
+TEST_F(HostileRequests, IdleConnectionsFillingTheCapDoNotKeepHealthOut) {
+  ServeProcess server(args({"--max-connections", "50"}));
+  std::vector<int> idle;
+  for (int i = 0; i < 60; ++i) {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    idle.push_back(fd);
+  }
+  for (int i = 0; i < 3; ++i) {
+    httplib::Client c("127.0.0.1", server.port);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(5);
+    auto health = c.Get("/health");
+    ASSERT_TRUE(health) << "no answer within 5 s";
+    EXPECT_EQ(health->status, 200);
+  }
   for (int fd : idle) ::close(fd);
   EXPECT_EQ(server.stop(), 0);
 }

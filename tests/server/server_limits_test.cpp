@@ -2,8 +2,9 @@
 // bounded queue answers 429 with Retry-After under default flags, /health and
 // /metrics answer while every running and queued slot is taken, queue time
 // counts in time to first token, a request past its deadline is cut (504, or
-// an error event in a stream), connections beyond the cap are answered 503
-// at accept, idle connections hold no request thread, with every request
+// an error event in a stream), at the connection cap the longest-waiting
+// connection makes room (and with every connection served a new one is 503
+// at once), idle connections hold no request thread, with every request
 // thread busy /health and /metrics still answer and the rest is 503 at once,
 // a tenant over its share is 429 while others get in, and the prompt is
 // limited to the model's context length.
@@ -196,7 +197,9 @@ TEST(ServerLimits, IdleConnectionsHoldNoRequestThread) {
   for (int fd : fds) ::close(fd);
 }
 
-TEST(ServerLimits, ConnectionsBeyondTheCapAreRefusedAtAccept) {
+// At the cap a health check still gets in: the connection that has waited
+// longest for its header is answered 503 and closed to make room.
+TEST(ServerLimits, AtTheConnectionCapTheLongestWaitingConnectionMakesRoom) {
   ServerOptions o;
   o.max_connections = 3;
   TestServer ts(o);
@@ -204,16 +207,45 @@ TEST(ServerLimits, ConnectionsBeyondTheCapAreRefusedAtAccept) {
   for (int i = 0; i < 3; ++i) {
     fds.push_back(idle_connection(ts.port));
     ASSERT_GE(fds.back(), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // accepted in this order
   }
-  // The fourth is answered at once, before it sends anything.
+  httplib::Client h("127.0.0.1", ts.port);
+  h.set_read_timeout(5);
+  auto health = h.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  const std::string evicted = first_bytes(fds[0], 5000);
+  EXPECT_EQ(evicted.rfind("HTTP/1.1 503", 0), 0u) << evicted;
+  EXPECT_NE(evicted.find("Retry-After: 1"), std::string::npos) << evicted;
+  for (int fd : fds) ::close(fd);
+}
+
+// A connection being served is never closed for room: with every one of the
+// cap's connections on a thread, the new one is answered 503 at once.
+TEST(ServerLimits, AtTheCapWithEveryConnectionServedANewOneIs503AtOnce) {
+  ServerOptions o;
+  o.max_connections = 2;
+  o.max_running = 2;
+  TestServer ts(o);
+  ts.backend.hold();
+  std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
+  std::vector<std::future<int>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::async(std::launch::async, [&] {
+      auto r = post(*ts.client(), {{"prompt", "q"}, {"max_tokens", 2}});
+      return r ? r->status : -1;
+    }));
+    for (int k = 0; k < 500 && ts.backend.running() <= i; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(ts.backend.running(), i + 1);
+  }
   const int extra = idle_connection(ts.port);
   ASSERT_GE(extra, 0);
   const std::string answer = first_bytes(extra, 5000);
   EXPECT_EQ(answer.rfind("HTTP/1.1 503", 0), 0u) << answer;
-  EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
   ::close(extra);
-  for (int fd : fds) ::close(fd);
-  // Once they are gone, completions are served again.
+  ts.backend.release();
+  for (auto& f : held) EXPECT_EQ(f.get(), 200);
+  // Room again.
   bool served = false;
   for (int i = 0; i < 200 && !served; ++i) {
     httplib::Client again("127.0.0.1", ts.port);
