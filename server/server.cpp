@@ -270,6 +270,8 @@ void Server::install_routes() {
   http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     const bool has_body = is_chunked(req) || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
     const bool body_ignored = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+    // A body nobody reads must not be taken for the next request.
+    if (has_body && body_ignored) Connections::close_after_response();
     if (!has_body || body_ignored || reads_body(req)) return httplib::Server::HandlerResponse::Unhandled;
     Connections::close_after_response();
     res.status = 404;

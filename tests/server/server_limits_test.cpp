@@ -339,6 +339,22 @@ TEST(ServerLimits, PipelinedRequestsOnOneConnectionAreEachAnswered) {
   EXPECT_EQ(count_of(answers, "text_completion"), 2u) << answers;
 }
 
+// A body on a request whose route reads none (GET) is never taken for the
+// next request: the connection closes after the one answer.
+TEST(ServerLimits, AnUnreadBodyIsNotTakenForTheNextRequest) {
+  TestServer ts;
+  const int fd = idle_connection(ts.port);
+  ASSERT_GE(fd, 0);
+  const std::string inner = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string all = "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(inner.size()) +
+                          "\r\n\r\n" + inner;
+  ASSERT_EQ(::send(fd, all.data(), all.size(), MSG_NOSIGNAL), static_cast<ssize_t>(all.size()));
+  const std::string answers = read_all(fd, 5000);
+  ::close(fd);
+  EXPECT_EQ(count_of(answers, "HTTP/1.1 "), 1u) << answers;
+  EXPECT_EQ(answers.find("\"object\":\"list\""), std::string::npos) << answers;
+}
+
 // A body must arrive whole within --body-timeout of its header, however
 // steadily it trickles (each byte well within the read timeout).
 TEST(ServerLimits, ABodyTricklingPastTheBodyTimeoutIsCut) {
