@@ -13,6 +13,7 @@
 // an open port on purpose. Tenants and the shared namespace:
 // server/namespace.h.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdio>
@@ -40,13 +41,10 @@ const char* kUsage =
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
-    "[--shutdown-deadline SECONDS] [--insecure-no-key] "
+    "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
+    "[--tenant-share F] [--insecure-no-key] "
     "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
     "[--remote-timeout-ms MS]]";
-
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
 
 std::string base_name(const std::string& dir) {
   std::string d = dir;
@@ -71,8 +69,9 @@ int cmd_serve(int argc, char** argv) {
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
              "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
              "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
-             "max-tokens-limit", "request-timeout", "shutdown-deadline", "remote", "remote-password-file",
-             "remote-secret-file", "remote-ttl", "remote-timeout-ms"},
+             "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
+             "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
+             "remote-timeout-ms"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
@@ -82,9 +81,10 @@ int cmd_serve(int argc, char** argv) {
   ServerOptions so;
   EngineBackendOptions eo;
   int64_t port, block_tokens, snapshot_every, threads, max_prompt, max_running, batch_tokens, max_queue,
-      max_tokens_limit, request_timeout_s, deadline_s, remote_ttl, remote_timeout;
+      max_tokens_limit, request_timeout_s, deadline_s, remote_ttl, remote_timeout, max_connections, header_timeout_s,
+      body_timeout_s;
   uint64_t max_body;
-  double audit, itl_ratio;
+  double audit, itl_ratio, tenant_share;
   if (!(s = args.get_int("port", 8000, 0, 65535, &port)) || !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block_tokens)) ||
       !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &snapshot_every)) ||
       !(s = args.get_int("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024, &threads)) ||
@@ -95,13 +95,18 @@ int cmd_serve(int argc, char** argv) {
       !(s = args.get_int("request-timeout", 1800, 0, 7 * 86400, &request_timeout_s)) ||
       !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &max_tokens_limit)) ||
       !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &deadline_s)) ||
+      !(s = args.get_int("max-connections", 1024, 1, 1 << 20, &max_connections)) ||
+      !(s = args.get_int("header-timeout", 10, 1, 3600, &header_timeout_s)) ||
+      !(s = args.get_int("body-timeout", 60, 1, 86400, &body_timeout_s)) ||
       !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &remote_ttl)) ||
       !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &remote_timeout)) ||
       !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.bank.ram_bytes)) ||
       !(s = args.get_size("ssd-bank", 0, &eo.bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)) ||
-      !(s = args.get_double("itl-ratio", 2.0, &itl_ratio)))
+      !(s = args.get_double("itl-ratio", 2.0, &itl_ratio)) ||
+      !(s = args.get_double("tenant-share", 0.5, &tenant_share)))
     return fail("serve", s.message());
   if (!(audit >= 0.0 && audit <= 1.0)) return fail("serve", "--audit must be a rate in [0, 1]");
+  if (!(tenant_share > 0.0 && tenant_share <= 1.0)) return fail("serve", "--tenant-share must be a fraction in (0, 1]");
   if (!StepBudget::valid_ratio(itl_ratio))
     return fail("serve", std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
   if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
@@ -152,7 +157,7 @@ int cmd_serve(int argc, char** argv) {
     if (!so.keys.has_tenant(so.shared_tenant))
       return fail("serve", "--shared-namespace " + so.shared_tenant + ": no such tenant in --api-keys-file");
   }
-  if (!is_loopback(so.host) && so.keys.empty() && !args.has("insecure-no-key"))
+  if (!host_is_loopback(so.host) && so.keys.empty() && !args.has("insecure-no-key"))
     return fail("serve", "refusing to serve " + so.host +
                              " without an API key: give --api-key, --api-key-file or --api-keys-file, or "
                              "--insecure-no-key to serve it open on purpose");
@@ -163,6 +168,22 @@ int cmd_serve(int argc, char** argv) {
   so.max_queue = static_cast<size_t>(max_queue);
   so.request_timeout = std::chrono::seconds(request_timeout_s);
   so.shutdown_deadline = std::chrono::seconds(deadline_s);
+  so.max_connections = static_cast<size_t>(max_connections);
+  so.tenant_share = tenant_share;
+  so.header_timeout = std::chrono::seconds(header_timeout_s);
+  so.body_timeout = std::chrono::seconds(body_timeout_s);
+  {
+    // Each connection is a descriptor: make room for the cap (and the bank's files).
+    rlimit files{};
+    const rlim_t want = static_cast<rlim_t>(max_connections) + 256;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < want) {
+      files.rlim_cur = std::min(want, files.rlim_max);
+      setrlimit(RLIMIT_NOFILE, &files);
+      if (files.rlim_cur < want)
+        std::fprintf(stderr, "statebank serve: only %llu descriptors allowed; --max-connections %lld may not be reached\n",
+                     static_cast<unsigned long long>(files.rlim_cur), static_cast<long long>(max_connections));
+    }
+  }
 
   const std::string model_arg = args.get("model");
   if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());

@@ -10,6 +10,8 @@
 #include "server/namespace.h"
 #include "server/page_assets.h"
 #include "server/server.h"
+
+#include "server/connections.h"
 #include "server/sse.h"
 
 namespace sb {
@@ -152,21 +154,24 @@ void Server::install_bank_routes() {
     check(backend_->bank_pins(&out));
     res.set_content(dump_json(out), kJson);
   }, admin));
-  http_->Post("/v1/bank/pins", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_->Post("/v1/bank/pins", guarded_body([this](const httplib::Request& req, const std::string& body,
+                                                   httplib::Response& res) {
     const Tenant* tenant = check_admin(req);
-    const PinSpec spec = parse_pin(parse_body(req.body, options_.limits), *backend_, tenant);
+    const PinSpec spec = parse_pin(parse_body(body, options_.limits), *backend_, tenant);
     json out;
     check(backend_->bank_pin(spec, &out), spec.by_chain ? "chain" : "prompt");
     res.set_content(dump_json(out), kJson);
   }, admin));
-  http_->Delete(R"(/v1/bank/pins/([^/]+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_->Delete(R"(/v1/bank/pins/([^/]+))", guarded_body([this](const httplib::Request& req, const std::string&,
+                                                              httplib::Response& res) {
     check(backend_->bank_unpin(req.matches[1]), "id");
     res.set_content(dump_json(json{{"id", std::string(req.matches[1])}, {"deleted", true}}), kJson);
   }, admin));
-  http_->Post("/v1/bank/flush", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  http_->Post("/v1/bank/flush", guarded_body([this](const httplib::Request& req, const std::string& body,
+                                                    httplib::Response& res) {
     const Tenant* tenant = check_admin(req);
     json out;
-    check(backend_->bank_flush(parse_flush(parse_body(req.body, options_.limits), tenant), &out));
+    check(backend_->bank_flush(parse_flush(parse_body(body, options_.limits), tenant), &out));
     res.set_content(dump_json(out), kJson);
   }, admin));
 

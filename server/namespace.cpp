@@ -1,5 +1,7 @@
 #include "server/namespace.h"
 
+#include <set>
+
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -79,6 +81,12 @@ bool ApiKeys::has_tenant(const std::string& name) const {
   for (const auto& e : entries_)
     if (e.tenant.name == name) return true;
   return false;
+}
+
+size_t ApiKeys::tenant_count() const {
+  std::set<std::string> names;
+  for (const auto& e : entries_) names.insert(e.tenant.name);
+  return names.size();
 }
 
 const Tenant* ApiKeys::find(const std::string& presented) const {

@@ -53,6 +53,7 @@ class ApiKeys {
   bool empty() const { return entries_.empty(); }
   size_t size() const { return entries_.size(); }
   bool has_tenant(const std::string& name) const;
+  size_t tenant_count() const;  // distinct tenants
   // The tenant whose key was presented, or nullptr.
   const Tenant* find(const std::string& presented) const;
 

@@ -80,10 +80,28 @@ bool as_bool(const json& v, const std::string& param) {
   return v.get<bool>();
 }
 
+// Every string field but the prompt's text (as_text) is a name, an id or a
+// short setting: bounded each, so that nothing a client sends is kept or
+// echoed at any length (a cache_salt lives in namespaces and activity records).
 const std::string& as_string(const json& v, const std::string& param) {
+  if (!v.is_string()) wrong_type(param, "a string", v);
+  const std::string& s = v.get_ref<const std::string&>();
+  if (s.size() > kMaxFieldBytes)
+    throw ApiException{bad_request(param, "'" + param + "' is longer than " + std::to_string(kMaxFieldBytes) + " bytes",
+                                   "string_too_long")};
+  return s;
+}
+
+// The prompt's text (prompt, message contents, tool descriptions and call
+// arguments): bounded together, by prompt_bytes_limit(), not one by one.
+const std::string& as_text(const json& v, const std::string& param) {
   if (!v.is_string()) wrong_type(param, "a string", v);
   return v.get_ref<const std::string&>();
 }
+
+// A client's key as it may appear in an error: keys are not bounded by the
+// parser, so one is cut short before it is echoed.
+std::string shown_key(const std::string& key) { return key.size() <= 64 ? key : key.substr(0, 64) + "..."; }
 
 // What every OpenAI request field is here: used, a documented no-op, or
 // refused with the reason. A field OpenAI does not define is refused too.
@@ -130,7 +148,7 @@ const std::map<std::string, std::string>& refused_fields() {
 
 void check_fields(const json& body, bool chat) {
   for (auto it = body.begin(); it != body.end(); ++it) {
-    const std::string& k = it.key();
+    const std::string k = shown_key(it.key());
     if (common_fields().count(k) || (chat ? chat_fields() : completion_fields()).count(k)) continue;
     auto refused = refused_fields().find(k);
     if (refused != refused_fields().end()) fail(k, refused->second);
@@ -198,11 +216,11 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
   if (const json* v = field(body, "logit_bias")) {
     if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases", *v);
     for (auto it = v->begin(); it != v->end(); ++it) {
-      std::string param = "logit_bias." + it.key();
+      std::string param = "logit_bias." + shown_key(it.key());
       char* end = nullptr;
       long long id = std::strtoll(it.key().c_str(), &end, 10);
       if (it.key().empty() || *end != '\0' || id < 0 || (limits.vocab_size > 0 && id >= limits.vocab_size))
-        throw ApiException{bad_request(param, "logit_bias key '" + it.key() + "' is not a token id of this model",
+        throw ApiException{bad_request(param, "logit_bias key '" + shown_key(it.key()) + "' is not a token id of this model",
                                        "invalid_token_id")};
       p->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(as_number(it.value(), param, -100.0, 100.0)));
     }
@@ -222,7 +240,7 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
   }
   if (const json* v = field(body, "stop")) {
     if (v->is_string()) {
-      if (!v->get_ref<const std::string&>().empty()) p->stop.push_back(v->get<std::string>());
+      if (!as_string(*v, "stop").empty()) p->stop.push_back(v->get<std::string>());
     } else if (v->is_array()) {
       if (v->size() > limits.max_stop) fail("stop", "at most " + std::to_string(limits.max_stop) + " stop sequences");
       for (size_t i = 0; i < v->size(); ++i) {
@@ -245,6 +263,9 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
     p->cache_salt = as_string(*v, "cache_salt");
     p->has_cache_salt = true;
   }
+  // Accepted as no-ops, but still strings of a bounded length.
+  for (const char* name : {"user", "prompt_cache_key", "safety_identifier"})
+    if (const json* v = field(body, name)) as_string(*v, name);
 }
 
 int32_t token_id(const json& v, const std::string& param, const ParseLimits& limits) {
@@ -263,11 +284,24 @@ void check_prompt_length(int64_t n, const ParseLimits& limits, const char* param
                                  "context_length_exceeded")};
 }
 
+// Before tokenisation: text beyond prompt_bytes_limit() cannot fit in the
+// prompt limit, and tokenising it would cost an HTTP thread seconds.
+void check_prompt_bytes(size_t n, const ParseLimits& limits, const char* param) {
+  const size_t most = prompt_bytes_limit(limits);
+  if (most > 0 && n > most)
+    throw ApiException{too_large(param, "the prompt's text has " + std::to_string(n) + " bytes, more than the limit of " +
+                                            std::to_string(most) + " (" + std::to_string(kPromptBytesPerToken) +
+                                            " bytes per token of the prompt limit)",
+                                 "context_length_exceeded")};
+}
+
 void parse_prompt(const json& v, const ParseLimits& limits, CompletionParams* p) {
   if (v.is_string()) {
     p->prompt_is_text = true;
-    p->prompt_text = v.get<std::string>();
-    if (p->prompt_text.empty()) fail("prompt", "'prompt' must not be empty");
+    const std::string& text = as_text(v, "prompt");
+    if (text.empty()) fail("prompt", "'prompt' must not be empty");
+    check_prompt_bytes(text.size(), limits, "prompt");
+    p->prompt_text = text;
     return;
   }
   if (!v.is_array()) wrong_type("prompt", "a string or an array of token ids", v);
@@ -286,7 +320,7 @@ void parse_prompt(const json& v, const ParseLimits& limits, CompletionParams* p)
 
 // Content is a string or an array of {"type":"text","text":...} parts.
 std::string message_content(const json& v, const std::string& param) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return as_text(v, param);
   if (!v.is_array()) wrong_type(param, "a string or an array of text parts", v);
   std::string text;
   for (size_t i = 0; i < v.size(); ++i) {
@@ -297,7 +331,7 @@ std::string message_content(const json& v, const std::string& param) {
     if (as_string(*type, part + ".type") != "text") fail(part + ".type", "only text content parts are supported");
     const json* t = field(v[i], "text");
     if (!t) fail(part + ".text", "'" + part + ".text' is required");
-    text += as_string(*t, part + ".text");
+    text += as_text(*t, part + ".text");
   }
   return text;
 }
@@ -318,7 +352,7 @@ json parse_tool_calls(const json& v, const std::string& param) {
     std::string arguments = "{}";
     if (const json* a = field(*fn, "arguments")) {
       // OpenAI sends arguments as a JSON string; accept an object as well.
-      arguments = a->is_object() ? a->dump() : as_string(*a, p + ".function.arguments");
+      arguments = a->is_object() ? a->dump() : as_text(*a, p + ".function.arguments");
     }
     call["function"] = {{"name", as_string(*name, p + ".function.name")}, {"arguments", arguments}};
     out.push_back(std::move(call));
@@ -346,7 +380,7 @@ json parse_message(const json& m, size_t index) {
     fail(p + ".content", "'" + p + ".content' is required");
   }
   if (role == "assistant") {
-    if (const json* r = field(m, "reasoning_content")) out["reasoning_content"] = as_string(*r, p + ".reasoning_content");
+    if (const json* r = field(m, "reasoning_content")) out["reasoning_content"] = as_text(*r, p + ".reasoning_content");
     if (tool_calls) out["tool_calls"] = parse_tool_calls(*tool_calls, p + ".tool_calls");
   }
   if (role == "tool") {
@@ -375,7 +409,7 @@ json parse_tools(const json& v) {
       if (it.key() != "name" && it.key() != "description" && it.key() != "parameters" && it.key() != "strict")
         fail(p + ".function." + it.key(), "unsupported field '" + p + ".function." + it.key() + "'");
     json f = {{"name", as_string(*name, p + ".function.name")}};
-    if (const json* d = field(*fn, "description")) f["description"] = as_string(*d, p + ".function.description");
+    if (const json* d = field(*fn, "description")) f["description"] = as_text(*d, p + ".function.description");
     if (const json* st = field(*fn, "strict")) as_bool(*st, p + ".function.strict");
     if (const json* params = field(*fn, "parameters")) {
       if (!params->is_object()) wrong_type(p + ".function.parameters", "an object", *params);
@@ -387,6 +421,10 @@ json parse_tools(const json& v) {
 }
 
 }  // namespace
+
+size_t prompt_bytes_limit(const ParseLimits& limits) {
+  return limits.max_prompt_tokens > 0 ? static_cast<size_t>(limits.max_prompt_tokens) * kPromptBytesPerToken : 0;
+}
 
 int json_nesting_depth(std::string_view body) {
   int depth = 0, deepest = 0;
@@ -477,7 +515,7 @@ ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
   if (const json* v = field(body, "tools")) p.tools = parse_tools(*v);
   if (const json* v = field(body, "tool_choice")) {
     if (v->is_string()) {
-      p.tool_choice = v->get<std::string>();
+      p.tool_choice = as_string(*v, "tool_choice");
       if (p.tool_choice != "none" && p.tool_choice != "auto" && p.tool_choice != "required")
         fail("tool_choice", "'tool_choice' must be none, auto, required or a function");
     } else if (v->is_object()) {
@@ -515,6 +553,9 @@ ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
   if (p.tool_choice == "required" && p.tools.empty()) fail("tool_choice", "tool_choice 'required' needs 'tools'");
   if ((p.tool_choice == "required" || p.tool_choice_named) && p.response_grammar)
     fail("response_format", "response_format cannot be combined with tool_choice 'required' or a named function");
+  // What the template renders into the prompt, bounded before it renders.
+  check_prompt_bytes(p.messages.dump().size() + p.tools.dump().size() + p.template_kwargs.dump().size(), limits,
+                     "messages");
   return p;
 }
 

@@ -13,7 +13,13 @@
 //  3. Token ids in a prompt or logit_bias are checked against the vocabulary
 //     here, so the engine's REQUIRES (ids in [0, vocab)) holds for every
 //     request it gets.
-//  4. response_format json_schema is compiled here (constrain/grammar.h); a
+//  4. Strings are bounded before anything keeps or tokenises them: a string
+//     field that is a name, id or setting (cache_salt, stop[i], model, tool
+//     and function names, ids, roles, user, ...) is at most kMaxFieldBytes
+//     (else 400 `string_too_long` naming it); the prompt's text (a text
+//     prompt; for chat the messages, tools and template kwargs as JSON) is at
+//     most prompt_bytes_limit() bytes (else 413 `context_length_exceeded`).
+//  5. response_format json_schema is compiled here (constrain/grammar.h); a
 //     schema using what the constraint does not support is a 400 naming the
 //     keyword and its path.
 // Pure functions of their inputs; safe from any thread.
@@ -32,6 +38,13 @@
 #include "server/errors.h"
 
 namespace sb {
+
+// The longest string field that is not prompt text.
+inline constexpr size_t kMaxFieldBytes = 1024;
+// Bytes of prompt text allowed per token of max_prompt_tokens: far above
+// what real text takes per token (about 4), so that a prompt over the limit in
+// bytes is over it in tokens too, and cheap to refuse before tokenising.
+inline constexpr size_t kPromptBytesPerToken = 16;
 
 struct ParseLimits {
   int64_t vocab_size = 0;            // token ids must be in [0, vocab_size)
@@ -85,6 +98,9 @@ struct ChatParams : CommonParams {
   // Other chat_template_kwargs, passed to the template as variables.
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
+
+// kPromptBytesPerToken * max_prompt_tokens; 0 (no limit) when that is 0.
+size_t prompt_bytes_limit(const ParseLimits& limits);
 
 // Deepest nesting of arrays and objects in `body` (a lexical scan that needs
 // no parse, so a hostile body cannot exhaust the stack first).

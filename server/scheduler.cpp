@@ -26,6 +26,11 @@ Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
     // A worker that is idle but not yet awake will take a queued job: count
     // it as running, or a burst of arrivals is refused below capacity.
     if (queue_.size() + running_.load() >= workers_.size() + max_queue_) return Submit::kFull;
+    if (tenant_limit_ > 0 && !job->tenant.empty()) {
+      size_t& held = held_[job->tenant];
+      if (held >= tenant_limit_) return Submit::kTenantFull;
+      ++held;
+    }
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();
@@ -85,6 +90,10 @@ void Scheduler::work() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       --running_;
+      if (tenant_limit_ > 0 && !job->tenant.empty()) {
+        auto it = held_.find(job->tenant);
+        if (it != held_.end() && --it->second == 0) held_.erase(it);
+      }
     }
     idle_cv_.notify_all();
   }

@@ -13,7 +13,11 @@
 //  3. A job that is cancelled (its flag, or its deadline passed) before a
 //     worker takes it never reaches the engine; one cancelled while it runs
 //     stops at the engine's next step (request.cancelled() says so).
-//  4. drain() returns when the queue is empty and no worker runs, or at the
+//  4. With a tenant limit (set_tenant_limit), one tenant holds at most that
+//     many jobs, queued and running together: one more of its own is
+//     kTenantFull (429) while other tenants still get in. Jobs without a
+//     tenant (no keys) are not limited by it.
+//  5. drain() returns when the queue is empty and no worker runs, or at the
 //     deadline (then it cancels what is left and returns false).
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -23,6 +27,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +45,7 @@ struct Job {
   using Clock = std::chrono::steady_clock;
 
   CompletionRequest request;  // request.on_token and .cancelled are set by the submitter
+  std::string tenant;         // the key's tenant; empty without keys
   std::atomic<bool> cancelled{false};  // the client is gone
   Clock::time_point deadline = Clock::time_point::max();
 
@@ -58,12 +64,14 @@ struct Job {
 
 class Scheduler {
  public:
-  enum class Submit { kOk, kFull, kClosed };
+  enum class Submit { kOk, kFull, kTenantFull, kClosed };
 
   Scheduler(Backend* backend, int workers, size_t max_queue);
   ~Scheduler();
 
   Submit submit(std::shared_ptr<Job> job);
+  // At most `jobs` queued and running per tenant; 0: no limit. Before the first submit.
+  void set_tenant_limit(size_t jobs) { tenant_limit_ = jobs; }
   void close();  // refuse new jobs from now on
   bool drain(std::chrono::milliseconds deadline);
 
@@ -79,6 +87,8 @@ class Scheduler {
   std::condition_variable cv_;     // a job was queued, or stopping
   std::condition_variable idle_cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  size_t tenant_limit_ = 0;
+  std::map<std::string, size_t> held_;  // by tenant: jobs queued or running (guarded by mu_)
   bool closed_ = false;
   bool stopping_ = false;
   std::atomic<size_t> running_{0};

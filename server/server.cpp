@@ -1,12 +1,17 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
-#include "server/connection_limit.h"
+#include "server/connections.h"
 #include "server/connection_probe.h"
 #include "server/event_channel.h"
 #include "server/generation.h"
@@ -52,22 +57,60 @@ void log_internal(const std::string& request_id, const std::string& what) {
 
 }  // namespace
 
+bool host_is_loopback(const std::string& host) {
+  if (host.empty()) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
+  bool all = true;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      all = all && (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      const in6_addr& in6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+      all = all && (IN6_IS_ADDR_LOOPBACK(&in6) || (IN6_IS_ADDR_V4MAPPED(&in6) && in6.s6_addr[12] == 127));
+    } else {
+      all = false;
+    }
+  }
+  freeaddrinfo(found);
+  return all;
+}
+
 Server::Server(Backend* backend, ServerOptions options)
     : backend_(backend),
       options_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()),
       scheduler_(backend, options_.max_running, options_.max_queue) {
   options_.limits.vocab_size = backend_->vocab_size();
   // The prompt never exceeds the model's context length.
   const int64_t context = backend_->context_length();
   if (context > 0 && (options_.limits.max_prompt_tokens <= 0 || options_.limits.max_prompt_tokens > context))
     options_.limits.max_prompt_tokens = context;
+  if (options_.keys.tenant_count() >= 2 && options_.tenant_share < 1.0) {
+    const double slots = static_cast<double>(options_.max_running) + static_cast<double>(options_.max_queue);
+    scheduler_.set_tenant_limit(static_cast<size_t>(std::max(1.0, std::ceil(options_.tenant_share * slots))));
+  }
   started_at_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  // Every running and queued completion holds a connection thread; the
-  // spares answer /health, /metrics, 429s and idle keep-alive connections.
-  const size_t threads = static_cast<size_t>(options_.max_running) + options_.max_queue +
-                         static_cast<size_t>(std::max(1, options_.spare_threads));
-  http_->new_task_queue = [threads] { return new ConnectionLimit(threads); };
+  // Every running and queued completion holds a request thread; the spares
+  // answer 429s, the other routes and bodies on their way. Idle and
+  // half-sent connections hold none (server/connections.h).
+  ConnectionOptions co;
+  co.threads = static_cast<size_t>(options_.max_running) + options_.max_queue +
+               static_cast<size_t>(std::max(1, options_.spare_threads));
+  co.max_open = std::max<size_t>(1, options_.max_connections);
+  co.header_timeout = options_.header_timeout;
+  co.body_timeout = options_.body_timeout;
+  co.io_timeout = options_.io_timeout;
+  http_ = std::make_unique<HttpServer>(
+      co,
+      [](std::string_view method, std::string_view path) {
+        return method == "GET" && (path == "/health" || path == "/metrics");
+      },
+      // metrics_ outlives http_ (declared before it).
+      [this](int status) { metrics_.record_request("connection", status); });
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_keep_alive_timeout(2);
   http_->set_tcp_nodelay(true);  // a streamed token should not wait for an ACK
@@ -109,6 +152,76 @@ const Tenant* Server::check_admin(const httplib::Request& req) const {
   return tenant;
 }
 
+namespace {
+
+bool is_chunked(const httplib::Request& req) {
+  std::string te = req.get_header_value("Transfer-Encoding");
+  for (char& ch : te) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return te.find("chunked") != std::string::npos;
+}
+
+// The routes whose bodies are read (each with read_body, after its key).
+bool reads_body(const httplib::Request& req) {
+  if (req.method == "POST")
+    return req.path == "/v1/completions" || req.path == "/v1/chat/completions" || req.path == "/v1/bank/pins" ||
+           req.path == "/v1/bank/flush";
+  return req.method == "DELETE" && req.path.rfind("/v1/bank/pins/", 0) == 0;
+}
+
+}  // namespace
+
+std::string Server::read_body(const httplib::Request& req, const httplib::ContentReader& reader) {
+  const size_t most = options_.max_body_bytes;
+  const auto too_large_error = [most] {
+    return too_large("", "the request body is larger than " + std::to_string(most) + " bytes", "body_too_large");
+  };
+  // Whatever is left unread makes the connection unusable: it is closed
+  // after the answer.
+  const std::string encoding = req.get_header_value("Content-Encoding");
+  if (!encoding.empty() && encoding != "identity" && encoding != "gzip" && encoding != "deflate") {
+    Connections::close_after_response();
+    throw ApiException{ApiError{415, "Content-Encoding '" + encoding.substr(0, 64) + "' is not supported",
+                                "invalid_request_error", "", "unsupported_encoding"}};
+  }
+  const bool chunked = is_chunked(req);
+  if (!chunked && !req.has_header("Content-Length")) return "";  // HTTP/1.1: no body
+  if (!chunked) {
+    const std::string length = req.get_header_value("Content-Length");
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(length.c_str(), &end, 10);
+    if (length.empty() || *end != '\0' || length[0] == '-') {
+      Connections::close_after_response();
+      throw ApiException{bad_request("", "Content-Length is not a number", "bad_request")};
+    }
+    if (n > most) {
+      Connections::close_after_response();
+      throw ApiException{too_large_error()};
+    }
+    if (n == 0) return "";
+  }
+  // Chunked and compressed bodies are counted as they arrive (decoded).
+  std::string body;
+  bool over = false;
+  const bool read = reader([&](const char* data, size_t n) {
+    if (n > most - body.size()) {
+      over = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  if (over) {
+    Connections::close_after_response();
+    throw ApiException{too_large_error()};
+  }
+  if (!read) {
+    Connections::close_after_response();
+    throw ApiException{bad_request("", "the request body could not be read (incomplete, malformed or not decodable)",
+                                   "bad_body")};
+  }
+  return body;
+}
+
 Server::Route Server::guarded(Route fn, bool admin) {
   return [this, fn = std::move(fn), admin](const httplib::Request& req, httplib::Response& res) {
     std::string request_id = next_request_id();
@@ -126,17 +239,61 @@ Server::Route Server::guarded(Route fn, bool admin) {
   };
 }
 
-void Server::install_routes() {
+Server::BodyRoute Server::guarded_body(BodyRouteFn fn, bool admin) {
+  return [this, fn = std::move(fn), admin](const httplib::Request& req, httplib::Response& res,
+                                           const httplib::ContentReader& reader) {
+    std::string request_id = next_request_id();
+    res.set_header("X-Request-Id", request_id);
+    bool body_read = false;
+    try {
+      // The key before the body: a client without one sends nothing we keep.
+      if (admin) check_admin(req);
+      else check_auth(req);
+      const std::string body = read_body(req, reader);
+      body_read = true;
+      fn(req, body, res);
+    } catch (const ApiException& e) {
+      if (!body_read) Connections::close_after_response();
+      respond_error(res, e.error);
+    } catch (const std::exception& e) {
+      if (!body_read) Connections::close_after_response();
+      log_internal(request_id, e.what());
+      respond_error(res, internal_error(request_id));
+    }
+  };
+}
 
-  // Beyond the connection cap only the cheap routes are served.
+void Server::install_routes() {
+  // cpp-httplib reads the body of any other POST, PUT, PATCH or DELETE
+  // before its handler, without a limit when it is chunked: such a request
+  // is answered here, before that, and its connection closed.
   http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!ConnectionLimit::over_capacity() || req.path == "/health" || req.path == "/metrics")
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.status = 503;
-    res.set_header("Retry-After", "1");
-    res.set_header("Connection", "close");
-    res.set_content(dump_json(overloaded(503, "too many connections; retry later").to_json()), kJson);
+    const bool has_body = is_chunked(req) || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+    const bool body_ignored = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+    // A body nobody reads must not be taken for the next request.
+    if (has_body && body_ignored) Connections::close_after_response();
+    if (!has_body || body_ignored || reads_body(req)) return httplib::Server::HandlerResponse::Unhandled;
+    Connections::close_after_response();
+    res.status = 404;
+    res.set_content(dump_json(not_found("", "no such route", "not_found").to_json()), kJson);
     return httplib::Server::HandlerResponse::Handled;
+  });
+  // A client that waits for "100 Continue" hears about its key and its
+  // Content-Length before it sends the body.
+  http_->set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      if (req.path != "/health" && req.path.rfind("/bank", 0) != 0) check_auth(req);
+      const std::string length = req.get_header_value("Content-Length");
+      if (!length.empty() && std::strtoull(length.c_str(), nullptr, 10) > options_.max_body_bytes)
+        throw ApiException{too_large("", "the request body is larger than " + std::to_string(options_.max_body_bytes) +
+                                             " bytes",
+                                     "body_too_large")};
+      return 100;
+    } catch (const ApiException& e) {
+      Connections::close_after_response();
+      respond_error(res, e.error);
+      return e.error.status;
+    }
   });
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining_) {
@@ -161,12 +318,14 @@ void Server::install_routes() {
                     "text/plain; version=0.0.4; charset=utf-8");
   }, /*admin=*/true));
   install_bank_routes();
-  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(req, res, false);
-  });
-  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(req, res, true);
-  });
+  http_->Post("/v1/completions",
+              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                handle_completion(req, reader, res, false);
+              });
+  http_->Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                handle_completion(req, reader, res, true);
+              });
 
   size_t max_body = options_.max_body_bytes;
   httplib::Server::HandlerWithResponse on_error = [max_body](const httplib::Request&, httplib::Response& res) {
@@ -203,7 +362,8 @@ struct Server::Call {
   std::string request_id;
 };
 
-void Server::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::handle_completion(const httplib::Request& req, const httplib::ContentReader& reader,
+                               httplib::Response& res, bool chat) {
   const auto arrived = Clock::now();
   const std::string request_id = next_request_id();
   res.set_header("X-Request-Id", request_id);
@@ -212,16 +372,21 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     ++active_;
   }
   bool streaming = false;
+  bool body_read = false;
   try {
     CompletionInput in;
+    // The key before the body: a client without one sends nothing we keep.
     in.tenant = check_auth(req);
     if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
-    in.body = req.body;
+    const std::string body = read_body(req, reader);
+    body_read = true;
+    in.body = body;
     in.cache_mode_header = req.get_header_value("X-Cache-Mode");
     in.chat = chat;
     in.shared_tenant = options_.shared_tenant;
     in.request_id = request_id;
     std::shared_ptr<Call> call = start_call(prepare_completion(*backend_, options_.limits, in), arrived, request_id);
+    if (in.tenant != nullptr) call->job->tenant = in.tenant->name;
     submit(*call);
     if (call->stream) {
       streaming = true;
@@ -230,9 +395,11 @@ void Server::handle_completion(const httplib::Request& req, httplib::Response& r
     }
     respond_when_done(*call, req, res);
   } catch (const ApiException& e) {
+    if (!body_read) Connections::close_after_response();
     if (e.error.status == 429) res.set_header("Retry-After", "1");
     respond_error(res, e.error);
   } catch (const std::exception& e) {
+    if (!body_read) Connections::close_after_response();
     log_internal(request_id, e.what());
     respond_error(res, internal_error(request_id));
   }
@@ -315,6 +482,9 @@ void Server::submit(const Call& call) {
   switch (scheduler_.submit(call.job)) {
     case Scheduler::Submit::kOk: return;
     case Scheduler::Submit::kFull: throw ApiException{overloaded(429, "too many requests are waiting; retry later")};
+    case Scheduler::Submit::kTenantFull:
+      throw ApiException{ApiError{429, "this key's tenant holds its share of the server's slots (--tenant-share); retry later",
+                                  "server_error", "", "tenant_share_exceeded"}};
     case Scheduler::Submit::kClosed: throw ApiException{overloaded(503, "the server is shutting down")};
   }
 }
@@ -418,6 +588,7 @@ Status Server::shutdown() {
     active_cv_.wait_until(lock, deadline, [this] { return active_ == 0; });
   }
   http_->stop();
+  http_->connections().shutdown();  // the kept-alive connections; joins the request threads
   Status flushed = backend_->close_bank(left());
   if (!idle) return Status::exhausted("requests still ran at the shutdown deadline; they were cancelled");
   return flushed;

@@ -22,11 +22,17 @@
 //     step; a request still running at its deadline (request_timeout from
 //     arrival) is cancelled there too and answered 504 (a stream ends with
 //     an error event).
-//  5. Connections are capped (server/connection_limit.h): enough threads for
-//     every running and queued completion plus spares, so /health and
-//     /metrics are answered at once under full load; a connection beyond the
-//     cap is answered 503 at once. Reads and writes time out per call
-//     (io_timeout), so a slow client holds a thread for a bounded time.
+//  5. Connections (server/connections.h): at most max_connections stay open
+//     (at the cap the longest-waiting one is closed with a 503 to make room); a connection holds a request thread only
+//     while one request whose header arrived whole (within header_timeout)
+//     is served; /health and /metrics have threads of their own, so they are
+//     answered under full load; with every request thread busy anything else
+//     is 503 at once. Reads and writes time out per call (io_timeout), a body
+//     as a whole (body_timeout).
+//  9. The key is checked before a body is read; a body is at most
+//     max_body_bytes as it arrives (chunked, compressed: decoded), else 413.
+//  10. With two or more tenants, one tenant holds at most tenant_share of the
+//     running and queued slots (429 tenant_share_exceeded beyond it).
 //  6. The prompt is limited to the model's context length, or less
 //     (limits.max_prompt_tokens).
 //  7. shutdown() finishes what was accepted, stops listening, then flushes
@@ -57,12 +63,14 @@
 #include "server/scheduler.h"
 
 namespace httplib {
-class Server;
+class ContentReader;
 struct Request;
 struct Response;
 }  // namespace httplib
 
 namespace sb {
+
+class HttpServer;  // server/connections.h
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -76,11 +84,24 @@ struct ServerOptions {
                                      // 0 or above the context length means the context length
   int max_running = 8;               // completions handed to the backend at once (the engine's)
   size_t max_queue = 64;             // waiting completions before 429
-  int spare_threads = 16;            // connection threads beyond running + queued completions
+  // With two or more tenants: the fraction of the running and queued slots
+  // (max_running + max_queue) one tenant may hold at once (at least one
+  // slot); 1: no share. One more of its own is 429 tenant_share_exceeded.
+  double tenant_share = 0.5;
+  int spare_threads = 16;            // request threads beyond running + queued completions
+  size_t max_connections = 1024;     // open at once; at the cap the longest-waiting one makes room
+  std::chrono::milliseconds header_timeout{10000};  // a request header, whole, from the accept or the last response
+  std::chrono::milliseconds body_timeout{60000};    // a request body, whole, once its header is in
   std::chrono::seconds io_timeout{10};         // one read or write on a connection
   std::chrono::seconds request_timeout{1800};  // a completion from arrival to its end; 0: none
   std::chrono::milliseconds shutdown_deadline{30000};
 };
+
+// Whether every address `host` resolves to (getaddrinfo, numeric or by name)
+// is a loopback address (127.0.0.0/8, ::1, or 127/8 mapped into IPv6). A
+// name that does not resolve is not loopback. Decides whether `serve` may
+// run without an API key; the spelling of the name never does.
+bool host_is_loopback(const std::string& host);
 
 class Server {
  public:
@@ -103,7 +124,13 @@ class Server {
 
   void install_routes();
   void install_bank_routes();  // server/bank_routes.cpp
-  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
+                         bool chat);
+  // The body, read after the route's key check: at most max_body_bytes as
+  // they arrive (chunked and compressed bodies included, decoded). Throws 413
+  // body_too_large, 415 for an encoding other than gzip or deflate, 400 for a
+  // body that cannot be read; any of these closes the connection after the answer.
+  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader);
   // The steps of handle_completion.
   std::shared_ptr<Call> start_call(PreparedCompletion prepared, Clock::time_point arrived,
                                    const std::string& request_id);
@@ -121,6 +148,11 @@ class Server {
   // Wraps a route: request id, the check (check_auth, or check_admin when
   // `admin`), errors as OpenAI-shaped responses.
   Route guarded(Route fn, bool admin = false);
+  // The same for a route with a body: the check, then read_body, then fn.
+  using BodyRouteFn = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
+  using BodyRoute =
+      std::function<void(const httplib::Request&, httplib::Response&, const httplib::ContentReader&)>;
+  BodyRoute guarded_body(BodyRouteFn fn, bool admin = false);
   std::string next_request_id();
   void release_active();  // one completion response fully written
 
@@ -128,7 +160,7 @@ class Server {
   ServerOptions options_;
   Metrics metrics_;  // before scheduler_: a worker's last job may still count
   Activity activity_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   Scheduler scheduler_;
   int64_t started_at_ = 0;
   std::atomic<uint64_t> request_counter_{0};

@@ -123,18 +123,31 @@ struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
 };
+// Bounded in bytes, not only in words: a server thread tokenises whatever
+// its clients send, and keeps the cache for the life of the thread.
 struct WordCache {
   uint64_t owner = 0;
+  size_t bytes = 0;  // an estimate of what `words` holds: keys, ids, node overhead
   std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> words;
+  void clear() {
+    // Swapped out, not cleared: clear() keeps the bucket array.
+    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>>().swap(words);
+    bytes = 0;
+  }
 };
-WordCache& thread_cache(uint64_t owner) {
+WordCache& thread_cache_any() {
   thread_local WordCache cache;
+  return cache;
+}
+WordCache& thread_cache(uint64_t owner) {
+  WordCache& cache = thread_cache_any();
   if (cache.owner != owner) {
-    cache.words.clear();
+    cache.clear();
     cache.owner = owner;
   }
   return cache;
 }
+size_t thread_cache_bytes() { return thread_cache_any().bytes; }
 std::atomic<uint64_t> next_serial{1};
 
 // A JSON value that is absent, null, false, or an empty string.
@@ -162,6 +175,7 @@ struct Tokenizer::Impl {
   const uint64_t serial = next_serial.fetch_add(1);
   static constexpr size_t kCacheMaxWords = 1 << 17;
   static constexpr size_t kCacheMaxWordBytes = 256;
+  static constexpr size_t kCacheMaxBytes = size_t{8} << 20;  // per thread
 
   Status parse(const json& j);
   void bpe(std::string_view word, std::vector<int32_t>* out) const;
@@ -343,6 +357,8 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>* out) cons
   for (int i = 0; i >= 0 && i < n; i = sym[i].next) out->push_back(sym[i].id);
 }
 
+size_t Tokenizer::word_cache_bytes() { return thread_cache_bytes(); }
+
 void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>* out) const {
   if (word.size() == 1) {
     out->push_back(byte_id[static_cast<uint8_t>(word[0])]);
@@ -359,8 +375,10 @@ void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>* o
   }
   size_t start = out->size();
   bpe(word, out);
-  if (cache.words.size() >= kCacheMaxWords) cache.words.clear();
+  const size_t entry_bytes = word.size() + (out->size() - start) * sizeof(int32_t) + 96;
+  if (cache.words.size() >= kCacheMaxWords || cache.bytes + entry_bytes > kCacheMaxBytes) cache.clear();
   cache.words.emplace(std::string(word), std::vector<int32_t>(out->begin() + start, out->end()));
+  cache.bytes += entry_bytes;
 }
 
 void Tokenizer::Impl::encode_segment(std::string_view segment, std::vector<int32_t>* out) const {

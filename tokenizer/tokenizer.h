@@ -24,7 +24,8 @@
 //
 // Thread-safety: after load() a Tokenizer is immutable; every const method
 // may be called from many threads at once. encode() keeps a per-thread word
-// cache (no locks; a thread caches one tokenizer at a time, up to 128k words).
+// cache (no locks; a thread caches one tokenizer at a time, up to 128k words
+// and about 8 MiB, then starts over).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,9 @@ class Tokenizer {
   // normalizers/pre-tokenizers), is an error naming the file.
   static Status load(const std::string& model_dir, std::unique_ptr<Tokenizer>* out);
   static Status load_file(const std::string& tokenizer_json_path, std::unique_ptr<Tokenizer>* out);
+  // What the calling thread's word cache holds, estimated in bytes (keys, ids
+  // and the map's nodes); never much above 8 MiB.
+  static size_t word_cache_bytes();
 
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
   std::string decode(std::span<const int32_t> ids) const;

@@ -342,6 +342,61 @@ TEST(RequestParse, BodySyntaxAndDepth) {
   EXPECT_EQ(body_error("{\"a\": \"\\ud800\"}").status, 400);  // a lone surrogate is invalid JSON
 }
 
+// Issue 34: every string field that is not prompt text is bounded, one by
+// one, with a 400 naming it; prompt text is bounded in bytes before it is
+// tokenised (kPromptBytesPerToken per token of the limit).
+TEST(RequestParse, StringFieldsAreBoundedAndNamed) {
+  const std::string long_field(kMaxFieldBytes + 1, 'x');
+  const std::string fits(kMaxFieldBytes, 'x');
+  auto expect_too_long = [](const ApiError& e, const std::string& param) {
+    EXPECT_EQ(e.status, 400) << param;
+    EXPECT_EQ(e.param, param);
+    EXPECT_EQ(e.code, "string_too_long") << param;
+    EXPECT_LT(e.message.size(), 256u) << "the error echoes the value";
+  };
+  expect_too_long(completion_error({{"prompt", "x"}, {"cache_salt", long_field}}), "cache_salt");
+  EXPECT_EQ(completion_error({{"prompt", "x"}, {"cache_salt", fits}}).status, 0);
+  expect_too_long(completion_error({{"prompt", "x"}, {"stop", long_field}}), "stop");
+  expect_too_long(completion_error({{"prompt", "x"}, {"stop", {"a", long_field}}}), "stop[1]");
+  expect_too_long(completion_error({{"prompt", "x"}, {"model", long_field}}), "model");
+  expect_too_long(completion_error({{"prompt", "x"}, {"user", long_field}}), "user");
+  const json user = {{"role", "user"}, {"content", "hi"}};
+  expect_too_long(chat_error({{"messages", {{{"role", long_field}, {"content", "hi"}}}}}), "messages[0].role");
+  expect_too_long(chat_error({{"messages", {{{"role", "user"}, {"content", "hi"}, {"name", long_field}}}}}),
+                  "messages[0].name");
+  expect_too_long(chat_error({{"messages", {user}}, {"tools", {{{"type", "function"}, {"function", {{"name", long_field}}}}}}}),
+                  "tools[0].function.name");
+  expect_too_long(chat_error({{"messages", {user}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", long_field}}}}}}),
+                  "tool_choice.function.name");
+  const json call = {{"id", long_field}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}};
+  expect_too_long(chat_error({{"messages", {user, {{"role", "assistant"}, {"tool_calls", {call}}}}}}),
+                  "messages[1].tool_calls[0].id");
+  // An unknown field's name is cut short in the error.
+  const ApiError unknown = completion_error({{"prompt", "x"}, {std::string(100000, 'k'), 1}});
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_LT(unknown.message.size(), 256u);
+  EXPECT_LT(unknown.param.size(), 100u);
+}
+
+TEST(RequestParse, PromptTextIsBoundedInBytesBeforeTokenising) {
+  ASSERT_EQ(prompt_bytes_limit(limits()), 50 * kPromptBytesPerToken);
+  const std::string at_bound(50 * kPromptBytesPerToken, 'a');
+  EXPECT_EQ(completion_error({{"prompt", at_bound}}).status, 0);
+  const ApiError e = completion_error({{"prompt", at_bound + "a"}});
+  EXPECT_EQ(e.status, 413);
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  // Chat: the messages (with tools and template kwargs) as JSON.
+  const ApiError c = chat_error({{"messages", {{{"role", "user"}, {"content", at_bound}}}}});
+  EXPECT_EQ(c.status, 413);
+  EXPECT_EQ(c.param, "messages");
+  // No prompt limit, no byte bound.
+  ParseLimits open = limits();
+  open.max_prompt_tokens = 0;
+  EXPECT_EQ(prompt_bytes_limit(open), 0u);
+  EXPECT_NO_THROW(parse_completion_params(json{{"prompt", at_bound + at_bound}}, open));
+}
+
 TEST(RequestParse, CacheModeHeader) {
   EXPECT_EQ(parse_cache_mode(""), CacheMode::kDefault);
   EXPECT_EQ(parse_cache_mode("default"), CacheMode::kDefault);

@@ -9,11 +9,27 @@
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/namespace.h"
+#include "server/server.h"
 #include "server/sse.h"
 #include "server/stop_matcher.h"
 
 namespace sb {
 namespace {
+
+// Issue 34: loopback is decided by the resolved addresses, never by the
+// spelling of the name.
+TEST(HostIsLoopback, DecidedByEveryResolvedAddress) {
+  EXPECT_TRUE(host_is_loopback("127.0.0.1"));
+  EXPECT_TRUE(host_is_loopback("127.1.2.3"));
+  EXPECT_TRUE(host_is_loopback("::1"));
+  EXPECT_TRUE(host_is_loopback("localhost"));
+  EXPECT_FALSE(host_is_loopback("127.0.0.1.example.invalid"));  // resolves to nothing
+  EXPECT_FALSE(host_is_loopback("127.evil.invalid"));
+  EXPECT_FALSE(host_is_loopback("0.0.0.0"));
+  EXPECT_FALSE(host_is_loopback("::"));
+  EXPECT_FALSE(host_is_loopback("10.0.0.1"));
+  EXPECT_FALSE(host_is_loopback(""));
+}
 
 TEST(StopMatcher, HoldsBackPossibleStartsAndCutsAtTheFirstStop) {
   StopMatcher m({"END", "\n\n"});

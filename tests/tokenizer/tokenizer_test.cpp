@@ -3,6 +3,8 @@
 // special tokens, NFC, the pre-tokenizer's whitespace semantics, BPE merges in
 // both stored forms, the encode boundary property, lossy and streaming decode.
 #include <gtest/gtest.h>
+
+#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,6 +158,27 @@ TEST(TokenizerQwen3, KnownIdsAndSpecialTokens) {
   EXPECT_FALSE(t.token_id("no such token").has_value());
   EXPECT_EQ(t.stop_tokens(), (Ids{151645, 151643}));
   EXPECT_TRUE(t.encode("").empty());
+}
+
+// Issue 34: a server thread tokenises whatever its clients send and keeps its
+// word cache; it was bounded in words only (128k words of up to 256 bytes).
+// 60k distinct 64-letter words would hold over 14 MiB; the cache starts over
+// at about 8 MiB instead.
+TEST(TokenizerQwen3, TheWordCacheIsBoundedInBytes) {
+  const Tokenizer& t = test::qwen3();
+  std::mt19937 rng(34);
+  size_t most = 0;
+  for (int round = 0; round < 6; ++round) {
+    std::string text;
+    for (int w = 0; w < 10000; ++w) {
+      text += ' ';
+      for (int i = 0; i < 64; ++i) text += static_cast<char>('a' + rng() % 26);
+    }
+    EXPECT_FALSE(t.encode(text).empty());
+    most = std::max(most, Tokenizer::word_cache_bytes());
+  }
+  EXPECT_GT(most, size_t{4} << 20) << "the cache was not used";
+  EXPECT_LE(most, size_t{8} << 20);
 }
 
 TEST(TokenizerQwen3, ParseSpecialFalseKeepsSpecialTokensAsText) {

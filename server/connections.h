@@ -1,0 +1,139 @@
+// Connections: the HTTP server's accepted sockets, and the threads that
+// serve their requests (in place of cpp-httplib's thread per connection).
+//
+// cpp-httplib 0.11 gives each connection a thread for its whole life and
+// reads a request header with a per-call timeout only: a crowd of idle
+// keep-alive connections, or clients that trickle header bytes (slowloris),
+// hold every thread while /health waits behind them. Here a connection holds
+// a thread only while one request, whose header has arrived whole, is served.
+//
+// Promises:
+//  1. At most `max_open` connections stay open. At the cap, a new connection
+//     makes room: the connections that have waited longest for a request
+//     header (idle keep-alive ones, half-sent headers) are answered 503
+//     (Retry-After: 1) and closed; a connection being served on a thread is
+//     never closed for room, and when all of them are, the new one is the
+//     one answered 503, without being read.
+//  2. Between requests a connection waits on the one poll thread. Its request
+//     header must arrive whole within `header_timeout` of the accept (or of
+//     the end of the previous response) and within `max_header_bytes`; else
+//     it is answered 408 or 431 and closed. A kept-alive connection that
+//     sends nothing for `keep_alive_timeout` is closed.
+//  3. A complete header goes to a thread at once, never to a queue behind
+//     other connections: a request that `cheap` accepts (GET /health and
+//     GET /metrics) to `cheap_threads` threads of its own, any other to one
+//     of `threads` request threads. When every request thread is busy the
+//     request is answered 503 (Retry-After: 1) at once and its connection is
+//     closed.
+//  4. On its thread a request's body must arrive within `body_timeout` of the
+//     thread taking it (each read and write within `io_timeout`).
+//  5. A handler may call close_after_response() (e.g. when it left a body
+//     unread): the connection is closed once the response is written.
+//  6. shutdown() closes the waiting connections and joins every thread; a
+//     request in progress ends first (and its connection is then closed).
+//
+// Thread safety: adopt() from the listening thread; close_after_response()
+// from a request's thread; shutdown() from any one thread.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace sb {
+
+struct ConnectionOptions {
+  size_t max_open = 1024;
+  size_t threads = 88;       // request threads
+  size_t cheap_threads = 2;  // for the requests `cheap` accepts
+  size_t max_header_bytes = 32 << 10;
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds keep_alive_timeout{2000};
+  std::chrono::milliseconds body_timeout{60000};
+  std::chrono::milliseconds io_timeout{10000};
+  size_t keep_alive_max_requests = 100;
+};
+
+class Connections {
+ public:
+  // Serves one request read from `stream` (cpp-httplib's process_request);
+  // sets *closed when the connection must not be reused. Returns false when
+  // the connection failed.
+  using Serve = std::function<bool(httplib::Stream& stream, bool close_connection, bool* closed)>;
+  // Whether a request with this method and path (no query) is cheap.
+  using Cheap = std::function<bool(std::string_view method, std::string_view path)>;
+
+  // Called (on the poll thread or the listening thread) for each connection
+  // answered without reaching a handler: 503, 408 or 431.
+  using Refused = std::function<void(int status)>;
+
+  Connections(ConnectionOptions options, Serve serve, Cheap cheap, Refused refused = nullptr);
+  ~Connections();  // shutdown()
+
+  // Takes an accepted socket (closes it in the end).
+  void adopt(int fd);
+  void shutdown();
+
+  // On a request's thread: close the connection once the response is written.
+  static void close_after_response();
+
+  size_t open() const { return open_.load(); }
+
+  struct Conn;  // one connection (connections.cpp)
+
+ private:
+  class Pool;
+
+  void poll_loop();
+  // The poll thread's: back to max_open (promise 1).
+  void make_room(std::vector<std::unique_ptr<Conn>>& waiting);
+  void wake();
+  // The poll thread's: a complete header in c->buffered; to a thread, or 503.
+  void dispatch(std::unique_ptr<Conn> c);
+  void serve_on_thread(std::unique_ptr<Conn> c);
+  void close_conn(std::unique_ptr<Conn> c);
+  void refuse(std::unique_ptr<Conn> c, int status, const char* reason);
+  // Shuts the sending side and leaves c to the poll thread to drain and close.
+  void linger(std::unique_ptr<Conn> c);
+
+  const ConnectionOptions options_;
+  const Serve serve_;
+  const Cheap cheap_;
+  const Refused refused_;
+  std::atomic<size_t> open_{0};
+  std::atomic<bool> stopping_{false};
+  int wake_fd_ = -1;
+  std::mutex mu_;                              // guards incoming_
+  std::vector<std::unique_ptr<Conn>> incoming_;  // adopted or handed back, for the poll thread
+  std::unique_ptr<Pool> requests_, cheap_pool_;
+  std::thread poller_;
+  bool shut_down_ = false;
+};
+
+// cpp-httplib's server with its connections handed to Connections: the
+// listening thread accepts, Connections does the rest.
+class HttpServer : public httplib::Server {
+ public:
+  HttpServer(ConnectionOptions options, Connections::Cheap cheap, Connections::Refused refused = nullptr);
+  ~HttpServer() override;
+
+  Connections& connections() { return *connections_; }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override;
+
+  std::unique_ptr<Connections> connections_;
+};
+
+}  // namespace sb

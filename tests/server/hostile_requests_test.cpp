@@ -1,0 +1,367 @@
+// Issue 34, the HTTP part: one hostile request must never crash, wedge or
+// poison the server. Each test is a finding against the released binary,
+// replayed here against the real binary over HTTP (raw sockets where a
+// well-behaved client could not send it):
+//  - finding 3: a chunked body without a key is answered 401 before it is
+//    read; a chunked body beyond --max-body-bytes is cut off as it arrives;
+//    a gzip body is counted decoded; no other path reads a body, or a header,
+//    without a bound;
+//  - finding 4: idle connections (also filling --max-connections) and
+//    slowloris headers delay neither /health nor an authenticated completion; a trickled header is dropped at
+//    --header-timeout;
+//  - finding 5: an over-long cache_salt (and stop string, tool name) is a 400
+//    naming it; a text prompt beyond its byte bound is refused before it is
+//    tokenised;
+//  - finding 9: a host name that only starts with "127." is not loopback.
+// Deadlines are generous ("within N s") where the point is "not wedged".
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/server/serve_process.h"
+
+namespace sb::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+const char* kKey = "hostile-test-key-0123456789";
+
+int connect_to(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends what the socket takes; false once the server has closed or reset it.
+bool send_all(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// What the server sends until it closes, resets, or `within` passes.
+std::string read_until_closed(int fd, std::chrono::milliseconds within) {
+  std::string out;
+  const auto until = Clock::now() + within;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return out;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) return out;
+    char buf[65536];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::string chunk(const std::string& data) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  return size + data + "\r\n";
+}
+
+class HostileRequests : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/sb_hostile_XXXXXX";
+    root_ = mkdtemp(tmpl);
+    model_ = root_ + "/model";
+    const char* tok = std::getenv("SB_TOKENIZER_DIR");
+    ASSERT_NE(tok, nullptr) << "SB_TOKENIZER_DIR is not set (run through ctest)";
+    ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "5",
+                           "--tokenizer", tok, model_}),
+              0);
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  static std::vector<std::string> args(std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {SB_STATEBANK_BIN, "serve", "--model", model_, "--port", "0", "--ssd", "off",
+                                  "--threads", "1", "--ram-bank", "64M"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  static std::string root_, model_;
+};
+std::string HostileRequests::root_, HostileRequests::model_;
+
+const std::string kChunkedHead =
+    "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n";
+
+// Finding 3: the body was read (all of it, chunked: no limit) before the key
+// was checked. Half a megabyte is sent and the body left open: the answer
+// must come without the rest.
+TEST_F(HostileRequests, AChunkedBodyWithoutAKeyIsAnswered401BeforeItIsRead) {
+  ServeProcess server(args({"--api-key", kKey}));
+  int fd = connect_to(server.port);
+  ASSERT_GE(fd, 0);
+  send_all(fd, kChunkedHead + "\r\n");
+  for (int i = 0; i < 8; ++i) send_all(fd, chunk(std::string(64 << 10, 'a')));
+  const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+  ::close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 3: --max-body-bytes held only for a Content-Length. A chunked body
+// with the key is cut off once it passes the limit (413), without its end.
+TEST_F(HostileRequests, AChunkedBodyBeyondTheLimitIsCutOffAsItArrives) {
+  ServeProcess server(args({"--api-key", kKey, "--max-body-bytes", "1M"}));
+  int fd = connect_to(server.port);
+  ASSERT_GE(fd, 0);
+  send_all(fd, kChunkedHead + "Authorization: Bearer " + kKey + "\r\n\r\n");
+  for (int i = 0; i < 32 && send_all(fd, chunk(std::string(64 << 10, 'a'))); ++i) {
+  }
+  const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+  ::close(fd);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer.substr(0, 200);
+  EXPECT_NE(answer.find("body_too_large"), std::string::npos) << answer.substr(0, 400);
+  // Still serving.
+  auto c = server.client();
+  httplib::Headers h = {{"Authorization", std::string("Bearer ") + kKey}};
+  auto r = c.Post("/v1/completions", h, json{{"prompt", "hi"}, {"max_tokens", 2}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 3, the same hole elsewhere: cpp-httplib reads the body of any POST
+// before routing it (chunked: without a limit). A body to a route that takes
+// none is answered 404 unread; a client waiting for "100 Continue" hears 401
+// first; a header over 32 KiB is 431, not read on.
+TEST_F(HostileRequests, NoOtherPathReadsABodyOrAHeaderWithoutBound) {
+  ServeProcess server(args({"--api-key", kKey}));
+  {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, "POST /v1/no-such-route HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 8; ++i) send_all(fd, chunk(std::string(64 << 10, 'a')));
+    const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+    ::close(fd);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 404", 0), 0u) << answer.substr(0, 200);
+  }
+  {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
+    const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+    ::close(fd);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
+  }
+  {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0);
+    send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n");
+    for (int i = 0; i < 40; ++i) send_all(fd, "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'f') + "\r\n");
+    const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+    ::close(fd);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 431", 0), 0u) << answer.substr(0, 200);
+  }
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 3: a 36 KB gzip body decoded to a 24 MB prompt. It is counted
+// decoded against --max-body-bytes (16M by default).
+TEST_F(HostileRequests, AGzipBodyIsCountedDecodedAgainstTheLimit) {
+  const std::string plain = root_ + "/bomb.json";
+  std::ofstream(plain) << json{{"prompt", std::string(24u << 20, 'a')}, {"max_tokens", 1}}.dump();
+  std::string ignored;
+  ASSERT_EQ(run_shell("gzip -f -9 " + plain, &ignored), 0);
+  std::ifstream in(plain + ".gz", std::ios::binary);
+  const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_LT(gz.size(), 64u << 10);
+  ServeProcess server(args());
+  auto c = server.client();
+  httplib::Headers h = {{"Content-Encoding", "gzip"}};
+  auto r = c.Post("/v1/completions", h, gz, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413) << r->body.substr(0, 300);
+  EXPECT_NE(r->body.find("body_too_large"), std::string::npos) << r->body.substr(0, 300);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 5: 8 MB salts were kept (namespaces, activity records) until
+// restart. Every string field that is not prompt text is bounded, and the
+// 400 names it.
+TEST_F(HostileRequests, OverLongStringFieldsAre400NamingTheField) {
+  ServeProcess server(args());
+  auto c = server.client();
+  auto expect_400 = [&](const json& body, const char* path, const std::string& param) {
+    auto r = c.Post(path, body.dump(), "application/json");
+    ASSERT_TRUE(r) << param;
+    EXPECT_EQ(r->status, 400) << param << ": " << r->body.substr(0, 300);
+    const json e = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(e.is_object()) << r->body.substr(0, 300);
+    EXPECT_EQ(e["error"]["param"], param);
+    EXPECT_EQ(e["error"]["code"], "string_too_long");
+    EXPECT_LT(r->body.size(), 4096u) << "the error echoes the string";
+  };
+  expect_400({{"prompt", "hi"}, {"max_tokens", 1}, {"cache_salt", std::string(8u << 20, 's')}}, "/v1/completions",
+             "cache_salt");
+  expect_400({{"prompt", "hi"}, {"max_tokens", 1}, {"stop", {"ok", std::string(2000, 'x')}}}, "/v1/completions",
+             "stop[1]");
+  const json tool = {{"type", "function"},
+                     {"function", {{"name", std::string(5000, 'f')}, {"parameters", {{"type", "object"}}}}}};
+  expect_400({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"tools", {tool}}, {"max_tokens", 1}},
+             "/v1/chat/completions", "tools[0].function.name");
+  // A salt within the bound is served.
+  auto ok = c.Post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 1}, {"cache_salt", std::string(1024, 's')}}.dump(),
+                   "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 5: a 10 MB text prompt was tokenised on an HTTP thread (3.7 s of
+// CPU) before its length was checked. It is refused on its bytes.
+TEST_F(HostileRequests, ATextPromptBeyondItsByteBoundIsRefusedBeforeTokenising) {
+  ServeProcess server(args());
+  auto c = server.client();
+  const auto start = Clock::now();
+  auto r = c.Post("/v1/completions", json{{"prompt", std::string(10u << 20, 'a')}, {"max_tokens", 1}}.dump(),
+                  "application/json");
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413) << r->body.substr(0, 300);
+  const json e = json::parse(r->body, nullptr, false);
+  EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(e["error"]["param"], "prompt");
+  EXPECT_NE(r->body.find("bytes"), std::string::npos) << "refused on its tokens, not its bytes: " << r->body;
+  std::printf("10 MB text prompt refused in %.3f s\n", seconds);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 4: behind 200 idle connections /health took 112 s.
+TEST_F(HostileRequests, IdleConnectionsDoNotDelayHealth) {
+  ServeProcess server(args());
+  std::vector<int> idle;
+  for (int i = 0; i < 200; ++i) {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    idle.push_back(fd);
+  }
+  httplib::Client c("127.0.0.1", server.port);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(5);
+  const auto start = Clock::now();
+  auto health = c.Get("/health");
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_TRUE(health) << "no answer within 5 s";
+  EXPECT_EQ(health->status, 200);
+  std::printf("/health behind 200 idle connections: %.3f s\n", seconds);
+  for (int fd : idle) ::close(fd);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 4, at the cap: idle connections filling --max-connections do not
+// keep a health check out (the longest waiting makes room).
+TEST_F(HostileRequests, IdleConnectionsFillingTheCapDoNotKeepHealthOut) {
+  ServeProcess server(args({"--max-connections", "50"}));
+  std::vector<int> idle;
+  for (int i = 0; i < 60; ++i) {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    idle.push_back(fd);
+  }
+  for (int i = 0; i < 3; ++i) {
+    httplib::Client c("127.0.0.1", server.port);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(5);
+    auto health = c.Get("/health");
+    ASSERT_TRUE(health) << "no answer within 5 s";
+    EXPECT_EQ(health->status, 200);
+  }
+  for (int fd : idle) ::close(fd);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 4: behind 120 slowloris connections (a header byte every half
+// second) /health and an authenticated completion both timed out; and the
+// trickled headers were never dropped.
+TEST_F(HostileRequests, SlowlorisHeadersWedgeNothingAndAreDroppedAtTheHeaderTimeout) {
+  ServeProcess server(args({"--api-key", kKey, "--header-timeout", "5"}));
+  std::vector<int> slow;
+  for (int i = 0; i < 120; ++i) {
+    int fd = connect_to(server.port);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n");
+    slow.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop) {
+      for (int fd : slow) ::send(fd, "X", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  httplib::Client c("127.0.0.1", server.port);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(5);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health) << "/health: no answer within 5 s";
+  EXPECT_EQ(health->status, 200);
+  httplib::Client a("127.0.0.1", server.port);
+  a.set_connection_timeout(5);
+  a.set_read_timeout(30);
+  httplib::Headers h = {{"Authorization", std::string("Bearer ") + kKey}};
+  auto r = a.Post("/v1/completions", h, json{{"prompt", "hi"}, {"max_tokens", 2}}.dump(), "application/json");
+  ASSERT_TRUE(r) << "completion: no answer";
+  EXPECT_EQ(r->status, 200) << r->body;
+  // Still trickling, each slow connection is answered 408 (or closed) once its
+  // header is 5 s late; within 20 s for all of them.
+  const std::string answer = read_until_closed(slow[0], std::chrono::seconds(20));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << "'" << answer.substr(0, 200) << "'";
+  int dropped = 0;
+  for (int fd : slow) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 15000) > 0) ++dropped;  // the 408, or the close
+  }
+  stop = true;
+  trickle.join();
+  for (int fd : slow) ::close(fd);
+  EXPECT_EQ(dropped, 120);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Finding 9: a host name starting with "127." counted as loopback, and the
+// key was not required. The name is resolved now; this one resolves to
+// nothing, so it is not loopback, and serving it needs a key.
+TEST_F(HostileRequests, AHostNameThatOnlyLooksLoopbackNeedsAKey) {
+  std::string out;
+  const int status = run_shell(std::string(SB_STATEBANK_BIN) + " serve --model " + model_ +
+                                   " --port 0 --ssd off --host 127.0.0.1.example.invalid 2>&1",
+                               &out);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("without an API key"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace sb::testing
