@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/server/raw_socket.h"
 #include "tests/server/serve_process.h"
 
 namespace sb::testing {
@@ -40,53 +41,6 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 const char* kKey = "hostile-test-key-0123456789";
-
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Sends what the socket takes; false once the server has closed or reset it.
-bool send_all(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// What the server sends until it closes, resets, or `within` passes.
-std::string read_until_closed(int fd, std::chrono::milliseconds within) {
-  std::string out;
-  const auto until = Clock::now() + within;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (left <= 0) return out;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) return out;
-    char buf[65536];
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
-}
-
-std::string chunk(const std::string& data) {
-  char size[32];
-  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-  return size + data + "\r\n";
-}
 
 class HostileRequests : public ::testing::Test {
  protected:
