@@ -453,7 +453,7 @@ json parse_body(std::string_view body, const ParseLimits& limits) {
     try {
       json again = json::parse(body);
       (void)again;
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
       throw ApiException{bad_request("", std::string("the body is not valid JSON: ") + e.what(), "invalid_json")};
     }
     throw ApiException{bad_request("", "the body is not valid JSON", "invalid_json")};

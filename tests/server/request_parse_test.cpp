@@ -333,6 +333,9 @@ TEST(RequestParse, BodySyntaxAndDepth) {
   EXPECT_EQ(body_error("{\"prompt\": ").code, "invalid_json");
   EXPECT_EQ(body_error("not json").code, "invalid_json");
   EXPECT_EQ(body_error("[1,2]").code, "invalid_json");  // not an object
+  // A number beyond a double (found by request_fuzz: it escaped as nlohmann's
+  // out_of_range instead of a 400).
+  EXPECT_EQ(body_error("{\"prompt\": 6e666666, \"x\": [").code, "invalid_json");
   std::string deep = std::string(17, '[') + std::string(17, ']');
   EXPECT_EQ(json_nesting_depth(deep), 17);
   EXPECT_EQ(body_error("{\"a\":" + deep + "}").code, "json_too_deep");
