@@ -5,7 +5,8 @@
 //    the kernels make of them (a RoPE table, a softmax row, a routing, a
 //    log-normaliser), constants below. Any change of bits fails these; a
 //    deliberate one updates the constants and bumps the numerics version
-//    (runtime/kernels.h, kernel_numerics).
+//    (runtime/kernels.h, kernel_numerics). The constants are the same on
+//    every V16 backend (AVX-512, AVX2+FMA, scalar; docs/kernels.md).
 #include "runtime/math.h"
 
 #include <algorithm>
