@@ -32,14 +32,4 @@ std::string model_fingerprint(const FingerprintFields& f) {
   return hex_digest(h.finish());
 }
 
-const char* compiled_isa() {
-#if defined(__AVX512F__)
-  return "avx512";
-#elif defined(__AVX2__) && defined(__FMA__)
-  return "avx2+fma";
-#else
-  return "scalar";
-#endif
-}
-
 }  // namespace sb

@@ -32,8 +32,4 @@ struct FingerprintFields {
 // 64 lowercase hex digits.
 std::string model_fingerprint(const FingerprintFields& fields);
 
-// The instruction set this build's kernels use ("avx512", "avx2+fma",
-// "scalar"), from the compiler's target flags.
-const char* compiled_isa();
-
 }  // namespace sb

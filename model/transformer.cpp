@@ -5,11 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
-namespace sb {
+#include "runtime/math.h"
 
-// Bump when any kernel's arithmetic changes: it is part of every fingerprint,
-// so banks written by an older runtime are never restored into a newer one.
-constexpr const char* kNumericsVersion = "statebank-cpu-numerics-3";
+namespace sb {
 
 Status Model::load(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out) {
   return Transformer::create(dir, options, out);
@@ -29,9 +27,11 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   m->build_schema();
 
   FingerprintFields& f = m->fingerprint_fields_;
-  f.numerics_version = kNumericsVersion;
+  // The numerics version and instruction set live beside the kernels
+  // (runtime/kernels.h): bumped there whenever any kernel's bits change.
+  f.numerics_version = kernel_numerics().version;
   f.kernel_variant = m->kernels_->name();
-  f.isa = compiled_isa();
+  f.isa = kernel_numerics().isa;
   f.precision = precision_name(ko.precision);  // what the kernels compute in
   f.config = m->config_.describe();
   f.state_schema = m->schema_.describe();
@@ -95,7 +95,7 @@ Status Transformer::bind_weights() {
         for (int64_t j = 0; j < K; ++j) d.conv[j * channels + ch] = conv[ch * K + j];
       d.dt_bias = floats(weights_.layer(l, "linear_attn.dt_bias"));
       d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A_log"));
-      for (float& a : d.neg_exp_a_log) a = -std::exp(a);
+      for (float& a : d.neg_exp_a_log) a = -static_cast<float>(exp_d(a));
       d.norm = floats(weights_.layer(l, "linear_attn.norm.weight"));
       d.out = ref(weights_.layer(l, "linear_attn.out_proj.weight"));
     } else {

@@ -202,6 +202,20 @@ class Kernels {
   virtual void logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) = 0;
 };
 
+// The numerics of this build's kernels, named beside them in one place, both
+// part of the model fingerprint:
+//  version: the arithmetic of every kernel and of runtime/math.h (our own
+//           e^x, log, sin, cos); bumped whenever any of their bits change,
+//           so that banks written under other numerics are never restored;
+//  isa:     the instruction set the kernels were compiled for ("avx512",
+//           "avx2+fma", "scalar"), the one Kernels::name() ends in unless the
+//           products run vdpbf16ps ("avx512bf16").
+struct KernelNumerics {
+  const char* version;
+  const char* isa;
+};
+KernelNumerics kernel_numerics();
+
 struct KernelOptions {
   Precision precision = Precision::kF32;
   // How kBF16 multiplies: kAuto takes vdpbf16ps (AVX512_BF16) where present

@@ -6,6 +6,7 @@
 
 #include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/math.h"
 
 namespace sb {
 namespace {
@@ -61,7 +62,7 @@ int32_t Sampler::sample(std::span<const float> logits, const LogitStats* stats) 
   }
   const double inv_t = 1.0 / config_.temperature;
   const double mx = logits[static_cast<size_t>(best)];
-  auto weight = [&](int32_t id) { return std::exp((logits[static_cast<size_t>(id)] - mx) * inv_t); };
+  auto weight = [&](int32_t id) { return exp_d((logits[static_cast<size_t>(id)] - mx) * inv_t); };
   const bool top_k = config_.top_k > 0 && static_cast<size_t>(config_.top_k) < logits.size();
   const bool top_p = config_.top_p < 1.0f;
 
@@ -139,8 +140,8 @@ LogitStats logit_stats(std::span<const float> logits) {
       acc = acc + cpu::vexp(cpu::V16::load(logits.data() + i) - vmx);
     sum += static_cast<double>(cpu::hsum(acc));
   }
-  for (; i < logits.size(); ++i) sum += static_cast<double>(cpu::lane0(cpu::vexp(cpu::V16::set1(logits[i] - mx))));
-  return {best, static_cast<double>(mx) + std::log(sum)};
+  for (; i < logits.size(); ++i) sum += static_cast<double>(exp_f(logits[i] - mx));
+  return {best, static_cast<double>(mx) + log_d(sum)};
 }
 
 }  // namespace sb

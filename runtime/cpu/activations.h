@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "runtime/cpu/simd.h"
+#include "runtime/math.h"
 #include "runtime/kernels.h"
 
 namespace sb::cpu {
@@ -15,8 +16,9 @@ inline V16 sigmoid(V16 x) { return V16::set1(1.0f) / (V16::set1(1.0f) + vexp(V16
 inline V16 silu(V16 x) { return x / (V16::set1(1.0f) + vexp(V16::zero() - x)); }
 inline float sigmoid(float x) { return lane0(sigmoid(V16::set1(x))); }
 inline float silu(float x) { return lane0(silu(V16::set1(x))); }
-// PyTorch's softplus with its threshold: x itself above 20.
-inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+// PyTorch's softplus with its threshold: x itself above 20; below it
+// log(1 + e^x) by runtime/math.h, rounded once.
+inline float softplus(float x) { return x > 20.0f ? x : softplus_f(x); }
 
 template <class T>
 inline T activate(Activation act, T x) {

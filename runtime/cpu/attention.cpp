@@ -22,6 +22,7 @@
 #include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 #include "runtime/cpu/small_gemm.h"
+#include "runtime/math.h"
 
 namespace sb::cpu {
 namespace {
@@ -121,13 +122,16 @@ void attention_tile(const AttentionInput& in, int64_t task, float* out) {
             s[j] *= in.scale;
             mx = std::max(mx, s[j]);
           }
-        const float rescale = std::exp(sc.m[qi] - mx);
+        const float rescale = exp_f(sc.m[qi] - mx);
         float sum = sc.l[qi] * rescale;
-        for (int64_t u = 0; u < n_runs; ++u)
-          for (int64_t j = runs[u][0]; j < runs[u][1]; ++j) {
-            s[j] = std::exp(s[j] - mx);
-            sum += s[j];
-          }
+        // e^(s - mx) by vexp over whole vectors, exp_f (the same bits) for
+        // the rest; the sum in ascending key order.
+        for (int64_t u = 0; u < n_runs; ++u) {
+          int64_t j = runs[u][0];
+          for (; j + 16 <= runs[u][1]; j += 16) vexp(V16::load(s + j) - V16::set1(mx)).store(s + j);
+          for (; j < runs[u][1]; ++j) s[j] = exp_f(s[j] - mx);
+          for (j = runs[u][0]; j < runs[u][1]; ++j) sum += s[j];
+        }
         sc.m[qi] = mx;
         sc.l[qi] = sum;
         float* o = sc.o.data() + qi * d;

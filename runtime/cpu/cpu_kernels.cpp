@@ -19,30 +19,30 @@ WeightRef WeightRef::slice_rows(int64_t first, int64_t n) const {
   return r;
 }
 
-namespace cpu {
-
-namespace {
-
-const char* f32_isa() {
+KernelNumerics kernel_numerics() {
+  // Version 4: e^x, log, sin, cos and powers are runtime/math.h's (were the C
+  // library's in RoPE, the softmaxes, the delta rule's decays, the gates'
+  // softplus and the sampler), and vexp gives +0 at and below -87.
+  constexpr const char* kVersion = "statebank-cpu-numerics-4";
 #if defined(__AVX512F__)
-  return "avx512";
+  return {kVersion, "avx512"};
 #elif defined(__AVX2__) && defined(__FMA__)
-  return "avx2";
+  return {kVersion, "avx2+fma"};
 #else
-  return "scalar";
+  return {kVersion, "scalar"};
 #endif
 }
 
-}  // namespace
+namespace cpu {
 
 CpuKernels::CpuKernels(ThreadPool* pool, const KernelOptions& options) : pool_(pool), options_(options) {
   name_ = std::string("cpu/") + precision_name(options.precision) + "/";
   if (options.precision == Precision::kBF16) {
     native_bf16_ = options.bf16_path != KernelOptions::Bf16Path::kFma && native_bf16_agrees();
     fma_many_rows_ = options.bf16_path == KernelOptions::Bf16Path::kAuto && fma_tiles_faster();
-    name_ += native_bf16_ ? "avx512bf16" : std::string("emulated-") + f32_isa();
+    name_ += native_bf16_ ? "avx512bf16" : std::string("emulated-") + kernel_numerics().isa;
   } else {
-    name_ += f32_isa();
+    name_ += kernel_numerics().isa;
   }
 }
 

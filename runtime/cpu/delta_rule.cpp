@@ -17,6 +17,7 @@
 #include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
 #include "runtime/cpu/small_gemm.h"
+#include "runtime/math.h"
 
 namespace sb::cpu {
 namespace {
@@ -72,7 +73,7 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
     for (int64_t i = 0; i < L; ++i) {
       run += in.g[i * in.n_v + h];
       G[i] = run;
-      eG[i] = std::exp(run);
+      eG[i] = exp_f(run);
       beta[i] = in.beta[i * in.n_v + h];
     }
     // k^T [dk, ldt], in blocks of 16 x 16: the rows of K lie ldk floats
@@ -100,8 +101,13 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
     // E_ij = exp(G_i - G_j), j <= i: the decay from row j to row i, which M,
     // P and the state update below all use.
     float* E = sc.E.data();
-    for (int64_t i = b; i < L; ++i)
-      for (int64_t j = 0; j <= i; ++j) E[i * L + j] = std::exp(G[i] - G[j]);
+    // vexp over whole vectors of j <= i, exp_f (the same bits) for the rest.
+    for (int64_t i = b; i < L; ++i) {
+      const V16 gi = V16::set1(G[i]);
+      int64_t j = 0;
+      for (; j + 16 <= i + 1; j += 16) vexp(gi - V16::load(G + j)).store(E + i * L + j);
+      for (; j <= i; ++j) E[i * L + j] = exp_f(G[i] - G[j]);
+    }
 
     // W = (I + M)^-1 by forward substitution, M_il = beta_i E_il k_i.k_l (l < i):
     // row i is -sum over l < i of M_il W_l, accumulated in ascending l, in
@@ -212,7 +218,7 @@ void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* st
     const float* q = in.q + (t * in.n_k + kh) * dk;
     const float* k = in.k + (t * in.n_k + kh) * dk;
     const float* v = in.v + (t * in.n_v + h) * dv;
-    const float alpha = std::exp(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
+    const float alpha = exp_f(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
     float* o = out + (t * in.n_v + h) * dv;
     int64_t c0 = 0;
     for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S, dk, dv, c0, q, k, v, alpha, beta, o);

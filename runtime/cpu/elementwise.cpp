@@ -8,6 +8,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/math.h"
 
 namespace sb::cpu {
 
@@ -40,16 +41,20 @@ void CpuKernels::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, i
   FlushSubnormals mode;
   const int64_t half = rot / 2;
   std::vector<float> inv_freq(half);
+  // theta^(-2i / rot) = e^(-(2i / rot) ln theta) in double (runtime/math.h), rounded once.
+  const double log_theta = log_d(theta);
   for (int64_t i = 0; i < half; ++i)
-    inv_freq[i] = static_cast<float>(1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(rot)));
+    inv_freq[i] = static_cast<float>(exp_d(-(static_cast<double>(2 * i) / static_cast<double>(rot)) * log_theta));
   for_ranges(rows, heads * rot + 8 * half, [&](int64_t r0, int64_t r1) {
     std::vector<float> cs(half), sn(half);
     for (int64_t r = r0; r < r1; ++r) {
       const float p = static_cast<float>(positions[r]);
       for (int64_t i = 0; i < half; ++i) {
         const float a = p * inv_freq[i];
-        cs[i] = std::cos(a);
-        sn[i] = std::sin(a);
+        double s, c;
+        sincos_d(a, &s, &c);
+        cs[i] = static_cast<float>(c);
+        sn[i] = static_cast<float>(s);
       }
       for (int64_t h = 0; h < heads; ++h) {
         float* v = x + (r * heads + h) * head_dim;

@@ -11,6 +11,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/math.h"
 
 namespace sb::cpu {
 
@@ -106,7 +107,7 @@ void CpuKernels::route(const float* logits, int64_t rows, int64_t n_experts, int
     const float* l = logits + t * n_experts;
     const float mx = *std::max_element(l, l + n_experts);
     float sum = 0.0f;
-    for (int64_t e = 0; e < n_experts; ++e) sum += p[e] = std::exp(l[e] - mx);
+    for (int64_t e = 0; e < n_experts; ++e) sum += p[e] = exp_f(l[e] - mx);
     for (int64_t e = 0; e < n_experts; ++e) p[e] /= sum;
     int64_t* c = chosen + t * top_k_count;
     top_k(p.data(), n_experts, top_k_count, c);

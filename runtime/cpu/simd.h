@@ -194,12 +194,13 @@ struct V16 {
 };
 #endif
 
-// e^x lane by lane, within 2 ulp over the range where e^x is a normal float,
-// from operations that round the same on every backend (fma, add, min, max, a
-// bit shift), so that its bits do not depend on the machine. x is clamped to
-// [-87, 88] first (the result stays normal); a NaN stays NaN.
-inline V16 vexp(V16 x) {
-  x = min(V16::set1(88.0f), max(V16::set1(-87.0f), x));
+// e^x lane by lane, within 2 ulp for x in (-87, 88], from operations that
+// round the same on every backend (fma, add, min, max, a bit shift), so that
+// its bits do not depend on the machine. +0 for x <= -87 (and -inf: a
+// softmax's masked scores), e^88 for x > 88; a NaN stays NaN. exp_f
+// (runtime/math.h) is the same sequence on one float: the same bits.
+inline V16 vexp(V16 x0) {
+  const V16 x = min(V16::set1(88.0f), max(V16::set1(-87.0f), x0));
   // t = 1.5 * 2^23 + 127 + round(x / ln 2): adding the large constant rounds
   // to an integer, which lands in the low mantissa bits, so that shifting
   // t's bits left by 23 leaves exactly the bits of 2^round(x / ln 2).
@@ -213,7 +214,11 @@ inline V16 vexp(V16 x) {
   // e^r by its Taylor series to r^7 (truncation under 2^-24 of the result).
   V16 p = V16::set1(1.0f / 5040.0f);
   for (float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) p = fma(p, r, V16::set1(c));
-  return p * shift_bits_left(t, 23);
+  // 1 for x > -87, +0 for x <= -87, NaN for NaN: x + 87 is a multiple of
+  // 2^-17 near -87, so (x + 87) 2^30 is 0 or at least 2^13 in magnitude.
+  const V16 near = fma(x0, V16::set1(1073741824.0f), V16::set1(87.0f * 1073741824.0f));
+  const V16 keep = min(V16::set1(1.0f), max(V16::zero(), near));
+  return p * shift_bits_left(t, 23) * keep;
 }
 
 // Lane 0 of x: the scalar form of a lane-wise function runs the vector code
