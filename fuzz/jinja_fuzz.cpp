@@ -16,7 +16,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const Json &default_context() {
+const Json& default_context() {
   static const Json ctx = Json::parse(R"({
     "messages": [
       {"role": "system", "content": "You are terse."},
@@ -35,19 +35,17 @@ const Json &default_context() {
   return ctx;
 }
 
-} // namespace
+}  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  const std::string_view in(reinterpret_cast<const char *>(data), size);
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
   const size_t nul = in.find('\0');
   sb::jinja::Template t;
-  if (!sb::jinja::Template::parse(in.substr(0, nul), &t).is_ok())
-    return 0;
+  if (!sb::jinja::Template::parse(in.substr(0, nul), &t).is_ok()) return 0;
   Json ctx = default_context();
   if (nul != std::string_view::npos) {
     Json given = Json::parse(in.substr(nul + 1), nullptr, false);
-    if (given.is_object())
-      ctx = std::move(given);
+    if (given.is_object()) ctx = std::move(given);
   }
   std::string out;
   (void)t.render(ctx, &out);

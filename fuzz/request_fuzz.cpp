@@ -10,21 +10,19 @@
 
 #include "server/request_parse.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size == 0)
-    return 0;
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
   sb::ParseLimits limits;
   limits.vocab_size = 151936;
   limits.max_prompt_tokens = 4096;
-  const std::string_view body(reinterpret_cast<const char *>(data) + 1,
-                              size - 1);
+  const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     const nlohmann::ordered_json parsed = sb::parse_body(body, limits);
     if (data[0] & 1)
       (void)sb::parse_chat_params(parsed, limits);
     else
       (void)sb::parse_completion_params(parsed, limits);
-  } catch (const sb::ApiException &) {
+  } catch (const sb::ApiException&) {
   }
   return 0;
 }

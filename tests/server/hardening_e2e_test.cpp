@@ -35,11 +35,8 @@ class HardeningE2E : public ::testing::Test {
     char tmpl[] = "/tmp/sb_hardening_e2e_XXXXXX";
     root_ = mkdtemp(tmpl);
     model_ = root_ + "/model";
-    const char* tok = std::getenv("SB_TOKENIZER_DIR");
-    ASSERT_NE(tok, nullptr) << "SB_TOKENIZER_DIR is not set (run through ctest)";
-    ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "5",
-                           "--tokenizer", tok, model_}),
-              0);
+    ASSERT_EQ(gen_model(model_, "qwen3_next", "tiny", 5), 0)
+        << "gen-model failed (is SB_TOKENIZER_DIR set? run through ctest)";
     keys_ = root_ + "/keys";
     std::ofstream(keys_) << "alice " << kAlice << "\nbob " << kBob << "\npublic " << kPublic << "\nops " << kOps
                          << " admin\n";

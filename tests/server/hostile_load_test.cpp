@@ -31,52 +31,39 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-const char *kKey = "hostile-load-key-0123456789";
+const char* kKey = "hostile-load-key-0123456789";
 
 int64_t rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::atoll(line.c_str() + 6);
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
   return -1;
 }
 
-httplib::Headers with_key() {
-  return {{"Authorization", std::string("Bearer ") + kKey}};
-}
+httplib::Headers with_key() { return {{"Authorization", std::string("Bearer ") + kKey}}; }
 
 // The deterministic part of a streamed completion: each chunk's text,
 // logprobs and finish reason (ids, timestamps and restore records differ).
-std::vector<std::string> stream_reply(int port, int client, int turn,
-                                      int *status) {
+std::vector<std::string> stream_reply(int port, int client, int turn, int* status) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(120);
   std::vector<int32_t> prompt;
-  for (int i = 0; i < 40 + 7 * client; ++i)
-    prompt.push_back(100 + (client * 131 + turn * 17 + i * 29) % 5000);
-  const json body = {{"prompt", prompt},
-                     {"max_tokens", 12},
-                     {"logprobs", 2},
-                     {"temperature", 0},
-                     {"stream", true}};
-  auto r =
-      c.Post("/v1/completions", with_key(), body.dump(), "application/json");
+  for (int i = 0; i < 40 + 7 * client; ++i) prompt.push_back(100 + (client * 131 + turn * 17 + i * 29) % 5000);
+  const json body = {{"prompt", prompt}, {"max_tokens", 12}, {"logprobs", 2}, {"temperature", 0}, {"stream", true}};
+  auto r = c.Post("/v1/completions", with_key(), body.dump(), "application/json");
   std::vector<std::string> out;
   *status = r ? r->status : -1;
-  if (!r)
-    return out;
+  if (!r) return out;
   size_t at = 0;
   while ((at = r->body.find("data: ", at)) != std::string::npos) {
     const size_t end = r->body.find("\n\n", at);
     const std::string data = r->body.substr(at + 6, end - at - 6);
     at = end;
-    if (data == "[DONE]")
-      break;
+    if (data == "[DONE]") break;
     const json chunk = json::parse(data, nullptr, false);
-    if (chunk.is_discarded() || !chunk.contains("choices"))
-      continue;
-    for (const auto &ch : chunk["choices"])
+    if (chunk.is_discarded() || !chunk.contains("choices")) continue;
+    for (const auto& ch : chunk["choices"])
       out.push_back(json{{"text", ch.value("text", "")},
                          {"logprobs", ch.value("logprobs", json())},
                          {"finish_reason", ch.value("finish_reason", json())}}
@@ -85,12 +72,10 @@ std::vector<std::string> stream_reply(int port, int client, int turn,
   return out;
 }
 
-json chat_with_schema(const json &schema) {
+json chat_with_schema(const json& schema) {
   return {{"messages", {{{"role", "user"}, {"content", "x"}}}},
           {"max_tokens", 8},
-          {"response_format",
-           {{"type", "json_schema"},
-            {"json_schema", {{"name", "x"}, {"schema", schema}}}}}};
+          {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}}}};
 }
 
 // One hostile request of kind k; the HTTP status, or 0 when the server
@@ -100,71 +85,52 @@ int hostile(int port, int k) {
   c.set_read_timeout(30);
   c.set_write_timeout(30);
   const json any_self = {{"anyOf", {{{"$ref", "#"}}, {{"type", "string"}}}}};
-  auto status = [](const httplib::Result &r) { return r ? r->status : 0; };
+  auto status = [](const httplib::Result& r) { return r ? r->status : 0; };
   switch (k % 8) {
-  case 0:
-    return status(c.Post("/v1/chat/completions", with_key(),
-                         chat_with_schema({{"$ref", "#"}}).dump(),
-                         "application/json"));
-  case 1:
-    return status(c.Post("/v1/chat/completions", with_key(),
-                         chat_with_schema(any_self).dump(),
-                         "application/json"));
-  case 2:
-    return status(c.Post(
-        "/v1/chat/completions", with_key(),
-        chat_with_schema({{"type", "array"}, {"minItems", int64_t{1} << 62}})
-            .dump(),
-        "application/json"));
-  case 3:
-    return status(c.Post("/v1/completions", with_key(),
-                         json{{"prompt", "hi"},
-                              {"max_tokens", 2},
-                              {"cache_salt", std::string(8 << 20, 's')}}
-                             .dump(),
-                         "application/json"));
-  case 4:
-    return status(c.Post(
-        "/v1/completions", with_key(),
-        json{{"prompt", std::string(10 << 20, 'a')}, {"max_tokens", 2}}.dump(),
-        "application/json"));
-  case 5:
-    return status(c.Post("/v1/completions", with_key(),
-                         json{{"prompt", "hi"},
-                              {"max_tokens", 2},
-                              {"stop", {std::string(1 << 20, 'x')}}}
-                             .dump(),
-                         "application/json"));
-  case 6: { // a chunked upload without a key, meant to be 64 MB
-    int fd = connect_to(port);
-    if (fd < 0)
-      return -1;
-    send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                 "application/json\r\n"
-                 "Transfer-Encoding: chunked\r\n\r\n");
-    const std::string piece = chunk(std::string(1 << 20, 'a'));
-    for (int i = 0; i < 64 && send_all(fd, piece); ++i) {
+    case 0:
+      return status(
+          c.Post("/v1/chat/completions", with_key(), chat_with_schema({{"$ref", "#"}}).dump(), "application/json"));
+    case 1:
+      return status(c.Post("/v1/chat/completions", with_key(), chat_with_schema(any_self).dump(), "application/json"));
+    case 2:
+      return status(c.Post("/v1/chat/completions", with_key(),
+                           chat_with_schema({{"type", "array"}, {"minItems", int64_t{1} << 62}}).dump(),
+                           "application/json"));
+    case 3:
+      return status(c.Post("/v1/completions", with_key(),
+                           json{{"prompt", "hi"}, {"max_tokens", 2}, {"cache_salt", std::string(8 << 20, 's')}}.dump(),
+                           "application/json"));
+    case 4:
+      return status(c.Post("/v1/completions", with_key(),
+                           json{{"prompt", std::string(10 << 20, 'a')}, {"max_tokens", 2}}.dump(), "application/json"));
+    case 5:
+      return status(c.Post("/v1/completions", with_key(),
+                           json{{"prompt", "hi"}, {"max_tokens", 2}, {"stop", {std::string(1 << 20, 'x')}}}.dump(),
+                           "application/json"));
+    case 6: {  // a chunked upload without a key, meant to be 64 MB
+      int fd = connect_to(port);
+      if (fd < 0) return -1;
+      send_all(fd,
+               "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+               "application/json\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n");
+      const std::string piece = chunk(std::string(1 << 20, 'a'));
+      for (int i = 0; i < 64 && send_all(fd, piece); ++i) {
+      }
+      const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
+      ::close(fd);
+      return answer.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(answer.c_str() + 9) : 0;
     }
-    const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
-    ::close(fd);
-    return answer.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(answer.c_str() + 9)
-                                             : 0;
-  }
-  default:
-    return status(c.Post("/v1/nothing-here", with_key(),
-                         std::string(1 << 20, '{'), "application/json"));
+    default:
+      return status(c.Post("/v1/nothing-here", with_key(), std::string(1 << 20, '{'), "application/json"));
   }
 }
 
 TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
   char tmpl[] = "/tmp/sb_hostile_load_XXXXXX";
   const std::string root = mkdtemp(tmpl);
-  const char *tok = std::getenv("SB_TOKENIZER_DIR");
-  ASSERT_NE(tok, nullptr) << "SB_TOKENIZER_DIR is not set (run through ctest)";
-  ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next",
-                         "--preset", "tiny", "--seed", "9", "--tokenizer", tok,
-                         root + "/model"}),
-            0);
+  ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 9), 0)
+      << "gen-model failed (is SB_TOKENIZER_DIR set? run through ctest)";
   const int kDeadlineMs = 10000;
   ServeProcess server({SB_STATEBANK_BIN,
                        "serve",
@@ -190,8 +156,7 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
   constexpr int kClients = 8, kTurns = 2;
 
   // The quiet server's replies.
-  std::vector<std::vector<std::vector<std::string>>> quiet(
-      kClients, std::vector<std::vector<std::string>>(kTurns));
+  std::vector<std::vector<std::vector<std::string>>> quiet(kClients, std::vector<std::vector<std::string>>(kTurns));
   for (int i = 0; i < kClients; ++i)
     for (int t = 0; t < kTurns; ++t) {
       int status = 0;
@@ -213,16 +178,11 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
       c.set_read_timeout(1);
       const auto t0 = Clock::now();
       auto r = c.Get("/health");
-      const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             Clock::now() - t0)
-                             .count();
-      if (!r || r->status != 200 || ms > 1000)
-        ++health_failures;
-      if (ms > health_worst_ms)
-        health_worst_ms = ms;
+      const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+      if (!r || r->status != 200 || ms > 1000) ++health_failures;
+      if (ms > health_worst_ms) health_worst_ms = ms;
       const int64_t rss = rss_kib(server.pid());
-      if (rss > rss_max)
-        rss_max = rss;
+      if (rss > rss_max) rss_max = rss;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
@@ -231,17 +191,13 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
     std::vector<int> fds;
     for (int i = 0; i < 200; ++i) {
       int fd = connect_to(port);
-      if (fd >= 0 &&
-          send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"))
-        fds.push_back(fd);
+      if (fd >= 0 && send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n")) fds.push_back(fd);
     }
     while (!done) {
-      for (int fd : fds)
-        send_all(fd, "X");
+      for (int fd : fds) send_all(fd, "X");
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
-    for (int fd : fds)
-      ::close(fd);
+    for (int fd : fds) ::close(fd);
   });
   std::mutex mu;
   std::vector<int> hostile_statuses;
@@ -254,27 +210,22 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
         hostile_statuses.push_back(s);
       }
     });
-  std::vector<std::vector<std::vector<std::string>>> loud(
-      kClients, std::vector<std::vector<std::string>>(kTurns));
+  std::vector<std::vector<std::vector<std::string>>> loud(kClients, std::vector<std::vector<std::string>>(kTurns));
   std::vector<int> normal_statuses(kClients * kTurns, 0);
   std::vector<std::thread> clients;
   for (int i = 0; i < kClients; ++i)
     clients.emplace_back([&, i] {
-      for (int t = 0; t < kTurns; ++t)
-        loud[i][t] = stream_reply(port, i, t, &normal_statuses[i * kTurns + t]);
+      for (int t = 0; t < kTurns; ++t) loud[i][t] = stream_reply(port, i, t, &normal_statuses[i * kTurns + t]);
     });
-  for (auto &t : clients)
-    t.join();
-  for (auto &t : attackers)
-    t.join();
+  for (auto& t : clients) t.join();
+  for (auto& t : attackers) t.join();
   done = true;
   health.join();
   slow.join();
 
   for (int i = 0; i < kClients; ++i)
     for (int t = 0; t < kTurns; ++t) {
-      EXPECT_EQ(normal_statuses[i * kTurns + t], 200)
-          << "client " << i << " turn " << t;
+      EXPECT_EQ(normal_statuses[i * kTurns + t], 200) << "client " << i << " turn " << t;
       EXPECT_EQ(loud[i][t], quiet[i][t]) << "client " << i << " turn " << t;
     }
   ASSERT_EQ(hostile_statuses.size(), 50u);
@@ -282,10 +233,8 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
     EXPECT_LT(s, 500) << "a hostile request got a 5xx";
     EXPECT_NE(s, 200) << "a hostile request was served";
   }
-  EXPECT_EQ(health_failures.load(), 0)
-      << "worst /health: " << health_worst_ms.load() << " ms";
-  EXPECT_LT(rss_max.load() - rss_before, int64_t{256} << 10)
-      << "RSS grew from " << rss_before << " KiB";
+  EXPECT_EQ(health_failures.load(), 0) << "worst /health: " << health_worst_ms.load() << " ms";
+  EXPECT_LT(rss_max.load() - rss_before, int64_t{256} << 10) << "RSS grew from " << rss_before << " KiB";
 
   const auto t0 = Clock::now();
   EXPECT_EQ(server.stop(), 0);
@@ -293,5 +242,5 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
   fs::remove_all(root);
 }
 
-} // namespace
-} // namespace sb::testing
+}  // namespace
+}  // namespace sb::testing

@@ -21,66 +21,51 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 class HostileSchemaE2E : public ::testing::Test {
-protected:
+ protected:
   static void SetUpTestSuite() {
     char tmpl[] = "/tmp/sb_hostile_schema_XXXXXX";
     root_ = mkdtemp(tmpl);
-    const char *tok = std::getenv("SB_TOKENIZER_DIR");
-    ASSERT_NE(tok, nullptr)
-        << "SB_TOKENIZER_DIR is not set (run through ctest)";
-    ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch",
-                           "qwen3_next", "--preset", "tiny", "--seed", "3",
-                           "--tokenizer", tok, root_ + "/model"}),
-              0);
+    ASSERT_EQ(gen_model(root_ + "/model", "qwen3_next", "tiny", 3), 0)
+        << "gen-model failed (is SB_TOKENIZER_DIR set? run through ctest)";
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
   static std::string root_;
 };
 std::string HostileSchemaE2E::root_;
 
-json with_schema(const json &schema) {
+json with_schema(const json& schema) {
   return {{"messages", {{{"role", "user"}, {"content", "Give me JSON."}}}},
           {"max_tokens", 8},
           {"temperature", 0},
-          {"response_format",
-           {{"type", "json_schema"},
-            {"json_schema", {{"name", "x"}, {"schema", schema}}}}}};
+          {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", schema}}}}}};
 }
 
-json with_tool(const json &parameters) {
+json with_tool(const json& parameters) {
   return {{"messages", {{{"role", "user"}, {"content", "Call it."}}}},
           {"max_tokens", 8},
-          {"tools",
-           {{{"type", "function"},
-             {"function", {{"name", "f"}, {"parameters", parameters}}}}}},
+          {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", parameters}}}}}},
           {"tool_choice", "required"}};
 }
 
-void expect_healthy(httplib::Client &c) {
+void expect_healthy(httplib::Client& c) {
   const auto t0 = std::chrono::steady_clock::now();
   auto h = c.Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  auto r = c.Post("/v1/completions",
-                  json{{"prompt", "Hello"}, {"max_tokens", 3}}.dump(),
-                  "application/json");
+  auto r = c.Post("/v1/completions", json{{"prompt", "Hello"}, {"max_tokens", 3}}.dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
 }
 
-TEST_F(HostileSchemaE2E,
-       SelfReachingAndOverflowingSchemasAre400sAndTheServerLivesOn) {
-  ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root_ + "/model",
-                       "--port", "0", "--bank-dir", root_ + "/bank",
-                       "--threads", "1"});
+TEST_F(HostileSchemaE2E, SelfReachingAndOverflowingSchemasAre400sAndTheServerLivesOn) {
+  ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root_ + "/model", "--port", "0", "--bank-dir",
+                       root_ + "/bank", "--threads", "1"});
   auto c = server.client();
   c.set_read_timeout(60);
   const json self = {{"$ref", "#"}};
-  const json defs_cycle = {
-      {"$defs",
-       {{"a", {{"$ref", "#/$defs/b"}}}, {"b", {{"$ref", "#/$defs/a"}}}}},
-      {"$ref", "#/$defs/a"}};
+  const json defs_cycle = {{"$defs", {{"a", {{"$ref", "#/$defs/b"}}}, {"b", {{"$ref", "#/$defs/a"}}}}},
+                           {"$ref", "#/$defs/a"}};
   const json any_self = {{"anyOf", {{{"$ref", "#"}}, {{"type", "string"}}}}};
   struct Case {
     json body;
@@ -91,13 +76,10 @@ TEST_F(HostileSchemaE2E,
       {with_schema(defs_cycle), "reaches itself without consuming input"},
       {with_schema(any_self), "reaches itself without consuming input"},
       {with_tool(any_self), "reaches itself without consuming input"},
-      {with_schema({{"type", "array"}, {"minItems", int64_t{1} << 62}}),
-       "minItems"},
-      {with_schema({{"type", "string"},
-                    {"minLength", std::numeric_limits<int64_t>::max()}}),
-       "minLength"},
+      {with_schema({{"type", "array"}, {"minItems", int64_t{1} << 62}}), "minItems"},
+      {with_schema({{"type", "string"}, {"minLength", std::numeric_limits<int64_t>::max()}}), "minLength"},
   };
-  for (const Case &k : cases) {
+  for (const Case& k : cases) {
     for (bool stream : {false, true}) {
       json body = k.body;
       body["stream"] = stream;
@@ -111,5 +93,5 @@ TEST_F(HostileSchemaE2E,
   EXPECT_EQ(server.stop(), 0);
 }
 
-} // namespace
-} // namespace sb::testing
+}  // namespace
+}  // namespace sb::testing

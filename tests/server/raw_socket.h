@@ -18,13 +18,12 @@ namespace sb::testing {
 // A connected socket to 127.0.0.1:port, or -1.
 inline int connect_to(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return -1;
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
     return -1;
   }
@@ -32,12 +31,11 @@ inline int connect_to(int port) {
 }
 
 // Sends what the socket takes; false once the server has closed or reset it.
-inline bool send_all(int fd, const std::string &data) {
+inline bool send_all(int fd, const std::string& data) {
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0)
-      return false;
+    if (n <= 0) return false;
     off += static_cast<size_t>(n);
   }
   return true;
@@ -49,27 +47,22 @@ inline std::string read_until_closed(int fd, std::chrono::milliseconds within) {
   std::string out;
   const auto until = Clock::now() + within;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          until - Clock::now())
-                          .count();
-    if (left <= 0)
-      return out;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return out;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0)
-      return out;
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) return out;
     char buf[65536];
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0)
-      return out;
+    if (n <= 0) return out;
     out.append(buf, static_cast<size_t>(n));
   }
 }
 
 // One chunk of a chunked body.
-inline std::string chunk(const std::string &data) {
+inline std::string chunk(const std::string& data) {
   char size[32];
   std::snprintf(size, sizeof size, "%zx\r\n", data.size());
   return size + data + "\r\n";
 }
 
-} // namespace sb::testing
+}  // namespace sb::testing

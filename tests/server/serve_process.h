@@ -45,6 +45,16 @@ inline int run_shell(const std::string& command, std::string* out) {
   return pclose(p);
 }
 
+// Writes a generated checkpoint with the real Qwen3 tokenizer to `dir`
+// (statebank gen-model); gen-model's exit status, or -1 when
+// SB_TOKENIZER_DIR is not set (the tests run through ctest, which sets it).
+inline int gen_model(const std::string& dir, const std::string& arch, const std::string& preset, int seed) {
+  const char* tok = std::getenv("SB_TOKENIZER_DIR");
+  if (!tok) return -1;
+  return run_command({SB_STATEBANK_BIN, "gen-model", "--arch", arch, "--preset", preset, "--seed", std::to_string(seed),
+                      "--tokenizer", tok, dir});
+}
+
 class ServeProcess {
  public:
   explicit ServeProcess(std::vector<std::string> argv) {
