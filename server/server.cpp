@@ -89,6 +89,12 @@ Server::Server(Backend* backend, ServerOptions options)
   const int64_t context = backend_->context_length();
   if (context > 0 && (options_.limits.max_prompt_tokens <= 0 || options_.limits.max_prompt_tokens > context))
     options_.limits.max_prompt_tokens = context;
+  // No body longer than the longest prompt text that can fit, plus room for
+  // every other (bounded) field, can be served: refusing it before it is
+  // read bounds what a hostile request makes the server hold (a 10 MB text
+  // prompt against a 32k context: 413 unread, instead of 40 MB of copies).
+  if (const size_t prompt_bytes = prompt_bytes_limit(options_.limits); prompt_bytes > 0)
+    options_.max_body_bytes = std::min(options_.max_body_bytes, prompt_bytes + kBodyBeyondPrompt);
   if (options_.keys.tenant_count() >= 2 && options_.tenant_share < 1.0) {
     const double slots = static_cast<double>(options_.max_running) + static_cast<double>(options_.max_queue);
     scheduler_.set_tenant_limit(static_cast<size_t>(std::max(1.0, std::ceil(options_.tenant_share * slots))));

@@ -72,6 +72,10 @@ namespace sb {
 
 class HttpServer;  // server/connections.h
 
+// Room in a body for everything beside its prompt text (messages' and
+// tools' JSON count as prompt text; every other string field is bounded).
+inline constexpr size_t kBodyBeyondPrompt = 1u << 20;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                   // 0: any free port
@@ -79,6 +83,8 @@ struct ServerOptions {
   // A tenant whose unsalted namespace every other tenant may restore from
   // (server/namespace.h); empty: none. REQUIRES: a tenant of `keys`.
   std::string shared_tenant;
+  // At most this, and at most prompt_bytes_limit() + kBodyBeyondPrompt (the
+  // server lowers it to that when it starts).
   size_t max_body_bytes = 16u << 20;
   ParseLimits limits;                // vocab_size is taken from the backend; max_prompt_tokens
                                      // 0 or above the context length means the context length

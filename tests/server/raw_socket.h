@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace sb::testing {
@@ -56,6 +57,12 @@ inline std::string read_until_closed(int fd, std::chrono::milliseconds within) {
     if (n <= 0) return out;
     out.append(buf, static_cast<size_t>(n));
   }
+}
+
+// The status of a raw HTTP/1.1 answer; 0 when there is none (the server
+// closed or reset the connection without answering).
+inline int http_status(const std::string& answer) {
+  return answer.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(answer.c_str() + 9) : 0;
 }
 
 // One chunk of a chunked body.
