@@ -32,7 +32,8 @@ PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits&
     const bool calls_forced = chat_params.tool_choice == "required" || chat_params.tool_choice_named;
     // A constrained reply is the answer itself: unless the request asks
     // for thinking, the template is told to leave it out.
-    if ((calls_forced || chat_params.response_grammar) && !chat_params.enable_thinking) chat_params.enable_thinking = false;
+    if ((calls_forced || chat_params.response_grammar) && !chat_params.enable_thinking.has_value())
+      chat_params.enable_thinking = false;
     ChatPrompt rendered;
     Status s = backend.render_chat(chat_params, &rendered);
     if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};
