@@ -237,6 +237,90 @@ bool Bank::fetch(ObjectKind kind, const Key& key, Retention retention, const Che
   return false;
 }
 
+struct Bank::Walk {
+  const StateSchema& schema;
+  std::span<const int32_t> prompt;
+  uint32_t block_tokens;
+  int64_t B;
+  // The names each position may be served under: the request's own chain
+  // first, then the shared one.
+  std::vector<std::span<const Key>> chains;
+  Presence presence;
+  ReadAheads ahead;
+  RestorePlan plan;
+  std::vector<Fetched> got;  // blocks 1..got.size()
+  Fetched snapshot;
+  // The walk fell back because no tier had a good copy of a block, or of a
+  // snapshot (failed checks, or gone since the presence check).
+  bool lost_block = false, lost_snapshot = false;
+};
+
+bool Bank::present(Walk& w, ObjectKind kind, int64_t j) const {
+  // A copy the read-ahead fetched counts even if its tier has since
+  // quarantined it: the walk must see (and report) that failure.
+  for (const auto& c : w.chains)
+    if (w.ahead.count(ObjectId{kind, c[j]}) || first_holder(w.presence, kind, c[j]) < tiers_.size()) return true;
+  return false;
+}
+
+// The walk uses these copies and reads one at a time only what a failed
+// check makes it fall back to; a tier on a device reads them concurrently.
+void Bank::read_ahead_walk(Walk& w, int64_t k) {
+  std::vector<ObjectId> ids;
+  auto first_name = [&](ObjectKind kind, int64_t j) {
+    for (const auto& c : w.chains)
+      if (first_holder(w.presence, kind, c[j]) < tiers_.size()) {
+        ids.push_back(ObjectId{kind, c[j]});
+        return;
+      }
+  };
+  for (int64_t j = 1; j <= k; ++j) first_name(ObjectKind::kBlock, j);
+  if (w.schema.has_recurrent() && k > 0) first_name(ObjectKind::kSnapshot, k);
+  read_ahead(ids, w.presence, &w.ahead);
+}
+
+bool Bank::ensure_blocks(Walk& w, int64_t k) {
+  while (static_cast<int64_t>(w.got.size()) < k) {
+    const auto j = static_cast<int64_t>(w.got.size());
+    const auto tokens = w.prompt.subspan(static_cast<size_t>(j * w.B), w.block_tokens);
+    Fetched f;
+    bool found = false;
+    for (const auto& c : w.chains) {
+      auto check = [&](const Object& o) { return check_block(o, w.schema, c[j + 1], c[j], j * w.B, tokens); };
+      if ((found = fetch(ObjectKind::kBlock, c[j + 1], Retention::kBlock, check, &w.plan, w.presence, &w.ahead, &f)))
+        break;
+    }
+    if (!found) return false;
+    w.got.push_back(std::move(f));
+  }
+  return true;
+}
+
+int64_t Bank::walk_snapshots(Walk& w, int64_t k) {
+  while (k > 0) {
+    if (!present(w, ObjectKind::kSnapshot, k)) {
+      --k;
+      continue;
+    }
+    if (!ensure_blocks(w, k)) {
+      w.lost_block = true;
+      k = static_cast<int64_t>(w.got.size());  // the walk ends before the block that failed
+      continue;
+    }
+    bool found = false;
+    for (const auto& c : w.chains) {
+      auto check = [&](const Object& o) { return check_snapshot(o, w.schema, c[k], k * w.B); };
+      if ((found = fetch(ObjectKind::kSnapshot, c[k], Retention::kKeep, check, &w.plan, w.presence, &w.ahead,
+                         &w.snapshot)))
+        break;
+    }
+    if (found) break;
+    w.lost_snapshot = true;
+    --k;
+  }
+  return k;
+}
+
 Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,
                           uint32_t block_tokens, RestorePlan* out, std::span<const Key> shared) {
   if (chain.empty()) return Status::invalid("bank: a chain holds at least its root key");
@@ -246,123 +330,51 @@ Status Bank::plan_restore(const StateSchema& schema, std::span<const Key> chain,
   if (static_cast<int64_t>(prompt.size()) < m * block_tokens)
     return Status::invalid("bank: the prompt is shorter than its chain");
   lookups_.fetch_add(1, std::memory_order_relaxed);
-  RestorePlan plan;
-  // The walk fell back because no tier had a good copy of a block, or of a
-  // snapshot (failed checks, or gone since the presence check).
-  bool lost_block = false, lost_snapshot = false;
   const auto B = static_cast<int64_t>(block_tokens);
-  // The names each position may be served under: the request's own chain
-  // first, then the shared one.
-  std::vector<std::span<const Key>> chains = {chain};
-  if (!shared.empty()) chains.push_back(shared);
+  Walk w{schema, prompt, block_tokens, B, {chain}, {}, {}, {}, {}, {}, false, false};
+  if (!shared.empty()) w.chains.push_back(shared);
+  RestorePlan& plan = w.plan;
 
   // Which tier holds what: every block of the chain and, with recurrent
   // components, every snapshot at a block boundary, in one question per tier
   // (and one more for the shared chain).
-  Presence presence = probe(chain, m, schema.has_recurrent());
-  if (!shared.empty()) presence.merge(probe(shared, m, schema.has_recurrent()));
-  auto any_contains = [&](ObjectKind kind, const Key& key) {
-    return first_holder(presence, kind, key) < tiers_.size();
-  };
-
-  ReadAheads ahead;
-  // A copy the read-ahead fetched counts even if its tier has since
-  // quarantined it: the walk must see (and report) that failure.
-  auto present = [&](ObjectKind kind, int64_t j) {
-    for (const auto& c : chains)
-      if (ahead.count(ObjectId{kind, c[j]}) || any_contains(kind, c[j])) return true;
-    return false;
-  };
+  w.presence = probe(chain, m, schema.has_recurrent());
+  if (!shared.empty()) w.presence.merge(probe(shared, m, schema.has_recurrent()));
 
   int64_t matched = 0;
-  while (matched < m && present(ObjectKind::kBlock, matched + 1)) ++matched;
+  while (matched < m && present(w, ObjectKind::kBlock, matched + 1)) ++matched;
   plan.matched_tokens = matched * B;
 
   // The walk starts at the highest k that has a snapshot in some tier.
   int64_t k = matched;
   if (schema.has_recurrent())
-    while (k > 0 && !present(ObjectKind::kSnapshot, k)) --k;
+    while (k > 0 && !present(w, ObjectKind::kSnapshot, k)) --k;
 
-  // Read ahead what the walk most likely ends with (blocks 1..k and the
-  // snapshot at k, each under the first name some tier holds), in one
-  // get_many per tier, so that a tier on a device reads them concurrently.
-  // The walk uses these copies and reads one at a time only what a failed
-  // check makes it fall back to.
-  {
-    std::vector<ObjectId> ids;
-    auto first_name = [&](ObjectKind kind, int64_t j) {
-      for (const auto& c : chains)
-        if (any_contains(kind, c[j])) {
-          ids.push_back(ObjectId{kind, c[j]});
-          return;
-        }
-    };
-    for (int64_t j = 1; j <= k; ++j) first_name(ObjectKind::kBlock, j);
-    if (schema.has_recurrent() && k > 0) first_name(ObjectKind::kSnapshot, k);
-    read_ahead(ids, presence, &ahead);
-  }
+  // Read ahead what the walk most likely ends with.
+  read_ahead_walk(w, k);
 
-  std::vector<Fetched> got;
-  // Fetches blocks up to k; false when block got.size()+1 has no good copy
-  // under any of its names.
-  auto ensure_blocks = [&](int64_t k) {
-    while (static_cast<int64_t>(got.size()) < k) {
-      const auto j = static_cast<int64_t>(got.size());
-      const auto tokens = prompt.subspan(static_cast<size_t>(j * B), block_tokens);
-      Fetched f;
-      bool found = false;
-      for (const auto& c : chains) {
-        auto check = [&](const Object& o) { return check_block(o, schema, c[j + 1], c[j], j * B, tokens); };
-        if ((found = fetch(ObjectKind::kBlock, c[j + 1], Retention::kBlock, check, &plan, presence, &ahead, &f))) break;
-      }
-      if (!found) return false;
-      got.push_back(std::move(f));
-    }
-    return true;
-  };
-
-  Fetched snapshot;
   if (!schema.has_recurrent()) {
-    lost_block = !ensure_blocks(k);
-    k = static_cast<int64_t>(got.size());
+    w.lost_block = !ensure_blocks(w, k);
+    k = static_cast<int64_t>(w.got.size());
   } else {
-    while (k > 0) {
-      if (!present(ObjectKind::kSnapshot, k)) {
-        --k;
-        continue;
-      }
-      if (!ensure_blocks(k)) {
-        lost_block = true;
-        k = static_cast<int64_t>(got.size());  // the walk ends before the block that failed
-        continue;
-      }
-      bool found = false;
-      for (const auto& c : chains) {
-        auto check = [&](const Object& o) { return check_snapshot(o, schema, c[k], k * B); };
-        if ((found = fetch(ObjectKind::kSnapshot, c[k], Retention::kKeep, check, &plan, presence, &ahead, &snapshot)))
-          break;
-      }
-      if (found) break;
-      lost_snapshot = true;
-      --k;
-    }
+    k = walk_snapshots(w, k);
   }
 
   for (int64_t j = 0; j < k; ++j) {
-    const Fetched& f = got[static_cast<size_t>(j)];
+    const Fetched& f = w.got[static_cast<size_t>(j)];
     plan.blocks.push_back(f.object);
     plan.block_tiers.push_back(f.tier);
     plan.bytes_read += f.object->payload_bytes();
   }
-  if (k > 0 && snapshot.object) {
-    plan.snapshot = snapshot.object;
-    plan.snapshot_tier = snapshot.tier;
+  if (k > 0 && w.snapshot.object) {
+    plan.snapshot = w.snapshot.object;
+    plan.snapshot_tier = w.snapshot.tier;
     plan.snapshot_position = k * B;
-    plan.bytes_read += snapshot.object->payload_bytes();
+    plan.bytes_read += w.snapshot.object->payload_bytes();
   }
   plan.restore_point = k * B;
   plan.common_prefix_tokens = common_prefix(plan.blocks, prompt);
-  if (k < m) explain_miss(chain, prompt, B, k, matched, lost_block, lost_snapshot, &plan);
+  if (k < m) explain_miss(chain, prompt, B, k, matched, w.lost_block, w.lost_snapshot, &plan);
   note_root(chain[0]);
 
   if (k > 0) {

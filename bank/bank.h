@@ -270,6 +270,22 @@ class Bank {
   bool fetch(ObjectKind kind, const Key& key, Retention retention, const Check& check, RestorePlan* plan,
              Presence& presence, ReadAheads* ahead, Fetched* out);
 
+  // One plan_restore(): its request, what the tiers hold, what it has
+  // fetched so far (bank.cpp). The steps below are plan_restore's.
+  struct Walk;
+  // Does some tier hold block or snapshot j under one of the walk's names
+  // (or did the read-ahead fetch it)?
+  bool present(Walk& w, ObjectKind kind, int64_t j) const;
+  // Reads ahead blocks 1..k and the snapshot at k, each under the first name
+  // some tier holds, in one get_many per tier.
+  void read_ahead_walk(Walk& w, int64_t k);
+  // Fetches blocks up to k; false when block w.got.size()+1 has no good copy
+  // under any of its names.
+  bool ensure_blocks(Walk& w, int64_t k);
+  // With recurrent components: from k down, the highest k whose blocks and
+  // snapshot both have good copies (0: none); sets w.snapshot.
+  int64_t walk_snapshots(Walk& w, int64_t k);
+
   std::vector<Tier*> tiers_;
   PinSet pins_;
   mutable std::mutex roots_mu_;

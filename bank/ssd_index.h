@@ -72,15 +72,6 @@ class SsdIndex {
   }
   // Takes the mark off again (its replacement failed); false when absent.
   bool undoom(ObjectKind kind, const Key& key);
-  // The first entry in eviction order that `evictable` accepts, or nullptr.
-  template <typename Pred>
-  const SsdEntry* oldest_where(const Pred& evictable) const {
-    for (const auto& [o, id] : order_) {
-      const SsdEntry& e = entries_.at(id);
-      if (evictable(e)) return &e;
-    }
-    return nullptr;
-  }
   // Keys of the blocks whose parent is `parent`, at most `max`.
   std::vector<Key> children(const Key& parent, size_t max) const;
   std::vector<SsdEntry> in_eviction_order() const;

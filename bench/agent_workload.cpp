@@ -85,7 +85,7 @@ std::string compare_results(const CompletionResult& a, const CompletionResult& b
       if (x.top[j].token != y.top[j].token || !same_bits(x.top[j].logprob, y.top[j].logprob))
         return "top_logprobs " + std::to_string(j) + " of token " + std::to_string(i) + " differ";
   }
-  if (a.finish_reason != b.finish_reason) return "finish_reason " + a.finish_reason + " vs bypass " + b.finish_reason;
+  if (a.finish_reason != b.finish_reason) return std::string("finish_reason ") + finish_reason_name(a.finish_reason) + " vs bypass " + finish_reason_name(b.finish_reason);
   return "";
 }
 

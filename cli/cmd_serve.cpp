@@ -54,165 +54,125 @@ std::string base_name(const std::string& dir) {
 }
 
 
-}  // namespace
-
-int cmd_serve(int argc, char** argv) {
-  // Before any thread exists, so that every thread inherits the mask and
-  // only the waiter below sees the signals.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
-             "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
-             "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
-             "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
-             "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
-             "remote-timeout-ms"},
-            {"insecure-no-key"});
-  Status s = args.parse(argc, argv);
-  if (!s) return fail("serve", s.message() + "\n" + kUsage);
-  if (!args.positional().empty()) return fail("serve", "unexpected argument '" + args.positional()[0] + "'\n" + kUsage);
-  if (!args.has("model")) return fail("serve", std::string("--model is required\n") + kUsage);
-
-  ServerOptions so;
-  EngineBackendOptions eo;
+// The numeric flags, parsed and checked together.
+struct ServeFlags {
   int64_t port, block_tokens, snapshot_every, threads, max_prompt, max_running, batch_tokens, max_queue,
       max_tokens_limit, request_timeout_s, deadline_s, remote_ttl, remote_timeout, max_connections, header_timeout_s,
       body_timeout_s;
   uint64_t max_body;
   double audit, itl_ratio, tenant_share;
-  if (!(s = args.get_int("port", 8000, 0, 65535, &port)) || !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block_tokens)) ||
-      !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &snapshot_every)) ||
-      !(s = args.get_int("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024, &threads)) ||
-      !(s = args.get_int("max-prompt-tokens", 0, 0, int64_t{1} << 40, &max_prompt)) ||
-      !(s = args.get_int("max-running", 8, 1, 256, &max_running)) ||
-      !(s = args.get_int("batch-tokens", 512, 1, 1 << 20, &batch_tokens)) ||
-      !(s = args.get_int("max-queue", 64, 1, 1 << 16, &max_queue)) ||
-      !(s = args.get_int("request-timeout", 1800, 0, 7 * 86400, &request_timeout_s)) ||
-      !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &max_tokens_limit)) ||
-      !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &deadline_s)) ||
-      !(s = args.get_int("max-connections", 1024, 1, 1 << 20, &max_connections)) ||
-      !(s = args.get_int("header-timeout", 10, 1, 3600, &header_timeout_s)) ||
-      !(s = args.get_int("body-timeout", 60, 1, 86400, &body_timeout_s)) ||
-      !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &remote_ttl)) ||
-      !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &remote_timeout)) ||
-      !(s = args.get_size("max-body-bytes", 16u << 20, &max_body)) || !(s = args.get_size("ram-bank", 2ull << 30, &eo.bank.ram_bytes)) ||
-      !(s = args.get_size("ssd-bank", 0, &eo.bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &audit)) ||
-      !(s = args.get_double("itl-ratio", 2.0, &itl_ratio)) ||
-      !(s = args.get_double("tenant-share", 0.5, &tenant_share)))
-    return fail("serve", s.message());
-  if (!(audit >= 0.0 && audit <= 1.0)) return fail("serve", "--audit must be a rate in [0, 1]");
-  if (!(tenant_share > 0.0 && tenant_share <= 1.0)) return fail("serve", "--tenant-share must be a fraction in (0, 1]");
-  if (!StepBudget::valid_ratio(itl_ratio))
-    return fail("serve", std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
-  if (block_tokens % kGrid != 0) return fail("serve", "--block-tokens must be a multiple of " + std::to_string(kGrid));
-  if (snapshot_every % block_tokens != 0) return fail("serve", "--snapshot-every must be a multiple of --block-tokens");
-  if (max_body < 1024) return fail("serve", "--max-body-bytes must be at least 1K");
-  if (batch_tokens <= max_running)
-    return fail("serve", "--batch-tokens (" + std::to_string(batch_tokens) + ") must be more than --max-running (" +
-                             std::to_string(max_running) + "), so that a prefill moves beside every running decode");
-  if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.bank.ssd_mode))) return fail("serve", "--ssd: " + s.message());
-  if (args.has("remote")) {
-    eo.bank.remote = args.get("remote");
-    RedisAddress address;  // checked here too, so a bad URL fails before the model loads
-    if (!(s = parse_redis_url(eo.bank.remote, &address))) return fail("serve", "--remote: " + s.message());
-    if (args.has("remote-password-file") &&
-        !(s = read_secret_file("--remote-password-file", args.get("remote-password-file"), &eo.bank.remote_password)))
-      return fail("serve", s.message());
-    // Every Redis value is authenticated under this secret (docs/bank.md, "The remote tier").
-    if (!args.has("remote-secret-file"))
-      return fail("serve", "--remote needs --remote-secret-file FILE (the key that authenticates the shared values)");
-    if (!(s = read_private_secret_file("--remote-secret-file", args.get("remote-secret-file"), &eo.bank.remote_secret)))
-      return fail("serve", s.message());
-    eo.bank.remote_ttl = std::chrono::seconds(remote_ttl);
-    eo.bank.remote_timeout = std::chrono::milliseconds(remote_timeout);
-  } else {
-    for (const char* flag : {"remote-password-file", "remote-secret-file", "remote-ttl", "remote-timeout-ms"})
-      if (args.has(flag)) return fail("serve", std::string("--") + flag + " needs --remote");
-  }
+};
 
-  so.host = args.get("host", "127.0.0.1");
-  so.port = static_cast<int>(port);
+Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
+  Status s;
+  if (!(s = args.get_int("port", 8000, 0, 65535, &f->port)) ||
+      !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &f->block_tokens)) ||
+      !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &f->snapshot_every)) ||
+      !(s = args.get_int("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024, &f->threads)) ||
+      !(s = args.get_int("max-prompt-tokens", 0, 0, int64_t{1} << 40, &f->max_prompt)) ||
+      !(s = args.get_int("max-running", 8, 1, 256, &f->max_running)) ||
+      !(s = args.get_int("batch-tokens", 512, 1, 1 << 20, &f->batch_tokens)) ||
+      !(s = args.get_int("max-queue", 64, 1, 1 << 16, &f->max_queue)) ||
+      !(s = args.get_int("request-timeout", 1800, 0, 7 * 86400, &f->request_timeout_s)) ||
+      !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &f->max_tokens_limit)) ||
+      !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &f->deadline_s)) ||
+      !(s = args.get_int("max-connections", 1024, 1, 1 << 20, &f->max_connections)) ||
+      !(s = args.get_int("header-timeout", 10, 1, 3600, &f->header_timeout_s)) ||
+      !(s = args.get_int("body-timeout", 60, 1, 86400, &f->body_timeout_s)) ||
+      !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &f->remote_ttl)) ||
+      !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &f->remote_timeout)) ||
+      !(s = args.get_size("max-body-bytes", 16u << 20, &f->max_body)) ||
+      !(s = args.get_size("ram-bank", 2ull << 30, &eo->bank.ram_bytes)) ||
+      !(s = args.get_size("ssd-bank", 0, &eo->bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &f->audit)) ||
+      !(s = args.get_double("itl-ratio", 2.0, &f->itl_ratio)) ||
+      !(s = args.get_double("tenant-share", 0.5, &f->tenant_share)))
+    return s;
+  if (!(f->audit >= 0.0 && f->audit <= 1.0)) return Status::invalid("--audit must be a rate in [0, 1]");
+  if (!(f->tenant_share > 0.0 && f->tenant_share <= 1.0))
+    return Status::invalid("--tenant-share must be a fraction in (0, 1]");
+  if (!StepBudget::valid_ratio(f->itl_ratio))
+    return Status::invalid(std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
+  if (f->block_tokens % kGrid != 0)
+    return Status::invalid("--block-tokens must be a multiple of " + std::to_string(kGrid));
+  if (f->snapshot_every % f->block_tokens != 0)
+    return Status::invalid("--snapshot-every must be a multiple of --block-tokens");
+  if (f->max_body < 1024) return Status::invalid("--max-body-bytes must be at least 1K");
+  if (f->batch_tokens <= f->max_running)
+    return Status::invalid("--batch-tokens (" + std::to_string(f->batch_tokens) + ") must be more than --max-running (" +
+                           std::to_string(f->max_running) + "), so that a prefill moves beside every running decode");
+  return Status::ok();
+}
+
+// --remote and the flags that go with it.
+Status parse_remote(const Args& args, const ServeFlags& f, BankOptions* bank) {
+  Status s;
+  if (!args.has("remote")) {
+    for (const char* flag : {"remote-password-file", "remote-secret-file", "remote-ttl", "remote-timeout-ms"})
+      if (args.has(flag)) return Status::invalid(std::string("--") + flag + " needs --remote");
+    return Status::ok();
+  }
+  bank->remote = args.get("remote");
+  RedisAddress address;  // checked here too, so a bad URL fails before the model loads
+  if (!(s = parse_redis_url(bank->remote, &address))) return Status::invalid("--remote: " + s.message());
+  if (args.has("remote-password-file") &&
+      !(s = read_secret_file("--remote-password-file", args.get("remote-password-file"), &bank->remote_password)))
+    return s;
+  // Every Redis value is authenticated under this secret (docs/bank.md, "The remote tier").
+  if (!args.has("remote-secret-file"))
+    return Status::invalid("--remote needs --remote-secret-file FILE (the key that authenticates the shared values)");
+  if (!(s = read_private_secret_file("--remote-secret-file", args.get("remote-secret-file"), &bank->remote_secret)))
+    return s;
+  bank->remote_ttl = std::chrono::seconds(f.remote_ttl);
+  bank->remote_timeout = std::chrono::milliseconds(f.remote_timeout);
+  return Status::ok();
+}
+
+// The API keys, the shared namespace, and the refusal to serve a non-loopback
+// address open by accident.
+Status parse_keys(const Args& args, ServerOptions* so) {
+  Status s;
   if (args.has("api-key") + args.has("api-key-file") + args.has("api-keys-file") > 1)
-    return fail("serve", "give at most one of --api-key, --api-key-file and --api-keys-file");
+    return Status::invalid("give at most one of --api-key, --api-key-file and --api-keys-file");
   if (args.has("api-key")) {
     const std::string key = args.get("api-key");
-    if (key.empty()) return fail("serve", "--api-key is empty");
-    so.keys = ApiKeys::single(key);
+    if (key.empty()) return Status::invalid("--api-key is empty");
+    so->keys = ApiKeys::single(key);
   } else if (args.has("api-key-file")) {
     std::string key;
-    if (!(s = read_secret_file("--api-key-file", args.get("api-key-file"), &key))) return fail("serve", s.message());
-    so.keys = ApiKeys::single(key);
+    if (!(s = read_secret_file("--api-key-file", args.get("api-key-file"), &key))) return s;
+    so->keys = ApiKeys::single(key);
   } else if (args.has("api-keys-file")) {
-    if (!(s = ApiKeys::load_file(args.get("api-keys-file"), &so.keys))) return fail("serve", s.message());
+    if (!(s = ApiKeys::load_file(args.get("api-keys-file"), &so->keys))) return s;
   }
   if (args.has("shared-namespace")) {
-    so.shared_tenant = args.get("shared-namespace");
+    so->shared_tenant = args.get("shared-namespace");
     if (!args.has("api-keys-file"))
-      return fail("serve", "--shared-namespace needs --api-keys-file (tenants to share it between)");
-    if (!so.keys.has_tenant(so.shared_tenant))
-      return fail("serve", "--shared-namespace " + so.shared_tenant + ": no such tenant in --api-keys-file");
+      return Status::invalid("--shared-namespace needs --api-keys-file (tenants to share it between)");
+    if (!so->keys.has_tenant(so->shared_tenant))
+      return Status::invalid("--shared-namespace " + so->shared_tenant + ": no such tenant in --api-keys-file");
   }
-  if (!host_is_loopback(so.host) && so.keys.empty() && !args.has("insecure-no-key"))
-    return fail("serve", "refusing to serve " + so.host +
-                             " without an API key: give --api-key, --api-key-file or --api-keys-file, or "
-                             "--insecure-no-key to serve it open on purpose");
-  so.max_body_bytes = max_body;
-  so.limits.max_prompt_tokens = max_prompt;
-  so.limits.max_tokens_limit = max_tokens_limit;
-  so.max_running = static_cast<int>(max_running);
-  so.max_queue = static_cast<size_t>(max_queue);
-  so.request_timeout = std::chrono::seconds(request_timeout_s);
-  so.shutdown_deadline = std::chrono::seconds(deadline_s);
-  so.max_connections = static_cast<size_t>(max_connections);
-  so.tenant_share = tenant_share;
-  so.header_timeout = std::chrono::seconds(header_timeout_s);
-  so.body_timeout = std::chrono::seconds(body_timeout_s);
-  {
-    // Each connection is a descriptor: make room for the cap (and the bank's files).
-    rlimit files{};
-    const rlim_t want = static_cast<rlim_t>(max_connections) + 256;
-    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < want) {
-      files.rlim_cur = std::min(want, files.rlim_max);
-      setrlimit(RLIMIT_NOFILE, &files);
-      if (files.rlim_cur < want)
-        std::fprintf(stderr, "statebank serve: only %llu descriptors allowed; --max-connections %lld may not be reached\n",
-                     static_cast<unsigned long long>(files.rlim_cur), static_cast<long long>(max_connections));
-    }
+  if (!host_is_loopback(so->host) && so->keys.empty() && !args.has("insecure-no-key"))
+    return Status::invalid("refusing to serve " + so->host +
+                           " without an API key: give --api-key, --api-key-file or --api-keys-file, or "
+                           "--insecure-no-key to serve it open on purpose");
+  return Status::ok();
+}
+
+// Each connection is a descriptor: make room for the cap (and the bank's files).
+void raise_file_limit(int64_t max_connections) {
+  rlimit files{};
+  const rlim_t want = static_cast<rlim_t>(max_connections) + 256;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < want) {
+    files.rlim_cur = std::min(want, files.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &files);
+    if (files.rlim_cur < want)
+      std::fprintf(stderr, "statebank serve: only %llu descriptors allowed; --max-connections %lld may not be reached\n",
+                   static_cast<unsigned long long>(files.rlim_cur), static_cast<long long>(max_connections));
   }
+}
 
-  const std::string model_arg = args.get("model");
-  if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
-  eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
-  eo.threads = static_cast<int>(threads);
-  if (!(s = parse_precision_arg(args.get("precision"), &eo.precision))) return fail("serve", s.message());
-  eo.bank.ssd_dir = args.get("bank-dir", default_bank_dir());
-  if (eo.bank.ssd_mode != SsdMode::kOff && eo.bank.ssd_dir.empty())
-    return fail("serve", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
-  eo.block_tokens = static_cast<uint32_t>(block_tokens);
-  eo.snapshot_every = snapshot_every;
-  eo.audit_rate = audit;
-  eo.max_running = static_cast<int>(max_running);
-  eo.batch_tokens = batch_tokens;
-  eo.itl_ratio = itl_ratio;
-
-  std::unique_ptr<EngineBackend> backend;
-  if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());
-  if (backend->context_length() > 0 && max_prompt > backend->context_length())
-    return fail("serve", "--max-prompt-tokens (" + std::to_string(max_prompt) + ") exceeds the model's context length (" +
-                             std::to_string(backend->context_length()) + "); it can only lower it");
-  Server server(backend.get(), so);
-  int bound = 0;
-  if (!(s = server.bind(&bound))) return fail("serve", s.message());
-  std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s, remote %s)\n", so.host.c_str(),
-              bound, eo.model_id.c_str(), eo.bank.ssd_mode == SsdMode::kOff ? "-" : eo.bank.ssd_dir.c_str(),
-              ssd_mode_name(eo.bank.ssd_mode), eo.bank.remote.empty() ? "-" : eo.bank.remote.c_str());
-  std::fflush(stdout);
-
+// Serves until SIGTERM or SIGINT (or a failure), then shuts down; the exit code.
+int serve_until_signalled(Server& server, const sigset_t& signals) {
   std::atomic<bool> done{false};
   Status shutdown_status;
   bool shut_down = false;
@@ -247,6 +207,84 @@ int cmd_serve(int argc, char** argv) {
   }
   std::fprintf(stderr, "statebank serve: stopped\n");
   return 0;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  // Before any thread exists, so that every thread inherits the mask and
+  // only the waiter in serve_until_signalled() sees the signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
+             "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
+             "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
+             "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
+             "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
+             "remote-timeout-ms"},
+            {"insecure-no-key"});
+  Status s = args.parse(argc, argv);
+  if (!s) return fail("serve", s.message() + "\n" + kUsage);
+  if (!args.positional().empty()) return fail("serve", "unexpected argument '" + args.positional()[0] + "'\n" + kUsage);
+  if (!args.has("model")) return fail("serve", std::string("--model is required\n") + kUsage);
+
+  ServerOptions so;
+  EngineBackendOptions eo;
+  ServeFlags f;
+  if (!(s = parse_flags(args, &f, &eo))) return fail("serve", s.message());
+  if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.bank.ssd_mode))) return fail("serve", "--ssd: " + s.message());
+  if (!(s = parse_remote(args, f, &eo.bank))) return fail("serve", s.message());
+
+  so.host = args.get("host", "127.0.0.1");
+  so.port = static_cast<int>(f.port);
+  if (!(s = parse_keys(args, &so))) return fail("serve", s.message());
+  so.max_body_bytes = f.max_body;
+  so.limits.max_prompt_tokens = f.max_prompt;
+  so.limits.max_tokens_limit = f.max_tokens_limit;
+  so.max_running = static_cast<int>(f.max_running);
+  so.max_queue = static_cast<size_t>(f.max_queue);
+  so.request_timeout = std::chrono::seconds(f.request_timeout_s);
+  so.shutdown_deadline = std::chrono::seconds(f.deadline_s);
+  so.max_connections = static_cast<size_t>(f.max_connections);
+  so.tenant_share = f.tenant_share;
+  so.header_timeout = std::chrono::seconds(f.header_timeout_s);
+  so.body_timeout = std::chrono::seconds(f.body_timeout_s);
+  raise_file_limit(f.max_connections);
+
+  const std::string model_arg = args.get("model");
+  if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
+  eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
+  eo.threads = static_cast<int>(f.threads);
+  if (!(s = parse_precision_arg(args.get("precision"), &eo.precision))) return fail("serve", s.message());
+  eo.bank.ssd_dir = args.get("bank-dir", default_bank_dir());
+  if (eo.bank.ssd_mode != SsdMode::kOff && eo.bank.ssd_dir.empty())
+    return fail("serve", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
+  eo.block_tokens = static_cast<uint32_t>(f.block_tokens);
+  eo.snapshot_every = f.snapshot_every;
+  eo.audit_rate = f.audit;
+  eo.max_running = static_cast<int>(f.max_running);
+  eo.batch_tokens = f.batch_tokens;
+  eo.itl_ratio = f.itl_ratio;
+
+  std::unique_ptr<EngineBackend> backend;
+  if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());
+  if (backend->context_length() > 0 && f.max_prompt > backend->context_length())
+    return fail("serve", "--max-prompt-tokens (" + std::to_string(f.max_prompt) +
+                             ") exceeds the model's context length (" + std::to_string(backend->context_length()) +
+                             "); it can only lower it");
+  Server server(backend.get(), so);
+  int bound = 0;
+  if (!(s = server.bind(&bound))) return fail("serve", s.message());
+  std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s, remote %s)\n", so.host.c_str(),
+              bound, eo.model_id.c_str(), eo.bank.ssd_mode == SsdMode::kOff ? "-" : eo.bank.ssd_dir.c_str(),
+              ssd_mode_name(eo.bank.ssd_mode), eo.bank.remote.empty() ? "-" : eo.bank.remote.c_str());
+  std::fflush(stdout);
+  return serve_until_signalled(server, signals);
 }
 
 }  // namespace sb

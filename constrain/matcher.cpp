@@ -138,86 +138,111 @@ uint64_t with(uint64_t used, int32_t index, const Node& n) {
   return static_cast<size_t>(index) < n.props.size() ? used | (uint64_t{1} << index) : used;
 }
 
+// The rest_* helpers: fewest bytes to finish frame f, of their kind, when it
+// is the top of its stack.
+int64_t rest_xml_object(const Frame& f) {
+  const Node& n = *f.node;
+  if (f.state == X_WANT) return xml_close_cost(n, f.used);
+  if (f.state == X_VALUE) return add(value_cost(n, f.index), xml_close_cost(n, with(f.used, f.index, n)));
+  int64_t best = kInf;  // X_KEY
+  const auto& e = n.keys.nodes[static_cast<size_t>(f.trie)];
+  for (int32_t i : e.below) {
+    int64_t left = static_cast<int64_t>(n.keys.strings[static_cast<size_t>(i)].size()) - e.depth;
+    if (static_cast<size_t>(i) == n.props.size()) {
+      if (required_done(n, f.used)) best = std::min(best, left);
+    } else if (!bit(f.used, static_cast<size_t>(i))) {
+      best = std::min(best, add(left, add(value_cost(n, i), xml_close_cost(n, with(f.used, i, n)))));
+    }
+  }
+  return best;
+}
+
+int64_t rest_json_object(const Frame& f) {
+  const Node& n = *f.node;
+  switch (f.state) {
+    case O_OPEN: return n.min_bytes;
+    case O_FIRST: return json_close_cost(n, f.used, true);
+    case O_NEXT: return json_close_cost(n, f.used, false);
+    case O_COLON: return add(1 + value_cost(n, f.index), json_close_cost(n, with(f.used, f.index, n), false));
+    case O_VALUE: return add(value_cost(n, f.index), json_close_cost(n, with(f.used, f.index, n), false));
+    case O_KEY_START: {
+      int64_t k;
+      int64_t sum = required_cost(n, f.used, &k);
+      if (k > 0) return add(sum, k);
+      int64_t best = n.additional ? add(4, n.additional->min_bytes) : kInf;
+      for (size_t i = 0; i < n.props.size(); ++i)
+        if (!bit(f.used, i)) best = std::min(best, add(member_cost(n, i), 1));
+      return best;
+    }
+    case O_KEY: {
+      int64_t best = kInf;
+      if (f.trie >= 0) {
+        const auto& e = n.keys.nodes[static_cast<size_t>(f.trie)];
+        for (int32_t i : e.below)
+          if (!bit(f.used, static_cast<size_t>(i))) {
+            int64_t left = static_cast<int64_t>(n.keys.strings[static_cast<size_t>(i)].size()) - e.depth;
+            best = std::min(best, add(left + 1 + n.props[static_cast<size_t>(i)].value->min_bytes,
+                                      json_close_cost(n, with(f.used, i, n), false)));
+          }
+      }
+      if (f.flag && f.utf8_need == 0)
+        best = std::min(best, add(2 + n.additional->min_bytes, json_close_cost(n, f.used, false)));
+      else if (f.flag)
+        best = std::min(best, add(f.utf8_need + 2 + n.additional->min_bytes, json_close_cost(n, f.used, false)));
+      return best;
+    }
+  }
+  return kInf;
+}
+
+int64_t rest_array(const Frame& f) {
+  const Node& n = *f.node;
+  const int64_t item = n.item->min_bytes;
+  switch (f.state) {
+    case A_OPEN: return n.min_bytes;
+    case A_FIRST: return n.min_items > 0 ? add(n.min_items * std::min(item, kInf / (n.min_items + 1)) + n.min_items - 1, 1) : 1;
+    case A_NEXT: {
+      int64_t need = std::max<int64_t>(0, n.min_items - f.count);
+      return add(need * std::min(add(item, 1), kInf / (need + 1)), 1);
+    }
+    case A_ITEM: {
+      int64_t need = std::max<int64_t>(0, n.min_items - f.count - 1);
+      return add(add(item, need * std::min(add(item, 1), kInf / (need + 1))), 1);
+    }
+  }
+  return kInf;
+}
+
+int64_t rest_string(const Frame& f) {
+  const Node& n = *f.node;
+  int64_t cps = std::max<int64_t>(0, n.min_len - f.count);
+  switch (f.state) {
+    case S_OPEN: return n.min_bytes;
+    case S_BODY: return f.utf8_need + std::max<int64_t>(0, cps - (f.utf8_need ? 1 : 0)) + 1;
+    case S_ESC: return 1 + std::max<int64_t>(0, cps - 1) + 1;
+    case S_HEX: return f.hex + std::max<int64_t>(0, cps - 1) + 1;
+  }
+  return kInf;
+}
+
+int64_t rest_repeat(const Frame& f) {
+  const Node& n = *f.node;
+  const int64_t one = add(n.item->min_bytes, n.separator->min_bytes);
+  if (f.state == R_AFTER) {
+    int64_t need = std::max<int64_t>(0, n.min_items - f.count);
+    return need * std::min(one, kInf / (need + 1));
+  }
+  int64_t need = std::max<int64_t>(0, n.min_items - f.count - 1);
+  return add(n.item->min_bytes, need * std::min(one, kInf / (need + 1)));
+}
+
 // Fewest bytes to finish frame f when it is the top of its stack.
 int64_t rest_top(const Frame& f) {
   const Node& n = *f.node;
   switch (n.kind) {
-    case Node::Kind::kObject:
-      if (n.xml) {
-        if (f.state == X_WANT) return xml_close_cost(n, f.used);
-        if (f.state == X_VALUE) return add(value_cost(n, f.index), xml_close_cost(n, with(f.used, f.index, n)));
-        int64_t best = kInf;  // X_KEY
-        const auto& e = n.keys.nodes[static_cast<size_t>(f.trie)];
-        for (int32_t i : e.below) {
-          int64_t left = static_cast<int64_t>(n.keys.strings[static_cast<size_t>(i)].size()) - e.depth;
-          if (static_cast<size_t>(i) == n.props.size()) {
-            if (required_done(n, f.used)) best = std::min(best, left);
-          } else if (!bit(f.used, static_cast<size_t>(i))) {
-            best = std::min(best, add(left, add(value_cost(n, i), xml_close_cost(n, with(f.used, i, n)))));
-          }
-        }
-        return best;
-      }
-      switch (f.state) {
-        case O_OPEN: return n.min_bytes;
-        case O_FIRST: return json_close_cost(n, f.used, true);
-        case O_NEXT: return json_close_cost(n, f.used, false);
-        case O_COLON: return add(1 + value_cost(n, f.index), json_close_cost(n, with(f.used, f.index, n), false));
-        case O_VALUE: return add(value_cost(n, f.index), json_close_cost(n, with(f.used, f.index, n), false));
-        case O_KEY_START: {
-          int64_t k;
-          int64_t sum = required_cost(n, f.used, &k);
-          if (k > 0) return add(sum, k);
-          int64_t best = n.additional ? add(4, n.additional->min_bytes) : kInf;
-          for (size_t i = 0; i < n.props.size(); ++i)
-            if (!bit(f.used, i)) best = std::min(best, add(member_cost(n, i), 1));
-          return best;
-        }
-        case O_KEY: {
-          int64_t best = kInf;
-          if (f.trie >= 0) {
-            const auto& e = n.keys.nodes[static_cast<size_t>(f.trie)];
-            for (int32_t i : e.below)
-              if (!bit(f.used, static_cast<size_t>(i))) {
-                int64_t left = static_cast<int64_t>(n.keys.strings[static_cast<size_t>(i)].size()) - e.depth;
-                best = std::min(best, add(left + 1 + n.props[static_cast<size_t>(i)].value->min_bytes,
-                                          json_close_cost(n, with(f.used, i, n), false)));
-              }
-          }
-          if (f.flag && f.utf8_need == 0)
-            best = std::min(best, add(2 + n.additional->min_bytes, json_close_cost(n, f.used, false)));
-          else if (f.flag)
-            best = std::min(best, add(f.utf8_need + 2 + n.additional->min_bytes, json_close_cost(n, f.used, false)));
-          return best;
-        }
-      }
-      return kInf;
-    case Node::Kind::kArray: {
-      const int64_t item = n.item->min_bytes;
-      switch (f.state) {
-        case A_OPEN: return n.min_bytes;
-        case A_FIRST: return n.min_items > 0 ? add(n.min_items * std::min(item, kInf / (n.min_items + 1)) + n.min_items - 1, 1) : 1;
-        case A_NEXT: {
-          int64_t need = std::max<int64_t>(0, n.min_items - f.count);
-          return add(need * std::min(add(item, 1), kInf / (need + 1)), 1);
-        }
-        case A_ITEM: {
-          int64_t need = std::max<int64_t>(0, n.min_items - f.count - 1);
-          return add(add(item, need * std::min(add(item, 1), kInf / (need + 1))), 1);
-        }
-      }
-      return kInf;
-    }
-    case Node::Kind::kString: {
-      int64_t cps = std::max<int64_t>(0, n.min_len - f.count);
-      switch (f.state) {
-        case S_OPEN: return n.min_bytes;
-        case S_BODY: return f.utf8_need + std::max<int64_t>(0, cps - (f.utf8_need ? 1 : 0)) + 1;
-        case S_ESC: return 1 + std::max<int64_t>(0, cps - 1) + 1;
-        case S_HEX: return f.hex + std::max<int64_t>(0, cps - 1) + 1;
-      }
-      return kInf;
-    }
+    case Node::Kind::kObject: return n.xml ? rest_xml_object(f) : rest_json_object(f);
+    case Node::Kind::kArray: return rest_array(f);
+    case Node::Kind::kString: return rest_string(f);
     case Node::Kind::kNumber:
     case Node::Kind::kInteger:
       switch (f.state) {
@@ -241,15 +266,7 @@ int64_t rest_top(const Frame& f) {
       for (size_t i = static_cast<size_t>(f.index); i < n.alts.size(); ++i) sum = add(sum, n.alts[i]->min_bytes);
       return sum;
     }
-    case Node::Kind::kRepeat: {
-      const int64_t one = add(n.item->min_bytes, n.separator->min_bytes);
-      if (f.state == R_AFTER) {
-        int64_t need = std::max<int64_t>(0, n.min_items - f.count);
-        return need * std::min(one, kInf / (need + 1));
-      }
-      int64_t need = std::max<int64_t>(0, n.min_items - f.count - 1);
-      return add(n.item->min_bytes, need * std::min(one, kInf / (need + 1)));
-    }
+    case Node::Kind::kRepeat: return rest_repeat(f);
     case Node::Kind::kText: {
       int64_t cps = std::max<int64_t>(0, n.min_len - (f.count - f.kmp[0]));
       return f.utf8_need + cps + static_cast<int64_t>(n.terminator.size()) - f.kmp[0];
@@ -370,6 +387,266 @@ bool feed_text(Stack& s, Frame& f, uint8_t b) {
   return true;
 }
 
+// The feed_* helpers take byte b on the top frame f of stack s, one per node
+// kind; each returns whether b was taken (the number, literal and repeat ones:
+// false when f may end before b, which feed() then hands to what follows).
+inline bool feed_xml_object(Stack& s, Frame& f, uint8_t b, Walk* extra) {
+  const Node& n = *f.node;
+  if (f.state == X_VALUE) return push_and_feed(s, n.props[static_cast<size_t>(f.index)].value, b, extra);
+  int32_t t = n.keys.step(f.trie, b);
+  if (t < 0) return false;
+  f.trie = t;
+  f.state = X_KEY;
+  int32_t term = n.keys.nodes[static_cast<size_t>(t)].terminal;
+  if (term < 0) return true;
+  if (static_cast<size_t>(term) == n.props.size()) {
+    if (!required_done(n, f.used)) return false;
+    close(s);
+    return true;
+  }
+  if (bit(f.used, static_cast<size_t>(term))) return false;
+  f.index = term;
+  f.state = X_VALUE;
+  return true;
+}
+
+inline bool feed_json_key(Frame& f, uint8_t b) {
+  const Node& n = *f.node;
+  int32_t t = f.trie >= 0 ? n.keys.step(f.trie, b) : -1;
+  if (t >= 0 && n.keys.nodes[static_cast<size_t>(t)].terminal >= 0) {
+    int32_t term = n.keys.nodes[static_cast<size_t>(t)].terminal;
+    if (bit(f.used, static_cast<size_t>(term))) return false;
+    f.index = term;
+    f.state = O_COLON;
+    return true;
+  }
+  if (b == '"') {
+    if (!f.flag || f.utf8_need > 0) return false;
+    f.index = static_cast<int32_t>(n.props.size());
+    f.state = O_COLON;
+    return true;
+  }
+  f.trie = t;
+  if (f.flag) {
+    // Additional keys are written plainly: no escapes, valid UTF-8.
+    if (f.utf8_need > 0) {
+      bool ok;
+      utf8_continue(f, b, &ok);
+      if (!ok) f.flag = 0;
+    } else if (b == '\\' || b < 0x20 || (b >= 0x80 && !utf8_lead(f, b))) {
+      f.flag = 0;
+    }
+  }
+  return f.trie >= 0 || f.flag;
+}
+
+inline bool feed_json_object(Stack& s, Frame& f, uint8_t b, Walk* extra) {
+  const Node& n = *f.node;
+  switch (f.state) {
+    case O_OPEN:
+      if (b != '{') return false;
+      f.state = O_FIRST;
+      return true;
+    case O_FIRST:
+    case O_KEY_START:
+      if (take_gap(f, b)) return true;
+      if (b == '}' && f.state == O_FIRST) {
+        if (!required_done(n, f.used)) return false;
+        close(s);
+        return true;
+      }
+      if (b != '"') return false;
+      f.gap = 0;
+      f.trie = n.keys.step(0, b);
+      f.flag = n.additional != nullptr;
+      f.utf8_need = 0;
+      f.state = O_KEY;
+      return f.trie >= 0 || f.flag;
+    case O_KEY:
+      return feed_json_key(f, b);
+    case O_COLON:
+      if (take_gap(f, b)) return true;
+      if (b != ':') return false;
+      f.gap = 0;
+      f.state = O_VALUE;
+      return true;
+    case O_VALUE:
+      if (take_gap(f, b)) return true;
+      f.gap = 0;
+      return push_and_feed(s, static_cast<size_t>(f.index) < n.props.size() ? n.props[static_cast<size_t>(f.index)].value
+                                                                             : n.additional,
+                           b, extra);
+    case O_NEXT:
+      if (take_gap(f, b)) return true;
+      if (b == '}') {
+        if (!required_done(n, f.used)) return false;
+        close(s);
+        return true;
+      }
+      if (b != ',') return false;
+      {
+        bool more = n.additional != nullptr;
+        for (size_t i = 0; i < n.props.size() && !more; ++i) more = !bit(f.used, i);
+        if (!more) return false;
+      }
+      f.gap = 0;
+      f.state = O_KEY_START;
+      return true;
+  }
+  return false;
+}
+
+inline bool feed_array(Stack& s, Frame& f, uint8_t b, Walk* extra) {
+  const Node& n = *f.node;
+  switch (f.state) {
+    case A_OPEN:
+      if (b != '[') return false;
+      f.state = A_FIRST;
+      return true;
+    case A_FIRST:
+    case A_ITEM:
+      if (take_gap(f, b)) return true;
+      if (b == ']' && f.state == A_FIRST) {
+        if (n.min_items > 0) return false;
+        close(s);
+        return true;
+      }
+      if (n.max_items >= 0 && f.count >= n.max_items) return false;
+      f.gap = 0;
+      f.state = A_ITEM;
+      return push_and_feed(s, n.item, b, extra);
+    case A_NEXT:
+      if (take_gap(f, b)) return true;
+      if (b == ']') {
+        if (f.count < n.min_items) return false;
+        close(s);
+        return true;
+      }
+      if (b != ',' || (n.max_items >= 0 && f.count >= n.max_items)) return false;
+      f.gap = 0;
+      f.state = A_ITEM;
+      return true;
+  }
+  return false;
+}
+
+inline bool feed_string(Stack& s, Frame& f, uint8_t b) {
+  const Node& n = *f.node;
+  switch (f.state) {
+    case S_OPEN:
+      if (b != '"') return false;
+      f.state = S_BODY;
+      return true;
+    case S_BODY:
+      if (f.utf8_need > 0) {
+        bool ok;
+        if (utf8_continue(f, b, &ok)) ++f.count;
+        return ok;
+      }
+      if (b == '"') {
+        if (f.count < n.min_len) return false;
+        close(s);
+        return true;
+      }
+      if (b < 0x20) return false;
+      // maxLength counts UTF-16 units (f.used), as JavaScript validators
+      // do; a character outside the BMP is two.
+      if (n.max_len >= 0 && static_cast<int64_t>(f.used) + (b >= 0xF0 ? 2 : 1) > n.max_len) return false;
+      if (b == '\\') {
+        f.state = S_ESC;
+        f.used += 1;
+        return true;
+      }
+      if (b < 0x80) {
+        ++f.count;
+        ++f.used;
+        return true;
+      }
+      f.used += b >= 0xF0 ? 2 : 1;
+      return utf8_lead(f, b);
+    case S_ESC:
+      if (b == 'u') {
+        f.hex = 4;
+        f.state = S_HEX;
+        return true;
+      }
+      if (!std::strchr("\"\\/bfnrt", b) || b == 0) return false;
+      ++f.count;
+      f.state = S_BODY;
+      return true;
+    case S_HEX:
+      if (!std::isxdigit(b)) return false;
+      // No escaped surrogates: validators disagree on how they count.
+      if (f.hex == 4) f.utf8_lo = static_cast<uint8_t>(std::tolower(b));
+      if (f.hex == 3 && f.utf8_lo == 'd' && std::strchr("89abcdefABCDEF", b)) return false;
+      if (--f.hex == 0) {
+        ++f.count;
+        f.state = S_BODY;
+      }
+      return true;
+  }
+  return false;
+}
+
+// Digits per part are bounded so that every parser reads a finite double
+// (integers exactly): 15 integer, 15 fraction, 2 exponent.
+inline bool feed_number(Frame& f, uint8_t b) {
+  const Node& n = *f.node;
+  const bool real = n.kind == Node::Kind::kNumber;
+  const bool digit = b >= '0' && b <= '9';
+  uint8_t next = 255;
+  bool new_part = false;
+  switch (f.state) {
+    case N_START:
+      if (b == '-' && !n.non_negative) next = N_MINUS;
+      else if (b == '0') next = N_ZERO;
+      else if (digit) next = N_INT;
+      break;
+    case N_MINUS:
+      if (b == '0') next = N_ZERO;
+      else if (digit) next = N_INT;
+      break;
+    case N_ZERO:
+    case N_INT:
+      if (digit && f.state == N_INT) next = N_INT;
+      else if (real && b == '.') next = N_DOT, new_part = true;
+      else if (real && (b == 'e' || b == 'E')) next = N_E, new_part = true;
+      break;
+    case N_DOT:
+    case N_FRAC:
+      if (digit) next = N_FRAC;
+      else if (f.state == N_FRAC && (b == 'e' || b == 'E')) next = N_E, new_part = true;
+      break;
+    case N_E:
+      if (b == '+' || b == '-') next = N_ESIGN;
+      else if (digit) next = N_EXP;
+      break;
+    case N_ESIGN:
+    case N_EXP:
+      if (digit) next = N_EXP;
+      break;
+  }
+  if (next != 255 && digit) {
+    const int64_t limit = next == N_EXP ? 2 : 15;
+    if (f.count >= limit) next = 255;
+    else ++f.count;
+  }
+  if (next == 255) return false;
+  if (new_part) f.count = 0;
+  f.state = next;
+  return true;
+}
+
+inline bool feed_literal(Stack& s, Frame& f, uint8_t b) {
+  const Node& n = *f.node;
+  int32_t t = n.literal_trie.step(f.trie, b);
+  if (t < 0) return false;
+  f.trie = t;
+  const auto& e = n.literal_trie.nodes[static_cast<size_t>(t)];
+  if (e.terminal >= 0 && e.children.empty()) close(s);
+  return true;
+}
+
 bool feed(Stack& s, uint8_t b, Walk* extra) {
   for (;;) {
     if (s.depth == 0) return false;  // the grammar has matched a whole text already
@@ -378,267 +655,29 @@ bool feed(Stack& s, uint8_t b, Walk* extra) {
     const Node& n = *f.node;
     switch (n.kind) {
       case Node::Kind::kObject:
-        if (n.xml) {
-          if (f.state == X_VALUE) return push_and_feed(s, n.props[static_cast<size_t>(f.index)].value, b, extra);
-          int32_t t = n.keys.step(f.trie, b);
-          if (t < 0) return false;
-          f.trie = t;
-          f.state = X_KEY;
-          int32_t term = n.keys.nodes[static_cast<size_t>(t)].terminal;
-          if (term < 0) return true;
-          if (static_cast<size_t>(term) == n.props.size()) {
-            if (!required_done(n, f.used)) return false;
-            close(s);
-            return true;
-          }
-          if (bit(f.used, static_cast<size_t>(term))) return false;
-          f.index = term;
-          f.state = X_VALUE;
-          return true;
-        }
-        switch (f.state) {
-          case O_OPEN:
-            if (b != '{') return false;
-            f.state = O_FIRST;
-            return true;
-          case O_FIRST:
-          case O_KEY_START:
-            if (take_gap(f, b)) return true;
-            if (b == '}' && f.state == O_FIRST) {
-              if (!required_done(n, f.used)) return false;
-              close(s);
-              return true;
-            }
-            if (b != '"') return false;
-            f.gap = 0;
-            f.trie = n.keys.step(0, b);
-            f.flag = n.additional != nullptr;
-            f.utf8_need = 0;
-            f.state = O_KEY;
-            return f.trie >= 0 || f.flag;
-          case O_KEY: {
-            int32_t t = f.trie >= 0 ? n.keys.step(f.trie, b) : -1;
-            if (t >= 0 && n.keys.nodes[static_cast<size_t>(t)].terminal >= 0) {
-              int32_t term = n.keys.nodes[static_cast<size_t>(t)].terminal;
-              if (bit(f.used, static_cast<size_t>(term))) return false;
-              f.index = term;
-              f.state = O_COLON;
-              return true;
-            }
-            if (b == '"') {
-              if (!f.flag || f.utf8_need > 0) return false;
-              f.index = static_cast<int32_t>(n.props.size());
-              f.state = O_COLON;
-              return true;
-            }
-            f.trie = t;
-            if (f.flag) {
-              // Additional keys are written plainly: no escapes, valid UTF-8.
-              if (f.utf8_need > 0) {
-                bool ok;
-                utf8_continue(f, b, &ok);
-                if (!ok) f.flag = 0;
-              } else if (b == '\\' || b < 0x20 || (b >= 0x80 && !utf8_lead(f, b))) {
-                f.flag = 0;
-              }
-            }
-            return f.trie >= 0 || f.flag;
-          }
-          case O_COLON:
-            if (take_gap(f, b)) return true;
-            if (b != ':') return false;
-            f.gap = 0;
-            f.state = O_VALUE;
-            return true;
-          case O_VALUE:
-            if (take_gap(f, b)) return true;
-            f.gap = 0;
-            return push_and_feed(s, static_cast<size_t>(f.index) < n.props.size() ? n.props[static_cast<size_t>(f.index)].value
-                                                                                   : n.additional,
-                                 b, extra);
-          case O_NEXT:
-            if (take_gap(f, b)) return true;
-            if (b == '}') {
-              if (!required_done(n, f.used)) return false;
-              close(s);
-              return true;
-            }
-            if (b != ',') return false;
-            {
-              bool more = n.additional != nullptr;
-              for (size_t i = 0; i < n.props.size() && !more; ++i) more = !bit(f.used, i);
-              if (!more) return false;
-            }
-            f.gap = 0;
-            f.state = O_KEY_START;
-            return true;
-        }
-        return false;
+        return n.xml ? feed_xml_object(s, f, b, extra) : feed_json_object(s, f, b, extra);
       case Node::Kind::kArray:
-        switch (f.state) {
-          case A_OPEN:
-            if (b != '[') return false;
-            f.state = A_FIRST;
-            return true;
-          case A_FIRST:
-          case A_ITEM:
-            if (take_gap(f, b)) return true;
-            if (b == ']' && f.state == A_FIRST) {
-              if (n.min_items > 0) return false;
-              close(s);
-              return true;
-            }
-            if (n.max_items >= 0 && f.count >= n.max_items) return false;
-            f.gap = 0;
-            f.state = A_ITEM;
-            return push_and_feed(s, n.item, b, extra);
-          case A_NEXT:
-            if (take_gap(f, b)) return true;
-            if (b == ']') {
-              if (f.count < n.min_items) return false;
-              close(s);
-              return true;
-            }
-            if (b != ',' || (n.max_items >= 0 && f.count >= n.max_items)) return false;
-            f.gap = 0;
-            f.state = A_ITEM;
-            return true;
-        }
-        return false;
+        return feed_array(s, f, b, extra);
       case Node::Kind::kString:
-        switch (f.state) {
-          case S_OPEN:
-            if (b != '"') return false;
-            f.state = S_BODY;
-            return true;
-          case S_BODY:
-            if (f.utf8_need > 0) {
-              bool ok;
-              if (utf8_continue(f, b, &ok)) ++f.count;
-              return ok;
-            }
-            if (b == '"') {
-              if (f.count < n.min_len) return false;
-              close(s);
-              return true;
-            }
-            if (b < 0x20) return false;
-            // maxLength counts UTF-16 units (f.used), as JavaScript validators
-            // do; a character outside the BMP is two.
-            if (n.max_len >= 0 && static_cast<int64_t>(f.used) + (b >= 0xF0 ? 2 : 1) > n.max_len) return false;
-            if (b == '\\') {
-              f.state = S_ESC;
-              f.used += 1;
-              return true;
-            }
-            if (b < 0x80) {
-              ++f.count;
-              ++f.used;
-              return true;
-            }
-            f.used += b >= 0xF0 ? 2 : 1;
-            return utf8_lead(f, b);
-          case S_ESC:
-            if (b == 'u') {
-              f.hex = 4;
-              f.state = S_HEX;
-              return true;
-            }
-            if (!std::strchr("\"\\/bfnrt", b) || b == 0) return false;
-            ++f.count;
-            f.state = S_BODY;
-            return true;
-          case S_HEX:
-            if (!std::isxdigit(b)) return false;
-            // No escaped surrogates: validators disagree on how they count.
-            if (f.hex == 4) f.utf8_lo = static_cast<uint8_t>(std::tolower(b));
-            if (f.hex == 3 && f.utf8_lo == 'd' && std::strchr("89abcdefABCDEF", b)) return false;
-            if (--f.hex == 0) {
-              ++f.count;
-              f.state = S_BODY;
-            }
-            return true;
-        }
-        return false;
+        return feed_string(s, f, b);
       case Node::Kind::kNumber:
-      case Node::Kind::kInteger: {
-        // Digits per part are bounded so that every parser reads a finite
-        // double (integers exactly): 15 integer, 15 fraction, 2 exponent.
-        const bool real = n.kind == Node::Kind::kNumber;
-        const bool digit = b >= '0' && b <= '9';
-        uint8_t next = 255;
-        bool new_part = false;
-        switch (f.state) {
-          case N_START:
-            if (b == '-' && !n.non_negative) next = N_MINUS;
-            else if (b == '0') next = N_ZERO;
-            else if (digit) next = N_INT;
-            break;
-          case N_MINUS:
-            if (b == '0') next = N_ZERO;
-            else if (digit) next = N_INT;
-            break;
-          case N_ZERO:
-          case N_INT:
-            if (digit && f.state == N_INT) next = N_INT;
-            else if (real && b == '.') next = N_DOT, new_part = true;
-            else if (real && (b == 'e' || b == 'E')) next = N_E, new_part = true;
-            break;
-          case N_DOT:
-          case N_FRAC:
-            if (digit) next = N_FRAC;
-            else if (f.state == N_FRAC && (b == 'e' || b == 'E')) next = N_E, new_part = true;
-            break;
-          case N_E:
-            if (b == '+' || b == '-') next = N_ESIGN;
-            else if (digit) next = N_EXP;
-            break;
-          case N_ESIGN:
-          case N_EXP:
-            if (digit) next = N_EXP;
-            break;
-        }
-        if (next != 255 && digit) {
-          const int64_t limit = next == N_EXP ? 2 : 15;
-          if (f.count >= limit) next = 255;
-          else ++f.count;
-        }
-        if (next != 255) {
-          if (new_part) f.count = 0;
-          f.state = next;
-          return true;
-        }
-        if (!accepting(f)) return false;
-        close(s);
-        continue;  // the byte belongs to what follows the number
-      }
-      case Node::Kind::kLiterals: {
-        int32_t t = n.literal_trie.step(f.trie, b);
-        if (t >= 0) {
-          f.trie = t;
-          const auto& e = n.literal_trie.nodes[static_cast<size_t>(t)];
-          if (e.terminal >= 0 && e.children.empty()) close(s);
-          return true;
-        }
-        if (!accepting(f)) return false;
-        close(s);
-        continue;
-      }
+      case Node::Kind::kInteger:
+        if (feed_number(f, b)) return true;
+        break;
+      case Node::Kind::kLiterals:
+        if (feed_literal(s, f, b)) return true;
+        break;
       case Node::Kind::kSeq:
         return push_and_feed(s, n.alts[static_cast<size_t>(f.index)], b, extra);
       case Node::Kind::kRepeat:
         if (f.state == R_ITEM) return push_and_feed(s, n.item, b, extra);
-        if (f.state == R_AFTER) {
-          if ((n.max_items < 0 || f.count < n.max_items) && !n.separator->texts.empty() &&
-              static_cast<uint8_t>(n.separator->texts[0][0]) == b) {
-            f.state = R_SEP;
-            return push_and_feed(s, n.separator, b, extra);
-          }
-          if (!accepting(f)) return false;
-          close(s);
-          continue;
+        if (f.state != R_AFTER) return false;
+        if ((n.max_items < 0 || f.count < n.max_items) && !n.separator->texts.empty() &&
+            static_cast<uint8_t>(n.separator->texts[0][0]) == b) {
+          f.state = R_SEP;
+          return push_and_feed(s, n.separator, b, extra);
         }
-        return false;
+        break;
       case Node::Kind::kText:
         return feed_text(s, f, b);
       case Node::Kind::kAnyOf:
@@ -646,7 +685,10 @@ bool feed(Stack& s, uint8_t b, Walk* extra) {
         --s.depth;
         return push_and_feed(s, &n, b, extra);
     }
-    return false;
+    // A number, literal or repeat that can end here and did not take b:
+    // it ends, and b belongs to what follows.
+    if (!accepting(f)) return false;
+    close(s);
   }
 }
 

@@ -103,10 +103,25 @@ struct CompletionRequest {
   std::function<bool()> cancelled;
 };
 
+// Why a completion ended. kNone: not ended by the step loop (an error before
+// it ran). The wire names ("stop", "length", ...) come from finish_reason_name().
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+
+constexpr const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
 struct CompletionResult {
   std::vector<GeneratedToken> tokens;
   std::vector<float> prompt_logprobs;  // echo: logprob of prompt token i given tokens < i (first is 0)
-  std::string finish_reason;           // "stop", "length", "cancelled"
+  FinishReason finish_reason = FinishReason::kNone;
   RestoreRecord restore;
   // The objects the restore installed (blocks 1..k, then the snapshot), for
   // the audit (server/audit.h); empty when nothing was restored.

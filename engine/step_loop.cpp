@@ -81,7 +81,7 @@ std::vector<StepLoop::Slice> StepLoop::plan_step() {
   std::vector<Slice> slices;
   // Cancelled sequences leave before they cost a row.
   for (Sequence* seq : running_)
-    if (seq->request.cancelled && seq->request.cancelled()) finish(*seq, "cancelled");
+    if (seq->request.cancelled && seq->request.cancelled()) finish(*seq, FinishReason::kCancelled);
   for (Sequence* seq : running_) {
     if (seq->finished || seq->prefilling()) continue;
     slices.push_back(Slice{seq, 0, 0, true, seq->result.tokens.back().token});
@@ -148,7 +148,7 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
     Sequence& seq = *slices[i].seq;
     if (!status.is_ok()) {
       seq.status = status;
-      finish(seq, "error");
+      finish(seq, FinishReason::kError);
       continue;
     }
     if (slices[i].decode) {
@@ -175,7 +175,7 @@ void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
   if (seq.request.max_tokens == 0) {
     seq.result.ttft_ms = ms_since(seq.submitted);
     publish_prompt(context_, seq);
-    finish(seq, "length");
+    finish(seq, FinishReason::kLength);
     return;
   }
   emit_token(seq);
@@ -185,7 +185,7 @@ void StepLoop::emit_token(Sequence& seq) {
   const CompletionRequest& req = seq.request;
   GeneratedToken g;
   seq.status = next_token(seq, &g);
-  if (!seq.status.is_ok()) return finish(seq, "error");
+  if (!seq.status.is_ok()) return finish(seq, FinishReason::kError);
   const bool first = seq.result.tokens.empty();
   if (first) seq.result.ttft_ms = ms_since(seq.submitted);
   seq.result.tokens.push_back(g);
@@ -200,14 +200,14 @@ void StepLoop::emit_token(Sequence& seq) {
   }
   // Before the next decode step appends to the State.
   if (first) publish_prompt(context_, seq);
-  if (!seq.status.is_ok()) return finish(seq, "error");
-  if (!go_on) return finish(seq, "cancelled");
+  if (!seq.status.is_ok()) return finish(seq, FinishReason::kError);
+  if (!go_on) return finish(seq, FinishReason::kCancelled);
   if (std::find(req.stop_tokens.begin(), req.stop_tokens.end(), g.token) != req.stop_tokens.end())
-    return finish(seq, "stop");
-  if (static_cast<int64_t>(seq.result.tokens.size()) >= req.max_tokens) return finish(seq, "length");
+    return finish(seq, FinishReason::kStop);
+  if (static_cast<int64_t>(seq.result.tokens.size()) >= req.max_tokens) return finish(seq, FinishReason::kLength);
 }
 
-void StepLoop::finish(Sequence& seq, const std::string& reason) {
+void StepLoop::finish(Sequence& seq, FinishReason reason) {
   if (seq.finished) return;
   seq.finished = true;
   seq.result.finish_reason = reason;
@@ -220,7 +220,7 @@ void StepLoop::retire_finished() {
     // A waiting sequence cancelled before it was admitted never runs.
     for (Sequence* seq : waiting_)
       if (seq->request.cancelled && seq->request.cancelled()) {
-        seq->result.finish_reason = "cancelled";
+        seq->result.finish_reason = FinishReason::kCancelled;
         seq->done = woke = true;
       }
     std::erase_if(waiting_, [](Sequence* seq) { return seq->done; });

@@ -72,7 +72,7 @@ class StepLoop {
   void run_step(std::vector<Slice>& slices);
   void end_prefill_chunk(const Slice& slice, SequenceOutput& out);
   void emit_token(Sequence& seq);
-  void finish(Sequence& seq, const std::string& reason);
+  void finish(Sequence& seq, FinishReason reason);
   void retire_finished();     // takes finished sequences out, wakes their callers
 
   const EngineContext& context_;

@@ -129,14 +129,6 @@ bool FaultFs::fail_hit() const {
   std::lock_guard<std::mutex> l(mu_);
   return fail_hit_;
 }
-uint64_t FaultFs::write_ops() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return write_ops_;
-}
-uint64_t FaultFs::all_ops() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return all_ops_;
-}
 
 Status FaultFs::check(Op op, const std::string& path) {
   int delay = 0;

@@ -57,8 +57,6 @@ class FaultFs : public ForwardingFs {
   void clear_faults();
   bool killed() const;
   bool fail_hit() const;
-  uint64_t write_ops() const;  // since the last kill_at/fail_at/clear_faults
-  uint64_t all_ops() const;
 
   void simulate_crash(CrashMode mode, uint64_t seed);
 

@@ -627,8 +627,70 @@ bool apply_test(const std::string& name, const Value& v, const std::vector<Value
   type_error(pos, "the test '" + name + "' is not supported");
 }
 
-Value apply_filter(const std::string& name, const Value& v, const std::vector<Value>& args, const Kwargs& kwargs,
-                   Pos pos) {
+namespace {
+
+// The filters, in groups: each returns nullopt for a name not its own.
+
+// map(attribute=...) or map('filter', args...).
+Value map_filter(const Value& v, const std::vector<Value>& args, const Kwargs& kwargs, Pos pos) {
+  std::vector<Value> out;
+  const Value* attr = arg(args, kwargs, 99, "attribute");
+  if (attr) {
+    if (!attr->is_string()) type_error(pos, "map(attribute=) needs a string");
+    const Value* dflt = arg(args, kwargs, 99, "default");
+    for (const Value& item : iterate(v, pos)) {
+      Value x = attribute_of(item, attr->str_ref(), pos);
+      out.push_back(x.is_undefined() && dflt ? *dflt : x);
+    }
+  } else {
+    if (args.empty() || !args[0].is_string()) type_error(pos, "map needs a filter name or attribute=");
+    std::string filter = args[0].str_ref();
+    if (!is_filter(filter)) type_error(pos, "the filter '" + filter + "' is not supported");
+    std::vector<Value> rest(args.begin() + 1, args.end());
+    for (const Value& item : iterate(v, pos)) out.push_back(apply_filter(filter, item, rest, kwargs, pos));
+  }
+  return make_list(out, pos);
+}
+
+// sort, unique, min and max: orderings of the items, by an attribute or not.
+Value order_filter(const std::string& name, const Value& v, const std::vector<Value>& args,
+                   const Kwargs& kwargs, Pos pos) {
+  bool ci = !bool_arg(args, kwargs, name == "sort" ? 1 : 0, "case_sensitive", false);
+  const Value* attr = arg(args, kwargs, name == "sort" ? 2 : 1, "attribute");
+  std::vector<Value> items = iterate(v, pos);
+  auto key = [&](const Value& x) { return attr && attr->is_string() ? attribute_of(x, attr->str_ref(), pos) : x; };
+  if (name == "unique") {
+    std::vector<Value> out;
+    for (const Value& x : items) {
+      bool seen = false;
+      for (const Value& y : out)
+        if (ci && key(x).is_string() && key(y).is_string() ? lower(key(x).str_ref()) == lower(key(y).str_ref())
+                                                            : py_equal(key(x), key(y)))
+          seen = true;
+      if (!seen) out.push_back(x);
+    }
+    return make_list(out, pos);
+  }
+  if (name == "sort") {
+    bool rev = bool_arg(args, kwargs, 0, "reverse", false);
+    std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+      int c = py_compare(key(x), key(y), pos, ci);
+      return rev ? c > 0 : c < 0;
+    });
+    return make_list(items, pos);
+  }
+  if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
+  size_t best = 0;
+  for (size_t i = 1; i < items.size(); ++i) {
+    int c = py_compare(key(items[i]), key(items[best]), pos, ci);
+    if (name == "min" ? c < 0 : c > 0) best = i;
+  }
+  return items[best];
+}
+
+// safe and default, and the filters on text (the operand read as a string) and tojson.
+std::optional<Value> text_filter(const std::string& name, const Value& v, const std::vector<Value>& args,
+                                 const Kwargs& kwargs, Pos pos) {
   if (name == "safe") return v;
   if (name == "default" || name == "d") {
     bool boolean = bool_arg(args, kwargs, 1, "boolean", false);
@@ -664,6 +726,32 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
     int64_t indent = int_arg(args, kwargs, 99, "indent", pos, -1);
     return str_value(py_json_dumps(v.json(), static_cast<int>(indent), bool_arg(args, kwargs, 99, "sort_keys", false)));
   }
+  if (name == "indent") {
+    int64_t width = int_arg(args, kwargs, 0, "width", pos, 4);
+    bool first = bool_arg(args, kwargs, 1, "first", false), blank = bool_arg(args, kwargs, 2, "blank", false);
+    std::string pad(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
+    std::string s = py_str(v), out;
+    size_t start = 0;
+    bool first_line = true;
+    for (;;) {
+      size_t nl = s.find('\n', start);
+      std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      bool indent_it = (first_line ? first : true) && (blank || !py_strip(line, nullptr, true, true).empty());
+      if (!first_line) out += "\n";
+      out += (indent_it ? pad : "") + line;
+      first_line = false;
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    return str_value(std::move(out));
+  }
+  if (name == "wordcount") return int_value(static_cast<int64_t>(split(py_str(v), nullptr, -1, false, pos).size()));
+  return std::nullopt;
+}
+
+// Filters over a sequence's items (or a mapping's, or a string's characters).
+std::optional<Value> sequence_filter(const std::string& name, const Value& v, const std::vector<Value>& args,
+                                     const Kwargs& kwargs, Pos pos) {
   if (name == "length" || name == "count") {
     if (v.is_undefined()) return int_value(0);
     if (v.is_string()) return int_value(static_cast<int64_t>(code_point_count(v.str_ref())));
@@ -706,62 +794,12 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
     }
     return str_value(std::move(out));
   }
-  if (name == "map") {
-    std::vector<Value> out;
-    const Value* attr = arg(args, kwargs, 99, "attribute");
-    if (attr) {
-      if (!attr->is_string()) type_error(pos, "map(attribute=) needs a string");
-      const Value* dflt = arg(args, kwargs, 99, "default");
-      for (const Value& item : iterate(v, pos)) {
-        Value x = attribute_of(item, attr->str_ref(), pos);
-        out.push_back(x.is_undefined() && dflt ? *dflt : x);
-      }
-    } else {
-      if (args.empty() || !args[0].is_string()) type_error(pos, "map needs a filter name or attribute=");
-      std::string filter = args[0].str_ref();
-      if (!is_filter(filter)) type_error(pos, "the filter '" + filter + "' is not supported");
-      std::vector<Value> rest(args.begin() + 1, args.end());
-      for (const Value& item : iterate(v, pos)) out.push_back(apply_filter(filter, item, rest, kwargs, pos));
-    }
-    return make_list(out, pos);
-  }
+  if (name == "map") return map_filter(v, args, kwargs, pos);
   if (name == "select") return select(v, args, false, true, pos);
   if (name == "reject") return select(v, args, false, false, pos);
   if (name == "selectattr") return select(v, args, true, true, pos);
   if (name == "rejectattr") return select(v, args, true, false, pos);
-  if (name == "sort" || name == "unique" || name == "min" || name == "max") {
-    bool ci = !bool_arg(args, kwargs, name == "sort" ? 1 : 0, "case_sensitive", false);
-    const Value* attr = arg(args, kwargs, name == "sort" ? 2 : 1, "attribute");
-    std::vector<Value> items = iterate(v, pos);
-    auto key = [&](const Value& x) { return attr && attr->is_string() ? attribute_of(x, attr->str_ref(), pos) : x; };
-    if (name == "unique") {
-      std::vector<Value> out;
-      for (const Value& x : items) {
-        bool seen = false;
-        for (const Value& y : out)
-          if (ci && key(x).is_string() && key(y).is_string() ? lower(key(x).str_ref()) == lower(key(y).str_ref())
-                                                              : py_equal(key(x), key(y)))
-            seen = true;
-        if (!seen) out.push_back(x);
-      }
-      return make_list(out, pos);
-    }
-    if (name == "sort") {
-      bool rev = bool_arg(args, kwargs, 0, "reverse", false);
-      std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-        int c = py_compare(key(x), key(y), pos, ci);
-        return rev ? c > 0 : c < 0;
-      });
-      return make_list(items, pos);
-    }
-    if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-    size_t best = 0;
-    for (size_t i = 1; i < items.size(); ++i) {
-      int c = py_compare(key(items[i]), key(items[best]), pos, ci);
-      if (name == "min" ? c < 0 : c > 0) best = i;
-    }
-    return items[best];
-  }
+  if (name == "sort" || name == "unique" || name == "min" || name == "max") return order_filter(name, v, args, kwargs, pos);
   if (name == "sum") {
     const Value* attr = arg(args, kwargs, 0, "attribute");
     Value total = arg(args, kwargs, 1, "start") ? *arg(args, kwargs, 1, "start") : int_value(0);
@@ -769,6 +807,12 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
       total = binary_op("+", total, attr && attr->is_string() ? attribute_of(x, attr->str_ref(), pos) : x, pos);
     return total;
   }
+  return std::nullopt;
+}
+
+// Numbers: conversions and rounding.
+std::optional<Value> number_filter(const std::string& name, const Value& v, const std::vector<Value>& args,
+                                   const Kwargs& kwargs, Pos pos) {
   if (name == "int") {
     int64_t dflt = int_arg(args, kwargs, 0, "default", pos, 0);
     if (is_int(v)) return int_value(to_int(v));
@@ -814,141 +858,153 @@ Value apply_filter(const std::string& name, const Value& v, const std::vector<Va
     double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
     return Value(Json(r / scale));
   }
-  if (name == "indent") {
-    int64_t width = int_arg(args, kwargs, 0, "width", pos, 4);
-    bool first = bool_arg(args, kwargs, 1, "first", false), blank = bool_arg(args, kwargs, 2, "blank", false);
-    std::string pad(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
-    std::string s = py_str(v), out;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Value apply_filter(const std::string& name, const Value& v, const std::vector<Value>& args, const Kwargs& kwargs,
+                   Pos pos) {
+  if (std::optional<Value> r = text_filter(name, v, args, kwargs, pos)) return *std::move(r);
+  if (std::optional<Value> r = sequence_filter(name, v, args, kwargs, pos)) return *std::move(r);
+  if (std::optional<Value> r = number_filter(name, v, args, kwargs, pos)) return *std::move(r);
+  type_error(pos, "the filter '" + name + "' is not supported");
+}
+
+namespace {
+
+// The methods, by the object's type: each returns nullopt for a name not its own.
+
+std::optional<Value> mapping_method(const Value& object, const std::string& name, const std::vector<Value>& args,
+                                    Pos pos) {
+  const Json& j = object.json();
+  if (name == "items") return apply_filter("items", object, {}, {}, pos);
+  if (name == "keys") {
+    Json a = Json::array();
+    for (auto it = j.begin(); it != j.end(); ++it) a.push_back(it.key());
+    return Value(std::move(a));
+  }
+  if (name == "values") {
+    Json a = Json::array();
+    for (auto it = j.begin(); it != j.end(); ++it) a.push_back(it.value());
+    return Value(std::move(a));
+  }
+  if (name == "get") {
+    if (args.empty()) type_error(pos, "get expected at least 1 argument");
+    Value got = args[0].is_string() ? get_item(object, args[0], pos) : Value::undefined();
+    if (!got.is_undefined()) return got;
+    return args.size() > 1 ? args[1] : Value(Json(nullptr));
+  }
+  return std::nullopt;
+}
+
+// startswith/endswith: does s start (prefix) or end with args[0] (a string
+// or a tuple of strings)?
+bool has_affix(const std::string& s, const std::string& name, const std::vector<Value>& args, Pos pos, bool prefix) {
+  if (args.empty()) type_error(pos, name + " takes at least 1 argument");
+  std::vector<std::string> candidates;
+  if (args[0].is_string()) {
+    candidates.push_back(args[0].str_ref());
+  } else if (args[0].is_list()) {
+    for (const auto& e : args[0].json()) {
+      if (!e.is_string()) type_error(pos, name + " first arg must be str or a tuple of str");
+      candidates.push_back(e.get<std::string>());
+    }
+  } else {
+    type_error(pos, name + " first arg must be str or a tuple of str, not " + type_name(args[0]));
+  }
+  if (args.size() > 1) type_error(pos, name + " with start/end positions is not supported");
+  for (const auto& c : candidates) {
+    if (prefix ? s.compare(0, c.size(), c) == 0 && s.size() >= c.size()
+               : s.size() >= c.size() && s.compare(s.size() - c.size(), c.size(), c) == 0)
+      return true;
+  }
+  return false;
+}
+
+// find, rfind and count of a substring, in code points.
+Value find_method(const std::string& s, const std::string& name, const std::vector<Value>& args, const Kwargs& kwargs,
+                  Pos pos) {
+  std::string needle = string_arg(args, kwargs, 0, "sub", pos, "");
+  if (args.size() > 1) type_error(pos, name + " with start/end positions is not supported");
+  if (name == "count") {
+    if (needle.empty()) return int_value(static_cast<int64_t>(code_point_count(s)) + 1);
+    int64_t n = 0;
+    for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + needle.size())) ++n;
+    return int_value(n);
+  }
+  size_t at = name == "find" ? s.find(needle) : s.rfind(needle);
+  if (at == std::string::npos) return int_value(-1);
+  return int_value(static_cast<int64_t>(code_point_count(std::string_view(s).substr(0, at))));
+}
+
+std::optional<Value> string_method(const std::string& s, const std::string& name, const std::vector<Value>& args,
+                                   const Kwargs& kwargs, Pos pos) {
+  if (name == "startswith") return bool_value(has_affix(s, name, args, pos, true));
+  if (name == "endswith") return bool_value(has_affix(s, name, args, pos, false));
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    const Value* c = arg(args, kwargs, 0, "chars");
+    std::string chars;
+    bool has = c && !c->is_none();
+    if (has) chars = string_arg(args, kwargs, 0, "chars", pos, "");
+    return str_value(py_strip(s, has ? &chars : nullptr, name != "rstrip", name != "lstrip"));
+  }
+  if (name == "split" || name == "rsplit") {
+    const Value* sep = arg(args, kwargs, 0, "sep");
+    std::string sep_text;
+    bool has = sep && !sep->is_none();
+    if (has) sep_text = string_arg(args, kwargs, 0, "sep", pos, "");
+    return list_of_strings(split(s, has ? &sep_text : nullptr, int_arg(args, kwargs, 1, "maxsplit", pos, -1),
+                                 name == "rsplit", pos));
+  }
+  if (name == "splitlines") {
+    std::vector<std::string> lines;
     size_t start = 0;
-    bool first_line = true;
-    for (;;) {
+    while (start < s.size()) {
       size_t nl = s.find('\n', start);
-      std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-      bool indent_it = (first_line ? first : true) && (blank || !py_strip(line, nullptr, true, true).empty());
-      if (!first_line) out += "\n";
-      out += (indent_it ? pad : "") + line;
-      first_line = false;
-      if (nl == std::string::npos) break;
+      if (nl == std::string::npos) nl = s.size();
+      lines.push_back(s.substr(start, nl - start));
       start = nl + 1;
+    }
+    return list_of_strings(lines);
+  }
+  if (name == "upper") return str_value(upper(s));
+  if (name == "lower") return str_value(lower(s));
+  if (name == "title") return str_value(title(s));
+  if (name == "capitalize") return str_value(capitalize(s));
+  if (name == "replace")
+    return str_value(replace(s, string_arg(args, kwargs, 0, "old", pos, ""), string_arg(args, kwargs, 1, "new", pos, ""),
+                             int_arg(args, kwargs, 2, "count", pos, -1)));
+  if (name == "find" || name == "rfind" || name == "count") return find_method(s, name, args, kwargs, pos);
+  if (name == "join") {
+    if (args.empty()) type_error(pos, "join takes exactly one argument");
+    std::string out;
+    bool first = true;
+    for (const Value& item : iterate(args[0], pos)) {
+      if (!item.is_string()) type_error(pos, std::string("sequence item: expected str instance, ") + type_name(item) + " found");
+      if (!first) out += s;
+      first = false;
+      out += item.str_ref();
     }
     return str_value(std::move(out));
   }
-  if (name == "wordcount") return int_value(static_cast<int64_t>(split(py_str(v), nullptr, -1, false, pos).size()));
-  type_error(pos, "the filter '" + name + "' is not supported");
+  if (name == "removeprefix" || name == "removesuffix") {
+    std::string a = string_arg(args, kwargs, 0, "prefix", pos, "");
+    if (name == "removeprefix") return str_value(s.compare(0, a.size(), a) == 0 && s.size() >= a.size() ? s.substr(a.size()) : s);
+    return str_value(s.size() >= a.size() && s.compare(s.size() - a.size(), a.size(), a) == 0 ? s.substr(0, s.size() - a.size()) : s);
+  }
+  return std::nullopt;
 }
+
+}  // namespace
 
 Value call_method(const Value& object, const std::string& name, const std::vector<Value>& args, const Kwargs& kwargs,
                   Pos pos) {
   require_defined(object, pos);
-  if (object.is_mapping()) {
-    const Json& j = object.json();
-    if (name == "items") return apply_filter("items", object, {}, {}, pos);
-    if (name == "keys") {
-      Json a = Json::array();
-      for (auto it = j.begin(); it != j.end(); ++it) a.push_back(it.key());
-      return Value(std::move(a));
-    }
-    if (name == "values") {
-      Json a = Json::array();
-      for (auto it = j.begin(); it != j.end(); ++it) a.push_back(it.value());
-      return Value(std::move(a));
-    }
-    if (name == "get") {
-      if (args.empty()) type_error(pos, "get expected at least 1 argument");
-      Value got = args[0].is_string() ? get_item(object, args[0], pos) : Value::undefined();
-      if (!got.is_undefined()) return got;
-      return args.size() > 1 ? args[1] : Value(Json(nullptr));
-    }
-  }
-  if (object.is_string()) {
-    const std::string& s = object.str_ref();
-    auto affix = [&](bool prefix) {
-      if (args.empty()) type_error(pos, name + " takes at least 1 argument");
-      std::vector<std::string> candidates;
-      if (args[0].is_string()) {
-        candidates.push_back(args[0].str_ref());
-      } else if (args[0].is_list()) {
-        for (const auto& e : args[0].json()) {
-          if (!e.is_string()) type_error(pos, name + " first arg must be str or a tuple of str");
-          candidates.push_back(e.get<std::string>());
-        }
-      } else {
-        type_error(pos, name + " first arg must be str or a tuple of str, not " + type_name(args[0]));
-      }
-      if (args.size() > 1) type_error(pos, name + " with start/end positions is not supported");
-      for (const auto& c : candidates) {
-        if (prefix ? s.compare(0, c.size(), c) == 0 && s.size() >= c.size()
-                   : s.size() >= c.size() && s.compare(s.size() - c.size(), c.size(), c) == 0)
-          return true;
-      }
-      return false;
-    };
-    if (name == "startswith") return bool_value(affix(true));
-    if (name == "endswith") return bool_value(affix(false));
-    if (name == "strip" || name == "lstrip" || name == "rstrip") {
-      const Value* c = arg(args, kwargs, 0, "chars");
-      std::string chars;
-      bool has = c && !c->is_none();
-      if (has) chars = string_arg(args, kwargs, 0, "chars", pos, "");
-      return str_value(py_strip(s, has ? &chars : nullptr, name != "rstrip", name != "lstrip"));
-    }
-    if (name == "split" || name == "rsplit") {
-      const Value* sep = arg(args, kwargs, 0, "sep");
-      std::string sep_text;
-      bool has = sep && !sep->is_none();
-      if (has) sep_text = string_arg(args, kwargs, 0, "sep", pos, "");
-      return list_of_strings(split(s, has ? &sep_text : nullptr, int_arg(args, kwargs, 1, "maxsplit", pos, -1),
-                                   name == "rsplit", pos));
-    }
-    if (name == "splitlines") {
-      std::vector<std::string> lines;
-      size_t start = 0;
-      while (start < s.size()) {
-        size_t nl = s.find('\n', start);
-        if (nl == std::string::npos) nl = s.size();
-        lines.push_back(s.substr(start, nl - start));
-        start = nl + 1;
-      }
-      return list_of_strings(lines);
-    }
-    if (name == "upper") return str_value(upper(s));
-    if (name == "lower") return str_value(lower(s));
-    if (name == "title") return str_value(title(s));
-    if (name == "capitalize") return str_value(capitalize(s));
-    if (name == "replace")
-      return str_value(replace(s, string_arg(args, kwargs, 0, "old", pos, ""), string_arg(args, kwargs, 1, "new", pos, ""),
-                               int_arg(args, kwargs, 2, "count", pos, -1)));
-    if (name == "find" || name == "rfind" || name == "count") {
-      std::string needle = string_arg(args, kwargs, 0, "sub", pos, "");
-      if (args.size() > 1) type_error(pos, name + " with start/end positions is not supported");
-      if (name == "count") {
-        if (needle.empty()) return int_value(static_cast<int64_t>(code_point_count(s)) + 1);
-        int64_t n = 0;
-        for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + needle.size())) ++n;
-        return int_value(n);
-      }
-      size_t at = name == "find" ? s.find(needle) : s.rfind(needle);
-      if (at == std::string::npos) return int_value(-1);
-      return int_value(static_cast<int64_t>(code_point_count(std::string_view(s).substr(0, at))));
-    }
-    if (name == "join") {
-      if (args.empty()) type_error(pos, "join takes exactly one argument");
-      std::string out;
-      bool first = true;
-      for (const Value& item : iterate(args[0], pos)) {
-        if (!item.is_string()) type_error(pos, std::string("sequence item: expected str instance, ") + type_name(item) + " found");
-        if (!first) out += s;
-        first = false;
-        out += item.str_ref();
-      }
-      return str_value(std::move(out));
-    }
-    if (name == "removeprefix" || name == "removesuffix") {
-      std::string a = string_arg(args, kwargs, 0, "prefix", pos, "");
-      if (name == "removeprefix") return str_value(s.compare(0, a.size(), a) == 0 && s.size() >= a.size() ? s.substr(a.size()) : s);
-      return str_value(s.size() >= a.size() && s.compare(s.size() - a.size(), a.size(), a) == 0 ? s.substr(0, s.size() - a.size()) : s);
-    }
-  }
+  if (object.is_mapping())
+    if (std::optional<Value> r = mapping_method(object, name, args, pos)) return *std::move(r);
+  if (object.is_string())
+    if (std::optional<Value> r = string_method(object.str_ref(), name, args, kwargs, pos)) return *std::move(r);
   type_error(pos, std::string("'") + type_name(object) + "' object has no method '" + name + "'");
 }
 

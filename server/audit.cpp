@@ -146,7 +146,7 @@ void Auditor::audit(const Job& job) {
   const Status s = engine_.complete(cold, &again);
   // A cold run that ended before its own end (cancelled, for whatever
   // reason) proves nothing: never a mismatch, never a quarantine.
-  const bool cut = interrupted.load() || s.code() == Code::kCancelled || again.finish_reason == "cancelled";
+  const bool cut = interrupted.load() || s.code() == Code::kCancelled || again.finish_reason == FinishReason::kCancelled;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (cut) {

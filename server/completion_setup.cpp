@@ -10,6 +10,99 @@
 
 namespace sb {
 
+namespace {
+
+using GrammarRef = std::shared_ptr<const constrain::Grammar>;
+
+// /v1/chat/completions: renders the conversation; the grammar of the reply
+// (response_format, or the calls tool_choice forces), if any.
+GrammarRef prepare_chat(const Backend& backend, const nlohmann::ordered_json& body, const ParseLimits& limits,
+                        const CompletionInput& in, ChatParams* chat_params, PreparedCompletion* out) {
+  CompletionRequest& creq = out->request;
+  GenerationSetup& setup = out->setup;
+  *chat_params = parse_chat_params(body, limits);
+  const bool calls_forced = chat_params->tool_choice == "required" || chat_params->tool_choice_named;
+  // A constrained reply is the answer itself: unless the request asks
+  // for thinking, the template is told to leave it out.
+  if ((calls_forced || chat_params->response_grammar) && !chat_params->enable_thinking.has_value())
+    chat_params->enable_thinking = false;
+  ChatPrompt rendered;
+  Status s = backend.render_chat(*chat_params, &rendered);
+  if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};
+  GrammarRef grammar = chat_params->response_grammar;
+  if (calls_forced) {
+    nlohmann::ordered_json callable = nlohmann::ordered_json::array();
+    for (const auto& t : chat_params->tools)
+      if (!chat_params->tool_choice_named || t["function"]["name"] == chat_params->tool_choice) callable.push_back(t);
+    std::shared_ptr<constrain::Grammar> calls;
+    s = constrain::Grammar::tool_calls(callable,
+                                       rendered.flavour == ChatFlavour::kQwen35Xml ? constrain::Grammar::CallSyntax::kXml
+                                                                                  : constrain::Grammar::CallSyntax::kJson,
+                                       chat_params->parallel_tool_calls, &calls);
+    if (!s) throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
+    grammar = calls;
+  }
+  if (grammar && rendered.opens_thinking) grammar = constrain::Grammar::after_reasoning(grammar);
+  if (!chat_params->parallel_tool_calls) setup.max_tool_calls = 1;
+  creq.prompt = std::move(rendered.ids);
+  creq.message_boundary = rendered.message_boundary;
+  setup.logprobs = chat_params->logprobs ? chat_params->top_logprobs : -1;
+  creq.top_logprobs = chat_params->top_logprobs;
+  out->chat_output = backend.new_chat_output(*chat_params, rendered);
+  setup.id = "chatcmpl-" + in.request_id;
+  return grammar;
+}
+
+// /v1/completions: tokenises a text prompt (or takes the ids), and the echo.
+GrammarRef prepare_plain(const Backend& backend, const nlohmann::ordered_json& body, const ParseLimits& limits,
+                         const CompletionInput& in, CompletionParams* params, PreparedCompletion* out) {
+  CompletionRequest& creq = out->request;
+  GenerationSetup& setup = out->setup;
+  *params = parse_completion_params(body, limits);
+  if (params->prompt_is_text) {
+    Status s = backend.encode(params->prompt_text, &creq.prompt);
+    if (!s) throw ApiException{bad_request("prompt", "cannot tokenize the prompt: " + s.message())};
+    if (creq.prompt.empty()) throw ApiException{bad_request("prompt", "the prompt has no tokens")};
+    setup.echo_text = params->prompt_text;
+  } else {
+    creq.prompt = params->prompt_ids;
+    if (params->echo) {
+      auto ts = backend.new_text_stream();
+      for (int32_t id : creq.prompt) setup.echo_text += ts->push(id);
+      setup.echo_text += ts->finish();
+    }
+  }
+  setup.logprobs = params->logprobs;
+  setup.echo = params->echo;
+  creq.top_logprobs = std::max(0, params->logprobs);
+  creq.echo = params->echo && params->logprobs >= 0;
+  setup.id = "cmpl-" + in.request_id;
+  return params->response_grammar;
+}
+
+// Penalties, logit bias and the grammar, as the request's logits processor
+// (none when there are none).
+void set_decoding_rules(const Backend& backend, const CommonParams& common, GrammarRef grammar, bool chat,
+                        CompletionRequest* creq) {
+  DecodingRules rules;
+  rules.presence_penalty = common.presence_penalty;
+  rules.frequency_penalty = common.frequency_penalty;
+  rules.repetition_penalty = common.repetition_penalty;
+  rules.logit_bias = common.logit_bias;
+  rules.grammar = grammar;
+  rules.vocabulary = backend.vocabulary();
+  if (grammar && !rules.vocabulary)
+    throw ApiException{bad_request(chat ? "tool_choice" : "response_format",
+                                   "this server's model cannot constrain its output")};
+  if (rules.repetition_penalty != 1.0f) rules.prompt = creq->prompt;
+  if (!rules.empty()) {
+    auto shared = std::make_shared<const DecodingRules>(std::move(rules));
+    creq->make_processor = [shared] { return shared->make(); };
+  }
+}
+
+}  // namespace
+
 PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in) {
   nlohmann::ordered_json body = parse_body(in.body, limits);
   const CacheMode cache_mode = parse_cache_mode(in.cache_mode_header);
@@ -20,65 +113,16 @@ PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits&
   setup.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   setup.model = backend.model_id();
   setup.stop_token_ids = backend.stop_token_ids();
-  const CommonParams* common = nullptr;
   ChatParams chat_params;
   CompletionParams completion_params;
-  const char* prompt_param = "prompt";
-  std::shared_ptr<const constrain::Grammar> grammar;
+  const CommonParams* common = nullptr;
+  GrammarRef grammar;
   if (in.chat) {
-    chat_params = parse_chat_params(body, limits);
+    grammar = prepare_chat(backend, body, limits, in, &chat_params, &out);
     common = &chat_params;
-    prompt_param = "messages";
-    const bool calls_forced = chat_params.tool_choice == "required" || chat_params.tool_choice_named;
-    // A constrained reply is the answer itself: unless the request asks
-    // for thinking, the template is told to leave it out.
-    if ((calls_forced || chat_params.response_grammar) && !chat_params.enable_thinking) chat_params.enable_thinking = false;
-    ChatPrompt rendered;
-    Status s = backend.render_chat(chat_params, &rendered);
-    if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};
-    grammar = chat_params.response_grammar;
-    if (calls_forced) {
-      nlohmann::ordered_json callable = nlohmann::ordered_json::array();
-      for (const auto& t : chat_params.tools)
-        if (!chat_params.tool_choice_named || t["function"]["name"] == chat_params.tool_choice) callable.push_back(t);
-      std::shared_ptr<constrain::Grammar> calls;
-      s = constrain::Grammar::tool_calls(callable,
-                                         rendered.flavour == ChatFlavour::kQwen35Xml ? constrain::Grammar::CallSyntax::kXml
-                                                                                    : constrain::Grammar::CallSyntax::kJson,
-                                         chat_params.parallel_tool_calls, &calls);
-      if (!s) throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
-      grammar = calls;
-    }
-    if (grammar && rendered.opens_thinking) grammar = constrain::Grammar::after_reasoning(grammar);
-    if (!chat_params.parallel_tool_calls) setup.max_tool_calls = 1;
-    creq.prompt = std::move(rendered.ids);
-    creq.message_boundary = rendered.message_boundary;
-    setup.logprobs = chat_params.logprobs ? chat_params.top_logprobs : -1;
-    creq.top_logprobs = chat_params.top_logprobs;
-    out.chat_output = backend.new_chat_output(chat_params, rendered);
-    setup.id = "chatcmpl-" + in.request_id;
   } else {
-    completion_params = parse_completion_params(body, limits);
+    grammar = prepare_plain(backend, body, limits, in, &completion_params, &out);
     common = &completion_params;
-    if (completion_params.prompt_is_text) {
-      Status s = backend.encode(completion_params.prompt_text, &creq.prompt);
-      if (!s) throw ApiException{bad_request("prompt", "cannot tokenize the prompt: " + s.message())};
-      if (creq.prompt.empty()) throw ApiException{bad_request("prompt", "the prompt has no tokens")};
-      setup.echo_text = completion_params.prompt_text;
-    } else {
-      creq.prompt = completion_params.prompt_ids;
-      if (completion_params.echo) {
-        auto ts = backend.new_text_stream();
-        for (int32_t id : creq.prompt) setup.echo_text += ts->push(id);
-        setup.echo_text += ts->finish();
-      }
-    }
-    setup.logprobs = completion_params.logprobs;
-    setup.echo = completion_params.echo;
-    creq.top_logprobs = std::max(0, completion_params.logprobs);
-    creq.echo = completion_params.echo && completion_params.logprobs >= 0;
-    setup.id = "cmpl-" + in.request_id;
-    grammar = completion_params.response_grammar;
   }
   if (!common->model.empty() && common->model != backend.model_id())
     throw ApiException{not_found("model", "the model '" + common->model + "' does not exist; this server serves '" +
@@ -86,7 +130,7 @@ PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits&
                                  "model_not_found")};
   int64_t n_prompt = static_cast<int64_t>(creq.prompt.size());
   if (limits.max_prompt_tokens > 0 && n_prompt > limits.max_prompt_tokens)
-    throw ApiException{too_large(prompt_param,
+    throw ApiException{too_large(in.chat ? "messages" : "prompt",
                                  "the prompt has " + std::to_string(n_prompt) + " tokens, more than the limit of " +
                                      std::to_string(limits.max_prompt_tokens),
                                  "context_length_exceeded")};
@@ -99,23 +143,7 @@ PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits&
     creq.sampling.seed = seeds() >> 11;
   }
   setup.seed = creq.sampling.seed;
-  {
-    DecodingRules rules;
-    rules.presence_penalty = common->presence_penalty;
-    rules.frequency_penalty = common->frequency_penalty;
-    rules.repetition_penalty = common->repetition_penalty;
-    rules.logit_bias = common->logit_bias;
-    rules.grammar = grammar;
-    rules.vocabulary = backend.vocabulary();
-    if (grammar && !rules.vocabulary)
-      throw ApiException{bad_request(in.chat ? "tool_choice" : "response_format",
-                                     "this server's model cannot constrain its output")};
-    if (rules.repetition_penalty != 1.0f) rules.prompt = creq.prompt;
-    if (!rules.empty()) {
-      auto shared = std::make_shared<const DecodingRules>(std::move(rules));
-      creq.make_processor = [shared] { return shared->make(); };
-    }
-  }
+  set_decoding_rules(backend, *common, grammar, in.chat, &creq);
   creq.stop_tokens = setup.stop_token_ids;
   creq.cache_mode = cache_mode;
   creq.name_space = request_namespace(in.tenant, common->has_cache_salt, common->cache_salt);

@@ -133,7 +133,7 @@ std::string Generation::drain_text() {
 }
 
 std::string Generation::finish_reason(const CompletionResult& result) const {
-  std::string reason = stopped_early() ? "stop" : (result.finish_reason == "length" ? "length" : "stop");
+  std::string reason = !stopped_early() && result.finish_reason == FinishReason::kLength ? "length" : "stop";
   if (setup_.chat && !tool_calls_.empty() && reason == "stop") reason = "tool_calls";
   return reason;
 }

@@ -80,6 +80,78 @@ void histogram(std::string& out, const char* name, const std::array<double, N>& 
   out += std::string(name) + "_count " + std::to_string(h.count) + "\n";
 }
 
+// The bank's per-tier series.
+void render_tiers(std::string& out, const BankStatsView& bank) {
+  using Kinds = std::map<std::string, uint64_t>;
+  auto per_tier_kind = [&](const char* name, const char* help, Kinds BankTierStats::*field) {
+    header(out, name, "gauge", help);
+    for (const auto& t : bank.tiers)
+      for (const auto& [kind, v] : t.*field)
+        out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\",kind=\"" + label(kind) + "\"} " +
+               std::to_string(v) + "\n";
+  };
+  auto per_tier = [&](const char* name, const char* help, uint64_t BankTierStats::*field) {
+    header(out, name, "counter", help);
+    for (const auto& t : bank.tiers)
+      out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.*field) + "\n";
+  };
+  per_tier_kind("statebank_bank_bytes", "Bytes held by the bank, by tier and object kind.", &BankTierStats::bytes);
+  per_tier_kind("statebank_bank_objects", "Objects held by the bank, by tier and object kind.", &BankTierStats::objects);
+  per_tier("statebank_bank_evictions_total", "Objects evicted, by tier.", &BankTierStats::evictions);
+  per_tier("statebank_bank_quarantined_total",
+           "Objects taken out of a tier after a failed check (checksum, tokens, compose, audit), by tier.",
+           &BankTierStats::quarantined);
+  per_tier("statebank_bank_hits_total", "Objects a tier served (its checks passed), by tier.", &BankTierStats::hits);
+  per_tier("statebank_bank_misses_total", "Reads a tier could not serve (absent, failed a check, unavailable), by tier.",
+           &BankTierStats::misses);
+  per_tier("statebank_bank_read_bytes_total", "Bytes read from the bank, by tier.", &BankTierStats::bytes_read);
+  per_tier("statebank_bank_written_bytes_total", "Bytes written to the bank, by tier.", &BankTierStats::bytes_written);
+}
+
+// The remote tier's own series.
+void render_remote(std::string& out, const RemoteTierView& r) {
+  auto single = [&](const char* name, const char* type, const char* help, uint64_t v) {
+    header(out, name, type, help);
+    out += std::string(name) + " " + std::to_string(v) + "\n";
+  };
+  single("statebank_remote_available", "gauge", "1 while the remote tier answers (its circuit breaker is closed).",
+         r.available ? 1 : 0);
+  single("statebank_remote_trips_total", "counter", "Times the remote tier became unavailable.", r.trips);
+  single("statebank_remote_timeouts_total", "counter", "Remote calls that ran out of time.", r.timeouts);
+  single("statebank_remote_failures_total", "counter", "Remote calls that failed otherwise (refused, reset, server error).",
+         r.failures);
+  single("statebank_remote_skipped_calls_total", "counter",
+         "Remote calls answered as misses at once while the tier was unavailable.", r.skipped_calls);
+  header(out, "statebank_remote_wire_bytes_total", "counter", "Bytes on the remote tier's sockets, by direction.");
+  out += "statebank_remote_wire_bytes_total{direction=\"sent\"} " + std::to_string(r.wire_bytes_sent) + "\n";
+  out += "statebank_remote_wire_bytes_total{direction=\"received\"} " + std::to_string(r.wire_bytes_received) + "\n";
+  single("statebank_remote_dropped_puts_total", "counter",
+         "Objects not written to the remote tier (its queue was full or it was unavailable).", r.dropped_puts);
+  single("statebank_remote_write_errors_total", "counter", "Writes the remote server refused (e.g. OOM).", r.write_errors);
+  single("statebank_remote_mac_failures_total", "counter",
+         "Remote values read whose MAC was missing or wrong (rewritten, or another secret): misses, never installed.",
+         r.mac_failures);
+}
+
+// The SSD tier's legacy pair and the audit counters.
+void render_ssd_and_audits(std::string& out, const BankStatsView& bank) {
+  // The SSD tier's own series, kept for dashboards that predate the per-tier ones.
+  uint64_t ssd_read = 0, ssd_written = 0;
+  for (const auto& t : bank.tiers)
+    if (t.tier == TierKind::kSsd) ssd_read += t.bytes_read, ssd_written += t.bytes_written;
+  header(out, "statebank_ssd_read_bytes_total", "counter", "Bytes read from the SSD tier.");
+  out += "statebank_ssd_read_bytes_total " + std::to_string(ssd_read) + "\n";
+  header(out, "statebank_ssd_written_bytes_total", "counter", "Bytes written to the SSD tier.");
+  out += "statebank_ssd_written_bytes_total " + std::to_string(ssd_written) + "\n";
+  header(out, "statebank_audits_total", "counter", "Restored requests recomputed cold (--audit).");
+  out += "statebank_audits_total " + std::to_string(bank.audits) + "\n";
+  header(out, "statebank_audit_mismatches_total", "counter", "Audited requests whose cold result differed.");
+  out += "statebank_audit_mismatches_total " + std::to_string(bank.audit_mismatches) + "\n";
+  header(out, "statebank_audits_dropped_total", "counter",
+         "Sampled audits not run: the audit queue was full, or a request arrived while one ran.");
+  out += "statebank_audits_dropped_total " + std::to_string(bank.audits_dropped) + "\n";
+}
+
 }  // namespace
 
 std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t running) const {
@@ -114,73 +186,9 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   }
   if (!any_kind)
     out += "statebank_check_failures_total{kind=\"restore\"} " + std::to_string(restore_check_failures_) + "\n";
-  header(out, "statebank_bank_bytes", "gauge", "Bytes held by the bank, by tier and object kind.");
-  for (const auto& t : bank.tiers)
-    for (const auto& [kind, v] : t.bytes)
-      out += "statebank_bank_bytes{tier=\"" + label(tier_kind_name(t.tier)) + "\",kind=\"" + label(kind) + "\"} " + std::to_string(v) + "\n";
-  header(out, "statebank_bank_objects", "gauge", "Objects held by the bank, by tier and object kind.");
-  for (const auto& t : bank.tiers)
-    for (const auto& [kind, v] : t.objects)
-      out += "statebank_bank_objects{tier=\"" + label(tier_kind_name(t.tier)) + "\",kind=\"" + label(kind) + "\"} " + std::to_string(v) + "\n";
-  header(out, "statebank_bank_evictions_total", "counter", "Objects evicted, by tier.");
-  for (const auto& t : bank.tiers)
-    out += "statebank_bank_evictions_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.evictions) + "\n";
-  auto per_tier = [&](const char* name, const char* help, uint64_t BankTierStats::*field) {
-    header(out, name, "counter", help);
-    for (const auto& t : bank.tiers)
-      out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.*field) + "\n";
-  };
-  per_tier("statebank_bank_quarantined_total",
-           "Objects taken out of a tier after a failed check (checksum, tokens, compose, audit), by tier.",
-           &BankTierStats::quarantined);
-  per_tier("statebank_bank_hits_total", "Objects a tier served (its checks passed), by tier.", &BankTierStats::hits);
-  per_tier("statebank_bank_misses_total", "Reads a tier could not serve (absent, failed a check, unavailable), by tier.",
-           &BankTierStats::misses);
-  header(out, "statebank_bank_read_bytes_total", "counter", "Bytes read from the bank, by tier.");
-  for (const auto& t : bank.tiers)
-    out += "statebank_bank_read_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_read) + "\n";
-  header(out, "statebank_bank_written_bytes_total", "counter", "Bytes written to the bank, by tier.");
-  for (const auto& t : bank.tiers)
-    out += "statebank_bank_written_bytes_total{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.bytes_written) + "\n";
-  if (bank.remote) {
-    const RemoteTierView& r = *bank.remote;
-    auto single = [&](const char* name, const char* type, const char* help, uint64_t v) {
-      header(out, name, type, help);
-      out += std::string(name) + " " + std::to_string(v) + "\n";
-    };
-    single("statebank_remote_available", "gauge", "1 while the remote tier answers (its circuit breaker is closed).",
-           r.available ? 1 : 0);
-    single("statebank_remote_trips_total", "counter", "Times the remote tier became unavailable.", r.trips);
-    single("statebank_remote_timeouts_total", "counter", "Remote calls that ran out of time.", r.timeouts);
-    single("statebank_remote_failures_total", "counter", "Remote calls that failed otherwise (refused, reset, server error).",
-           r.failures);
-    single("statebank_remote_skipped_calls_total", "counter",
-           "Remote calls answered as misses at once while the tier was unavailable.", r.skipped_calls);
-    header(out, "statebank_remote_wire_bytes_total", "counter", "Bytes on the remote tier's sockets, by direction.");
-    out += "statebank_remote_wire_bytes_total{direction=\"sent\"} " + std::to_string(r.wire_bytes_sent) + "\n";
-    out += "statebank_remote_wire_bytes_total{direction=\"received\"} " + std::to_string(r.wire_bytes_received) + "\n";
-    single("statebank_remote_dropped_puts_total", "counter",
-           "Objects not written to the remote tier (its queue was full or it was unavailable).", r.dropped_puts);
-    single("statebank_remote_write_errors_total", "counter", "Writes the remote server refused (e.g. OOM).", r.write_errors);
-    single("statebank_remote_mac_failures_total", "counter",
-           "Remote values read whose MAC was missing or wrong (rewritten, or another secret): misses, never installed.",
-           r.mac_failures);
-  }
-  // The SSD tier's own series, kept for dashboards that predate the per-tier ones.
-  uint64_t ssd_read = 0, ssd_written = 0;
-  for (const auto& t : bank.tiers)
-    if (t.tier == TierKind::kSsd) ssd_read += t.bytes_read, ssd_written += t.bytes_written;
-  header(out, "statebank_ssd_read_bytes_total", "counter", "Bytes read from the SSD tier.");
-  out += "statebank_ssd_read_bytes_total " + std::to_string(ssd_read) + "\n";
-  header(out, "statebank_ssd_written_bytes_total", "counter", "Bytes written to the SSD tier.");
-  out += "statebank_ssd_written_bytes_total " + std::to_string(ssd_written) + "\n";
-  header(out, "statebank_audits_total", "counter", "Restored requests recomputed cold (--audit).");
-  out += "statebank_audits_total " + std::to_string(bank.audits) + "\n";
-  header(out, "statebank_audit_mismatches_total", "counter", "Audited requests whose cold result differed.");
-  out += "statebank_audit_mismatches_total " + std::to_string(bank.audit_mismatches) + "\n";
-  header(out, "statebank_audits_dropped_total", "counter",
-         "Sampled audits not run: the audit queue was full, or a request arrived while one ran.");
-  out += "statebank_audits_dropped_total " + std::to_string(bank.audits_dropped) + "\n";
+  render_tiers(out, bank);
+  if (bank.remote) render_remote(out, *bank.remote);
+  render_ssd_and_audits(out, bank);
   header(out, "statebank_queue_depth", "gauge", "Requests waiting for a model worker.");
   out += "statebank_queue_depth " + std::to_string(queued) + "\n";
   header(out, "statebank_running_requests", "gauge", "Requests a model worker is running.");

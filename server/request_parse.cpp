@@ -103,34 +103,27 @@ const std::string& as_text(const json& v, const std::string& param) {
 // parser, so one is cut short before it is echoed.
 std::string shown_key(const std::string& key) { return key.size() <= 64 ? key : key.substr(0, 64) + "..."; }
 
-// What every OpenAI request field is here: used, a documented no-op, or
-// refused with the reason. A field OpenAI does not define is refused too.
-enum class Use { kUsed, kNoOp };
-
-const std::map<std::string, Use>& common_fields() {
-  static const std::map<std::string, Use> k = {
-      {"model", Use::kUsed}, {"max_tokens", Use::kUsed}, {"temperature", Use::kUsed}, {"top_p", Use::kUsed},
-      {"top_k", Use::kUsed}, {"min_p", Use::kUsed}, {"n", Use::kUsed}, {"stop", Use::kUsed},
-      {"stream", Use::kUsed}, {"stream_options", Use::kUsed}, {"seed", Use::kUsed},
-      {"presence_penalty", Use::kUsed}, {"frequency_penalty", Use::kUsed}, {"repetition_penalty", Use::kUsed},
-      {"logit_bias", Use::kUsed}, {"logprobs", Use::kUsed}, {"response_format", Use::kUsed},
-      {"cache_salt", Use::kUsed}, {"user", Use::kNoOp}};
+// The OpenAI request fields accepted here: each is used, or a documented no-op
+// (user, metadata, prompt_cache_key, safety_identifier). refused_fields() gives
+// the reason for the ones refused; a field OpenAI does not define is refused too.
+const std::set<std::string>& common_fields() {
+  static const std::set<std::string> k = {
+      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "stream", "stream_options",
+      "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs",
+      "response_format", "cache_salt", "user" /* no-op */};
   return k;
 }
 
-const std::map<std::string, Use>& chat_fields() {
-  static const std::map<std::string, Use> k = {
-      {"messages", Use::kUsed}, {"max_completion_tokens", Use::kUsed}, {"top_logprobs", Use::kUsed},
-      {"tools", Use::kUsed}, {"tool_choice", Use::kUsed}, {"parallel_tool_calls", Use::kUsed},
-      {"chat_template_kwargs", Use::kUsed}, {"metadata", Use::kNoOp}, {"store", Use::kUsed},
-      {"service_tier", Use::kUsed}, {"prompt_cache_key", Use::kNoOp}, {"safety_identifier", Use::kNoOp},
-      {"modalities", Use::kUsed}};
+const std::set<std::string>& chat_fields() {
+  static const std::set<std::string> k = {
+      "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+      "chat_template_kwargs", "metadata" /* no-op */, "store", "service_tier", "prompt_cache_key" /* no-op */,
+      "safety_identifier" /* no-op */, "modalities"};
   return k;
 }
 
-const std::map<std::string, Use>& completion_fields() {
-  static const std::map<std::string, Use> k = {
-      {"prompt", Use::kUsed}, {"echo", Use::kUsed}, {"best_of", Use::kUsed}, {"suffix", Use::kUsed}};
+const std::set<std::string>& completion_fields() {
+  static const std::set<std::string> k = {"prompt", "echo", "best_of", "suffix"};
   return k;
 }
 

@@ -71,7 +71,7 @@ void Scheduler::work() {
     CompletionResult result;
     if (job->should_stop()) {
       status = Status::cancelled(job->cancelled ? "cancelled before it started" : "past its deadline before it started");
-      result.finish_reason = "cancelled";
+      result.finish_reason = FinishReason::kCancelled;
     } else {
       try {
         status = backend_->complete(job->request, &result);

@@ -444,7 +444,7 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Cl
                   timeout = options_.request_timeout](Job& j) {
     // A stop string ends generation through on_token; that is a normal end.
     // The deadline ends it through cancelled(): a 504.
-    const bool cut = j.status.code() == Code::kCancelled || j.result.finish_reason == "cancelled";
+    const bool cut = j.status.code() == Code::kCancelled || j.result.finish_reason == FinishReason::kCancelled;
     if (cut && !j.cancelled && gen->stopped_early()) j.status = Status::ok();
     else if (cut && !j.cancelled && j.past_deadline())
       j.status = Status::exhausted("the request did not finish within its deadline of " +

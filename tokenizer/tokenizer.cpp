@@ -178,14 +178,19 @@ struct Tokenizer::Impl {
   static constexpr size_t kCacheMaxBytes = size_t{8} << 20;  // per thread
 
   Status parse(const json& j);
+  // parse()'s parts, in order; m is j["model"].
+  Status parse_pipeline(const json& j);  // normalizer, pre-tokenizer, decoder
+  Status parse_vocab(const json& j, const json& m);
+  Status parse_merges(const json& m);
+  Status parse_added_tokens(const json& j);
+  Status bad(const std::string& what) const { return Status::corruption(path + ": " + what); }
+  Status unsupported(const std::string& what) const { return Status::unsupported(path + ": " + what); }
   void bpe(std::string_view word, std::vector<int32_t>* out) const;
   void encode_segment(std::string_view segment, std::vector<int32_t>* out) const;
   void encode_word(std::string_view word, std::vector<int32_t>* out) const;
 };
 
 Status Tokenizer::Impl::parse(const json& j) {
-  auto bad = [&](const std::string& what) { return Status::corruption(path + ": " + what); };
-  auto unsupported = [&](const std::string& what) { return Status::unsupported(path + ": " + what); };
   if (!j.is_object()) return bad("top level is not an object");
   if (!j.contains("model") || !j["model"].is_object()) return bad("no \"model\" object");
   const json& m = j["model"];
@@ -196,6 +201,14 @@ Status Tokenizer::Impl::parse(const json& j) {
   if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"] != 0) return unsupported("BPE dropout");
   if (!unset(m, "ignore_merges")) return unsupported("ignore_merges");
 
+  Status st;
+  if (!(st = parse_pipeline(j)) || !(st = parse_vocab(j, m)) || !(st = parse_merges(m)) ||
+      !(st = parse_added_tokens(j)))
+    return st;
+  return Status::ok();
+}
+
+Status Tokenizer::Impl::parse_pipeline(const json& j) {
   // Normalizer: none, or NFC (possibly inside a one-element Sequence).
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const json& n = j["normalizer"];
@@ -225,7 +238,10 @@ Status Tokenizer::Impl::parse(const json& j) {
     return unsupported("decoder is not ByteLevel");
   Status st = SplitRegex::compile(pattern, &split);
   if (!st) return Status(st.code() == Code::kUnsupported ? unsupported(st.message()) : bad(st.message()));
+  return Status::ok();
+}
 
+Status Tokenizer::Impl::parse_vocab(const json& j, const json& m) {
   // Vocabulary.
   if (!m.contains("vocab") || !m["vocab"].is_object()) return bad("model has no vocab object");
   const json& vocab = m["vocab"];
@@ -256,7 +272,10 @@ Status Tokenizer::Impl::parse(const json& j) {
     if (it == by_bytes.end()) return bad("vocab lacks the single-byte token for byte " + std::to_string(b));
     byte_id[b] = it->second;
   }
+  return Status::ok();
+}
 
+Status Tokenizer::Impl::parse_merges(const json& m) {
   // Merges: "a b" strings or ["a", "b"] pairs.
   if (!m.contains("merges") || !m["merges"].is_array()) return bad("model has no merges array");
   const json& mj = m["merges"];
@@ -285,7 +304,10 @@ Status Tokenizer::Impl::parse(const json& j) {
     merges.insert(ia->second, ib->second, {rank, ic->second});
     ++rank;
   }
+  return Status::ok();
+}
 
+Status Tokenizer::Impl::parse_added_tokens(const json& j) {
   // Added tokens.
   for (const json& a : j["added_tokens"]) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||

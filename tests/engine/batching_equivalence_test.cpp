@@ -135,9 +135,10 @@ void check(const MixRequest& m, const Outcome& served, const Outcome& alone, Mix
   if (const std::string s = testing::compare_results(streamed, served.result); !s.empty())
     return report->fail(where + "streamed tokens differ: " + s);
   if (m.ending == Ending::kCancelEarly &&
-      (served.result.finish_reason != "cancelled" || !served.result.tokens.empty()))
+      (served.result.finish_reason != FinishReason::kCancelled || !served.result.tokens.empty()))
     return report->fail(where + "a request cancelled before it started generated " +
-                        std::to_string(served.result.tokens.size()) + " tokens, finish " + served.result.finish_reason);
+                        std::to_string(served.result.tokens.size()) + " tokens, finish " +
+                        finish_reason_name(served.result.finish_reason));
 }
 
 struct Bench {
@@ -204,7 +205,7 @@ TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
   for (const MixRequest& m : mix) alone.push_back(serve(*reference, m, CacheMode::kBypass));
 
   uint64_t ram = 0, ssd = 0, mixed = 0, cancelled = 0;
-  for (const Outcome& o : alone) cancelled += o.result.finish_reason == "cancelled";
+  for (const Outcome& o : alone) cancelled += o.result.finish_reason == FinishReason::kCancelled;
   for (int in_flight : kUnderTsan ? std::vector<int>{8} : std::vector<int>{1, 2, 5, 8}) {
     testing::TempDir dir(/*in_memory=*/true);
     // A small budget makes most prefills take several steps beside decodes.

@@ -235,14 +235,14 @@ TEST(Engine, StopTokensCancellationAndTopLogprobs) {
   r.top_logprobs = 3;
   const auto full = f.serve(r);
   ASSERT_EQ(full.tokens.size(), 4u);
-  EXPECT_EQ(full.finish_reason, "length");
+  EXPECT_EQ(full.finish_reason, FinishReason::kLength);
   ASSERT_EQ(full.tokens[0].top.size(), 3u);
   EXPECT_EQ(full.tokens[0].top[0].token, full.tokens[0].token);  // greedy: the best alternative is the token
   EXPECT_GE(full.tokens[0].top[0].logprob, full.tokens[0].top[1].logprob);
 
   r.stop_tokens = {full.tokens[1].token};
   const auto stopped = f.serve(r);
-  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.finish_reason, FinishReason::kStop);
   EXPECT_EQ(stopped.tokens.size(), 2u);
 
   int seen = 0;
@@ -250,7 +250,7 @@ TEST(Engine, StopTokensCancellationAndTopLogprobs) {
   r.on_token = [&seen](const GeneratedToken&) { return ++seen < 2; };
   CompletionResult cancelled;
   ASSERT_TRUE(f.engine->complete(r, &cancelled).is_ok());
-  EXPECT_EQ(cancelled.finish_reason, "cancelled");
+  EXPECT_EQ(cancelled.finish_reason, FinishReason::kCancelled);
   EXPECT_EQ(cancelled.tokens.size(), 2u);
 }
 

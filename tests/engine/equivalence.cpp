@@ -38,7 +38,7 @@ std::string compare_results(const CompletionResult& a, const CompletionResult& b
   if (a.prompt_logprobs.size() != b.prompt_logprobs.size()) return "echo logprobs differ in number";
   for (size_t i = 0; i < a.prompt_logprobs.size(); ++i)
     if (!same_bits(a.prompt_logprobs[i], b.prompt_logprobs[i])) return "echo logprob " + std::to_string(i) + " differs";
-  if (a.finish_reason != b.finish_reason) return "finish reason " + a.finish_reason + ", bypass " + b.finish_reason;
+  if (a.finish_reason != b.finish_reason) return std::string("finish reason ") + finish_reason_name(a.finish_reason) + ", bypass " + finish_reason_name(b.finish_reason);
   return "";
 }
 

@@ -180,7 +180,7 @@ TEST(Audit, WaitsForIdleTimeSamplesByCounterAndAuditsStoppedRequests) {
   CompletionRequest stopped = req;
   stopped.stop_tokens = {served.tokens[1].token};
   CompletionResult ended = f.run(stopped);
-  ASSERT_EQ(ended.finish_reason, "stop");
+  ASSERT_EQ(ended.finish_reason, FinishReason::kStop);
   ASSERT_EQ(ended.tokens.size(), 2u);
   for (int i = 0; i < 4; ++i) auditor.offer(i % 2 ? stopped : req, i % 2 ? ended : served);
   // Not idle: nothing runs.

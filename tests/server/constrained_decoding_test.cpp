@@ -192,7 +192,7 @@ TEST(ConstrainedDecoding, RandomSchemasEverySampledOutputValidates) {
   int finished = 0;
   for (int run = 0; run < runs; ++run) {
     ASSERT_TRUE(statuses[static_cast<size_t>(run)].is_ok()) << statuses[static_cast<size_t>(run)].to_string();
-    finished += results[static_cast<size_t>(run)].finish_reason == "stop";
+    finished += results[static_cast<size_t>(run)].finish_reason == FinishReason::kStop;
     cases.push_back({{"schema", schemas[static_cast<size_t>(run / 4)]}, {"output", text_of(results[static_cast<size_t>(run)])}});
   }
   EXPECT_EQ(finished, runs) << "every run ends with the stop token within max_tokens";
@@ -231,7 +231,7 @@ TEST(ConstrainedDecoding, BankRestoreEqualsBypassWithASchema) {
   ASSERT_TRUE(f.engine->complete(r, &bypass).is_ok());
   EXPECT_EQ(testing::compare_results(second, bypass), "");
   EXPECT_EQ(testing::compare_results(first, bypass), "");
-  EXPECT_EQ(first.finish_reason, "stop");
+  EXPECT_EQ(first.finish_reason, FinishReason::kStop);
   ojson out = ojson::parse(text_of(second), nullptr, false);
   ASSERT_FALSE(out.is_discarded()) << text_of(second);
   EXPECT_TRUE(out["name"].is_string() && out["n"].is_number_integer()) << out.dump();

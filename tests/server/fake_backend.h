@@ -161,12 +161,12 @@ class FakeBackend : public Backend {
     }
     std::string script = scripted_reply(p);
     std::vector<int32_t> generated;
-    result->finish_reason = "length";
+    result->finish_reason = FinishReason::kLength;
     for (int64_t i = 0; i < request.max_tokens; ++i) {
       if (int us = per_token_sleep_us.load()) std::this_thread::sleep_for(std::chrono::microseconds(us));
       // As the engine does before each step.
       if (request.cancelled && request.cancelled()) {
-        result->finish_reason = "cancelled";
+        result->finish_reason = FinishReason::kCancelled;
         cancelled++;
         break;
       }
@@ -189,12 +189,12 @@ class FakeBackend : public Backend {
       generated.push_back(tok);
       result->tokens.push_back(g);
       if (request.on_token && !request.on_token(g)) {
-        result->finish_reason = "cancelled";
+        result->finish_reason = FinishReason::kCancelled;
         cancelled++;
         break;
       }
       if (std::find(request.stop_tokens.begin(), request.stop_tokens.end(), tok) != request.stop_tokens.end()) {
-        result->finish_reason = "stop";
+        result->finish_reason = FinishReason::kStop;
         break;
       }
     }
