@@ -51,7 +51,7 @@ void StepLoop::loop() {
       if (stopping_ && waiting_.empty() && running_.empty()) return;
       admit();
     }
-    std::vector<Slice> slices = plan_step();
+    std::vector<Slice> slices = next_step();
     if (!slices.empty()) run_step(slices);
     retire_finished();
   }
@@ -71,7 +71,7 @@ void StepLoop::admit() {
   n_running_ = running_.size();
 }
 
-std::vector<StepLoop::Slice> StepLoop::plan_step() {
+std::vector<StepLoop::Slice> StepLoop::next_step() {
   // Cancelled sequences leave before they cost a row.
   for (Sequence* seq : running_)
     if (seq->request.cancelled && seq->request.cancelled()) finish(*seq, "cancelled");
@@ -85,7 +85,7 @@ std::vector<StepLoop::Slice> StepLoop::plan_step() {
     input.running.push_back(PlanSequence{seq->prefilling(), seq->state.position(), seq->prompt_tokens(),
                                          seq->restore_point, seq->request.echo});
   }
-  const StepPlan plan = sb::plan_step(input);
+  const StepPlan plan = plan_step(input);
   std::vector<Slice> slices;
   slices.reserve(plan.slices.size());
   for (const PlannedSlice& p : plan.slices) {
