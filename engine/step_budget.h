@@ -26,6 +26,9 @@
 //     fewer of them would fit).
 // Which rows a step takes never changes a result (a PrefillCarry makes any
 // split equal to an unsplit prefill), only when each token comes.
+// The arithmetic is a pure function of the measures (BudgetState,
+// prefill_bound()), which the step plan takes as its input
+// (engine/step_plan.h); StepBudget keeps them up to date.
 // Thread safety: none; the step thread owns it.
 #pragma once
 
@@ -33,6 +36,34 @@
 #include <vector>
 
 namespace sb {
+
+// What the budget has measured: all prefill_bound() reads.
+struct BudgetState {
+  double itl_ratio = 0;            // 0: the bound is off
+  std::vector<double> decode_ms;   // decode-only step by decode rows; 0 = not measured
+  double prefill_ms = 0, prefill_rows = 0;  // averages per step; 0 = not measured yet
+  int mixed_steps = 0;  // steps in a row with prefill rows beside decodes
+
+  // A decode-only step of n rows, from the nearest n measured; 0 = none yet.
+  double decode_step_ms(int64_t rows) const;
+};
+
+// Which of promises 1, 2 and 4 set a step's prefill rows.
+enum class BoundRule {
+  kUnbounded,   // promise 1: no decode in the step, or the ratio is off
+  kRefresh,     // promise 4: a decode-only step, 0 rows
+  kUnmeasured,  // promise 2: costs not measured yet, kGrid rows
+  kMeasured,    // promise 2: what fits the ratio
+};
+
+struct PrefillBound {
+  int64_t rows = 0;  // >= 0; 0 only for kRefresh (or max_rows 0)
+  BoundRule rule = BoundRule::kUnbounded;
+};
+
+// Prefill rows allowed beside `decode_rows` decode rows, at most max_rows
+// (what the token budget leaves).
+PrefillBound prefill_bound(const BudgetState& state, int64_t decode_rows, int64_t max_rows);
 
 class StepBudget {
  public:
@@ -43,23 +74,21 @@ class StepBudget {
   static bool valid_ratio(double r) { return r == 0 || (r > 1 && r <= 1000); }
   static constexpr const char* kRatioRule = "0 (off) or more than 1 (and at most 1000)";
 
-  explicit StepBudget(double itl_ratio) : itl_ratio_(itl_ratio) {}
+  explicit StepBudget(double itl_ratio) { state_.itl_ratio = itl_ratio; }
 
   // Prefill rows allowed in a step with `decode_rows` decode rows, at most
-  // max_rows (what the token budget leaves).
-  int64_t prefill_rows(int64_t decode_rows, int64_t max_rows) const;
+  // max_rows (what the token budget leaves): prefill_bound(state(), ...).rows.
+  int64_t prefill_rows(int64_t decode_rows, int64_t max_rows) const {
+    return prefill_bound(state_, decode_rows, max_rows).rows;
+  }
 
   // Reports a step that ran: its decode and prefill rows and its wall time.
   void observe(int64_t decode_rows, int64_t prefill_rows, double ms);
 
- private:
-  // A decode-only step of n rows, from the nearest n measured; 0 = none yet.
-  double decode_ms(int64_t rows) const;
+  const BudgetState& state() const { return state_; }
 
-  double itl_ratio_;
-  std::vector<double> decode_ms_;  // by decode rows; 0 = not measured
-  double prefill_ms_ = 0, prefill_rows_ = 0;  // per step; 0 = not measured yet
-  int mixed_steps_ = 0;  // steps in a row with prefill rows beside decodes
+ private:
+  BudgetState state_;
 };
 
 }  // namespace sb

@@ -2,16 +2,10 @@
 
 #include <algorithm>
 
+#include "engine/step_plan.h"
 #include "model/model.h"
 
 namespace sb {
-namespace {
-
-// Echo needs every row's logits: at most this many rows per step, so memory
-// stays kEchoRows x vocabulary floats whatever the prompt's length.
-constexpr int64_t kEchoRows = kGrid;
-
-}  // namespace
 
 StepLoop::StepLoop(const EngineContext& context) : context_(context), budget_(context.options.itl_ratio) {
   thread_ = std::thread([this] { loop(); });
@@ -57,7 +51,7 @@ void StepLoop::loop() {
       if (stopping_ && waiting_.empty() && running_.empty()) return;
       admit();
     }
-    std::vector<Slice> slices = plan_step();
+    std::vector<Slice> slices = next_step();
     if (!slices.empty()) run_step(slices);
     retire_finished();
   }
@@ -77,36 +71,27 @@ void StepLoop::admit() {
   n_running_ = running_.size();
 }
 
-std::vector<StepLoop::Slice> StepLoop::plan_step() {
-  std::vector<Slice> slices;
+std::vector<StepLoop::Slice> StepLoop::next_step() {
   // Cancelled sequences leave before they cost a row.
   for (Sequence* seq : running_)
     if (seq->request.cancelled && seq->request.cancelled()) finish(*seq, FinishReason::kCancelled);
+  std::vector<Sequence*> planned;
+  PlanInput input;
+  input.batch_tokens = context_.options.batch_tokens;
+  input.budget = budget_.state();
   for (Sequence* seq : running_) {
-    if (seq->finished || seq->prefilling()) continue;
-    slices.push_back(Slice{seq, 0, 0, true, seq->result.tokens.back().token});
+    if (seq->finished) continue;
+    planned.push_back(seq);
+    input.running.push_back(PlanSequence{seq->prefilling(), seq->state.position(), seq->prompt_tokens(),
+                                         seq->restore_point, seq->request.echo});
   }
-  const int64_t decodes = static_cast<int64_t>(slices.size());
-  int64_t room = context_.options.batch_tokens - decodes;  // the token budget
-  int64_t bound = budget_.prefill_rows(decodes, room);      // the latency bound's rows
-  const bool refresh = bound <= 0;
-  for (Sequence* seq : running_) {
-    if (seq->finished || !seq->prefilling()) continue;
-    const int64_t begin = seq->state.position(), n = seq->prompt_tokens();
-    int64_t rows = bound;
-    // A prompt's first grid chunk runs whole, whatever the bound: a short
-    // turn (after a restored prefix, say) answers in one step, and prompts
-    // that arrive together start to decode together. Spread over steps, each
-    // started steps after the one before it, and the steps in between ran
-    // with fewer and fewer decodes (docs/batching.md).
-    if (!refresh && begin == seq->restore_point) rows = std::max(rows, kGrid - begin % kGrid);
-    rows = std::min(rows, seq->request.echo ? std::min(room, kEchoRows) : room);
-    // The carry lets a chunk end anywhere with the bits of an unsplit prefill.
-    const int64_t end = std::min(n, begin + rows);
-    if (end <= begin) continue;  // the bound's rows go in admission order
-    slices.push_back(Slice{seq, begin, end, false, 0});
-    bound -= end - begin;
-    room -= end - begin;
+  const StepPlan plan = plan_step(input);
+  std::vector<Slice> slices;
+  slices.reserve(plan.slices.size());
+  for (const PlannedSlice& p : plan.slices) {
+    Sequence* seq = planned[p.sequence];
+    slices.push_back(p.decode ? Slice{seq, 0, 0, true, seq->result.tokens.back().token}
+                              : Slice{seq, p.begin, p.end, false, 0});
   }
   return slices;
 }

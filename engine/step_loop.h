@@ -10,13 +10,14 @@
 //     with what is left (echo chunks at most kGrid rows). Beside running
 //     decodes the prefill rows are also held to what fits in
 //     options.itl_ratio decode-only steps (engine/step_budget.h), except a
-//     prompt's first chunk: the rows from where its prefill starts (0, or
-//     the restore point) to the next multiple of kGrid run whole in the
-//     first step that takes any of its rows, within the token budget (the
-//     budget's decode-only refresh steps take none). Chunks end anywhere:
-//     each sequence's PrefillCarry keeps the bits those of an unsplit
-//     prefill. So a long prefill delays the running decodes by one step of
-//     bounded time at a time, never by its whole length.
+//     prompt's first grid chunk, which runs whole; now and then a refresh
+//     step runs the decodes alone. Which rows a step takes is decided by
+//     plan_step() (engine/step_plan.h), a pure function of the running
+//     sequences, the token budget and the budget's measures, where these
+//     rules are written out and tested with tables of cases. Chunks end
+//     anywhere: each sequence's PrefillCarry keeps the bits those of an
+//     unsplit prefill. So a long prefill delays the running decodes by one
+//     step of bounded time at a time, never by its whole length.
 //  3. A sequence cancelled (request.cancelled(), on_token returning false),
 //     stopped or at max_tokens leaves at the end of the step that saw it; a
 //     waiting sequence cancelled before it starts never runs.
@@ -68,7 +69,9 @@ class StepLoop {
 
   void loop();
   void admit();               // under mu_
-  std::vector<Slice> plan_step();
+  // Finishes the cancelled, then asks plan_step() (engine/step_plan.h)
+  // which rows of the others the step runs.
+  std::vector<Slice> next_step();
   void run_step(std::vector<Slice>& slices);
   void end_prefill_chunk(const Slice& slice, SequenceOutput& out);
   void emit_token(Sequence& seq);
