@@ -23,6 +23,7 @@
 #include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "model/model.h"
+#include "runtime/cpu/backend.h"
 
 namespace {
 
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   sb::RuntimeOptions ro;
   ro.threads = static_cast<int>(threads);
   double (*now_ms)() = threads == 1 ? thread_cpu_ms : wall_ms;
-  if (!(s = sb::Model::load(args.positional()[0], ro, &model))) {
+  if (!(s = sb::Model::load(args.positional()[0], ro, sb::cpu_kernels_factory(), &model))) {
     std::fprintf(stderr, "batch_step_bench: %s\n", s.to_string().c_str());
     return 2;
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
 

@@ -33,6 +33,7 @@
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "runtime/cpu/backend.h"
 
 using namespace sb;
 
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
   for (int64_t threads : thread_counts) {
     std::unique_ptr<Model> model;
     options.threads = static_cast<int>(threads);
-    if (!(s = Model::load(dir, options, &model))) return fail(s);
+    if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail(s);
     kernels = model->kernels_name();
     const size_t first = samples.size();
     for (int64_t n : prefills) samples.push_back({"pp" + std::to_string(n), static_cast<int>(threads), {}, {}});

@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "model/gen_model.h"
 #include "model/model.h"
+#include "runtime/cpu/backend.h"
 
 using namespace sb;
 
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
     if (!(s = parse_precision(args.get("precision"), &p))) return fail(s);
     options.precision = p;
   }
-  if (!(s = Model::load(dir, options, &model))) return fail(s);
+  if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail(s);
   const StateSchema& schema = model->schema();
   std::printf("state: %.1f bank bytes per token in blocks (%llu per %lld-token block), %llu bytes per snapshot\n",
               static_cast<double>(schema.block_bytes(block)) / static_cast<double>(block),

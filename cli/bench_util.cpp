@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/demo.h"
 #include "model/gen_model.h"
+#include "runtime/cpu/backend.h"
 
 namespace sb {
 
@@ -82,7 +83,7 @@ Status open_bench_model(const Args& args, int threads, BenchModel* out) {
   RuntimeOptions ro;
   ro.threads = threads;
   SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &ro.precision));
-  return Model::load(out->dir, ro, &out->model);
+  return Model::load(out->dir, ro, cpu_kernels_factory(), &out->model);
 }
 
 std::string cpu_name() {

@@ -25,6 +25,7 @@
 #include "cli/model_arg.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "runtime/cpu/backend.h"
 #include "runtime/sampling.h"
 #include "tokenizer/tokenizer.h"
 
@@ -224,7 +225,7 @@ int cmd_run(int argc, char** argv) {
   RuntimeOptions options;
   options.threads = static_cast<int>(threads);
   if (!(s = parse_precision_arg(args.get("precision"), &options.precision))) return fail("run", s.message());
-  if (!(s = Model::load(dir, options, &model))) return fail("run", s.to_string());
+  if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail("run", s.to_string());
   std::unique_ptr<Tokenizer> tokenizer;
   Status tok_status = Tokenizer::load(dir, &tokenizer);
 

@@ -10,6 +10,12 @@
 # tests, fuzzers). A new part is one more line here; a top-level folder with
 # C++ files that is not in the table fails the check, so none slips past it.
 #
+# A folder inside a part may be private to it: sb_private(FOLDER USED_BY
+# PART...) lets only FOLDER's own part, the parts listed and the ANY parts
+# include from it. runtime/cpu/ (the CPU kernels) is one: the model reaches
+# kernels through runtime/kernels.h and a factory handed to Model::load, so
+# only what chooses the backend (server, cli) names it.
+#
 # Run as a script (cmake -DSB_SOURCE_DIR=DIR -P cmake/layering.cmake) it
 # checks DIR; included from CMakeLists.txt it defines sb_check_layering().
 
@@ -39,6 +45,15 @@ sb_part(cli       USES server bench)      # bench: `statebank bench agent` runs 
 sb_part(bench     ANY)
 sb_part(tests     ANY)
 sb_part(fuzz      ANY)
+
+macro(sb_private folder)
+  cmake_parse_arguments(_SBV "" "" "USED_BY" ${ARGN})
+  list(APPEND SB_PRIVATE ${folder})
+  set(SB_PRIVATE_${folder}_USED_BY ${_SBV_USED_BY})
+endmacro()
+
+set(SB_PRIVATE "")
+sb_private(runtime/cpu USED_BY server cli)  # the CPU backend: chosen by what starts a model
 
 # Folders at the top level that hold no part (no C++ of the product).
 set(SB_NOT_PARTS build cmake docs tools .git .ci)
@@ -77,6 +92,12 @@ function(sb_check_layering source_dir)
       endif()
     endif()
   endforeach()
+  foreach(folder ${SB_PRIVATE})
+    string(REGEX MATCH "^[^/]+" owner "${folder}")
+    if(NOT owner IN_LIST SB_PARTS)
+      string(APPEND errors "\n  cmake/layering.cmake: private folder '${folder}' is not inside a declared part")
+    endif()
+  endforeach()
   foreach(part ${SB_PARTS})
     if(SB_PART_${part}_ANY OR NOT IS_DIRECTORY ${source_dir}/${part})
       continue()
@@ -94,6 +115,18 @@ function(sb_check_layering source_dir)
           list(JOIN allowed ", " allowed_text)
           string(APPEND errors "\n  ${rel}: ${line}: '${part}' may include only ${allowed_text}")
         endif()
+        string(REGEX MATCH "\"([^\"]+)\"" _ "${line}")
+        set(path ${CMAKE_MATCH_1})
+        foreach(folder ${SB_PRIVATE})
+          string(REGEX MATCH "^[^/]+" owner "${folder}")
+          string(FIND "${path}" "${folder}/" at)
+          if(at EQUAL 0 AND NOT part STREQUAL owner AND NOT part IN_LIST SB_PRIVATE_${folder}_USED_BY)
+            file(RELATIVE_PATH rel ${source_dir} ${f})
+            string(STRIP "${line}" line)
+            list(JOIN SB_PRIVATE_${folder}_USED_BY ", " users_text)
+            string(APPEND errors "\n  ${rel}: ${line}: ${folder}/ is private to '${owner}' (and ${users_text})")
+          endif()
+        endforeach()
       endforeach()
     endforeach()
   endforeach()

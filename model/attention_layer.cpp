@@ -31,12 +31,8 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   if (c.attention_gated) {
     // q_proj rows are [query_h | gate_h] per head, not two global halves.
     q = Rows(T * nh * d), gate = Rows(T * nh * d);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < nh; ++h) {
-        const float* src = proj.data() + (t * nh + h) * 2 * d;
-        std::copy(src, src + d, q.data() + (t * nh + h) * d);
-        std::copy(src + d, src + 2 * d, gate.data() + (t * nh + h) * d);
-      }
+    const RowPart parts[] = {{d, q.data(), nh * d}, {d, gate.data(), nh * d}};
+    kernels_->split_rows(proj.data(), T, nh, parts);
   } else {
     q = std::move(proj);
   }
@@ -144,31 +140,23 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
 void Transformer::sparse_mask(const LayerWeights& w, const SequenceRows& seq, const float* iq, const float* iw,
                               std::vector<uint8_t>* mask) const {
   const ModelConfig& c = config_;
-  const int64_t T = seq.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
-  const float w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HI)));
-  const float s_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI)));
+  const int64_t dI = c.index_head_dim, HI = c.index_n_heads;
   std::vector<float> pooled(seq.state->rows(w.comp_index_pooled) * dI);
   seq.state->read_rows(w.comp_index_pooled, 0, seq.state->rows(w.comp_index_pooled), pooled.data());
-  const int64_t end = seq.first_pos + T;
-  const int64_t stride = (end + m - 1) / m;
-  mask->assign(T * stride, 0);
-  std::vector<float> scores;
-  std::vector<int64_t> top(c.index_topk_blocks);
-  for (int64_t r = 0; r < T; ++r) {
-    const int64_t t = seq.first_pos + r;
-    const int64_t closed = (t + 1) / m;
-    uint8_t* row = mask->data() + r * stride;
-    if (closed <= c.index_topk_blocks) {
-      std::fill(row, row + closed, 1);
-    } else {
-      scores.resize(closed);
-      kernels_->index_scores(iq + r * HI * dI, iw + r * HI, HI, dI, pooled.data(), closed, w_scale, s_scale,
-                             scores.data());
-      kernels_->top_k(scores.data(), closed, c.index_topk_blocks, top.data());
-      for (int64_t b : top) row[b] = 1;
-    }
-    if (closed * m <= t) row[t / m] = 1;  // the query's own open block
-  }
+  BlockMaskInput in;
+  in.rows = seq.rows;
+  in.first_pos = seq.first_pos;
+  in.heads = HI;
+  in.dim = dI;
+  in.q = iq;
+  in.w = iw;
+  in.pooled = pooled.data();
+  in.block = c.index_compress_ratio;
+  in.top_k = c.index_topk_blocks;
+  in.w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(HI)));
+  in.s_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI)));
+  mask->resize(static_cast<size_t>(in.rows * in.stride()));
+  kernels_->sparse_block_mask(in, mask->data());
 }
 
 }  // namespace sb

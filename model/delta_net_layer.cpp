@@ -25,21 +25,15 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
     Rows u(T * nk * group), ba(T * nk * 2 * r);
     float* const outs[] = {u.data(), ba.data()};
     kernels_->matmul(xn, T, dw.in, outs);
-    for (int64_t t = 0; t < T; ++t) {
-      float* mt = mixed.data() + t * conv_dim;
-      for (int64_t j = 0; j < nk; ++j) {
-        const float* g = u.data() + (t * nk + j) * group;
-        std::copy(g, g + dk, mt + j * dk);
-        std::copy(g + dk, g + 2 * dk, mt + key_dim + j * dk);
-        for (int64_t i = 0; i < r; ++i) {
-          const int64_t h = j * r + i;
-          std::copy(g + 2 * dk + i * dv, g + 2 * dk + (i + 1) * dv, mt + 2 * key_dim + h * dv);
-          std::copy(g + 2 * dk + (r + i) * dv, g + 2 * dk + (r + i + 1) * dv, z.data() + (t * nv + h) * dv);
-          b[t * nv + h] = ba[(t * nk + j) * 2 * r + i];
-          a[t * nv + h] = ba[(t * nk + j) * 2 * r + r + i];
-        }
-      }
-    }
+    // Per key head j: [q_j | k_j | v of its r value heads | z of them], and
+    // [b of its r value heads | a of them]; value head h = j * r + i.
+    const RowPart qkvz[] = {{dk, mixed.data(), conv_dim},
+                            {dk, mixed.data() + key_dim, conv_dim},
+                            {r * dv, mixed.data() + 2 * key_dim, conv_dim},
+                            {r * dv, z.data(), value_dim}};
+    kernels_->split_rows(u.data(), T, nk, qkvz);
+    const RowPart ba_parts[] = {{r, b.data(), nv}, {r, a.data(), nv}};
+    kernels_->split_rows(ba.data(), T, nk, ba_parts);
   }
 
   Rows beta(T * nv), g(T * nv);
@@ -73,13 +67,9 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
 void Transformer::split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const {
   const ModelConfig& c = config_;
   const int64_t nk = c.lin_n_key_heads, dk = c.lin_key_head_dim, key_dim = nk * dk,
-                value_dim = c.lin_n_value_heads * c.lin_value_head_dim, conv_dim = 2 * key_dim + value_dim;
-  for (int64_t t = 0; t < rows; ++t) {
-    const float* y = conv_out + t * conv_dim;
-    std::copy(y, y + key_dim, q + t * key_dim);
-    std::copy(y + key_dim, y + 2 * key_dim, k + t * key_dim);
-    std::copy(y + 2 * key_dim, y + conv_dim, v + t * value_dim);
-  }
+                value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
+  const RowPart parts[] = {{key_dim, q, key_dim}, {key_dim, k, key_dim}, {value_dim, v, value_dim}};
+  kernels_->split_rows(conv_out, rows, 1, parts);
   kernels_->l2_normalise(q, rows * nk, dk, static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk))));
   kernels_->l2_normalise(k, rows * nk, dk, 1.0f);
 }

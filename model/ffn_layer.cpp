@@ -1,7 +1,5 @@
 // Feed-forward blocks: the SwiGLU MLP and the sparse mixture of experts with
 // a sigmoid-gated shared expert (docs/model-spec.md 2.6).
-#include <algorithm>
-
 #include "model/transformer.h"
 
 namespace sb {
@@ -34,28 +32,26 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
   std::vector<int64_t> chosen(rows * top);
   std::vector<float> weight(rows * top);
   kernels_->route(router.data(), rows, E, top, config_.norm_topk_prob, chosen.data(), weight.data());
-  // Each expert runs once over the rows routed to it; the row kernels make a
+  // Each expert runs once over the rows routed to it (gathered, then its
+  // outputs scattered to their slots [row, rank]); the row kernels make a
   // row's result independent of which other rows share the call.
   std::vector<float> expert_out(rows * top * H);
-  std::vector<int64_t> slots;
-  std::vector<float> xs, ys;
+  std::vector<int64_t> slots, tokens;
+  Rows xs, ys;
   for (int64_t e = 0; e < E; ++e) {
     slots.clear();
+    tokens.clear();
     for (int64_t i = 0; i < rows * top; ++i)
-      if (chosen[i] == e) slots.push_back(i);
+      if (chosen[i] == e) slots.push_back(i), tokens.push_back(i / top);
     if (slots.empty()) continue;
     const int64_t n = static_cast<int64_t>(slots.size());
-    xs.resize(n * H);
-    ys.resize(n * H);
-    for (int64_t j = 0; j < n; ++j) std::copy(xn + (slots[j] / top) * H, xn + (slots[j] / top + 1) * H, xs.data() + j * H);
+    if (xs.size() < static_cast<size_t>(n * H)) xs = Rows(n * H), ys = Rows(n * H);
+    kernels_->gather_rows(xn, tokens.data(), n, H, xs.data());
     swiglu(*kernels_, w.experts[e].gate_up, w.experts[e].down, xs.data(), n, ys.data());
-    for (int64_t j = 0; j < n; ++j) std::copy(ys.data() + j * H, ys.data() + (j + 1) * H, expert_out.data() + slots[j] * H);
+    kernels_->scatter_rows(ys.data(), slots.data(), n, H, expert_out.data());
   }
   // out = sum over the top-k of weight * expert output, in rank order.
-  std::fill(out, out + rows * H, 0.0f);
-  for (int64_t i = 0; i < top; ++i)
-    kernels_->add_scaled_rows(out, expert_out.data() + i * H, top * H, weight.data() + i, top, rows, H,
-                              Activation::kIdentity);
+  kernels_->weighted_sum_rows(expert_out.data(), weight.data(), rows, top, H, out);
   if (w.shared_expert) {
     std::vector<float> shared(rows * H);
     kernels_->mul_activation(u.data(), g.data(), rows * I, Activation::kSilu);

@@ -1,4 +1,5 @@
-// Model: a loaded checkpoint that runs prefill and decode on CPU.
+// Model: a loaded checkpoint that runs prefill and decode on the kernels
+// handed to load().
 //
 // Thread safety: immutable after load(); forward(), prefill() and decode()
 // may be called from many threads at once, each call with its own States.
@@ -106,8 +107,12 @@ class Model {
  public:
   virtual ~Model() = default;
 
-  // Loads a checkpoint directory (config.json + safetensors).
-  static Status load(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out);
+  // Loads a checkpoint directory (config.json + safetensors) onto the
+  // kernels `kernels` makes (runtime/kernels.h; the CPU ones are
+  // cpu_kernels_factory() of runtime/cpu/backend.h), with options.threads
+  // and the precision as their KernelOptions.
+  static Status load(const std::string& dir, const RuntimeOptions& options, const KernelsFactory& kernels,
+                     std::unique_ptr<Model>* out);
 
   virtual const ModelConfig& config() const = 0;
   virtual const StateSchema& schema() const = 0;

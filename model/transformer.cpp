@@ -9,20 +9,24 @@
 
 namespace sb {
 
-Status Model::load(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out) {
-  return Transformer::create(dir, options, out);
+Status Model::load(const std::string& dir, const RuntimeOptions& options, const KernelsFactory& kernels,
+                   std::unique_ptr<Model>* out) {
+  return Transformer::create(dir, options, kernels, out);
 }
 
-Status Transformer::create(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out) {
+Status Transformer::create(const std::string& dir, const RuntimeOptions& options, const KernelsFactory& kernels,
+                           std::unique_ptr<Model>* out) {
+  if (!kernels) return Status::invalid("no kernels to load the model onto");
   std::unique_ptr<Transformer> m(new Transformer());
   SB_RETURN_IF_ERROR(parse_config(dir, &m->config_));
   SB_RETURN_IF_ERROR(Checkpoint::open(dir, &m->checkpoint_));
   SB_RETURN_IF_ERROR(WeightSet::bind(*m->checkpoint_, m->config_, &m->weights_));
-  m->pool_ = std::make_unique<ThreadPool>(options.threads);
   KernelOptions ko;
+  ko.threads = options.threads;
   ko.precision = options.precision.value_or(m->weights_.embed().dtype == DType::kBF16 ? Precision::kBF16
                                                                                         : Precision::kF32);
-  m->kernels_ = make_cpu_kernels(m->pool_.get(), ko);
+  m->kernels_ = kernels(ko);
+  if (!m->kernels_) return Status::invalid("the kernels factory made no kernels");
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
 
@@ -199,17 +203,6 @@ void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
 
 namespace {
 
-void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* x) {
-  const int64_t H = table.cols;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const char* row = static_cast<const char*>(table.data) + tokens[t] * H * dtype_size(table.dtype);
-    if (table.dtype == DType::kBF16)
-      convert_to_f32(DType::kBF16, row, H, x + t * H);
-    else
-      std::memcpy(x + t * H, row, H * sizeof(float));
-  }
-}
-
 int64_t logit_rows(const SequenceStep& step) {
   switch (step.logits) {
     case LogitRows::kNone: return 0;
@@ -277,21 +270,21 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
   int64_t n = 0;
   for (const SequenceStep& step : batch) n += logit_rows(step);
   if (n == 0) return;
-  Rows xn(n * H), logits(n * V);
-  int64_t at = 0;
+  std::vector<int64_t> rows;
+  rows.reserve(static_cast<size_t>(n));
   for (size_t i = 0; i < batch.size(); ++i) {
     const SequenceRows& seq = call.sequences[i];
-    const int64_t k = logit_rows(batch[i]);
-    std::copy(x.data() + (seq.first_row + seq.rows - k) * H, x.data() + (seq.first_row + seq.rows) * H,
-              xn.data() + at * H);
-    at += k;
+    for (int64_t r = seq.first_row + seq.rows - logit_rows(batch[i]); r < seq.first_row + seq.rows; ++r)
+      rows.push_back(r);
   }
+  Rows xn(n * H), logits(n * V);
+  kernels_->gather_rows(x.data(), rows.data(), n, H, xn.data());
   kernels_->rms_norm(xn.data(), n, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
                      config_.norm_weight_offset, xn.data());
   kernels_->matmul(xn.data(), n, lm_head_, logits.data());
   std::vector<LogitStats> stats(n);
   kernels_->logit_stats(logits.data(), n, V, stats.data());
-  at = 0;
+  int64_t at = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t k = logit_rows(batch[i]);
     (*out)[i].n_rows = k;
@@ -366,7 +359,7 @@ Status Transformer::forward_pass(std::span<const SequenceStep> batch, std::vecto
 
   std::vector<float> x(call.rows * config_.hidden_size);
   for (size_t i = 0; i < batch.size(); ++i)
-    embed_rows(embed_, batch[i].tokens, x.data() + call.sequences[i].first_row * config_.hidden_size);
+    kernels_->embed_rows(embed_, batch[i].tokens, x.data() + call.sequences[i].first_row * config_.hidden_size);
   run_layers(call, x);
   for (const SequenceRows& seq : call.sequences) {
     const int64_t end = seq.first_pos + seq.rows;

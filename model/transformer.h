@@ -15,7 +15,6 @@
 #include "model/rows.h"
 #include "model/weights.h"
 #include "runtime/kernels.h"
-#include "runtime/threads.h"
 
 namespace sb {
 
@@ -94,7 +93,8 @@ struct ForwardCall {
 
 class Transformer final : public Model {
  public:
-  static Status create(const std::string& dir, const RuntimeOptions& options, std::unique_ptr<Model>* out);
+  static Status create(const std::string& dir, const RuntimeOptions& options, const KernelsFactory& kernels,
+                       std::unique_ptr<Model>* out);
 
   const ModelConfig& config() const override { return config_; }
   const StateSchema& schema() const override { return schema_; }
@@ -169,7 +169,6 @@ class Transformer final : public Model {
   WeightRef embed_, lm_head_;
   std::vector<float> final_norm_;
   std::vector<LayerWeights> layers_;
-  std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Kernels> kernels_;
 };
 

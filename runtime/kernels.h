@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,8 +22,6 @@
 #include "runtime/state.h"
 
 namespace sb {
-
-class ThreadPool;
 
 // The arithmetic of every matrix product (docs/kernels.md):
 //  kF32:  fp32 inputs and weights (bf16 weights widened exactly), fp32 fused
@@ -118,6 +117,32 @@ struct AttentionInput {
   int64_t mask_block = 1;
 };
 
+// One part of each group of a row for Kernels::split_rows: `width` floats
+// written to out + r * ld + g * width for row r, group g.
+struct RowPart {
+  int64_t width = 0;
+  float* out = nullptr;
+  int64_t ld = 0;
+};
+
+// Inputs of the indexed sparse attention's block mask for one sequence's
+// rows (docs/qsa.md): row r is at position first_pos + r; q [rows, heads,
+// dim] and w [rows, heads] are the indexer's query and head weights (RoPE
+// applied), pooled [closed blocks, dim] the sequence's pooled keys, `block`
+// tokens each.
+struct BlockMaskInput {
+  int64_t rows = 0, first_pos = 0;
+  int64_t heads = 0, dim = 0;
+  const float* q = nullptr;
+  const float* w = nullptr;
+  const float* pooled = nullptr;
+  int64_t block = 1;
+  int64_t top_k = 0;
+  float w_scale = 1.0f, s_scale = 1.0f;
+  // ceil((first_pos + rows) / block): the mask's row length.
+  int64_t stride() const { return (first_pos + rows + block - 1) / block; }
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -200,6 +225,31 @@ class Kernels {
   // Per row of logits [rows, vocab]: logit_stats of the row
   // (runtime/sampling.h), the same bits.
   virtual void logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) = 0;
+  // The blocks each row attends to under indexed sparse attention: mask
+  // [in.rows, in.stride()], 1 for a block row r sees. Its closed blocks
+  // ((pos + 1) / block of them) all while there are at most top_k, else the
+  // top_k by index_scores (ties to the lower block), and its own open block.
+  virtual void sparse_block_mask(const BlockMaskInput& in, uint8_t* mask) = 0;
+
+  // Memory: copies between the steps above, no arithmetic (the bits of a
+  // row are its source's), except weighted_sum_rows.
+  // out[j, :] = x[rows[j], :] for j < n; rows of `dim` floats in both.
+  virtual void gather_rows(const float* x, const int64_t* rows, int64_t n, int64_t dim, float* out) = 0;
+  // out[rows[j], :] = y[j, :] for j < n. REQUIRES: rows distinct.
+  virtual void scatter_rows(const float* y, const int64_t* rows, int64_t n, int64_t dim, float* out) = 0;
+  // out[r, :] = sum over i < k of weights[r * k + i] * y[r * k + i, :],
+  // starting from +0, in ascending i, each product rounded before its sum
+  // (the MoE combine of each row's top-k expert outputs, in rank order).
+  virtual void weighted_sum_rows(const float* y, const float* weights, int64_t rows, int64_t k, int64_t dim,
+                                 float* out) = 0;
+  // x [rows, groups, sum of the parts' widths]: group g of row r is split
+  // into the parts in order, part p to parts[p].out + r * parts[p].ld +
+  // g * parts[p].width (un-grouping a fused projection, splitting the conv
+  // output into q, k, v, the attention gate from the query).
+  virtual void split_rows(const float* x, int64_t rows, int64_t groups, std::span<const RowPart> parts) = 0;
+  // out[j, :] = row tokens[j] of table [vocab, dim], widened to f32 (bf16
+  // exactly). REQUIRES: table f32 or bf16, every token in [0, table.rows).
+  virtual void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* out) = 0;
 };
 
 // The numerics of this build's kernels, named beside them in one place, both
@@ -218,6 +268,9 @@ KernelNumerics kernel_numerics();
 
 struct KernelOptions {
   Precision precision = Precision::kF32;
+  // Threads of the kernels' own pool (a backend with no pool ignores it);
+  // changes speed, never bits.
+  int threads = 1;
   // How kBF16 multiplies: kAuto takes vdpbf16ps (AVX512_BF16) where present
   // and fp32 fused multiply-adds where that is faster (many rows on a CPU
   // whose fma units outrun its vdpbf16ps); the others force one of the two
@@ -226,7 +279,9 @@ struct KernelOptions {
   Bf16Path bf16_path = Bf16Path::kAuto;
 };
 
-// The CPU kernels, parallel over output elements on `pool`.
-std::unique_ptr<Kernels> make_cpu_kernels(ThreadPool* pool, const KernelOptions& options = {});
+// Makes the kernels a model runs on, at load (Model::load). The CPU one is
+// cpu_kernels_factory() (runtime/cpu/backend.h); a second backend is one
+// more factory, and the model code stays as it is.
+using KernelsFactory = std::function<std::unique_ptr<Kernels>(const KernelOptions&)>;
 
 }  // namespace sb

@@ -5,6 +5,7 @@
 
 #include "bank/chain.h"
 #include "bank/key.h"
+#include "runtime/cpu/backend.h"
 #include "server/chat_output.h"
 #include "server/decoding_rules.h"
 #include "server/request_parse.h"
@@ -59,7 +60,7 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   RuntimeOptions runtime;
   runtime.threads = options.threads;
   runtime.precision = options.precision;
-  SB_RETURN_IF_ERROR(Model::load(options.model_dir, runtime, &b->model_));
+  SB_RETURN_IF_ERROR(Model::load(options.model_dir, runtime, cpu_kernels_factory(), &b->model_));
   SB_RETURN_IF_ERROR(Tokenizer::load(options.model_dir, &b->tokenizer_));
   b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
   b->has_template_ = b->template_status_.is_ok();

@@ -35,6 +35,11 @@ KernelNumerics kernel_numerics() {
 
 namespace cpu {
 
+CpuKernels::CpuKernels(std::unique_ptr<ThreadPool> pool, const KernelOptions& options)
+    : CpuKernels(pool.get(), options) {
+  owned_pool_ = std::move(pool);
+}
+
 CpuKernels::CpuKernels(ThreadPool* pool, const KernelOptions& options) : pool_(pool), options_(options) {
   name_ = std::string("cpu/") + precision_name(options.precision) + "/";
   if (options.precision == Precision::kBF16) {
@@ -50,6 +55,12 @@ CpuKernels::CpuKernels(ThreadPool* pool, const KernelOptions& options) : pool_(p
 
 std::unique_ptr<Kernels> make_cpu_kernels(ThreadPool* pool, const KernelOptions& options) {
   return std::make_unique<cpu::CpuKernels>(pool, options);
+}
+
+KernelsFactory cpu_kernels_factory() {
+  return [](const KernelOptions& options) -> std::unique_ptr<Kernels> {
+    return std::make_unique<cpu::CpuKernels>(std::make_unique<ThreadPool>(options.threads), options);
+  };
 }
 
 }  // namespace sb

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
 
@@ -40,6 +41,8 @@ namespace cpu {
 class CpuKernels final : public Kernels {
  public:
   CpuKernels(ThreadPool* pool, const KernelOptions& options);
+  // On a pool of its own.
+  CpuKernels(std::unique_ptr<ThreadPool> pool, const KernelOptions& options);
   const std::string& name() const override { return name_; }
   Precision precision() const override { return options_.precision; }
   WeightRef prepare(const WeightRef& w) override;
@@ -69,6 +72,13 @@ class CpuKernels final : public Kernels {
                     float w_scale, float s_scale, float* scores) override;
   void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) override;
   void logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) override;
+  void sparse_block_mask(const BlockMaskInput& in, uint8_t* mask) override;
+  void gather_rows(const float* x, const int64_t* rows, int64_t n, int64_t dim, float* out) override;
+  void scatter_rows(const float* y, const int64_t* rows, int64_t n, int64_t dim, float* out) override;
+  void weighted_sum_rows(const float* y, const float* weights, int64_t rows, int64_t k, int64_t dim,
+                         float* out) override;
+  void split_rows(const float* x, int64_t rows, int64_t groups, std::span<const RowPart> parts) override;
+  void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* out) override;
 
  private:
   // Runs fn(begin, end) over [0, n) items of `cost` element operations each:
@@ -79,6 +89,7 @@ class CpuKernels final : public Kernels {
   void matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs);
   std::shared_ptr<const PackedWeight> pack(std::span<const WeightRef> parts);
 
+  std::unique_ptr<ThreadPool> owned_pool_;  // when made on a pool of its own
   ThreadPool* pool_;
   KernelOptions options_;
   bool native_bf16_ = false;    // vdpbf16ps present, allowed, and agreeing with bf16.h

@@ -132,4 +132,26 @@ void CpuKernels::index_scores(const float* q, const float* w, int64_t heads, int
   }
 }
 
+void CpuKernels::sparse_block_mask(const BlockMaskInput& in, uint8_t* mask) {
+  const int64_t stride = in.stride(), m = in.block;
+  std::fill(mask, mask + in.rows * stride, uint8_t{0});
+  std::vector<float> scores;
+  std::vector<int64_t> top(static_cast<size_t>(in.top_k));
+  for (int64_t r = 0; r < in.rows; ++r) {
+    const int64_t t = in.first_pos + r;
+    const int64_t closed = (t + 1) / m;
+    uint8_t* row = mask + r * stride;
+    if (closed <= in.top_k) {
+      std::fill(row, row + closed, uint8_t{1});
+    } else {
+      scores.resize(static_cast<size_t>(closed));
+      index_scores(in.q + r * in.heads * in.dim, in.w + r * in.heads, in.heads, in.dim, in.pooled, closed, in.w_scale,
+                   in.s_scale, scores.data());
+      top_k(scores.data(), closed, in.top_k, top.data());
+      for (int64_t b : top) row[b] = 1;
+    }
+    if (closed * m <= t) row[t / m] = 1;  // the query's own open block
+  }
+}
+
 }  // namespace sb::cpu

@@ -23,6 +23,7 @@
 #include "bench/load_workload.h"
 #include "model/gen_model.h"
 #include "model/model.h"
+#include "runtime/cpu/backend.h"
 #include "tests/util/models.h"
 #include "tests/util/redis_server.h"
 #include "tests/util/state_edit.h"
@@ -269,7 +270,7 @@ TEST_F(BenchAgentTest, BadArgumentsFailWithOneLine) {
 TEST_F(BenchAgentTest, BrokenRestoreIsReportedAsMismatch) {
   const std::string model_dir = sb::testing::tiny_checkpoint(sb::Arch::kQwen35, /*seed=*/0);
   std::unique_ptr<sb::Model> model;
-  ASSERT_TRUE(sb::Model::load(model_dir, sb::RuntimeOptions{}, &model).is_ok());
+  ASSERT_TRUE(sb::Model::load(model_dir, sb::RuntimeOptions{}, sb::cpu_kernels_factory(), &model).is_ok());
 
   sb::AgentWorkloadOptions o;
   o.prefix_tokens = 200;

@@ -2,10 +2,12 @@
 // one and the causal conv give the bits of their definitions; GEMM and attention
 // give each row the same bits whatever rows share the call and whatever the
 // thread count; RoPE rotates only the first `rot` dims, in rotate-half pairs.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <cstring>
+#include <numeric>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include "runtime/cpu/activations.h"
 #include "runtime/cpu/bf16.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/math.h"
 #include "runtime/threads.h"
@@ -675,6 +678,163 @@ TEST(Rope, RotatesOnlyTheFirstRotDimsInRotateHalfPairs) {
     const double a = pos * std::pow(theta, -2.0 * i / rot);  // inv_freq over rot dims, not d
     EXPECT_NEAR(y[i], x[i] * std::cos(a) - x[i + rot / 2] * std::sin(a), 1e-5);
     EXPECT_NEAR(y[i + rot / 2], x[i + rot / 2] * std::cos(a) + x[i] * std::sin(a), 1e-5);
+  }
+}
+
+// The memory kernels (runtime/kernels.h "Memory"), each against its plain
+// definition, bit for bit, on calls large enough to run on the pool.
+TEST(MemoryKernels, GatherAndScatterRowsCopyTheNamedRows) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(21);
+  constexpr int64_t kRows = 50, kDim = 3001;
+  const std::vector<float> x = randn(rng, kRows * kDim);
+  const std::vector<int64_t> picks = {3, 0, 49, 3, 7, 12, 12, 48, 1, 25, 30, 31, 2, 44, 45, 46, 47, 5, 6, 8, 9, 10};
+  const int64_t n = static_cast<int64_t>(picks.size());
+  std::vector<float> got(n * kDim), want(n * kDim);
+  k->gather_rows(x.data(), picks.data(), n, kDim, got.data());
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < kDim; ++i) want[j * kDim + i] = x[picks[j] * kDim + i];
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+
+  std::vector<int64_t> slots(kRows);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(30);
+  const std::vector<float> y = randn(rng, 30 * kDim);
+  std::vector<float> out = randn(rng, kRows * kDim), expect = out;
+  k->scatter_rows(y.data(), slots.data(), 30, kDim, out.data());
+  for (int64_t j = 0; j < 30; ++j)
+    for (int64_t i = 0; i < kDim; ++i) expect[slots[j] * kDim + i] = y[j * kDim + i];
+  EXPECT_EQ(std::memcmp(out.data(), expect.data(), out.size() * 4), 0);
+}
+
+// The MoE combine: from +0, each rank's rounded product added in rank order,
+// which is also what filling zeros then add_scaled_rows per rank gave.
+TEST(MemoryKernels, WeightedSumRowsAddsTheRanksInOrder) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(22);
+  for (int64_t rows : {1, 3, 70}) {
+    constexpr int64_t kTop = 4, kDim = 1000;
+    const std::vector<float> y = randn(rng, rows * kTop * kDim), w = randn(rng, rows * kTop);
+    std::vector<float> got(rows * kDim), want(rows * kDim, 0.0f), by_rank(rows * kDim, 0.0f);
+    k->weighted_sum_rows(y.data(), w.data(), rows, kTop, kDim, got.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < kTop; ++i)
+        for (int64_t d = 0; d < kDim; ++d) {
+          const float p = w[r * kTop + i] * y[(r * kTop + i) * kDim + d];
+          want[r * kDim + d] = want[r * kDim + d] + p;
+        }
+    for (int64_t i = 0; i < kTop; ++i)
+      k->add_scaled_rows(by_rank.data(), y.data() + i * kDim, kTop * kDim, w.data() + i, kTop, rows, kDim,
+                         Activation::kIdentity);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << rows << " rows";
+    EXPECT_EQ(std::memcmp(got.data(), by_rank.data(), got.size() * 4), 0) << rows << " rows";
+  }
+}
+
+// Un-grouping Qwen3-Next's per-key-head projection, the plain loop it
+// replaced: per key head j, [q_j | k_j | v of value heads j*r.. | z of them].
+TEST(MemoryKernels, SplitRowsUngroupsPerGroupParts) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(23);
+  constexpr int64_t nk = 4, dk = 16, r = 2, dv = 24, nv = nk * r, key_dim = nk * dk, value_dim = nv * dv,
+                    conv_dim = 2 * key_dim + value_dim, group = 2 * dk + 2 * r * dv;
+  for (int64_t T : {1, 5, 300}) {
+    const std::vector<float> u = randn(rng, T * nk * group);
+    std::vector<float> mixed(T * conv_dim), z(T * value_dim), want_mixed(T * conv_dim), want_z(T * value_dim);
+    const RowPart parts[] = {{dk, mixed.data(), conv_dim},
+                             {dk, mixed.data() + key_dim, conv_dim},
+                             {r * dv, mixed.data() + 2 * key_dim, conv_dim},
+                             {r * dv, z.data(), value_dim}};
+    k->split_rows(u.data(), T, nk, parts);
+    for (int64_t t = 0; t < T; ++t) {
+      float* mt = want_mixed.data() + t * conv_dim;
+      for (int64_t j = 0; j < nk; ++j) {
+        const float* g = u.data() + (t * nk + j) * group;
+        std::copy(g, g + dk, mt + j * dk);
+        std::copy(g + dk, g + 2 * dk, mt + key_dim + j * dk);
+        for (int64_t i = 0; i < r; ++i) {
+          const int64_t h = j * r + i;
+          std::copy(g + 2 * dk + i * dv, g + 2 * dk + (i + 1) * dv, mt + 2 * key_dim + h * dv);
+          std::copy(g + 2 * dk + (r + i) * dv, g + 2 * dk + (r + i + 1) * dv, want_z.data() + (t * nv + h) * dv);
+        }
+      }
+    }
+    EXPECT_EQ(mixed, want_mixed) << T << " rows";
+    EXPECT_EQ(z, want_z) << T << " rows";
+  }
+}
+
+TEST(MemoryKernels, EmbedRowsWidensTheTokensRows) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(24);
+  constexpr int64_t kVocab = 40, kDim = 2000;
+  const std::vector<float> table = randn(rng, kVocab * kDim);
+  std::vector<uint16_t> table_bf16(table.size());
+  for (size_t i = 0; i < table.size(); ++i) table_bf16[i] = f32_to_bf16(table[i]);
+  const std::vector<int32_t> tokens = {5, 0, 39, 5, 17, 2, 2, 30, 31, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 3, 4, 6,
+                                       7, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 32, 33, 34};
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    WeightRef w{dtype, kVocab, kDim, dtype == DType::kF32 ? static_cast<const void*>(table.data()) : table_bf16.data(),
+                nullptr};
+    std::vector<float> got(n * kDim), want(n * kDim);
+    k->embed_rows(w, tokens, got.data());
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < kDim; ++i) {
+        const size_t at = static_cast<size_t>(tokens[j] * kDim + i);
+        want[j * kDim + i] = dtype == DType::kF32 ? table[at] : bf16_to_f32(table_bf16[at]);
+      }
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << dtype_name(dtype);
+  }
+}
+
+// The sparse block mask by its definition (docs/qsa.md): all closed blocks
+// while there are at most top_k, else the top_k by index score, and the
+// row's own open block; over rows that cross both cases and block ends.
+TEST(MemoryKernels, SparseBlockMaskSelectsTheTopBlocksAndTheOpenOne) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(25);
+  constexpr int64_t kHeads = 3, kDim = 32, kBlock = 4, kTop = 3;
+  for (int64_t first_pos : {0, 5, 16}) {
+    const int64_t rows = 30, closed_max = (first_pos + rows) / kBlock;
+    const std::vector<float> q = randn(rng, rows * kHeads * kDim), w = randn(rng, rows * kHeads),
+                             pooled = randn(rng, closed_max * kDim);
+    BlockMaskInput in;
+    in.rows = rows, in.first_pos = first_pos, in.heads = kHeads, in.dim = kDim;
+    in.q = q.data(), in.w = w.data(), in.pooled = pooled.data();
+    in.block = kBlock, in.top_k = kTop, in.w_scale = 0.5f, in.s_scale = 0.25f;
+    const int64_t stride = in.stride();
+    std::vector<uint8_t> got(rows * stride, 7), want(rows * stride, 0);
+    k->sparse_block_mask(in, got.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = first_pos + r, closed = (t + 1) / kBlock;
+      uint8_t* row = want.data() + r * stride;
+      if (closed <= kTop) {
+        for (int64_t b = 0; b < closed; ++b) row[b] = 1;
+      } else {
+        std::vector<std::pair<float, int64_t>> scored;
+        for (int64_t b = 0; b < closed; ++b) {
+          float score = 0.0f;
+          for (int64_t h = 0; h < kHeads; ++h) {
+            float qk = 0.0f;
+            for (int64_t i = 0; i < kDim; ++i)
+              qk = std::fma(q[(r * kHeads + h) * kDim + i], pooled[b * kDim + i], qk);
+            score = std::fma(w[r * kHeads + h] * in.w_scale, std::max(qk, 0.0f), score);
+          }
+          scored.push_back({-score * in.s_scale, b});
+        }
+        std::sort(scored.begin(), scored.end());
+        for (int64_t i = 0; i < kTop; ++i) row[scored[i].second] = 1;
+      }
+      if (closed * kBlock <= t) row[t / kBlock] = 1;
+    }
+    EXPECT_EQ(got, want) << "first_pos " << first_pos;
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include "runtime/cpu/activations.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/sampling.h"
 #include "runtime/threads.h"

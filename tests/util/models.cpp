@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "tests/util/temp_dir.h"
+#include "runtime/cpu/backend.h"
 
 namespace sb::testing {
 
@@ -36,7 +37,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, int threads, std::opti
   RuntimeOptions options;
   options.threads = threads;
   options.precision = precision;
-  Status s = Model::load(dir, options, &m);
+  Status s = Model::load(dir, options, cpu_kernels_factory(), &m);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   return m;
 }
