@@ -50,9 +50,6 @@ struct WeightRef {
   const void* data = nullptr;
   // Set by Kernels::prepare; a matmul reads it instead of data when present.
   std::shared_ptr<const PackedWeight> packed;
-  // Rows [first, first + n) of this matrix (for fused expert tensors).
-  // REQUIRES: not prepared.
-  WeightRef slice_rows(int64_t first, int64_t n) const;
 };
 
 // Inputs of the gated delta rule for one span of tokens (one chunk in

@@ -11,14 +11,6 @@ Status parse_precision(std::string_view text, Precision* out) {
   return Status::ok();
 }
 
-WeightRef WeightRef::slice_rows(int64_t first, int64_t n) const {
-  WeightRef r = *this;
-  r.rows = n;
-  r.data = static_cast<const char*>(data) + first * cols * static_cast<int64_t>(dtype_size(dtype));
-  r.packed.reset();
-  return r;
-}
-
 KernelNumerics kernel_numerics() {
   // Version 4: e^x, log, sin, cos and powers are runtime/math.h's (were the C
   // library's in RoPE, the softmaxes, the delta rule's decays, the gates'
