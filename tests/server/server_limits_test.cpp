@@ -21,6 +21,7 @@
 
 #include "server/scheduler.h"
 #include "tests/server/fake_backend.h"
+#include "tests/server/raw_socket.h"
 #include "tests/server/test_server.h"
 
 namespace sb::testing {
@@ -156,21 +157,6 @@ TEST(ServerLimits, ARequestPastItsDeadlineIsCut) {
   EXPECT_EQ(post(*c, {{"prompt", "go"}, {"max_tokens", 3}})->status, 200);
 }
 
-// Opens a TCP connection and sends nothing (it waits on the poll thread, and
-// holds no request thread).
-int idle_connection(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // The first bytes the server sends on fd within `ms` ("" when none, or closed).
 std::string first_bytes(int fd, int ms) {
   pollfd p{fd, POLLIN, 0};
@@ -188,7 +174,7 @@ TEST(ServerLimits, IdleConnectionsHoldNoRequestThread) {
   TestServer ts(o);
   std::vector<int> fds;
   for (int i = 0; i < 10; ++i) {
-    fds.push_back(idle_connection(ts.port));
+    fds.push_back(connect_to(ts.port));
     ASSERT_GE(fds.back(), 0);
   }
   auto r = post(*ts.client(), {{"prompt", "q"}, {"max_tokens", 2}});
@@ -205,7 +191,7 @@ TEST(ServerLimits, AtTheConnectionCapTheLongestWaitingConnectionMakesRoom) {
   TestServer ts(o);
   std::vector<int> fds;
   for (int i = 0; i < 3; ++i) {
-    fds.push_back(idle_connection(ts.port));
+    fds.push_back(connect_to(ts.port));
     ASSERT_GE(fds.back(), 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // accepted in this order
   }
@@ -238,7 +224,7 @@ TEST(ServerLimits, AtTheCapWithEveryConnectionServedANewOneIs503AtOnce) {
     for (int k = 0; k < 500 && ts.backend.running() <= i; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_EQ(ts.backend.running(), i + 1);
   }
-  const int extra = idle_connection(ts.port);
+  const int extra = connect_to(ts.port);
   ASSERT_GE(extra, 0);
   const std::string answer = first_bytes(extra, 5000);
   EXPECT_EQ(answer.rfind("HTTP/1.1 503", 0), 0u) << answer;
@@ -273,7 +259,7 @@ TEST(ServerLimits, WithEveryRequestThreadBusyHealthAndMetricsAnswerAndOthersAre5
     }));
   ASSERT_TRUE(wait_for_gauges(ts, 1, 1));
   // The third thread waits for a body that does not come.
-  const int slow = idle_connection(ts.port);
+  const int slow = connect_to(ts.port);
   ASSERT_GE(slow, 0);
   const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{";
   ASSERT_EQ(::send(slow, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
@@ -325,7 +311,7 @@ size_t count_of(const std::string& text, const std::string& what) {
 // what a request thread read beyond its request goes back to the poll thread.
 TEST(ServerLimits, PipelinedRequestsOnOneConnectionAreEachAnswered) {
   TestServer ts;
-  const int fd = idle_connection(ts.port);
+  const int fd = connect_to(ts.port);
   ASSERT_GE(fd, 0);
   const std::string body = json{{"prompt", "q"}, {"max_tokens", 2}}.dump();
   const std::string post_req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -343,7 +329,7 @@ TEST(ServerLimits, PipelinedRequestsOnOneConnectionAreEachAnswered) {
 // next request: the connection closes after the one answer.
 TEST(ServerLimits, AnUnreadBodyIsNotTakenForTheNextRequest) {
   TestServer ts;
-  const int fd = idle_connection(ts.port);
+  const int fd = connect_to(ts.port);
   ASSERT_GE(fd, 0);
   const std::string inner = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
   const std::string all = "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(inner.size()) +
@@ -361,7 +347,7 @@ TEST(ServerLimits, ABodyTricklingPastTheBodyTimeoutIsCut) {
   ServerOptions o;
   o.body_timeout = std::chrono::milliseconds(1000);
   TestServer ts(o);
-  const int fd = idle_connection(ts.port);
+  const int fd = connect_to(ts.port);
   ASSERT_GE(fd, 0);
   const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{";
   ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
