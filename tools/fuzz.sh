@@ -39,6 +39,13 @@ objects() {  # target -> object paths
 srcs=()
 for t in "${targets[@]}"; do for f in ${sources[$t]}; do srcs+=("$f"); done; done
 mapfile -t srcs < <(printf '%s\n' "${srcs[@]}" | sort -u)
+# An object is rebuilt when its source is newer; every object when a header is.
+stamp="$out/obj/.headers"
+if [[ ! -f "$stamp" || -n "$(find "$root" \( -path "$root/build" -o -path "$root/.git" -o -path "$root/tools/npm" \) \
+      -prune -o -name '*.h' -newer "$stamp" -print -quit)" ]]; then
+  rm -f "$out"/obj/*.o
+fi
+touch "$stamp"
 build_failed=0
 printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} bash -c '
   o="$1/obj/$(echo "$2" | tr / _).o"
