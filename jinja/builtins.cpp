@@ -311,7 +311,9 @@ Value attribute_of(const Value& item, const std::string& path, Pos pos) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    v = get_item(v, numeric ? int_value(std::stoll(part)) : str_value(part), pos);
+    // A digit path too long for an integer is looked up as a string (it can
+    // index no list).
+    v = get_item(v, numeric && part.size() <= 18 ? int_value(std::stoll(part)) : str_value(part), pos);
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }

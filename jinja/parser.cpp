@@ -1,5 +1,6 @@
 #include "jinja/parser.h"
 
+#include <charconv>
 #include <set>
 
 #include "jinja/builtins.h"
@@ -110,6 +111,16 @@ class Parser {
         fail("unexpected token");
       }
     }
+  }
+
+  // An integer literal; one beyond 64 bits is an error (jinja2's integers
+  // are unbounded, statebank's are 64-bit: jinja/template.h).
+  static int64_t int_literal(const Token& t) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+    if (ec != std::errc() || end != t.text.data() + t.text.size())
+      throw TemplateError(t.pos, "the integer " + t.text.substr(0, 32) + " does not fit in 64 bits");
+    return v;
   }
 
   // One level of nesting for as long as it lives.
@@ -454,8 +465,8 @@ class Parser {
     if (t.type == Tok::kInt || t.type == Tok::kFloat) {
       auto e = node(Expr::Kind::kLiteral, p);
       try {
-        if (t.type == Tok::kInt) e->literal = static_cast<int64_t>(std::stoll(t.text));
-        else e->literal = std::stod(t.text);
+        if (t.type == Tok::kInt) e->literal = int_literal(t);
+        else e->literal = std::strtod(t.text.c_str(), nullptr);  // beyond a double: inf, as Python
       } catch (const std::exception&) {
         fail("number out of range: " + t.text);
       }
@@ -508,7 +519,7 @@ class Parser {
         if (cur().type == Tok::kInt) {
           auto g = node(Expr::Kind::kItem, p);
           auto idx = node(Expr::Kind::kLiteral, cur().pos);
-          idx->literal = static_cast<int64_t>(std::stoll(cur().text));
+          idx->literal = int_literal(cur());
           next();
           g->args.push_back(std::move(e));
           g->args.push_back(std::move(idx));

@@ -413,6 +413,8 @@ Status Template::parse(std::string_view source, Template* out) {
     return Status::ok();
   } catch (const TemplateError& e) {
     return Status::invalid(std::string("template ") + e.what());
+  } catch (const std::exception& e) {  // a library's exception (a conversion, memory): an error, never a crash
+    return Status::invalid(std::string("template: ") + e.what());
   }
 }
 
@@ -426,6 +428,8 @@ Status Template::render(const nlohmann::ordered_json& context, std::string* out)
     return Status::ok();
   } catch (const TemplateError& e) {
     return Status::invalid(e.what());
+  } catch (const std::exception& e) {  // as in parse()
+    return Status::invalid(std::string("template: ") + e.what());
   }
 }
 

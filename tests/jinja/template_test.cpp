@@ -91,6 +91,15 @@ TEST(JinjaParse, NestingIsBounded) {
   EXPECT_NE(parse_error(ifs).find("nested deeper than 200"), std::string::npos);
 }
 
+// Found by jinja_fuzz: an integer literal beyond 64 bits escaped parse()
+// as std::out_of_range.
+TEST(JinjaParse, IntegerLiteralsBeyond64BitsAreAnError) {
+  EXPECT_NE(parse_error("{{ a.5555555555555555555555555 }}").find("does not fit in 64 bits"), std::string::npos);
+  EXPECT_NE(parse_error("{{ 99999999999999999999 }}").find("out of range"), std::string::npos);  // the lexer's
+  EXPECT_EQ(render("{{ 9223372036854775807 }}"), "9223372036854775807");
+  EXPECT_EQ(render("{{ 1e999 > 1e308 }}"), "True");
+}
+
 TEST(JinjaRender, MacrosRecursionIsBounded) {
   Template t;
   ASSERT_TRUE(Template::parse("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", &t).is_ok());
