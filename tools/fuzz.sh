@@ -10,6 +10,9 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 secs="${1:-20}"
 shift || true
+# A fixed seed by default, so that a run's mutations are the same on every
+# machine (a finding reproduces); SB_FUZZ_SEED=0 draws a random one.
+seed="${SB_FUZZ_SEED:-1}"
 out="$root/build/fuzz"
 mkdir -p "$out/obj"
 cxx=(clang++ -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -D_FILE_OFFSET_BITS=64 -I"$root"
@@ -67,7 +70,7 @@ for t in "${targets[@]}"; do
   seeds=0
   for d in ${corpus[$t]}; do cp "$d"/* "$work"/ && seeds=$((seeds + $(ls "$d" | wc -l))); done
   log="$out/$t.log"
-  if "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
+  if "$bin" -seed="$seed" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
       -artifact_prefix="$out/$t-crashes/" "$work" >"$log" 2>&1; then
     runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$')
     echo "fuzz $t: ${secs} s, ${runs:-?} runs, corpus $seeds seeds -> $(ls "$work" | wc -l) inputs, no crash"
