@@ -103,37 +103,24 @@ int hostile(int port, int k) {
       const std::string body =
           k % 8 == 3 ? json{{"prompt", "hi"}, {"max_tokens", 2}, {"cache_salt", std::string(8 << 20, 's')}}.dump()
                      : json{{"prompt", std::string(10 << 20, 'a')}, {"max_tokens", 2}}.dump();
-      int fd = connect_to(port);
-      if (fd < 0) return -1;
       // As a client that sends its body whatever the server says: the answer
       // comes before the body's end, or the connection is reset.
-      send_all(fd,
-               "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               "Authorization: Bearer " +
-                   std::string(kKey) + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
-      send_all(fd, body);
-      const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
-      ::close(fd);
-      return http_status(answer);
+      return http_status(exchange(port,
+                                  "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  "Authorization: Bearer " +
+                                      std::string(kKey) + "\r\nContent-Length: " + std::to_string(body.size()) +
+                                      "\r\n\r\n",
+                                  body, 1, std::chrono::seconds(10)));
     }
     case 5:
       return status(c.Post("/v1/completions", with_key(),
                            json{{"prompt", "hi"}, {"max_tokens", 2}, {"stop", {std::string(1 << 20, 'x')}}}.dump(),
                            "application/json"));
-    case 6: {  // a chunked upload without a key, meant to be 64 MB
-      int fd = connect_to(port);
-      if (fd < 0) return -1;
-      send_all(fd,
-               "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-               "application/json\r\n"
-               "Transfer-Encoding: chunked\r\n\r\n");
-      const std::string piece = chunk(std::string(1 << 20, 'a'));
-      for (int i = 0; i < 64 && send_all(fd, piece); ++i) {
-      }
-      const std::string answer = read_until_closed(fd, std::chrono::seconds(10));
-      ::close(fd);
-      return http_status(answer);
-    }
+    case 6:  // a chunked upload without a key, meant to be 64 MB
+      return http_status(exchange(port,
+                                  "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n",
+                                  chunk(std::string(1 << 20, 'a')), 64, std::chrono::seconds(10)));
     default:
       return status(c.Post("/v1/nothing-here", with_key(), std::string(1 << 20, '{'), "application/json"));
   }

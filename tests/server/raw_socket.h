@@ -59,6 +59,20 @@ inline std::string read_until_closed(int fd, std::chrono::milliseconds within) {
   }
 }
 
+// One raw exchange: `head`, then `piece` up to `times` times while the server
+// takes it, then what the server answers until it closes or `within`
+// passes ("" when the connection could not be made or nothing came back).
+inline std::string exchange(int port, const std::string& head, const std::string& piece, int times,
+                            std::chrono::milliseconds within) {
+  const int fd = connect_to(port);
+  if (fd < 0) return "";
+  bool open = send_all(fd, head);
+  for (int i = 0; i < times && open; ++i) open = send_all(fd, piece);
+  std::string answer = read_until_closed(fd, within);
+  ::close(fd);
+  return answer;
+}
+
 // The status of a raw HTTP/1.1 answer; 0 when there is none (the server
 // closed or reset the connection without answering).
 inline int http_status(const std::string& answer) {
