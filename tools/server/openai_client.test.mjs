@@ -107,7 +107,7 @@ test('a conversation with tools and tool results is accepted', async () => {
     assert.equal(call.function.name, 'get_weather');
     assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Paris' });
     // Streamed, the client's own accumulator sees the same call.
-    const runner = client.beta.chat.completions.stream({ model, messages, tools, max_tokens: 80, temperature: 0 });
+    const runner = client.chat.completions.stream({ model, messages, tools, max_tokens: 80, temperature: 0 });
     const final = await runner.finalChatCompletion();
     assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather');
     assert.deepEqual(JSON.parse(final.choices[0].message.tool_calls[0].function.arguments), { city: 'Paris' });
