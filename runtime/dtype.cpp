@@ -7,8 +7,26 @@ size_t dtype_size(DType dtype) {
     case DType::kF32: return 4;
     case DType::kBF16: return 2;
     case DType::kF16: return 2;
+    default: return 0;
   }
-  return 0;
+}
+
+DTypeBlock dtype_block(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0: return {32, 34};    // f16 scale, 32 int8
+    case DType::kQ4_0: return {32, 18};    // f16 scale, 32 4-bit
+    case DType::kQ4_K: return {256, 144};  // f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of 4-bit
+    case DType::kQ5_K: return {256, 176};  // as Q4_K plus 32 bytes of high bits
+    case DType::kQ6_K: return {256, 210};  // 128 low 4-bit, 64 high 2-bit, 16 int8 scales, f16 d
+    default: return {1, static_cast<int64_t>(dtype_size(dtype))};
+  }
+}
+
+bool dtype_is_quantized(DType dtype) { return dtype_block(dtype).elems > 1; }
+
+int64_t dtype_row_bytes(DType dtype, int64_t cols) {
+  const DTypeBlock b = dtype_block(dtype);
+  return cols / b.elems * b.bytes;
 }
 
 const char* dtype_name(DType dtype) {
@@ -16,6 +34,11 @@ const char* dtype_name(DType dtype) {
     case DType::kF32: return "f32";
     case DType::kBF16: return "bf16";
     case DType::kF16: return "f16";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "?";
 }

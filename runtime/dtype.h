@@ -14,10 +14,26 @@
 
 namespace sb {
 
-enum class DType : uint8_t { kF32 = 1, kBF16 = 2, kF16 = 3 };
+// The block-quantized types are GGML's (a row is a sequence of blocks, each a
+// scale or two and packed integers; docs/kernels.md): their values are what
+// GGUF files hold and what statebank quantize writes. The numbers are stored
+// in fingerprints and state schemas: never renumber.
+enum class DType : uint8_t { kF32 = 1, kBF16 = 2, kF16 = 3, kQ8_0 = 4, kQ4_0 = 5, kQ4_K = 6, kQ5_K = 7, kQ6_K = 8 };
 
+// A block-quantized type's block: `elems` values in `bytes` bytes. Element
+// types are blocks of one.
+struct DTypeBlock {
+  int64_t elems = 1;
+  int64_t bytes = 0;
+};
+DTypeBlock dtype_block(DType dtype);
+bool dtype_is_quantized(DType dtype);
+// Bytes of a row of `cols` values; cols must be a multiple of the block's elems.
+int64_t dtype_row_bytes(DType dtype, int64_t cols);
+
+// Bytes of one element; 0 for the block-quantized types (dtype_row_bytes).
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // "f32", "bf16", "f16"
+const char* dtype_name(DType dtype);  // "f32", "bf16", "f16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"
 
 // bf16 is the top half of an f32: widening is a shift (inline: the kernels'
 // scalar paths use it per element).
