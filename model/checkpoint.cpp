@@ -40,8 +40,8 @@ const char* safetensors_dtype_name(DType dtype) {
     case DType::kF32: return "F32";
     case DType::kBF16: return "BF16";
     case DType::kF16: return "F16";
+    default: return "?";  // safetensors holds no block-quantized types
   }
-  return "?";
 }
 
 uint64_t safetensors_nbytes(const SafetensorsEntry& e) {
