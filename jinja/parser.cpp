@@ -142,116 +142,132 @@ class Parser {
     auto s = std::make_unique<Stmt>();
     s->pos = pos;
     if (kw == "if") {
-      s->kind = Stmt::Kind::kIf;
-      ExprPtr cond = tuple_expr(true);
-      expect_block_end();
-      for (;;) {
-        Body b = statements({"elif", "else", "endif"});
-        s->branches.emplace_back(std::move(cond), std::move(b));
-        std::string end = expect_name();
-        if (end == "endif") break;
-        if (end == "elif") {
-          cond = tuple_expr(true);
-        } else {
-          cond = nullptr;
-          expect_block_end();
-          Body e = statements({"endif"});
-          s->branches.emplace_back(nullptr, std::move(e));
-          expect_name();
-          break;
-        }
-        expect_block_end();
-      }
-      expect_block_end();
+      if_statement(*s);
     } else if (kw == "for") {
-      s->kind = Stmt::Kind::kFor;
-      s->targets = assign_targets("in");
-      if (!skip_name("in")) fail("expected 'in'" + found());
-      s->expr = tuple_expr(false);
-      if (skip_name("if")) s->cond = expression(true);
-      if (is_name("recursive")) fail("recursive for loops are not supported");
-      expect_block_end();
-      s->body = statements({"else", "endfor"});
-      if (expect_name() == "else") {
-        expect_block_end();
-        s->else_body = statements({"endfor"});
-        expect_name();
-      }
-      expect_block_end();
+      for_statement(*s);
     } else if (kw == "set") {
-      std::string first = expect_name();
-      if (skip_op(".")) {
-        s->kind = Stmt::Kind::kSet;
-        s->targets = {first};
-        s->attr = expect_name();
-        expect_op("=");
-        s->expr = tuple_expr(true);
-      } else {
-        s->targets = {first};
-        while (skip_op(",")) s->targets.push_back(expect_name());
-        if (skip_op("=")) {
-          s->kind = Stmt::Kind::kSet;
-          s->expr = tuple_expr(true);
-        } else {
-          if (s->targets.size() != 1) fail("a block set takes one name");
-          if (is_op("|")) fail("filters on a block set are not supported");
-          s->kind = Stmt::Kind::kSetBlock;
-          expect_block_end();
-          s->body = statements({"endset"});
-          expect_name();
-        }
-      }
-      expect_block_end();
+      set_statement(*s);
     } else if (kw == "macro") {
-      s->kind = Stmt::Kind::kMacro;
-      auto m = std::make_unique<MacroNode>();
-      m->pos = pos;
-      m->name = expect_name();
-      expect_op("(");
-      while (!is_op(")")) {
-        m->params.push_back(expect_name());
-        m->defaults.push_back(skip_op("=") ? expression(true) : nullptr);
-        if (!skip_op(",")) break;
-      }
-      expect_op(")");
-      expect_block_end();
-      macros_.insert(m->name);
-      m->body = statements({"endmacro"});
-      expect_name();
-      expect_block_end();
-      s->macro = std::move(m);
+      macro_statement(*s);
     } else if (kw == "break" || kw == "continue") {
       s->kind = kw == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue;
       expect_block_end();
     } else if (kw == "filter") {
       s->kind = Stmt::Kind::kFilterBlock;
       s->expr = filters(nullptr);
-      expect_block_end();
-      s->body = statements({"endfilter"});
-      expect_name();
-      expect_block_end();
+      s->body = block_body("endfilter");
     } else if (kw == "with") {
-      s->kind = Stmt::Kind::kWith;
-      while (cur().type != Tok::kBlockEnd) {
-        s->targets.push_back(expect_name());
-        expect_op("=");
-        s->values.push_back(expression(true));
-        if (!skip_op(",")) break;
-      }
-      expect_block_end();
-      s->body = statements({"endwith"});
-      expect_name();
-      expect_block_end();
+      with_statement(*s);
     } else if (kw == "generation") {
       s->kind = Stmt::Kind::kPassThrough;
-      expect_block_end();
-      s->body = statements({"endgeneration"});
-      expect_name();
-      expect_block_end();
+      s->body = block_body("endgeneration");
     } else {
       throw TemplateError(pos, "the statement {% " + kw + " %} is not supported");
     }
     return s;
+  }
+
+  // The rest of an opening tag, the body, and the closing tag `end`.
+  Body block_body(const char* end) {
+    expect_block_end();
+    Body body = statements({end});
+    expect_name();
+    expect_block_end();
+    return body;
+  }
+
+  void if_statement(Stmt& s) {
+    s.kind = Stmt::Kind::kIf;
+    ExprPtr cond = tuple_expr(true);
+    expect_block_end();
+    for (;;) {
+      Body b = statements({"elif", "else", "endif"});
+      s.branches.emplace_back(std::move(cond), std::move(b));
+      std::string end = expect_name();
+      if (end == "endif") break;
+      if (end == "elif") {
+        cond = tuple_expr(true);
+      } else {
+        cond = nullptr;
+        expect_block_end();
+        Body e = statements({"endif"});
+        s.branches.emplace_back(nullptr, std::move(e));
+        expect_name();
+        break;
+      }
+      expect_block_end();
+    }
+    expect_block_end();
+  }
+
+  void for_statement(Stmt& s) {
+    s.kind = Stmt::Kind::kFor;
+    s.targets = assign_targets("in");
+    if (!skip_name("in")) fail("expected 'in'" + found());
+    s.expr = tuple_expr(false);
+    if (skip_name("if")) s.cond = expression(true);
+    if (is_name("recursive")) fail("recursive for loops are not supported");
+    expect_block_end();
+    s.body = statements({"else", "endfor"});
+    if (expect_name() == "else") {
+      expect_block_end();
+      s.else_body = statements({"endfor"});
+      expect_name();
+    }
+    expect_block_end();
+  }
+
+  // {% set a.b = x %}, {% set a, b = x %} or the block form {% set a %}...{% endset %}.
+  void set_statement(Stmt& s) {
+    std::string first = expect_name();
+    s.targets = {first};
+    if (skip_op(".")) {
+      s.kind = Stmt::Kind::kSet;
+      s.attr = expect_name();
+      expect_op("=");
+      s.expr = tuple_expr(true);
+      expect_block_end();
+      return;
+    }
+    while (skip_op(",")) s.targets.push_back(expect_name());
+    if (skip_op("=")) {
+      s.kind = Stmt::Kind::kSet;
+      s.expr = tuple_expr(true);
+      expect_block_end();
+      return;
+    }
+    if (s.targets.size() != 1) fail("a block set takes one name");
+    if (is_op("|")) fail("filters on a block set are not supported");
+    s.kind = Stmt::Kind::kSetBlock;
+    s.body = block_body("endset");
+  }
+
+  void macro_statement(Stmt& s) {
+    s.kind = Stmt::Kind::kMacro;
+    auto m = std::make_unique<MacroNode>();
+    m->pos = s.pos;
+    m->name = expect_name();
+    expect_op("(");
+    while (!is_op(")")) {
+      m->params.push_back(expect_name());
+      m->defaults.push_back(skip_op("=") ? expression(true) : nullptr);
+      if (!skip_op(",")) break;
+    }
+    expect_op(")");
+    macros_.insert(m->name);
+    m->body = block_body("endmacro");
+    s.macro = std::move(m);
+  }
+
+  void with_statement(Stmt& s) {
+    s.kind = Stmt::Kind::kWith;
+    while (cur().type != Tok::kBlockEnd) {
+      s.targets.push_back(expect_name());
+      expect_op("=");
+      s.values.push_back(expression(true));
+      if (!skip_op(",")) break;
+    }
+    s.body = block_body("endwith");
   }
 
   std::vector<std::string> assign_targets(const char* end) {

@@ -294,16 +294,8 @@ class Interpreter {
         for (const auto& a : e.args) items.push_back(eval(*a));
         return make_list(items, e.pos);
       }
-      case Expr::Kind::kDict: {
-        Json d = Json::object();
-        for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-          Value k = eval(*e.args[i]), v = eval(*e.args[i + 1]);
-          if (!k.is_string()) throw TemplateError(e.args[i]->pos, "dict keys must be strings here");
-          if (!v.is_data()) throw TemplateError(e.args[i + 1]->pos, "a dict here cannot hold this value");
-          d[k.str_ref()] = v.json();
-        }
-        return Value(std::move(d));
-      }
+      case Expr::Kind::kDict:
+        return eval_dict(e);
       case Expr::Kind::kAttr: {
         Value obj = eval(*e.args[0]);
         if (obj.kind() == Value::Kind::kLoop) return loop_attr(*obj.loop(), e.name, e.pos);
@@ -322,28 +314,12 @@ class Interpreter {
       }
       case Expr::Kind::kCall:
         return eval_call(e);
-      case Expr::Kind::kFilter: {
-        Value operand = eval(*e.args[0]);
-        std::vector<Value> args;
-        Kwargs kwargs;
-        eval_args(e, 1, &args, &kwargs);
-        return apply_filter(e.name, operand, args, kwargs, e.pos);
-      }
-      case Expr::Kind::kTest: {
-        Value operand = eval(*e.args[0]);
-        std::vector<Value> args;
-        Kwargs kwargs;
-        eval_args(e, 1, &args, &kwargs);
-        bool r = apply_test(e.name, operand, args, e.pos);
-        return Value(Json(e.negated ? !r : r));
-      }
+      case Expr::Kind::kFilter:
+      case Expr::Kind::kTest:
+        return eval_filter_or_test(e);
       case Expr::Kind::kNeg:
-      case Expr::Kind::kPos: {
-        Value v = eval(*e.args[0]);
-        if (!v.is_number()) throw TemplateError(e.pos, "bad operand type for unary " + std::string(e.kind == Expr::Kind::kNeg ? "-" : "+"));
-        if (e.kind == Expr::Kind::kPos) return v;
-        return binary_op("-", Value(Json(0)), v, e.pos);
-      }
+      case Expr::Kind::kPos:
+        return eval_sign(e);
       case Expr::Kind::kNot:
         return Value(Json(!truthy(eval(*e.args[0]))));
       case Expr::Kind::kAnd: {
@@ -361,20 +337,54 @@ class Interpreter {
         for (const auto& a : e.args) s += py_str(eval(*a));
         return Value(Json(std::move(s)));
       }
-      case Expr::Kind::kCompare: {
-        Value left = eval(*e.args[0]);
-        for (size_t i = 0; i < e.ops.size(); ++i) {
-          Value right = eval(*e.args[i + 1]);
-          if (!compare_op(e.ops[i], left, right, e.pos)) return Value(Json(false));
-          left = std::move(right);
-        }
-        return Value(Json(true));
-      }
+      case Expr::Kind::kCompare:
+        return eval_compare(e);
       case Expr::Kind::kCond:
         if (truthy(eval(*e.args[1]))) return eval(*e.args[0]);
         return e.args[2] ? eval(*e.args[2]) : Value::undefined("the condition was false and there is no else");
     }
     throw TemplateError(e.pos, "unknown expression");
+  }
+
+  Value eval_dict(const Expr& e) {
+    Json d = Json::object();
+    for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+      Value k = eval(*e.args[i]), v = eval(*e.args[i + 1]);
+      if (!k.is_string()) throw TemplateError(e.args[i]->pos, "dict keys must be strings here");
+      if (!v.is_data()) throw TemplateError(e.args[i + 1]->pos, "a dict here cannot hold this value");
+      d[k.str_ref()] = v.json();
+    }
+    return Value(std::move(d));
+  }
+
+  Value eval_filter_or_test(const Expr& e) {
+    Value operand = eval(*e.args[0]);
+    std::vector<Value> args;
+    Kwargs kwargs;
+    eval_args(e, 1, &args, &kwargs);
+    if (e.kind == Expr::Kind::kFilter) return apply_filter(e.name, operand, args, kwargs, e.pos);
+    bool r = apply_test(e.name, operand, args, e.pos);
+    return Value(Json(e.negated ? !r : r));
+  }
+
+  // Unary - and +.
+  Value eval_sign(const Expr& e) {
+    Value v = eval(*e.args[0]);
+    const bool neg = e.kind == Expr::Kind::kNeg;
+    if (!v.is_number()) throw TemplateError(e.pos, "bad operand type for unary " + std::string(neg ? "-" : "+"));
+    if (!neg) return v;
+    return binary_op("-", Value(Json(0)), v, e.pos);
+  }
+
+  // A chain such as a < b <= c: true when every comparison holds, each operand evaluated once.
+  Value eval_compare(const Expr& e) {
+    Value left = eval(*e.args[0]);
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      Value right = eval(*e.args[i + 1]);
+      if (!compare_op(e.ops[i], left, right, e.pos)) return Value(Json(false));
+      left = std::move(right);
+    }
+    return Value(Json(true));
   }
 
   Value eval_call(const Expr& e) {
