@@ -157,106 +157,118 @@ Status RedisConnection::fail(std::string why, bool timed_out) {
   return Status::io_error(std::move(why));
 }
 
+// Each command formatted on its own, so a large value is copied once (into
+// its command) and the pipeline goes out with one sendmsg per kMaxIov commands.
+struct RedisConnection::Pipeline {
+  struct Formatted {
+    char* data = nullptr;
+    size_t size = 0;
+  };
+  std::vector<Formatted> commands;
+  size_t next = 0;    // the first command not wholly sent
+  size_t offset = 0;  // bytes of it already sent
+
+  ~Pipeline() {
+    for (auto& f : commands) redisFreeCommand(f.data);
+  }
+  Status format(std::span<const RedisCommand> in) {
+    commands.reserve(in.size());
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& cmd : in) {
+      argv.clear();
+      lens.clear();
+      for (std::string_view a : cmd) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+      }
+      char* text = nullptr;
+      int n = redisFormatCommandArgv(&text, static_cast<int>(argv.size()), argv.data(), lens.data());
+      if (n < 0 || !text) return Status::internal("cannot format a redis command");
+      commands.push_back({text, static_cast<size_t>(n)});
+    }
+    return Status::ok();
+  }
+  bool all_sent() const { return next == commands.size(); }
+  void advance(size_t sent) {
+    while (sent > 0) {
+      const size_t here = commands[next].size - offset;
+      if (sent < here) {
+        offset += sent;
+        return;
+      }
+      sent -= here;
+      ++next;
+      offset = 0;
+    }
+  }
+};
+
 Status RedisConnection::exchange(std::span<const RedisCommand> commands, RedisDeadline deadline,
                                  std::vector<RedisReplyPtr>* replies) {
   replies->clear();
   if (broken_) return Status::io_error("redis connection is broken");
   if (commands.empty()) return Status::ok();
-
-  // Each command formatted on its own, so a large value is copied once (into
-  // its command) and the pipeline goes out with one sendmsg per 64 commands.
-  struct Formatted {
-    char* data = nullptr;
-    size_t size = 0;
-  };
-  std::vector<Formatted> out;
-  out.reserve(commands.size());
-  struct FreeAll {
-    std::vector<Formatted>* v;
-    ~FreeAll() {
-      for (auto& f : *v) redisFreeCommand(f.data);
-    }
-  } free_all{&out};
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& cmd : commands) {
-    argv.clear();
-    lens.clear();
-    for (std::string_view a : cmd) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    char* text = nullptr;
-    int n = redisFormatCommandArgv(&text, static_cast<int>(argv.size()), argv.data(), lens.data());
-    if (n < 0 || !text) return Status::internal("cannot format a redis command");
-    out.push_back({text, static_cast<size_t>(n)});
-  }
-
-  const int fd = context_->fd;
-  size_t chunk = 0, offset = 0;  // the first byte not sent yet
+  Pipeline pipeline;
+  SB_RETURN_IF_ERROR(pipeline.format(commands));
   replies->reserve(commands.size());
-  while (chunk < out.size() || replies->size() < commands.size()) {
+  while (!pipeline.all_sent() || replies->size() < commands.size()) {
     const int ms = millis_left(deadline);
     if (ms <= 0)
       return fail("redis did not answer " + std::to_string(commands.size()) + " commands in time (" +
                       std::to_string(replies->size()) + " replies came)",
                   true);
-    pollfd p{fd, static_cast<short>(POLLIN | (chunk < out.size() ? POLLOUT : 0)), 0};
+    pollfd p{context_->fd, static_cast<short>(POLLIN | (pipeline.all_sent() ? 0 : POLLOUT)), 0};
     const int ready = ::poll(&p, 1, ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
       return fail(std::string("redis: poll: ") + std::strerror(errno), false);
     }
     if (ready == 0) continue;  // the deadline check above ends it
-    if ((p.revents & POLLOUT) && chunk < out.size()) {
-      iovec iov[kMaxIov];
-      int n_iov = 0;
-      for (size_t i = chunk; i < out.size() && n_iov < kMaxIov; ++i, ++n_iov) {
-        const size_t skip = i == chunk ? offset : 0;
-        iov[n_iov].iov_base = out[i].data + skip;
-        iov[n_iov].iov_len = out[i].size - skip;
-      }
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = static_cast<size_t>(n_iov);
-      ssize_t sent = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return fail(std::string("redis: send: ") + std::strerror(errno), false);
-      if (sent > 0) {
-        bytes_sent_ += static_cast<uint64_t>(sent);
-        size_t left = static_cast<size_t>(sent);
-        while (left > 0) {
-          const size_t here = out[chunk].size - offset;
-          if (left < here) {
-            offset += left;
-            left = 0;
-          } else {
-            left -= here;
-            ++chunk;
-            offset = 0;
-          }
-        }
-      }
-    }
-    if (p.revents & (POLLIN | POLLERR | POLLHUP)) {
-      ssize_t got = ::recv(fd, read_buffer_.data(), read_buffer_.size(), MSG_DONTWAIT);
-      if (got == 0) return fail("redis closed the connection", false);
-      if (got < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-          return fail(std::string("redis: recv: ") + std::strerror(errno), false);
-        continue;
-      }
-      bytes_received_ += static_cast<uint64_t>(got);
-      if (redisReaderFeed(context_->reader, read_buffer_.data(), static_cast<size_t>(got)) != REDIS_OK)
-        return fail(std::string("redis: ") + context_->reader->errstr, false);
-      while (replies->size() < commands.size()) {
-        void* reply = nullptr;
-        if (redisReaderGetReply(context_->reader, &reply) != REDIS_OK)
-          return fail(std::string("redis protocol error: ") + context_->reader->errstr, false);
-        if (!reply) break;
-        replies->emplace_back(static_cast<redisReply*>(reply));
-      }
-    }
+    if ((p.revents & POLLOUT) && !pipeline.all_sent()) SB_RETURN_IF_ERROR(send_some(pipeline));
+    if (p.revents & (POLLIN | POLLERR | POLLHUP)) SB_RETURN_IF_ERROR(receive_some(commands.size(), replies));
+  }
+  return Status::ok();
+}
+
+Status RedisConnection::send_some(Pipeline& pipeline) {
+  iovec iov[kMaxIov];
+  int n_iov = 0;
+  for (size_t i = pipeline.next; i < pipeline.commands.size() && n_iov < kMaxIov; ++i, ++n_iov) {
+    const size_t skip = i == pipeline.next ? pipeline.offset : 0;
+    iov[n_iov].iov_base = pipeline.commands[i].data + skip;
+    iov[n_iov].iov_len = pipeline.commands[i].size - skip;
+  }
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<size_t>(n_iov);
+  ssize_t sent = ::sendmsg(context_->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    return fail(std::string("redis: send: ") + std::strerror(errno), false);
+  if (sent > 0) {
+    bytes_sent_ += static_cast<uint64_t>(sent);
+    pipeline.advance(static_cast<size_t>(sent));
+  }
+  return Status::ok();
+}
+
+Status RedisConnection::receive_some(size_t expected, std::vector<RedisReplyPtr>* replies) {
+  ssize_t got = ::recv(context_->fd, read_buffer_.data(), read_buffer_.size(), MSG_DONTWAIT);
+  if (got == 0) return fail("redis closed the connection", false);
+  if (got < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return fail(std::string("redis: recv: ") + std::strerror(errno), false);
+    return Status::ok();
+  }
+  bytes_received_ += static_cast<uint64_t>(got);
+  if (redisReaderFeed(context_->reader, read_buffer_.data(), static_cast<size_t>(got)) != REDIS_OK)
+    return fail(std::string("redis: ") + context_->reader->errstr, false);
+  while (replies->size() < expected) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(context_->reader, &reply) != REDIS_OK)
+      return fail(std::string("redis protocol error: ") + context_->reader->errstr, false);
+    if (!reply) break;
+    replies->emplace_back(static_cast<redisReply*>(reply));
   }
   return Status::ok();
 }

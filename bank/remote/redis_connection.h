@@ -82,6 +82,11 @@ class RedisConnection {
  private:
   explicit RedisConnection(redisContext* context) : context_(context) {}
   Status fail(std::string why, bool timed_out);
+  struct Pipeline;  // one exchange's commands, formatted, and how much of them is sent
+  // Sends what the socket takes now; non-blocking.
+  Status send_some(Pipeline& pipeline);
+  // Reads what has arrived and parses replies until `expected` are in; non-blocking.
+  Status receive_some(size_t expected, std::vector<RedisReplyPtr>* replies);
 
   redisContext* context_;
   bool broken_ = false;

@@ -443,6 +443,12 @@ void RedisTier::probe() {
   if (!fresh_failure.empty()) log("still unavailable: " + fresh_failure);
 }
 
+struct RedisTier::WriteRound {
+  std::vector<std::string> images;
+  std::vector<RedisCommand> commands;
+  std::vector<size_t> image_of;  // per command: index in images, or npos for an EXPIRE
+};
+
 void RedisTier::write_batch(std::vector<Job>& jobs) {
   std::vector<std::string> names;
   names.reserve(jobs.size());
@@ -473,55 +479,61 @@ void RedisTier::write_batch(std::vector<Job>& jobs) {
     std::lock_guard<std::mutex> l(mu_);
     for (size_t i = 0; i < deletes; ++i) stats_.deleted += is_integer_one(replies[i].get()) ? 1 : 0;
   }
-  // Round trip 2: SET what is missing; refresh the expiry of the rest.
-  std::vector<std::string> images;
-  images.reserve(puts.size());
-  std::vector<RedisCommand> second;
-  std::vector<size_t> image_of;  // per command in `second`: index in images, or npos for EXPIRE
+  WriteRound round;
+  if (!plan_writes(jobs, names, puts, deletes, replies, &round) || round.commands.empty()) return;
+  if (!call(round.commands, &replies).is_ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.dropped_puts += round.images.size();
+    return;
+  }
+  count_write_replies(round, replies);
+}
+
+bool RedisTier::plan_writes(const std::vector<Job>& jobs, const std::vector<std::string>& names,
+                            const std::vector<size_t>& puts, size_t deletes, const std::vector<RedisReplyPtr>& exists,
+                            WriteRound* round) {
+  round->images.reserve(puts.size());
   uint64_t skipped = 0;
   for (size_t k = 0; k < puts.size(); ++k) {
     const Job& j = jobs[puts[k]];
-    const redisReply* r = replies[deletes + k].get();
+    const std::string& name = names[puts[k]];
+    const redisReply* r = exists[deletes + k].get();
     if (r->type == REDIS_REPLY_ERROR) {
       trip(Status::io_error("redis: " + error_text(r)));
       std::lock_guard<std::mutex> l(mu_);
       stats_.dropped_puts += puts.size();
-      return;
+      return false;
     }
     if (is_integer_one(r)) {
       ++skipped;
       if (!ttl_text_.empty()) {
-        second.push_back({"EXPIRE", names[puts[k]], ttl_text_});
-        image_of.push_back(std::string::npos);
+        round->commands.push_back({"EXPIRE", name, ttl_text_});
+        round->image_of.push_back(std::string::npos);
       }
       continue;
     }
-    images.push_back(seal(options_.secret, names[puts[k]], encode_object(*j.object, j.retention, schema_digest_)));
-    const std::string_view value(images.back());
+    round->images.push_back(seal(options_.secret, name, encode_object(*j.object, j.retention, schema_digest_)));
+    const std::string_view value(round->images.back());
     if (ttl_text_.empty())
-      second.push_back({"SET", names[puts[k]], value});
+      round->commands.push_back({"SET", name, value});
     else
-      second.push_back({"SET", names[puts[k]], value, "EX", ttl_text_});
-    image_of.push_back(images.size() - 1);
+      round->commands.push_back({"SET", name, value, "EX", ttl_text_});
+    round->image_of.push_back(round->images.size() - 1);
   }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stats_.skipped_writes += skipped;
-  }
-  if (second.empty()) return;
-  if (!call(second, &replies).is_ok()) {
-    std::lock_guard<std::mutex> l(mu_);
-    stats_.dropped_puts += images.size();
-    return;
-  }
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.skipped_writes += skipped;
+  return true;
+}
+
+void RedisTier::count_write_replies(const WriteRound& round, const std::vector<RedisReplyPtr>& replies) {
   std::string refused;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (size_t c = 0; c < second.size(); ++c) {
+    for (size_t c = 0; c < round.commands.size(); ++c) {
       const redisReply* r = replies[c].get();
-      if (image_of[c] == std::string::npos) continue;
+      if (round.image_of[c] == std::string::npos) continue;
       if (r->type == REDIS_REPLY_STATUS) {
-        stats_.tier.bytes_written += images[image_of[c]].size();
+        stats_.tier.bytes_written += round.images[round.image_of[c]].size();
       } else {
         ++stats_.write_errors;
         refused = error_text(r);

@@ -180,7 +180,14 @@ class RedisTier : public Tier {
   // Drops every waiting write (counted as dropped puts) and wakes flush(); under mu_.
   void drop_queue();
   void probe();
+  // Two round trips: deletions and which objects Redis lacks, then SET of
+  // those (EXPIRE of the rest). A failed trip drops the batch's puts.
   void write_batch(std::vector<Job>& jobs);
+  struct WriteRound;  // round trip 2's commands and the sealed images they send
+  // Round trip 2's commands from round trip 1's EXISTS replies; false when Redis answered an error.
+  bool plan_writes(const std::vector<Job>& jobs, const std::vector<std::string>& names, const std::vector<size_t>& puts,
+                   size_t deletes, const std::vector<RedisReplyPtr>& exists, WriteRound* round);
+  void count_write_replies(const WriteRound& round, const std::vector<RedisReplyPtr>& replies);
   void log(const std::string& message) const;
 
   // Constant after open.
