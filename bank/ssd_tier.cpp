@@ -94,23 +94,7 @@ std::string SsdTier::object_path(ObjectKind kind, const Key& key) const {
 Status SsdTier::open_dir() {
   const std::string& dir = options_.dir;
   const bool writable = options_.mode == SsdMode::kOn;
-  if (writable) {
-    // mkdir -p of the configured directory. A directory made here is only
-    // durable once its parent is synced.
-    for (size_t at = 1; at <= dir.size(); ++at) {
-      if (at != dir.size() && dir[at] != '/') continue;
-      const std::string part = dir.substr(0, at);
-      FileInfo info;
-      if (fs_->stat(part, &info).is_ok()) continue;
-      SB_RETURN_IF_ERROR(fs_->mkdir(part));
-      const size_t slash = part.rfind('/');
-      SB_RETURN_IF_ERROR(fs_->sync_dir(slash == std::string::npos ? "." : slash == 0 ? "/" : part.substr(0, slash)));
-    }
-  } else {
-    FileInfo info;
-    Status s = fs_->stat(dir, &info);
-    if (!s.is_ok() || !info.is_dir) return Status::not_found("no bank directory at " + dir);
-  }
+  SB_RETURN_IF_ERROR(writable ? make_dir_durably(dir) : expect_dir(dir));
   Status ls = fs_->lock(dir + "/LOCK", writable, &lock_);
   if (!ls.is_ok()) {
     if (ls.message().find("held by another process") != std::string::npos)
@@ -128,7 +112,46 @@ Status SsdTier::open_dir() {
     SB_RETURN_IF_ERROR(fs_->sync_dir(dir + "/v2"));
     SB_RETURN_IF_ERROR(fs_->sync_dir(dir));
   }
+  SB_RETURN_IF_ERROR(note_other_versions());
+  SB_RETURN_IF_ERROR(scan_objects());
+  log_open_summary();
+  if (!writable) return Status::ok();
+  std::vector<Quarantined> expired;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    expired = take_expired_locked();
+  }
+  remove_quarantined(expired);
+  if (budget_ && index_.bytes() + quarantine_bytes_ > budget_) {
+    uint64_t n = 0, b = 0;
+    SB_RETURN_IF_ERROR(evict_to(budget_, &n, &b));
+  }
+  return Status::ok();
+}
 
+// mkdir -p. A directory made here is only durable once its parent is synced.
+Status SsdTier::make_dir_durably(const std::string& dir) {
+  for (size_t at = 1; at <= dir.size(); ++at) {
+    if (at != dir.size() && dir[at] != '/') continue;
+    const std::string part = dir.substr(0, at);
+    FileInfo info;
+    if (fs_->stat(part, &info).is_ok()) continue;
+    SB_RETURN_IF_ERROR(fs_->mkdir(part));
+    const size_t slash = part.rfind('/');
+    SB_RETURN_IF_ERROR(fs_->sync_dir(slash == std::string::npos ? "." : slash == 0 ? "/" : part.substr(0, slash)));
+  }
+  return Status::ok();
+}
+
+Status SsdTier::expect_dir(const std::string& dir) {
+  FileInfo info;
+  Status s = fs_->stat(dir, &info);
+  if (!s.is_ok() || !info.is_dir) return Status::not_found("no bank directory at " + dir);
+  return Status::ok();
+}
+
+Status SsdTier::note_other_versions() {
+  const std::string& dir = options_.dir;
   OtherVersions other;
   SB_RETURN_IF_ERROR(find_other_versions(fs_, dir, &other));
   extra_.old_format_files = other.v1_files;
@@ -141,7 +164,11 @@ Status SsdTier::open_dir() {
         std::to_string(kObjectFormatVersion) + ")");
     ++extra_.ignored_files;
   }
+  return Status::ok();
+}
 
+// Fills the index from the fan-out directories and the quarantine; sets the budget.
+Status SsdTier::scan_objects() {
   std::vector<std::pair<int64_t, SsdEntry>> found;
   std::vector<std::string> subs;
   Status s = fs_->list(objects_dir(), &subs);
@@ -161,26 +188,18 @@ Status SsdTier::open_dir() {
   scan_quarantine();
   index_.load(std::move(found));
   set_limits();
-  std::string summary = "opened " + dir + " (" + ssd_mode_name(options_.mode) + "): " + std::to_string(index_.size()) +
-                        " objects, " + std::to_string(index_.bytes()) + " bytes";
+  return Status::ok();
+}
+
+void SsdTier::log_open_summary() {
+  std::string summary = "opened " + options_.dir + " (" + ssd_mode_name(options_.mode) +
+                        "): " + std::to_string(index_.size()) + " objects, " + std::to_string(index_.bytes()) +
+                        " bytes";
   if (budget_) summary += ", budget " + std::to_string(budget_) + " bytes";
   if (extra_.temp_removed) summary += ", removed " + std::to_string(extra_.temp_removed) + " temporary files";
   if (tier_.quarantined) summary += ", quarantined " + std::to_string(tier_.quarantined) + " damaged files";
   if (extra_.ignored_files) summary += ", ignored " + std::to_string(extra_.ignored_files) + " foreign or newer files";
   log(summary);
-  if (writable) {
-    std::vector<Quarantined> expired;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      expired = take_expired_locked();
-    }
-    remove_quarantined(expired);
-    if (budget_ && index_.bytes() + quarantine_bytes_ > budget_) {
-      uint64_t n = 0, b = 0;
-      SB_RETURN_IF_ERROR(evict_to(budget_, &n, &b));
-    }
-  }
-  return Status::ok();
 }
 
 void SsdTier::set_limits() {
@@ -594,62 +613,13 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
   // and only then delete the rest of the victims.
   std::vector<Quarantined> files;
   std::vector<SsdEntry> victims;
-  Status s;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    files = take_expired_locked();
-    if (budget_ && size > budget_)
-      s = Status::exhausted("object of " + std::to_string(size) + " bytes exceeds the SSD budget of " +
-                            std::to_string(budget_));
-    else if (budget_) {
-      pick_victims_locked(budget_, size, &files, &victims);
-      // Only objects the eviction guard protects are left to evict: a pinned
-      // object may still go over the budget, nothing else may.
-      if (index_.bytes() - index_.doomed_bytes() + quarantine_bytes_ + reserved_bytes_ + size > budget_ &&
-          !guarded_locked(job.object->kind, job.object->key))
-        s = Status::exhausted("the SSD budget is held by pinned objects");
-    }
-    reserved_bytes_ += size;
-  }
+  Status s = reserve_for_write(job, size, &files, &victims);
   remove_quarantined(files);
   size_t evicted = 0;  // victims[0, evicted) are gone
   bool skipped = false;
   if (s.is_ok() && reserve_ > 0) {
-    SpaceInfo space;
-    if (fs_->space(options_.dir, &space).is_ok() && space.free_bytes < size + reserve_) {
-      const uint64_t need = size + reserve_ - space.free_bytes;
-      uint64_t evictable;
-      {
-        // What this writer could free: its victims and every entry no other
-        // writer has doomed. Nothing is deleted when even that is too little.
-        std::lock_guard<std::mutex> l(mu_);
-        evictable = index_.bytes() - index_.doomed_bytes();
-        for (const auto& v : victims) evictable += v.bytes;
-      }
-      uint64_t freed = 0;
-      while (freed < need && evictable >= need) {
-        if (evicted == victims.size()) {
-          SsdEntry more;
-          bool got;
-          {
-            std::lock_guard<std::mutex> l(mu_);
-            got = index_.doom_next([&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); }, &more);
-          }
-          if (!got) break;
-          victims.push_back(more);
-        }
-        if (evict(victims[evicted])) freed += victims[evicted].bytes;
-        ++evicted;
-      }
-      if (freed < need) {
-        s = Status::exhausted("the file system of " + options_.dir + " has " + std::to_string(space.free_bytes) +
-                              " bytes free; writing " + std::to_string(size) + " more would break the reserve of " +
-                              std::to_string(reserve_));
-        skipped = true;
-        std::lock_guard<std::mutex> l(mu_);
-        ++extra_.skipped_no_space;
-      }
-    }
+    s = make_room_on_disk(size, &victims, &evicted);
+    skipped = !s.is_ok();
   }
   if (s.is_ok()) s = write_object(job, size);
   {
@@ -657,17 +627,7 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
     reserved_bytes_ -= size;
     pending_.erase(std::make_pair(job.object->kind, job.object->key));
     if (s.is_ok()) {
-      SsdEntry e;
-      e.kind = job.object->kind;
-      e.key = job.object->key;
-      e.bytes = size;
-      e.retention = job.retention;
-      e.position = job.object->position;
-      e.parent = job.object->parent;
-      e.tokens = static_cast<uint32_t>(job.object->tokens.size());
-      e.last_use_ms = wall_now_ms();
-      index_.insert(e);
-      tier_.bytes_written += size;
+      publish_locked(job, size);
     } else {
       // The victims not yet deleted stay published.
       for (size_t i = evicted; i < victims.size(); ++i) index_.undoom(victims[i].kind, victims[i].key);
@@ -677,17 +637,88 @@ void SsdTier::write_one(const Job& job, uint64_t size) {
   }
   if (s.is_ok())
     for (size_t i = evicted; i < victims.size(); ++i) evict(victims[i]);
-  if (!s.is_ok()) {
-    // One line per distinct failure, not one per object.
-    std::string m = s.to_string();
-    bool fresh;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      fresh = m != last_logged_error_;
-      last_logged_error_ = m;
-    }
-    if (fresh) log("write failed, object not stored: " + m);
+  if (!s.is_ok()) log_write_failure(s);
+}
+
+Status SsdTier::reserve_for_write(const Job& job, uint64_t size, std::vector<Quarantined>* files,
+                                  std::vector<SsdEntry>* victims) {
+  Status s;
+  std::lock_guard<std::mutex> l(mu_);
+  *files = take_expired_locked();
+  if (budget_ && size > budget_) {
+    s = Status::exhausted("object of " + std::to_string(size) + " bytes exceeds the SSD budget of " +
+                          std::to_string(budget_));
+  } else if (budget_) {
+    pick_victims_locked(budget_, size, files, victims);
+    // Only objects the eviction guard protects are left to evict: a pinned
+    // object may still go over the budget, nothing else may.
+    if (index_.bytes() - index_.doomed_bytes() + quarantine_bytes_ + reserved_bytes_ + size > budget_ &&
+        !guarded_locked(job.object->kind, job.object->key))
+      s = Status::exhausted("the SSD budget is held by pinned objects");
   }
+  reserved_bytes_ += size;
+  return s;
+}
+
+Status SsdTier::make_room_on_disk(uint64_t size, std::vector<SsdEntry>* victims, size_t* evicted) {
+  SpaceInfo space;
+  if (!fs_->space(options_.dir, &space).is_ok() || space.free_bytes >= size + reserve_) return Status::ok();
+  const uint64_t need = size + reserve_ - space.free_bytes;
+  uint64_t evictable;
+  {
+    // What this writer could free: its victims and every entry no other
+    // writer has doomed. Nothing is deleted when even that is too little.
+    std::lock_guard<std::mutex> l(mu_);
+    evictable = index_.bytes() - index_.doomed_bytes();
+    for (const auto& v : *victims) evictable += v.bytes;
+  }
+  uint64_t freed = 0;
+  while (freed < need && evictable >= need) {
+    if (*evicted == victims->size()) {
+      SsdEntry more;
+      bool got;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        got = index_.doom_next([&](const SsdEntry& e) { return !guarded_locked(e.kind, e.key); }, &more);
+      }
+      if (!got) break;
+      victims->push_back(more);
+    }
+    if (evict((*victims)[*evicted])) freed += (*victims)[*evicted].bytes;
+    ++*evicted;
+  }
+  if (freed >= need) return Status::ok();
+  std::lock_guard<std::mutex> l(mu_);
+  ++extra_.skipped_no_space;
+  return Status::exhausted("the file system of " + options_.dir + " has " + std::to_string(space.free_bytes) +
+                           " bytes free; writing " + std::to_string(size) + " more would break the reserve of " +
+                           std::to_string(reserve_));
+}
+
+void SsdTier::publish_locked(const Job& job, uint64_t size) {
+  SsdEntry e;
+  e.kind = job.object->kind;
+  e.key = job.object->key;
+  e.bytes = size;
+  e.retention = job.retention;
+  e.position = job.object->position;
+  e.parent = job.object->parent;
+  e.tokens = static_cast<uint32_t>(job.object->tokens.size());
+  e.last_use_ms = wall_now_ms();
+  index_.insert(e);
+  tier_.bytes_written += size;
+}
+
+// One line per distinct failure, not one per object.
+void SsdTier::log_write_failure(const Status& s) {
+  std::string m = s.to_string();
+  bool fresh;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    fresh = m != last_logged_error_;
+    last_logged_error_ = m;
+  }
+  if (fresh) log("write failed, object not stored: " + m);
 }
 
 void SsdTier::writer_loop() {

@@ -178,10 +178,24 @@ class SsdTier : public Tier {
   };
   explicit SsdTier(SsdOptions options);
   Status open_dir();
+  Status make_dir_durably(const std::string& dir);
+  Status expect_dir(const std::string& dir);
+  Status note_other_versions();  // logs and counts v1 banks and newer formats beside ours
+  Status scan_objects();
+  void log_open_summary();
   Status scan_fanout(const std::string& sub, std::vector<std::pair<int64_t, SsdEntry>>* found);
   Status read_object(ObjectKind kind, const Key& key, uint64_t size, ObjectRef* out);
   Status write_object(const Job& job, uint64_t size);
   void write_one(const Job& job, uint64_t size);
+  // Expired quarantine files to remove and victims to make `size` fit the
+  // budget (doomed, still readable); reserves `size`. Not OK: it cannot fit.
+  Status reserve_for_write(const Job& job, uint64_t size, std::vector<Quarantined>* files,
+                           std::vector<SsdEntry>* victims);
+  // Evicts victims (more when needed) until the file system keeps its
+  // reserve after `size` more bytes; victims[0, *evicted) are then gone.
+  Status make_room_on_disk(uint64_t size, std::vector<SsdEntry>* victims, size_t* evicted);
+  void publish_locked(const Job& job, uint64_t size);  // REQUIRES: mu_ held
+  void log_write_failure(const Status& s);
   void writer_loop();
   void reader_loop();
   void set_limits();
