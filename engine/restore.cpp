@@ -25,13 +25,86 @@ void place_snapshots(const EngineContext& context, Sequence& seq) {
     if (p.position > seq.restore_point) seq.places.push_back(p);
 }
 
+// Installs the planned blocks and snapshot as the sequence's state once the
+// model's check passes; a failed check quarantines them and leaves it cold.
+void install_plan(const EngineContext& context, Sequence& seq, const RestorePlan& plan) {
+  RestoreRecord& rec = seq.result.restore;
+  std::vector<ObjectId> used;
+  for (const auto& b : plan.blocks) used.push_back(ObjectId{ObjectKind::kBlock, b->key});
+  if (plan.snapshot) used.push_back(ObjectId{ObjectKind::kSnapshot, plan.snapshot->key});
+  State restored;
+  Status composed = compose_state(context.model.schema(), plan.blocks, plan.snapshot, &restored);
+  // The model's own check: derived components (pooled index rows) must
+  // equal what the restored raw rows give.
+  if (composed.is_ok()) composed = context.model.verify_state(restored);
+  ++rec.checks;
+  if (!composed.is_ok()) {
+    // Which object is wrong is not known here: take them all out, so
+    // this request (cold from here) publishes them again.
+    ++rec.check_failures;
+    context.bank->quarantine(used, "the restored state failed its check: " + composed.message());
+    rec.miss_reason = MissReason::kCheckFailed;
+    rec.diverged_at = -1;
+    return;
+  }
+  if (context.hooks.tamper_restored_state) context.hooks.tamper_restored_state(restored);
+  seq.result.restored_objects = used;
+  seq.result.restored_chain.assign(seq.keys.begin(), seq.keys.begin() + static_cast<ptrdiff_t>(plan.blocks.size()) + 1);
+  seq.state = std::move(restored);
+  rec.mode = plan.mode();
+  rec.restore_point = plan.restore_point;
+  rec.common_prefix_tokens = plan.common_prefix_tokens;
+  rec.snapshot_position = plan.snapshot_position;
+  rec.blocks = static_cast<int64_t>(plan.blocks.size());
+  rec.bytes_read = plan.bytes_read;
+  rec.tiers = plan.tier_uses();
+}
+
+// Plans the restore of the prompt's longest stored prefix and installs it.
+// REQUIRES: seq.keys set; the request is not an echo (it needs every logprob).
+Status restore_from_bank(const EngineContext& context, Sequence& seq, EngineClock::time_point t_lookup) {
+  const CompletionRequest& req = seq.request;
+  const int64_t n = seq.prompt_tokens(), B = context.options.block_tokens;
+  const std::span<const int32_t> prompt(req.prompt);
+  RestoreRecord& rec = seq.result.restore;
+  const int64_t m = (n - 1) / B;
+  // The shared namespace (server/namespace.h): each position may also be
+  // served under its name there.
+  std::vector<Key> shared;
+  if (!req.shared_name_space.empty())
+    shared = chain_keys(root_key(kBankFormatVersion, context.model.fingerprint(), req.shared_name_space, B), prompt, B,
+                        m);
+  RestorePlan plan;
+  SB_RETURN_IF_ERROR(context.bank->plan_restore(context.model.schema(),
+                                                std::span<const Key>(seq.keys).first(static_cast<size_t>(m) + 1),
+                                                prompt, B, &plan, shared));
+  rec.lookup_ms = ms_since(t_lookup);
+  const auto t_restore = EngineClock::now();
+  rec.matched_tokens = plan.matched_tokens;
+  rec.checks = plan.checks;
+  rec.check_failures = plan.check_failures;
+  rec.miss_reason = plan.miss_reason;
+  rec.diverged_at = plan.diverged_at;
+  // Nothing of the prompt is stored: the operator's other-namespace probe,
+  // once the client-visible timings are taken (below).
+  const bool probe_other_namespaces = plan.miss_reason == MissReason::kNoEntry && plan.matched_tokens == 0 && m > 0;
+  // Nothing is stored, and this request (or this bank) stores nothing.
+  if (rec.miss_reason == MissReason::kNoEntry && (req.cache_mode == CacheMode::kReadOnly || !context.bank->writable()))
+    rec.miss_reason = MissReason::kReadOnly;
+  if (plan.restore_point > 0) install_plan(context, seq, plan);
+  rec.restore_ms = ms_since(t_restore);
+  // Not timed in any field the client sees (lookup_ms, restore_ms).
+  if (probe_other_namespaces)
+    rec.stored_in_other_namespace =
+        context.bank->stored_in_other_namespace(seq.keys[0], prompt.first(static_cast<size_t>(B)));
+  return Status::ok();
+}
+
 }  // namespace
 
 Status restore_prefix(const EngineContext& context, Sequence& seq) {
   const CompletionRequest& req = seq.request;
-  const StateSchema& schema = context.model.schema();
   const int64_t n = seq.prompt_tokens(), B = context.options.block_tokens;
-  const std::span<const int32_t> prompt(req.prompt);
   seq.use_bank = context.bank != nullptr && req.cache_mode != CacheMode::kBypass;
   seq.publish = seq.use_bank && req.cache_mode == CacheMode::kDefault;
   RestoreRecord& rec = seq.result.restore;
@@ -40,73 +113,10 @@ Status restore_prefix(const EngineContext& context, Sequence& seq) {
   seq.state = context.model.new_state();
   if (seq.use_bank) {
     const auto t_lookup = EngineClock::now();
-    seq.keys = chain_keys(root_key(kBankFormatVersion, context.model.fingerprint(), req.name_space, B), prompt, B, n / B);
-    if (!req.echo) {
-      const int64_t m = (n - 1) / B;
-      bool probe_other_namespaces = false;
-      // The shared namespace (server/namespace.h): each position may also be
-      // served under its name there.
-      std::vector<Key> shared;
-      if (!req.shared_name_space.empty())
-        shared = chain_keys(root_key(kBankFormatVersion, context.model.fingerprint(), req.shared_name_space, B),
-                            prompt, B, m);
-      RestorePlan plan;
-      SB_RETURN_IF_ERROR(context.bank->plan_restore(
-          schema, std::span<const Key>(seq.keys).first(static_cast<size_t>(m) + 1), prompt, B, &plan, shared));
-      rec.lookup_ms = ms_since(t_lookup);
-      const auto t_restore = EngineClock::now();
-      rec.matched_tokens = plan.matched_tokens;
-      rec.checks = plan.checks;
-      rec.check_failures = plan.check_failures;
-      rec.miss_reason = plan.miss_reason;
-      rec.diverged_at = plan.diverged_at;
-      // Nothing of the prompt is stored: the operator's other-namespace probe,
-      // once the client-visible timings are taken (below).
-      probe_other_namespaces = plan.miss_reason == MissReason::kNoEntry && plan.matched_tokens == 0 && m > 0;
-      // Nothing is stored, and this request (or this bank) stores nothing.
-      if (rec.miss_reason == MissReason::kNoEntry &&
-          (req.cache_mode == CacheMode::kReadOnly || !context.bank->writable()))
-        rec.miss_reason = MissReason::kReadOnly;
-      if (plan.restore_point > 0) {
-        std::vector<ObjectId> used;
-        for (const auto& b : plan.blocks) used.push_back(ObjectId{ObjectKind::kBlock, b->key});
-        if (plan.snapshot) used.push_back(ObjectId{ObjectKind::kSnapshot, plan.snapshot->key});
-        State restored;
-        Status composed = compose_state(schema, plan.blocks, plan.snapshot, &restored);
-        // The model's own check: derived components (pooled index rows) must
-        // equal what the restored raw rows give.
-        if (composed.is_ok()) composed = context.model.verify_state(restored);
-        ++rec.checks;
-        if (composed.is_ok()) {
-          if (context.hooks.tamper_restored_state) context.hooks.tamper_restored_state(restored);
-          seq.result.restored_objects = used;
-          seq.result.restored_chain.assign(seq.keys.begin(),
-                                           seq.keys.begin() + static_cast<ptrdiff_t>(plan.blocks.size()) + 1);
-          seq.state = std::move(restored);
-          rec.mode = plan.mode();
-          rec.restore_point = plan.restore_point;
-          rec.common_prefix_tokens = plan.common_prefix_tokens;
-          rec.snapshot_position = plan.snapshot_position;
-          rec.blocks = static_cast<int64_t>(plan.blocks.size());
-          rec.bytes_read = plan.bytes_read;
-          rec.tiers = plan.tier_uses();
-        } else {
-          // Which object is wrong is not known here: take them all out, so
-          // this request (cold from here) publishes them again.
-          ++rec.check_failures;
-          context.bank->quarantine(used, "the restored state failed its check: " + composed.message());
-          rec.miss_reason = MissReason::kCheckFailed;
-          rec.diverged_at = -1;
-        }
-      }
-      rec.restore_ms = ms_since(t_restore);
-      // Not timed in any field the client sees (lookup_ms, restore_ms).
-      if (probe_other_namespaces)
-        rec.stored_in_other_namespace =
-            context.bank->stored_in_other_namespace(seq.keys[0], prompt.first(static_cast<size_t>(B)));
-    } else {
-      rec.lookup_ms = ms_since(t_lookup);
-    }
+    seq.keys = chain_keys(root_key(kBankFormatVersion, context.model.fingerprint(), req.name_space, B),
+                          std::span<const int32_t>(req.prompt), B, n / B);
+    if (req.echo) rec.lookup_ms = ms_since(t_lookup);
+    else SB_RETURN_IF_ERROR(restore_from_bank(context, seq, t_lookup));
   }
   seq.restore_point = seq.state.position();
   if (seq.restore_point >= (n - 1) / B * B) {  // the whole usable prefix, or none to use: no miss
