@@ -105,65 +105,17 @@ class Compiler {
     for (auto it = s.begin(); it != s.end(); ++it)
       if (!keywords().count(it.key()) && !annotations().count(it.key()))
         return Status::invalid(path + "." + it.key() + ": the JSON Schema keyword '" + it.key() + "' is not supported");
-    auto only = [&](const char* kw) -> Status {
-      for (auto it = s.begin(); it != s.end(); ++it)
-        if (it.key() != kw && keywords().count(it.key()))
-          return Status::invalid(path + ": '" + kw + "' combined with '" + it.key() + "' is not supported");
-      return Status::ok();
-    };
     if (s.contains("$ref")) {
-      SB_RETURN_IF_ERROR(only("$ref"));
+      SB_RETURN_IF_ERROR(only_keyword(s, "$ref", path));
       const ojson* target = nullptr;
       SB_RETURN_IF_ERROR(resolve(s["$ref"], path, &target));
       return compile(*target, path, out);
     }
-    if (s.contains("enum") || s.contains("const")) {
-      Node* n = g_->add(Node::Kind::kLiterals);
-      if (s.contains("const")) {
-        n->texts.push_back(s["const"].dump());
-      } else {
-        if (!s["enum"].is_array() || s["enum"].empty()) return Status::invalid(path + ".enum: must be a non-empty array");
-        for (const auto& v : s["enum"]) n->texts.push_back(v.dump());
-      }
-      memo_[&s] = n;
-      *out = n;
-      return Status::ok();
-    }
-    if (s.contains("anyOf")) {
-      SB_RETURN_IF_ERROR(only("anyOf"));
-      const ojson& alts = s["anyOf"];
-      if (!alts.is_array() || alts.empty()) return Status::invalid(path + ".anyOf: must be a non-empty array");
-      Node* n = g_->add(Node::Kind::kAnyOf);
-      n->path = path;
-      memo_[&s] = n;
-      for (size_t i = 0; i < alts.size(); ++i) {
-        const Node* a = nullptr;
-        SB_RETURN_IF_ERROR(compile(alts[i], path + ".anyOf[" + std::to_string(i) + "]", &a));
-        n->alts.push_back(a);
-      }
-      *out = n;
-      return Status::ok();
-    }
+    if (s.contains("enum") || s.contains("const")) return literals(s, path, out);
+    if (s.contains("anyOf")) return any_of(s, path, out);
     std::vector<std::string> types;
-    if (s.contains("type")) {
-      const ojson& t = s["type"];
-      if (t.is_string()) {
-        types.push_back(t.get<std::string>());
-      } else if (t.is_array() && !t.empty()) {
-        for (const auto& x : t) {
-          if (!x.is_string()) return Status::invalid(path + ".type: must name types");
-          types.push_back(x.get<std::string>());
-        }
-      } else {
-        return Status::invalid(path + ".type: must be a type name or a list of them");
-      }
-    } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
-      types.push_back("object");
-    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
-      types.push_back("array");
-    } else if (s.contains("minLength") || s.contains("maxLength")) {
-      types.push_back("string");
-    } else {
+    SB_RETURN_IF_ERROR(schema_types(s, path, &types));
+    if (types.empty()) {
       *out = any();
       memo_[&s] = any();
       return Status::ok();
@@ -181,6 +133,67 @@ class Compiler {
     return Status::ok();
   }
 
+  // `kw` is the schema's only keyword (annotations aside).
+  static Status only_keyword(const ojson& s, const char* kw, const std::string& path) {
+    for (auto it = s.begin(); it != s.end(); ++it)
+      if (it.key() != kw && keywords().count(it.key()))
+        return Status::invalid(path + ": '" + kw + "' combined with '" + it.key() + "' is not supported");
+    return Status::ok();
+  }
+
+  Status literals(const ojson& s, const std::string& path, const Node** out) {
+    Node* n = g_->add(Node::Kind::kLiterals);
+    if (s.contains("const")) {
+      n->texts.push_back(s["const"].dump());
+    } else {
+      if (!s["enum"].is_array() || s["enum"].empty()) return Status::invalid(path + ".enum: must be a non-empty array");
+      for (const auto& v : s["enum"]) n->texts.push_back(v.dump());
+    }
+    memo_[&s] = n;
+    *out = n;
+    return Status::ok();
+  }
+
+  Status any_of(const ojson& s, const std::string& path, const Node** out) {
+    SB_RETURN_IF_ERROR(only_keyword(s, "anyOf", path));
+    const ojson& alts = s["anyOf"];
+    if (!alts.is_array() || alts.empty()) return Status::invalid(path + ".anyOf: must be a non-empty array");
+    Node* n = g_->add(Node::Kind::kAnyOf);
+    n->path = path;
+    memo_[&s] = n;
+    for (size_t i = 0; i < alts.size(); ++i) {
+      const Node* a = nullptr;
+      SB_RETURN_IF_ERROR(compile(alts[i], path + ".anyOf[" + std::to_string(i) + "]", &a));
+      n->alts.push_back(a);
+    }
+    *out = n;
+    return Status::ok();
+  }
+
+  // The types a schema allows: its `type`, else the one its keywords imply;
+  // none when it constrains no type (any value).
+  static Status schema_types(const ojson& s, const std::string& path, std::vector<std::string>* types) {
+    if (s.contains("type")) {
+      const ojson& t = s["type"];
+      if (t.is_string()) {
+        types->push_back(t.get<std::string>());
+      } else if (t.is_array() && !t.empty()) {
+        for (const auto& x : t) {
+          if (!x.is_string()) return Status::invalid(path + ".type: must name types");
+          types->push_back(x.get<std::string>());
+        }
+      } else {
+        return Status::invalid(path + ".type: must be a type name or a list of them");
+      }
+    } else if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+      types->push_back("object");
+    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+      types->push_back("array");
+    } else if (s.contains("minLength") || s.contains("maxLength")) {
+      types->push_back("string");
+    }
+    return Status::ok();
+  }
 
  public:
   // A Qwen3.5/Qwen3-Coder parameter list: <parameter=K>\nV\n</parameter>\n ... </function>.
