@@ -349,17 +349,21 @@ void Connections::make_room(std::vector<std::unique_ptr<Conn>>& waiting) {
   waiting.erase(std::remove(waiting.begin(), waiting.end(), nullptr), waiting.end());
 }
 
+namespace {
+
+// Whether c->buffered holds a whole header, scanning only what is new.
+bool header_complete(Connections::Conn& c) {
+  const size_t from = c.scanned >= 3 ? c.scanned - 3 : 0;
+  const bool found = c.buffered.find("\r\n\r\n", from) != std::string::npos;
+  c.scanned = c.buffered.size();
+  return found;
+}
+
+}  // namespace
+
 void Connections::poll_loop() {
   std::vector<std::unique_ptr<Conn>> waiting;
   std::vector<pollfd> fds;
-  // A complete header (from the poll thread's reads, or left over from a
-  // pipelined request): the connection leaves the poll thread.
-  auto header_complete = [&](Conn& c) {
-    const size_t from = c.scanned >= 3 ? c.scanned - 3 : 0;
-    const bool found = c.buffered.find("\r\n\r\n", from) != std::string::npos;
-    c.scanned = c.buffered.size();
-    return found;
-  };
   while (!stopping_) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -368,21 +372,7 @@ void Connections::poll_loop() {
     }
     make_room(waiting);
     auto now = Clock::now();
-    Clock::time_point next = now + std::chrono::seconds(1);
-    fds.assign(1, pollfd{wake_fd_, POLLIN, 0});
-    for (auto& c : waiting) {
-      if (!c->lingering && !c->buffered.empty() && header_complete(*c)) {
-        dispatch(std::move(c));
-        fds.push_back(pollfd{-1, 0, 0});
-        continue;
-      }
-      if (c->lingering) next = std::min(next, c->lingering_until);
-      else {
-        next = std::min(next, c->since + options_.header_timeout);
-        if (c->kept_alive && c->buffered.empty()) next = std::min(next, c->since + options_.keep_alive_timeout);
-      }
-      fds.push_back(pollfd{c->fd, POLLIN, 0});
-    }
+    const Clock::time_point next = poll_set(waiting, now, &fds);
     int r = ::poll(fds.data(), fds.size(), ms_until(next, now));
     if (r < 0 && errno != EINTR) break;
     if (fds[0].revents & POLLIN) {
@@ -393,43 +383,62 @@ void Connections::poll_loop() {
     now = Clock::now();
     for (size_t i = 0; i < waiting.size(); ++i) {
       std::unique_ptr<Conn>& c = waiting[i];
-      if (!c) continue;
-      const short revents = fds[i + 1].revents;
-      if (revents & (POLLIN | POLLERR | POLLHUP)) {
-        char chunk[8192];
-        ssize_t n = ::recv(c->fd, chunk, sizeof chunk, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          c.reset();  // the client is gone
-          continue;
-        }
-        if (n > 0 && c->lingering && (c->drained += static_cast<size_t>(n)) > kMaxDrainBytes) {
-          c.reset();  // still sending a body nobody reads: reset it
-          continue;
-        }
-        if (n > 0 && !c->lingering) {
-          c->buffered.append(chunk, static_cast<size_t>(n));
-          if (header_complete(*c)) {
-            dispatch(std::move(c));
-            continue;
-          }
-          if (c->buffered.size() > options_.max_header_bytes) {
-            refuse(std::move(c), 431, "the request header is too large");
-            continue;
-          }
-        }
-      }
-      if (c->lingering) {
-        if (now >= c->lingering_until) c.reset();
-      } else if (c->kept_alive && c->buffered.empty() && now >= c->since + options_.keep_alive_timeout) {
-        c.reset();  // an idle keep-alive connection
-      } else if (now >= c->since + options_.header_timeout) {
-        if (c->buffered.empty()) c.reset();
-        else refuse(std::move(c), 408, "the request header did not arrive in time");
-      }
+      if (c && (fds[i + 1].revents & (POLLIN | POLLERR | POLLHUP))) read_header_bytes(c);
+      if (c) expire_if_due(c, now);
     }
     waiting.erase(std::remove(waiting.begin(), waiting.end(), nullptr), waiting.end());
   }
   waiting.clear();
+}
+
+Clock::time_point Connections::poll_set(std::vector<std::unique_ptr<Conn>>& waiting, Clock::time_point now,
+                                        std::vector<pollfd>* fds) {
+  Clock::time_point next = now + std::chrono::seconds(1);
+  fds->assign(1, pollfd{wake_fd_, POLLIN, 0});
+  for (auto& c : waiting) {
+    // A header left over from a pipelined request leaves at once.
+    if (!c->lingering && !c->buffered.empty() && header_complete(*c)) {
+      dispatch(std::move(c));
+      fds->push_back(pollfd{-1, 0, 0});
+      continue;
+    }
+    if (c->lingering) {
+      next = std::min(next, c->lingering_until);
+    } else {
+      next = std::min(next, c->since + options_.header_timeout);
+      if (c->kept_alive && c->buffered.empty()) next = std::min(next, c->since + options_.keep_alive_timeout);
+    }
+    fds->push_back(pollfd{c->fd, POLLIN, 0});
+  }
+  return next;
+}
+
+void Connections::read_header_bytes(std::unique_ptr<Conn>& c) {
+  char chunk[8192];
+  ssize_t n = ::recv(c->fd, chunk, sizeof chunk, MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    c.reset();  // the client is gone
+    return;
+  }
+  if (n <= 0) return;
+  if (c->lingering) {
+    if ((c->drained += static_cast<size_t>(n)) > kMaxDrainBytes) c.reset();  // still sending a body nobody reads
+    return;
+  }
+  c->buffered.append(chunk, static_cast<size_t>(n));
+  if (header_complete(*c)) dispatch(std::move(c));
+  else if (c->buffered.size() > options_.max_header_bytes) refuse(std::move(c), 431, "the request header is too large");
+}
+
+void Connections::expire_if_due(std::unique_ptr<Conn>& c, Clock::time_point now) {
+  if (c->lingering) {
+    if (now >= c->lingering_until) c.reset();
+  } else if (c->kept_alive && c->buffered.empty() && now >= c->since + options_.keep_alive_timeout) {
+    c.reset();  // an idle keep-alive connection
+  } else if (now >= c->since + options_.header_timeout) {
+    if (c->buffered.empty()) c.reset();
+    else refuse(std::move(c), 408, "the request header did not arrive in time");
+  }
 }
 
 void Connections::shutdown() {

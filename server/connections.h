@@ -37,6 +37,7 @@
 #pragma once
 
 #include <httplib.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -96,6 +97,14 @@ class Connections {
   class Pool;
 
   void poll_loop();
+  // The poll thread's: the pollfds of the waiting connections (after the
+  // wake fd) and the next deadline; hands on those whose header is whole.
+  std::chrono::steady_clock::time_point poll_set(std::vector<std::unique_ptr<Conn>>& waiting,
+                                                 std::chrono::steady_clock::time_point now, std::vector<pollfd>* fds);
+  // The poll thread's: reads what arrived; may dispatch, refuse or drop c.
+  void read_header_bytes(std::unique_ptr<Conn>& c);
+  // The poll thread's: drops or refuses c when its time is up.
+  void expire_if_due(std::unique_ptr<Conn>& c, std::chrono::steady_clock::time_point now);
   // The poll thread's: back to max_open (promise 1).
   void make_room(std::vector<std::unique_ptr<Conn>>& waiting);
   void wake();
