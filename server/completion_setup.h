@@ -14,6 +14,7 @@
 #include "server/backend.h"
 #include "server/generation.h"
 #include "server/namespace.h"
+#include "server/renderer.h"
 #include "server/request_parse.h"
 
 namespace sb {
@@ -31,8 +32,10 @@ struct PreparedCompletion {
   CompletionRequest request;  // on_token and cancelled are the caller's to set
   GenerationSetup setup;
   std::unique_ptr<ChatOutput> chat_output;
+  std::unique_ptr<Renderer> renderer;  // set by the route's Protocol::prepare
 };
 
+// The OpenAI routes' request (renderer left unset: openai_protocol() sets it).
 // Throws ApiException (400, 404 unknown model, 413 prompt over the limit)
 // naming the field at fault.
 PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in);

@@ -16,6 +16,7 @@
 #include "server/event_channel.h"
 #include "server/generation.h"
 #include "server/namespace.h"
+#include "server/openai_renderer.h"
 #include "server/sse.h"
 
 namespace sb {
@@ -137,7 +138,12 @@ std::string Server::next_request_id() {
 
 void Server::respond_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(dump_json(e.to_json()), kJson);
+  res.set_content(openai_error_body(e), kJson);
+}
+
+void Server::respond_error(httplib::Response& res, const ApiError& e, const Protocol& protocol) {
+  res.status = e.status;
+  res.set_content(protocol.error_body(e), kJson);
 }
 
 const Tenant* Server::check_auth(const httplib::Request& req) const {
@@ -326,11 +332,11 @@ void Server::install_routes() {
   install_bank_routes();
   http_->Post("/v1/completions",
               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, false);
+                handle_completion(req, reader, res, openai_protocol(false));
               });
   http_->Post("/v1/chat/completions",
               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, true);
+                handle_completion(req, reader, res, openai_protocol(true));
               });
 
   size_t max_body = options_.max_body_bytes;
@@ -369,7 +375,7 @@ struct Server::Call {
 };
 
 void Server::handle_completion(const httplib::Request& req, const httplib::ContentReader& reader,
-                               httplib::Response& res, bool chat) {
+                               httplib::Response& res, const Protocol& protocol) {
   const auto arrived = Clock::now();
   const std::string request_id = next_request_id();
   res.set_header("X-Request-Id", request_id);
@@ -388,10 +394,9 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
     body_read = true;
     in.body = body;
     in.cache_mode_header = req.get_header_value("X-Cache-Mode");
-    in.chat = chat;
     in.shared_tenant = options_.shared_tenant;
     in.request_id = request_id;
-    std::shared_ptr<Call> call = start_call(prepare_completion(*backend_, options_.limits, in), arrived, request_id);
+    std::shared_ptr<Call> call = start_call(protocol.prepare(*backend_, options_.limits, in), protocol, arrived, request_id);
     if (in.tenant != nullptr) call->job->tenant = in.tenant->name;
     submit(*call);
     if (call->stream) {
@@ -403,24 +408,24 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
   } catch (const ApiException& e) {
     if (!body_read) Connections::close_after_response();
     if (e.error.status == 429) res.set_header("Retry-After", "1");
-    respond_error(res, e.error);
+    respond_error(res, e.error, protocol);
   } catch (const std::exception& e) {
     if (!body_read) Connections::close_after_response();
     log_internal(request_id, e.what());
-    respond_error(res, internal_error(request_id));
+    respond_error(res, internal_error(request_id), protocol);
   }
   if (!streaming) release_active();
 }
 
-std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Clock::time_point arrived,
-                                                 const std::string& request_id) {
+std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, const Protocol& protocol,
+                                                 Clock::time_point arrived, const std::string& request_id) {
   auto call = std::make_shared<Call>();
-  const bool chat = prepared.setup.chat;
   call->stream = prepared.setup.stream;
   call->request_id = request_id;
   call->job = std::make_shared<Job>();
   if (options_.request_timeout.count() > 0) call->job->deadline = arrived + options_.request_timeout;
-  call->generation = std::make_shared<Generation>(*backend_, std::move(prepared.setup), std::move(prepared.chat_output));
+  call->generation = std::make_shared<Generation>(*backend_, std::move(prepared.setup), std::move(prepared.chat_output),
+                                                   std::move(prepared.renderer));
   if (call->stream) call->events = std::make_shared<EventChannel>();
 
   CompletionRequest& creq = call->job->request;
@@ -440,7 +445,7 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Cl
     if (events) events->push(std::move(out));
     return more && !job->cancelled;
   };
-  job->on_done = [this, gen, events, first_token_at, request_id, chat,
+  job->on_done = [this, gen, events, first_token_at, request_id, &protocol,
                   timeout = options_.request_timeout](Job& j) {
     // A stop string ends generation through on_token; that is a normal end.
     // The deadline ends it through cancelled(): a 504.
@@ -456,7 +461,7 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Cl
       activity_.record(CompletedRequest{
           request_id,
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-          chat ? "/v1/chat/completions" : "/v1/completions", j.request.name_space,
+          protocol.route, j.request.name_space,
           static_cast<int64_t>(j.request.prompt.size()), static_cast<int64_t>(j.result.tokens.size()), ttft_ms,
           j.result.restore});
     } else if (j.status.code() != Code::kCancelled && j.status.code() != Code::kResourceExhausted) {
@@ -467,11 +472,9 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Cl
     if (j.status) {
       gen->finish_stream(j.result, &out);
     } else if (j.status.code() == Code::kResourceExhausted) {
-      out.push_back(sse_event(deadline_error(j.status.message()).to_json()));
-      out.push_back(sse_done());
+      out = protocol.error_events(deadline_error(j.status.message()));
     } else if (j.status.code() != Code::kCancelled) {
-      out.push_back(sse_event(internal_error(request_id).to_json()));
-      out.push_back(sse_done());
+      out = protocol.error_events(internal_error(request_id));
     }
     events->push(std::move(out));
     events->close();

@@ -59,6 +59,7 @@
 #include "server/completion_setup.h"
 #include "server/metrics.h"
 #include "server/namespace.h"
+#include "server/renderer.h"
 #include "server/request_parse.h"
 #include "server/scheduler.h"
 
@@ -131,20 +132,22 @@ class Server {
   void install_routes();
   void install_bank_routes();  // server/bank_routes.cpp
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
-                         bool chat);
+                         const Protocol& protocol);
   // The body, read after the route's key check: at most max_body_bytes as
   // they arrive (chunked and compressed bodies included, decoded). Throws 413
   // body_too_large, 415 for an encoding other than gzip or deflate, 400 for a
   // body that cannot be read; any of these closes the connection after the answer.
   std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader);
   // The steps of handle_completion.
-  std::shared_ptr<Call> start_call(PreparedCompletion prepared, Clock::time_point arrived,
+  // REQUIRES: `protocol` outlives the call (the Protocols are static).
+  std::shared_ptr<Call> start_call(PreparedCompletion prepared, const Protocol& protocol, Clock::time_point arrived,
                                    const std::string& request_id);
   void submit(const Call& call);  // throws 429 / 503
   void stream_response(const std::shared_ptr<Call>& call, httplib::Response& res);
   void respond_when_done(const Call& call, const httplib::Request& req, httplib::Response& res);
 
-  void respond_error(httplib::Response& res, const ApiError& e);
+  void respond_error(httplib::Response& res, const ApiError& e);  // OpenAI's shape
+  void respond_error(httplib::Response& res, const ApiError& e, const Protocol& protocol);
   // The tenant of the presented key (null without keys); throws ApiException.
   const Tenant* check_auth(const httplib::Request& req) const;
   // The one check every operator route makes: check_auth, and with keys
