@@ -481,24 +481,27 @@ json translate(const json& body, ResponsesParams* echo, std::vector<std::string>
 
 }  // namespace
 
-json responses_to_chat_body(const json& body, ResponsesParams* echo) {
-  std::vector<std::string> origin;
-  return translate(body, echo, &origin);
+void ResponsesRequest::rename(ApiError* e) const {
+  const std::string renamed = responses_name(e->param, origin);
+  rename_in(&e->message, e->param, renamed);
+  e->param = renamed;
+}
+
+ResponsesRequest translate_responses(const json& body) {
+  ResponsesRequest r;
+  r.chat_body = translate(body, &r.echo, &r.origin);
+  return r;
 }
 
 ResponsesParams parse_responses_params(const json& body, const ParseLimits& limits) {
-  ResponsesParams p;
-  std::vector<std::string> origin;
-  json chat = translate(body, &p, &origin);
+  ResponsesRequest r = translate_responses(body);
   try {
-    p.chat = parse_chat_params(chat, limits);
+    r.echo.chat = parse_chat_params(r.chat_body, limits);
   } catch (ApiException& e) {
-    const std::string renamed = responses_name(e.error.param, origin);
-    rename_in(&e.error.message, e.error.param, renamed);
-    e.error.param = renamed;
+    r.rename(&e.error);
     throw;
   }
-  return p;
+  return std::move(r.echo);
 }
 
 }  // namespace sb

@@ -46,12 +46,26 @@ struct ResponsesParams {
   bool output_logprobs = false;    // include: message.output_text.logprobs
 };
 
-// Throws ApiException (400; 413 for prompt text over the limit) naming the
-// Responses field at fault.
-ResponsesParams parse_responses_params(const nlohmann::ordered_json& body, const ParseLimits& limits);
+// A Responses body as the chat completions body that asks the same, with
+// what the response echoes. The route hands chat_body to the chat path
+// (prepare_completion), so everything the chat path does (templates, limits,
+// grammars, the model check) holds for Responses as it does for chat.
+struct ResponsesRequest {
+  nlohmann::ordered_json chat_body;
+  ResponsesParams echo;             // echo.chat is left empty
+  std::vector<std::string> origin;  // the Responses path of chat_body.messages[i]
 
-// The chat completions body a Responses body asks for, before the chat
-// parser's checks (exposed for the equivalence tests). Throws ApiException.
-nlohmann::ordered_json responses_to_chat_body(const nlohmann::ordered_json& body, ResponsesParams* echo);
+  // An error the chat path raised for chat_body, in Responses' words
+  // (max_completion_tokens -> max_output_tokens, messages[2] -> input[1], ...).
+  void rename(ApiError* e) const;
+};
+
+// Throws ApiException (400) naming the Responses field at fault.
+ResponsesRequest translate_responses(const nlohmann::ordered_json& body);
+
+// translate_responses() and parse_chat_params(): the whole parse, for tests
+// and tools. Throws ApiException (400; 413 for prompt text over the limit)
+// naming the Responses field at fault.
+ResponsesParams parse_responses_params(const nlohmann::ordered_json& body, const ParseLimits& limits);
 
 }  // namespace sb

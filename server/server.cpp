@@ -17,6 +17,7 @@
 #include "server/generation.h"
 #include "server/namespace.h"
 #include "server/openai_renderer.h"
+#include "server/responses_protocol.h"
 #include "server/sse.h"
 
 namespace sb {
@@ -29,7 +30,7 @@ namespace {
 const char* kJson = "application/json";
 
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/v1/bank",
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/models", "/health", "/metrics", "/v1/bank",
                             "/v1/bank/prefixes", "/v1/bank/requests", "/v1/bank/pins", "/v1/bank/flush", "/bank"})
     if (path == known) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -175,7 +176,8 @@ bool is_chunked(const httplib::Request& req) {
 // The routes whose bodies are read (each with read_body, after its key).
 bool reads_body(const httplib::Request& req) {
   if (req.method == "POST")
-    return req.path == "/v1/completions" || req.path == "/v1/chat/completions" || req.path == "/v1/bank/pins" ||
+    return req.path == "/v1/completions" || req.path == "/v1/chat/completions" || req.path == "/v1/responses" ||
+           req.path == "/v1/bank/pins" ||
            req.path == "/v1/bank/flush";
   return req.method == "DELETE" && req.path.rfind("/v1/bank/pins/", 0) == 0;
 }
@@ -337,6 +339,10 @@ void Server::install_routes() {
   http_->Post("/v1/chat/completions",
               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
                 handle_completion(req, reader, res, openai_protocol(true));
+              });
+  http_->Post("/v1/responses",
+              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                handle_completion(req, reader, res, responses_protocol());
               });
 
   size_t max_body = options_.max_body_bytes;
