@@ -99,7 +99,7 @@ json echo(const ojson& body, const ResponsesParams& p) {
               {"tool_choice", to_response_json(p.tool_choice)},
               {"text", {{"format", to_response_json(p.text_format)}}},
               {"reasoning", to_response_json(reasoning)},
-              {"temperature", given("temperature", 1.0)},
+              {"temperature", given("temperature", 0.0)},  // the server's default: greedy
               {"top_p", given("top_p", 1.0)},
               {"parallel_tool_calls", given("parallel_tool_calls", true)},
               {"max_output_tokens", to_response_json(p.max_output_tokens)},
