@@ -326,10 +326,16 @@ json function_tools(const json& v, ResponsesParams* echo) {
     const std::string p = index("tools", i);
     require_object(v[i], p);
     const std::string& type = name_string(need(v[i], "type", p), p + ".type");
-    if (type != "function")
+    if (type != "function") {
+      // Codex CLI sends these two unless its config turns them off (README).
+      const std::string hint = type == "web_search"  ? " (Codex CLI: web_search = \"disabled\" in config.toml)"
+                               : type == "namespace" ? " (Codex CLI: [agents] enabled = false in config.toml)"
+                                                     : "";
       fail(p + ".type", "tools of type '" + shown(type) +
-                            "' are not supported: only function tools run here "
-                            "(built-in tools such as web search, file search and computer use do not)");
+                            "' are not supported: only function tools run here (built-in tools such as web search, "
+                            "file search and computer use do not)" +
+                            hint);
+    }
     only_keys(v[i], p, {"type", "name", "description", "parameters", "strict"});
     json fn = {{"name", name_string(need(v[i], "name", p), p + ".name")}};
     if (const json* d = field(v[i], "description")) fn["description"] = *d;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 namespace sb {
@@ -150,6 +152,40 @@ TEST(ResponsesParse, CodexFieldsAreAccepted) {
   EXPECT_FALSE(p.output_logprobs);
   EXPECT_FALSE(p.chat.enable_thinking.has_value());
   EXPECT_EQ(p.metadata, (json{{"k", "v"}}));
+}
+
+// The bodies Codex CLI 0.171.0 sent (tests/data/agents/codex-0.171.0).
+json codex_body(const std::string& name) {
+  const char* src = std::getenv("SB_SOURCE_DIR");
+  if (!src) {
+    ADD_FAILURE() << "SB_SOURCE_DIR is not set (run through ctest)";
+    return json::object();
+  }
+  std::ifstream in(std::string(src) + "/tests/data/agents/codex-0.171.0/" + name);
+  return json::parse(in);
+}
+
+TEST(ResponsesParse, CodexBodiesAsSent) {
+  ResponsesParams first = parse_responses_params(codex_body("turn.json"), limits());
+  EXPECT_EQ(first.chat.messages.size(), 4u);
+  EXPECT_EQ(first.chat.messages[0]["role"], "system");  // developer
+  EXPECT_EQ(first.chat.messages[3], (json{{"role", "user"}, {"content", "say hi"}}));
+  EXPECT_EQ(first.chat.tools.size(), 7u);
+  EXPECT_TRUE(first.chat.stream);
+  ResponsesParams next = parse_responses_params(codex_body("tool_output_turn.json"), limits());
+  ASSERT_EQ(next.chat.messages.size(), 6u);
+  EXPECT_EQ(next.chat.messages[4]["tool_calls"][0]["function"]["name"], "exec_command");
+  EXPECT_EQ(next.chat.messages[5]["role"], "tool");
+  EXPECT_EQ(next.chat.messages[5]["tool_call_id"], next.chat.messages[4]["tool_calls"][0]["id"]);
+  // Codex's defaults add the built-in web search and a namespace of sub-agent
+  // tools: refused, with the configuration that leaves them out.
+  json with_defaults = codex_body("turn.json");
+  with_defaults["tools"].push_back({{"type", "web_search"}, {"external_web_access", false}});
+  ApiError e = responses_error(with_defaults);
+  EXPECT_EQ(e.param, "tools[7].type");
+  EXPECT_NE(e.message.find("web_search = \"disabled\""), std::string::npos) << e.message;
+  with_defaults["tools"][7] = {{"type", "namespace"}, {"name", "multi_agent_v1"}, {"tools", json::array()}};
+  EXPECT_NE(responses_error(with_defaults).message.find("[agents] enabled = false"), std::string::npos);
 }
 
 TEST(ResponsesParse, StringInputIsOneUserMessage) {
