@@ -1,7 +1,9 @@
 // libFuzzer target: request parsing (server/request_parse.h), every field of
-// POST /v1/completions and /v1/chat/completions from the raw body to the
-// parameters, including response_format schemas and tools (compiled through
-// constrain/). The input is a body; the first byte chooses the route. Any
+// POST /v1/completions, /v1/chat/completions and /v1/responses
+// (server/responses_parse.h) from the raw body to the parameters, including
+// response_format schemas and tools (compiled through constrain/). The input
+// is a body; the first byte chooses the route ('R': Responses; else odd:
+// chat, even: completions). Any
 // ApiException is a 4xx and fine; another exception, a crash, a leak or
 // undefined behaviour is not.
 // Run by tools/fuzz.sh (the README's test command) under ASan and UBSan.
@@ -9,6 +11,7 @@
 #include <string_view>
 
 #include "server/request_parse.h"
+#include "server/responses_parse.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -18,7 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     const nlohmann::ordered_json parsed = sb::parse_body(body, limits);
-    if (data[0] & 1)
+    if (data[0] == 'R')
+      (void)sb::parse_responses_params(parsed, limits);
+    else if (data[0] & 1)
       (void)sb::parse_chat_params(parsed, limits);
     else
       (void)sb::parse_completion_params(parsed, limits);
