@@ -267,6 +267,33 @@ TEST(ResponsesE2E, MutatedBodiesAreClear4xxErrors) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+// A reply cut by --request-timeout: a 504 in OpenAI's shape, or in a stream
+// one `error` event after the events so far.
+TEST(ResponsesE2E, DeadlineEndsWithAnErrorInEitherForm) {
+  TempDir root;
+  ServeProcess server(serve_demo(root, {"--request-timeout", "1"}));
+  httplib::Client c = server.client();
+  const json body = {{"input", "Tell me everything."}, {"max_output_tokens", 30000}};
+  auto whole = c.Post("/v1/responses", body.dump(), "application/json");
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->status, 504) << whole->body.substr(0, 300);
+  EXPECT_EQ(json::parse(whole->body)["error"]["code"], "deadline_exceeded");
+  json streamed = body;
+  streamed["stream"] = true;
+  auto s = c.Post("/v1/responses", streamed.dump(), "application/json");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200);
+  EXPECT_EQ(s->body.rfind("event: response.created\n", 0), 0u) << s->body.substr(0, 300);
+  const size_t last = s->body.rfind("event: ");
+  ASSERT_NE(last, std::string::npos);
+  EXPECT_EQ(s->body.compare(last, 13, "event: error\n"), 0) << s->body.substr(last, 300);
+  const json error = json::parse(s->body.substr(s->body.find("data: ", last) + 6));
+  EXPECT_EQ(error["type"], "error");
+  EXPECT_EQ(error["code"], "deadline_exceeded");
+  EXPECT_EQ(s->body.find("response.completed"), std::string::npos);
+  EXPECT_EQ(server.stop(), 0);
+}
+
 // --- Codex CLI.
 
 std::string codex_config(int port) {
