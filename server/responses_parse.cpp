@@ -4,44 +4,15 @@
 #include <set>
 #include <utility>
 
+#include "server/json_fields.h"
+
 namespace sb {
 
 using json = nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& param, const std::string& message) {
-  throw ApiException{bad_request(param, message)};
-}
-
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "boolean";
-    case json::value_t::string:
-      return "string";
-    case json::value_t::array:
-      return "array";
-    case json::value_t::object:
-      return "object";
-    case json::value_t::number_float:
-      return "number";
-    default:
-      return "integer";
-  }
-}
-
-[[noreturn]] void wrong_type(const std::string& param, const char* want, const json& got) {
-  fail(param, "'" + param + "' must be " + want + ", got " + type_name(got));
-}
-
-const json* field(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using namespace json_fields;
 
 const json& need(const json& obj, const char* name, const std::string& at) {
   const json* v = field(obj, name);
@@ -49,34 +20,16 @@ const json& need(const json& obj, const char* name, const std::string& at) {
   return *v;
 }
 
-// Names, ids and settings: bounded like every such string (request_parse.h).
-const std::string& name_string(const json& v, const std::string& param) {
-  if (!v.is_string()) wrong_type(param, "a string", v);
-  const std::string& s = v.get_ref<const std::string&>();
-  if (s.size() > kMaxFieldBytes)
-    throw ApiException{bad_request(param, "'" + param + "' is longer than " + std::to_string(kMaxFieldBytes) + " bytes",
-                                   "string_too_long")};
-  return s;
-}
-
-// Prompt text: bounded with the whole prompt by the chat parser.
-const std::string& text_string(const json& v, const std::string& param) {
-  if (!v.is_string()) wrong_type(param, "a string", v);
-  return v.get_ref<const std::string&>();
-}
-
 void require_object(const json& v, const std::string& param) {
   if (!v.is_object()) wrong_type(param, "an object", v);
 }
-
-std::string shown(const std::string& key) { return key.size() <= 64 ? key : key.substr(0, 64) + "..."; }
 
 // Each key of `obj` must be one of `known`.
 void only_keys(const json& obj, const std::string& at, std::initializer_list<const char*> known) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
-    if (!ok) fail(at + "." + shown(it.key()), "unsupported field '" + at + "." + shown(it.key()) + "'");
+    if (!ok) fail(at + "." + shown_key(it.key()), "unsupported field '" + at + "." + shown_key(it.key()) + "'");
   }
 }
 
@@ -111,7 +64,7 @@ const std::map<std::string, std::string>& refused_fields() {
 
 void check_fields(const json& body) {
   for (auto it = body.begin(); it != body.end(); ++it) {
-    const std::string k = shown(it.key());
+    const std::string k = shown_key(it.key());
     auto refused = refused_fields().find(k);
     if (refused != refused_fields().end() && !it.value().is_null()) fail(k, refused->second);
     if (refused == refused_fields().end() && !known_fields().count(k))
@@ -128,11 +81,11 @@ void check_settings(const json& body) {
   if (const json* v = field(body, "background"); v && v->get<bool>())
     fail("background", "background responses are not supported ('background' must be false)");
   if (const json* v = field(body, "service_tier")) {
-    const std::string& t = name_string(*v, "service_tier");
+    const std::string& t = as_string(*v, "service_tier");
     if (t != "auto" && t != "default") fail("service_tier", "'service_tier' must be auto or default");
   }
   if (const json* v = field(body, "truncation")) {
-    if (name_string(*v, "truncation") != "disabled")
+    if (as_string(*v, "truncation") != "disabled")
       fail("truncation", "only 'truncation': \"disabled\" is supported (a prompt over the limit is a 413)");
   }
   if (const json* v = field(body, "stream_options")) {
@@ -142,7 +95,7 @@ void check_settings(const json& body) {
       wrong_type("stream_options.include_obfuscation", "a boolean", *o);
   }
   for (const char* name : {"prompt_cache_key", "user", "safety_identifier", "prompt_cache_retention"})
-    if (const json* v = field(body, name)) name_string(*v, name);
+    if (const json* v = field(body, name)) as_string(*v, name);
   for (const char* name : {"metadata", "client_metadata"})
     if (const json* v = field(body, name)) require_object(*v, name);
 }
@@ -182,23 +135,23 @@ struct Conversation {
 
 // Content parts as chat text parts (joined by the chat parser).
 json content_parts(const json& v, const std::string& at, bool assistant) {
-  if (v.is_string()) return json::array({{{"type", "text"}, {"text", text_string(v, at)}}});
+  if (v.is_string()) return json::array({{{"type", "text"}, {"text", as_text(v, at)}}});
   if (!v.is_array()) wrong_type(at, "a string or an array of content parts", v);
   json parts = json::array();
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = index(at, i);
     require_object(v[i], p);
-    const std::string& type = name_string(need(v[i], "type", p), p + ".type");
+    const std::string& type = as_string(need(v[i], "type", p), p + ".type");
     if (type == "input_text" || type == "output_text") {
       only_keys(v[i], p, {"type", "text", "annotations", "logprobs"});
-      parts.push_back({{"type", "text"}, {"text", text_string(need(v[i], "text", p), p + ".text")}});
+      parts.push_back({{"type", "text"}, {"text", as_text(need(v[i], "text", p), p + ".text")}});
     } else if (type == "refusal" && assistant) {
       only_keys(v[i], p, {"type", "refusal"});
-      parts.push_back({{"type", "text"}, {"text", text_string(need(v[i], "refusal", p), p + ".refusal")}});
+      parts.push_back({{"type", "text"}, {"text", as_text(need(v[i], "refusal", p), p + ".refusal")}});
     } else if (type == "input_image" || type == "input_file" || type == "input_audio") {
       fail(p + ".type", "'" + type + "' content is not supported: this model reads text only");
     } else {
-      fail(p + ".type", "unknown content part type '" + shown(type) + "'");
+      fail(p + ".type", "unknown content part type '" + shown_key(type) + "'");
     }
   }
   return parts;
@@ -206,9 +159,9 @@ json content_parts(const json& v, const std::string& at, bool assistant) {
 
 void add_message(const json& item, const std::string& at, Conversation* c) {
   only_keys(item, at, {"type", "role", "content", "id", "status"});
-  if (const json* id = field(item, "id")) name_string(*id, at + ".id");
-  if (const json* st = field(item, "status")) name_string(*st, at + ".status");
-  std::string role = name_string(need(item, "role", at), at + ".role");
+  if (const json* id = field(item, "id")) as_string(*id, at + ".id");
+  if (const json* st = field(item, "status")) as_string(*st, at + ".status");
+  std::string role = as_string(need(item, "role", at), at + ".role");
   if (role == "developer") role = "system";
   if (role != "system" && role != "user" && role != "assistant")
     fail(at + ".role", "'" + at + ".role' must be one of user, assistant, system, developer");
@@ -225,7 +178,7 @@ void add_message(const json& item, const std::string& at, Conversation* c) {
 
 void add_reasoning(const json& item, const std::string& at, Conversation* c) {
   only_keys(item, at, {"type", "id", "summary", "content", "encrypted_content", "status"});
-  if (const json* id = field(item, "id")) name_string(*id, at + ".id");
+  if (const json* id = field(item, "id")) as_string(*id, at + ".id");
   if (field(item, "encrypted_content"))
     fail(at + ".encrypted_content",
          "encrypted reasoning is not supported: send the reasoning's 'content' "
@@ -242,12 +195,12 @@ void add_reasoning(const json& item, const std::string& at, Conversation* c) {
       const std::string pp = index(p, i);
       require_object((*parts)[i], pp);
       only_keys((*parts)[i], pp, {"type", "text"});
-      const std::string& type = name_string(need((*parts)[i], "type", pp), pp + ".type");
+      const std::string& type = as_string(need((*parts)[i], "type", pp), pp + ".type");
       if (type != (std::string(key) == "content" ? "reasoning_text" : "summary_text"))
         fail(pp + ".type",
              "'" + pp + ".type' must be " + (std::string(key) == "content" ? "reasoning_text" : "summary_text"));
       if (!joined.empty()) joined += "\n\n";
-      joined += text_string(need((*parts)[i], "text", pp), pp + ".text");
+      joined += as_text(need((*parts)[i], "text", pp), pp + ".text");
     }
     if (text.empty()) text = joined;
   }
@@ -261,11 +214,11 @@ void add_reasoning(const json& item, const std::string& at, Conversation* c) {
 
 void add_function_call(const json& item, const std::string& at, Conversation* c) {
   only_keys(item, at, {"type", "id", "call_id", "name", "arguments", "status"});
-  if (const json* id = field(item, "id")) name_string(*id, at + ".id");
-  if (const json* st = field(item, "status")) name_string(*st, at + ".status");
-  const std::string& call_id = name_string(need(item, "call_id", at), at + ".call_id");
-  const std::string& name = name_string(need(item, "name", at), at + ".name");
-  const std::string& arguments = text_string(need(item, "arguments", at), at + ".arguments");
+  if (const json* id = field(item, "id")) as_string(*id, at + ".id");
+  if (const json* st = field(item, "status")) as_string(*st, at + ".status");
+  const std::string& call_id = as_string(need(item, "call_id", at), at + ".call_id");
+  const std::string& name = as_string(need(item, "name", at), at + ".name");
+  const std::string& arguments = as_text(need(item, "arguments", at), at + ".arguments");
   json& m = c->assistant_for_call(at);
   if (!m.contains("tool_calls")) m["tool_calls"] = json::array();
   m["tool_calls"].push_back(
@@ -275,11 +228,11 @@ void add_function_call(const json& item, const std::string& at, Conversation* c)
 
 void add_function_output(const json& item, const std::string& at, Conversation* c) {
   only_keys(item, at, {"type", "id", "call_id", "output", "status"});
-  if (const json* id = field(item, "id")) name_string(*id, at + ".id");
-  if (const json* st = field(item, "status")) name_string(*st, at + ".status");
-  const std::string& call_id = name_string(need(item, "call_id", at), at + ".call_id");
+  if (const json* id = field(item, "id")) as_string(*id, at + ".id");
+  if (const json* st = field(item, "status")) as_string(*st, at + ".status");
+  const std::string& call_id = as_string(need(item, "call_id", at), at + ".call_id");
   if (!c->call_ids.count(call_id))
-    fail(at + ".call_id", "no function_call with call_id '" + shown(call_id) + "' comes before " + at);
+    fail(at + ".call_id", "no function_call with call_id '" + shown_key(call_id) + "' comes before " + at);
   c->flush_reasoning();
   json content = content_parts(need(item, "output", at), at + ".output", false);
   c->add(json{{"role", "tool"}, {"content", std::move(content)}, {"tool_call_id", call_id}}, at);
@@ -289,13 +242,13 @@ void add_item(const json& item, const std::string& at, Conversation* c) {
   require_object(item, at);
   const json* type = field(item, "type");
   // An item without a type is an easy input message ({"role", "content"}).
-  const std::string t = type ? name_string(*type, at + ".type") : "message";
+  const std::string t = type ? as_string(*type, at + ".type") : "message";
   if (t == "message") return add_message(item, at, c);
   if (t == "reasoning") return add_reasoning(item, at, c);
   if (t == "function_call") return add_function_call(item, at, c);
   if (t == "function_call_output") return add_function_output(item, at, c);
   if (t == "item_reference") fail(at + ".type", "'item_reference' needs stored items: send the item itself");
-  fail(at + ".type", "input items of type '" + shown(t) +
+  fail(at + ".type", "input items of type '" + shown_key(t) +
                          "' are not supported (message, reasoning, function_call, "
                          "function_call_output are)");
 }
@@ -303,7 +256,7 @@ void add_item(const json& item, const std::string& at, Conversation* c) {
 Conversation conversation(const json& body, ResponsesParams* echo) {
   Conversation c;
   if (const json* v = field(body, "instructions")) {
-    c.add(json{{"role", "system"}, {"content", text_string(*v, "instructions")}}, "instructions");
+    c.add(json{{"role", "system"}, {"content", as_text(*v, "instructions")}}, "instructions");
     echo->instructions = *v;
   }
   const json* input = field(body, "input");
@@ -325,19 +278,19 @@ json function_tools(const json& v, ResponsesParams* echo) {
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = index("tools", i);
     require_object(v[i], p);
-    const std::string& type = name_string(need(v[i], "type", p), p + ".type");
+    const std::string& type = as_string(need(v[i], "type", p), p + ".type");
     if (type != "function") {
       // Codex CLI sends these two unless its config turns them off (README).
       const std::string hint = type == "web_search"  ? " (Codex CLI: web_search = \"disabled\" in config.toml)"
                                : type == "namespace" ? " (Codex CLI: [agents] enabled = false in config.toml)"
                                                      : "";
-      fail(p + ".type", "tools of type '" + shown(type) +
+      fail(p + ".type", "tools of type '" + shown_key(type) +
                             "' are not supported: only function tools run here (built-in tools such as web search, "
                             "file search and computer use do not)" +
                             hint);
     }
     only_keys(v[i], p, {"type", "name", "description", "parameters", "strict"});
-    json fn = {{"name", name_string(need(v[i], "name", p), p + ".name")}};
+    json fn = {{"name", as_string(need(v[i], "name", p), p + ".name")}};
     if (const json* d = field(v[i], "description")) fn["description"] = *d;
     if (const json* params = field(v[i], "parameters")) fn["parameters"] = *params;
     if (const json* st = field(v[i], "strict")) fn["strict"] = *st;
@@ -351,9 +304,9 @@ json chat_tool_choice(const json& v, ResponsesParams* echo) {
   echo->tool_choice = v;
   if (v.is_string()) return v;  // none, auto, required: checked by the chat parser
   if (!v.is_object()) wrong_type("tool_choice", "a string or an object", v);
-  const std::string& type = name_string(need(v, "type", "tool_choice"), "tool_choice.type");
+  const std::string& type = as_string(need(v, "type", "tool_choice"), "tool_choice.type");
   if (type != "function")
-    fail("tool_choice.type", "tool_choice of type '" + shown(type) +
+    fail("tool_choice.type", "tool_choice of type '" + shown_key(type) +
                                  "' is not supported (none, auto, required, or "
                                  "{\"type\": \"function\", \"name\": ...})");
   only_keys(v, "tool_choice", {"type", "name"});
@@ -368,7 +321,7 @@ json response_format(const json& text, ResponsesParams* echo) {
   if (!format) return nullptr;
   require_object(*format, "text.format");
   echo->text_format = *format;
-  const std::string& type = name_string(need(*format, "type", "text.format"), "text.format.type");
+  const std::string& type = as_string(need(*format, "type", "text.format"), "text.format.type");
   if (type != "json_schema") {
     only_keys(*format, "text.format", {"type"});
     return json{{"type", type}};  // text, json_object; others refused by the chat parser
@@ -385,7 +338,7 @@ void reasoning(const json& v, json* chat, ResponsesParams* echo) {
   require_object(v, "reasoning");
   only_keys(v, "reasoning", {"effort", "summary", "generate_summary"});
   if (const json* e = field(v, "effort")) {
-    const std::string& effort = name_string(*e, "reasoning.effort");
+    const std::string& effort = as_string(*e, "reasoning.effort");
     if (effort == "none" || effort == "minimal") {
       (*chat)["chat_template_kwargs"] = {{"enable_thinking", false}};
     } else if (effort == "low" || effort == "medium" || effort == "high" || effort == "xhigh") {
@@ -399,7 +352,7 @@ void reasoning(const json& v, json* chat, ResponsesParams* echo) {
     const json* s = field(v, key);
     if (!s) continue;
     const std::string p = std::string("reasoning.") + key;
-    const std::string& summary = name_string(*s, p);
+    const std::string& summary = as_string(*s, p);
     if (summary != "auto" && summary != "concise" && summary != "detailed")
       fail(p, "'" + p + "' must be auto, concise or detailed");
     echo->reasoning_summary = true;
@@ -409,13 +362,13 @@ void reasoning(const json& v, json* chat, ResponsesParams* echo) {
 void include(const json& v, json* chat, ResponsesParams* echo) {
   if (!v.is_array()) wrong_type("include", "an array of strings", v);
   for (size_t i = 0; i < v.size(); ++i) {
-    const std::string& what = name_string(v[i], index("include", i));
+    const std::string& what = as_string(v[i], index("include", i));
     if (what == "message.output_text.logprobs") {
       echo->output_logprobs = true;
       (*chat)["logprobs"] = true;
     } else if (what != "reasoning.encrypted_content") {
       // Reasoning comes back in the clear, so it round-trips without encryption.
-      fail(index("include", i), "include '" + shown(what) +
+      fail(index("include", i), "include '" + shown_key(what) +
                                     "' is not supported (message.output_text.logprobs "
                                     "and reasoning.encrypted_content are)");
     }

@@ -129,7 +129,9 @@ PreparedCompletion prepare(const Backend& backend, const ParseLimits& limits, co
   setup.stream = out.setup.stream;
   setup.reasoning_summary = request.echo.reasoning_summary;
   setup.output_logprobs = request.echo.output_logprobs;
-  setup.client_limit = !request.echo.max_output_tokens.is_null();
+  // The request's own limit ended the reply only when --max-tokens-cap did not lower it.
+  setup.client_limit = !request.echo.max_output_tokens.is_null() &&
+                       out.request.max_tokens == request.echo.max_output_tokens.get<int64_t>();
   setup.echo = echo(body, request.echo);
   out.renderer =
       std::make_unique<ResponsesRenderer>(backend, std::move(setup), std::max(0, out.setup.logprobs), out.setup.seed);
