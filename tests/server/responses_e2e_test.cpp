@@ -314,8 +314,8 @@ TEST(ResponsesE2E, CodexExecRunsAgainstTheDemoModel) {
   const char* src = std::getenv("SB_SOURCE_DIR");
   ASSERT_TRUE(src) << "run through ctest";
   TempDir root;
-  // Random weights rarely end a reply: a small default length keeps each turn short.
-  ServeProcess server(serve_demo(root, {"--max-tokens-limit", "24"}));
+  // Random weights rarely end a reply: the operator's cap keeps each turn short.
+  ServeProcess server(serve_demo(root, {"--max-tokens-cap", "24"}));
   const std::string home = root.file("codex-home"), work = root.file("work");
   std::filesystem::create_directories(home);
   std::filesystem::create_directories(work);
@@ -345,6 +345,13 @@ TEST(ResponsesE2E, CodexExecRunsAgainstTheDemoModel) {
   EXPECT_GT(input, 4096);
   EXPECT_GE(cached, 4096);
   EXPECT_GE(cached, input - 512) << events;
+  // A reply the cap cut is complete: only the request's own limit makes it incomplete.
+  httplib::Client c = server.client();
+  auto capped = c.Post("/v1/responses", json{{"input", "hi"}, {"max_output_tokens", 100}}.dump(), "application/json");
+  ASSERT_TRUE(capped);
+  const json r = json::parse(capped->body);
+  EXPECT_EQ(r["status"], "completed") << capped->body.substr(0, 300);
+  EXPECT_LE(r["usage"]["output_tokens"].get<int>(), 24);
   EXPECT_EQ(server.stop(), 0);
 }
 
