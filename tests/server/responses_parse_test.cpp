@@ -177,6 +177,10 @@ TEST(ResponsesParse, CodexBodiesAsSent) {
   EXPECT_EQ(next.chat.messages[4]["tool_calls"][0]["function"]["name"], "exec_command");
   EXPECT_EQ(next.chat.messages[5]["role"], "tool");
   EXPECT_EQ(next.chat.messages[5]["tool_call_id"], next.chat.messages[4]["tool_calls"][0]["id"]);
+  ResponsesParams resumed = parse_responses_params(codex_body("resumed_turn.json"), limits());
+  ASSERT_EQ(resumed.chat.messages.size(), 8u);
+  EXPECT_EQ(resumed.chat.messages[6], (json{{"role", "assistant"}, {"content", "hello"}}));
+  EXPECT_EQ(resumed.chat.messages[7], (json{{"role", "user"}, {"content", "again"}}));
   // Codex's defaults add the built-in web search and a namespace of sub-agent
   // tools: refused, with the configuration that leaves them out.
   json with_defaults = codex_body("turn.json");
