@@ -65,6 +65,12 @@ void ResponsesOutput::open(Open kind, std::vector<std::string>* events) {
   emit(events, "response.output_item.added",
        json{{"output_index", index},
             {"item", kind == Open::kReasoning ? reasoning_item("in_progress") : message_item("in_progress")}});
+  const json summary_ref = {{"item_id", id}, {"output_index", index}, {"summary_index", 0}};
+  if (kind == Open::kReasoning && setup_.reasoning_summary) {
+    json added = summary_ref;
+    added["part"] = {{"type", "summary_text"}, {"text", ""}};
+    emit(events, "response.reasoning_summary_part.added", std::move(added));
+  }
   if (kind == Open::kMessage)
     emit(events, "response.content_part.added",
          json{{"item_id", id},
@@ -82,6 +88,13 @@ void ResponsesOutput::close(std::vector<std::string>* events) {
     json done = ref;
     done["text"] = reasoning_;
     emit(events, "response.reasoning_text.done", std::move(done));
+    if (setup_.reasoning_summary) {
+      json summary = {{"item_id", item["id"]}, {"output_index", index}, {"summary_index", 0}, {"text", reasoning_}};
+      emit(events, "response.reasoning_summary_text.done", summary);
+      summary.erase("text");
+      summary["part"] = item["summary"][0];
+      emit(events, "response.reasoning_summary_part.done", std::move(summary));
+    }
   } else {
     json done = ref;
     done["text"] = text_;
@@ -127,11 +140,13 @@ void ResponsesOutput::push(const ChatDelta& delta, const json& logprobs, std::ve
     ++reasoning_tokens_;
     open(Open::kReasoning, events);
     reasoning_ += delta.reasoning;
+    const std::string id = item_id("rs_", setup_.id, items_.size());
     emit(events, "response.reasoning_text.delta",
-         json{{"item_id", item_id("rs_", setup_.id, items_.size())},
-              {"output_index", items_.size()},
-              {"content_index", 0},
-              {"delta", delta.reasoning}});
+         json{{"item_id", id}, {"output_index", items_.size()}, {"content_index", 0}, {"delta", delta.reasoning}});
+    // The reasoning is its own summary (no model writes one here): shown as it comes.
+    if (setup_.reasoning_summary)
+      emit(events, "response.reasoning_summary_text.delta",
+           json{{"item_id", id}, {"output_index", items_.size()}, {"summary_index", 0}, {"delta", delta.reasoning}});
   }
   if (!delta.content.empty()) {
     open(Open::kMessage, events);

@@ -10,6 +10,9 @@
 //   response.created, response.in_progress,
 //   per item: response.output_item.added, then
 //     reasoning: response.reasoning_text.delta..., response.reasoning_text.done
+//                (with a summary asked, also response.reasoning_summary_part.added,
+//                response.reasoning_summary_text.delta / .done and
+//                response.reasoning_summary_part.done: the reasoning is its summary)
 //     message:   response.content_part.added, response.output_text.delta...,
 //                response.output_text.done, response.content_part.done
 //     call:      response.function_call_arguments.delta (the whole arguments:

@@ -88,9 +88,14 @@ TEST(ResponsesOutput, StreamIsTheResponsesEventSequence) {
   const std::vector<std::string> want = {"response.created",
                                          "response.in_progress",
                                          "response.output_item.added",
+                                         "response.reasoning_summary_part.added",
                                          "response.reasoning_text.delta",
+                                         "response.reasoning_summary_text.delta",
                                          "response.reasoning_text.delta",
+                                         "response.reasoning_summary_text.delta",
                                          "response.reasoning_text.done",
+                                         "response.reasoning_summary_text.done",
+                                         "response.reasoning_summary_part.done",
                                          "response.output_item.done",
                                          "response.output_item.added",
                                          "response.content_part.added",
@@ -124,9 +129,10 @@ TEST(ResponsesOutput, StreamIsTheResponsesEventSequence) {
   EXPECT_EQ(out[2]["call_id"], "call_1");
   EXPECT_EQ(out[2]["arguments"], "{\"city\":\"Paris\"}");
   // Each item's done event carries the item as the response lists it.
-  EXPECT_EQ(r.events[6]["item"], out[0]);
-  EXPECT_EQ(r.events[13]["item"], out[1]);
-  EXPECT_EQ(r.events[17]["item"], out[2]);
+  EXPECT_EQ(r.events[11]["item"], out[0]);
+  EXPECT_EQ(r.events[18]["item"], out[1]);
+  EXPECT_EQ(r.events[22]["item"], out[2]);
+  EXPECT_EQ(r.events[10]["part"], out[0]["summary"][0]);
   // The created event has no output yet; the whole response equals the stream's last.
   EXPECT_EQ(r.events[0]["response"]["status"], "in_progress");
   EXPECT_TRUE(r.events[0]["response"]["output"].empty());
