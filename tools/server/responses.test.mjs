@@ -185,4 +185,13 @@ test('Agents SDK: an agent with one tool runs to completion', async () => {
   assert.equal(result.finalOutput, `It is sunny in ${calls[0]}.`);
   const items = result.newItems.map((i) => i.type);
   assert.deepEqual(items, ['tool_call_item', 'tool_call_output_item']);
+  // The same run streamed: the same call, the same answer.
+  const streamed = await run(agent, 'What is the weather in Oslo?', { stream: true });
+  let events = 0;
+  for await (const _ of streamed) events++;
+  await streamed.completed;
+  assert.ok(events > 0);
+  assert.equal(calls.length, 2);
+  assert.equal(calls[1], calls[0]);
+  assert.equal(streamed.finalOutput, result.finalOutput);
 });
