@@ -49,7 +49,11 @@ test('create: a message with usage, the restore record, and the bank holding its
   assert.ok(cold.usage.output_tokens >= 1 && cold.usage.output_tokens <= 6);
   assert.equal(cold.restore.mode, 'cold');
   assert.ok(cold.usage.cache_creation_input_tokens >= B, 'the first request stores its full blocks');
-  const warm = await client.messages.create(body);
+  const { data: warm, response } = await client.messages.create(body).withResponse();
+  // The restore record is in the headers too.
+  assert.equal(response.headers.get('x-restore-mode'), warm.restore.mode);
+  assert.equal(Number(response.headers.get('x-restore-point')), warm.usage.cache_read_input_tokens);
+  assert.equal(Number(response.headers.get('x-restore-stored-tokens')), warm.restore.stored_tokens);
   const n = total(warm.usage);
   assert.equal(n, total(cold.usage));
   assert.equal(warm.usage.cache_read_input_tokens, Math.floor((n - 1) / B) * B);
