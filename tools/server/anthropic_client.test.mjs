@@ -121,6 +121,31 @@ test('count_tokens: the prompt a create would render', async () => {
   assert.equal(counted.input_tokens, total(created.usage));
 });
 
+test('cache_control pins the prefix up to its block, one pin per TTL', async () => {
+  const pins = async () => (await fetch(baseURL + '/v1/bank/pins', { headers: { 'x-api-key': apiKey } }).then((r) => r.json())).pins;
+  const before = new Set((await pins()).map((p) => p.id));
+  const long = 'A system prompt long enough for whole blocks. '.repeat(30);
+  const m = await client.messages.create({
+    model, max_tokens: 2,
+    system: [{ type: 'text', text: long, cache_control: { type: 'ephemeral', ttl: '1h' } }],
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Question one. '.repeat(40), cache_control: { type: 'ephemeral' } },
+      { type: 'text', text: 'And after the mark.' }] }],
+  });
+  const added = (await pins()).filter((p) => !before.has(p.id));
+  assert.equal(added.length, 2, JSON.stringify(added));
+  const [hour, fiveMinutes] = [...added].sort((a, b) => b.ttl_left_ms - a.ttl_left_ms);
+  assert.ok(hour.ttl_left_ms > 3000000 && hour.ttl_left_ms <= 3600000, String(hour.ttl_left_ms));
+  assert.ok(fiveMinutes.ttl_left_ms > 200000 && fiveMinutes.ttl_left_ms <= 300000, String(fiveMinutes.ttl_left_ms));
+  // Whole blocks of the marked prefixes: the system's within the user's, both within the prompt.
+  assert.ok(hour.tokens >= B && hour.tokens % B === 0);
+  assert.ok(fiveMinutes.tokens > hour.tokens && fiveMinutes.tokens % B === 0);
+  assert.ok(fiveMinutes.tokens <= total(m.usage));
+  // Without the text after the mark, the prompt is longer than the 5m prefix by less than one block.
+  const text = (await client.messages.countTokens({ model, system: [{ type: 'text', text: long }],
+    messages: [{ role: 'user', content: 'Question one. '.repeat(40) }] })).input_tokens;
+  assert.ok(fiveMinutes.tokens <= text && text - fiveMinutes.tokens < B + 8, `${fiveMinutes.tokens} vs ${text}`);
+});
+
 test('errors: Anthropic-shaped 404, 400 and 401', async () => {
   await assert.rejects(client.messages.create({ model: 'no-such-model', max_tokens: 4, messages: [{ role: 'user', content: 'x' }] }),
     (e) => e.status === 404 && e.error.type === 'error' && e.error.error.type === 'not_found_error');
