@@ -47,6 +47,9 @@ std::string stop_reason(const GenerationEnd& end) {
       return "stop_sequence";
     case EndCause::kToolCallLimit:
       return "tool_use";
+    // The operator's cap ends the turn: "max_tokens" would say the client's
+    // own limit was reached, which agents take for a cut-off answer to resume.
+    case EndCause::kCapped:
     case EndCause::kEndOfTurn:
       break;
   }

@@ -121,7 +121,10 @@ void prepare_common(const Backend& backend, const ParseLimits& limits, const Com
                                      std::to_string(limits.max_prompt_tokens),
                                  "context_length_exceeded")};
   creq.max_tokens = common.max_tokens;
-  if (in.max_tokens_cap > 0) creq.max_tokens = std::min(creq.max_tokens, in.max_tokens_cap);
+  if (in.max_tokens_cap > 0 && creq.max_tokens > in.max_tokens_cap) {
+    creq.max_tokens = in.max_tokens_cap;
+    setup.max_tokens_capped = true;
+  }
   creq.sampling = common.sampling;
   if (!common.seed_given) {
     // A fresh seed per request, reported in the response so it can be

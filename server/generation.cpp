@@ -29,7 +29,7 @@ json restore_json(const RestoreRecord& r, bool operator_view) {
          {"lookup_ms", r.lookup_ms},
          {"restore_ms", r.restore_ms},
          {"prefill_ms", r.prefill_ms},
-              {"stored_tokens", r.stored_tokens},
+         {"stored_tokens", r.stored_tokens},
          {"miss_reason", nullptr}};
   if (reason != MissReason::kNone) j["miss_reason"] = miss_reason_name(reason);
   if (reason == MissReason::kDiverged) j["diverged_at"] = r.diverged_at;
@@ -100,7 +100,7 @@ GenerationEnd Generation::end(const CompletionResult& result) const {
   else if (call_limit_reached())
     cause = EndCause::kToolCallLimit;
   else if (result.finish_reason == FinishReason::kLength)
-    cause = EndCause::kLength;
+    cause = setup_.max_tokens_capped ? EndCause::kCapped : EndCause::kLength;
   return GenerationEnd{result,
                        cause,
                        stops_.matched(),

@@ -46,8 +46,9 @@ struct GenerationSetup {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> stop_token_ids;  // ended generation; not shown as text
   std::vector<std::string> stop;
-  uint64_t seed = 0;        // reported, so that a request can be replayed
-  int max_tool_calls = -1;  // parallel_tool_calls false: 1 (generation ends after the first call)
+  uint64_t seed = 0;               // reported, so that a request can be replayed
+  bool max_tokens_capped = false;  // --max-tokens-cap lowered the request's max_tokens
+  int max_tool_calls = -1;         // parallel_tool_calls false: 1 (generation ends after the first call)
 };
 
 class Generation {

@@ -49,8 +49,7 @@ int64_t as_int(const json& v, const std::string& param, int64_t lo, int64_t hi) 
   };
   if (v.is_number_unsigned()) {
     uint64_t u = v.get<uint64_t>();
-    // A parsed 0 is unsigned too: the lower bound holds here as well.
-    if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo))) range();
+    if (u > static_cast<uint64_t>(hi) || static_cast<int64_t>(u) < lo) range();  // 0 is unsigned in JSON too
     return static_cast<int64_t>(u);
   }
   if (v.is_number_integer()) {

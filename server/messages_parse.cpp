@@ -81,7 +81,9 @@ class Builder {
  public:
   explicit Builder(MessagesParams* out) : out_(out) {}
 
-  void system(const json& v);
+  // The top-level `system`, or a system message in `messages` (Claude Code
+  // sends one after the first user message).
+  void system(const json& v, const std::string& param);
   void tools(const json& v);
   void message(const json& m, size_t index, bool last);
 
@@ -132,15 +134,15 @@ const std::string& block_type(const json& b, const std::string& param) {
   return as_string(*type, param + ".type");
 }
 
-void Builder::system(const json& v) {
+void Builder::system(const json& v, const std::string& param) {
   if (v.is_string()) {
-    out_->chat.messages.push_back({{"role", "system"}, {"content", as_text(v, "system")}});
+    out_->chat.messages.push_back({{"role", "system"}, {"content", as_text(v, param)}});
     return;
   }
-  if (!v.is_array()) wrong_type("system", "a string or an array of text blocks", v);
+  if (!v.is_array()) wrong_type(param, "a string or an array of text blocks", v);
   std::vector<std::string> parts;
   for (size_t i = 0; i < v.size(); ++i) {
-    const std::string p = "system[" + std::to_string(i) + "]";
+    const std::string p = param + "[" + std::to_string(i) + "]";
     if (block_type(v[i], p) != "text") fail(p + ".type", "system blocks must be text blocks");
     parts.push_back(text_block(v[i], p));
     breakpoint(v[i], p, json{{"role", "system"}, {"content", joined(parts)}});
@@ -157,12 +159,14 @@ void Builder::tools(const json& v) {
     if (const json* t = field(v[i], "type"); t && as_string(*t, p + ".type") != "custom")
       fail(p + ".type", "server tools ('" + t->get<std::string>().substr(0, 64) +
                             "') are not supported: only client tools with an input_schema");
-    check_keys(v[i], p, {"type", "name", "description", "input_schema", "cache_control"});
+    check_keys(v[i], p, {"type", "name", "description", "input_schema", "cache_control", "defer_loading"});
     const json* name = field(v[i], "name");
     if (!name) fail(p + ".name", "'" + p + ".name' is required");
     json fn = {{"name", as_string(*name, p + ".name")}};
     if (!names.insert(fn["name"].get<std::string>()).second) fail(p + ".name", "tool names must be unique");
     if (const json* d = field(v[i], "description")) fn["description"] = as_text(*d, p + ".description");
+    // defer_loading (load the schema when a tool search finds it): here every tool is in the prompt.
+    if (const json* d = field(v[i], "defer_loading")) as_bool(*d, p + ".defer_loading");
     const json* schema = field(v[i], "input_schema");
     if (!schema) fail(p + ".input_schema", "'" + p + ".input_schema' is required");
     if (!schema->is_object()) wrong_type(p + ".input_schema", "an object", *schema);
@@ -277,12 +281,17 @@ void Builder::message(const json& m, size_t index, bool last) {
   const json* role_v = field(m, "role");
   if (!role_v) fail(p + ".role", "'" + p + ".role' is required");
   const std::string& role = as_string(*role_v, p + ".role");
-  if (role != "user" && role != "assistant") fail(p + ".role", "'" + p + ".role' must be user or assistant");
+  if (role != "user" && role != "assistant" && role != "system")
+    fail(p + ".role", "'" + p + ".role' must be user, assistant or system");
   if (role == "assistant" && last)
     fail(p, "a final assistant message (a prefill to continue) is not supported; end with a user message");
   const json* content = field(m, "content");
   if (!content) fail(p + ".content", "'" + p + ".content' is required");
   const bool user = role == "user";
+  if (role == "system") {
+    system(*content, p + ".content");
+    return;
+  }
   if (content->is_string()) {
     out_->chat.messages.push_back({{"role", role}, {"content", as_text(*content, p + ".content")}});
   } else if (!content->is_array()) {
@@ -324,7 +333,12 @@ void parse_tool_choice(const json& v, ChatParams* p) {
 
 void parse_thinking(const json& v, ChatParams* p) {
   if (!v.is_object()) wrong_type("thinking", "an object", v);
-  check_keys(v, "thinking", {"type", "budget_tokens"});
+  check_keys(v, "thinking", {"type", "budget_tokens", "display"});
+  if (const json* d = field(v, "display")) {
+    const std::string& shown = as_string(*d, "thinking.display");
+    if (shown != "summarized" && shown != "omitted")
+      fail("thinking.display", "'thinking.display' must be summarized or omitted");
+  }
   const json* type = field(v, "type");
   if (!type) fail("thinking.type", "'thinking.type' is required");
   const std::string& t = as_string(*type, "thinking.type");
@@ -400,7 +414,7 @@ MessagesParams parse_messages_params(const json& body, const ParseLimits& limits
   Builder builder(&out);
   // Tools first, then system, then messages: the order of Anthropic's cache prefixes.
   if (const json* v = field(body, "tools")) builder.tools(*v);
-  if (const json* v = field(body, "system")) builder.system(*v);
+  if (const json* v = field(body, "system")) builder.system(*v, "system");
   const json* messages = field(body, "messages");
   if (!messages) fail("messages", "'messages' is required");
   if (!messages->is_array()) wrong_type("messages", "an array", *messages);

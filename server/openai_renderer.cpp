@@ -68,7 +68,7 @@ void OpenAiRenderer::step(const GeneratedStep& s, std::vector<std::string>* even
 }
 
 std::string OpenAiRenderer::finish_reason(const GenerationEnd& end) const {
-  std::string reason = end.cause == EndCause::kLength ? "length" : "stop";
+  std::string reason = end.cause == EndCause::kLength || end.cause == EndCause::kCapped ? "length" : "stop";
   if (setup_.chat && !end.tool_calls.empty() && reason == "stop") reason = "tool_calls";
   return reason;
 }

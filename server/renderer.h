@@ -45,7 +45,8 @@ struct GeneratedStep {
 // Why the shown text ended.
 enum class EndCause {
   kEndOfTurn,      // the model's end token, or the engine ended it otherwise
-  kLength,         // max_tokens
+  kLength,         // the request's max_tokens
+  kCapped,         // the server's --max-tokens-cap, below the request's max_tokens
   kStopSequence,   // a stop string (GenerationEnd::stop_sequence)
   kToolCallLimit,  // parallel_tool_calls false: the first call ended it
 };

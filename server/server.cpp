@@ -611,6 +611,11 @@ void Server::respond_when_done(const Call& call, const httplib::Request& req, ht
   } else if (!job.status) {
     throw ApiException{internal_error(call.request_id)};
   } else {
+    // The restore record in headers too, for protocols whose bodies have no room for it.
+    const RestoreRecord& r = job.result.restore;
+    res.set_header("X-Restore-Mode", r.mode.name());
+    res.set_header("X-Restore-Point", std::to_string(r.restore_point));
+    res.set_header("X-Restore-Stored-Tokens", std::to_string(r.stored_tokens));
     res.set_content(dump_json(call.generation->response(job.result)), kJson);
     // The response is complete; the audit (if any) starts from here.
     backend_->response_finished(job.request, job.result);
