@@ -133,8 +133,11 @@ test('bank and bypass give the same output bit for bit, whole and streamed', asy
   const body = { model, instructions, input: 'Tell me about rain.', max_output_tokens: 12, temperature: 0,
     include: ['message.output_text.logprobs'], top_logprobs: 2 };
   await client.responses.create(body);  // stores the prefix
-  const served = await client.responses.create(body);
+  const { data: served, response: http } = await client.responses.create(body).withResponse();
   assert.ok(['ram', 'ssd', 'mixed'].includes(served.restore.mode), served.restore.mode);
+  // The restore record in the headers too, as on every route.
+  assert.equal(http.headers.get('x-restore-mode'), served.restore.mode);
+  assert.equal(Number(http.headers.get('x-restore-point')), served.restore.restore_point);
   assert.ok(served.usage.input_tokens_details.cached_tokens >= 256);
   const cold = await client.responses.create(body, bypass);
   assert.equal(cold.restore.mode, 'bypass');
