@@ -33,11 +33,17 @@ Status Args::parse(int argc, char** argv) {
         value = argv[++i];
       }
       values_[name] = value;
+      all_values_[name].push_back(value);
     } else {
       return Status::invalid("unknown flag --" + name);
     }
   }
   return Status::ok();
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  auto it = all_values_.find(name);
+  return it == all_values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::get(const std::string& name, const std::string& fallback) const {

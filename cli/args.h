@@ -23,6 +23,8 @@ class Args {
 
   bool has(const std::string& name) const { return values_.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback = "") const;
+  // Every value a repeatable flag was given, in order (get() returns the last).
+  std::vector<std::string> get_all(const std::string& name) const;
   Status get_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi, int64_t* out) const;
   Status get_double(const std::string& name, double fallback, double* out) const;
   // SIZE with optional suffix K, M, G, T (powers of 1024), e.g. 512M.
@@ -32,6 +34,7 @@ class Args {
  private:
   std::set<std::string> flags_, switches_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::vector<std::string> positional_;
 };
 

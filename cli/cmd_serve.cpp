@@ -42,7 +42,7 @@ const char* kUsage =
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
-    "[--tenant-share F] [--insecure-no-key] "
+    "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
     "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
     "[--remote-timeout-ms MS]]";
 
@@ -57,7 +57,7 @@ std::string base_name(const std::string& dir) {
 // The numeric flags, parsed and checked together.
 struct ServeFlags {
   int64_t port, block_tokens, snapshot_every, threads, max_prompt, max_running, batch_tokens, max_queue,
-      max_tokens_limit, request_timeout_s, deadline_s, remote_ttl, remote_timeout, max_connections, header_timeout_s,
+      max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl, remote_timeout, max_connections, header_timeout_s,
       body_timeout_s;
   uint64_t max_body;
   double audit, itl_ratio, tenant_share;
@@ -75,6 +75,7 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
       !(s = args.get_int("max-queue", 64, 1, 1 << 16, &f->max_queue)) ||
       !(s = args.get_int("request-timeout", 1800, 0, 7 * 86400, &f->request_timeout_s)) ||
       !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &f->max_tokens_limit)) ||
+      !(s = args.get_int("max-tokens-cap", 0, 0, int64_t{1} << 30, &f->max_tokens_cap)) ||
       !(s = args.get_int("shutdown-deadline", 30, 1, 86400, &f->deadline_s)) ||
       !(s = args.get_int("max-connections", 1024, 1, 1 << 20, &f->max_connections)) ||
       !(s = args.get_int("header-timeout", 10, 1, 3600, &f->header_timeout_s)) ||
@@ -226,7 +227,7 @@ int cmd_serve(int argc, char** argv) {
              "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
              "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
              "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
-             "remote-timeout-ms"},
+             "remote-timeout-ms", "served-model-name", "max-tokens-cap"},
             {"insecure-no-key"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
@@ -248,6 +249,11 @@ int cmd_serve(int argc, char** argv) {
   so.limits.max_tokens_limit = f.max_tokens_limit;
   so.max_running = static_cast<int>(f.max_running);
   so.max_queue = static_cast<size_t>(f.max_queue);
+  so.max_tokens_cap = f.max_tokens_cap;
+  for (const std::string& name : args.get_all("served-model-name")) {
+    if (name.empty() || name.size() > kMaxFieldBytes) return fail("serve", "--served-model-name must be 1 to 1024 bytes");
+    so.served_model_names.push_back(name);
+  }
   so.request_timeout = std::chrono::seconds(f.request_timeout_s);
   so.shutdown_deadline = std::chrono::seconds(f.deadline_s);
   so.max_connections = static_cast<size_t>(f.max_connections);

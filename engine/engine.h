@@ -64,6 +64,9 @@ struct RestoreRecord {
   double lookup_ms = 0;
   double restore_ms = 0;
   double prefill_ms = 0;
+  // Prompt tokens in the new full blocks this request handed to the bank
+  // (publish, kDefault only; a tier may still refuse or later evict one).
+  int64_t stored_tokens = 0;
   // Why restore_point is below the longest usable prefix, floor((n-1)/B)*B
   // (bank/miss_reason.h); kNone when it is not. Never kOtherNamespace: that
   // is the operator-only flag below (operator_miss_reason()).

@@ -37,6 +37,7 @@ void publish_prompt(const EngineContext& context, Sequence& seq) {
   for (int64_t j = seq.restore_point / B; j < n / B; ++j) {
     const auto tokens = prompt.subspan(static_cast<size_t>(j * B), static_cast<size_t>(B));
     (void)context.bank->publish(make_block(seq.state, seq.keys[j + 1], seq.keys[j], j * B, tokens), Retention::kBlock);
+    seq.result.restore.stored_tokens += B;
     const int64_t end = (j + 1) * B;
     while (next_snap < seq.snapshots.size() && seq.snapshots[next_snap].position < end) ++next_snap;
     if (next_snap < seq.snapshots.size() && seq.snapshots[next_snap].position == end) {

@@ -16,11 +16,10 @@ using GrammarRef = std::shared_ptr<const constrain::Grammar>;
 
 // /v1/chat/completions: renders the conversation; the grammar of the reply
 // (response_format, or the calls tool_choice forces), if any.
-GrammarRef prepare_chat(const Backend& backend, const nlohmann::ordered_json& body, const ParseLimits& limits,
-                        const CompletionInput& in, ChatParams* chat_params, PreparedCompletion* out) {
+GrammarRef prepare_chat(const Backend& backend, const CompletionInput& in, ChatParams* chat_params,
+                        PreparedCompletion* out) {
   CompletionRequest& creq = out->request;
   GenerationSetup& setup = out->setup;
-  *chat_params = parse_chat_params(body, limits);
   const bool calls_forced = chat_params->tool_choice == "required" || chat_params->tool_choice_named;
   // A constrained reply is the answer itself: unless the request asks
   // for thinking, the template is told to leave it out.
@@ -36,10 +35,12 @@ GrammarRef prepare_chat(const Backend& backend, const nlohmann::ordered_json& bo
       if (!chat_params->tool_choice_named || t["function"]["name"] == chat_params->tool_choice) callable.push_back(t);
     std::shared_ptr<constrain::Grammar> calls;
     s = constrain::Grammar::tool_calls(callable,
-                                       rendered.flavour == ChatFlavour::kQwen35Xml ? constrain::Grammar::CallSyntax::kXml
-                                                                                  : constrain::Grammar::CallSyntax::kJson,
+                                       rendered.flavour == ChatFlavour::kQwen35Xml
+                                           ? constrain::Grammar::CallSyntax::kXml
+                                           : constrain::Grammar::CallSyntax::kJson,
                                        chat_params->parallel_tool_calls, &calls);
-    if (!s) throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
+    if (!s)
+      throw ApiException{bad_request(s.message().substr(0, s.message().find(':')), s.message(), "unsupported_schema")};
     grammar = calls;
   }
   if (grammar && rendered.opens_thinking) grammar = constrain::Grammar::after_reasoning(grammar);
@@ -92,8 +93,8 @@ void set_decoding_rules(const Backend& backend, const CommonParams& common, Gram
   rules.grammar = grammar;
   rules.vocabulary = backend.vocabulary();
   if (grammar && !rules.vocabulary)
-    throw ApiException{bad_request(chat ? "tool_choice" : "response_format",
-                                   "this server's model cannot constrain its output")};
+    throw ApiException{
+        bad_request(chat ? "tool_choice" : "response_format", "this server's model cannot constrain its output")};
   if (rules.repetition_penalty != 1.0f) rules.prompt = creq->prompt;
   if (!rules.empty()) {
     auto shared = std::make_shared<const DecodingRules>(std::move(rules));
@@ -101,61 +102,78 @@ void set_decoding_rules(const Backend& backend, const CommonParams& common, Gram
   }
 }
 
-}  // namespace
-
-PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in) {
-  nlohmann::ordered_json body = parse_body(in.body, limits);
-  const CacheMode cache_mode = parse_cache_mode(in.cache_mode_header);
-  PreparedCompletion out;
-  CompletionRequest& creq = out.request;
-  GenerationSetup& setup = out.setup;
-  setup.chat = in.chat;
-  setup.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  setup.model = backend.model_id();
+// What every route does once its body is parsed: the model's name, the
+// prompt's length, sampling, decoding rules, cache mode and namespace.
+void prepare_common(const Backend& backend, const ParseLimits& limits, const CompletionInput& in,
+                    const CommonParams& common, GrammarRef grammar, bool chat, PreparedCompletion* out) {
+  CompletionRequest& creq = out->request;
+  GenerationSetup& setup = out->setup;
+  check_model_name(backend, in, common.model);
+  setup.chat = chat;
+  setup.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  setup.model = common.model.empty() ? backend.model_id() : common.model;
   setup.stop_token_ids = backend.stop_token_ids();
-  ChatParams chat_params;
-  CompletionParams completion_params;
-  const CommonParams* common = nullptr;
-  GrammarRef grammar;
-  if (in.chat) {
-    grammar = prepare_chat(backend, body, limits, in, &chat_params, &out);
-    common = &chat_params;
-  } else {
-    grammar = prepare_plain(backend, body, limits, in, &completion_params, &out);
-    common = &completion_params;
-  }
-  if (!common->model.empty() && common->model != backend.model_id())
-    throw ApiException{not_found("model", "the model '" + common->model + "' does not exist; this server serves '" +
-                                              backend.model_id() + "'",
-                                 "model_not_found")};
   int64_t n_prompt = static_cast<int64_t>(creq.prompt.size());
   if (limits.max_prompt_tokens > 0 && n_prompt > limits.max_prompt_tokens)
-    throw ApiException{too_large(in.chat ? "messages" : "prompt",
+    throw ApiException{too_large(chat ? "messages" : "prompt",
                                  "the prompt has " + std::to_string(n_prompt) + " tokens, more than the limit of " +
                                      std::to_string(limits.max_prompt_tokens),
                                  "context_length_exceeded")};
-  creq.max_tokens = common->max_tokens;
-  creq.sampling = common->sampling;
-  if (!common->seed_given) {
+  creq.max_tokens = common.max_tokens;
+  if (in.max_tokens_cap > 0 && creq.max_tokens > in.max_tokens_cap) {
+    creq.max_tokens = in.max_tokens_cap;
+    setup.max_tokens_capped = true;
+  }
+  creq.sampling = common.sampling;
+  if (!common.seed_given) {
     // A fresh seed per request, reported in the response so it can be
     // replayed; 53 bits, so that JavaScript clients read it back exactly.
     static thread_local std::mt19937_64 seeds(std::random_device{}());
     creq.sampling.seed = seeds() >> 11;
   }
   setup.seed = creq.sampling.seed;
-  set_decoding_rules(backend, *common, grammar, in.chat, &creq);
+  set_decoding_rules(backend, common, grammar, chat, &creq);
   creq.stop_tokens = setup.stop_token_ids;
-  creq.cache_mode = cache_mode;
-  creq.name_space = request_namespace(in.tenant, common->has_cache_salt, common->cache_salt);
+  creq.cache_mode = parse_cache_mode(in.cache_mode_header);
+  creq.name_space = request_namespace(in.tenant, common.has_cache_salt, common.cache_salt);
   if (!in.shared_tenant.empty() && in.tenant != nullptr && in.tenant->name != in.shared_tenant) {
     const Tenant shared{in.shared_tenant, false};
     creq.shared_name_space = request_namespace(&shared, false, "");
   }
-  setup.stream = common->stream;
-  setup.include_usage = common->include_usage;
-  setup.stop = common->stop;
+  setup.stream = common.stream;
+  setup.include_usage = common.include_usage;
+  setup.stop = common.stop;
   setup.prompt_ids = creq.prompt;
+}
 
+}  // namespace
+
+void check_model_name(const Backend& backend, const CompletionInput& in, const std::string& model) {
+  if (model.empty() || model == backend.model_id()) return;
+  if (std::find(in.model_aliases.begin(), in.model_aliases.end(), model) != in.model_aliases.end()) return;
+  throw ApiException{
+      not_found("model", "the model '" + model + "' does not exist; this server serves '" + backend.model_id() + "'",
+                "model_not_found")};
+}
+
+PreparedCompletion prepare_chat_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in,
+                                           ChatParams params) {
+  parse_cache_mode(in.cache_mode_header);  // a bad header is refused before the render
+  PreparedCompletion out;
+  GrammarRef grammar = prepare_chat(backend, in, &params, &out);
+  prepare_common(backend, limits, in, params, grammar, true, &out);
+  return out;
+}
+
+PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in) {
+  nlohmann::ordered_json body = parse_body(in.body, limits);
+  parse_cache_mode(in.cache_mode_header);
+  if (in.chat) return prepare_chat_completion(backend, limits, in, parse_chat_params(body, limits));
+  PreparedCompletion out;
+  CompletionParams params;
+  GrammarRef grammar = prepare_plain(backend, body, limits, in, &params, &out);
+  prepare_common(backend, limits, in, params, grammar, false, &out);
   return out;
 }
 

@@ -1,6 +1,8 @@
-// Generation: turns one request's generated tokens into OpenAI output:
-// streamed chunks as tokens arrive, and the final response or final chunk
-// (usage, `restore`) once the engine returns.
+// Generation: the part of turning one request's generated tokens into
+// output that every protocol shares: tokens to text, stop strings, the chat
+// output's split into content, reasoning and tool calls, the tool-call limit,
+// and the counts. How it shows (OpenAI chunks, Anthropic events, a whole
+// body) is its Renderer's (server/renderer.h).
 //
 // Thread safety: on_token() runs on the model worker while the engine runs;
 // finish()/response() run after complete() returned, on whichever thread
@@ -14,13 +16,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/engine.h"
 #include "server/backend.h"
+#include "server/renderer.h"
 #include "server/sse.h"
 #include "server/stop_matcher.h"
 
@@ -44,20 +46,22 @@ struct GenerationSetup {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> stop_token_ids;  // ended generation; not shown as text
   std::vector<std::string> stop;
-  uint64_t seed = 0;        // reported, so that a request can be replayed
-  int max_tool_calls = -1;  // parallel_tool_calls false: 1 (generation ends after the first call)
+  uint64_t seed = 0;               // reported, so that a request can be replayed
+  bool max_tokens_capped = false;  // --max-tokens-cap lowered the request's max_tokens
+  int max_tool_calls = -1;         // parallel_tool_calls false: 1 (generation ends after the first call)
 };
 
 class Generation {
  public:
-  Generation(const Backend& backend, GenerationSetup setup, std::unique_ptr<ChatOutput> chat_output);
+  Generation(const Backend& backend, GenerationSetup setup, std::unique_ptr<ChatOutput> chat_output,
+             std::unique_ptr<Renderer> renderer);
 
-  // Streaming: the opening events (the assistant role; an echoed prompt).
+  // Streaming: the opening events.
   void start_stream(std::vector<std::string>* events);
-  // One generated token. Appends SSE events to *events when streaming.
+  // One generated token. Appends events to *events when streaming.
   // Returns false once a stop string has ended the text.
   bool on_token(const GeneratedToken& token, std::vector<std::string>* events);
-  // Streaming: the closing events (last text, finish_reason, usage, restore, [DONE]).
+  // Streaming: the closing events (last text, finish reason, usage, restore).
   void finish_stream(const CompletionResult& result, std::vector<std::string>* events);
   // Not streaming: the response body.
   ResponseJson response(const CompletionResult& result);
@@ -66,37 +70,24 @@ class Generation {
   bool stopped_early() const { return stops_.stopped() || call_limit_reached(); }
 
  private:
-  struct Entry {
-    int32_t token;
-    float logprob;
-    std::vector<TokenLogprob> top;
-    int64_t text_offset;
-  };
-  ResponseJson chunk(ResponseJson choice) const;
-  ResponseJson completion_logprobs(const std::vector<Entry>& entries, const std::vector<Entry>& prompt) const;
-  ResponseJson chat_logprobs(const std::vector<Entry>& entries) const;
-  ResponseJson chat_delta(const ChatDelta& d);
   void absorb(const ChatDelta& d);
-  std::string finish_reason(const CompletionResult& result) const;
-  ResponseJson usage(const CompletionResult& result) const;
-  std::string drain_text();  // held text at the end, through the stop matcher
+  GeneratedStep drain();  // held text at the end, through the stop matcher and the chat output
+  GenerationEnd end(const CompletionResult& result) const;
   bool call_limit_reached() const {
     return setup_.max_tool_calls >= 0 && static_cast<int>(tool_calls_.size()) >= setup_.max_tool_calls;
   }
 
-  const Backend& backend_;
   GenerationSetup setup_;
   std::unique_ptr<TextStream> text_stream_;
   std::unique_ptr<ChatOutput> chat_output_;
+  std::unique_ptr<Renderer> renderer_;
   StopMatcher stops_;
-  std::string text_;                 // emitted text (completions: after any echo)
-  int64_t text_bytes_ = 0;           // offsets for text_offset, echo included
-  std::vector<Entry> entries_;       // generated tokens shown to the user
-  size_t streamed_entries_ = 0;
+  std::string text_;                     // emitted text (completions: after any echo)
+  int64_t text_bytes_ = 0;               // offsets for text_offset, echo included
+  std::vector<GeneratedEntry> entries_;  // generated tokens shown to the user
   // Chat: accumulated parts.
   std::string content_, reasoning_;
   std::vector<GeneratedToolCall> tool_calls_;
-  bool sent_role_ = false;
 };
 
 }  // namespace sb

@@ -11,11 +11,15 @@
 #include <cstdio>
 #include <random>
 
+#include "server/anthropic_renderer.h"
 #include "server/connections.h"
 #include "server/connection_probe.h"
 #include "server/event_channel.h"
 #include "server/generation.h"
+#include "server/messages_parse.h"
 #include "server/namespace.h"
+#include "server/openai_renderer.h"
+#include "server/responses_protocol.h"
 #include "server/sse.h"
 
 namespace sb {
@@ -28,7 +32,8 @@ namespace {
 const char* kJson = "application/json";
 
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/v1/bank",
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages",
+                            "/v1/messages/count_tokens", "/v1/models", "/health", "/metrics", "/v1/bank",
                             "/v1/bank/prefixes", "/v1/bank/requests", "/v1/bank/pins", "/v1/bank/flush", "/bank"})
     if (path == known) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -137,16 +142,23 @@ std::string Server::next_request_id() {
 
 void Server::respond_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(dump_json(e.to_json()), kJson);
+  res.set_content(openai_error_body(e), kJson);
+}
+
+void Server::respond_error(httplib::Response& res, const ApiError& e, const Protocol& protocol) {
+  res.status = e.status;
+  res.set_content(protocol.error_body(e), kJson);
 }
 
 const Tenant* Server::check_auth(const httplib::Request& req) const {
   if (options_.keys.empty()) return nullptr;
   std::string header = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
-  if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0)
-    throw ApiException{unauthorized("missing API key: send 'Authorization: Bearer KEY'")};
-  const Tenant* tenant = options_.keys.find(header.substr(prefix.size()));
+  std::string key;
+  if (header.size() > prefix.size() && header.compare(0, prefix.size(), prefix) == 0) key = header.substr(prefix.size());
+  else if (header.empty()) key = req.get_header_value("x-api-key");  // Anthropic's clients send this
+  if (key.empty()) throw ApiException{unauthorized("missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'")};
+  const Tenant* tenant = options_.keys.find(key);
   if (tenant == nullptr) throw ApiException{unauthorized("invalid API key")};
   return tenant;
 }
@@ -169,7 +181,8 @@ bool is_chunked(const httplib::Request& req) {
 // The routes whose bodies are read (each with read_body, after its key).
 bool reads_body(const httplib::Request& req) {
   if (req.method == "POST")
-    return req.path == "/v1/completions" || req.path == "/v1/chat/completions" || req.path == "/v1/bank/pins" ||
+    return req.path == "/v1/completions" || req.path == "/v1/chat/completions" || req.path == "/v1/responses" ||
+           req.path == "/v1/messages" || req.path == "/v1/messages/count_tokens" || req.path == "/v1/bank/pins" ||
            req.path == "/v1/bank/flush";
   return req.method == "DELETE" && req.path.rfind("/v1/bank/pins/", 0) == 0;
 }
@@ -310,14 +323,16 @@ void Server::install_routes() {
     }
   });
   http_->Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-    json model = {{"id", backend_->model_id()}, {"object", "model"}, {"created", started_at_}, {"owned_by", "statebank"}};
-    res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({model})}}), kJson);
+    ResponseJson data = ResponseJson::array({model_json(backend_->model_id())});
+    for (const auto& alias : options_.served_model_names) data.push_back(model_json(alias));
+    res.set_content(dump_json(ResponseJson{{"object", "list"}, {"data", data}}), kJson);
   }));
   http_->Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != backend_->model_id())
-      throw ApiException{not_found("model", "the model '" + std::string(req.matches[1]) + "' does not exist", "model_not_found")};
-    json model = {{"id", backend_->model_id()}, {"object", "model"}, {"created", started_at_}, {"owned_by", "statebank"}};
-    res.set_content(dump_json(model), kJson);
+    const std::string id = req.matches[1];
+    const auto& aliases = options_.served_model_names;
+    if (id != backend_->model_id() && std::find(aliases.begin(), aliases.end(), id) == aliases.end())
+      throw ApiException{not_found("model", "the model '" + id.substr(0, 256) + "' does not exist", "model_not_found")};
+    res.set_content(dump_json(model_json(id)), kJson);
   }));
   http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(backend_->bank_stats(), scheduler_.queued(), scheduler_.running()),
@@ -326,11 +341,23 @@ void Server::install_routes() {
   install_bank_routes();
   http_->Post("/v1/completions",
               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, false);
+                handle_completion(req, reader, res, openai_protocol(false));
               });
   http_->Post("/v1/chat/completions",
               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, true);
+                handle_completion(req, reader, res, openai_protocol(true));
+              });
+  http_->Post("/v1/responses",
+              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                handle_completion(req, reader, res, responses_protocol());
+              });
+  http_->Post("/v1/messages",
+              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                handle_completion(req, reader, res, messages_protocol());
+              });
+  http_->Post("/v1/messages/count_tokens",
+              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                handle_count_tokens(req, reader, res);
               });
 
   size_t max_body = options_.max_body_bytes;
@@ -369,7 +396,7 @@ struct Server::Call {
 };
 
 void Server::handle_completion(const httplib::Request& req, const httplib::ContentReader& reader,
-                               httplib::Response& res, bool chat) {
+                               httplib::Response& res, const Protocol& protocol) {
   const auto arrived = Clock::now();
   const std::string request_id = next_request_id();
   res.set_header("X-Request-Id", request_id);
@@ -380,18 +407,19 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
   bool streaming = false;
   bool body_read = false;
   try {
-    CompletionInput in;
     // The key before the body: a client without one sends nothing we keep.
-    in.tenant = check_auth(req);
+    CompletionInput in = completion_input(req, request_id);
     if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
     const std::string body = read_body(req, reader);
     body_read = true;
     in.body = body;
-    in.cache_mode_header = req.get_header_value("X-Cache-Mode");
-    in.chat = chat;
-    in.shared_tenant = options_.shared_tenant;
-    in.request_id = request_id;
-    std::shared_ptr<Call> call = start_call(prepare_completion(*backend_, options_.limits, in), arrived, request_id);
+    PreparedCompletion prepared = protocol.prepare(*backend_, options_.limits, in);
+    // A pin may name blocks not stored yet: they are kept once this request stores them.
+    for (const PinSpec& pin : prepared.pins) {
+      nlohmann::json ignored;
+      (void)backend_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
+    }
+    std::shared_ptr<Call> call = start_call(std::move(prepared), protocol, arrived, request_id);
     if (in.tenant != nullptr) call->job->tenant = in.tenant->name;
     submit(*call);
     if (call->stream) {
@@ -403,24 +431,66 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
   } catch (const ApiException& e) {
     if (!body_read) Connections::close_after_response();
     if (e.error.status == 429) res.set_header("Retry-After", "1");
-    respond_error(res, e.error);
+    respond_error(res, e.error, protocol);
   } catch (const std::exception& e) {
     if (!body_read) Connections::close_after_response();
     log_internal(request_id, e.what());
-    respond_error(res, internal_error(request_id));
+    respond_error(res, internal_error(request_id), protocol);
   }
   if (!streaming) release_active();
 }
 
-std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Clock::time_point arrived,
-                                                 const std::string& request_id) {
+CompletionInput Server::completion_input(const httplib::Request& req, const std::string& request_id) const {
+  CompletionInput in;
+  in.tenant = check_auth(req);
+  in.cache_mode_header = req.get_header_value("X-Cache-Mode");
+  in.shared_tenant = options_.shared_tenant;
+  in.request_id = request_id;
+  in.model_aliases = options_.served_model_names;
+  in.max_tokens_cap = options_.max_tokens_cap;
+  return in;
+}
+
+ResponseJson Server::model_json(const std::string& id) const {
+  return ResponseJson{{"id", id}, {"object", "model"}, {"created", started_at_}, {"owned_by", "statebank"},
+                      // Anthropic's model object, for its clients
+                      {"type", "model"}, {"display_name", id}};
+}
+
+void Server::handle_count_tokens(const httplib::Request& req, const httplib::ContentReader& reader,
+                                 httplib::Response& res) {
+  const std::string request_id = next_request_id();
+  res.set_header("X-Request-Id", request_id);
+  bool body_read = false;
+  try {
+    CompletionInput in = completion_input(req, request_id);
+    const std::string body = read_body(req, reader);
+    body_read = true;
+    in.body = body;
+    MessagesParams params = parse_messages_params(parse_body(body, options_.limits), options_.limits, /*count_only=*/true);
+    params.chat.max_tokens = 1;
+    const PreparedCompletion prepared = prepare_chat_completion(*backend_, options_.limits, in, std::move(params.chat));
+    res.set_content(dump_json(ResponseJson{{"input_tokens", static_cast<int64_t>(prepared.request.prompt.size())}}),
+                    kJson);
+  } catch (const ApiException& e) {
+    if (!body_read) Connections::close_after_response();
+    respond_error(res, e.error, messages_protocol());
+  } catch (const std::exception& e) {
+    if (!body_read) Connections::close_after_response();
+    log_internal(request_id, e.what());
+    respond_error(res, internal_error(request_id), messages_protocol());
+  }
+}
+
+std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, const Protocol& protocol,
+                                                 Clock::time_point arrived, const std::string& request_id) {
   auto call = std::make_shared<Call>();
-  const bool chat = prepared.setup.chat;
   call->stream = prepared.setup.stream;
   call->request_id = request_id;
   call->job = std::make_shared<Job>();
   if (options_.request_timeout.count() > 0) call->job->deadline = arrived + options_.request_timeout;
-  call->generation = std::make_shared<Generation>(*backend_, std::move(prepared.setup), std::move(prepared.chat_output));
+  call->generation = std::make_shared<Generation>(*backend_, std::move(prepared.setup), std::move(prepared.chat_output),
+                                                   std::move(prepared.renderer));
   if (call->stream) call->events = std::make_shared<EventChannel>();
 
   CompletionRequest& creq = call->job->request;
@@ -440,7 +510,7 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Cl
     if (events) events->push(std::move(out));
     return more && !job->cancelled;
   };
-  job->on_done = [this, gen, events, first_token_at, request_id, chat,
+  job->on_done = [this, gen, events, first_token_at, request_id, &protocol,
                   timeout = options_.request_timeout](Job& j) {
     // A stop string ends generation through on_token; that is a normal end.
     // The deadline ends it through cancelled(): a 504.
@@ -456,7 +526,7 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Cl
       activity_.record(CompletedRequest{
           request_id,
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-          chat ? "/v1/chat/completions" : "/v1/completions", j.request.name_space,
+          protocol.route, j.request.name_space,
           static_cast<int64_t>(j.request.prompt.size()), static_cast<int64_t>(j.result.tokens.size()), ttft_ms,
           j.result.restore});
     } else if (j.status.code() != Code::kCancelled && j.status.code() != Code::kResourceExhausted) {
@@ -467,11 +537,9 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, Cl
     if (j.status) {
       gen->finish_stream(j.result, &out);
     } else if (j.status.code() == Code::kResourceExhausted) {
-      out.push_back(sse_event(deadline_error(j.status.message()).to_json()));
-      out.push_back(sse_done());
+      out = protocol.error_events(deadline_error(j.status.message()));
     } else if (j.status.code() != Code::kCancelled) {
-      out.push_back(sse_event(internal_error(request_id).to_json()));
-      out.push_back(sse_done());
+      out = protocol.error_events(internal_error(request_id));
     }
     events->push(std::move(out));
     events->close();
@@ -543,6 +611,11 @@ void Server::respond_when_done(const Call& call, const httplib::Request& req, ht
   } else if (!job.status) {
     throw ApiException{internal_error(call.request_id)};
   } else {
+    // The restore record in headers too, for protocols whose bodies have no room for it.
+    const RestoreRecord& r = job.result.restore;
+    res.set_header("X-Restore-Mode", r.mode.name());
+    res.set_header("X-Restore-Point", std::to_string(r.restore_point));
+    res.set_header("X-Restore-Stored-Tokens", std::to_string(r.stored_tokens));
     res.set_content(dump_json(call.generation->response(job.result)), kJson);
     // The response is complete; the audit (if any) starts from here.
     backend_->response_finished(job.request, job.result);

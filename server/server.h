@@ -1,17 +1,19 @@
 // Server: statebank's OpenAI-compatible HTTP API (docs: interface.md, HTTP).
 //
-// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+// Routes: POST /v1/completions, POST /v1/chat/completions, POST /v1/messages
+// and POST /v1/messages/count_tokens (Anthropic's), GET /v1/models,
 // GET /v1/models/{id}, GET /health, GET /metrics, GET /v1/bank; the
 // operator's routes (server/bank_routes.cpp): GET /v1/bank/prefixes,
 // GET /v1/bank/requests, GET|POST /v1/bank/pins, DELETE /v1/bank/pins/{id},
 // POST /v1/bank/flush, and the page GET /bank (plus its assets /bank/NAME).
 //
 // Promises:
-//  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}})
+//  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}};
+//     on the /v1/messages routes Anthropic-shaped, server/anthropic_renderer.h)
 //     with the status interface.md lists; a 500 is logged to stderr with the
 //     request id that the response (and its X-Request-Id header) carries.
 //  2. With API keys configured, every route but /health needs
-//     `Authorization: Bearer KEY` (else 401); the key names a tenant, whose
+//     `Authorization: Bearer KEY` or `x-api-key: KEY` (else 401); the key names a tenant, whose
 //     namespace the request's bank state lives in (server/namespace.h). The
 //     bank admin routes (/v1/bank, /metrics: they show every tenant's
 //     traffic) need an admin key (else 403); check_admin() is their guard.
@@ -52,6 +54,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "server/activity.h"
@@ -59,6 +62,7 @@
 #include "server/completion_setup.h"
 #include "server/metrics.h"
 #include "server/namespace.h"
+#include "server/renderer.h"
 #include "server/request_parse.h"
 #include "server/scheduler.h"
 
@@ -101,6 +105,12 @@ struct ServerOptions {
   std::chrono::seconds io_timeout{10};         // one read or write on a connection
   std::chrono::seconds request_timeout{1800};  // a completion from arrival to its end; 0: none
   std::chrono::milliseconds shutdown_deadline{30000};
+  // Other names the model answers to on every route (--served-model-name:
+  // agents ask for their own model names); /v1/models lists them too.
+  std::vector<std::string> served_model_names;
+  // --max-tokens-cap: a request asking for more tokens gets at most this many
+  // (its finish reason says length / max_tokens); 0: no cap.
+  int64_t max_tokens_cap = 0;
 };
 
 // Whether every address `host` resolves to (getaddrinfo, numeric or by name)
@@ -131,20 +141,26 @@ class Server {
   void install_routes();
   void install_bank_routes();  // server/bank_routes.cpp
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
-                         bool chat);
+                         const Protocol& protocol);
   // The body, read after the route's key check: at most max_body_bytes as
   // they arrive (chunked and compressed bodies included, decoded). Throws 413
   // body_too_large, 415 for an encoding other than gzip or deflate, 400 for a
   // body that cannot be read; any of these closes the connection after the answer.
   std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader);
   // The steps of handle_completion.
-  std::shared_ptr<Call> start_call(PreparedCompletion prepared, Clock::time_point arrived,
+  // REQUIRES: `protocol` outlives the call (the Protocols are static).
+  std::shared_ptr<Call> start_call(PreparedCompletion prepared, const Protocol& protocol, Clock::time_point arrived,
                                    const std::string& request_id);
   void submit(const Call& call);  // throws 429 / 503
   void stream_response(const std::shared_ptr<Call>& call, httplib::Response& res);
   void respond_when_done(const Call& call, const httplib::Request& req, httplib::Response& res);
+  // POST /v1/messages/count_tokens: the prompt's tokens as /v1/messages would render them.
+  void handle_count_tokens(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res);
+  CompletionInput completion_input(const httplib::Request& req, const std::string& request_id) const;
+  ResponseJson model_json(const std::string& id) const;
 
-  void respond_error(httplib::Response& res, const ApiError& e);
+  void respond_error(httplib::Response& res, const ApiError& e);  // OpenAI's shape
+  void respond_error(httplib::Response& res, const ApiError& e, const Protocol& protocol);
   // The tenant of the presented key (null without keys); throws ApiException.
   const Tenant* check_auth(const httplib::Request& req) const;
   // The one check every operator route makes: check_auth, and with keys

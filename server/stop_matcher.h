@@ -21,12 +21,17 @@ class StopMatcher {
     if (stopped_) return {};
     held_ += text;
     size_t cut = std::string::npos;
+    const std::string* first = nullptr;
     for (const auto& s : stops_) {
       size_t at = held_.find(s);
-      if (at != std::string::npos && at < cut) cut = at;
+      if (at != std::string::npos && at < cut) {
+        cut = at;
+        first = &s;
+      }
     }
     if (cut != std::string::npos) {
       stopped_ = true;
+      matched_ = *first;
       std::string out = held_.substr(0, cut);
       held_.clear();
       return out;
@@ -53,11 +58,15 @@ class StopMatcher {
   }
 
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text (the earliest in it; of two at the
+  // same place, the first given). Empty until stopped().
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;  // non-empty strings
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace sb

@@ -22,7 +22,7 @@ cxx=(clang++ -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -D_FILE_O
 declare -A sources libs corpus
 sources[schema]="constrain/*.cpp common/status.cpp"
 sources[jinja]="jinja/*.cpp common/status.cpp"
-sources[request]="server/request_parse.cpp constrain/*.cpp common/status.cpp"
+sources[request]="server/request_parse.cpp server/json_fields.cpp server/responses_parse.cpp server/messages_parse.cpp constrain/*.cpp common/status.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
 libs[format]="-lxxhash -lcrypto"
 libs[jinja]="-lutf8proc"

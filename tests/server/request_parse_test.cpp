@@ -233,6 +233,11 @@ TEST(RequestParse, RangesNegativeAndHugeNumbers) {
     EXPECT_EQ(e.status, 400) << c.body.dump();
     EXPECT_EQ(e.param, c.param) << c.body.dump();
   }
+  // A body's 0 parses as an unsigned number: below the range all the same.
+  EXPECT_EQ(completion_error(json::parse(R"({"prompt": "a", "max_tokens": 0})")).param, "max_tokens");
+  EXPECT_EQ(chat_error(json::parse(R"({"messages": [{"role": "user", "content": "a"}], "max_completion_tokens": 0})"))
+                .param,
+            "max_completion_tokens");
   // Integral floats are integers; the extremes of the ranges are accepted.
   CompletionParams p = parse_completion_params(json{{"prompt", "a"}, {"max_tokens", 4096.0}, {"temperature", 2}}, limits());
   EXPECT_EQ(p.max_tokens, 4096);
