@@ -26,7 +26,8 @@ Status Args::parse(int argc, char** argv) {
     }
     if (switches_.count(name)) {
       if (inline_value) return Status::invalid("--" + name + " takes no value");
-      values_[name] = "1";
+      static const std::string kSet = "1";  // a std::string: GCC 12 misreads the char* copy here (-Wrestrict)
+      values_[name] = kSet;
     } else if (flags_.count(name)) {
       if (!inline_value) {
         if (i + 1 >= argc) return Status::invalid("--" + name + " needs a value");
