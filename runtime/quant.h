@@ -78,6 +78,11 @@ struct QuantizedRows {
   const int8_t* row_q(int64_t r) const { return q.data() + r * cols; }
   const float* row_d(int64_t r) const { return d.data() + r * (cols / block); }
   const int16_t* row_sums(int64_t r) const { return sums.data() + r * (cols / 16); }
+  // Sizes the buffers for rows x cols values against `weight` blocks.
+  void reset(DType weight, int64_t rows, int64_t cols);
+  // Quantizes rows [r0, r1) from x (row r0 first); rows are independent, so
+  // ranges may run on different threads.
+  void quantize(const float* x, int64_t r0, int64_t r1);
 };
 // REQUIRES: check_quant_row(weight, cols) ok.
 void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, QuantizedRows* out);

@@ -87,6 +87,8 @@ class CpuKernels final : public Kernels {
   void for_ranges(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& fn);
   void matmul_f32(const float* x, int64_t m, const WeightRef& w, float* y);
   void matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs);
+  // A block-quantized w (matmul_quant.cpp), whatever the precision.
+  void matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y);
   std::shared_ptr<const PackedWeight> pack(std::span<const WeightRef> parts);
 
   std::unique_ptr<ThreadPool> owned_pool_;  // when made on a pool of its own

@@ -309,21 +309,27 @@ std::shared_ptr<const PackedWeight> CpuKernels::pack(std::span<const WeightRef> 
   return pw;
 }
 
+// Block-quantized weights stay in the file's blocks: their product streams
+// them as they are (matmul_quant.cpp).
 WeightRef CpuKernels::prepare(const WeightRef& w) {
   WeightRef r = w;
-  if (options_.precision == Precision::kBF16 && !r.packed) r.packed = pack(std::span<const WeightRef>(&w, 1));
+  if (options_.precision == Precision::kBF16 && !r.packed && !dtype_is_quantized(w.dtype))
+    r.packed = pack(std::span<const WeightRef>(&w, 1));
   return r;
 }
 
 FusedWeight CpuKernels::fuse(std::span<const WeightRef> parts) {
   FusedWeight f;
   f.parts.assign(parts.begin(), parts.end());
-  if (options_.precision == Precision::kBF16) f.packed = pack(parts);
+  const bool quantized =
+      std::any_of(parts.begin(), parts.end(), [](const WeightRef& w) { return dtype_is_quantized(w.dtype); });
+  if (options_.precision == Precision::kBF16 && !quantized) f.packed = pack(parts);
   return f;
 }
 
 void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
+  if (dtype_is_quantized(w.dtype)) return matmul_quant(x, m, w, y);
   if (options_.precision == Precision::kF32) return matmul_f32(x, m, w, y);
   float* const outs[1] = {y};
   if (w.packed) return matmul_bf16(x, m, *w.packed, outs);
