@@ -20,6 +20,7 @@
 #include "runtime/cpu/bf16.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
+#include "runtime/cpu/quant_kernels.h"
 #include "runtime/cpu/simd.h"
 
 #if defined(__AVX512BF16__)
@@ -35,8 +36,15 @@ PackedWeight::PackedWeight(std::vector<int64_t> rows, int64_t c)
     panels += (r + kPanelCols - 1) / kPanelCols;
   }
   part_panel.push_back(panels);
+  allocate(static_cast<size_t>(panels * pairs * kPanelCols) * sizeof(uint32_t));
+}
+
+PackedWeight::PackedWeight(DType q, int64_t rows, int64_t c, size_t want) : cols(c), part_rows{rows}, quant(q) {
+  allocate(want);
+}
+
+void PackedWeight::allocate(size_t want) {
   constexpr size_t kHuge = size_t(2) << 20;
-  const size_t want = static_cast<size_t>(panels * pairs * kPanelCols) * sizeof(uint32_t);
   // Whole 2 MiB pages when the weight is large enough to use them: one TLB
   // entry then covers 2 MiB of a stream read once per token.
   const size_t align = want >= kHuge ? kHuge : 64;
@@ -309,12 +317,17 @@ std::shared_ptr<const PackedWeight> CpuKernels::pack(std::span<const WeightRef> 
   return pw;
 }
 
-// Block-quantized weights stay in the file's blocks: their product streams
-// them as they are (matmul_quant.cpp).
+// Block-quantized weights keep their blocks, repacked for AVX512-VNNI where
+// that CPU runs the products (matmul_quant_packed.cpp), whatever the
+// precision; a fused set of them is its parts, each prepared.
 WeightRef CpuKernels::prepare(const WeightRef& w) {
   WeightRef r = w;
-  if (options_.precision == Precision::kBF16 && !r.packed && !dtype_is_quantized(w.dtype))
+  if (r.packed) return r;
+  if (dtype_is_quantized(w.dtype)) {
+    if (quant_packs(w.dtype) && quant_isa_best() == QuantIsa::kAvx512Vnni) r.packed = pack_quant(w, pool_);
+  } else if (options_.precision == Precision::kBF16) {
     r.packed = pack(std::span<const WeightRef>(&w, 1));
+  }
   return r;
 }
 
@@ -323,7 +336,11 @@ FusedWeight CpuKernels::fuse(std::span<const WeightRef> parts) {
   f.parts.assign(parts.begin(), parts.end());
   const bool quantized =
       std::any_of(parts.begin(), parts.end(), [](const WeightRef& w) { return dtype_is_quantized(w.dtype); });
-  if (options_.precision == Precision::kBF16 && !quantized) f.packed = pack(parts);
+  if (quantized) {
+    for (WeightRef& part : f.parts) part = prepare(part);
+  } else if (options_.precision == Precision::kBF16) {
+    f.packed = pack(parts);
+  }
   return f;
 }
 

@@ -4,14 +4,20 @@
 // quant_dot_ref runs per output element in block order in all three.
 //
 //   avx2:        vpmaddubsw + vpmaddwd (the pair sums stay below 2^15)
-//   avx512vnni:  vpdpbusd (four u8 x s8 products per lane)
+//   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0 and
+//                Q4_0; vpmaddubsw + vpdpwssd for the K types' scaled sums
+// A tile computes 8 output features in the lanes of one float vector, so
+// that the fold of each element is one lane's chain of fmas.
 // The weights' levels are the unsigned operand (Q8_0's as |w| with the
 // activation's sign flipped where w < 0), the activations the signed one.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
+#include "runtime/kernels.h"
 #include "runtime/quant.h"
+#include "runtime/threads.h"
 
 namespace sb::cpu {
 
@@ -21,12 +27,23 @@ const char* quant_isa_name(QuantIsa isa);
 QuantIsa quant_isa_best();
 bool quant_isa_supported(QuantIsa isa);
 
-// y[r * ldy] for the activation rows [i0, i0 + rows) of x (rows <= kQuantTileRows)
-// against one weight row w of x.cols values of dtype: quant_dot_ref's bits.
-constexpr int kQuantTileRows = 4;
-using QuantRowKernel = void (*)(DType dtype, const uint8_t* w, const QuantizedRows& x, int64_t i0, int rows, float* y,
-                                int64_t ldy);
-QuantRowKernel quant_row_kernel(QuantIsa isa);
+// A tile of the product: y[r * ldy + c] for the activation rows
+// [i0, i0 + rows) of x (rows <= kQuantTileRows) and the weight rows
+// w + c * row_bytes, c < cols <= kQuantTileCols, each x.cols values of
+// dtype: quant_dot_ref's bits.
+constexpr int kQuantTileRows = 4, kQuantTileCols = 8;
+using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x,
+                                 int64_t i0, int rows, float* y, int64_t ldy);
+QuantTileKernel quant_tile_kernel(QuantIsa isa);
+
+// The repacked layout of Q8_0 and Q4_K for AVX512-VNNI
+// (matmul_quant_packed.cpp): groups of kQuantPackedRows weight rows.
+constexpr int kQuantPackedRows = 16;
+bool quant_packs(DType dtype);
+int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
+// y[r * ldy + c] for c < cols of one group: the bits of the other kernels.
+void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
+                       int64_t ldy, int cols);
 
 // For tests and benches: which variant the CPU kernels' products run
 // (kAuto: quant_isa_best()); the same bits whichever.
@@ -40,11 +57,16 @@ QuantIsa quant_isa_in_use();
 void set_quant_mutation(DType dtype);
 DType quant_mutation();
 
+// w repacked (REQUIRES quant_packs(w.dtype)), on the pool's threads.
+std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* pool);
+
 namespace quant_avx2 {
-void rows(DType dtype, const uint8_t* w, const QuantizedRows& x, int64_t i0, int rows, float* y, int64_t ldy);
+void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
+          float* y, int64_t ldy);
 }
 namespace quant_vnni {
-void rows(DType dtype, const uint8_t* w, const QuantizedRows& x, int64_t i0, int rows, float* y, int64_t ldy);
+void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
+          float* y, int64_t ldy);
 }
 
 }  // namespace sb::cpu

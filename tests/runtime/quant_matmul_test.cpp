@@ -78,9 +78,11 @@ class QuantMatmulTest : public ::testing::Test {
     force_quant_isa(QuantIsa::kAuto);
     set_quant_mutation(DType::kF32);
   }
-  std::vector<float> run(Kernels& k, const Case& c, int64_t m) {
+  // prepared: as the model runs it (Q8_0 and Q4_K repacked where AVX512-VNNI
+  // runs the products); else the file's blocks as they are.
+  std::vector<float> run(Kernels& k, const Case& c, int64_t m, bool prepared = true) {
     std::vector<float> y(static_cast<size_t>(m * kOut));
-    k.matmul(c.x.data(), m, k.prepare(c.ref()), y.data());
+    k.matmul(c.x.data(), m, prepared ? k.prepare(c.ref()) : c.ref(), y.data());
     return y;
   }
 };
@@ -96,14 +98,16 @@ TEST_F(QuantMatmulTest, EveryVariantGivesTheReferenceBitsForEveryBatchAndThreadC
       force_quant_isa(isa);
       for (ThreadPool* pool : {&one, &two}) {
         auto k = make_cpu_kernels(pool, {.precision = Precision::kBF16});
-        for (int64_t m : {1, 2, 3, 7, 64, 511}) {
-          if (isa == QuantIsa::kScalar && m > 7) continue;  // the reference itself: the small calls suffice
-          SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + quant_isa_name(isa) + " threads " +
-                       std::to_string(pool->size()) + " rows " + std::to_string(m));
-          const std::vector<float> y = run(*k, c, m);
-          for (int64_t i = 0; i < m; ++i)
-            ASSERT_TRUE(same_bits(y.data() + i * kOut, c.want.data() + i * kOut, kOut)) << "row " << i;
-        }
+        for (bool prepared : {false, true})
+          for (int64_t m : {1, 2, 3, 7, 64, 511}) {
+            if (isa == QuantIsa::kScalar && m > 7) continue;  // the reference itself: the small calls suffice
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + quant_isa_name(isa) + " threads " +
+                         std::to_string(pool->size()) + " rows " + std::to_string(m) +
+                         (prepared ? " prepared" : " unprepared"));
+            const std::vector<float> y = run(*k, c, m, prepared);
+            for (int64_t i = 0; i < m; ++i)
+              ASSERT_TRUE(same_bits(y.data() + i * kOut, c.want.data() + i * kOut, kOut)) << "row " << i;
+          }
       }
     }
   }
@@ -112,18 +116,20 @@ TEST_F(QuantMatmulTest, EveryVariantGivesTheReferenceBitsForEveryBatchAndThreadC
 TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool, {.precision = Precision::kF32});
-  for (DType dtype : kTypes) {
-    SCOPED_TRACE(dtype_name(dtype));
-    const Case c = make_case(dtype);
-    set_quant_mutation(dtype);
-    const std::vector<float> alone = run(*k, c, 1), batch = run(*k, c, 7);
-    set_quant_mutation(DType::kF32);
-    EXPECT_TRUE(same_bits(alone.data(), c.want.data(), kOut)) << "a lone row keeps the order";
-    EXPECT_FALSE(same_bits(batch.data(), c.want.data(), 7 * kOut)) << "the reference comparison misses the mutation";
-    EXPECT_FALSE(same_bits(batch.data(), alone.data(), kOut)) << "the batch invariance comparison misses the mutation";
-    const std::vector<float> fixed = run(*k, c, 7);
-    EXPECT_TRUE(same_bits(fixed.data(), c.want.data(), 7 * kOut));
-  }
+  for (DType dtype : kTypes)
+    for (bool prepared : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (prepared ? " prepared" : " unprepared"));
+      const Case c = make_case(dtype);
+      set_quant_mutation(dtype);
+      const std::vector<float> alone = run(*k, c, 1, prepared), batch = run(*k, c, 7, prepared);
+      set_quant_mutation(DType::kF32);
+      EXPECT_TRUE(same_bits(alone.data(), c.want.data(), kOut)) << "a lone row keeps the order";
+      EXPECT_FALSE(same_bits(batch.data(), c.want.data(), 7 * kOut)) << "the reference comparison misses the mutation";
+      EXPECT_FALSE(same_bits(batch.data(), alone.data(), kOut))
+          << "the batch invariance comparison misses the mutation";
+      const std::vector<float> fixed = run(*k, c, 7, prepared);
+      EXPECT_TRUE(same_bits(fixed.data(), c.want.data(), 7 * kOut));
+    }
 }
 
 TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
