@@ -327,8 +327,8 @@ void dequantize_block(DType dtype, const uint8_t* in, float* out) {
   }
 }
 
-// Block b's levels n (Q8_0 signed, the others unsigned, before any offset)
-// into n[elems].
+}  // namespace
+
 void block_levels(DType dtype, const uint8_t* in, int* n) {
   switch (dtype) {
     case DType::kQ8_0:
@@ -360,6 +360,8 @@ void block_levels(DType dtype, const uint8_t* in, int* n) {
       return;
   }
 }
+
+namespace {
 
 int64_t level_dot(const int* n, const int8_t* q, int count, int offset) {
   int64_t s = 0;
