@@ -126,9 +126,9 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
       for (int64_t g = task * per; g < g1; ++g) {
         const int64_t j = g * kQuantPackedRows;
         const int cols = static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j));
-        for (int64_t i = i0; i < i1; i += kQuantTileRows)
+        for (int64_t i = i0; i < i1; i += kQuantPackedTileRows)
           quant_packed_tile(w.dtype, data + g * group_bytes, xq, i,
-                            static_cast<int>(std::min<int64_t>(kQuantTileRows, i1 - i)), y + i * N + j, N, cols);
+                            static_cast<int>(std::min<int64_t>(kQuantPackedTileRows, i1 - i)), y + i * N + j, N, cols);
       }
     }
   });

@@ -296,6 +296,7 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t 
 
 void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
                        int64_t ldy, int cols) {
+  static_assert(kQuantPackedTileRows <= 8);
   switch (rows) {
     case 1:
       return packed_tile<1>(dtype, group, x, i0, y, ldy, cols);
@@ -303,8 +304,16 @@ void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x
       return packed_tile<2>(dtype, group, x, i0, y, ldy, cols);
     case 3:
       return packed_tile<3>(dtype, group, x, i0, y, ldy, cols);
-    default:
+    case 4:
       return packed_tile<4>(dtype, group, x, i0, y, ldy, cols);
+    case 5:
+      return packed_tile<5>(dtype, group, x, i0, y, ldy, cols);
+    case 6:
+      return packed_tile<6>(dtype, group, x, i0, y, ldy, cols);
+    case 7:
+      return packed_tile<7>(dtype, group, x, i0, y, ldy, cols);
+    default:
+      return packed_tile<8>(dtype, group, x, i0, y, ldy, cols);
   }
 }
 

@@ -38,10 +38,11 @@ QuantTileKernel quant_tile_kernel(QuantIsa isa);
 
 // The repacked layout of Q8_0 and Q4_K for AVX512-VNNI
 // (matmul_quant_packed.cpp): groups of kQuantPackedRows weight rows.
-constexpr int kQuantPackedRows = 16;
+constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 4;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
-// y[r * ldy + c] for c < cols of one group: the bits of the other kernels.
+// y[r * ldy + c] for c < cols of one group and rows <= kQuantPackedTileRows
+// activation rows: the bits of the other kernels.
 void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
                        int64_t ldy, int cols);
 
