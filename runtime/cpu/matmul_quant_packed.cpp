@@ -1,4 +1,4 @@
-// Q8_0, Q4_K, Q5_K and Q6_K weights repacked at load for AVX512-VNNI
+// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights repacked at load for AVX512-VNNI
 // (Kernels::prepare): 16 weight rows side by side, so that one vpdpbusd of a
 // broadcast group of four activation levels gives each row's partial sum in
 // its own lane. No horizontal sums remain, and a block's fold
@@ -11,6 +11,8 @@
 //        block, 16 lanes of 4 bytes (row c's levels 4k..4k+3, each + 128 so
 //        that they are the unsigned operand; the product's excess is 128
 //        times the activations' block sum, which they carry).
+//   Q4_0 (288 bytes): 16 x f16 scale; 4 x 64 bytes of nibbles (lane c byte t
+//        of the k-th: level 8k + t low, 8k + 4 + t high).
 //   K types: 16 x f16 d; Q4_K/Q5_K 16 x f16 dmin, [8][16] 6-bit scales and
 //        [8][16] mins, a byte each; Q6_K [16][16] int8 scales. Then per
 //        sub-block s of 32 levels: 4 x 64 bytes of nibbles (lane c byte t of
@@ -49,7 +51,25 @@ KLayout k_layout(DType dtype) {
   }
 }
 
-int64_t block_bytes(DType dtype) { return dtype == DType::kQ8_0 ? 544 : k_layout(dtype).block(); }
+int64_t block_bytes(DType dtype) {
+  return dtype == DType::kQ8_0 ? 544 : dtype == DType::kQ4_0 ? 288 : k_layout(dtype).block();
+}
+
+void pack_q4_0_group(const uint8_t* rows[kLanes], int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b, out += 288) {
+    std::memset(out, 0, 288);
+    for (int c = 0; c < kLanes; ++c) {
+      if (!rows[c]) continue;
+      const uint8_t* blk = rows[c] + b * 18;
+      std::memcpy(out + 2 * c, blk, 2);
+      int lev[32];
+      block_levels(DType::kQ4_0, blk, lev);
+      for (int k = 0; k < 4; ++k)
+        for (int t = 0; t < 4; ++t)
+          out[32 + 64 * k + 4 * c + t] = static_cast<uint8_t>(lev[8 * k + t] | (lev[8 * k + 4 + t] << 4));
+    }
+  }
+}
 
 void pack_q8_0_group(const uint8_t* rows[kLanes], int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, out += 544) {
@@ -107,7 +127,7 @@ void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t*
 
 }  // namespace
 
-bool quant_packs(DType dtype) { return dtype != DType::kQ4_0 && dtype_is_quantized(dtype); }
+bool quant_packs(DType dtype) { return dtype_is_quantized(dtype); }
 
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols) {
   return cols / dtype_block(dtype).elems * block_bytes(dtype);
@@ -126,6 +146,8 @@ std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* p
     }
     if (w.dtype == DType::kQ8_0)
       pack_q8_0_group(rows, nb, out + g * group_bytes);
+    else if (w.dtype == DType::kQ4_0)
+      pack_q4_0_group(rows, nb, out + g * group_bytes);
     else
       pack_k_group(w.dtype, rows, nb, out + g * group_bytes);
   });
@@ -186,6 +208,26 @@ void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
     for (int r = 0; r < R; ++r) {
       __m512i I = _mm512_set1_epi32(-128 * (t.sums[r][2 * b] + t.sums[r][2 * b + 1]));
       for (int k = 0; k < 8; ++k) I = _mm512_dpbusd_epi32(I, wk[k], t.x4(r, 32 * b + 4 * k));
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(I), t.acc[r]);
+    }
+  });
+}
+
+template <int R>
+void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for_blocks<R>(nb, DType::kQ4_0, [&](int64_t b) {
+    const uint8_t* blk = g + b * 288;
+    __m512i lev[8];
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
+      lev[2 * k] = _mm512_and_si512(v, low4);
+      lev[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    }
+    const __m512 dw = halves16(blk);
+    for (int r = 0; r < R; ++r) {
+      __m512i I = _mm512_set1_epi32(-8 * (t.sums[r][2 * b] + t.sums[r][2 * b + 1]));
+      for (int j = 0; j < 8; ++j) I = _mm512_dpbusd_epi32(I, lev[j], t.x4(r, 32 * b + 4 * j));
       t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(I), t.acc[r]);
     }
   });
@@ -272,6 +314,9 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t 
   switch (dtype) {
     case DType::kQ8_0:
       packed_q8_0<R>(g, nb, t);
+      break;
+    case DType::kQ4_0:
+      packed_q4_0<R>(g, nb, t);
       break;
     case DType::kQ4_K:
       packed_k<R, DType::kQ4_K>(g, nb, t);
