@@ -479,6 +479,12 @@ Status check_quant_row(DType dtype, int64_t n) {
 
 Status quantize_row(DType dtype, const float* x, int64_t n, void* out) {
   if (Status s = check_quant_row(dtype, n); !s.is_ok()) return s;
+  // ggml would convert NaN and infinities to integers (undefined behaviour) and
+  // write garbage levels; a weight that holds them is refused instead.
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      return Status::invalid("cannot quantize a non-finite value (" + std::to_string(x[i]) + " at " +
+                             std::to_string(i) + ")");
   SubnormalMode ieee(false);
   const DTypeBlock block = dtype_block(dtype);
   uint8_t* o = static_cast<uint8_t*>(out);

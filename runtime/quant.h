@@ -62,7 +62,8 @@ void block_levels(DType dtype, const uint8_t* block, int* n);
 
 // Errors when dtype is not block-quantized or n is not a multiple of its block.
 Status check_quant_row(DType dtype, int64_t n);
-// out (dtype_row_bytes(dtype, n) bytes) = llama.cpp's reference quantization of x[n].
+// out (dtype_row_bytes(dtype, n) bytes) = llama.cpp's reference quantization
+// of x[n]. Errors on a NaN or an infinity.
 Status quantize_row(DType dtype, const float* x, int64_t n, void* out);
 // out[n] = the values of the row's blocks (dtype_row_bytes(dtype, n) bytes at in).
 Status dequantize_row(DType dtype, const void* in, int64_t n, float* out);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -84,7 +85,7 @@ TEST(QuantTest, RoundTripStaysWithinHalfAStep) {
   EXPECT_EQ(back, x);
 }
 
-TEST(QuantTest, RefusesRowsThatAreNotWholeBlocks) {
+TEST(QuantTest, RefusesRowsThatAreNotWholeBlocksAndNonFiniteValues) {
   std::vector<float> x(300, 1.0f);
   std::vector<uint8_t> q(1024);
   const Status s = quantize_row(DType::kQ4_K, x.data(), 300, q.data());
@@ -93,6 +94,11 @@ TEST(QuantTest, RefusesRowsThatAreNotWholeBlocks) {
   EXPECT_FALSE(dequantize_row(DType::kQ6_K, q.data(), 100, x.data()).is_ok());
   EXPECT_FALSE(quantize_row(DType::kBF16, x.data(), 256, q.data()).is_ok());
   EXPECT_FALSE(dequantize_row(DType::kQ8_0, q.data(), 0, x.data()).is_ok());
+  x[7] = std::nanf("");
+  const Status nan = quantize_row(DType::kQ8_0, x.data(), 256, q.data());
+  EXPECT_NE(nan.message().find("non-finite"), std::string::npos) << nan.message();
+  x[7] = -INFINITY;
+  EXPECT_FALSE(quantize_row(DType::kQ6_K, x.data(), 256, q.data()).is_ok());
 }
 
 }  // namespace
