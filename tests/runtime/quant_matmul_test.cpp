@@ -113,23 +113,33 @@ TEST_F(QuantMatmulTest, EveryVariantGivesTheReferenceBitsForEveryBatchAndThreadC
   }
 }
 
+// Every SIMD kernel: each type, each variant (the file layout's avx2 and
+// avx512vnni, and the repacked avx512vnni one, which prepare() gives).
 TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool, {.precision = Precision::kF32});
-  for (DType dtype : kTypes)
-    for (bool prepared : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + (prepared ? " prepared" : " unprepared"));
-      const Case c = make_case(dtype);
-      set_quant_mutation(dtype);
-      const std::vector<float> alone = run(*k, c, 1, prepared), batch = run(*k, c, 7, prepared);
-      set_quant_mutation(DType::kF32);
-      EXPECT_TRUE(same_bits(alone.data(), c.want.data(), kOut)) << "a lone row keeps the order";
-      EXPECT_FALSE(same_bits(batch.data(), c.want.data(), 7 * kOut)) << "the reference comparison misses the mutation";
-      EXPECT_FALSE(same_bits(batch.data(), alone.data(), kOut))
-          << "the batch invariance comparison misses the mutation";
-      const std::vector<float> fixed = run(*k, c, 7, prepared);
-      EXPECT_TRUE(same_bits(fixed.data(), c.want.data(), 7 * kOut));
-    }
+  int kernels = 0;
+  for (DType dtype : kTypes) {
+    const Case c = make_case(dtype);
+    for (QuantIsa isa : supported_isas())
+      for (bool prepared : {false, true}) {
+        if (isa == QuantIsa::kScalar) continue;  // the reference has no tiles to mutate
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + quant_isa_name(isa) + (prepared ? " prepared" : ""));
+        force_quant_isa(isa);
+        set_quant_mutation(dtype);
+        const std::vector<float> alone = run(*k, c, 1, prepared), batch = run(*k, c, 7, prepared);
+        set_quant_mutation(DType::kF32);
+        EXPECT_TRUE(same_bits(alone.data(), c.want.data(), kOut)) << "a lone row keeps the order";
+        EXPECT_FALSE(same_bits(batch.data(), c.want.data(), 7 * kOut)) << "the reference comparison misses it";
+        EXPECT_FALSE(same_bits(batch.data(), alone.data(), kOut)) << "the batch invariance comparison misses it";
+        const std::vector<float> fixed = run(*k, c, 7, prepared);
+        EXPECT_TRUE(same_bits(fixed.data(), c.want.data(), 7 * kOut));
+        ++kernels;
+      }
+  }
+#if defined(__x86_64__)
+  EXPECT_GE(kernels, 2 * static_cast<int>(std::size(kTypes)));  // avx2 at least, both layouts
+#endif
 }
 
 TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
