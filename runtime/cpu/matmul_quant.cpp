@@ -1,7 +1,7 @@
 // The quantized product (runtime/quant.h): activation rows quantized once per
-// call, then threads over output features, each weight row streamed once per
-// slab of activation rows and multiplied with tiles of up to
-// kQuantTileRows of them. A tile only decides which rows share a weight
+// call, then threads over output features, each weight row (or repacked
+// group of 16) streamed once per slab of activation rows and multiplied with
+// tiles of up to 4 of them. A tile only decides which rows share a weight
 // block's decoding; every output element's arithmetic is quant_dot_ref's, so
 // a row's bits are the same alone, in any batch, split or thread count.
 #include <algorithm>

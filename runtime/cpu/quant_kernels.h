@@ -1,4 +1,4 @@
-// The quantized products' row kernels (runtime/quant.h defines their bits):
+// The quantized products' tile kernels (runtime/quant.h defines their bits):
 // the scalar reference and two SIMD variants that give the same bits, since
 // each block's integer sums are exact in any order and the float fold of
 // quant_dot_ref runs per output element in block order in all three.
@@ -6,8 +6,9 @@
 //   avx2:        vpmaddubsw + vpmaddwd (the pair sums stay below 2^15)
 //   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0 and
 //                Q4_0; vpmaddubsw + vpdpwssd for the K types' scaled sums
-// A tile computes 8 output features in the lanes of one float vector, so
-// that the fold of each element is one lane's chain of fmas.
+// A file-layout tile computes 8 output features in the lanes of one float
+// vector (a repacked one 16), so that the fold of each element is one lane's
+// chain of fmas.
 // The weights' levels are the unsigned operand (Q8_0's as |w| with the
 // activation's sign flipped where w < 0), the activations the signed one.
 #pragma once
@@ -36,8 +37,9 @@ using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_byte
                                  int64_t i0, int rows, float* y, int64_t ldy);
 QuantTileKernel quant_tile_kernel(QuantIsa isa);
 
-// The repacked layout of Q8_0 and Q4_K for AVX512-VNNI
-// (matmul_quant_packed.cpp): groups of kQuantPackedRows weight rows.
+// The repacked layout of every quantized type for AVX512-VNNI
+// (matmul_quant_packed.cpp, made by prepare()): groups of kQuantPackedRows
+// weight rows.
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 4;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
