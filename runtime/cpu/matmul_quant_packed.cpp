@@ -243,9 +243,11 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
     lev[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
   }
   if constexpr (kType == DType::kQ5_K) {
-    const __m512i h = _mm512_loadu_si512(sub + 256), one = _mm512_set1_epi8(1);
+    // The fifth bit as a byte mask: 16 added where it is set (the nibble is below 16).
+    const __m512i h = _mm512_loadu_si512(sub + 256), sixteen = _mm512_set1_epi8(16);
     for (int j = 0; j < 8; ++j)
-      lev[j] = _mm512_or_si512(lev[j], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 4));
+      lev[j] = _mm512_mask_add_epi8(lev[j], _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))),
+                                    lev[j], sixteen);
   }
   if constexpr (kType == DType::kQ6_K) {
     const __m512i three = _mm512_set1_epi8(3);
