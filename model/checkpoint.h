@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/mapped_file.h"
 #include "runtime/dtype.h"
 #include "runtime/state.h"
 
@@ -52,9 +53,8 @@ class Checkpoint {
   const std::string& weights_digest() const { return digest_; }
 
  private:
-  struct Mapping;
   Checkpoint() = default;
-  std::vector<std::unique_ptr<Mapping>> mappings_;
+  std::vector<std::unique_ptr<MappedFile>> mappings_;
   std::map<std::string, TensorView> tensors_;
   std::string digest_;
 };
