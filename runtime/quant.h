@@ -1,0 +1,97 @@
+// The block-quantized weight formats (GGML's Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
+// and their activations (docs/kernels.md "Quantized weights").
+//
+// Weights: quantize_row is the reference quantizer llama-quantize runs for
+// each type without an importance matrix, giving the same bytes for the same
+// floats; dequantize_row gives the bits of gguf-py's dequantize (and of
+// ggml's dequantize_row_*). Both are plain scalar code: conversion and tests,
+// not the decode path.
+//
+// Activations: each row of a product's input is quantized once to int8 in
+// blocks (QuantizedRows) and the products run on integers; quant_dot_ref is
+// the one definition of a product's bits, which every kernel variant
+// (runtime/cpu/matmul_quant.cpp) reproduces exactly. Pure functions: any
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/dtype.h"
+
+namespace sb {
+
+// The block layouts, byte for byte as in a GGUF file (halves little endian).
+struct BlockQ8_0 {
+  uint16_t d;     // f16 scale
+  int8_t qs[32];  // value i = d * qs[i]
+};
+struct BlockQ4_0 {
+  uint16_t d;      // f16 scale
+  uint8_t qs[16];  // value i = d * (nibble i - 8); low nibbles are 0-15, high 16-31
+};
+// K types: super-blocks of 256.
+constexpr int kSuperBlock = 256;
+struct BlockQ4_K {
+  uint16_t d, dmin;    // f16 scales of the sub-block scales and mins
+  uint8_t scales[12];  // eight 6-bit scales and eight 6-bit mins (kscale_min)
+  uint8_t qs[128];     // per 64 values: 32 bytes, low nibbles the first 32, high the next 32
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];   // bit 2j of byte l: the fifth bit of value 64j + l; bit 2j+1: of 64j + 32 + l
+  uint8_t qs[128];  // the low four bits, as Q4_K
+};
+struct BlockQ6_K {
+  uint8_t ql[128];    // low four bits
+  uint8_t qh[64];     // high two bits
+  int8_t scales[16];  // one per 16 values
+  uint16_t d;         // f16
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+// Sub-block j's 6-bit scale and min (j < 8) of a Q4_K or Q5_K block.
+void kscale_min(const uint8_t* scales, int j, int* scale, int* min);
+
+// Errors when dtype is not block-quantized or n is not a multiple of its block.
+Status check_quant_row(DType dtype, int64_t n);
+// out (dtype_row_bytes(dtype, n) bytes) = llama.cpp's reference quantization of x[n].
+Status quantize_row(DType dtype, const float* x, int64_t n, void* out);
+// out[n] = the values of the row's blocks (dtype_row_bytes(dtype, n) bytes at in).
+Status dequantize_row(DType dtype, const void* in, int64_t n, float* out);
+
+// Activation rows quantized for products with `weight` blocks: per block of
+// B values (32 for Q8_0/Q4_0, 256 for the K types), the scale d = amax / 127
+// (f32) and q = round-half-even(x * (127 / amax)) in [-127, 127] (0 and d = 0
+// for a block of zeros), and the sums of q over each 16 values (what the
+// offsets and mins of the weights multiply). Quantized once per product on
+// the calling thread: a row's bits depend on the row alone.
+struct QuantizedRows {
+  DType weight = DType::kQ8_0;
+  int64_t rows = 0, cols = 0, block = 32;
+  std::vector<int8_t> q;      // [rows][cols]
+  std::vector<float> d;       // [rows][cols / block]
+  std::vector<int16_t> sums;  // [rows][cols / 16]
+  const int8_t* row_q(int64_t r) const { return q.data() + r * cols; }
+  const float* row_d(int64_t r) const { return d.data() + r * (cols / block); }
+  const int16_t* row_sums(int64_t r) const { return sums.data() + r * (cols / 16); }
+};
+// REQUIRES: check_quant_row(weight, cols) ok.
+void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, QuantizedRows* out);
+
+// The product of weight row w (cols values of type dtype) and activation row
+// r, the bits every kernel gives. Per block b in ascending order (the block
+// of 32 for Q8_0/Q4_0, the super-block of 256 for the K types), an exact
+// integer I_b and
+//   Q8_0:  I = sum w_i q_i;                         y = fma(d_w * d_x, float(I), y)
+//   Q4_0:  I = sum (n_i - 8) q_i;                   y = fma(d_w * d_x, float(I), y)
+//   Q4_K, Q5_K: I = sum_s sc_s sum n_i q_i, M = sum_s m_s sum q_i (sub-blocks s of 32);
+//          y = fma(d * d_x, float(I), y); y = fma(-(dmin * d_x), float(M), y)
+//   Q6_K:  I = sum_s sc_s sum (n_i - 32) q_i (sub-blocks of 16); y = fma(d * d_x, float(I), y)
+// starting from y = +0, under the kernels' float mode (subnormals flushed).
+float quant_dot_ref(DType dtype, const void* w, const QuantizedRows& x, int64_t r);
+
+}  // namespace sb
