@@ -22,6 +22,7 @@
 #include "bank/ram_tier.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "server/model_files.h"
 #include "cli/model_arg.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -227,7 +228,7 @@ int cmd_run(int argc, char** argv) {
   if (!(s = parse_precision_arg(args.get("precision"), &options.precision))) return fail("run", s.message());
   if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail("run", s.to_string());
   std::unique_ptr<Tokenizer> tokenizer;
-  Status tok_status = Tokenizer::load(dir, &tokenizer);
+  Status tok_status = load_model_tokenizer(dir, &tokenizer);
 
   std::vector<int32_t> prompt;
   if (args.has("prompt")) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "model/demo.h"
+#include "model/gguf_model.h"
 
 namespace sb {
 
@@ -11,6 +12,11 @@ Status resolve_model_dir(const std::string& arg, std::string* dir) {
   if (arg.empty()) return Status::invalid("--model is required (a checkpoint directory, or demo)");
   if (arg == "demo") return ensure_demo_model(dir);
   std::error_code ec;
+  if (is_gguf_path(arg)) {
+    if (!std::filesystem::is_regular_file(arg, ec)) return Status::not_found("model file " + arg + " does not exist");
+    *dir = arg;
+    return Status::ok();
+  }
   if (!std::filesystem::is_directory(arg, ec)) return Status::not_found("model directory " + arg + " does not exist");
   *dir = arg;
   return Status::ok();

@@ -1,4 +1,5 @@
-// Resolves a --model argument: a checkpoint directory, or `demo` for the
+// Resolves a --model argument: a checkpoint directory, a GGUF file (*.gguf,
+// model/gguf_model.h), or `demo` for the
 // built-in demo model (generated on first use, model/demo.h); where the bank
 // lives when --bank-dir is not given; and the --precision argument every
 // command that loads a model takes.

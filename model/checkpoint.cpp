@@ -94,6 +94,15 @@ Status SafetensorsWriter::write(const std::string& path) const {
 
 Checkpoint::~Checkpoint() = default;
 
+std::unique_ptr<Checkpoint> Checkpoint::adopt(std::map<std::string, TensorView> tensors, std::string digest,
+                                              std::vector<std::shared_ptr<const void>> owners) {
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  ck->tensors_ = std::move(tensors);
+  ck->digest_ = std::move(digest);
+  ck->owners_ = std::move(owners);
+  return ck;
+}
+
 const TensorView* Checkpoint::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
