@@ -42,7 +42,10 @@ Status parse_precision(std::string_view text, Precision* out);
 struct PackedWeight;
 
 // A weight matrix [rows = out features, cols = in features], row-major, as
-// stored in safetensors. data points into the mmapped file (f32 or bf16).
+// stored in safetensors. data points into the mmapped file: f32 or bf16
+// elements, or rows of GGML blocks (runtime/quant.h; cols whole blocks), whose
+// products run on quantized activations under quant_dot_ref's arithmetic
+// whatever the Precision.
 struct WeightRef {
   DType dtype = DType::kF32;
   int64_t rows = 0;
@@ -245,7 +248,8 @@ class Kernels {
   // output into q, k, v, the attention gate from the query).
   virtual void split_rows(const float* x, int64_t rows, int64_t groups, std::span<const RowPart> parts) = 0;
   // out[j, :] = row tokens[j] of table [vocab, dim], widened to f32 (bf16
-  // exactly). REQUIRES: table f32 or bf16, every token in [0, table.rows).
+  // exactly, block-quantized rows as dequantize_row). REQUIRES: every token
+  // in [0, table.rows).
   virtual void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* out) = 0;
 };
 

@@ -327,8 +327,8 @@ void dequantize_block(DType dtype, const uint8_t* in, float* out) {
   }
 }
 
-// Block b's levels n (Q8_0 signed, the others unsigned, before any offset)
-// into n[elems].
+}  // namespace
+
 void block_levels(DType dtype, const uint8_t* in, int* n) {
   switch (dtype) {
     case DType::kQ8_0:
@@ -360,6 +360,8 @@ void block_levels(DType dtype, const uint8_t* in, int* n) {
       return;
   }
 }
+
+namespace {
 
 int64_t level_dot(const int* n, const int8_t* q, int count, int offset) {
   int64_t s = 0;
@@ -404,19 +406,21 @@ float fold_block(DType dtype, const uint8_t* in, const int8_t* q, float dx, cons
 
 }  // namespace
 
-void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, QuantizedRows* out) {
+void QuantizedRows::reset(DType weight_type, int64_t n_rows, int64_t n_cols) {
+  weight = weight_type;
+  rows = n_rows;
+  cols = n_cols;
+  block = dtype_block(weight_type).elems;
+  q.resize(static_cast<size_t>(rows * cols));
+  d.resize(static_cast<size_t>(rows * (cols / block)));
+  sums.resize(static_cast<size_t>(rows * (cols / 16)));
+}
+
+void QuantizedRows::quantize(const float* x, int64_t r0, int64_t r1) {
   SubnormalMode flushed(true);
-  const int64_t block = dtype_block(weight).elems;
-  out->weight = weight;
-  out->rows = rows;
-  out->cols = cols;
-  out->block = block;
-  out->q.resize(static_cast<size_t>(rows * cols));
-  out->d.resize(static_cast<size_t>(rows * (cols / block)));
-  out->sums.resize(static_cast<size_t>(rows * (cols / 16)));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    int8_t* q = out->q.data() + r * cols;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + (r - r0) * cols;
+    int8_t* qr = q.data() + r * cols;
     for (int64_t b = 0; b < cols / block; ++b) {
       const float* xb = xr + b * block;
       float amax = 0.0f;
@@ -425,16 +429,21 @@ void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, Qua
       for (int64_t i = 0; i < block; ++i) {
         // Clamped before the conversion, so that inf and NaN inputs give defined levels.
         const float v = std::clamp(xb[i] * id, -127.0f, 127.0f);
-        q[b * block + i] = static_cast<int8_t>(nearest_int(v == v ? v : 0.0f));
+        qr[b * block + i] = static_cast<int8_t>(nearest_int(v == v ? v : 0.0f));
       }
-      out->d[static_cast<size_t>(r * (cols / block) + b)] = amax / 127.0f;
+      d[static_cast<size_t>(r * (cols / block) + b)] = amax / 127.0f;
     }
     for (int64_t g = 0; g < cols / 16; ++g) {
       int s = 0;
-      for (int i = 0; i < 16; ++i) s += q[g * 16 + i];
-      out->sums[static_cast<size_t>(r * (cols / 16) + g)] = static_cast<int16_t>(s);
+      for (int i = 0; i < 16; ++i) s += qr[g * 16 + i];
+      sums[static_cast<size_t>(r * (cols / 16) + g)] = static_cast<int16_t>(s);
     }
   }
+}
+
+void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, QuantizedRows* out) {
+  out->reset(weight, rows, cols);
+  out->quantize(x, 0, rows);
 }
 
 float quant_dot_ref(DType dtype, const void* w, const QuantizedRows& x, int64_t r) {

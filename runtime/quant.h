@@ -56,6 +56,10 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(Block
 // Sub-block j's 6-bit scale and min (j < 8) of a Q4_K or Q5_K block.
 void kscale_min(const uint8_t* scales, int j, int* scale, int* min);
 
+// A block's levels n into n[block elems] (Q8_0's signed, the others
+// unsigned, before their offset: Q4_0 n - 8, Q6_K n - 32).
+void block_levels(DType dtype, const uint8_t* block, int* n);
+
 // Errors when dtype is not block-quantized or n is not a multiple of its block.
 Status check_quant_row(DType dtype, int64_t n);
 // out (dtype_row_bytes(dtype, n) bytes) = llama.cpp's reference quantization of x[n].
@@ -78,6 +82,11 @@ struct QuantizedRows {
   const int8_t* row_q(int64_t r) const { return q.data() + r * cols; }
   const float* row_d(int64_t r) const { return d.data() + r * (cols / block); }
   const int16_t* row_sums(int64_t r) const { return sums.data() + r * (cols / 16); }
+  // Sizes the buffers for rows x cols values against `weight` blocks.
+  void reset(DType weight, int64_t rows, int64_t cols);
+  // Quantizes rows [r0, r1) from x (row r0 first); rows are independent, so
+  // ranges may run on different threads.
+  void quantize(const float* x, int64_t r0, int64_t r1);
 };
 // REQUIRES: check_quant_row(weight, cols) ok.
 void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, QuantizedRows* out);

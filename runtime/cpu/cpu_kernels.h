@@ -10,6 +10,7 @@
 
 #include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
+#include "runtime/quant.h"
 #include "runtime/threads.h"
 
 namespace sb {
@@ -28,12 +29,20 @@ struct PackedWeight {
   std::vector<int64_t> part_panel;  // first panel of each part, then `panels`
   uint32_t* data = nullptr;         // [panels][pairs][kPanelCols]
   size_t bytes = 0;
+  DType quant = DType::kF32;  // kF32: the bf16 panels above; else the quantized layout
 
   PackedWeight(std::vector<int64_t> part_rows, int64_t cols);
+  // A block-quantized weight of `rows` x `cols` repacked into `bytes` bytes
+  // (matmul_quant_packed.cpp says the layout).
+  PackedWeight(DType quant, int64_t rows, int64_t cols, size_t bytes);
   ~PackedWeight();
+  const uint8_t* quant_bytes() const { return reinterpret_cast<const uint8_t*>(data); }
   PackedWeight(const PackedWeight&) = delete;
   PackedWeight& operator=(const PackedWeight&) = delete;
   const uint32_t* panel(int64_t p) const { return data + p * pairs * kPanelCols; }
+
+ private:
+  void allocate(size_t want);
 };
 
 namespace cpu {
@@ -87,6 +96,9 @@ class CpuKernels final : public Kernels {
   void for_ranges(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& fn);
   void matmul_f32(const float* x, int64_t m, const WeightRef& w, float* y);
   void matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs);
+  // A block-quantized w (matmul_quant.cpp), whatever the precision.
+  void matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y);
+  void matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w, float* y);
   std::shared_ptr<const PackedWeight> pack(std::span<const WeightRef> parts);
 
   std::unique_ptr<ThreadPool> owned_pool_;  // when made on a pool of its own

@@ -20,6 +20,7 @@
 #include "runtime/cpu/bf16.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
+#include "runtime/cpu/quant_kernels.h"
 #include "runtime/cpu/simd.h"
 
 #if defined(__AVX512BF16__)
@@ -35,8 +36,15 @@ PackedWeight::PackedWeight(std::vector<int64_t> rows, int64_t c)
     panels += (r + kPanelCols - 1) / kPanelCols;
   }
   part_panel.push_back(panels);
+  allocate(static_cast<size_t>(panels * pairs * kPanelCols) * sizeof(uint32_t));
+}
+
+PackedWeight::PackedWeight(DType q, int64_t rows, int64_t c, size_t want) : cols(c), part_rows{rows}, quant(q) {
+  allocate(want);
+}
+
+void PackedWeight::allocate(size_t want) {
   constexpr size_t kHuge = size_t(2) << 20;
-  const size_t want = static_cast<size_t>(panels * pairs * kPanelCols) * sizeof(uint32_t);
   // Whole 2 MiB pages when the weight is large enough to use them: one TLB
   // entry then covers 2 MiB of a stream read once per token.
   const size_t align = want >= kHuge ? kHuge : 64;
@@ -309,21 +317,36 @@ std::shared_ptr<const PackedWeight> CpuKernels::pack(std::span<const WeightRef> 
   return pw;
 }
 
+// Block-quantized weights keep their blocks, repacked for AVX512-VNNI where
+// that CPU runs the products (matmul_quant_packed.cpp), whatever the
+// precision; a fused set of them is its parts, each prepared.
 WeightRef CpuKernels::prepare(const WeightRef& w) {
   WeightRef r = w;
-  if (options_.precision == Precision::kBF16 && !r.packed) r.packed = pack(std::span<const WeightRef>(&w, 1));
+  if (r.packed) return r;
+  if (dtype_is_quantized(w.dtype)) {
+    if (quant_packs(w.dtype) && quant_isa_best() == QuantIsa::kAvx512Vnni) r.packed = pack_quant(w, pool_);
+  } else if (options_.precision == Precision::kBF16) {
+    r.packed = pack(std::span<const WeightRef>(&w, 1));
+  }
   return r;
 }
 
 FusedWeight CpuKernels::fuse(std::span<const WeightRef> parts) {
   FusedWeight f;
   f.parts.assign(parts.begin(), parts.end());
-  if (options_.precision == Precision::kBF16) f.packed = pack(parts);
+  const bool quantized =
+      std::any_of(parts.begin(), parts.end(), [](const WeightRef& w) { return dtype_is_quantized(w.dtype); });
+  if (quantized) {
+    for (WeightRef& part : f.parts) part = prepare(part);
+  } else if (options_.precision == Precision::kBF16) {
+    f.packed = pack(parts);
+  }
   return f;
 }
 
 void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y) {
   if (m <= 0 || w.rows <= 0) return;
+  if (dtype_is_quantized(w.dtype)) return matmul_quant(x, m, w, y);
   if (options_.precision == Precision::kF32) return matmul_f32(x, m, w, y);
   float* const outs[1] = {y};
   if (w.packed) return matmul_bf16(x, m, *w.packed, outs);

@@ -8,6 +8,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
 #include "runtime/dtype.h"
+#include "runtime/quant.h"
 
 namespace sb::cpu {
 
@@ -57,12 +58,14 @@ void CpuKernels::split_rows(const float* x, int64_t rows, int64_t groups, std::s
 
 void CpuKernels::embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* out) {
   const int64_t dim = table.cols, n = static_cast<int64_t>(tokens.size());
-  const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(table.dtype);
+  const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(table.dtype, dim));
   for_ranges(n, dim, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       const char* row = static_cast<const char*>(table.data) + tokens[static_cast<size_t>(j)] * row_bytes;
       float* o = out + j * dim;
-      if (table.dtype == DType::kBF16) {
+      if (dtype_is_quantized(table.dtype)) {
+        (void)dequantize_row(table.dtype, row, dim, o);  // dim is whole blocks: the loader checks every table
+      } else if (table.dtype == DType::kBF16) {
         for (int64_t i = 0; i < dim; ++i) {
           uint16_t v;
           std::memcpy(&v, row + 2 * i, 2);  // the mmapped table may be unaligned

@@ -1,0 +1,199 @@
+// The quantized products against bf16 at the shapes of the 0.8b qwen3_5
+// preset: per weight format and row count, the weights' GB/s (bytes of the
+// weight read per second of a call; each call reads a copy not in cache,
+// since the copies together are several times the last-level cache) and the
+// calls per second of one pass over every shape, times the rows ("tokens/s",
+// one layer of each shape per token, no other work). Beside them the read
+// bandwidth of a plain streaming sum over as many bytes: decode (1 row) at
+// that bound is the best any format can do. Min of N repetitions (each
+// a call on every copy) of CPU time
+// per thread (process CPU time / threads, so that other load counts less).
+//
+// usage: quant_bench [--threads 1] [--reps 5] [--rows 1,64] [--mib 160] [--isa auto|avx2|avx512vnni|scalar]
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "runtime/cpu/backend.h"
+#include "runtime/cpu/quant_kernels.h"
+#include "runtime/kernels.h"
+#include "runtime/quant.h"
+#include "runtime/threads.h"
+
+using namespace sb;
+
+namespace {
+
+// Process CPU time: on a machine shared with other work, a call's own time.
+double cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::vector<int64_t> ints(const std::string& s, char sep) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) v.push_back(std::stoll(item));
+  return v;
+}
+
+std::string arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return fallback;
+}
+
+// One shape's weight in one format, in enough copies to stream from memory.
+struct Weights {
+  int64_t n = 0, k = 0, row_bytes = 0;
+  std::vector<std::vector<uint8_t>> copies;
+  WeightRef ref(DType dtype, size_t copy) const { return WeightRef{dtype, n, k, copies[copy].data(), nullptr}; }
+};
+
+Weights make_weights(DType dtype, int64_t n, int64_t k, int64_t stream_bytes, std::mt19937& rng) {
+  Weights w{n, k, dtype_row_bytes(dtype, k), {}};
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(k));
+  std::vector<uint8_t> one(static_cast<size_t>(n * w.row_bytes));
+  for (int64_t j = 0; j < n; ++j) {
+    for (float& f : row) f = nd(rng);
+    uint8_t* out = one.data() + j * w.row_bytes;
+    if (dtype == DType::kBF16) {
+      for (int64_t i = 0; i < k; ++i) {
+        const uint16_t h = f32_to_bf16(row[static_cast<size_t>(i)]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+    } else {
+      (void)quantize_row(dtype, row.data(), k, out);
+    }
+  }
+  const int64_t copies = std::max<int64_t>(2, stream_bytes / static_cast<int64_t>(one.size()));
+  for (int64_t c = 0; c < copies; ++c) w.copies.push_back(one);
+  return w;
+}
+
+// GB/s of a streaming sum over `bytes` on the pool's threads, each reading
+// its own stretch with software prefetch (as the kernels do).
+double read_bandwidth(ThreadPool& pool, int64_t bytes, int reps) {
+  constexpr int kStreams = 1;
+  // On 2 MiB pages, as the kernels' packed weights are (PackedWeight).
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t size = (static_cast<size_t>(bytes) + kHuge - 1) / kHuge * kHuge;
+  std::unique_ptr<uint64_t, decltype(&std::free)> mem(static_cast<uint64_t*>(std::aligned_alloc(kHuge, size)),
+                                                      &std::free);
+  madvise(mem.get(), size, MADV_HUGEPAGE);
+  std::span<uint64_t> buf(mem.get(), size / 8);
+  std::fill(buf.begin(), buf.end(), 1);
+  std::vector<uint64_t> sums(static_cast<size_t>(pool.size()) * kStreams);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = cpu_s();
+    const int64_t per = static_cast<int64_t>(buf.size()) / pool.size() / kStreams / 8 * 8;
+    pool.parallel_for(pool.size(), [&](int64_t t) {
+      const uint64_t* base = buf.data() + t * per * kStreams;
+#if defined(__AVX512F__)
+      __m512i s[kStreams];
+      for (auto& v : s) v = _mm512_setzero_si512();
+      for (int64_t i = 0; i < per; i += 8)
+        for (int l = 0; l < kStreams; ++l) {
+          _mm_prefetch(reinterpret_cast<const char*>(base + l * per + i + 1024), _MM_HINT_T0);  // 8 KiB ahead
+          s[l] = _mm512_add_epi64(s[l], _mm512_loadu_si512(base + l * per + i));
+        }
+      alignas(64) uint64_t lanes[8];
+      for (int l = 0; l < kStreams; ++l) {
+        _mm512_store_si512(lanes, s[l]);
+        sums[static_cast<size_t>(t * kStreams + l)] = lanes[0] + lanes[7];
+      }
+#else
+      uint64_t s[kStreams] = {};
+      for (int64_t i = 0; i < per; i += 8)
+        for (int l = 0; l < kStreams; ++l)
+          for (int k = 0; k < 8; ++k) s[l] += base[l * per + i + k];
+      for (int l = 0; l < kStreams; ++l) sums[static_cast<size_t>(t * kStreams + l)] = s[l];
+#endif
+    });
+    best = std::min(best, (cpu_s() - t0) / pool.size());
+  }
+  return static_cast<double>(bytes) / best / 1e9;
+}
+
+cpu::QuantIsa parse_isa(const std::string& s) {
+  if (s == "avx2") return cpu::QuantIsa::kAvx2;
+  if (s == "avx512vnni") return cpu::QuantIsa::kAvx512Vnni;
+  if (s == "scalar") return cpu::QuantIsa::kScalar;
+  return cpu::QuantIsa::kAuto;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = std::stoi(arg(argc, argv, "--threads", "1"));
+  const int reps = std::stoi(arg(argc, argv, "--reps", "5"));
+  const auto rows = ints(arg(argc, argv, "--rows", "1,64"), ',');
+  const int64_t stream = std::stoll(arg(argc, argv, "--mib", "160")) << 20;
+  cpu::force_quant_isa(parse_isa(arg(argc, argv, "--isa", "auto")));
+  // qkv, z, out (delta net); q (gated), o; gate/up, down.
+  const auto shapes = arg(argc, argv, "--shapes", "6144x1024,2048x1024,1024x2048,4096x1024,3584x1024,1024x3584");
+  ThreadPool pool(threads);
+  auto kernels = make_cpu_kernels(&pool, {.precision = Precision::kBF16});
+  std::printf("threads %d, quantized products on %s, min of %d; read bandwidth %.1f GB/s\n", threads,
+              cpu::quant_isa_name(cpu::quant_isa_in_use()), reps, read_bandwidth(pool, stream, reps));
+  std::printf("| format | rows | GB/s per shape (%s) | bytes per pass | tokens/s |\n|---|---|---|---|---|\n",
+              shapes.c_str());
+  std::mt19937 rng(1);
+  for (DType dtype : {DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ4_K}) {
+    std::vector<Weights> ws;
+    std::vector<std::vector<WeightRef>> refs;  // per shape, per copy; bf16 prepared (packed) as the model runs it
+    std::stringstream ss(shapes);
+    std::string shape;
+    while (std::getline(ss, shape, ',')) {
+      const auto nk = ints(shape, 'x');
+      ws.push_back(make_weights(dtype, nk[0], nk[1], stream, rng));
+      refs.emplace_back();
+      for (size_t c = 0; c < ws.back().copies.size(); ++c)
+        refs.back().push_back(kernels->prepare(ws.back().ref(dtype, c)));
+      if (dtype == DType::kBF16) ws.back().copies.clear();  // the packed copies are what is read
+    }
+    for (int64_t m : rows) {
+      std::string per_shape;
+      double pass = 0, bytes = 0;
+      for (size_t s = 0; s < ws.size(); ++s) {
+        const Weights& w = ws[s];
+        std::vector<float> x(static_cast<size_t>(m * w.k)), y(static_cast<size_t>(m * w.n));
+        for (float& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+        const double weight_bytes = static_cast<double>(w.n * w.row_bytes);
+        // A repetition runs every copy once (each from memory; timed together,
+        // since one call is shorter than the CPU clock's resolution).
+        double best = 1e30;
+        for (int r = 0; r < reps; ++r) {
+          const double t0 = cpu_s();
+          for (const WeightRef& ref : refs[s]) kernels->matmul(x.data(), m, ref, y.data());
+          best = std::min(best, (cpu_s() - t0) / threads / static_cast<double>(refs[s].size()));
+        }
+        char cell[32];
+        std::snprintf(cell, sizeof cell, "%s%.1f", s ? " / " : "", weight_bytes / best / 1e9);
+        per_shape += cell;
+        pass += best;
+        bytes += weight_bytes;
+      }
+      std::printf("| %s | %lld | %s | %.1f MB | %.1f |\n", dtype_name(dtype), static_cast<long long>(m),
+                  per_shape.c_str(), bytes / 1e6, static_cast<double>(m) / pass);
+    }
+  }
+  return 0;
+}

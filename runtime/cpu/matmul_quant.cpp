@@ -1,0 +1,137 @@
+// The quantized product (runtime/quant.h): activation rows quantized once per
+// call, then threads over output features, each weight row streamed once per
+// slab of activation rows and multiplied with tiles of up to
+// kQuantTileRows of them. A tile only decides which rows share a weight
+// block's decoding; every output element's arithmetic is quant_dot_ref's, so
+// a row's bits are the same alone, in any batch, split or thread count.
+#include <algorithm>
+#include <atomic>
+
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/float_mode.h"
+#include "runtime/cpu/quant_kernels.h"
+
+namespace sb::cpu {
+namespace {
+
+std::atomic<QuantIsa> forced_isa{QuantIsa::kAuto};
+std::atomic<DType> mutation{DType::kF32};
+
+void tile_scalar(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0,
+                 int rows, float* y, int64_t ldy) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) y[r * ldy + c] = quant_dot_ref(dtype, w + c * row_bytes, x, i0 + r);
+}
+
+}  // namespace
+
+const char* quant_isa_name(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::kAuto:
+      return "auto";
+    case QuantIsa::kScalar:
+      return "scalar";
+    case QuantIsa::kAvx2:
+      return "avx2";
+    case QuantIsa::kAvx512Vnni:
+      return "avx512vnni";
+  }
+  return "?";
+}
+
+bool quant_isa_supported(QuantIsa isa) {
+#if defined(__x86_64__)
+  switch (isa) {
+    case QuantIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case QuantIsa::kAvx512Vnni:
+      return quant_isa_supported(QuantIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
+    default:
+      return true;
+  }
+#else
+  return isa == QuantIsa::kScalar || isa == QuantIsa::kAuto;
+#endif
+}
+
+QuantIsa quant_isa_best() {
+  static const QuantIsa best = quant_isa_supported(QuantIsa::kAvx512Vnni) ? QuantIsa::kAvx512Vnni
+                               : quant_isa_supported(QuantIsa::kAvx2)     ? QuantIsa::kAvx2
+                                                                          : QuantIsa::kScalar;
+  return best;
+}
+
+QuantTileKernel quant_tile_kernel(QuantIsa isa) {
+  if (isa == QuantIsa::kAuto) isa = quant_isa_best();
+#if defined(__x86_64__)
+  if (isa == QuantIsa::kAvx512Vnni) return &quant_vnni::tile;
+  if (isa == QuantIsa::kAvx2) return &quant_avx2::tile;
+#endif
+  return &tile_scalar;
+}
+
+void force_quant_isa(QuantIsa isa) { forced_isa.store(isa); }
+QuantIsa quant_isa_in_use() {
+  const QuantIsa isa = forced_isa.load();
+  return isa == QuantIsa::kAuto ? quant_isa_best() : isa;
+}
+
+void set_quant_mutation(DType dtype) { mutation.store(dtype); }
+DType quant_mutation() { return mutation.load(std::memory_order_relaxed); }
+
+void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y) {
+  FlushSubnormals mode;
+  const int64_t K = w.cols, N = w.rows;
+  QuantizedRows xq;
+  xq.reset(w.dtype, m, K);
+  for_ranges(m, K, [&](int64_t r0, int64_t r1) { xq.quantize(x + r0 * K, r0, r1); });
+  if (w.packed && w.packed->quant == w.dtype && quant_isa_in_use() == QuantIsa::kAvx512Vnni)
+    return matmul_quant_packed(xq, w, y);
+  const QuantTileKernel kernel = quant_tile_kernel(quant_isa_in_use());
+  const int64_t row_bytes = dtype_row_bytes(w.dtype, K);
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+  // A task is a run of consecutive weight rows, whole tiles of them (one
+  // stretch of memory for the prefetcher in a decode step); slabs of
+  // activation rows keep a prefill's quantized rows in L2 while the task's
+  // weights stay in L1/L2.
+  const int64_t tiles = (N + kQuantTileCols - 1) / kQuantTileCols;
+  const int64_t per = std::max<int64_t>(1, tiles / (4 * pool_->size()));
+  constexpr int64_t kSlab = 64;
+  pool_->parallel_for((tiles + per - 1) / per, [&](int64_t task) {
+    const int64_t j0 = task * per * kQuantTileCols, j1 = std::min(N, j0 + per * kQuantTileCols);
+    for (int64_t i0 = 0; i0 < m; i0 += kSlab) {
+      const int64_t i1 = std::min(m, i0 + kSlab);
+      for (int64_t j = j0; j < j1; j += kQuantTileCols) {
+        const int cols = static_cast<int>(std::min<int64_t>(kQuantTileCols, j1 - j));
+        for (int64_t i = i0; i < i1; i += kQuantTileRows)
+          kernel(w.dtype, data + j * row_bytes, row_bytes, cols, xq, i,
+                 static_cast<int>(std::min<int64_t>(kQuantTileRows, i1 - i)), y + i * N + j, N);
+      }
+    }
+  });
+}
+
+void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w, float* y) {
+  const int64_t m = xq.rows, N = w.rows, groups = (N + kQuantPackedRows - 1) / kQuantPackedRows;
+  const int64_t group_bytes = quant_packed_group_bytes(w.dtype, w.cols);
+  const uint8_t* data = w.packed->quant_bytes();
+  const int64_t per = std::max<int64_t>(1, groups / (4 * pool_->size()));
+  constexpr int64_t kSlab = 64;
+  pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
+    const int64_t g1 = std::min(groups, (task + 1) * per);
+    for (int64_t i0 = 0; i0 < m; i0 += kSlab) {
+      const int64_t i1 = std::min(m, i0 + kSlab);
+      for (int64_t g = task * per; g < g1; ++g) {
+        const int64_t j = g * kQuantPackedRows;
+        const int cols = static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j));
+        for (int64_t i = i0; i < i1; i += kQuantTileRows)
+          quant_packed_tile(w.dtype, data + g * group_bytes, xq, i,
+                            static_cast<int>(std::min<int64_t>(kQuantTileRows, i1 - i)), y + i * N + j, N, cols);
+      }
+    }
+  });
+}
+
+}  // namespace sb::cpu

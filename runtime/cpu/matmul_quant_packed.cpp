@@ -1,0 +1,313 @@
+// Q8_0, Q4_K, Q5_K and Q6_K weights repacked at load for AVX512-VNNI
+// (Kernels::prepare): 16 weight rows side by side, so that one vpdpbusd of a
+// broadcast group of four activation levels gives each row's partial sum in
+// its own lane. No horizontal sums remain, and a block's fold
+// (quant_dot_ref) runs on the 16 rows' lanes at once; the bits are those of
+// the file-layout kernels.
+//
+// Layout, per group of 16 weight rows (a last group padded with zero rows),
+// per block in order; "16 x" is one value per row of the group:
+//   Q8_0 (544 bytes): 16 x f16 scale; then for each 4 levels k < 8 of the
+//        block, 16 lanes of 4 bytes (row c's levels 4k..4k+3, each + 128 so
+//        that they are the unsigned operand; the product's excess is 128
+//        times the activations' block sum, which they carry).
+//   K types: 16 x f16 d; Q4_K/Q5_K 16 x f16 dmin, [8][16] 6-bit scales and
+//        [8][16] mins, a byte each; Q6_K [16][16] int8 scales. Then per
+//        sub-block s of 32 levels: 4 x 64 bytes of nibbles (lane c byte t of
+//        the k-th: level 32s + 8k + t low, 32s + 8k + 4 + t high); Q5_K one
+//        more 64 bytes of fifth bits (bit 2k and 2k + 1 of lane c byte t: the
+//        k-th chunk's two levels), Q6_K two of the top two bits (byte t of
+//        the h-th: chunk 2h's two levels in bits 0-3, chunk 2h + 1's in 4-7).
+//   Sizes: Q4_K 2368, Q5_K 2880, Q6_K 3360 bytes (the file's 16 x 144, 176, 210 + 64).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/quant_kernels.h"
+
+namespace sb::cpu {
+
+namespace {
+
+constexpr int64_t kLanes = kQuantPackedRows;
+
+struct KLayout {
+  int header, sub;  // bytes before the sub-blocks, bytes per sub-block
+  int block() const { return header + 8 * sub; }
+};
+KLayout k_layout(DType dtype) {
+  switch (dtype) {
+    case DType::kQ5_K:
+      return {320, 320};
+    case DType::kQ6_K:
+      return {288, 384};
+    default:
+      return {320, 256};
+  }
+}
+
+int64_t block_bytes(DType dtype) { return dtype == DType::kQ8_0 ? 544 : k_layout(dtype).block(); }
+
+void pack_q8_0_group(const uint8_t* rows[kLanes], int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b, out += 544) {
+    for (int c = 0; c < kLanes; ++c) {
+      const uint8_t* blk = rows[c] ? rows[c] + b * 34 : nullptr;
+      if (blk)
+        std::memcpy(out + 2 * c, blk, 2);
+      else
+        std::memset(out + 2 * c, 0, 2);
+      for (int e = 0; e < 32; ++e) out[32 + 64 * (e / 4) + 4 * c + e % 4] = blk ? blk[2 + e] ^ 0x80 : 0x80;
+    }
+  }
+}
+
+// One row's K block into lane c of a packed block.
+void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
+  const KLayout lay = k_layout(dtype);
+  const bool six = dtype == DType::kQ6_K;
+  std::memcpy(out + 2 * c, blk + (six ? 208 : 0), 2);
+  if (six) {
+    for (int s = 0; s < 16; ++s) out[32 + 16 * s + c] = blk[192 + s];
+  } else {
+    std::memcpy(out + 32 + 2 * c, blk + 2, 2);
+    for (int s = 0; s < 8; ++s) {
+      int sc, mn;
+      kscale_min(blk + 4, s, &sc, &mn);
+      out[64 + 16 * s + c] = static_cast<uint8_t>(sc);
+      out[192 + 16 * s + c] = static_cast<uint8_t>(mn);
+    }
+  }
+  int lev[kSuperBlock];
+  block_levels(dtype, blk, lev);
+  for (int s = 0; s < 8; ++s) {
+    uint8_t* sub = out + lay.header + lay.sub * s;
+    for (int k = 0; k < 4; ++k)
+      for (int t = 0; t < 4; ++t) {
+        const int e0 = lev[32 * s + 8 * k + t], e1 = lev[32 * s + 8 * k + 4 + t];
+        sub[64 * k + 4 * c + t] = static_cast<uint8_t>((e0 & 0xF) | ((e1 & 0xF) << 4));
+        if (dtype == DType::kQ5_K)
+          sub[256 + 4 * c + t] |= static_cast<uint8_t>(((e0 >> 4) << (2 * k)) | ((e1 >> 4) << (2 * k + 1)));
+        if (six)
+          sub[256 + 64 * (k / 2) + 4 * c + t] |= static_cast<uint8_t>(((e0 >> 4) | ((e1 >> 4) << 2)) << (4 * (k % 2)));
+      }
+  }
+}
+
+void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t* out) {
+  const int64_t in_bytes = dtype_block(dtype).bytes, bytes = block_bytes(dtype);
+  for (int64_t b = 0; b < nb; ++b, out += bytes) {
+    std::memset(out, 0, static_cast<size_t>(bytes));
+    for (int c = 0; c < kLanes; ++c)
+      if (rows[c]) pack_k_lane(dtype, rows[c] + b * in_bytes, c, out);
+  }
+}
+
+}  // namespace
+
+bool quant_packs(DType dtype) { return dtype != DType::kQ4_0 && dtype_is_quantized(dtype); }
+
+int64_t quant_packed_group_bytes(DType dtype, int64_t cols) {
+  return cols / dtype_block(dtype).elems * block_bytes(dtype);
+}
+
+std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* pool) {
+  const int64_t groups = (w.rows + kLanes - 1) / kLanes, group_bytes = quant_packed_group_bytes(w.dtype, w.cols);
+  auto pw = std::make_shared<PackedWeight>(w.dtype, w.rows, w.cols, static_cast<size_t>(groups * group_bytes));
+  const int64_t row_bytes = dtype_row_bytes(w.dtype, w.cols), nb = w.cols / dtype_block(w.dtype).elems;
+  uint8_t* out = reinterpret_cast<uint8_t*>(pw->data);
+  pool->parallel_for(groups, [&](int64_t g) {
+    const uint8_t* rows[kLanes];
+    for (int c = 0; c < kLanes; ++c) {
+      const int64_t j = g * kLanes + c;
+      rows[c] = j < w.rows ? static_cast<const uint8_t*>(w.data) + j * row_bytes : nullptr;
+    }
+    if (w.dtype == DType::kQ8_0)
+      pack_q8_0_group(rows, nb, out + g * group_bytes);
+    else
+      pack_k_group(w.dtype, rows, nb, out + g * group_bytes);
+  });
+  return pw;
+}
+
+}  // namespace sb::cpu
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#include <immintrin.h>
+
+namespace sb::cpu {
+namespace {
+
+template <int R>
+struct PackedTile {
+  const int8_t* q[R];
+  const float* d[R];
+  const int16_t* sums[R];
+  __m512 acc[R];
+  PackedTile(const QuantizedRows& x, int64_t i0) {
+    for (int r = 0; r < R; ++r) {
+      q[r] = x.row_q(i0 + r);
+      d[r] = x.row_d(i0 + r);
+      sums[r] = x.row_sums(i0 + r);
+      acc[r] = _mm512_setzero_ps();
+    }
+  }
+  __m512i x4(int r, int64_t at) const {
+    int32_t v;
+    std::memcpy(&v, q[r] + at, 4);
+    return _mm512_set1_epi32(v);
+  }
+};
+
+inline __m512 halves16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <int R, class Fold>
+inline void for_blocks(int64_t nb, DType dtype, Fold&& fold) {
+  if (R > 1 && quant_mutation() == dtype) {
+    for (int64_t b = nb - 1; b >= 0; --b) fold(b);
+    return;
+  }
+  for (int64_t b = 0; b < nb; ++b) fold(b);
+}
+
+template <int R>
+void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+  for_blocks<R>(nb, DType::kQ8_0, [&](int64_t b) {
+    const uint8_t* blk = g + b * 544;
+    __m512i wk[8];
+    for (int k = 0; k < 8; ++k) wk[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
+    const __m512 dw = halves16(blk);
+    for (int r = 0; r < R; ++r) {
+      __m512i I = _mm512_set1_epi32(-128 * (t.sums[r][2 * b] + t.sums[r][2 * b + 1]));
+      for (int k = 0; k < 8; ++k) I = _mm512_dpbusd_epi32(I, wk[k], t.x4(r, 32 * b + 4 * k));
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(I), t.acc[r]);
+    }
+  });
+}
+
+// The levels of sub-block s's 8 groups of 4 (lev[j]: levels 32s + 4j..+3 of each lane).
+template <DType kType>
+inline void sub_levels(const uint8_t* sub, __m512i* lev) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_loadu_si512(sub + 64 * k);
+    lev[2 * k] = _mm512_and_si512(v, low4);
+    lev[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+  }
+  if constexpr (kType == DType::kQ5_K) {
+    const __m512i h = _mm512_loadu_si512(sub + 256), one = _mm512_set1_epi8(1);
+    for (int j = 0; j < 8; ++j)
+      lev[j] = _mm512_or_si512(lev[j], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 4));
+  }
+  if constexpr (kType == DType::kQ6_K) {
+    const __m512i three = _mm512_set1_epi8(3);
+    for (int j = 0; j < 8; ++j) {
+      const __m512i h = _mm512_loadu_si512(sub + 256 + 64 * (j / 4));
+      lev[j] =
+          _mm512_or_si512(lev[j], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * (j % 4)), three), 4));
+    }
+  }
+}
+
+// Lane sums of lev[j0..j0+n) against row r's activation groups from `at`.
+template <int R>
+inline __m512i dots(const PackedTile<R>& t, int r, const __m512i* lev, int n, int64_t at, __m512i acc) {
+  for (int j = 0; j < n; ++j) acc = _mm512_dpbusd_epi32(acc, lev[j], t.x4(r, at + 4 * j));
+  return acc;
+}
+
+template <int R, DType kType>
+void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+  constexpr bool kSix = kType == DType::kQ6_K;
+  const KLayout lay = k_layout(kType);
+  for_blocks<R>(nb, kType, [&](int64_t b) {
+    const uint8_t* blk = g + b * lay.block();
+    __m512i I[R], M[R];
+    for (int r = 0; r < R; ++r) I[r] = M[r] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      __m512i lev[8];
+      sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
+      auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
+      if constexpr (kSix) {
+        // Two sub-blocks of 16 with signed scales; levels n - 32: the offset
+        // leaves each sum before its scale multiplies it.
+        const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
+        for (int r = 0; r < R; ++r) {
+          const int16_t* sums = t.sums[r] + b * 16 + 2 * s;
+          const int64_t at = b * kSuperBlock + 32 * s;
+          const __m512i da = dots(t, r, lev, 4, at, _mm512_set1_epi32(-32 * sums[0]));
+          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(-32 * sums[1]));
+          I[r] = _mm512_add_epi32(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+        }
+      } else {
+        const __m512i sc = _mm512_cvtepu8_epi32(bytes16(64 + 16 * s)), mn = _mm512_cvtepu8_epi32(bytes16(192 + 16 * s));
+        for (int r = 0; r < R; ++r) {
+          const __m512i d = dots(t, r, lev, 8, b * kSuperBlock + 32 * s, _mm512_setzero_si512());
+          I[r] = _mm512_add_epi32(I[r], _mm512_mullo_epi32(d, sc));
+          const int32_t S = t.sums[r][b * 16 + 2 * s] + t.sums[r][b * 16 + 2 * s + 1];
+          M[r] = _mm512_add_epi32(M[r], _mm512_mullo_epi32(mn, _mm512_set1_epi32(S)));
+        }
+      }
+    }
+    const __m512 d = halves16(blk);
+    for (int r = 0; r < R; ++r) {
+      const __m512 dx = _mm512_set1_ps(t.d[r][b]);
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(I[r]), t.acc[r]);
+      if constexpr (!kSix)
+        t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(halves16(blk + 32), dx), _mm512_cvtepi32_ps(M[r]), t.acc[r]);
+    }
+  });
+}
+
+template <int R>
+void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t i0, float* y, int64_t ldy, int cols) {
+  PackedTile<R> t(x, i0);
+  const int64_t nb = x.cols / dtype_block(dtype).elems;
+  switch (dtype) {
+    case DType::kQ8_0:
+      packed_q8_0<R>(g, nb, t);
+      break;
+    case DType::kQ4_K:
+      packed_k<R, DType::kQ4_K>(g, nb, t);
+      break;
+    case DType::kQ5_K:
+      packed_k<R, DType::kQ5_K>(g, nb, t);
+      break;
+    case DType::kQ6_K:
+      packed_k<R, DType::kQ6_K>(g, nb, t);
+      break;
+    default:
+      break;
+  }
+  alignas(64) float lanes[kQuantPackedRows];
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(lanes, t.acc[r]);
+    std::copy(lanes, lanes + cols, y + r * ldy);
+  }
+}
+
+}  // namespace
+
+void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
+                       int64_t ldy, int cols) {
+  switch (rows) {
+    case 1:
+      return packed_tile<1>(dtype, group, x, i0, y, ldy, cols);
+    case 2:
+      return packed_tile<2>(dtype, group, x, i0, y, ldy, cols);
+    case 3:
+      return packed_tile<3>(dtype, group, x, i0, y, ldy, cols);
+    default:
+      return packed_tile<4>(dtype, group, x, i0, y, ldy, cols);
+  }
+}
+
+}  // namespace sb::cpu
+#pragma GCC pop_options
+#endif

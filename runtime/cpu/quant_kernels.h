@@ -1,0 +1,72 @@
+// The quantized products' row kernels (runtime/quant.h defines their bits):
+// the scalar reference and two SIMD variants that give the same bits, since
+// each block's integer sums are exact in any order and the float fold of
+// quant_dot_ref runs per output element in block order in all three.
+//
+//   avx2:        vpmaddubsw + vpmaddwd (the pair sums stay below 2^15)
+//   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0 and
+//                Q4_0; vpmaddubsw + vpdpwssd for the K types' scaled sums
+// A tile computes 8 output features in the lanes of one float vector, so
+// that the fold of each element is one lane's chain of fmas.
+// The weights' levels are the unsigned operand (Q8_0's as |w| with the
+// activation's sign flipped where w < 0), the activations the signed one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/kernels.h"
+#include "runtime/quant.h"
+#include "runtime/threads.h"
+
+namespace sb::cpu {
+
+enum class QuantIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512Vnni };
+const char* quant_isa_name(QuantIsa isa);
+// The fastest variant this CPU runs (kAvx512Vnni needs AVX512 F, BW, VL and VNNI).
+QuantIsa quant_isa_best();
+bool quant_isa_supported(QuantIsa isa);
+
+// A tile of the product: y[r * ldy + c] for the activation rows
+// [i0, i0 + rows) of x (rows <= kQuantTileRows) and the weight rows
+// w + c * row_bytes, c < cols <= kQuantTileCols, each x.cols values of
+// dtype: quant_dot_ref's bits.
+constexpr int kQuantTileRows = 4, kQuantTileCols = 8;
+using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x,
+                                 int64_t i0, int rows, float* y, int64_t ldy);
+QuantTileKernel quant_tile_kernel(QuantIsa isa);
+
+// The repacked layout of Q8_0 and Q4_K for AVX512-VNNI
+// (matmul_quant_packed.cpp): groups of kQuantPackedRows weight rows.
+constexpr int kQuantPackedRows = 16;
+bool quant_packs(DType dtype);
+int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
+// y[r * ldy + c] for c < cols of one group: the bits of the other kernels.
+void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
+                       int64_t ldy, int cols);
+
+// For tests and benches: which variant the CPU kernels' products run
+// (kAuto: quant_isa_best()); the same bits whichever.
+void force_quant_isa(QuantIsa isa);
+QuantIsa quant_isa_in_use();
+
+// Test-only: while set to a quantized type, that type's SIMD kernel folds
+// the blocks of a tile of several rows in descending order, a reduction
+// order that depends on the batch, which the invariance and reference tests
+// must catch. kF32: none (the default).
+void set_quant_mutation(DType dtype);
+DType quant_mutation();
+
+// w repacked (REQUIRES quant_packs(w.dtype)), on the pool's threads.
+std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* pool);
+
+namespace quant_avx2 {
+void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
+          float* y, int64_t ldy);
+}
+namespace quant_vnni {
+void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
+          float* y, int64_t ldy);
+}
+
+}  // namespace sb::cpu

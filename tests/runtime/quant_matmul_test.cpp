@@ -1,0 +1,180 @@
+// The quantized products: every kernel variant gives quant_dot_ref's bits
+// for every row whatever the rows in the call, the thread count or the
+// variant (batch and split invariance), a mutated reduction order in any
+// type's kernel is caught, and the other readers of quantized weights (the
+// embedding lookup, fused projections) agree.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "runtime/cpu/backend.h"
+#include "runtime/cpu/quant_kernels.h"
+#include "runtime/quant.h"
+#include "runtime/threads.h"
+
+namespace sb::cpu {
+namespace {
+
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr int64_t kCols = 1024, kOut = 37, kMaxRows = 511;
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// kOut rows of random weights quantized to dtype; one block's f16 scale made
+// subnormal, so that the kernels' reading of halves is checked there too.
+std::vector<uint8_t> random_weights(DType dtype, uint32_t seed) {
+  const std::vector<float> w = random_floats(kOut * kCols, seed);
+  const int64_t row_bytes = dtype_row_bytes(dtype, kCols);
+  std::vector<uint8_t> q(static_cast<size_t>(kOut * row_bytes));
+  for (int64_t j = 0; j < kOut; ++j)
+    EXPECT_TRUE(quantize_row(dtype, w.data() + j * kCols, kCols, q.data() + j * row_bytes).is_ok());
+  const uint16_t subnormal = 0x0123;
+  std::memcpy(q.data() + row_bytes + (dtype == DType::kQ6_K ? 208 : 0), &subnormal, 2);
+  return q;
+}
+
+bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+struct Case {
+  DType dtype;
+  std::vector<uint8_t> weights;
+  std::vector<float> x;
+  std::vector<float> want;  // quant_dot_ref of every row
+  WeightRef ref() const { return WeightRef{dtype, kOut, kCols, weights.data(), nullptr}; }
+};
+
+Case make_case(DType dtype) {
+  Case c{dtype, random_weights(dtype, 7 + static_cast<uint32_t>(dtype)), random_floats(kMaxRows * kCols, 99), {}};
+  for (int64_t i = 0; i < kCols; ++i) c.x[static_cast<size_t>(3 * kCols + i)] *= 1e-30f;  // a row of tiny values
+  QuantizedRows xq;
+  quantize_rows(dtype, c.x.data(), kMaxRows, kCols, &xq);
+  c.want.resize(static_cast<size_t>(kMaxRows * kOut));
+  for (int64_t i = 0; i < kMaxRows; ++i)
+    for (int64_t j = 0; j < kOut; ++j)
+      c.want[static_cast<size_t>(i * kOut + j)] =
+          quant_dot_ref(dtype, c.weights.data() + j * dtype_row_bytes(dtype, kCols), xq, i);
+  return c;
+}
+
+std::vector<QuantIsa> supported_isas() {
+  std::vector<QuantIsa> isas;
+  for (QuantIsa isa : {QuantIsa::kScalar, QuantIsa::kAvx2, QuantIsa::kAvx512Vnni})
+    if (quant_isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+class QuantMatmulTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    force_quant_isa(QuantIsa::kAuto);
+    set_quant_mutation(DType::kF32);
+  }
+  // prepared: as the model runs it (Q8_0 and Q4_K repacked where AVX512-VNNI
+  // runs the products); else the file's blocks as they are.
+  std::vector<float> run(Kernels& k, const Case& c, int64_t m, bool prepared = true) {
+    std::vector<float> y(static_cast<size_t>(m * kOut));
+    k.matmul(c.x.data(), m, prepared ? k.prepare(c.ref()) : c.ref(), y.data());
+    return y;
+  }
+};
+
+TEST_F(QuantMatmulTest, EveryVariantGivesTheReferenceBitsForEveryBatchAndThreadCount) {
+#if defined(__x86_64__)
+  ASSERT_NE(quant_isa_best(), QuantIsa::kScalar);  // CI's machines have AVX2 at least
+#endif
+  ThreadPool one(1), two(2);
+  for (DType dtype : kTypes) {
+    const Case c = make_case(dtype);
+    for (QuantIsa isa : supported_isas()) {
+      force_quant_isa(isa);
+      for (ThreadPool* pool : {&one, &two}) {
+        auto k = make_cpu_kernels(pool, {.precision = Precision::kBF16});
+        for (bool prepared : {false, true})
+          for (int64_t m : {1, 2, 3, 7, 64, 511}) {
+            if (isa == QuantIsa::kScalar && m > 7) continue;  // the reference itself: the small calls suffice
+            SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + quant_isa_name(isa) + " threads " +
+                         std::to_string(pool->size()) + " rows " + std::to_string(m) +
+                         (prepared ? " prepared" : " unprepared"));
+            const std::vector<float> y = run(*k, c, m, prepared);
+            for (int64_t i = 0; i < m; ++i)
+              ASSERT_TRUE(same_bits(y.data() + i * kOut, c.want.data() + i * kOut, kOut)) << "row " << i;
+          }
+      }
+    }
+  }
+}
+
+TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool, {.precision = Precision::kF32});
+  for (DType dtype : kTypes)
+    for (bool prepared : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (prepared ? " prepared" : " unprepared"));
+      const Case c = make_case(dtype);
+      set_quant_mutation(dtype);
+      const std::vector<float> alone = run(*k, c, 1, prepared), batch = run(*k, c, 7, prepared);
+      set_quant_mutation(DType::kF32);
+      EXPECT_TRUE(same_bits(alone.data(), c.want.data(), kOut)) << "a lone row keeps the order";
+      EXPECT_FALSE(same_bits(batch.data(), c.want.data(), 7 * kOut)) << "the reference comparison misses the mutation";
+      EXPECT_FALSE(same_bits(batch.data(), alone.data(), kOut))
+          << "the batch invariance comparison misses the mutation";
+      const std::vector<float> fixed = run(*k, c, 7, prepared);
+      EXPECT_TRUE(same_bits(fixed.data(), c.want.data(), 7 * kOut));
+    }
+}
+
+TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool, {.precision = Precision::kBF16});
+  const Case a = make_case(DType::kQ4_K), b = make_case(DType::kQ8_0);
+  const WeightRef parts[2] = {a.ref(), b.ref()};
+  const FusedWeight fused = k->fuse(parts);
+  std::vector<float> ya(5 * kOut), yb(5 * kOut);
+  float* const outs[2] = {ya.data(), yb.data()};
+  k->matmul(a.x.data(), 5, fused, outs);
+  EXPECT_TRUE(same_bits(ya.data(), a.want.data(), 5 * kOut));
+  EXPECT_TRUE(same_bits(yb.data(), b.want.data(), 5 * kOut));
+
+  const int32_t tokens[] = {5, 0, 36, 5};
+  std::vector<float> rows(4 * kCols), want(kCols);
+  k->embed_rows(a.ref(), tokens, rows.data());
+  for (int t = 0; t < 4; ++t) {
+    ASSERT_TRUE(dequantize_row(DType::kQ4_K, a.weights.data() + tokens[t] * dtype_row_bytes(DType::kQ4_K, kCols), kCols,
+                               want.data())
+                    .is_ok());
+    EXPECT_TRUE(same_bits(rows.data() + t * kCols, want.data(), kCols)) << "token " << tokens[t];
+  }
+}
+
+TEST(QuantRowsTest, ActivationBlocksScaleTheirLargestMagnitudeTo127) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = -2.0f;  // amax of block 0
+  x[1] = 1.0f;   // 63.5: a tie, to even
+  x[2] = 0.5f / 127.0f * 2.0f;
+  QuantizedRows q;
+  quantize_rows(DType::kQ8_0, x.data(), 1, 64, &q);
+  EXPECT_EQ(q.row_q(0)[0], -127);
+  EXPECT_EQ(q.row_q(0)[1], 64);
+  EXPECT_EQ(q.row_q(0)[2], 0);  // 0.5 after scaling: a tie, to even
+  EXPECT_EQ(q.row_d(0)[0], 2.0f / 127.0f);
+  EXPECT_EQ(q.row_d(0)[1], 0.0f);  // a block of zeros
+  EXPECT_EQ(q.row_q(0)[40], 0);
+  EXPECT_EQ(q.row_sums(0)[0], -127 + 64);
+  EXPECT_EQ(q.block, 32);
+  quantize_rows(DType::kQ6_K, random_floats(512, 1).data(), 1, 512, &q);
+  EXPECT_EQ(q.block, 256);
+  EXPECT_EQ(q.d.size(), 2u);
+  EXPECT_EQ(q.sums.size(), 32u);
+}
+
+}  // namespace
+}  // namespace sb::cpu
