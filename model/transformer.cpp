@@ -56,11 +56,9 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
 
 WeightRef Transformer::ref(const MatrixView& m, bool matmul) {
   WeightRef r{m.dtype, m.rows, m.cols, m.data, nullptr};
-  // TEMPORARY (until the quantized matmul kernels land): block-quantized
-  // weights are dequantized to f32 here, like f16 ones.
-  if (m.dtype == DType::kF16 || dtype_is_quantized(m.dtype)) {
+  if (m.dtype == DType::kF16) {
     auto wide = std::make_unique<std::vector<float>>(m.rows * m.cols);
-    convert_to_f32(m.dtype, m.data, m.rows * m.cols, wide->data());
+    convert_to_f32(DType::kF16, m.data, m.rows * m.cols, wide->data());
     r = WeightRef{DType::kF32, m.rows, m.cols, wide->data(), nullptr};
     owned_.push_back(std::move(wide));
   }

@@ -77,8 +77,9 @@ INSTANTIATE_TEST_SUITE_P(Families, GgufModelTest, ::testing::ValuesIn(kGgufArchs
                          [](const auto& info) { return std::string(arch_name(info.param)); });
 
 // Quantized files: every tensor type of the file recorded in the
-// fingerprint; the logits near the f32 model's (Q8_0 keeps ~2 decimal digits
-// of each weight).
+// fingerprint; the logits near the f32 model's: Q8_0 weights times int8
+// activations (runtime/quant.h) move a tiny random model's logits by a few
+// percent, where a tensor in the wrong layout would leave them uncorrelated.
 TEST(GgufQuantizedTest, Q8FileLoadsNearTheF32ModelWithItsOwnFingerprint) {
   testing::TempDir tmp;
   const std::string dir = testing::tiny_checkpoint(Arch::kQwen35, 3, DType::kF32);
@@ -95,7 +96,7 @@ TEST(GgufQuantizedTest, Q8FileLoadsNearTheF32ModelWithItsOwnFingerprint) {
     norm += a[i] * a[i];
   }
   EXPECT_GT(err, 0.0);
-  EXPECT_LT(std::sqrt(err / norm), 0.05);
+  EXPECT_LT(std::sqrt(err / norm), 0.2);
 }
 
 // ---- damaged and foreign files ------------------------------------------------------------------------------------
