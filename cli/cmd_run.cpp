@@ -197,7 +197,7 @@ Status run_restored(const Model& model, const std::vector<int32_t>& prompt, cons
 
 int cmd_run(int argc, char** argv) {
   Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "precision", "temperature", "top-p", "top-k", "seed",
-             "logits-out", "logits-rows", "split-at", "block-tokens"},
+             "weights", "logits-out", "logits-rows", "split-at", "block-tokens"},
             {"ids", "restore"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("run", s.message());
@@ -222,6 +222,7 @@ int cmd_run(int argc, char** argv) {
 
   std::string dir;
   if (!(s = resolve_model_dir(args.get("model"), &dir))) return fail("run", s.to_string());
+  if (!(s = apply_weights_arg(args.get("weights"), &dir))) return fail("run", s.to_string());
   std::unique_ptr<Model> model;
   RuntimeOptions options;
   options.threads = static_cast<int>(threads);

@@ -278,7 +278,7 @@ Status parse_gguf_file_type(const std::string& text, GgufFileType* out) {
       *out = t;
       return Status::ok();
     }
-  return Status::invalid("--type '" + text + "' is not one of f32, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k");
+  return Status::invalid("type '" + text + "' is not one of f32, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k");
 }
 
 const char* gguf_file_type_name(GgufFileType t) {
