@@ -4,14 +4,17 @@
 // runs the committed corpus (fuzz/corpus-gguf/) without clang.
 //
 // Beyond "does not crash": every byte of every accepted tensor is read (so
-// ASan sees a view that leaves the input), and an accepted file written
-// again by GgufWriter parses to the same metadata and tensor bytes.
+// ASan sees a view that leaves the input), an accepted file written again by
+// GgufWriter parses to the same metadata and tensor bytes, and an accepted
+// file is also read as a model (model/gguf_model.h: metadata against
+// shapes, the layout undone), every byte of its tensors read.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "model/gguf.h"
+#include "model/gguf_model.h"
 
 namespace {
 
@@ -44,6 +47,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!u || u->dtype != t.dtype || u->shape != t.shape || u->nbytes != t.nbytes ||
         std::memcmp(u->data, t.data, t.nbytes) != 0)
       std::abort();
+  }
+  sb::GgufModel model;
+  if (sb::gguf_model_from_file(std::move(g), &model).is_ok()) {
+    for (const auto& [name, t] : model.checkpoint->tensors())
+      for (uint64_t i = 0; i < t.nbytes; ++i) sum += static_cast<const uint8_t*>(t.data)[i];
   }
   return static_cast<int>(sum & 0);
 }

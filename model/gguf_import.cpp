@@ -49,10 +49,20 @@ class Importer {
                                    "; statebank reads it as floats (F32, F16 or BF16)");
     }
     for (const auto& [name, v] : g_.tensors())
-      if (!expected.count(name))
+      if (!expected.count(name) && !is_mtp_block(name))
         return Status::corruption("tensor " + name + " in file " + g_.file() + " is not part of a " +
                                   gguf_arch_name(c_.arch) + " model of this metadata (unexpected tensor)");
     return Status::ok();
+  }
+
+  // A tensor of a block past the trunk's layers: the multi-token-prediction
+  // head, which is not run (as mtp.* in a checkpoint).
+  bool is_mtp_block(const std::string& name) const {
+    if (name.rfind("blk.", 0) != 0) return false;
+    const size_t dot = name.find('.', 4);
+    const std::string n = name.substr(4, dot == std::string::npos ? 0 : dot - 4);
+    if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos) return false;
+    return std::stoll(n) >= c_.n_layers;
   }
 
   std::string L(int64_t l, const std::string& suffix) const {
@@ -218,7 +228,10 @@ void Importer::out_proj_columns(const std::string& hf, const std::string& gguf) 
 Status open_gguf_model(const std::string& path, GgufModel* out) {
   std::unique_ptr<GgufFile> file;
   SB_RETURN_IF_ERROR(GgufFile::open(path, &file));
-  std::shared_ptr<const GgufFile> g(std::move(file));
+  return gguf_model_from_file(std::move(file), out);
+}
+
+Status gguf_model_from_file(std::shared_ptr<const GgufFile> g, GgufModel* out) {
   ModelConfig c;
   SB_RETURN_IF_ERROR(read_config(*g, &c));
   std::map<std::string, TensorView> views;

@@ -105,12 +105,29 @@ Status layer_types(const GgufFile& g, const ModelConfig& c, std::vector<LayerTyp
   return Status::ok();
 }
 
+// Sizes are bounded before anything is built from them (a layer list, the
+// expected tensors); the tensors' shapes then check them exactly.
+constexpr int64_t kMaxLayers = 4096, kMaxSize = int64_t{1} << 24;
+
 Status read_sizes(const GgufFile& g, ModelConfig* c) {
-  auto get = [&](const std::string& name, int64_t* v) { return g.get_int(key(*c, name), v); };
-  auto opt = [&](const std::string& name, int64_t* v) {
-    return g.find(key(*c, name)) ? g.get_int(key(*c, name), v) : Status::ok();
+  auto get = [&](const std::string& name, int64_t* v) -> Status {
+    SB_RETURN_IF_ERROR(g.get_int(key(*c, name), v));
+    const int64_t limit = name == "block_count" ? kMaxLayers : name == "context_length" ? int64_t{1} << 40 : kMaxSize;
+    if (*v < 0 || *v > limit)
+      return Status::corruption("metadata key " + key(*c, name) + " in file " + g.file() + " is " + std::to_string(*v) +
+                                ", outside [0, " + std::to_string(limit) + "]");
+    return Status::ok();
   };
+  auto opt = [&](const std::string& name, int64_t* v) { return g.find(key(*c, name)) ? get(name, v) : Status::ok(); };
   SB_RETURN_IF_ERROR(get("block_count", &c->n_layers));
+  // Multi-token-prediction blocks come after the trunk's (blk.<n_layers>...):
+  // counted in block_count, not run here.
+  int64_t mtp = 0;
+  SB_RETURN_IF_ERROR(opt("nextn_predict_layers", &mtp));
+  if (mtp > c->n_layers)
+    return Status::corruption("file " + g.file() + ": nextn_predict_layers " + std::to_string(mtp) +
+                              " exceeds block_count " + std::to_string(c->n_layers));
+  c->n_layers -= mtp;
   SB_RETURN_IF_ERROR(opt("context_length", &c->max_position_embeddings));
   SB_RETURN_IF_ERROR(get("embedding_length", &c->hidden_size));
   SB_RETURN_IF_ERROR(opt("feed_forward_length", &c->intermediate_size));

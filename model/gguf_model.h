@@ -63,6 +63,8 @@ struct GgufModel {
   std::shared_ptr<const GgufFile> file;
 };
 Status open_gguf_model(const std::string& path, GgufModel* out);
+// The same from a parsed file (the fuzz target's entry).
+Status gguf_model_from_file(std::shared_ptr<const GgufFile> file, GgufModel* out);
 
 // Whether a --model argument names a GGUF file (ends in .gguf).
 bool is_gguf_path(const std::string& path);

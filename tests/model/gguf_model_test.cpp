@@ -99,6 +99,35 @@ TEST(GgufQuantizedTest, Q8FileLoadsNearTheF32ModelWithItsOwnFingerprint) {
   EXPECT_LT(std::sqrt(err / norm), 0.2);
 }
 
+// llama.cpp's converter counts multi-token-prediction blocks in block_count
+// (blk.<n_layers>..., with nextn_predict_layers): they are skipped, as mtp.*
+// tensors of a checkpoint are.
+TEST(GgufMtpTest, MtpBlocksAfterTheTrunkAreSkipped) {
+  testing::TempDir tmp;
+  const std::string path =
+      write(testing::tiny_checkpoint(Arch::kQwen3, 3, DType::kF32), GgufFileType::kF32, tmp, "a.gguf");
+  std::unique_ptr<GgufFile> g;
+  ASSERT_TRUE(GgufFile::open(path, &g).is_ok());
+  GgufWriter w;
+  for (const auto& [k, v] : g->metadata()) w.set(k, v);
+  int64_t layers = 0;
+  ASSERT_TRUE(g->get_int("qwen3.block_count", &layers).is_ok());
+  w.set("qwen3.block_count", GgufValue::u32(static_cast<uint32_t>(layers + 1)));
+  w.set("qwen3.nextn_predict_layers", GgufValue::u32(1));
+  for (const auto& [name, t] : g->tensors()) {
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    w.add_tensor(name, t.dtype, t.shape, std::vector<uint8_t>(p, p + t.nbytes));
+  }
+  w.add_tensor("blk." + std::to_string(layers) + ".nextn.eh_proj.weight", DType::kF32, {64, 128},
+               std::vector<uint8_t>(64 * 128 * 4, 0));
+  ASSERT_TRUE(w.write(tmp.file("mtp.gguf")).is_ok());
+  auto a = testing::load_model(path);
+  auto b = testing::load_model(tmp.file("mtp.gguf"));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(b->config().n_layers, layers);
+  EXPECT_EQ(all_logits(*a), all_logits(*b));
+}
+
 // ---- damaged and foreign files ------------------------------------------------------------------------------------
 
 std::string read_all(const std::string& path) {
@@ -163,6 +192,12 @@ TEST_F(GgufDamageTest, ShapesThatDisagreeWithTheMetadata) {
   const size_t at = b.find(key) + key.size() + 4;  // the u32 value after the type
   b[at] = 17;
   expect_error(open_bytes(*dir_, b), "the metadata makes it");
+  // An absurd layer count is refused before any list is built from it.
+  key = "qwen3next.block_count";
+  b = *good_;
+  const uint32_t huge = 0x7fffffff;
+  std::memcpy(b.data() + b.find(key) + key.size() + 4, &huge, 4);
+  expect_error(open_bytes(*dir_, b), "outside");
 }
 
 TEST_F(GgufDamageTest, UnknownArchitectureMissingAndUnexpectedTensors) {
