@@ -80,6 +80,10 @@ Status open_bench_model(const Args& args, int threads, BenchModel* out) {
     SB_RETURN_IF_ERROR(ensure_bench_model(args.get("cache-dir", out->cache_base), arch, preset, &out->dir));
     out->description = arch + " preset " + preset + " (random weights, bf16, seed 0)";
   }
+  if (args.has("weights")) {
+    SB_RETURN_IF_ERROR(apply_weights_arg(args.get("weights"), &out->dir));
+    out->description += ", quantized to " + args.get("weights");
+  }
   RuntimeOptions ro;
   ro.threads = threads;
   SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &ro.precision));

@@ -53,7 +53,7 @@ std::string make_plots(const std::string& script, const std::string& csv, const 
 int bench_agent(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "prefix-tokens", "project-tokens", "message-tokens",
              "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads", "precision",
-             "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script", "remote", "remote-password-file",
+             "weights", "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script", "remote", "remote-password-file",
              "remote-timeout-ms"},
             {"keep-bank", "no-plots"});
   Status s = args.parse(argc, argv);

@@ -62,7 +62,7 @@ std::string make_plot(const std::string& csv, const std::string& png) {
 }  // namespace
 
 int bench_load(int argc, char** argv) {
-  Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "clients", "prompt-tokens", "decode-tokens", "requests", "rounds",
+  Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "weights", "clients", "prompt-tokens", "decode-tokens", "requests", "rounds",
              "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
              "itl-ratio", "long-itl-ratios", "seed", "report", "csv"},
             {"no-plots"});

@@ -14,6 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "server/model_files.h"
 #include "cli/jsonl.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,7 +61,7 @@ int cmd_detokenize(int argc, char** argv) {
   if (jsonl && !args.positional().empty()) return fail("detokenize", "--jsonl reads stdin; give no IDS");
   if (!jsonl && args.positional().size() != 1) return fail("detokenize", "give exactly one IDS argument (or --jsonl)");
   std::unique_ptr<Tokenizer> tok;
-  if (Status st = Tokenizer::load(args.get("model"), &tok); !st) return fail("detokenize", st.to_string());
+  if (Status st = load_model_tokenizer(args.get("model"), &tok); !st) return fail("detokenize", st.to_string());
 
   if (!jsonl) {
     std::vector<int32_t> ids;

@@ -15,7 +15,7 @@ int cmd_gen_model(int argc, char** argv) {
   if (args.positional().size() != 1)
     return fail(cmd,
                 "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|statebank_qsa "
-                "--preset tiny|small|0.8b [--seed N] [--dtype bf16|f32] [--tokenizer DIR] OUT_DIR");
+                "--preset tiny|small|0.8b|4b [--seed N] [--dtype bf16|f32] [--tokenizer DIR] OUT_DIR");
   if (!args.has("arch")) return fail(cmd, "--arch is required");
   if (!args.has("preset")) return fail(cmd, "--preset is required");
   Arch arch;

@@ -22,6 +22,7 @@
 #include "bank/ram_tier.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "server/model_files.h"
 #include "cli/model_arg.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -196,7 +197,7 @@ Status run_restored(const Model& model, const std::vector<int32_t>& prompt, cons
 
 int cmd_run(int argc, char** argv) {
   Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "precision", "temperature", "top-p", "top-k", "seed",
-             "logits-out", "logits-rows", "split-at", "block-tokens"},
+             "weights", "logits-out", "logits-rows", "split-at", "block-tokens"},
             {"ids", "restore"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("run", s.message());
@@ -221,13 +222,14 @@ int cmd_run(int argc, char** argv) {
 
   std::string dir;
   if (!(s = resolve_model_dir(args.get("model"), &dir))) return fail("run", s.to_string());
+  if (!(s = apply_weights_arg(args.get("weights"), &dir))) return fail("run", s.to_string());
   std::unique_ptr<Model> model;
   RuntimeOptions options;
   options.threads = static_cast<int>(threads);
   if (!(s = parse_precision_arg(args.get("precision"), &options.precision))) return fail("run", s.message());
   if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail("run", s.to_string());
   std::unique_ptr<Tokenizer> tokenizer;
-  Status tok_status = Tokenizer::load(dir, &tokenizer);
+  Status tok_status = load_model_tokenizer(dir, &tokenizer);
 
   std::vector<int32_t> prompt;
   if (args.has("prompt")) {

@@ -223,7 +223,7 @@ int cmd_serve(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
-             "threads", "precision", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
+             "threads", "precision", "weights", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
              "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
              "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
              "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
@@ -264,6 +264,7 @@ int cmd_serve(int argc, char** argv) {
 
   const std::string model_arg = args.get("model");
   if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
+  if (!(s = apply_weights_arg(args.get("weights"), &eo.model_dir))) return fail("serve", s.to_string());
   eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
   eo.threads = static_cast<int>(f.threads);
   if (!(s = parse_precision_arg(args.get("precision"), &eo.precision))) return fail("serve", s.message());

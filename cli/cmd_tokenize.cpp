@@ -12,6 +12,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "server/model_files.h"
 #include "cli/jsonl.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,7 +26,7 @@ int cmd_tokenize(int argc, char** argv) {
   if (jsonl && !args.positional().empty()) return fail("tokenize", "--jsonl reads stdin; give no TEXT");
   if (!jsonl && args.positional().size() != 1) return fail("tokenize", "give exactly one TEXT argument (or --jsonl)");
   std::unique_ptr<Tokenizer> tok;
-  if (Status st = Tokenizer::load(args.get("model"), &tok); !st) return fail("tokenize", st.to_string());
+  if (Status st = load_model_tokenizer(args.get("model"), &tok); !st) return fail("tokenize", st.to_string());
   bool special = !args.has("no-special");
 
   if (!jsonl) {

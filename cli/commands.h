@@ -9,6 +9,7 @@ namespace sb {
 int cmd_serve(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_gen_model(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_bank(int argc, char** argv);

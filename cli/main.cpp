@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"serve", sb::cmd_serve, "serve the OpenAI-compatible HTTP API"},
     {"run", sb::cmd_run, "one-shot generation without a server"},
     {"gen-model", sb::cmd_gen_model, "write a deterministic random-weight checkpoint"},
+    {"quantize", sb::cmd_quantize, "write a checkpoint as a GGUF file (f32, bf16, q8_0, q4_k_m, ...)"},
     {"tokenize", sb::cmd_tokenize, "text to token ids"},
     {"detokenize", sb::cmd_detokenize, "token ids to text"},
     {"bank", sb::cmd_bank, "inspect, verify and clean a bank directory (stats|ls|verify|gc)"},

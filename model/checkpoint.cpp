@@ -1,9 +1,6 @@
 #include "model/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -15,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/mapped_file.h"
 #include "model/safetensors_format.h"
 
 namespace sb {
@@ -94,16 +92,16 @@ Status SafetensorsWriter::write(const std::string& path) const {
 
 // ---- reader ----------------------------------------------------------------
 
-struct Checkpoint::Mapping {
-  std::string file;  // name inside the directory
-  const uint8_t* base = nullptr;
-  uint64_t size = 0;
-  ~Mapping() {
-    if (base) munmap(const_cast<uint8_t*>(base), size);
-  }
-};
-
 Checkpoint::~Checkpoint() = default;
+
+std::unique_ptr<Checkpoint> Checkpoint::adopt(std::map<std::string, TensorView> tensors, std::string digest,
+                                              std::vector<std::shared_ptr<const void>> owners) {
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  ck->tensors_ = std::move(tensors);
+  ck->digest_ = std::move(digest);
+  ck->owners_ = std::move(owners);
+  return ck;
+}
 
 const TensorView* Checkpoint::find(const std::string& name) const {
   auto it = tensors_.find(name);
@@ -206,54 +204,6 @@ Status parse_shard(const uint8_t* base, uint64_t size, const std::string& file,
   return Status::ok();
 }
 
-Status map_file(const std::string& path, const uint8_t** base, uint64_t* size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::io_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    Status s = Status::io_error(path + ": stat failed: " + std::strerror(errno));
-    ::close(fd);
-    return s;
-  }
-  *size = static_cast<uint64_t>(st.st_size);
-  *base = nullptr;
-  if (*size > 0) {
-    void* p = ::mmap(nullptr, *size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      Status s = Status::io_error(path + ": mmap failed: " + std::strerror(errno));
-      ::close(fd);
-      return s;
-    }
-    *base = static_cast<const uint8_t*>(p);
-  }
-  ::close(fd);
-  return Status::ok();
-}
-
-// Hashes the file with read() rather than through the mapping: the same
-// bytes, but about three times faster than faulting every page in.
-Status hash_file(const std::string& path, uint64_t size, XXH3_state_t* hs) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::io_error(path + ": cannot open: " + std::strerror(errno));
-  std::vector<uint8_t> buf(4 << 20);
-  uint64_t total = 0;
-  while (true) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status s = Status::io_error(path + ": read failed: " + std::strerror(errno));
-      ::close(fd);
-      return s;
-    }
-    if (n == 0) break;
-    XXH3_128bits_update(hs, buf.data(), static_cast<size_t>(n));
-    total += static_cast<uint64_t>(n);
-  }
-  ::close(fd);
-  if (total != size) return Status::io_error(path + ": changed size while being opened");
-  return Status::ok();
-}
-
 }  // namespace
 
 Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out) {
@@ -294,14 +244,13 @@ Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out
   XXH3_128bits_reset(hs);
   Status status;
   for (const std::string& file : files) {
-    auto m = std::make_unique<Mapping>();
-    m->file = file;
-    status = map_file(dir + "/" + file, &m->base, &m->size);
+    std::unique_ptr<MappedFile> m;
+    status = MappedFile::open(dir + "/" + file, &m);
     if (!status.is_ok()) break;
     ck->mappings_.push_back(std::move(m));
-    const Mapping& mm = *ck->mappings_.back();
+    const MappedFile& mm = *ck->mappings_.back();
     std::map<std::string, TensorView> views;
-    status = parse_shard(mm.base, mm.size, file, &views);
+    status = parse_shard(mm.data(), mm.size(), file, &views);
     if (!status.is_ok()) break;
     for (auto& [name, v] : views) {
       if (sharded) {
@@ -325,7 +274,7 @@ Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out
       ck->tensors_[name] = std::move(v);
     }
     if (!status.is_ok()) break;
-    status = hash_file(dir + "/" + file, mm.size, hs);
+    status = hash_file(dir + "/" + file, mm.size(), hs);
     if (!status.is_ok()) break;
   }
   XXH128_hash_t hash = XXH3_128bits_digest(hs);
@@ -336,13 +285,7 @@ Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out
       return Status::corruption("tensor " + name + " in file " + shard +
                                 " is missing (model.safetensors.index.json lists it there)");
   }
-  XXH128_canonical_t canon;
-  XXH128_canonicalFromHash(&canon, hash);
-  static const char* hex = "0123456789abcdef";
-  for (unsigned char b : canon.digest) {
-    ck->digest_.push_back(hex[b >> 4]);
-    ck->digest_.push_back(hex[b & 15]);
-  }
+  ck->digest_ = xxh128_hex(hash);
   *out = std::move(ck);
   return Status::ok();
 }

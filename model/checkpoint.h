@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/mapped_file.h"
 #include "runtime/dtype.h"
 #include "runtime/state.h"
 
@@ -44,6 +45,12 @@ class Checkpoint {
   static Status open(const std::string& dir, std::unique_ptr<Checkpoint>* out);
   ~Checkpoint();
 
+  // A checkpoint of views into bytes other objects hold (a GGUF file's
+  // mapping, rearranged copies: model/gguf_model.h); `owners` keep them
+  // alive as long as the checkpoint.
+  static std::unique_ptr<Checkpoint> adopt(std::map<std::string, TensorView> tensors, std::string digest,
+                                           std::vector<std::shared_ptr<const void>> owners);
+
   const TensorView* find(const std::string& name) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   // Hash of every shard's bytes (identity of the weights; part of the
@@ -52,9 +59,9 @@ class Checkpoint {
   const std::string& weights_digest() const { return digest_; }
 
  private:
-  struct Mapping;
   Checkpoint() = default;
-  std::vector<std::unique_ptr<Mapping>> mappings_;
+  std::vector<std::unique_ptr<MappedFile>> mappings_;
+  std::vector<std::shared_ptr<const void>> owners_;
   std::map<std::string, TensorView> tensors_;
   std::string digest_;
 };

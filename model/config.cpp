@@ -287,6 +287,7 @@ std::string ModelConfig::describe() const {
     << " index_compress_ratio=" << index_compress_ratio << " index_topk_blocks=" << index_topk_blocks
     << " attention_gated=" << attention_gated << " norm_weight_offset=" << norm_weight_offset
     << " tensor_prefix=" << tensor_prefix;
+  if (a_stored_negated) o << " a_stored_negated=1";  // absent otherwise: checkpoints' fingerprints unchanged
   return o.str();
 }
 
@@ -418,7 +419,7 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
       }
       add(A + "conv1d.weight", {conv_dim, 1, c.conv_kernel});
       add(A + "dt_bias", {c.lin_n_value_heads});
-      add(A + "A_log", {c.lin_n_value_heads});
+      add(A + (c.a_stored_negated ? "A" : "A_log"), {c.lin_n_value_heads});
       add(A + "norm.weight", {c.lin_value_head_dim});
       add(A + "out_proj.weight", {H, value_dim});
     } else {

@@ -66,6 +66,10 @@ struct ModelConfig {
   bool attention_gated = true;   // per-head [query|gate] q_proj layout; false for qwen3
   bool norm_weight_offset = true;  // zero-centred (1 + w) RMSNorm; false for qwen3
   std::string tensor_prefix = "model.";  // "model.language_model." for qwen3_5*
+  // Set by the GGUF loader (model/gguf_model.h), never by config.json: each
+  // Gated DeltaNet layer holds linear_attn.A = -exp(A_log), GGUF's ssm_a,
+  // instead of linear_attn.A_log.
+  bool a_stored_negated = false;
 
   int64_t rotary_dim() const { return static_cast<int64_t>(head_dim * partial_rotary_factor); }
   bool layer_is_moe(int64_t layer) const;

@@ -125,8 +125,41 @@ Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
       c.partial_rotary_factor = 1.0;
       pattern = {kF};
     }
+  } else if (preset == "4b") {
+    // Qwen3.5-4B's text model; qwen3 takes Qwen3-4B. Other families have no
+    // model of this size to copy.
+    if (arch != Arch::kQwen35 && arch != Arch::kQwen3)
+      return Status::invalid("preset 4b is Qwen3.5-4B's shape (qwen3_5; Qwen3-4B for qwen3), not " +
+                             std::string(arch_name(arch)));
+    c.vocab_size = 248320;
+    c.max_position_embeddings = 262144;
+    c.hidden_size = 2560;
+    c.n_heads = 16;
+    c.n_kv_heads = 4;
+    c.head_dim = 256;
+    c.intermediate_size = 9216;
+    c.n_layers = 32;
+    c.tie_word_embeddings = true;
+    c.rope_theta = 1e7;
+    c.partial_rotary_factor = 0.25;
+    c.conv_kernel = 4;
+    c.lin_n_key_heads = 16;
+    c.lin_n_value_heads = 32;
+    c.lin_key_head_dim = c.lin_value_head_dim = 128;
+    if (arch == Arch::kQwen3) {
+      c.vocab_size = 151936;
+      c.max_position_embeddings = 40960;
+      c.n_layers = 36;
+      c.n_heads = 32;
+      c.n_kv_heads = 8;
+      c.head_dim = 128;
+      c.intermediate_size = 9728;
+      c.rope_theta = 1e6;
+      c.partial_rotary_factor = 1.0;
+      pattern = {kF};
+    }
   } else {
-    return Status::invalid("unknown preset '" + preset + "' (tiny, small, 0.8b)");
+    return Status::invalid("unknown preset '" + preset + "' (tiny, small, 0.8b, 4b)");
   }
   if (arch == Arch::kQwen3) {
     c.lin_n_key_heads = c.lin_n_value_heads = c.lin_key_head_dim = c.lin_value_head_dim = 0;

@@ -30,7 +30,8 @@ namespace sb {
 
 Status parse_arch(const std::string& name, Arch* out);
 // Presets: "tiny" (fast tests), "small" (the demo model), "0.8b" (the shapes
-// of Qwen3.5-0.8B, or the nearest for the arch).
+// of Qwen3.5-0.8B, or the nearest for the arch), "4b" (Qwen3.5-4B for
+// qwen3_5, Qwen3-4B for qwen3; no other family).
 Status preset_config(Arch arch, const std::string& preset, ModelConfig* out);
 
 // Writes model.safetensors with random weights for `config` to `path`

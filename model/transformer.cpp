@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "model/gguf_model.h"
 #include "runtime/math.h"
 
 namespace sb {
@@ -18,8 +19,15 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
                            std::unique_ptr<Model>* out) {
   if (!kernels) return Status::invalid("no kernels to load the model onto");
   std::unique_ptr<Transformer> m(new Transformer());
-  SB_RETURN_IF_ERROR(parse_config(dir, &m->config_));
-  SB_RETURN_IF_ERROR(Checkpoint::open(dir, &m->checkpoint_));
+  if (is_gguf_path(dir)) {
+    GgufModel g;
+    SB_RETURN_IF_ERROR(open_gguf_model(dir, &g));
+    m->config_ = std::move(g.config);
+    m->checkpoint_ = std::move(g.checkpoint);
+  } else {
+    SB_RETURN_IF_ERROR(parse_config(dir, &m->config_));
+    SB_RETURN_IF_ERROR(Checkpoint::open(dir, &m->checkpoint_));
+  }
   SB_RETURN_IF_ERROR(WeightSet::bind(*m->checkpoint_, m->config_, &m->weights_));
   KernelOptions ko;
   ko.threads = options.threads;
@@ -98,8 +106,12 @@ Status Transformer::bind_weights() {
       for (int64_t ch = 0; ch < channels; ++ch)
         for (int64_t j = 0; j < K; ++j) d.conv[j * channels + ch] = conv[ch * K + j];
       d.dt_bias = floats(weights_.layer(l, "linear_attn.dt_bias"));
-      d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A_log"));
-      for (float& a : d.neg_exp_a_log) a = -static_cast<float>(exp_d(a));
+      if (c.a_stored_negated) {
+        d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A"));
+      } else {
+        d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A_log"));
+        for (float& a : d.neg_exp_a_log) a = neg_exp_a_log(a);
+      }
       d.norm = floats(weights_.layer(l, "linear_attn.norm.weight"));
       d.out = ref(weights_.layer(l, "linear_attn.out_proj.weight"));
     } else {

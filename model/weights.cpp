@@ -5,6 +5,9 @@
 #include <cstring>
 #include <set>
 
+#include "runtime/math.h"
+#include "runtime/quant.h"
+
 namespace sb {
 
 namespace {
@@ -74,10 +77,13 @@ void convert_to_f32(DType dtype, const void* src, int64_t n, float* dst) {
       return;
     }
     default:
-      // Block-quantized tensors are dequantized by runtime/ (not yet: no reader makes them).
-      std::abort();
+      // Blocks lie back to back across rows: the whole run is one long row.
+      if (!dequantize_row(dtype, src, n, dst).is_ok()) std::abort();  // n not whole blocks: a caller's bug
+      return;
   }
 }
+
+float neg_exp_a_log(float a_log) { return -static_cast<float>(exp_d(a_log)); }
 
 std::vector<float> to_f32(const MatrixView& m) {
   std::vector<float> out(static_cast<size_t>(m.rows * m.cols));

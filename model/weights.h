@@ -81,6 +81,9 @@ class WeightSet {
 MatrixView as_matrix(const TensorView& tensor);
 // Converts n elements of `dtype` at src to float.
 void convert_to_f32(DType dtype, const void* src, int64_t n, float* dst);
+// A = -exp(A_log) of a Gated DeltaNet head, the one definition (the model
+// computes it at load, the GGUF writer stores it as ssm_a).
+float neg_exp_a_log(float a_log);
 // A whole matrix as floats, row-major.
 std::vector<float> to_f32(const MatrixView& m);
 

@@ -8,6 +8,7 @@
 #include "runtime/cpu/backend.h"
 #include "server/chat_output.h"
 #include "server/decoding_rules.h"
+#include "server/model_files.h"
 #include "server/request_parse.h"
 
 namespace sb {
@@ -61,8 +62,8 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   runtime.threads = options.threads;
   runtime.precision = options.precision;
   SB_RETURN_IF_ERROR(Model::load(options.model_dir, runtime, cpu_kernels_factory(), &b->model_));
-  SB_RETURN_IF_ERROR(Tokenizer::load(options.model_dir, &b->tokenizer_));
-  b->template_status_ = ChatTemplate::load(options.model_dir, &b->template_);
+  SB_RETURN_IF_ERROR(load_model_tokenizer(options.model_dir, &b->tokenizer_));
+  b->template_status_ = load_model_chat_template(options.model_dir, &b->template_);
   b->has_template_ = b->template_status_.is_ok();
   // A template that is there but cannot be run stops the server here, with
   // the construct and its position; a checkpoint without one serves

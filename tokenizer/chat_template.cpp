@@ -55,6 +55,23 @@ ojson special_tokens(const nlohmann::json& cfg) {
   }
   return out;
 }
+// The chat_template of a tokenizer_config.json: a string, or a list whose
+// "default" entry is used.
+Status config_template(const nlohmann::json& cfg, const std::string& cfg_path, std::string* src) {
+  if (!cfg.contains("chat_template")) return Status::not_found(cfg_path + ": no chat_template");
+  const nlohmann::json& ct = cfg["chat_template"];
+  if (ct.is_string()) {
+    *src = ct.get<std::string>();
+  } else if (ct.is_array()) {
+    for (const auto& e : ct)
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+        *src = e["template"].get<std::string>();
+    if (src->empty()) return Status::corruption(cfg_path + ": chat_template list has no \"default\" template");
+  } else {
+    return Status::corruption(cfg_path + ": chat_template is neither a string nor a list");
+  }
+  return Status::ok();
+}
 }  // namespace
 
 Status ChatTemplate::from_source(std::string_view src, ChatTemplate* out) { return build(src, ojson::object(), out); }
@@ -92,21 +109,20 @@ Status ChatTemplate::load(const std::string& model_dir, ChatTemplate* out) {
   }
   if (!from_jinja) {
     if (!exists) return Status::not_found(cfg_path + ": cannot open (and no chat_template.jinja)");
-    if (!cfg.contains("chat_template")) return Status::not_found(cfg_path + ": no chat_template");
-    const nlohmann::json& ct = cfg["chat_template"];
-    if (ct.is_string()) {
-      src = ct.get<std::string>();
-    } else if (ct.is_array()) {
-      for (const auto& e : ct)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
-          src = e["template"].get<std::string>();
-      if (src.empty()) return Status::corruption(cfg_path + ": chat_template list has no \"default\" template");
-    } else {
-      return Status::corruption(cfg_path + ": chat_template is neither a string nor a list");
-    }
+    SB_RETURN_IF_ERROR(config_template(cfg, cfg_path, &src));
   }
   Status st = build(src, special_tokens(cfg), out);
   if (!st) return Status::invalid((from_jinja ? jinja_path : cfg_path + " (chat_template)") + ": " + st.message());
+  return Status::ok();
+}
+
+Status ChatTemplate::from_config_json(const std::string& text, const std::string& source, ChatTemplate* out) {
+  nlohmann::json cfg = nlohmann::json::parse(text, nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object()) return Status::corruption(source + ": not a JSON object");
+  std::string src;
+  SB_RETURN_IF_ERROR(config_template(cfg, source, &src));
+  Status st = build(src, special_tokens(cfg), out);
+  if (!st) return Status::invalid(source + " (chat_template): " + st.message());
   return Status::ok();
 }
 

@@ -84,6 +84,9 @@ class ChatTemplate {
   // templates of which "default" is used). kNotFound when there is none.
   static Status load(const std::string& model_dir, ChatTemplate* out);
   static Status from_source(std::string_view jinja, ChatTemplate* out);
+  // From tokenizer_config.json text (its chat_template and special tokens);
+  // `source` names it in errors.
+  static Status from_config_json(const std::string& text, const std::string& source, ChatTemplate* out);
 
   ChatFlavour flavour() const { return flavour_; }
   const std::string& source() const { return source_; }

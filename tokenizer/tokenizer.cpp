@@ -423,6 +423,10 @@ Status Tokenizer::load(const std::string& model_dir, std::unique_ptr<Tokenizer>*
 Status Tokenizer::load_file(const std::string& path, std::unique_ptr<Tokenizer>* out) {
   std::string text;
   SB_RETURN_IF_ERROR(read_file(path, &text));
+  return load_json(text, path, out);
+}
+
+Status Tokenizer::load_json(const std::string& text, const std::string& path, std::unique_ptr<Tokenizer>* out) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::corruption(path + ": not valid JSON");
   std::unique_ptr<Tokenizer> t(new Tokenizer());

@@ -55,6 +55,8 @@ class Tokenizer {
   // normalizers/pre-tokenizers), is an error naming the file.
   static Status load(const std::string& model_dir, std::unique_ptr<Tokenizer>* out);
   static Status load_file(const std::string& tokenizer_json_path, std::unique_ptr<Tokenizer>* out);
+  // The same from tokenizer.json text; `source` names it in errors.
+  static Status load_json(const std::string& text, const std::string& source, std::unique_ptr<Tokenizer>* out);
   // What the calling thread's word cache holds, estimated in bytes (keys, ids
   // and the map's nodes); never much above 8 MiB.
   static size_t word_cache_bytes();

@@ -24,14 +24,19 @@ sources[schema]="constrain/*.cpp common/status.cpp"
 sources[jinja]="jinja/*.cpp common/status.cpp"
 sources[request]="server/request_parse.cpp server/json_fields.cpp server/responses_parse.cpp server/messages_parse.cpp constrain/*.cpp common/status.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
+sources[gguf]="model/gguf.cpp model/gguf_writer.cpp model/mapped_file.cpp model/checkpoint.cpp model/gguf_import.cpp
+  model/gguf_layout.cpp model/gguf_metadata.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp runtime/quant.cpp
+  common/status.cpp"
 libs[format]="-lxxhash -lcrypto"
+libs[gguf]="-lxxhash"
 libs[jinja]="-lutf8proc"
 corpus[schema]="fuzz/corpus-schema"
 corpus[jinja]="fuzz/corpus-jinja tests/tokenizer/data/templates"
 corpus[request]="fuzz/corpus-request"
 corpus[format]="fuzz/corpus"
+corpus[gguf]="fuzz/corpus-gguf"
 targets=("$@")
-((${#targets[@]})) || targets=(schema jinja request format)
+((${#targets[@]})) || targets=(schema jinja request format gguf)
 
 # Objects of the parts, compiled once for every target that links them.
 cd "$root" || exit 2

@@ -27,10 +27,10 @@ using testing::WorkloadOptions;
 
 constexpr uint32_t kBlock = 64;
 
-void expect_equivalent(Arch arch, int requests, uint64_t seed) {
-  const Model& model = testing::shared_model(arch);
-  // The harness runs at the default precision of a bf16 checkpoint, bf16:
-  // every restore below installs bf16 attention rows.
+void expect_equivalent(const Model& model, const std::string& name, int requests, uint64_t seed) {
+  // The harness runs at the default precision of a bf16 checkpoint, bf16
+  // (and quantized models are loaded with it): every restore below installs
+  // bf16 attention rows.
   for (const ComponentSpec& c : model.schema().components)
     EXPECT_EQ(c.dtype, c.kind == ComponentKind::kRecurrent ? DType::kF32 : DType::kBF16) << c.name;
   testing::HarnessBank s(model, kBlock, 2 * kBlock, 40);
@@ -40,7 +40,7 @@ void expect_equivalent(Arch arch, int requests, uint64_t seed) {
   w.block_tokens = kBlock;
   w.vocab_size = model.vocab_size();
   const HarnessReport r = s.run(testing::make_workload(w));
-  std::printf("%s: %s\n", arch_name(arch), r.summary().c_str());
+  std::printf("%s: %s\n", name.c_str(), r.summary().c_str());
   EXPECT_EQ(r.requests, requests);
   EXPECT_EQ(r.errors, 0) << r.summary();
   EXPECT_EQ(r.mismatches, 0) << r.summary();
@@ -50,10 +50,28 @@ void expect_equivalent(Arch arch, int requests, uint64_t seed) {
   EXPECT_GT(s.ram->stats().evictions, 0u);
 }
 
+void expect_equivalent(Arch arch, int requests, uint64_t seed) {
+  expect_equivalent(testing::shared_model(arch), arch_name(arch), requests, seed);
+}
+
 TEST(Equivalence, Qwen3NextEveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen3Next, 300, 11); }
 TEST(Equivalence, Qwen3EveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen3, 250, 12); }
 // Indexed sparse attention: K, V, raw indexer keys and the pooled(4) table.
 TEST(Equivalence, QsaEveryResponseEqualsBypass) { expect_equivalent(Arch::kQsa, 100, 13); }
+// Quantized GGUF files made by statebank quantize: the bank's promise holds
+// on block-quantized weights too.
+TEST(Equivalence, QuantizedGgufEveryResponseEqualsBypass) {
+  for (auto [arch, weights] : {std::pair{Arch::kQwen35, testing::Weights::kQ4_K_M},
+                               std::pair{Arch::kQwen3Next, testing::Weights::kQ8_0}}) {
+    const std::string name = std::string(arch_name(arch)) + " " + testing::weights_name(weights);
+    SCOPED_TRACE(name);
+    auto model = testing::load_model(testing::model_path(arch, weights), 1, Precision::kBF16);
+    ASSERT_TRUE(model);
+    EXPECT_NE(model->fingerprint_fields().tensor_dtypes.find(weights == testing::Weights::kQ8_0 ? ":q8_0;" : ":q4_k;"),
+              std::string::npos);
+    expect_equivalent(*model, name, 120, 14);
+  }
+}
 
 // Under the bf16 precision a block holds its attention rows (keys, values,
 // indexer keys) in bf16: half the bytes per token of the f32 precision's

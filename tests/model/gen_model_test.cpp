@@ -2,9 +2,9 @@
 // exactly expected_tensors() on disk for every arch, sane value ranges, and
 // the cached demo model.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -243,6 +243,20 @@ TEST(GenModelTest, PresetsHaveTheDocumentedShapes) {
   // Qwen3.5-0.8B's text model without MTP: about 0.75 billion values.
   EXPECT_GT(params, 700'000'000);
   EXPECT_LT(params, 800'000'000);
+  // Qwen3.5-4B's text model: about 4.2 billion values, 8 of 32 layers attention.
+  ASSERT_TRUE(preset_config(Arch::kQwen35, "4b", &c).is_ok());
+  EXPECT_EQ(c.hidden_size, 2560);
+  EXPECT_EQ(c.lin_n_value_heads * c.lin_value_head_dim, 4096);
+  EXPECT_EQ(std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::kFullAttention), 8);
+  params = 0;
+  for (const auto& s : expected_tensors(c)) {
+    int64_t n = 1;
+    for (int64_t d : s.shape) n *= d;
+    params += n;
+  }
+  EXPECT_GT(params, 4'100'000'000);
+  EXPECT_LT(params, 4'300'000'000);
+  EXPECT_FALSE(preset_config(Arch::kQwen3Next, "4b", &c).is_ok());
   ASSERT_TRUE(preset_config(Arch::kQwen3Next, "small", &c).is_ok());
   EXPECT_EQ(c.hidden_size, 256);
   EXPECT_EQ(c.n_layers, 8);

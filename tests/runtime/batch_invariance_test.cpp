@@ -48,9 +48,10 @@ struct Case {
   PrefillCarry carry;
 };
 
-class BatchInvariance : public ::testing::TestWithParam<Arch> {
+class BatchInvariance : public ::testing::TestWithParam<std::tuple<Arch, testing::Weights>> {
  protected:
-  void SetUp() override { model_ = load_model(tiny_checkpoint(GetParam()), 2); }
+  void SetUp() override { model_ = load_model(testing::model_path(arch(), std::get<1>(GetParam())), 2); }
+  Arch arch() const { return std::get<0>(GetParam()); }
 
   std::vector<int32_t> tokens(std::mt19937& rng, int64_t n) {
     return testing::random_tokens(rng, n, std::min<int64_t>(model_->vocab_size(), testing::kPlainVocab));
@@ -101,7 +102,7 @@ class BatchInvariance : public ::testing::TestWithParam<Arch> {
 };
 
 TEST_P(BatchInvariance, EverySequenceGetsTheBitsItGetsAlone) {
-  std::mt19937 rng(4321 + static_cast<int>(GetParam()));
+  std::mt19937 rng(4321 + static_cast<int>(arch()));
   for (int others = 0; others <= 7; ++others) {
     std::vector<Case> cases;
     for (int i = 0; i <= others; ++i) cases.push_back(random_case(rng));
@@ -227,7 +228,9 @@ TEST_P(BatchInvariance, AWrongStateIsNoticedAndStaysInItsSequence) {
   ASSERT_LT(v, b.n_components());
   ASSERT_FALSE(b.bytes(v).empty());
   const size_t last = testing::stored_values(b, v) - 1;  // the newest key's value: every query sees it
-  testing::set_stored_value(b, v, last, testing::stored_value(b, v, last) + 0.5f);
+  // Large enough to survive the int8 quantization of activations in a
+  // quantized model's products (a small change can round away there).
+  testing::set_stored_value(b, v, last, testing::stored_value(b, v, last) + 8.0f);
   const int32_t t[2] = {11, 12};
   SequenceStep sa, sb;
   sa.state = &a;
@@ -272,8 +275,20 @@ TEST_P(BatchInvariance, ABadSequenceFailsTheStepBeforeAnyStateChanges) {
   EXPECT_TRUE(b.bitwise_equal(b0));
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryArch, BatchInvariance, ::testing::ValuesIn(kAllArchs),
-                         [](const auto& info) { return std::string(arch_name(info.param)); });
+std::string case_name(const ::testing::TestParamInfo<BatchInvariance::ParamType>& info) {
+  const testing::Weights w = std::get<1>(info.param);
+  return std::string(arch_name(std::get<0>(info.param))) +
+         (w == testing::Weights::kCheckpoint ? "" : std::string("_") + testing::weights_name(w));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, BatchInvariance,
+                         ::testing::Combine(::testing::ValuesIn(kAllArchs), ::testing::Values(testing::Weights::kCheckpoint)),
+                         case_name);
+// Quantized GGUF files made by statebank quantize.
+INSTANTIATE_TEST_SUITE_P(Quantized, BatchInvariance,
+                         ::testing::Combine(::testing::Values(Arch::kQwen35, Arch::kQwen3Next),
+                                            ::testing::Values(testing::Weights::kQ8_0, testing::Weights::kQ4_K_M)),
+                         case_name);
 
 }  // namespace
 }  // namespace sb

@@ -27,11 +27,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-class SplitInvariance : public ::testing::TestWithParam<std::tuple<Arch, Precision>> {
+using testing::Weights;
+
+class SplitInvariance : public ::testing::TestWithParam<std::tuple<Arch, Precision, Weights>> {
  protected:
   Arch arch() const { return std::get<0>(GetParam()); }
   std::unique_ptr<Model> load(int threads = 1) {
-    auto m = load_model(tiny_checkpoint(arch()), threads, std::get<1>(GetParam()));
+    auto m = load_model(testing::model_path(arch(), std::get<2>(GetParam())), threads, std::get<1>(GetParam()));
     EXPECT_NE(m->kernels_name().find(precision_name(std::get<1>(GetParam()))), std::string::npos);
     return m;
   }
@@ -295,13 +297,25 @@ TEST_P(SplitInvariance, OutOfVocabularyTokenIsAnError) {
   EXPECT_EQ(s.position(), 0);
 }
 
+std::string case_name(const ::testing::TestParamInfo<SplitInvariance::ParamType>& info) {
+  const Weights w = std::get<2>(info.param);
+  return std::string(arch_name(std::get<0>(info.param))) + "_" + precision_name(std::get<1>(info.param)) +
+         (w == Weights::kCheckpoint ? "" : std::string("_") + testing::weights_name(w));
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryArchAndPrecision, SplitInvariance,
                          ::testing::Combine(::testing::ValuesIn(kAllArchs),
-                                            ::testing::Values(Precision::kBF16, Precision::kF32)),
-                         [](const auto& info) {
-                           return std::string(arch_name(std::get<0>(info.param))) + "_" +
-                                  precision_name(std::get<1>(info.param));
-                         });
+                                            ::testing::Values(Precision::kBF16, Precision::kF32),
+                                            ::testing::Values(Weights::kCheckpoint)),
+                         case_name);
+// Quantized GGUF files made by statebank quantize (the products run on
+// quantized activations, runtime/quant.h): a hybrid with dense and one with
+// MoE layers.
+INSTANTIATE_TEST_SUITE_P(Quantized, SplitInvariance,
+                         ::testing::Combine(::testing::Values(Arch::kQwen35, Arch::kQwen3Next),
+                                            ::testing::Values(Precision::kF32),
+                                            ::testing::Values(Weights::kQ8_0, Weights::kQ4_K_M)),
+                         case_name);
 
 }  // namespace
 }  // namespace sb

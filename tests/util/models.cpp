@@ -7,8 +7,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "tests/util/temp_dir.h"
 #include "runtime/cpu/backend.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb::testing {
 
@@ -30,6 +30,42 @@ std::string checkpoint(const CheckpointSpec& spec) {
     EXPECT_TRUE(s.is_ok()) << s.to_string();
   }
   return dir;
+}
+
+std::string gguf_file(const CheckpointSpec& spec, GgufFileType type) {
+  const std::string dir = checkpoint(spec);
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string path = dir + "." + gguf_file_type_name(type) + ".gguf";
+  if (!std::filesystem::exists(path)) {
+    Status s = write_gguf_model(dir, type, path);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+  }
+  return path;
+}
+
+void widen_to_k_blocks(ModelConfig* c) {
+  c->hidden_size = 256;
+  if (c->intermediate_size > 0) c->intermediate_size = 256;
+  if (c->n_experts > 0) c->moe_intermediate_size = c->shared_expert_intermediate_size = 256;
+}
+
+const char* weights_name(Weights w) {
+  switch (w) {
+    case Weights::kCheckpoint:
+      return "checkpoint";
+    case Weights::kQ8_0:
+      return "q8_0";
+    case Weights::kQ4_K_M:
+      return "q4_k_m";
+  }
+  return "?";
+}
+
+std::string model_path(Arch arch, Weights w, uint64_t seed) {
+  if (w == Weights::kCheckpoint) return tiny_checkpoint(arch, seed);
+  if (w == Weights::kQ8_0) return gguf_file(CheckpointSpec{arch, "tiny", seed}, GgufFileType::kQ8_0);
+  return gguf_file(CheckpointSpec{arch, "tiny", seed, DType::kBF16, "_k256", widen_to_k_blocks}, GgufFileType::kQ4_K_M);
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, int threads, std::optional<Precision> precision) {

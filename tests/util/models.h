@@ -15,6 +15,7 @@
 #include <string>
 
 #include "model/gen_model.h"
+#include "model/gguf_model.h"
 #include "model/model.h"
 
 namespace sb::testing {
@@ -36,6 +37,21 @@ inline std::string tiny_checkpoint(Arch arch, uint64_t seed = 1, DType dtype = D
                                    const std::string& variant = "", void (*edit)(ModelConfig*) = nullptr) {
   return checkpoint(CheckpointSpec{arch, "tiny", seed, dtype, variant, edit});
 }
+
+// The checkpoint of `spec` written by statebank's quantizer as a GGUF file
+// of `type` (model/gguf_model.h), once per process; its path.
+std::string gguf_file(const CheckpointSpec& spec, GgufFileType type);
+// A tiny preset widened to rows of 256 (hidden and MLP widths): the K-quant
+// block, so a q4_k_m file holds Q4_K, Q5_K and Q6_K tensors, not only the
+// Q8_0 fallback of the tiny preset's 64-wide rows.
+void widen_to_k_blocks(ModelConfig* config);
+
+// How a test's model is stored: the generated tiny checkpoint itself, or a
+// GGUF file statebank quantize made of it (q4_k_m from the preset widened by
+// widen_to_k_blocks, so that K-quant blocks are used).
+enum class Weights { kCheckpoint, kQ8_0, kQ4_K_M };
+const char* weights_name(Weights weights);  // "checkpoint", "q8_0", "q4_k_m"
+std::string model_path(Arch arch, Weights weights, uint64_t seed = 1);
 
 // A fresh Model of a checkpoint (tests that compare thread counts or
 // precisions, or need their own instance); null on failure. precision unset:

@@ -1,0 +1,306 @@
+// write_gguf_model (model/gguf_model.h): each GGUF tensor's values computed
+// in f32 from the checkpoint, then stored in the type the file type picks.
+#include <cstring>
+
+#include "model/gguf_layout.h"
+#include "model/gguf_metadata.h"
+#include "model/gguf_model.h"
+#include "model/weights.h"
+#include "runtime/quant.h"
+
+namespace sb {
+
+namespace {
+
+struct Source {
+  const ModelConfig& c;
+  const WeightSet& ws;
+};
+
+std::vector<float> hf(const Source& s, int64_t layer, const std::string& suffix) {
+  return to_f32(as_matrix(s.ws.layer(layer, suffix)));
+}
+
+// Rows (or, with outer > 1, column units) of f32 values permuted by map.
+std::vector<float> permute(const std::vector<float>& v, int64_t outer, const UnitMap& map) {
+  const int64_t units = static_cast<int64_t>(map.size());
+  const int64_t unit = static_cast<int64_t>(v.size()) / (outer * units);
+  std::vector<uint8_t> bytes = gather(v.data(), outer, units, unit * 4, map);
+  std::vector<float> out(v.size());
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+std::vector<float> stacked_experts(const Source& s, int64_t layer, MatrixView ExpertWeights::*part) {
+  std::vector<float> out;
+  for (int64_t e = 0; e < s.c.n_experts; ++e) {
+    std::vector<float> m = to_f32(s.ws.expert(layer, e).*part);
+    out.insert(out.end(), m.begin(), m.end());
+  }
+  return out;
+}
+
+std::vector<float> norm(const Source& s, const TensorView& t) {
+  std::vector<float> v = to_f32(as_matrix(t));
+  if (s.c.norm_weight_offset)
+    for (float& x : v) x = 1.0f + x;  // the kernel's offset, rounded the same way
+  return v;
+}
+
+std::vector<float> delta_net_values(const Source& s, int64_t l, const std::string& part) {
+  const ModelConfig& c = s.c;
+  const bool tiled = c.arch != Arch::kQwen3Next;
+  const UnitMap heads = tiled_value_heads(c);
+  const std::string L = "linear_attn.";
+  auto by_head = [&](std::vector<float> v, int64_t width) { return tiled ? permute(v, 1, widen(heads, width)) : v; };
+  if (part == "attn_qkv.weight" || part == "attn_gate.weight") {
+    if (!tiled) {
+      const int64_t qkv_rows = 2 * c.lin_n_key_heads * c.lin_key_head_dim + c.lin_n_value_heads * c.lin_value_head_dim;
+      std::vector<float> all = permute(hf(s, l, L + "in_proj_qkvz.weight"), 1, qkvz_split(c));
+      const auto cut = all.begin() + qkv_rows * c.hidden_size;
+      return part == "attn_qkv.weight" ? std::vector<float>(all.begin(), cut) : std::vector<float>(cut, all.end());
+    }
+    if (part == "attn_gate.weight") return by_head(hf(s, l, L + "in_proj_z.weight"), c.lin_value_head_dim);
+    return permute(hf(s, l, L + "in_proj_qkv.weight"), 1, qkv_tiled_rows(c));
+  }
+  if (part == "ssm_ba.weight") return hf(s, l, L + "in_proj_ba.weight");
+  if (part == "ssm_beta.weight") return by_head(hf(s, l, L + "in_proj_b.weight"), 1);
+  if (part == "ssm_alpha.weight") return by_head(hf(s, l, L + "in_proj_a.weight"), 1);
+  if (part == "ssm_conv1d.weight") {
+    std::vector<float> conv = hf(s, l, L + "conv1d.weight");  // [C, 1, K] is [C, K]
+    return tiled ? permute(conv, 1, qkv_tiled_rows(c)) : conv;
+  }
+  if (part == "ssm_dt.bias") return by_head(hf(s, l, L + "dt_bias"), 1);
+  if (part == "ssm_a") {
+    std::vector<float> a = hf(s, l, L + "A_log");
+    for (float& x : a) x = neg_exp_a_log(x);
+    return by_head(a, 1);
+  }
+  if (part == "ssm_norm.weight") return hf(s, l, L + "norm.weight");  // plain weight: not offset
+  // ssm_out: the value-head columns of every row.
+  std::vector<float> out = hf(s, l, L + "out_proj.weight");
+  return tiled ? permute(out, c.hidden_size, heads) : out;
+}
+
+std::vector<float> layer_values(const Source& s, int64_t l, const std::string& part) {
+  const std::string A = "self_attn.", M = "mlp.";
+  if (part == "attn_norm.weight") return norm(s, s.ws.layer(l, "input_layernorm.weight"));
+  if (part == "post_attention_norm.weight" || part == "ffn_norm.weight")
+    return norm(s, s.ws.layer(l, "post_attention_layernorm.weight"));
+  if (part == "attn_q.weight") return hf(s, l, A + "q_proj.weight");
+  if (part == "attn_k.weight") return hf(s, l, A + "k_proj.weight");
+  if (part == "attn_v.weight") return hf(s, l, A + "v_proj.weight");
+  if (part == "attn_output.weight") return hf(s, l, A + "o_proj.weight");
+  if (part == "attn_q_norm.weight") return norm(s, s.ws.layer(l, A + "q_norm.weight"));
+  if (part == "attn_k_norm.weight") return norm(s, s.ws.layer(l, A + "k_norm.weight"));
+  if (part == "ffn_gate.weight") return hf(s, l, M + "gate_proj.weight");
+  if (part == "ffn_up.weight") return hf(s, l, M + "up_proj.weight");
+  if (part == "ffn_down.weight") return hf(s, l, M + "down_proj.weight");
+  if (part == "ffn_gate_inp.weight") return hf(s, l, M + "gate.weight");
+  if (part == "ffn_gate_exps.weight") return stacked_experts(s, l, &ExpertWeights::gate);
+  if (part == "ffn_up_exps.weight") return stacked_experts(s, l, &ExpertWeights::up);
+  if (part == "ffn_down_exps.weight") return stacked_experts(s, l, &ExpertWeights::down);
+  if (part == "ffn_gate_shexp.weight") return hf(s, l, M + "shared_expert.gate_proj.weight");
+  if (part == "ffn_up_shexp.weight") return hf(s, l, M + "shared_expert.up_proj.weight");
+  if (part == "ffn_down_shexp.weight") return hf(s, l, M + "shared_expert.down_proj.weight");
+  if (part == "ffn_gate_inp_shexp.weight") return hf(s, l, M + "shared_expert_gate.weight");
+  return delta_net_values(s, l, part);
+}
+
+std::vector<float> values(const Source& s, const std::string& name) {
+  if (name == "token_embd.weight") return to_f32(as_matrix(s.ws.embed()));
+  if (name == "output_norm.weight") return norm(s, s.ws.final_norm());
+  if (name == "output.weight") return to_f32(as_matrix(s.ws.lm_head()));
+  const size_t dot = name.find('.', 4);  // "blk.<layer>.<part>"
+  return layer_values(s, std::stoll(name.substr(4, dot - 4)), name.substr(dot + 1));
+}
+
+// ---- types -------------------------------------------------------------------------------------------------------
+
+bool kept_f32(const std::string& name, const std::vector<int64_t>& shape) {
+  auto has = [&](const char* p) { return name.find(p) != std::string::npos; };
+  return shape.size() < 2 || has("_norm.weight") || has("ffn_gate_inp") || has("ssm_conv1d") || name.size() < 7 ||
+         name.compare(name.size() - 6, 6, "weight") != 0;
+}
+
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+struct TypePicker {
+  GgufFileType file_type;
+  int64_t n_layers = 0;
+  int64_t n_attention_v = 0;  // attn_v and attn_qkv tensors of the file
+  int64_t i_attention_v = 0;
+  bool tied = false;
+
+  DType base() const {
+    switch (file_type) {
+      case GgufFileType::kF32:
+        return DType::kF32;
+      case GgufFileType::kBF16:
+        return DType::kBF16;
+      case GgufFileType::kQ8_0:
+        return DType::kQ8_0;
+      case GgufFileType::kQ4_0:
+        return DType::kQ4_0;
+      case GgufFileType::kQ4_K_M:
+        return DType::kQ4_K;
+      case GgufFileType::kQ5_K_M:
+        return DType::kQ5_K;
+      case GgufFileType::kQ6_K:
+        return DType::kQ6_K;
+    }
+    return DType::kF32;
+  }
+  // llama-quantize's choice for the mixes (its llama_tensor_get_type), then
+  // the fallback for rows that are not whole blocks.
+  DType pick(const std::string& name, const std::vector<int64_t>& shape) {
+    if (kept_f32(name, shape)) return DType::kF32;
+    DType t = base();
+    if (!dtype_is_quantized(t)) return t;
+    const bool mix = file_type == GgufFileType::kQ4_K_M || file_type == GgufFileType::kQ5_K_M;
+    const bool is_v =
+        name.find("attn_v.weight") != std::string::npos || name.find("attn_qkv.weight") != std::string::npos;
+    if (name == "output.weight" || (tied && name == "token_embd.weight")) {
+      t = t == DType::kQ8_0 ? DType::kQ8_0 : DType::kQ6_K;
+    } else if (is_v) {
+      if (mix && use_more_bits(i_attention_v, n_attention_v)) t = DType::kQ6_K;
+      ++i_attention_v;
+    } else if (name.find("ffn_down") != std::string::npos) {
+      const int64_t layer = std::stoll(name.substr(4, name.find('.', 4) - 4));
+      if (mix && use_more_bits(layer, n_layers)) t = DType::kQ6_K;
+    }
+    const int64_t cols = shape.back();
+    if (cols % dtype_block(t).elems != 0) t = cols % 32 == 0 ? DType::kQ8_0 : DType::kF16;
+    return t;
+  }
+};
+
+Status encode(const std::string& name, DType t, const std::vector<float>& v, int64_t cols, std::vector<uint8_t>* out) {
+  const int64_t rows = static_cast<int64_t>(v.size()) / cols;
+  out->assign(static_cast<size_t>(rows * (dtype_is_quantized(t) ? dtype_row_bytes(t, cols)
+                                                                : cols * static_cast<int64_t>(dtype_size(t)))),
+              0);
+  if (t == DType::kF32) {
+    std::memcpy(out->data(), v.data(), out->size());
+  } else if (t == DType::kBF16 || t == DType::kF16) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t h = t == DType::kBF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+      std::memcpy(out->data() + 2 * i, &h, 2);
+    }
+  } else {
+    const int64_t rb = dtype_row_bytes(t, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      Status s = quantize_row(t, v.data() + r * cols, cols, out->data() + r * rb);
+      if (!s.is_ok()) return Status::invalid("tensor " + name + ": " + s.message());
+    }
+  }
+  return Status::ok();
+}
+
+Status check_exportable(const ModelConfig& c, const std::string& dir) {
+  if (!gguf_arch_name(c.arch))
+    return Status::unsupported(dir + ": statebank_qsa has no llama.cpp counterpart (docs/qsa.md); it has no GGUF form");
+  if (c.arch != Arch::kQwen3) {
+    if (c.lin_key_head_dim != c.lin_value_head_dim)
+      return Status::unsupported(dir +
+                                 ": llama.cpp's Gated DeltaNet needs linear_key_head_dim == linear_value_head_dim");
+  }
+  if (c.n_experts > 0 && !c.norm_topk_prob)
+    return Status::unsupported(dir + ": norm_topk_prob false (llama.cpp always renormalises the top-k expert weights)");
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    if (c.arch == Arch::kQwen3Next && !c.layer_is_moe(i))
+      return Status::unsupported(dir + ": layer " + std::to_string(i) +
+                                 " is dense; llama.cpp's qwen3next has mixture-of-experts layers only");
+  }
+  return Status::ok();
+}
+
+uint32_t llama_file_type(GgufFileType t) {
+  switch (t) {
+    case GgufFileType::kF32:
+      return 0;
+    case GgufFileType::kBF16:
+      return 32;
+    case GgufFileType::kQ8_0:
+      return 7;
+    case GgufFileType::kQ4_0:
+      return 2;
+    case GgufFileType::kQ4_K_M:
+      return 15;
+    case GgufFileType::kQ5_K_M:
+      return 17;
+    case GgufFileType::kQ6_K:
+      return 18;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path) {
+  ModelConfig c;
+  SB_RETURN_IF_ERROR(parse_config(dir, &c));
+  SB_RETURN_IF_ERROR(check_exportable(c, dir));
+  std::unique_ptr<Checkpoint> ck;
+  SB_RETURN_IF_ERROR(Checkpoint::open(dir, &ck));
+  WeightSet ws;
+  SB_RETURN_IF_ERROR(WeightSet::bind(*ck, c, &ws));
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string(gguf_arch_name(c.arch)));
+  w.set("general.name", GgufValue::string(std::string("statebank ") + arch_name(c.arch)));
+  w.set("general.file_type", GgufValue::u32(llama_file_type(type)));
+  if (type != GgufFileType::kF32 && type != GgufFileType::kBF16)
+    w.set("general.quantization_version", GgufValue::u32(2));
+  put_config(c, &w);
+  SB_RETURN_IF_ERROR(put_vocab(dir, c.vocab_size, &w));
+
+  const std::vector<TensorSpec> specs = gguf_expected_tensors(c);
+  TypePicker picker{type, c.n_layers};
+  picker.tied = c.tie_word_embeddings;
+  for (const TensorSpec& s : specs)
+    if (s.name.find("attn_v.weight") != std::string::npos || s.name.find("attn_qkv.weight") != std::string::npos)
+      ++picker.n_attention_v;
+  const Source src{c, ws};
+  for (const TensorSpec& s : specs) {
+    const std::vector<float> v = values(src, s.name);
+    const DType t = picker.pick(s.name, s.shape);
+    std::vector<uint8_t> bytes;
+    SB_RETURN_IF_ERROR(encode(s.name, t, v, s.shape.back(), &bytes));
+    w.add_tensor(s.name, t, s.shape, std::move(bytes));
+  }
+  return w.write(out_path);
+}
+
+Status parse_gguf_file_type(const std::string& text, GgufFileType* out) {
+  for (GgufFileType t : {GgufFileType::kF32, GgufFileType::kBF16, GgufFileType::kQ8_0, GgufFileType::kQ4_0,
+                         GgufFileType::kQ4_K_M, GgufFileType::kQ5_K_M, GgufFileType::kQ6_K})
+    if (text == gguf_file_type_name(t)) {
+      *out = t;
+      return Status::ok();
+    }
+  return Status::invalid("type '" + text + "' is not one of f32, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k");
+}
+
+const char* gguf_file_type_name(GgufFileType t) {
+  switch (t) {
+    case GgufFileType::kF32:
+      return "f32";
+    case GgufFileType::kBF16:
+      return "bf16";
+    case GgufFileType::kQ8_0:
+      return "q8_0";
+    case GgufFileType::kQ4_0:
+      return "q4_0";
+    case GgufFileType::kQ4_K_M:
+      return "q4_k_m";
+    case GgufFileType::kQ5_K_M:
+      return "q5_k_m";
+    case GgufFileType::kQ6_K:
+      return "q6_k";
+  }
+  return "?";
+}
+
+bool is_gguf_path(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0; }
+
+}  // namespace sb

@@ -1,0 +1,72 @@
+// GGUF model files: a statebank checkpoint written in the layout llama.cpp
+// reads for its qwen3, qwen3next, qwen35 and qwen35moe architectures (what
+// tools/gguf/convert.py writes, plus the block-quantized types), and such a
+// file (ours or llama.cpp's) read back as a ModelConfig and a Checkpoint of
+// the Hugging Face names the model binds.
+//
+// The layout (facts from llama.cpp's converter and graphs):
+//  * zero-centred RMSNorm weights are stored as 1 + w (computed in f32, as
+//    the kernel's offset does); on load the config's norm_weight_offset is
+//    false, so the product is bit for bit the same;
+//  * A_log is stored as ssm_a = -exp(A_log), computed with statebank's exp;
+//    on load it is used as it is (ModelConfig::a_stored_negated);
+//  * the conv weight is stored squeezed [C, K]; Qwen3-Next's in_proj_qkvz is
+//    split into attn_qkv ([all q | all k | all v]) and attn_gate (all z);
+//    Qwen3.5's value heads are reordered from grouped by key head to tiled in
+//    every tensor indexed by value head; routed experts are stacked [E, out,
+//    in]; the shared expert's gate [1, H] is stored [H];
+//  * the vocabulary is the checkpoint's tokenizer.json as gpt2 BPE with the
+//    qwen2 pre-tokenizer, padded with [PADi] entries to the vocab size;
+//    tokenizer_config.json's chat template, eos and pad tokens come along.
+// Every rearrangement is a permutation of rows or of whole blocks, undone
+// exactly on load; so a file written here from a checkpoint and loaded back
+// gives the checkpoint's logits bit for bit in F32 (and in BF16 from a bf16
+// checkpoint). One exception: a quantized Qwen3.5 ssm_out whose value head
+// is not a whole number of blocks is dequantized to f32 to undo its column
+// order.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/gguf.h"
+
+namespace sb {
+
+// What `statebank quantize --type` names: the type of every matrix, or a
+// llama-quantize mix (q4_k_m, q5_k_m).
+enum class GgufFileType { kF32, kBF16, kQ8_0, kQ4_0, kQ4_K_M, kQ5_K_M, kQ6_K };
+Status parse_gguf_file_type(const std::string& text, GgufFileType* out);
+const char* gguf_file_type_name(GgufFileType type);
+
+// Writes the checkpoint directory `dir` (config.json, safetensors,
+// tokenizer.json, tokenizer_config.json) as a GGUF file at out_path.
+// Tensors that stay F32 in every type: norms, 1-D tensors, the conv weight,
+// the routers. Block types per tensor as llama-quantize chooses them for the
+// mix; a row that is not whole blocks of the chosen type falls back to Q8_0,
+// else F16 (llama-quantize would use Q5_0/Q5_1, which statebank does not
+// compute). statebank_qsa, dense qwen3_next layers and norm_topk_prob false
+// have no llama.cpp counterpart and are refused.
+Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path);
+
+// The model in a GGUF file: its config from the metadata and its tensors
+// under the Hugging Face names of expected_tensors(config), rearranged back
+// (views into the file where the bytes need no change). Errors name the key
+// or the GGUF tensor: a missing key, an architecture other than the four, a
+// missing tensor or one whose shape disagrees with the metadata.
+struct GgufModel {
+  ModelConfig config;
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::shared_ptr<const GgufFile> file;
+};
+Status open_gguf_model(const std::string& path, GgufModel* out);
+// The same from a parsed file (the fuzz target's entry).
+Status gguf_model_from_file(std::shared_ptr<const GgufFile> file, GgufModel* out);
+
+// Whether a --model argument names a GGUF file (ends in .gguf).
+bool is_gguf_path(const std::string& path);
+
+}  // namespace sb

@@ -1,0 +1,26 @@
+#include "server/model_files.h"
+
+#include "model/gguf_model.h"
+#include "model/gguf_vocab.h"
+
+namespace sb {
+
+Status load_model_tokenizer(const std::string& model, std::unique_ptr<Tokenizer>* out) {
+  if (!is_gguf_path(model)) return Tokenizer::load(model, out);
+  std::unique_ptr<GgufFile> g;
+  SB_RETURN_IF_ERROR(GgufFile::open(model, &g));
+  std::string json;
+  SB_RETURN_IF_ERROR(gguf_tokenizer_json(*g, &json));
+  return Tokenizer::load_json(json, model + " (tokenizer.ggml.*)", out);
+}
+
+Status load_model_chat_template(const std::string& model, ChatTemplate* out) {
+  if (!is_gguf_path(model)) return ChatTemplate::load(model, out);
+  std::unique_ptr<GgufFile> g;
+  SB_RETURN_IF_ERROR(GgufFile::open(model, &g));
+  std::string json;
+  SB_RETURN_IF_ERROR(gguf_tokenizer_config_json(*g, &json));
+  return ChatTemplate::from_config_json(json, model + " (tokenizer.chat_template)", out);
+}
+
+}  // namespace sb

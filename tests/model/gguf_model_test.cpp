@@ -1,0 +1,237 @@
+// GGUF model files (model/gguf_model.h): a tiny checkpoint written as GGUF
+// by statebank's own writer and loaded back computes the checkpoint's logits
+// bit for bit (F32, and BF16 from a bf16 checkpoint) for every family llama.cpp
+// has; quantized files load and stay near; the fingerprint tells them apart;
+// damaged or foreign files are clear errors.
+#include "model/gguf_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
+
+namespace sb {
+namespace {
+
+constexpr Arch kGgufArchs[] = {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe};
+
+const std::vector<int32_t>& prompt() {
+  static const std::vector<int32_t> ids = {9707, 11, 1879, 0, 151643, 42, 17, 100000, 5, 77, 3, 1000, 2, 64};
+  return ids;
+}
+
+std::vector<float> all_logits(const Model& m) {
+  State st = m.new_state();
+  PrefillOptions o;
+  o.all_logits = true;
+  PrefillOutput out;
+  EXPECT_TRUE(m.prefill(st, prompt(), o, &out).is_ok());
+  std::vector<float> next;
+  EXPECT_TRUE(m.decode(st, 7, &next).is_ok());
+  out.logits.insert(out.logits.end(), next.begin(), next.end());
+  return out.logits;
+}
+
+std::string write(const std::string& dir, GgufFileType type, const testing::TempDir& tmp, const std::string& name) {
+  const std::string path = tmp.file(name);
+  Status s = write_gguf_model(dir, type, path);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  return path;
+}
+
+class GgufModelTest : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(GgufModelTest, F32FileGivesTheCheckpointsLogitsBitForBit) {
+  testing::TempDir tmp;
+  const std::string dir = testing::tiny_checkpoint(GetParam(), 3, DType::kF32);
+  const std::string path = write(dir, GgufFileType::kF32, tmp, "m.gguf");
+  auto a = testing::load_model(dir);
+  auto b = testing::load_model(path);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->config().n_layers, b->config().n_layers);
+  EXPECT_EQ(a->schema(), b->schema());
+  const std::vector<float> la = all_logits(*a), lb = all_logits(*b);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << "logits differ";
+  EXPECT_NE(a->fingerprint(), b->fingerprint());
+}
+
+TEST_P(GgufModelTest, Bf16FileOfABf16CheckpointIsBitForBit) {
+  testing::TempDir tmp;
+  const std::string dir = testing::tiny_checkpoint(GetParam(), 3, DType::kBF16);
+  const std::string path = write(dir, GgufFileType::kBF16, tmp, "m.gguf");
+  auto a = testing::load_model(dir);
+  auto b = testing::load_model(path);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->kernels_name(), b->kernels_name());
+  const std::vector<float> la = all_logits(*a), lb = all_logits(*b);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << "logits differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GgufModelTest, ::testing::ValuesIn(kGgufArchs),
+                         [](const auto& info) { return std::string(arch_name(info.param)); });
+
+// Quantized files: every tensor type of the file recorded in the
+// fingerprint; the logits near the f32 model's: Q8_0 weights times int8
+// activations (runtime/quant.h) move a tiny random model's logits by a few
+// percent, where a tensor in the wrong layout would leave them uncorrelated.
+TEST(GgufQuantizedTest, Q8FileLoadsNearTheF32ModelWithItsOwnFingerprint) {
+  testing::TempDir tmp;
+  const std::string dir = testing::tiny_checkpoint(Arch::kQwen35, 3, DType::kF32);
+  auto f32 = testing::load_model(write(dir, GgufFileType::kF32, tmp, "f.gguf"));
+  auto q8 = testing::load_model(write(dir, GgufFileType::kQ8_0, tmp, "q.gguf"));
+  ASSERT_TRUE(f32 && q8);
+  EXPECT_NE(f32->fingerprint(), q8->fingerprint());
+  EXPECT_NE(q8->fingerprint_fields().tensor_dtypes.find(":q8_0;"), std::string::npos);
+  const std::vector<float> a = all_logits(*f32), b = all_logits(*q8);
+  ASSERT_EQ(a.size(), b.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += a[i] * a[i];
+  }
+  EXPECT_GT(err, 0.0);
+  EXPECT_LT(std::sqrt(err / norm), 0.2);
+}
+
+// llama.cpp's converter counts multi-token-prediction blocks in block_count
+// (blk.<n_layers>..., with nextn_predict_layers): they are skipped, as mtp.*
+// tensors of a checkpoint are.
+TEST(GgufMtpTest, MtpBlocksAfterTheTrunkAreSkipped) {
+  testing::TempDir tmp;
+  const std::string path =
+      write(testing::tiny_checkpoint(Arch::kQwen3, 3, DType::kF32), GgufFileType::kF32, tmp, "a.gguf");
+  std::unique_ptr<GgufFile> g;
+  ASSERT_TRUE(GgufFile::open(path, &g).is_ok());
+  GgufWriter w;
+  for (const auto& [k, v] : g->metadata()) w.set(k, v);
+  int64_t layers = 0;
+  ASSERT_TRUE(g->get_int("qwen3.block_count", &layers).is_ok());
+  w.set("qwen3.block_count", GgufValue::u32(static_cast<uint32_t>(layers + 1)));
+  w.set("qwen3.nextn_predict_layers", GgufValue::u32(1));
+  for (const auto& [name, t] : g->tensors()) {
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    w.add_tensor(name, t.dtype, t.shape, std::vector<uint8_t>(p, p + t.nbytes));
+  }
+  w.add_tensor("blk." + std::to_string(layers) + ".nextn.eh_proj.weight", DType::kF32, {64, 128},
+               std::vector<uint8_t>(64 * 128 * 4, 0));
+  ASSERT_TRUE(w.write(tmp.file("mtp.gguf")).is_ok());
+  auto a = testing::load_model(path);
+  auto b = testing::load_model(tmp.file("mtp.gguf"));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(b->config().n_layers, layers);
+  EXPECT_EQ(all_logits(*a), all_logits(*b));
+}
+
+// ---- damaged and foreign files ------------------------------------------------------------------------------------
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+Status open_bytes(const testing::TempDir& tmp, const std::string& bytes) {
+  write_all(tmp.file("d.gguf"), bytes);
+  GgufModel m;
+  return open_gguf_model(tmp.file("d.gguf"), &m);
+}
+
+void expect_error(const Status& s, const std::string& needle) {
+  ASSERT_FALSE(s.is_ok()) << "accepted; expected an error about " << needle;
+  EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+}
+
+class GgufDamageTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    good_ = new std::string(read_all(
+        write(testing::tiny_checkpoint(Arch::kQwen3Next, 3, DType::kF32), GgufFileType::kQ8_0, *dir_, "good.gguf")));
+  }
+  static void TearDownTestSuite() {
+    delete good_;
+    delete dir_;
+  }
+  // The bytes with the first `from` replaced by `to` (same length).
+  static std::string edited(const std::string& from, const std::string& to) {
+    std::string b = *good_;
+    const size_t at = b.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    b.replace(at, from.size(), to);
+    return b;
+  }
+  static testing::TempDir* dir_;
+  static std::string* good_;
+};
+testing::TempDir* GgufDamageTest::dir_ = nullptr;
+std::string* GgufDamageTest::good_ = nullptr;
+
+TEST_F(GgufDamageTest, TheUndamagedFileLoads) { EXPECT_TRUE(open_bytes(*dir_, *good_).is_ok()); }
+
+TEST_F(GgufDamageTest, BadMagicAndTruncation) {
+  std::string b = *good_;
+  b[1] = 'X';
+  expect_error(open_bytes(*dir_, b), "not a GGUF file");
+  expect_error(open_bytes(*dir_, good_->substr(0, good_->size() / 2)), "past the end");
+  expect_error(open_bytes(*dir_, good_->substr(0, 100)), "truncated");
+}
+
+TEST_F(GgufDamageTest, ShapesThatDisagreeWithTheMetadata) {
+  // ssm.state_size 16 -> 17: every Gated DeltaNet tensor's shape is now wrong.
+  std::string key = "qwen3next.ssm.state_size";
+  std::string b = *good_;
+  const size_t at = b.find(key) + key.size() + 4;  // the u32 value after the type
+  b[at] = 17;
+  expect_error(open_bytes(*dir_, b), "the metadata makes it");
+  // An absurd layer count is refused before any list is built from it.
+  key = "qwen3next.block_count";
+  b = *good_;
+  const uint32_t huge = 0x7fffffff;
+  std::memcpy(b.data() + b.find(key) + key.size() + 4, &huge, 4);
+  expect_error(open_bytes(*dir_, b), "outside");
+}
+
+TEST_F(GgufDamageTest, UnknownArchitectureMissingAndUnexpectedTensors) {
+  expect_error(open_bytes(*dir_, edited("qwen3next.block_count", "qwen3nexx.block_count")), "qwen3next.block_count");
+  expect_error(open_bytes(*dir_, edited("blk.1.ssm_a", "blk.1.ssm_b")), "blk.1.ssm_a");
+  std::string arch = *good_;
+  const std::string tag = std::string("\x09\0\0\0\0\0\0\0qwen3next", 17);
+  arch.replace(arch.find(tag), tag.size(), std::string("\x09\0\0\0\0\0\0\0llamallama", 17));
+  expect_error(open_bytes(*dir_, arch), "llamallam");
+}
+
+TEST_F(GgufDamageTest, AnUnsupportedTypeNamesTensorAndType) {
+  // blk.0.ffn_up_exps.weight: name, n_dims, 3 dims, then its type (Q8_0 = 8) -> IQ2_XS (17).
+  const std::string name = "blk.0.ffn_up_exps.weight";
+  std::string b = *good_;
+  const size_t at = b.find(name) + name.size() + 4 + 3 * 8;
+  uint32_t type = 0;
+  std::memcpy(&type, b.data() + at, 4);
+  ASSERT_EQ(type, 8u);
+  type = 17;
+  std::memcpy(b.data() + at, &type, 4);
+  const Status s = open_bytes(*dir_, b);
+  expect_error(s, name);
+  expect_error(s, "IQ2_XS");
+}
+
+TEST(GgufWriteTest, FamiliesWithoutALlamaCppCounterpartAreRefused) {
+  testing::TempDir tmp;
+  const Status s =
+      write_gguf_model(testing::tiny_checkpoint(Arch::kQsa, 3, DType::kF32), GgufFileType::kF32, tmp.file("x.gguf"));
+  expect_error(s, "statebank_qsa");
+  GgufFileType t;
+  expect_error(parse_gguf_file_type("q3_k", &t), "q4_k_m");
+}
+
+}  // namespace
+}  // namespace sb
