@@ -36,5 +36,7 @@ std::string find_plot_script(const std::string& name);
 
 extern const char* const kLoadUsage;
 int bench_load(int argc, char** argv);
+extern const char* const kAgentsUsage;
+int bench_agents(int argc, char** argv);  // cli/cmd_bench_agents.cpp
 
 }  // namespace sb

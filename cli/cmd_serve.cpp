@@ -42,7 +42,7 @@ const char* kUsage =
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
-    "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
+    "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] [--ignore-cache-control] "
     "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
     "[--remote-timeout-ms MS]]";
 
@@ -228,7 +228,7 @@ int cmd_serve(int argc, char** argv) {
              "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
              "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
              "remote-timeout-ms", "served-model-name", "max-tokens-cap"},
-            {"insecure-no-key"});
+            {"insecure-no-key", "ignore-cache-control"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
   if (!args.positional().empty()) return fail("serve", "unexpected argument '" + args.positional()[0] + "'\n" + kUsage);
@@ -250,6 +250,7 @@ int cmd_serve(int argc, char** argv) {
   so.max_running = static_cast<int>(f.max_running);
   so.max_queue = static_cast<size_t>(f.max_queue);
   so.max_tokens_cap = f.max_tokens_cap;
+  so.cache_control_pins = !args.has("ignore-cache-control");
   for (const std::string& name : args.get_all("served-model-name")) {
     if (name.empty() || name.size() > kMaxFieldBytes) return fail("serve", "--served-model-name must be 1 to 1024 bytes");
     so.served_model_names.push_back(name);

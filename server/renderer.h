@@ -51,7 +51,8 @@ enum class EndCause {
   kToolCallLimit,  // parallel_tool_calls false: the first call ended it
 };
 
-// Everything a whole response or a stream's closing events may show.
+// Everything a whole response or a stream's closing events may show. Its
+// references are the Generation's: valid during the call that receives it.
 struct GenerationEnd {
   const CompletionResult& result;
   EndCause cause;

@@ -415,7 +415,7 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
     in.body = body;
     PreparedCompletion prepared = protocol.prepare(*backend_, options_.limits, in);
     // A pin may name blocks not stored yet: they are kept once this request stores them.
-    for (const PinSpec& pin : prepared.pins) {
+    for (const PinSpec& pin : options_.cache_control_pins ? prepared.pins : std::vector<PinSpec>{}) {
       nlohmann::json ignored;
       (void)backend_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
     }

@@ -111,6 +111,11 @@ struct ServerOptions {
   // --max-tokens-cap: a request asking for more tokens gets at most this many
   // (its finish reason says length / max_tokens); 0: no cap.
   int64_t max_tokens_cap = 0;
+  // Messages' cache_control pins its prefix (false: --ignore-cache-control,
+  // accepted with no effect). Pinned objects may hold a tier above its
+  // budget until they expire (at most 1 h), so a server open to clients it
+  // does not trust may turn this off.
+  bool cache_control_pins = true;
 };
 
 // Whether every address `host` resolves to (getaddrinfo, numeric or by name)

@@ -88,17 +88,22 @@ TEST(Engine, ADifferentNamespaceNeverHitsTheSameOneDoes) {
 TEST(Engine, ReadOnlyLooksUpButStoresNothingAndBypassDoesNeither) {
   Fixture f(Arch::kQwen3Next);
   const auto prompt = random_prompt(2 * kB + 1, 2);
-  f.serve(request(prompt, CacheMode::kReadOnly));
+  EXPECT_EQ(f.serve(request(prompt, CacheMode::kReadOnly)).restore.stored_tokens, 0);
   EXPECT_EQ(f.ram.stats().blocks, 0u);
   const uint64_t lookups = f.bank.stats().lookups;
   CompletionResult r;
   ASSERT_TRUE(f.engine->complete(request(prompt, CacheMode::kBypass), &r).is_ok());
   EXPECT_STREQ(r.restore.mode.name(), "bypass");
+  EXPECT_EQ(r.restore.stored_tokens, 0);
   EXPECT_EQ(f.bank.stats().lookups, lookups);
   EXPECT_EQ(f.ram.stats().blocks, 0u);
-  f.serve(request(prompt, CacheMode::kDefault));
+  // stored_tokens: the new full blocks a request handed to the bank (Messages' cache_creation_input_tokens).
+  EXPECT_EQ(f.serve(request(prompt, CacheMode::kDefault)).restore.stored_tokens, 2 * kB);
   EXPECT_EQ(f.ram.stats().blocks, 2u);
-  EXPECT_EQ(f.serve(request(prompt, CacheMode::kReadOnly)).restore.restore_point, 2 * kB);
+  const CompletionResult again = f.serve(request(prompt, CacheMode::kReadOnly));
+  EXPECT_EQ(again.restore.restore_point, 2 * kB);
+  EXPECT_EQ(again.restore.stored_tokens, 0);
+  EXPECT_EQ(f.serve(request(prompt, CacheMode::kDefault)).restore.stored_tokens, 0);  // nothing new
 }
 
 TEST(Engine, SnapshotPlacement) {

@@ -39,6 +39,31 @@ TEST(MessagesClient, ClaudeCodeCli) {
                        "--threads", "2", "--ram-bank", "1G", "--api-key", kKey, "--served-model-name", kAlias,
                        "--max-tokens-cap", "8"});
   EXPECT_EQ(run_node_tests(node_env(server, "256"), "claude_code.test.mjs"), 0);
+  // Claude Code marks its system prompt and last message with cache_control: their prefixes are pinned.
+  auto c = server.client();
+  auto pins = c.Get("/v1/bank/pins", {{"x-api-key", kKey}});
+  ASSERT_TRUE(pins);
+  EXPECT_FALSE(nlohmann::json::parse(pins->body)["pins"].empty()) << pins->body;
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(MessagesClient, IgnoreCacheControlPinsNothing) {
+  TempDir root;
+  ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", "demo", "--port", "0", "--bank-dir", root.bank(),
+                       "--block-tokens", "64", "--threads", "2", "--ram-bank", "256M", "--api-key", kKey,
+                       "--ignore-cache-control"});
+  auto c = server.client();
+  const nlohmann::json body = {
+      {"model", "demo"},
+      {"max_tokens", 2},
+      {"system", {{{"type", "text"}, {"text", std::string(2000, 'a')}, {"cache_control", {{"type", "ephemeral"}}}}}},
+      {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  auto r = c.Post("/v1/messages", {{"x-api-key", kKey}}, body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  auto pins = c.Get("/v1/bank/pins", {{"x-api-key", kKey}});
+  ASSERT_TRUE(pins);
+  EXPECT_TRUE(nlohmann::json::parse(pins->body)["pins"].empty()) << pins->body;
   EXPECT_EQ(server.stop(), 0);
 }
 
