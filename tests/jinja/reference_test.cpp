@@ -40,7 +40,9 @@ TEST(JinjaReference, EveryCaseMatchesJinja2) {
       EXPECT_FALSE(st.is_ok()) << "case " << i << ": jinja2 refused it (" << expected["error"] << ") but we rendered: " << got;
       // raise_exception's message reaches the caller.
       std::string e = expected["error"].get<std::string>();
-      if (e.rfind("TemplateError: ", 0) == 0) EXPECT_NE(st.message().find(e.substr(15)), std::string::npos) << st.message();
+      if (e.rfind("TemplateError: ", 0) == 0) {
+        EXPECT_NE(st.message().find(e.substr(15)), std::string::npos) << st.message();
+      }
     }
   }
   EXPECT_GE(errors, 10);  // the corpus keeps its refusals

@@ -64,7 +64,12 @@ const char* weights_name(Weights w) {
 
 std::string model_path(Arch arch, Weights w, uint64_t seed) {
   if (w == Weights::kCheckpoint) return tiny_checkpoint(arch, seed);
-  if (w == Weights::kQ8_0) return gguf_file(CheckpointSpec{arch, "tiny", seed}, GgufFileType::kQ8_0);
+  if (w == Weights::kQ8_0) {
+    CheckpointSpec spec;
+    spec.arch = arch;
+    spec.seed = seed;
+    return gguf_file(spec, GgufFileType::kQ8_0);
+  }
   return gguf_file(CheckpointSpec{arch, "tiny", seed, DType::kBF16, "_k256", widen_to_k_blocks}, GgufFileType::kQ4_K_M);
 }
 
