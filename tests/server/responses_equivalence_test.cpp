@@ -1,13 +1,14 @@
 // One conversation with tools, reasoning and a tool result, sent as a chat
-// completions body and as a Responses body, through each route's own
-// prepare (the code the server runs) over a real model backend: the same
-// prompt token ids, the same grammar need, the same limits. For the JSON
-// tool-call template (Qwen3-Next) and the XML one (Qwen3.5).
+// completions body, as a Responses body and as a Messages body, through each
+// route's own prepare (the code the server runs) over a real model backend:
+// the same prompt token ids, the same grammar need, the same limits. For the
+// JSON tool-call template (Qwen3-Next) and the XML one (Qwen3.5).
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 
+#include "server/anthropic_renderer.h"
 #include "server/completion_setup.h"
 #include "server/engine_backend.h"
 #include "server/openai_renderer.h"
@@ -73,6 +74,27 @@ json responses_body() {
       {"max_output_tokens", 5}};
 }
 
+json messages_body() {
+  return json{{"model", "tiny"},
+              {"system", "You are a weather helper."},
+              {"messages",
+               {{{"role", "user"}, {"content", "Weather in Paris for 2 days?"}},
+                {{"role", "assistant"},
+                 {"content",
+                  {{{"type", "thinking"}, {"thinking", "The user wants a forecast."}, {"signature", "sig"}},
+                   {{"type", "text"}, {"text", "Let me check."}},
+                   {{"type", "tool_use"},
+                    {"id", "call_1"},
+                    {"name", "forecast"},
+                    {"input", {{"city", "Paris"}, {"days", 2}}}}}}},
+                {{"role", "user"},
+                 {"content", {{{"type", "tool_result"}, {"tool_use_id", "call_1"}, {"content", "Sunny, 21 C."}}}}},
+                {{"role", "assistant"}, {"content", "It will be sunny."}},
+                {{"role", "user"}, {"content", "And in Oslo?"}}}},
+              {"tools", {{{"name", "forecast"}, {"description", "A city's forecast"}, {"input_schema", kParameters}}}},
+              {"max_tokens", 5}};
+}
+
 std::unique_ptr<EngineBackend> backend(Arch arch) {
   EngineBackendOptions o;
   o.model_dir = testing::tiny_checkpoint(arch, 3);
@@ -118,6 +140,39 @@ TEST_P(ResponsesEquivalence, ChatAndResponsesRenderTheSamePromptIds) {
   responses["reasoning"] = {{"effort", "none"}};
   EXPECT_EQ(prepare(*b, openai_protocol(true), chat).request.prompt,
             prepare(*b, responses_protocol(), responses).request.prompt);
+}
+
+TEST_P(ResponsesEquivalence, ChatAndMessagesRenderTheSamePromptIds) {
+  std::unique_ptr<EngineBackend> b = backend(GetParam());
+  ASSERT_TRUE(b);
+  const std::pair<const char*, const char*> choices[] = {{"auto", "auto"}, {"required", "any"}, {"none", "none"}};
+  for (const auto& [chat_choice, messages_choice] : choices) {
+    json chat = chat_body(), messages = messages_body();
+    chat["tool_choice"] = chat_choice;
+    messages["tool_choice"] = {{"type", messages_choice}};
+    PreparedCompletion a = prepare(*b, openai_protocol(true), chat);
+    PreparedCompletion m;
+    try {
+      m = prepare(*b, messages_protocol(), messages);
+    } catch (const ApiException& e) {
+      FAIL() << e.error.message << " (" << e.error.param << ")";
+    }
+    ASSERT_GT(a.request.prompt.size(), 50u);
+    EXPECT_EQ(a.request.prompt, m.request.prompt) << chat_choice;
+    EXPECT_EQ(a.request.message_boundary, m.request.message_boundary) << chat_choice;
+    EXPECT_EQ(a.request.max_tokens, m.request.max_tokens);
+    EXPECT_EQ(static_cast<bool>(a.request.make_processor), static_cast<bool>(m.request.make_processor)) << chat_choice;
+    EXPECT_EQ(a.setup.max_tool_calls, m.setup.max_tool_calls);
+  }
+  json chat = chat_body(), messages = messages_body();
+  chat["chat_template_kwargs"] = {{"enable_thinking", false}};
+  messages["thinking"] = {{"type", "disabled"}};
+  EXPECT_EQ(prepare(*b, openai_protocol(true), chat).request.prompt,
+            prepare(*b, messages_protocol(), messages).request.prompt);
+  // A different conversation renders other ids: the comparison can fail.
+  messages["messages"][4]["content"] = "And in Rome?";
+  EXPECT_NE(prepare(*b, openai_protocol(true), chat).request.prompt,
+            prepare(*b, messages_protocol(), messages).request.prompt);
 }
 
 TEST_P(ResponsesEquivalence, ErrorsOfTheChatPathNameResponsesFields) {
