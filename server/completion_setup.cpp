@@ -146,6 +146,7 @@ PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits&
   set_decoding_rules(backend, *common, grammar, in.chat, &creq);
   creq.stop_tokens = setup.stop_token_ids;
   creq.cache_mode = cache_mode;
+  creq.speculative = common->speculative;
   creq.name_space = request_namespace(in.tenant, common->has_cache_salt, common->cache_salt);
   if (!in.shared_tenant.empty() && in.tenant != nullptr && in.tenant->name != in.shared_tenant) {
     const Tenant shared{in.shared_tenant, false};

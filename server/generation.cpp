@@ -34,6 +34,12 @@ json restore_json(const RestoreRecord& r, bool operator_view) {
   return j;
 }
 
+json speculative_json(const SpeculativeRecord& r) {
+  return json{{"mode", r.mode},         {"decode_steps", r.steps},         {"decode_tokens", r.tokens},
+              {"drafted", r.drafted},   {"accepted", r.accepted},          {"acceptance", r.acceptance()},
+              {"tokens_per_step", r.tokens_per_step()}, {"paused", r.switched_off}};
+}
+
 namespace {
 
 json bytes_array(const std::string& s) {
@@ -169,6 +175,7 @@ void Generation::finish_stream(const CompletionResult& result, std::vector<std::
   last["usage"] = usage(result);
   last["seed"] = setup_.seed;
   last["restore"] = restore_json(result.restore);
+  last["speculative"] = speculative_json(result.speculative);
   events->push_back(sse_event(last));
   if (setup_.include_usage) {
     json tail = last;
@@ -260,7 +267,8 @@ json Generation::response(const CompletionResult& result) {
               {"choices", json::array({std::move(choice)})},
               {"usage", usage(result)},
               {"seed", setup_.seed},
-              {"restore", restore_json(result.restore)}};
+              {"restore", restore_json(result.restore)},
+              {"speculative", speculative_json(result.speculative)}};
 }
 
 }  // namespace sb
