@@ -38,8 +38,8 @@ struct SpecRun {
   double tokens_per_s = 0;        // decode (after the first token), best of the reps
   double plain_tokens_per_s = 0;  // the same workload with speculation off, best of the reps
   SpeculativeRecord record;
-  bool equal = true;              // every rep equalled plain decoding bit for bit
-  double theory() const {         // tokens per step of a fixed-depth draft at this acceptance
+  bool equal = true;       // every rep equalled plain decoding bit for bit
+  double theory() const {  // tokens per step of a fixed-depth draft at this acceptance
     return acceptance >= 1 ? depth + 1.0 : (1 - std::pow(acceptance, depth + 1)) / (1 - acceptance);
   }
 };
@@ -107,15 +107,19 @@ std::vector<SpecRun> run_spec(const Engine& engine, const SpecOptions& o) {
   for (double a : o.acceptance)
     for (int64_t k : o.depths) {
       SpecRun run{"random", "oracle", a, static_cast<int>(k)};
-      measure(engine, random, plain, o.reps, [&](CompletionRequest* r) {
-        r->speculative = SpeculativeParams{SpeculativeMode::kNgram, static_cast<int>(k), false};
-        r->make_drafter = [=] { return std::make_unique<OracleDrafter>(recorded, 1 - a, 7, vocab); };
-      }, &run);
+      measure(
+          engine, random, plain, o.reps,
+          [&](CompletionRequest* r) {
+            r->speculative = SpeculativeParams{SpeculativeMode::kNgram, static_cast<int>(k), false};
+            r->make_drafter = [=] { return std::make_unique<OracleDrafter>(recorded, 1 - a, 7, vocab); };
+          },
+          &run);
       runs.push_back(run);
     }
   SpecRun automatic{"random", "auto", 0, 4};
-  measure(engine, random, plain, o.reps, [](CompletionRequest* r) { r->speculative.mode = SpeculativeMode::kAuto; },
-          &automatic);
+  measure(
+      engine, random, plain, o.reps, [](CompletionRequest* r) { r->speculative.mode = SpeculativeMode::kAuto; },
+      &automatic);
   runs.push_back(automatic);
   // Repetitive: a logit bias towards n prompt tokens makes the random
   // model's output repeat itself (n = 1: one token over and over; n = 4: a
@@ -129,8 +133,9 @@ std::vector<SpecRun> run_spec(const Engine& engine, const SpecOptions& o) {
     CompletionResult plain_rep;
     engine.complete(repetitive, &plain_rep);
     SpecRun ngram{"repetitive (" + std::to_string(n) + " token" + (n > 1 ? "s)" : ")"), "ngram", 0, 4};
-    measure(engine, repetitive, plain_rep, o.reps,
-            [](CompletionRequest* r) { r->speculative.mode = SpeculativeMode::kNgram; }, &ngram);
+    measure(
+        engine, repetitive, plain_rep, o.reps,
+        [](CompletionRequest* r) { r->speculative.mode = SpeculativeMode::kNgram; }, &ngram);
     runs.push_back(ngram);
   }
   return runs;
@@ -148,9 +153,9 @@ std::string spec_csv(const std::vector<SpecRun>& runs) {
          "tokens_per_s,plain_tokens_per_s,speedup,equal\n";
   for (const SpecRun& r : runs)
     out << r.workload << ',' << r.drafter << ',' << r.acceptance << ',' << r.depth << ',' << r.record.acceptance()
-        << ',' << r.record.tokens_per_step() << ',' << (r.drafter == "oracle" ? r.theory() : 0) << ','
-        << r.tokens_per_s << ',' << r.plain_tokens_per_s << ',' << r.tokens_per_s / r.plain_tokens_per_s << ','
-        << (r.equal ? 1 : 0) << '\n';
+        << ',' << r.record.tokens_per_step() << ',' << (r.drafter == "oracle" ? r.theory() : 0) << ',' << r.tokens_per_s
+        << ',' << r.plain_tokens_per_s << ',' << r.tokens_per_s / r.plain_tokens_per_s << ',' << (r.equal ? 1 : 0)
+        << '\n';
   return out.str();
 }
 
@@ -185,8 +190,8 @@ std::string spec_markdown(const std::vector<SpecRun>& runs, const SpecOptions& o
        << " plain decoding (target at least 2.20x: "
        << (r->tokens_per_s >= 2.2 * r->plain_tokens_per_s ? "met" : "not met") << ")\n";
   if (const SpecRun* r = find_run(runs, "auto", 0, 4))
-    md << "- auto where drafts rarely match (acceptance " << fmt("%.2f", r->record.acceptance()) << "): "
-       << fmt("%.2fx", r->tokens_per_s / r->plain_tokens_per_s) << " plain decoding (target at least 0.97x: "
+    md << "- auto where drafts rarely match (acceptance " << fmt("%.2f", r->record.acceptance())
+       << "): " << fmt("%.2fx", r->tokens_per_s / r->plain_tokens_per_s) << " plain decoding (target at least 0.97x: "
        << (r->tokens_per_s >= 0.97 * r->plain_tokens_per_s ? "met" : "not met") << ")\n";
   md << "\n" << plot << "\n";
   return md.str();
@@ -211,10 +216,12 @@ Status parse_spec_options(const Args& args, SpecOptions* o, int64_t* threads) {
       !(s = args.get_int("prompt-tokens", 64, 1, 1 << 20, &o->prompt_tokens)) ||
       !(s = args.get_int("decode-tokens", 48, 2, 1 << 20, &o->decode_tokens)) ||
       !(s = args.get_int("reps", 2, 1, 100, &reps)) || !(s = args.get_int("seed", 1, 0, INT64_MAX, &o->seed)) ||
-      !(s = parse_list("depths", args.get("depths", "1,2,3,4"), "integers in 1..16",
-                       [](double k) { return k >= 1 && k <= kMaxDraftTokens; }, &o->depths)) ||
-      !(s = parse_list("acceptance", args.get("acceptance", "0.5,0.7,0.8,0.9"), "rates in [0, 1]",
-                       [](double a) { return a >= 0 && a <= 1; }, &o->acceptance)))
+      !(s = parse_list(
+            "depths", args.get("depths", "1,2,3,4"), "integers in 1..16",
+            [](double k) { return k >= 1 && k <= kMaxDraftTokens; }, &o->depths)) ||
+      !(s = parse_list(
+            "acceptance", args.get("acceptance", "0.5,0.7,0.8,0.9"), "rates in [0, 1]",
+            [](double a) { return a >= 0 && a <= 1; }, &o->acceptance)))
     return s;
   o->reps = static_cast<int>(reps);
   return Status::ok();
@@ -228,7 +235,8 @@ int bench_spec(int argc, char** argv) {
             {"no-plots"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kSpecUsage);
-  if (!args.positional().empty()) return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kSpecUsage);
+  if (!args.positional().empty())
+    return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kSpecUsage);
   SpecOptions o;
   int64_t threads;
   if (!(s = parse_spec_options(args, &o, &threads))) return fail("bench", s.message());
