@@ -142,13 +142,20 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
   if (depth > 1) mixed_i = Rows(most * conv_dim), g_i = Rows(most * nv), beta_i = Rows(most * nv), o_i = Rows(most * value_dim);
   std::vector<int64_t> rows;
   std::vector<float*> conv_states, ssms;
+  std::vector<const float*> froms;
   for (int64_t i = 0; i < depth; ++i) {
-    rows.clear(), conv_states.clear(), ssms.clear();
+    rows.clear(), conv_states.clear(), ssms.clear(), froms.clear();
     for (SequenceRows& seq : seqs) {
       if (seq.rows <= i) continue;
       rows.push_back(seq.first_row - base + i);
       conv_states.push_back(seq.state->f32(w.comp_conv).data());
-      ssms.push_back(seq.state->f32(w.comp_ssm).data());
+      float* state = seq.state->f32(w.comp_ssm).data();
+      // Verify rows with row states: row i reads the state row i - 1 left
+      // and writes its own into its row state (the last row into the
+      // State), so no state is copied.
+      const bool keep = seq.row_states && seq.rows > 1;
+      froms.push_back(keep && i > 0 ? (*seq.row_states)[i - 1].parts[w.rec_ssm].data() : state);
+      ssms.push_back(keep && i + 1 < seq.rows ? row_ssm(w, seq, i) : state);
     }
     const int64_t n = static_cast<int64_t>(rows.size());
     const float *m_in = mixed, *g_in = g, *beta_in = beta;
@@ -163,7 +170,7 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
                                conv_out.data());
     split_conv_rows(conv_out.data(), n, q.data(), k.data(), v.data());
     const DeltaRuleInput in{n, nk, nv, dk, dv, q.data(), k.data(), v.data(), g_in, beta_in};
-    kernels_->delta_rule_recurrent(in, ssms.data(), o_out);
+    kernels_->delta_rule_recurrent(in, ssms.data(), o_out, depth > 1 ? froms.data() : nullptr);
     if (depth > 1) kernels_->scatter_rows(o_i.data(), rows.data(), n, value_dim, o);
     for (SequenceRows& seq : seqs)
       if (seq.rows > i) keep_row_state(w, seq, i);
@@ -176,10 +183,16 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
 
 void Transformer::keep_row_state(const LayerWeights& w, SequenceRows& seq, int64_t row) const {
   if (!seq.row_states || row + 1 >= seq.rows) return;
-  RecurrentSnapshot& snap = (*seq.row_states)[static_cast<size_t>(row)];
-  const std::span<const float> conv = seq.state->f32(w.comp_conv), ssm = seq.state->f32(w.comp_ssm);
-  snap.parts[w.rec_conv].assign(conv.begin(), conv.end());
-  snap.parts[w.rec_ssm].assign(ssm.begin(), ssm.end());
+  // The delta rule wrote this row's state in place (row_ssm()); the conv
+  // state, a few rows of inputs, is copied.
+  const std::span<const float> conv = seq.state->f32(w.comp_conv);
+  (*seq.row_states)[static_cast<size_t>(row)].parts[w.rec_conv].assign(conv.begin(), conv.end());
+}
+
+float* Transformer::row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const {
+  std::vector<float>& part = (*seq.row_states)[static_cast<size_t>(row)].parts[w.rec_ssm];
+  part.resize(seq.state->f32(w.comp_ssm).size());  // keeps its memory from step to step
+  return part.data();
 }
 
 void Transformer::delta_rule_with_carry(const LayerWeights& w, SequenceRows& seq, int64_t s, int64_t e,

@@ -145,6 +145,9 @@ class Transformer final : public Model {
   // Keeps the recurrent state of this layer after decode row `row` of seq
   // (verify: SequenceStep::row_states) unless it is the last.
   void keep_row_state(const LayerWeights& w, SequenceRows& seq, int64_t row) const;
+  // Where decode row `row` of seq writes its Gated DeltaNet state of this
+  // layer (its row state's buffer, sized to the state).
+  float* row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const;
   // Splits conv output rows into q, k (L2-normalised, q scaled) and v.
   void split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const;
   // Keeps the sequence's recurrent state of this layer if a capture falls
