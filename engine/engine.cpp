@@ -15,7 +15,8 @@ double ms_since(EngineClock::time_point t) {
 
 Status check_speculative(SpeculativeMode mode, int draft_max) {
   if (mode == SpeculativeMode::kMtp)
-    return Status::invalid("speculative mode mtp needs a checkpoint with an MTP head; this one has none (use ngram or auto)");
+    return Status::invalid(
+        "speculative mode mtp needs a checkpoint with an MTP head; this one has none (use ngram or auto)");
   if (draft_max < 1 || draft_max > kMaxDraftTokens)
     return Status::invalid("speculative draft_max must be in 1.." + std::to_string(kMaxDraftTokens) + ", not " +
                            std::to_string(draft_max));

@@ -62,8 +62,8 @@ struct Sequence {
   // Speculative decoding (engine/speculation.h); no drafter: off.
   std::unique_ptr<Drafter> drafter;
   DraftControl draft_control;
-  std::vector<int32_t> generated;  // the ids of result.tokens (what drafters read)
-  std::vector<int32_t> draft;      // this step's proposal
+  std::vector<int32_t> generated;             // the ids of result.tokens (what drafters read)
+  std::vector<int32_t> draft;                 // this step's proposal
   std::vector<RecurrentSnapshot> row_states;  // the verify rows' states (reused buffers)
 
   CompletionResult result;

@@ -50,7 +50,11 @@ void NgramDrafter::draft(const DraftContext& context, int max_tokens, std::vecto
       int64_t m = 0;
       while (m < n && at(j + m) == at(len - n + m)) ++m;
       if (m < n) continue;
-      for (int64_t i = j + n; i < len && static_cast<int64_t>(out->size()) < max_tokens; ++i) out->push_back(at(i));
+      // What followed the match, read on into the proposal itself where the
+      // match ends near the context's end (a loop goes on looping).
+      const size_t first = out->size();
+      for (int64_t i = j + n; static_cast<int64_t>(out->size() - first) < max_tokens; ++i)
+        out->push_back(i < len ? at(i) : (*out)[first + static_cast<size_t>(i - len)]);
       return;
     }
   }

@@ -80,8 +80,9 @@ class Drafter {
 
 // The most recent earlier occurrence of the context's last n tokens (n from
 // max_n down to min_n, over the prompt then the output) proposes the tokens
-// that followed it: agents' outputs repeat their inputs (file contents,
-// code), which this catches for nothing.
+// that followed it (read on into the proposal itself when the match ends
+// near the end, so a loop goes on): agents' outputs repeat their inputs
+// (file contents, code), which this catches for nothing.
 class NgramDrafter final : public Drafter {
  public:
   static constexpr int kMaxN = 4, kMinN = 2;

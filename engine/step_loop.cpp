@@ -209,8 +209,8 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
   record.tokens += static_cast<int64_t>(emitted);
   record.drafted += static_cast<int64_t>(rows - 1);
   record.accepted += static_cast<int64_t>(accepted);
-  if (seq.drafter && seq.draft_control.observe(static_cast<int>(rows - 1), static_cast<int>(accepted),
-                                               static_cast<int>(emitted)))
+  if (seq.drafter &&
+      seq.draft_control.observe(static_cast<int>(rows - 1), static_cast<int>(accepted), static_cast<int>(emitted)))
     ++record.switched_off;
 }
 

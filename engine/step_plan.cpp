@@ -16,7 +16,8 @@ constexpr int64_t kEchoRows = kGrid;
 int64_t grant_drafts(const PlanInput& input, int64_t decode_rows, std::vector<PlannedSlice>& slices) {
   int64_t keep_for_prefill = 0;
   for (const PlanSequence& seq : input.running)
-    if (seq.prefilling) keep_for_prefill = std::max(keep_for_prefill, std::min(kGrid, seq.prompt_tokens - seq.position));
+    if (seq.prefilling)
+      keep_for_prefill = std::max(keep_for_prefill, std::min(kGrid, seq.prompt_tokens - seq.position));
   int64_t room = std::max<int64_t>(input.batch_tokens - decode_rows - keep_for_prefill, 0), granted = 0;
   for (PlannedSlice& slice : slices) {
     slice.draft = std::min(std::max<int64_t>(input.running[slice.sequence].draft, 0), room);

@@ -128,8 +128,7 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
 void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed,
                                    const float* g, const float* beta, float* o) const {
   const ModelConfig& c = config_;
-  const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim,
-                dv = c.lin_value_head_dim;
+  const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
   const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
   const int64_t base = seqs.front().first_row;
   int64_t depth = 0;
@@ -139,7 +138,8 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
   // Verify rows (depth > 1) are gathered row i of each sequence at a time;
   // plain decode rows (one each) are already adjacent, read in place.
   Rows mixed_i, g_i, beta_i, o_i;
-  if (depth > 1) mixed_i = Rows(most * conv_dim), g_i = Rows(most * nv), beta_i = Rows(most * nv), o_i = Rows(most * value_dim);
+  if (depth > 1)
+    mixed_i = Rows(most * conv_dim), g_i = Rows(most * nv), beta_i = Rows(most * nv), o_i = Rows(most * value_dim);
   std::vector<int64_t> rows;
   std::vector<float*> conv_states, ssms;
   std::vector<const float*> froms;

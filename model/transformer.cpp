@@ -227,9 +227,9 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
   seq.rows = static_cast<int64_t>(step.tokens.size());
   seq.first_pos = step.state->position();
   seq.recurrent = step.decode;
-  const size_t n_recurrent = static_cast<size_t>(std::count_if(
-      schema_.components.begin(), schema_.components.end(),
-      [](const ComponentSpec& c) { return c.kind == ComponentKind::kRecurrent; }));
+  const size_t n_recurrent =
+      static_cast<size_t>(std::count_if(schema_.components.begin(), schema_.components.end(),
+                                        [](const ComponentSpec& c) { return c.kind == ComponentKind::kRecurrent; }));
   if (step.decode && step.row_states) {
     step.row_states->resize(static_cast<size_t>(seq.rows - 1));
     for (size_t i = 0; i < step.row_states->size(); ++i) {

@@ -225,11 +225,12 @@ json EngineBackend::bank_stats_json() const {
                  {"steps", e.steps},
                  {"step_tokens", e.step_tokens},
                  {"peak_batch", e.peak_batch},
-                 {"speculative", {{"decode_steps", e.spec_decode_steps},
-                                  {"decode_tokens", e.spec_decode_tokens},
-                                  {"drafted", e.spec_drafted},
-                                  {"accepted", e.spec_accepted},
-                                  {"paused", e.spec_switched_off}}}};
+                 {"speculative",
+                  {{"decode_steps", e.spec_decode_steps},
+                   {"decode_tokens", e.spec_decode_tokens},
+                   {"drafted", e.spec_drafted},
+                   {"accepted", e.spec_accepted},
+                   {"paused", e.spec_switched_off}}}};
   AuditStats a = auditor_ ? auditor_->stats() : AuditStats{};
   j["audit"] = {{"rate", options_.audit_rate}, {"offered", a.offered},       {"audits", a.audits},
                 {"mismatches", a.mismatches},  {"quarantined", a.quarantined}, {"dropped", a.dropped},

@@ -35,9 +35,14 @@ json restore_json(const RestoreRecord& r, bool operator_view) {
 }
 
 json speculative_json(const SpeculativeRecord& r) {
-  return json{{"mode", r.mode},         {"decode_steps", r.steps},         {"decode_tokens", r.tokens},
-              {"drafted", r.drafted},   {"accepted", r.accepted},          {"acceptance", r.acceptance()},
-              {"tokens_per_step", r.tokens_per_step()}, {"paused", r.switched_off}};
+  return json{{"mode", r.mode},
+              {"decode_steps", r.steps},
+              {"decode_tokens", r.tokens},
+              {"drafted", r.drafted},
+              {"accepted", r.accepted},
+              {"acceptance", r.acceptance()},
+              {"tokens_per_step", r.tokens_per_step()},
+              {"paused", r.switched_off}};
 }
 
 namespace {

@@ -161,7 +161,6 @@ void render_ssd_and_audits(std::string& out, const BankStatsView& bank) {
   out += "statebank_audits_dropped_total " + std::to_string(bank.audits_dropped) + "\n";
 }
 
-
 // Counters, so that any window's acceptance (accepted / drafted) and tokens
 // per step (decode tokens / decode steps) are ratios of their increases;
 // the gauges give them over the server's life.
@@ -170,7 +169,8 @@ void render_speculation(std::string& out, const SpeculativeRecord& s) {
   out += "statebank_speculative_drafted_tokens_total " + std::to_string(s.drafted) + "\n";
   header(out, "statebank_speculative_accepted_tokens_total", "counter", "Draft tokens accepted.");
   out += "statebank_speculative_accepted_tokens_total " + std::to_string(s.accepted) + "\n";
-  header(out, "statebank_decode_steps_total", "counter", "Decode steps of completed requests (one per sequence and step).");
+  header(out, "statebank_decode_steps_total", "counter",
+         "Decode steps of completed requests (one per sequence and step).");
   out += "statebank_decode_steps_total " + std::to_string(s.steps) + "\n";
   header(out, "statebank_decode_step_tokens_total", "counter", "Tokens those decode steps emitted.");
   out += "statebank_decode_step_tokens_total " + std::to_string(s.tokens) + "\n";

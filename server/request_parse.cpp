@@ -189,14 +189,14 @@ void parse_speculative(const json& v, SpeculativeParams* out) {
   if (!v.is_object()) wrong_type("speculative", "an object {mode, draft_max}", v);
   for (auto it = v.begin(); it != v.end(); ++it)
     if (it.key() != "mode" && it.key() != "draft_max")
-      fail("speculative." + shown_key(it.key()), "unsupported field 'speculative." + shown_key(it.key()) +
-                                                     "' (speculative takes mode and draft_max)");
+      fail("speculative." + shown_key(it.key()),
+           "unsupported field 'speculative." + shown_key(it.key()) + "' (speculative takes mode and draft_max)");
   if (const json* m = field(v, "mode")) {
     const std::string name = as_string(*m, "speculative.mode");
     SpeculativeMode mode;
     if (!parse_speculative_mode(name, &mode))
-      fail("speculative.mode", "speculative.mode must be one of " + std::string(kSpeculativeModes) + ", not '" +
-                                   shown_key(name) + "'");
+      fail("speculative.mode",
+           "speculative.mode must be one of " + std::string(kSpeculativeModes) + ", not '" + shown_key(name) + "'");
     const Status s = check_speculative(mode, 1);
     if (!s) fail("speculative.mode", s.message());
     out->mode = mode;

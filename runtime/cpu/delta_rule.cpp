@@ -173,8 +173,8 @@ constexpr int64_t kPrefetchRows = 32;
 // q^T S over rows in ascending order.
 // S_in: the state read (S itself in place); S: the state written.
 template <int NV>
-void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int64_t c0, const float* q,
-                       const float* k, const float* v, float alpha, float beta, float* o) {
+void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
+                       const float* v, float alpha, float beta, float* o) {
   const V16 va = V16::set1(alpha);
   V16 acc[NV];
   for (int j = 0; j < NV; ++j) acc[j] = V16::zero();

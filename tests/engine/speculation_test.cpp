@@ -26,6 +26,9 @@ TEST(Speculation, NgramProposesWhatFollowedTheLatestMatch) {
   EXPECT_EQ(ngram({1, 5, 6, 7, 3, 5, 6, 8}, {1, 5, 6}, 2), (std::vector<int32_t>{7, 3}));
   // A match inside the output.
   EXPECT_EQ(ngram({1, 2}, {3, 4, 5, 3, 4}, 3), (std::vector<int32_t>{5, 3, 4}));
+  // A match near the end reads on into its own proposal: a loop goes on.
+  EXPECT_EQ(ngram({9}, {7, 7, 7}, 4), (std::vector<int32_t>{7, 7, 7, 7}));
+  EXPECT_EQ(ngram({1, 2, 1, 2}, {}, 5), (std::vector<int32_t>{1, 2, 1, 2, 1}));
   // Nothing to match: a single token (n >= 2), unseen bigrams, too short.
   EXPECT_TRUE(ngram({1, 2, 3, 4}, {3, 9}, 4).empty());
   EXPECT_TRUE(ngram({}, {7}, 4).empty());
