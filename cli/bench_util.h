@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "common/status.h"
@@ -34,9 +36,29 @@ std::string quote_arg(const std::string& a);
 bool on_path(const std::string& name);
 std::string find_plot_script(const std::string& name);
 
+// A comma-separated list of numbers, each accepted by `valid`.
+template <typename T>
+Status parse_list(const std::string& flag, const std::string& text, const std::string& what, bool (*valid)(double),
+                  std::vector<T>* out) {
+  out->clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !valid(v) || static_cast<double>(static_cast<T>(v)) != v)
+      return Status::invalid("--" + flag + " takes a comma-separated list of " + what + ", not '" + text + "'");
+    out->push_back(static_cast<T>(v));
+  }
+  if (out->empty()) return Status::invalid("--" + flag + " is empty");
+  return Status::ok();
+}
+
 extern const char* const kLoadUsage;
 int bench_load(int argc, char** argv);
 extern const char* const kAgentsUsage;
 int bench_agents(int argc, char** argv);  // cli/cmd_bench_agents.cpp
+extern const char* const kSpecUsage;
+int bench_spec(int argc, char** argv);
 
 }  // namespace sb

@@ -179,16 +179,17 @@ int bench_agent(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  if (argc < 2) return fail("bench", "which benchmark? (agent, agents, load; statebank bench --help)");
+  if (argc < 2) return fail("bench", "which benchmark? (agent, agents, load, spec; statebank bench --help)");
   const std::string which = argv[1];
   if (which == "agent") return bench_agent(argc - 1, argv + 1);
-  if (which == "load") return bench_load(argc - 1, argv + 1);
   if (which == "agents") return bench_agents(argc - 1, argv + 1);
+  if (which == "load") return bench_load(argc - 1, argv + 1);
+  if (which == "spec") return bench_spec(argc - 1, argv + 1);
   if (which == "--help" || which == "-h") {
-    std::printf("%s\n%s\n%s\n", kUsage, kLoadUsage, kAgentsUsage);
+    std::printf("%s\n%s\n%s\n%s\n", kUsage, kLoadUsage, kAgentsUsage, kSpecUsage);
     return 0;
   }
-  return fail("bench", "unknown benchmark '" + which + "' (agent, agents, load; statebank bench --help)");
+  return fail("bench", "unknown benchmark '" + which + "' (agent, agents, load, spec; statebank bench --help)");
 }
 
 }  // namespace sb

@@ -26,24 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A comma-separated list of numbers, each accepted by `valid`.
-template <typename T>
-Status parse_list(const std::string& flag, const std::string& text, const std::string& what, bool (*valid)(double),
-                  std::vector<T>* out) {
-  out->clear();
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !valid(v) || static_cast<double>(static_cast<T>(v)) != v)
-      return Status::invalid("--" + flag + " takes a comma-separated list of " + what + ", not '" + text + "'");
-    out->push_back(static_cast<T>(v));
-  }
-  if (out->empty()) return Status::invalid("--" + flag + " is empty");
-  return Status::ok();
-}
-
 bool valid_count(double v) { return v >= 1 && v <= (1 << 20); }
 bool valid_budget(double v) { return v >= 2 && v <= (1 << 20); }
 

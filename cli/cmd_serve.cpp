@@ -40,7 +40,8 @@ const char* kUsage =
     "[--precision bf16|f32] "
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
-    "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
+    "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--speculative off|auto|ngram|mtp] [--draft-max K] "
+    "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] [--ignore-cache-control] "
     "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
@@ -57,8 +58,8 @@ std::string base_name(const std::string& dir) {
 // The numeric flags, parsed and checked together.
 struct ServeFlags {
   int64_t port, block_tokens, snapshot_every, threads, max_prompt, max_running, batch_tokens, max_queue,
-      max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl, remote_timeout, max_connections, header_timeout_s,
-      body_timeout_s;
+      max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl, remote_timeout, max_connections,
+      header_timeout_s, body_timeout_s, draft_max;
   uint64_t max_body;
   double audit, itl_ratio, tenant_share;
 };
@@ -86,8 +87,15 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
       !(s = args.get_size("ram-bank", 2ull << 30, &eo->bank.ram_bytes)) ||
       !(s = args.get_size("ssd-bank", 0, &eo->bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &f->audit)) ||
       !(s = args.get_double("itl-ratio", 2.0, &f->itl_ratio)) ||
-      !(s = args.get_double("tenant-share", 0.5, &f->tenant_share)))
+      !(s = args.get_double("tenant-share", 0.5, &f->tenant_share)) ||
+      !(s = args.get_int("draft-max", 4, 1, kMaxDraftTokens, &f->draft_max)))
     return s;
+  eo->draft_max = static_cast<int>(f->draft_max);
+  const std::string mode = args.get("speculative", "auto");
+  if (!parse_speculative_mode(mode, &eo->speculative))
+    return Status::invalid("--speculative must be one of " + std::string(kSpeculativeModes) + ", not '" + mode + "'");
+  if (eo->speculative == SpeculativeMode::kMtp)
+    return Status::invalid("--speculative mtp needs a checkpoint with an MTP head; none is loaded (use ngram or auto)");
   if (!(f->audit >= 0.0 && f->audit <= 1.0)) return Status::invalid("--audit must be a rate in [0, 1]");
   if (!(f->tenant_share > 0.0 && f->tenant_share <= 1.0))
     return Status::invalid("--tenant-share must be a fraction in (0, 1]");
@@ -227,7 +235,7 @@ int cmd_serve(int argc, char** argv) {
              "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
              "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
              "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
-             "remote-timeout-ms", "served-model-name", "max-tokens-cap"},
+             "remote-timeout-ms", "served-model-name", "max-tokens-cap", "speculative", "draft-max"},
             {"insecure-no-key", "ignore-cache-control"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);

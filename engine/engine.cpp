@@ -13,6 +13,16 @@ double ms_since(EngineClock::time_point t) {
   return std::chrono::duration<double, std::milli>(EngineClock::now() - t).count();
 }
 
+Status check_speculative(SpeculativeMode mode, int draft_max) {
+  if (mode == SpeculativeMode::kMtp)
+    return Status::invalid(
+        "speculative mode mtp needs a checkpoint with an MTP head; this one has none (use ngram or auto)");
+  if (draft_max < 1 || draft_max > kMaxDraftTokens)
+    return Status::invalid("speculative draft_max must be in 1.." + std::to_string(kMaxDraftTokens) + ", not " +
+                           std::to_string(draft_max));
+  return Status::ok();
+}
+
 namespace {
 
 Status validate(const CompletionRequest& r, int64_t vocab) {
@@ -26,7 +36,7 @@ Status validate(const CompletionRequest& r, int64_t vocab) {
   if (!(r.sampling.top_p > 0.0f && r.sampling.top_p <= 1.0f)) return Status::invalid("top_p must be in (0, 1]");
   if (r.sampling.top_k < 0) return Status::invalid("top_k is negative");
   if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) return Status::invalid("min_p must be in [0, 1]");
-  return Status::ok();
+  return check_speculative(r.speculative.mode.value_or(SpeculativeMode::kOff), r.speculative.draft_max.value_or(1));
 }
 
 Status check_options(const Model& model, const EngineOptions& options) {
@@ -47,7 +57,7 @@ Status check_options(const Model& model, const EngineOptions& options) {
                            "), so that a prefill moves beside every running decode");
   if (!StepBudget::valid_ratio(options.itl_ratio))
     return Status::invalid(std::string("the inter-token latency ratio must be ") + StepBudget::kRatioRule);
-  return Status::ok();
+  return check_speculative(options.speculative, options.draft_max);
 }
 
 }  // namespace
@@ -91,6 +101,12 @@ void Engine::count(const CompletionRequest& request, const CompletionResult& res
   counters_.cached_tokens.fetch_add(static_cast<uint64_t>(rec.restore_point), std::memory_order_relaxed);
   counters_.check_failures.fetch_add(static_cast<uint64_t>(rec.check_failures), std::memory_order_relaxed);
   counters_.by_mode[rec.mode.index()].fetch_add(1, std::memory_order_relaxed);
+  const SpeculativeRecord& spec = result.speculative;
+  counters_.spec_steps.fetch_add(static_cast<uint64_t>(spec.steps), std::memory_order_relaxed);
+  counters_.spec_tokens.fetch_add(static_cast<uint64_t>(spec.tokens), std::memory_order_relaxed);
+  counters_.spec_drafted.fetch_add(static_cast<uint64_t>(spec.drafted), std::memory_order_relaxed);
+  counters_.spec_accepted.fetch_add(static_cast<uint64_t>(spec.accepted), std::memory_order_relaxed);
+  counters_.spec_switched_off.fetch_add(static_cast<uint64_t>(spec.switched_off), std::memory_order_relaxed);
 }
 
 EngineStats Engine::stats() const {
@@ -101,6 +117,11 @@ EngineStats Engine::stats() const {
   for (size_t i = 0; i < RestoreMode::kCount; ++i) s.restores[i] = counters_.by_mode[i].load();
   s.check_failures = counters_.check_failures.load();
   loop_->add_stats(&s);
+  s.spec_decode_steps = counters_.spec_steps.load();
+  s.spec_decode_tokens = counters_.spec_tokens.load();
+  s.spec_drafted = counters_.spec_drafted.load();
+  s.spec_accepted = counters_.spec_accepted.load();
+  s.spec_switched_off = counters_.spec_switched_off.load();
   return s;
 }
 

@@ -23,6 +23,7 @@
 #include "bank/restore_mode.h"
 #include "common/status.h"
 #include "engine/logits_processor.h"
+#include "engine/speculation.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -104,6 +105,12 @@ struct CompletionRequest {
   // deadline): true cancels the request there, before its prefill is done
   // too. Must be cheap and thread-safe.
   std::function<bool()> cancelled;
+  // Speculative decoding (engine/speculation.h): unset fields take the
+  // engine's. It never changes a token or a logprob, only how soon they come.
+  SpeculativeParams speculative;
+  // Tests and benches: makes this request's drafter (the oracle), used
+  // whatever the mode; empty: the mode's own.
+  std::function<std::unique_ptr<Drafter>()> make_drafter;
 };
 
 // Why a completion ended. kNone: not ended by the step loop (an error before
@@ -132,6 +139,7 @@ struct CompletionResult {
   std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
   double queue_ms = 0;  // from complete() to the first step it ran in (restore included)
   double ttft_ms = 0;   // from complete() to its first token (queue included)
+  SpeculativeRecord speculative;
 };
 
 class Model;
@@ -150,6 +158,11 @@ struct EngineOptions {
   // so a long prompt stretches their inter-token latency by about that much;
   // 0 = only batch_tokens bounds a step.
   double itl_ratio = 2.0;
+  // Speculative decoding (engine/speculation.h): kAuto is what the checkpoint
+  // allows (ngram: no checkpoint has a usable MTP head yet); draft_max the
+  // longest draft, 1..kMaxDraftTokens. A request may choose its own.
+  SpeculativeMode speculative = SpeculativeMode::kAuto;
+  int draft_max = 4;
 };
 
 // Test-only ways to break a restore on purpose, so a test can prove that the
@@ -158,6 +171,9 @@ struct EngineTestHooks {
   // Called with the composed State after a restore passed every check,
   // before the rest of the prompt is prefilled.
   std::function<void(State& restored)> tamper_restored_state;
+  // Speculation: keep the state of rejected draft rows instead of rolling
+  // it back (the equality tests must then fail).
+  bool keep_rejected_rows = false;
 };
 
 struct EngineStats {
@@ -169,6 +185,10 @@ struct EngineStats {
   // The step loop: forward steps run, tokens they consumed (decode and
   // prefill), the most sequences that ran in one step.
   uint64_t steps = 0, step_tokens = 0, peak_batch = 0;
+  // Speculative decoding: decode steps of sequences and the tokens they
+  // emitted (tokens per step), draft tokens verified and accepted.
+  uint64_t spec_decode_steps = 0, spec_decode_tokens = 0, spec_drafted = 0, spec_accepted = 0;
+  uint64_t spec_switched_off = 0;  // sequences' pauses below break-even
 };
 
 // Serves requests through the bank (docs/bank.md, "Lookup, restore,
@@ -192,7 +212,10 @@ struct EngineStats {
 //  3. publish (engine/publish.cpp, kDefault only), right after its first
 //     token: every new full block of the prompt and the captured snapshots;
 //     only prefill-produced state is ever banked;
-//  4. sample and decode (engine/next_token.cpp), one token per step, until a
+//  4. sample and decode (engine/next_token.cpp), one token per step, or with
+//     a draft (engine/speculation.h) its k + 1 rows in one step and every
+//     token up to the first draft token that differs from the sampler's draw,
+//     the rejected rows rolled back (rewind(), runtime/state.h), until a
 //     stop token, max_tokens, or cancellation (on_token returning false,
 //     cancelled() true), which frees its slot at the next step.
 // Every sequence's rows in a step get the bits they get alone (model/model.h
@@ -235,10 +258,16 @@ class Engine {
   struct Counters {
     std::atomic<uint64_t> requests{0}, prompt_tokens{0}, cached_tokens{0};
     std::atomic<uint64_t> check_failures{0};
+    std::atomic<uint64_t> spec_steps{0}, spec_tokens{0}, spec_drafted{0}, spec_accepted{0}, spec_switched_off{0};
     std::array<std::atomic<uint64_t>, RestoreMode::kCount> by_mode{};
   };
   mutable Counters counters_;
 };
+
+// Whether a speculative mode and draft length can run on this engine's
+// checkpoint: an error naming the field otherwise (no MTP head yet, a
+// draft_max outside 1..kMaxDraftTokens).
+Status check_speculative(SpeculativeMode mode, int draft_max);
 
 // Why a snapshot is taken at a position; the engine maps it to the bank's
 // retention class (bank/tier.h). Kept here so tests can check the placement

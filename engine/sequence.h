@@ -59,6 +59,13 @@ struct Sequence {
   LogitStats logit_stats;     // its argmax and log-normaliser, from the forward pass
   bool published = false;
 
+  // Speculative decoding (engine/speculation.h); no drafter: off.
+  std::unique_ptr<Drafter> drafter;
+  DraftControl draft_control;
+  std::vector<int32_t> generated;             // the ids of result.tokens (what drafters read)
+  std::vector<int32_t> draft;                 // this step's proposal
+  std::vector<RecurrentSnapshot> row_states;  // the verify rows' states (reused buffers)
+
   CompletionResult result;
   Status status;
   bool finished = false;  // step thread: leaves the loop at the end of this step
@@ -82,6 +89,14 @@ void publish_prompt(const EngineContext& context, Sequence& seq);
 // logits processor, if any), its logprob in the model's raw distribution and
 // the top_logprobs alternatives. An error comes from the processor.
 Status next_token(Sequence& seq, GeneratedToken* out);
+
+// Sets up speculation for an admitted sequence: its drafter (the request's
+// own, else the mode's; none when off or for echo) and its DraftControl.
+void start_speculation(const EngineContext& context, Sequence& seq);
+// This step's draft into seq.draft (empty when none): at most the control's
+// depth and what max_tokens leaves after the step's own token, token ids in
+// the vocabulary only.
+void propose_draft(const EngineContext& context, Sequence& seq);
 
 // Echo: logprob of prompt token first_row + i + 1 from row i of out.logits
 // (out.n_rows x vocab floats), into seq.result.prompt_logprobs (the first is 0).

@@ -66,6 +66,7 @@ void StepLoop::admit() {
     const SamplingParams& sp = seq->request.sampling;
     seq->sampler.emplace(SamplerConfig{sp.temperature, sp.top_p, sp.top_k, sp.seed, sp.min_p});
     if (seq->request.make_processor) seq->processor = seq->request.make_processor();
+    start_speculation(context_, *seq);
     running_.push_back(seq);
   }
   n_running_ = running_.size();
@@ -81,17 +82,27 @@ std::vector<StepLoop::Slice> StepLoop::next_step() {
   input.budget = budget_.state();
   for (Sequence* seq : running_) {
     if (seq->finished) continue;
+    if (seq->prefilling())
+      seq->draft.clear();
+    else
+      propose_draft(context_, *seq);
     planned.push_back(seq);
     input.running.push_back(PlanSequence{seq->prefilling(), seq->state.position(), seq->prompt_tokens(),
-                                         seq->restore_point, seq->request.echo});
+                                         seq->restore_point, seq->request.echo,
+                                         static_cast<int64_t>(seq->draft.size())});
   }
   const StepPlan plan = plan_step(input);
   std::vector<Slice> slices;
   slices.reserve(plan.slices.size());
   for (const PlannedSlice& p : plan.slices) {
     Sequence* seq = planned[p.sequence];
-    slices.push_back(p.decode ? Slice{seq, 0, 0, true, seq->result.tokens.back().token}
-                              : Slice{seq, p.begin, p.end, false, 0});
+    if (!p.decode) {
+      slices.push_back(Slice{seq, p.begin, p.end, false, {}});
+      continue;
+    }
+    Slice slice{seq, 0, 0, true, {seq->result.tokens.back().token}};
+    slice.tokens.insert(slice.tokens.end(), seq->draft.begin(), seq->draft.begin() + p.draft);
+    slices.push_back(std::move(slice));
   }
   return slices;
 }
@@ -103,8 +114,12 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
     SequenceStep& step = batch[i];
     step.state = &s.seq->state;
     if (s.decode) {
-      step.tokens = std::span<const int32_t>(&s.token, 1);
+      step.tokens = s.tokens;
       step.decode = true;
+      if (s.tokens.size() > 1) {
+        step.logits = LogitRows::kAll;
+        step.row_states = &s.seq->row_states;
+      }
       continue;
     }
     step.tokens = std::span<const int32_t>(s.seq->request.prompt).subspan(static_cast<size_t>(s.begin),
@@ -116,7 +131,10 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
                                                      : LogitRows::kNone;
   }
   int64_t tokens = 0, decodes = 0;
-  for (const SequenceStep& step : batch) tokens += static_cast<int64_t>(step.tokens.size()), decodes += step.decode;
+  for (const SequenceStep& step : batch) {
+    tokens += static_cast<int64_t>(step.tokens.size());
+    if (step.decode) decodes += static_cast<int64_t>(step.tokens.size());
+  }
   const EngineClock::time_point started = EngineClock::now();
   steps_.fetch_add(1, std::memory_order_relaxed);
   step_tokens_.fetch_add(static_cast<uint64_t>(tokens), std::memory_order_relaxed);
@@ -137,9 +155,7 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
       continue;
     }
     if (slices[i].decode) {
-      seq.logits = std::move(outs[i].logits);
-      seq.logit_stats = outs[i].stats.front();
-      emit_token(seq);
+      verify_rows(slices[i], outs[i]);
     } else {
       end_prefill_chunk(slices[i], outs[i]);
     }
@@ -166,6 +182,38 @@ void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
   emit_token(seq);
 }
 
+void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
+  Sequence& seq = *slice.seq;
+  const size_t vocab = static_cast<size_t>(context_.model.vocab_size());
+  const size_t rows = slice.tokens.size(), before = seq.generated.size();
+  for (size_t row = 0; row < rows; ++row) {
+    if (rows == 1)
+      seq.logits = std::move(out.logits);
+    else
+      seq.logits.assign(out.logits.begin() + row * vocab, out.logits.begin() + (row + 1) * vocab);
+    seq.logit_stats = out.stats[row];
+    emit_token(seq);
+    // The next row is what plain decoding computes only if the token just
+    // drawn is the draft's.
+    if (seq.finished || row + 1 == rows || seq.generated.back() != slice.tokens[row + 1]) break;
+  }
+  const size_t emitted = seq.generated.size() - before;
+  size_t accepted = 0;
+  while (accepted < emitted && accepted + 1 < rows && seq.generated[before + accepted] == slice.tokens[accepted + 1])
+    ++accepted;
+  // Rows 0..emitted-1 are what plain decoding consumed; the rest roll back.
+  if (emitted > 0 && emitted < rows && !context_.hooks.keep_rejected_rows)
+    rewind(seq.state, seq.row_states[emitted - 1]);
+  SpeculativeRecord& record = seq.result.speculative;
+  ++record.steps;
+  record.tokens += static_cast<int64_t>(emitted);
+  record.drafted += static_cast<int64_t>(rows - 1);
+  record.accepted += static_cast<int64_t>(accepted);
+  if (seq.drafter &&
+      seq.draft_control.observe(static_cast<int>(rows - 1), static_cast<int>(accepted), static_cast<int>(emitted)))
+    ++record.switched_off;
+}
+
 void StepLoop::emit_token(Sequence& seq) {
   const CompletionRequest& req = seq.request;
   GeneratedToken g;
@@ -174,6 +222,7 @@ void StepLoop::emit_token(Sequence& seq) {
   const bool first = seq.result.tokens.empty();
   if (first) seq.result.ttft_ms = ms_since(seq.submitted);
   seq.result.tokens.push_back(g);
+  seq.generated.push_back(g.token);
   bool go_on = true;
   if (req.on_token) {
     try {

@@ -24,6 +24,11 @@
 //  4. What a sequence gets never depends on the others (model/model.h
 //     promise 4; each sequence samples from its own logits with its own
 //     sampler).
+//  5. Speculation changes no result: a decoding sequence with a draft runs
+//     its k + 1 verify rows in the step (granted by the plan, promise 7 of
+//     engine/step_plan.h), emits the tokens its sampler draws from them up
+//     to the first draw that differs from the draft, and rolls its State
+//     back to the row after the last emitted one (engine/speculation.h).
 // Thread safety: run() may be called from many threads at once; each call
 // blocks until its sequence is done. The destructor waits for nothing: call
 // it when no run() is in progress.
@@ -64,7 +69,7 @@ class StepLoop {
     Sequence* seq = nullptr;
     int64_t begin = 0, end = 0;  // prompt rows of a prefill chunk
     bool decode = false;
-    int32_t token = 0;           // decode: the token consumed
+    std::vector<int32_t> tokens;  // decode: the token consumed, then the draft granted
   };
 
   void loop();
@@ -74,6 +79,10 @@ class StepLoop {
   std::vector<Slice> next_step();
   void run_step(std::vector<Slice>& slices);
   void end_prefill_chunk(const Slice& slice, SequenceOutput& out);
+  // A decode slice's rows: emits tokens from row 0 on while the draft token
+  // after a row equals the token drawn from it, then rolls the State back to
+  // the last row used (engine/speculation.h).
+  void verify_rows(const Slice& slice, SequenceOutput& out);
   void emit_token(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason);
   void retire_finished();     // takes finished sequences out, wakes their callers

@@ -11,13 +11,31 @@ namespace {
 // stays kEchoRows x vocabulary floats whatever the prompt's length.
 constexpr int64_t kEchoRows = kGrid;
 
+// Promise 7: each decode slice's draft rows, cut to what the token budget
+// leaves after the decode rows and, while a prompt waits, its next rows.
+int64_t grant_drafts(const PlanInput& input, int64_t decode_rows, std::vector<PlannedSlice>& slices) {
+  int64_t keep_for_prefill = 0;
+  for (const PlanSequence& seq : input.running)
+    if (seq.prefilling)
+      keep_for_prefill = std::max(keep_for_prefill, std::min(kGrid, seq.prompt_tokens - seq.position));
+  int64_t room = std::max<int64_t>(input.batch_tokens - decode_rows - keep_for_prefill, 0), granted = 0;
+  for (PlannedSlice& slice : slices) {
+    slice.draft = std::min(std::max<int64_t>(input.running[slice.sequence].draft, 0), room);
+    room -= slice.draft;
+    granted += slice.draft;
+  }
+  return granted;
+}
+
 }  // namespace
 
 StepPlan plan_step(const PlanInput& input) {
   StepPlan plan;
   for (size_t i = 0; i < input.running.size(); ++i)
-    if (!input.running[i].prefilling) plan.slices.push_back(PlannedSlice{i, true, 0, 0, ChunkRule::kBudget, 0});
+    if (!input.running[i].prefilling) plan.slices.push_back(PlannedSlice{i, true, 0, 0, ChunkRule::kBudget, 0, 0});
   plan.decode_rows = static_cast<int64_t>(plan.slices.size());
+  plan.draft_rows = grant_drafts(input, plan.decode_rows, plan.slices);
+  plan.decode_rows += plan.draft_rows;
   int64_t room = input.batch_tokens - plan.decode_rows;  // the token budget
   plan.bound = prefill_bound(input.budget, plan.decode_rows, room);
   plan.refresh = plan.bound.rule == BoundRule::kRefresh;

@@ -29,7 +29,17 @@
 //  6. Chunks of the budget end anywhere (each sequence's PrefillCarry keeps
 //     the bits of an unsplit prefill); a first chunk ends on the grid or at
 //     the prompt's end.
-//  7. O(sequences) time; no result ever depends on the plan (model/model.h
+//  7. Speculative rows (engine/speculation.h): a decoding sequence with a
+//     draft of n tokens asks for n more rows beside its decode row (the
+//     verify form, model/model.h). Drafts are granted after every decode row
+//     and before any prefill row, in input order, each cut to what is left
+//     of the token budget; while a sequence is prefilling they leave kGrid
+//     rows of it (or what is left of its prompt, if less) to the prefill, so
+//     speculation never stalls a prompt. A sequence's draft rows count as
+//     decode rows (decode_rows, the latency bound's decode rows), its slice
+//     says how many it got (PlannedSlice::draft); a cut draft is a shorter
+//     one, which changes no result.
+//  8. O(sequences) time; no result ever depends on the plan (model/model.h
 //     promises 1 and 4), only when each token comes.
 //
 // The model's passes. Model::forward runs a step of more than 512 rows
@@ -58,6 +68,7 @@ struct PlanSequence {
   int64_t prompt_tokens = 0;  // where its prefill ends
   int64_t prefill_start = 0;  // where its prefill started: 0 or the restore point
   bool echo = false;          // every row's logits: chunks of at most kGrid rows
+  int64_t draft = 0;          // decoding: draft tokens it would verify this step (promise 7)
 
   // No row of its prefill has run yet: the next chunk is its first.
   bool first_chunk_pending() const { return prefilling && position == prefill_start; }
@@ -81,13 +92,15 @@ struct PlannedSlice {
   int64_t begin = 0, end = 0;  // prefill: prompt rows [begin, end); decode: one row
   ChunkRule rule = ChunkRule::kBudget;  // prefill only
   int64_t bound_left = 0;  // prefill: the bound left when the chunk was admitted
+  int64_t draft = 0;       // decode: the draft rows granted beside its decode row (promise 7)
 
-  int64_t rows() const { return decode ? 1 : end - begin; }
+  int64_t rows() const { return decode ? 1 + draft : end - begin; }
 };
 
 struct StepPlan {
   std::vector<PlannedSlice> slices;  // decodes, then prefill chunks, in admission order
-  int64_t decode_rows = 0, prefill_rows = 0;
+  int64_t decode_rows = 0, prefill_rows = 0;  // decode_rows counts draft rows too
+  int64_t draft_rows = 0;                     // of decode_rows, the drafts' (promise 7)
   // The budget's refresh step: decodes only, to measure one (promise 5).
   // Also bound.rule == BoundRule::kRefresh; never inferred from row counts.
   bool refresh = false;

@@ -128,24 +128,71 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
 void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed,
                                    const float* g, const float* beta, float* o) const {
   const ModelConfig& c = config_;
-  const int64_t n = static_cast<int64_t>(seqs.size()), nk = c.lin_n_key_heads, nv = c.lin_n_value_heads,
-                dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
+  const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
   const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
+  const int64_t base = seqs.front().first_row;
+  int64_t depth = 0;
+  for (const SequenceRows& seq : seqs) depth = std::max(depth, seq.rows);
+  const int64_t most = static_cast<int64_t>(seqs.size());
+  Rows conv_out(most * conv_dim), q(most * key_dim), k(most * key_dim), v(most * value_dim);
+  // Verify rows (depth > 1) are gathered row i of each sequence at a time;
+  // plain decode rows (one each) are already adjacent, read in place.
+  Rows mixed_i, g_i, beta_i, o_i;
+  if (depth > 1)
+    mixed_i = Rows(most * conv_dim), g_i = Rows(most * nv), beta_i = Rows(most * nv), o_i = Rows(most * value_dim);
+  std::vector<int64_t> rows;
   std::vector<float*> conv_states, ssms;
-  for (SequenceRows& seq : seqs) {
-    conv_states.push_back(seq.state->f32(w.comp_conv).data());
-    ssms.push_back(seq.state->f32(w.comp_ssm).data());
+  std::vector<const float*> froms;
+  for (int64_t i = 0; i < depth; ++i) {
+    rows.clear(), conv_states.clear(), ssms.clear(), froms.clear();
+    for (SequenceRows& seq : seqs) {
+      if (seq.rows <= i) continue;
+      rows.push_back(seq.first_row - base + i);
+      conv_states.push_back(seq.state->f32(w.comp_conv).data());
+      float* state = seq.state->f32(w.comp_ssm).data();
+      // Verify rows with row states: row i reads the state row i - 1 left
+      // and writes its own into its row state (the last row into the
+      // State), so no state is copied.
+      const bool keep = seq.row_states && seq.rows > 1;
+      froms.push_back(keep && i > 0 ? (*seq.row_states)[i - 1].parts[w.rec_ssm].data() : state);
+      ssms.push_back(keep && i + 1 < seq.rows ? row_ssm(w, seq, i) : state);
+    }
+    const int64_t n = static_cast<int64_t>(rows.size());
+    const float *m_in = mixed, *g_in = g, *beta_in = beta;
+    float* o_out = o;
+    if (depth > 1) {
+      kernels_->gather_rows(mixed, rows.data(), n, conv_dim, mixed_i.data());
+      kernels_->gather_rows(g, rows.data(), n, nv, g_i.data());
+      kernels_->gather_rows(beta, rows.data(), n, nv, beta_i.data());
+      m_in = mixed_i.data(), g_in = g_i.data(), beta_in = beta_i.data(), o_out = o_i.data();
+    }
+    kernels_->causal_conv_silu(m_in, n, conv_dim, w.delta.conv.data(), c.conv_kernel, conv_states.data(), n,
+                               conv_out.data());
+    split_conv_rows(conv_out.data(), n, q.data(), k.data(), v.data());
+    const DeltaRuleInput in{n, nk, nv, dk, dv, q.data(), k.data(), v.data(), g_in, beta_in};
+    kernels_->delta_rule_recurrent(in, ssms.data(), o_out, depth > 1 ? froms.data() : nullptr);
+    if (depth > 1) kernels_->scatter_rows(o_i.data(), rows.data(), n, value_dim, o);
+    for (SequenceRows& seq : seqs)
+      if (seq.rows > i) keep_row_state(w, seq, i);
   }
-  Rows conv_out(n * conv_dim), q(n * key_dim), k(n * key_dim), v(n * value_dim);
-  kernels_->causal_conv_silu(mixed, n, conv_dim, w.delta.conv.data(), c.conv_kernel, conv_states.data(), n,
-                             conv_out.data());
-  split_conv_rows(conv_out.data(), n, q.data(), k.data(), v.data());
-  const DeltaRuleInput in{n, nk, nv, dk, dv, q.data(), k.data(), v.data(), g, beta};
-  kernels_->delta_rule_recurrent(in, ssms.data(), o);
   for (SequenceRows& seq : seqs) {
     size_t next_capture = 0;
-    capture_recurrent(w, seq, seq.first_pos + 1, &next_capture);
+    capture_recurrent(w, seq, seq.first_pos + seq.rows, &next_capture);
   }
+}
+
+void Transformer::keep_row_state(const LayerWeights& w, SequenceRows& seq, int64_t row) const {
+  if (!seq.row_states || row + 1 >= seq.rows) return;
+  // The delta rule wrote this row's state in place (row_ssm()); the conv
+  // state, a few rows of inputs, is copied.
+  const std::span<const float> conv = seq.state->f32(w.comp_conv);
+  (*seq.row_states)[static_cast<size_t>(row)].parts[w.rec_conv].assign(conv.begin(), conv.end());
+}
+
+float* Transformer::row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const {
+  std::vector<float>& part = (*seq.row_states)[static_cast<size_t>(row)].parts[w.rec_ssm];
+  part.resize(seq.state->f32(w.comp_ssm).size());  // keeps its memory from step to step
+  return part.data();
 }
 
 void Transformer::delta_rule_with_carry(const LayerWeights& w, SequenceRows& seq, int64_t s, int64_t e,

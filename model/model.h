@@ -91,15 +91,29 @@ struct PrefillOutput {
 enum class LogitRows { kNone, kLast, kAll };
 
 // One sequence's share of a forward step: a prefill chunk (chunked Gated
-// DeltaNet form on the absolute kGrid grid) or one decode token (recurrent
-// form), consumed at positions [state->position(), +tokens.size()).
+// DeltaNet form on the absolute kGrid grid) or decode rows (recurrent form),
+// consumed at positions [state->position(), +tokens.size()).
+//
+// Decode with more than one token is the verify form of speculative decoding
+// (docs/model-spec.md, "Verification"): row i runs exactly as a one-token
+// decode step would after rows 0..i-1 (the recurrent form, row by row, and
+// attention over the keys up to its own position), so its logits and the
+// state after it carry the bits of plain decoding; every row's attention
+// keys and values are appended. With row_states, the recurrent state after
+// each row but the last is handed out (row_states[i] at position start + i +
+// 1), so that rejected rows are undone by rewind() (runtime/state.h) without
+// recomputation.
 struct SequenceStep {
   State* state = nullptr;
   std::span<const int32_t> tokens;
-  bool decode = false;                     // REQUIRES tokens.size() == 1
+  bool decode = false;                     // the recurrent form, row by row
   std::vector<int64_t> capture_positions;  // prefill only; as PrefillOptions
   LogitRows logits = LogitRows::kLast;
   PrefillCarry* carry = nullptr;           // prefill only; as PrefillOptions
+  // Decode only, optional: resized to tokens.size() - 1 and filled as above.
+  // Owned by the caller and reused from step to step (its buffers keep their
+  // memory; a fresh 0.8b state is about 18 MB to fault in per row).
+  std::vector<RecurrentSnapshot>* row_states = nullptr;
 };
 using SequenceOutput = PrefillOutput;
 

@@ -229,8 +229,8 @@ int64_t logit_rows(const SequenceStep& step) {
 Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, SequenceOutput* out) const {
   if (step.state == nullptr) return Status::invalid("a sequence of the step has no state");
   SB_RETURN_IF_ERROR(check_tokens(*step.state, step.tokens));
-  if (step.decode && step.tokens.size() != 1)
-    return Status::invalid("a decode step consumes one token, not " + std::to_string(step.tokens.size()));
+  if (!step.decode && step.row_states)
+    return Status::invalid("row states are kept for decode rows only, not for a prefill");
   for (const SequenceRows& other : call->sequences)
     if (other.state == step.state) return Status::invalid("a state appears twice in one forward step");
   SequenceRows seq;
@@ -239,6 +239,17 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
   seq.rows = static_cast<int64_t>(step.tokens.size());
   seq.first_pos = step.state->position();
   seq.recurrent = step.decode;
+  const size_t n_recurrent =
+      static_cast<size_t>(std::count_if(schema_.components.begin(), schema_.components.end(),
+                                        [](const ComponentSpec& c) { return c.kind == ComponentKind::kRecurrent; }));
+  if (step.decode && step.row_states) {
+    step.row_states->resize(static_cast<size_t>(seq.rows - 1));
+    for (size_t i = 0; i < step.row_states->size(); ++i) {
+      (*step.row_states)[i].position = seq.first_pos + static_cast<int64_t>(i) + 1;
+      (*step.row_states)[i].parts.resize(n_recurrent);
+    }
+    seq.row_states = step.row_states;
+  }
   const int64_t start = seq.first_pos, end = start + seq.rows;
   if (step.carry && !step.decode) {
     // Off the grid a prefill goes on only from the open chunk its previous
@@ -260,9 +271,6 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
                              std::to_string(kGrid) + "-token grid nor the end of the prefill");
     seq.capture.push_back(c);
   }
-  const size_t n_recurrent = static_cast<size_t>(std::count_if(
-      schema_.components.begin(), schema_.components.end(),
-      [](const ComponentSpec& c) { return c.kind == ComponentKind::kRecurrent; }));
   out->snapshots.assign(seq.capture.size(), RecurrentSnapshot{});
   for (size_t i = 0; i < seq.capture.size(); ++i) {
     out->snapshots[i].position = seq.capture[i];
@@ -333,7 +341,9 @@ Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<Seq
       if (left == 0) continue;
       const int64_t pos = s.state->position();
       int64_t take = left;
-      if (take > budget) {
+      // Decode rows are never cut: a sequence's verify rows (a few) keep
+      // their row states in one place, and one pass has room for them.
+      if (take > budget && !s.decode) {
         take = (pos + budget) / kGrid * kGrid - pos;
         if (take <= 0) {
           if (!steps.empty()) continue;

@@ -79,6 +79,7 @@ struct SequenceRows {
   std::vector<int64_t> capture;  // absolute positions, ascending, at chunk ends
   std::vector<RecurrentSnapshot>* snapshots = nullptr;  // one per capture
   PrefillCarry* carry = nullptr;  // prefill with a carry: may start or end inside a chunk
+  std::vector<RecurrentSnapshot>* row_states = nullptr;  // decode: as SequenceStep::row_states
 };
 
 // What one forward call over the rows of several sequences needs to know
@@ -135,10 +136,18 @@ class Transformer final : public Model {
   // in segments that end on the absolute kGrid grid (and at its last row).
   void delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
                           const float* beta, float* o) const;
-  // The same for consecutive decode sequences (one row each, rows adjacent
-  // in the call), through one kernel call per step for all of them.
+  // The same for consecutive decode sequences (rows adjacent in the call):
+  // row i of every sequence that has one goes through one kernel call per
+  // step, then row i + 1 (the verify form: each row on the state the row
+  // before it left, model/model.h).
   void delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed, const float* g,
                         const float* beta, float* o) const;
+  // Keeps the recurrent state of this layer after decode row `row` of seq
+  // (verify: SequenceStep::row_states) unless it is the last.
+  void keep_row_state(const LayerWeights& w, SequenceRows& seq, int64_t row) const;
+  // Where decode row `row` of seq writes its Gated DeltaNet state of this
+  // layer (its row state's buffer, sized to the state).
+  float* row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const;
   // Splits conv output rows into q, k (L2-normalised, q scaled) and v.
   void split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const;
   // Keeps the sequence's recurrent state of this layer if a capture falls

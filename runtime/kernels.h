@@ -187,9 +187,13 @@ class Kernels {
   // Chunked form (prefill): one chunk of at most 64 tokens of one sequence.
   // Recurrent form (decode): one token of each of t sequences, row i
   // advancing states[i] (distinct states); a row's bits do not depend on
-  // the others in the call.
+  // the others in the call. With `from`, row i reads its state from
+  // from[i] (left as it was, unless it is states[i]) and writes the
+  // advanced one to states[i], the same bits as in place: a verify step
+  // keeps every row's state without copying it (model/model.h).
   virtual void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) = 0;
-  virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) = 0;
+  virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out,
+                                    const float* const* from = nullptr) = 0;
 
   // The small per-element and per-row steps between the big ones.
   // x[i] += y[i].

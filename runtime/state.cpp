@@ -1,5 +1,6 @@
 #include "runtime/state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -148,6 +149,21 @@ RecurrentSnapshot capture_recurrent(const State& state) {
       snap.parts.emplace_back(v.begin(), v.end());
     }
   return snap;
+}
+
+void rewind(State& state, const RecurrentSnapshot& snapshot) {
+  const StateSchema& schema = state.schema();
+  size_t part = 0;
+  for (size_t c = 0; c < state.n_components(); ++c) {
+    const ComponentSpec& spec = schema.components[c];
+    if (spec.kind == ComponentKind::kRecurrent) {
+      state.set_recurrent(c, snapshot.parts[part++]);
+      continue;
+    }
+    std::vector<uint8_t>& rows = state.storage(c);
+    rows.resize(std::min<size_t>(rows.size(), spec.rows_at(snapshot.position) * spec.row_bytes()));
+  }
+  state.set_position(snapshot.position);
 }
 
 }  // namespace sb

@@ -116,4 +116,13 @@ struct RecurrentSnapshot {
 // Captures the recurrent components of `state` at its current position.
 RecurrentSnapshot capture_recurrent(const State& state);
 
+// Takes `state` back to snapshot.position, which must lie in
+// [0, state.position()]: drops the sequence and pooled rows beyond it and
+// installs the snapshot's recurrent parts, so the State is what it was when
+// it stood there (a pooled row depends only on its own block's tokens, so
+// the rows kept are unchanged). How a speculative step's rejected rows are
+// undone without recomputation (docs/model-spec.md, "Verification").
+// REQUIRES: the snapshot was taken from this State (same schema) at that position.
+void rewind(State& state, const RecurrentSnapshot& snapshot);
+
 }  // namespace sb

@@ -136,6 +136,7 @@ void prepare_common(const Backend& backend, const ParseLimits& limits, const Com
   set_decoding_rules(backend, common, grammar, chat, &creq);
   creq.stop_tokens = setup.stop_token_ids;
   creq.cache_mode = parse_cache_mode(in.cache_mode_header);
+  creq.speculative = common.speculative;
   creq.name_space = request_namespace(in.tenant, common.has_cache_salt, common.cache_salt);
   if (!in.shared_tenant.empty() && in.tenant != nullptr && in.tenant->name != in.shared_tenant) {
     const Tenant shared{in.shared_tenant, false};

@@ -82,6 +82,8 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   eo.max_running = options.max_running;
   eo.batch_tokens = options.batch_tokens;
   eo.itl_ratio = options.itl_ratio;
+  eo.speculative = options.speculative;
+  eo.draft_max = options.draft_max;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   if (options.audit_rate > 0 && b->bank_) {
     AuditOptions ao;
@@ -223,7 +225,13 @@ json EngineBackend::bank_stats_json() const {
                  {"waiting", engine_->waiting()},
                  {"steps", e.steps},
                  {"step_tokens", e.step_tokens},
-                 {"peak_batch", e.peak_batch}};
+                 {"peak_batch", e.peak_batch},
+                 {"speculative",
+                  {{"decode_steps", e.spec_decode_steps},
+                   {"decode_tokens", e.spec_decode_tokens},
+                   {"drafted", e.spec_drafted},
+                   {"accepted", e.spec_accepted},
+                   {"paused", e.spec_switched_off}}}};
   AuditStats a = auditor_ ? auditor_->stats() : AuditStats{};
   j["audit"] = {{"rate", options_.audit_rate}, {"offered", a.offered},       {"audits", a.audits},
                 {"mismatches", a.mismatches},  {"quarantined", a.quarantined}, {"dropped", a.dropped},

@@ -40,6 +40,8 @@ struct EngineBackendOptions {
   int max_running = 8;              // the engine's continuous batching (engine/engine.h)
   int64_t batch_tokens = 512;
   double itl_ratio = 2.0;
+  SpeculativeMode speculative = SpeculativeMode::kAuto;  // engine/speculation.h
+  int draft_max = 4;
   double audit_rate = 0.0;          // in [0, 1]
 };
 

@@ -36,6 +36,17 @@ json restore_json(const RestoreRecord& r, bool operator_view) {
   return j;
 }
 
+json speculative_json(const SpeculativeRecord& r) {
+  return json{{"mode", r.mode},
+              {"decode_steps", r.steps},
+              {"decode_tokens", r.tokens},
+              {"drafted", r.drafted},
+              {"accepted", r.accepted},
+              {"acceptance", r.acceptance()},
+              {"tokens_per_step", r.tokens_per_step()},
+              {"paused", r.switched_off}};
+}
+
 Generation::Generation(const Backend& backend, GenerationSetup setup, std::unique_ptr<ChatOutput> chat_output,
                        std::unique_ptr<Renderer> renderer)
     : setup_(std::move(setup)),

@@ -32,6 +32,8 @@ namespace sb {
 // shows its own-namespace miss reason; the operator's view (/v1/bank/requests)
 // shows operator_miss_reason() (bank/miss_reason.h).
 ResponseJson restore_json(const RestoreRecord& r, bool operator_view = false);
+// What speculation did for a request (docs/interface.md, "Speculative decoding").
+ResponseJson speculative_json(const SpeculativeRecord& r);
 
 struct GenerationSetup {
   bool chat = false;

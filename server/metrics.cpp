@@ -46,6 +46,15 @@ void Metrics::record_request(const std::string& endpoint, int status) {
   ++requests_[{endpoint, status}];
 }
 
+void Metrics::record_speculation(const SpeculativeRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  speculative_.steps += r.steps;
+  speculative_.tokens += r.tokens;
+  speculative_.drafted += r.drafted;
+  speculative_.accepted += r.accepted;
+  speculative_.switched_off += r.switched_off;
+}
+
 void Metrics::record_completion(const RestoreRecord& restore, int64_t prompt_tokens, int64_t completion_tokens,
                                 double ttft_ms) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -152,6 +161,27 @@ void render_ssd_and_audits(std::string& out, const BankStatsView& bank) {
   out += "statebank_audits_dropped_total " + std::to_string(bank.audits_dropped) + "\n";
 }
 
+// Counters, so that any window's acceptance (accepted / drafted) and tokens
+// per step (decode tokens / decode steps) are ratios of their increases;
+// the gauges give them over the server's life.
+void render_speculation(std::string& out, const SpeculativeRecord& s) {
+  header(out, "statebank_speculative_drafted_tokens_total", "counter", "Draft tokens verified (speculative decoding).");
+  out += "statebank_speculative_drafted_tokens_total " + std::to_string(s.drafted) + "\n";
+  header(out, "statebank_speculative_accepted_tokens_total", "counter", "Draft tokens accepted.");
+  out += "statebank_speculative_accepted_tokens_total " + std::to_string(s.accepted) + "\n";
+  header(out, "statebank_decode_steps_total", "counter",
+         "Decode steps of completed requests (one per sequence and step).");
+  out += "statebank_decode_steps_total " + std::to_string(s.steps) + "\n";
+  header(out, "statebank_decode_step_tokens_total", "counter", "Tokens those decode steps emitted.");
+  out += "statebank_decode_step_tokens_total " + std::to_string(s.tokens) + "\n";
+  header(out, "statebank_speculative_paused_total", "counter", "Times a sequence's acceptance fell below break-even.");
+  out += "statebank_speculative_paused_total " + std::to_string(s.switched_off) + "\n";
+  header(out, "statebank_speculative_acceptance", "gauge", "Accepted over drafted tokens since start.");
+  out += "statebank_speculative_acceptance " + std::to_string(s.acceptance()) + "\n";
+  header(out, "statebank_decode_tokens_per_step", "gauge", "Decode tokens per decode step since start.");
+  out += "statebank_decode_tokens_per_step " + std::to_string(s.tokens_per_step()) + "\n";
+}
+
 }  // namespace
 
 std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t running) const {
@@ -165,6 +195,7 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   out += "statebank_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
   header(out, "statebank_completion_tokens_total", "counter", "Generated tokens of completed requests.");
   out += "statebank_completion_tokens_total " + std::to_string(completion_tokens_) + "\n";
+  render_speculation(out, speculative_);
   header(out, "statebank_cached_tokens_total", "counter",
          "Prompt tokens served from the bank (restore_point), by the tier they came from.");
   for (size_t i = 0; i < RestoreMode::kCount; ++i) {

@@ -46,6 +46,8 @@ class Metrics {
   void record_request(const std::string& endpoint, int status);
   // A completion that ran in the engine.
   void record_completion(const RestoreRecord& restore, int64_t prompt_tokens, int64_t completion_tokens, double ttft_ms);
+  // What speculation did for it (engine/speculation.h).
+  void record_speculation(const SpeculativeRecord& r);
 
   // `queued` and `running` are sampled by the caller at render time.
   std::string render(const BankStatsView& bank, size_t queued, size_t running) const;
@@ -58,6 +60,7 @@ class Metrics {
   std::array<uint64_t, RestoreMode::kCount> cached_tokens_{};  // by RestoreMode::index()
   std::array<uint64_t, RestoreMode::kCount> restores_{};       // by RestoreMode::index()
   uint64_t restore_check_failures_ = 0;
+  SpeculativeRecord speculative_;  // summed over completions
   Histogram<kTtftBuckets.size()> ttft_;
   Histogram<kRestoreByteBuckets.size()> restore_bytes_;
   Histogram<kRestoreSecondBuckets.size()> restore_seconds_;

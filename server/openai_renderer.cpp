@@ -92,6 +92,7 @@ void OpenAiRenderer::close(const GeneratedStep& last, const GenerationEnd& end, 
   closing["usage"] = usage(end);
   closing["seed"] = setup_.seed;
   closing["restore"] = restore_json(end.result.restore);
+  closing["speculative"] = speculative_json(end.result.speculative);
   events->push_back(sse_event(closing));
   if (setup_.include_usage) {
     json tail = closing;
@@ -178,7 +179,8 @@ json OpenAiRenderer::body(const GenerationEnd& end) {
               {"choices", json::array({std::move(choice)})},
               {"usage", usage(end)},
               {"seed", setup_.seed},
-              {"restore", restore_json(end.result.restore)}};
+              {"restore", restore_json(end.result.restore)},
+              {"speculative", speculative_json(end.result.speculative)}};
 }
 
 std::string openai_error_body(const ApiError& e) { return dump_json(e.to_json()); }

@@ -22,7 +22,7 @@ const std::set<std::string>& common_fields() {
   static const std::set<std::string> k = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "stream", "stream_options",
       "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs",
-      "response_format", "cache_salt", "user" /* no-op */};
+      "response_format", "cache_salt", "speculative", "user" /* no-op */};
   return k;
 }
 
@@ -93,6 +93,28 @@ void parse_response_format(const json& v, CommonParams* p) {
     throw ApiException{bad_request(param, s.message(), "unsupported_schema")};
   }
   p->response_grammar = std::move(g);
+}
+
+// `speculative: {mode, draft_max}`: statebank's own field; speculation never
+// changes a token, so it is a setting of speed alone.
+void parse_speculative(const json& v, SpeculativeParams* out) {
+  if (!v.is_object()) wrong_type("speculative", "an object {mode, draft_max}", v);
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key() != "mode" && it.key() != "draft_max")
+      fail("speculative." + shown_key(it.key()),
+           "unsupported field 'speculative." + shown_key(it.key()) + "' (speculative takes mode and draft_max)");
+  if (const json* m = field(v, "mode")) {
+    const std::string name = as_string(*m, "speculative.mode");
+    SpeculativeMode mode;
+    if (!parse_speculative_mode(name, &mode))
+      fail("speculative.mode",
+           "speculative.mode must be one of " + std::string(kSpeculativeModes) + ", not '" + shown_key(name) + "'");
+    const Status s = check_speculative(mode, 1);
+    if (!s) fail("speculative.mode", s.message());
+    out->mode = mode;
+  }
+  if (const json* d = field(v, "draft_max"))
+    out->draft_max = static_cast<int>(as_int(*d, "speculative.draft_max", 1, kMaxDraftTokens));
 }
 
 float penalty(const json& body, const char* name, double lo, double hi, float dflt) {
@@ -168,6 +190,7 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
     p->cache_salt = as_string(*v, "cache_salt");
     p->has_cache_salt = true;
   }
+  if (const json* v = field(body, "speculative")) parse_speculative(*v, &p->speculative);
   // Accepted as no-ops, but still strings of a bounded length.
   for (const char* name : {"user", "prompt_cache_key", "safety_identifier"})
     if (const json* v = field(body, name)) as_string(*v, name);

@@ -72,6 +72,8 @@ struct CommonParams {
   bool include_usage = false;     // stream_options.include_usage
   bool has_cache_salt = false;
   std::string cache_salt;
+  // statebank's extension: `speculative: {mode, draft_max}` (engine/speculation.h).
+  SpeculativeParams speculative;
 };
 
 struct CompletionParams : CommonParams {

@@ -523,6 +523,7 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, co
       double ttft_ms = first_token_at->load() >= 0 ? first_token_at->load() / 1000.0 : j.result.ttft_ms;
       metrics_.record_completion(j.result.restore, static_cast<int64_t>(j.request.prompt.size()),
                                  static_cast<int64_t>(j.result.tokens.size()), ttft_ms);
+      metrics_.record_speculation(j.result.speculative);
       activity_.record(CompletedRequest{
           request_id,
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),

@@ -171,19 +171,21 @@ constexpr int64_t kPrefetchRows = 32;
 // operations and their order are those of the row-by-row form: the decay, then
 // k^T S summed over rows in ascending order, then the rank-one update and
 // q^T S over rows in ascending order.
+// S_in: the state read (S itself in place); S: the state written.
 template <int NV>
-void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
+void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
                        const float* v, float alpha, float beta, float* o) {
   const V16 va = V16::set1(alpha);
   V16 acc[NV];
   for (int j = 0; j < NV; ++j) acc[j] = V16::zero();
   for (int64_t a = 0; a < dk; ++a) {
+    const float* in = S_in + a * dv + c0;
     float* row = S + a * dv + c0;
     if (a + kPrefetchRows < dk)
-      for (int j = 0; j < NV; ++j) __builtin_prefetch(row + kPrefetchRows * dv + 16 * j, 1);
+      for (int j = 0; j < NV; ++j) __builtin_prefetch(in + kPrefetchRows * dv + 16 * j, 1);
     const V16 ka = V16::set1(k[a]);
     for (int j = 0; j < NV; ++j) {
-      const V16 s = V16::load(row + 16 * j) * va;
+      const V16 s = V16::load(in + 16 * j) * va;
       s.store(row + 16 * j);
       acc[j] = fma(ka, s, acc[j]);
     }
@@ -208,21 +210,23 @@ void recurrent_columns(float* S, int64_t dk, int64_t dv, int64_t c0, const float
 
 }  // namespace
 
-void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) {
+void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out,
+                                      const float* const* from) {
   FlushSubnormals mode;
   const int64_t dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
   // One item per (row, head): each is a whole computation on its own state.
   pool_->parallel_for(in.tokens * in.n_v, [&](int64_t item) {
     const int64_t t = item / in.n_v, h = item % in.n_v, kh = h / r;
     float* S = states[t] + h * dk * dv;
+    const float* S_in = (from ? from[t] : states[t]) + h * dk * dv;
     const float* q = in.q + (t * in.n_k + kh) * dk;
     const float* k = in.k + (t * in.n_k + kh) * dk;
     const float* v = in.v + (t * in.n_v + h) * dv;
     const float alpha = exp_f(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
     float* o = out + (t * in.n_v + h) * dv;
     int64_t c0 = 0;
-    for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S, dk, dv, c0, q, k, v, alpha, beta, o);
-    for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S, dk, dv, c0, q, k, v, alpha, beta, o);
+    for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o);
+    for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o);
     if (c0 == dv) return;
     // Columns past the last whole vector, element by element.
     thread_local std::vector<float> mem, u;
@@ -230,8 +234,9 @@ void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* st
     u.resize(dv);
     for (int64_t a = 0; a < dk; ++a) {
       float* row = S + a * dv;
+      const float* row_in = S_in + a * dv;
       for (int64_t c = c0; c < dv; ++c) {
-        row[c] *= alpha;
+        row[c] = row_in[c] * alpha;
         mem[c] = std::fma(k[a], row[c], mem[c]);
       }
     }

@@ -67,6 +67,12 @@ function renderTotals(bank, pins) {
   const rate = e.prompt_tokens ? (100 * e.cached_tokens / e.prompt_tokens).toFixed(1) + ' % of prompt tokens' : '';
   document.querySelector('[data-testid=stat-hit-rate]').textContent = rate;
   document.querySelector('[data-testid=stat-pins]').textContent = int(pins.pins.length);
+  // Speculative decoding: tokens per decode step and the drafts' acceptance.
+  const s = e.speculative || {};
+  document.querySelector('[data-testid=stat-spec-tokens]').textContent =
+    s.decode_steps ? (s.decode_tokens / s.decode_steps).toFixed(2) : '–';
+  document.querySelector('[data-testid=stat-spec-acceptance]').textContent =
+    s.drafted ? 'drafts accepted: ' + (100 * s.accepted / s.drafted).toFixed(1) + ' %' : 'no drafts yet';
   const q = bank.queue || {};
   document.querySelector('[data-testid=stat-queue]').textContent = int(q.queued) + ' waiting, ' + int(q.running) + ' running';
 }

@@ -16,7 +16,7 @@
 namespace sb {
 namespace {
 
-PlanSequence decode() { return PlanSequence{false, 0, 0, 0, false}; }
+PlanSequence decode(int64_t draft = 0) { return PlanSequence{false, 0, 0, 0, false, draft}; }
 // A prompt of n tokens consumed up to `at`, its prefill started at `start`.
 PlanSequence prompt(int64_t at, int64_t n, int64_t start = 0, bool echo = false) {
   return PlanSequence{at < n, at, n, start, echo};
@@ -34,8 +34,9 @@ BudgetState refreshing() { return fits(5, StepBudget::kRefreshAfter); }
 // A slice written as a short string: "d0" decode of sequence 0; "b1:64-69"
 // a chunk of sequence 1 admitted by the budget; "f2:0-64" by the first-chunk
 // rule.
+// "d0+3": a decode of sequence 0 with 3 draft rows granted (speculation).
 std::string describe(const PlannedSlice& s) {
-  if (s.decode) return "d" + std::to_string(s.sequence);
+  if (s.decode) return "d" + std::to_string(s.sequence) + (s.draft > 0 ? "+" + std::to_string(s.draft) : "");
   return (s.rule == ChunkRule::kFirstGridChunk ? "f" : "b") + std::to_string(s.sequence) + ":" +
          std::to_string(s.begin) + "-" + std::to_string(s.end);
 }
@@ -124,6 +125,18 @@ const Case kCases[] = {
      }(),
      {"d0", "b1:64-575"}, BoundRule::kUnbounded, 511, 0, 0},
     {"nothing to run", {}, 512, fits(5), {}, BoundRule::kUnbounded, 512, 512, 0},
+    // Speculative rows (promise 7): after the decode rows, before prefill;
+    // they count as decode rows.
+    {"drafts beside decodes", {decode(4), decode(), decode(2)}, 512, fits(5),
+     {"d0+4", "d1", "d2+2"}, BoundRule::kMeasured, 5, 5, 0},
+    {"the token budget cuts drafts in input order", {decode(4), decode(4), decode(4)}, 10, ratio_off(),
+     {"d0+4", "d1+3", "d2"}, BoundRule::kUnbounded, 0, 0, 0},
+    {"drafts leave a waiting prompt a grid chunk", {decode(8), prompt(0, 1000)}, 70, unmeasured(),
+     {"d0+5", "b1:0-64"}, BoundRule::kUnmeasured, 64, 0, 0},
+    {"or what is left of its prompt", {decode(8), prompt(90, 100)}, 20, unmeasured(),
+     {"d0+8", "b1:90-100"}, BoundRule::kUnmeasured, 11, 1, 0},
+    {"drafts count as decode rows, the bound follows them", {decode(3), prompt(64, 1000)}, 512, ratio_off(),
+     {"d0+3", "b1:64-572"}, BoundRule::kUnbounded, 508, 0, 0},
 };
 
 TEST(StepPlanPureTest, Table) {
@@ -212,7 +225,7 @@ TEST(StepPlanPureTest, AtTheDefaultTokenBudgetNoStepIsReSplitByTheModel) {
   EXPECT_EQ(plan_step(PlanInput{{prompt(0, 5000)}, 1024, ratio_off()}).rows(), 1024);
 }
 
-// Promises 1-6 of step_plan.h over random inputs.
+// Promises 1-7 of step_plan.h over random inputs.
 TEST(StepPlanPureTest, PromisesHoldOverRandomInputs) {
   std::mt19937 rng(35);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -221,7 +234,7 @@ TEST(StepPlanPureTest, PromisesHoldOverRandomInputs) {
     const int n = static_cast<int>(pick(0, 8));
     for (int i = 0; i < n; ++i) {
       if (pick(0, 2) == 0) {
-        in.running.push_back(decode());
+        in.running.push_back(decode(pick(0, 1) ? pick(0, 16) : 0));
         continue;
       }
       const int64_t len = pick(1, 2000), start = pick(0, len - 1);
@@ -238,7 +251,7 @@ TEST(StepPlanPureTest, PromisesHoldOverRandomInputs) {
     ASSERT_GE(plan.bound_left, 0);
     ASSERT_GE(plan.bound.rows, 0);
     ASSERT_EQ(plan.refresh, plan.bound.rule == BoundRule::kRefresh);
-    int64_t decodes = 0, budget_rows = 0, first_rows = 0;
+    int64_t decodes = 0, draft_rows = 0, budget_rows = 0, first_rows = 0;
     bool prefill_seen = false;
     size_t last = 0;
     for (const PlannedSlice& s : plan.slices) {
@@ -246,7 +259,10 @@ TEST(StepPlanPureTest, PromisesHoldOverRandomInputs) {
       if (s.decode) {
         ASSERT_FALSE(prefill_seen);  // decodes first
         ASSERT_FALSE(seq.prefilling);
+        ASSERT_GE(s.draft, 0);
+        ASSERT_LE(s.draft, seq.draft);
         ++decodes;
+        draft_rows += s.draft;
         continue;
       }
       ASSERT_TRUE(!prefill_seen || s.sequence > last);  // admission order
@@ -271,6 +287,13 @@ TEST(StepPlanPureTest, PromisesHoldOverRandomInputs) {
     int64_t decoding = 0;
     for (const PlanSequence& s : in.running) decoding += !s.prefilling;
     ASSERT_EQ(decodes, decoding);  // every decode gets its row
+    ASSERT_EQ(plan.draft_rows, draft_rows);
+    ASSERT_EQ(plan.decode_rows, decodes + draft_rows);
+    // Drafts never take the rows a waiting prompt's next chunk needs.
+    int64_t keep = 0;
+    for (const PlanSequence& s : in.running)
+      if (s.prefilling) keep = std::max(keep, std::min(kGrid, s.prompt_tokens - s.position));
+    ASSERT_LE(plan.decode_rows + (draft_rows > 0 ? keep : 0), std::max(in.batch_tokens, decodes + keep));
     ASSERT_LE(budget_rows, plan.bound.rows);
     ASSERT_EQ(plan.bound_left + budget_rows + first_rows - plan.bound_overrun, plan.bound.rows);
   }

@@ -264,12 +264,14 @@ TEST_P(BatchInvariance, ABadSequenceFailsTheStepBeforeAnyStateChanges) {
   EXPECT_EQ(model_->forward(batch, &out).code(), Code::kInvalidArgument);
   EXPECT_TRUE(a.bitwise_equal(a0));
   EXPECT_TRUE(b.bitwise_equal(b0));
-  // The same State twice, and a decode step of two tokens, are refused too.
+  // The same State twice, and row states asked of a prefill (they are the
+  // verify form's, decode rows only), are refused too.
   batch[1].state = &a;
   batch[1].tokens = good;
   EXPECT_EQ(model_->forward(batch, &out).code(), Code::kInvalidArgument);
   batch[1].state = &b;
-  batch[1].decode = true;
+  std::vector<RecurrentSnapshot> row_states;
+  batch[1].row_states = &row_states;
   EXPECT_EQ(model_->forward(batch, &out).code(), Code::kInvalidArgument);
   EXPECT_TRUE(a.bitwise_equal(a0));
   EXPECT_TRUE(b.bitwise_equal(b0));

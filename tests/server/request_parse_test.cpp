@@ -420,3 +420,42 @@ TEST(RequestParse, CacheModeHeader) {
 
 }  // namespace
 }  // namespace sb
+
+namespace sb {
+namespace {
+
+// Issue 38: `speculative: {mode, draft_max}` on completions and chat; a bad
+// value is a 400 naming it.
+TEST(RequestParse, SpeculativeSettings) {
+  CompletionParams p = parse_completion_params(
+      json{{"prompt", {1, 2}}, {"speculative", {{"mode", "ngram"}, {"draft_max", 6}}}}, limits());
+  ASSERT_TRUE(p.speculative.mode.has_value());
+  EXPECT_EQ(*p.speculative.mode, SpeculativeMode::kNgram);
+  EXPECT_EQ(p.speculative.draft_max, 6);
+  EXPECT_FALSE(parse_completion_params(json{{"prompt", {1}}}, limits()).speculative.mode.has_value());
+  const json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
+  ChatParams c = parse_chat_params(json{{"messages", msgs}, {"speculative", {{"mode", "off"}}}}, limits());
+  EXPECT_EQ(*c.speculative.mode, SpeculativeMode::kOff);
+  EXPECT_FALSE(c.speculative.draft_max.has_value());
+  struct Case {
+    json speculative;
+    std::string param;
+  } cases[] = {{"ngram", "speculative"},
+               {{{"mode", "eagle"}}, "speculative.mode"},
+               {{{"mode", 3}}, "speculative.mode"},
+               {{{"mode", "mtp"}}, "speculative.mode"},
+               {{{"draft_max", 0}}, "speculative.draft_max"},
+               {{{"draft_max", kMaxDraftTokens + 1}}, "speculative.draft_max"},
+               {{{"draft_max", "4"}}, "speculative.draft_max"},
+               {{{"depth", 2}}, "speculative.depth"}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.speculative.dump());
+    const ApiError e = completion_error(json{{"prompt", {1}}, {"speculative", k.speculative}});
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, k.param);
+    EXPECT_EQ(chat_error(json{{"messages", msgs}, {"speculative", k.speculative}}).param, k.param);
+  }
+}
+
+}  // namespace
+}  // namespace sb

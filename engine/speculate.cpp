@@ -1,0 +1,40 @@
+// A sequence's drafter and each step's draft (engine/speculation.h); the
+// verification itself is the step loop's (StepLoop::verify_rows).
+#include <algorithm>
+
+#include "engine/sequence.h"
+
+namespace sb {
+
+void start_speculation(const EngineContext& context, Sequence& seq) {
+  const CompletionRequest& req = seq.request;
+  const SpeculativeMode mode = req.speculative.mode.value_or(context.options.speculative);
+  const int draft_max = req.speculative.draft_max.value_or(context.options.draft_max);
+  // Echo requests keep plain steps: their prompt rows' logits are the point.
+  if (req.echo || req.max_tokens < 2) return;
+  if (req.make_drafter) {
+    seq.drafter = req.make_drafter();
+    seq.result.speculative.mode = "custom";
+  } else if (mode == SpeculativeMode::kNgram || mode == SpeculativeMode::kAuto) {
+    // auto: what the checkpoint allows; with no MTP head that is ngram.
+    seq.drafter = std::make_unique<NgramDrafter>();
+    seq.result.speculative.mode = "ngram";
+  }
+  if (seq.drafter) seq.draft_control = DraftControl(draft_max, req.speculative.adaptive);
+}
+
+void propose_draft(const EngineContext& context, Sequence& seq) {
+  seq.draft.clear();
+  if (!seq.drafter || seq.generated.empty()) return;
+  const int64_t left = seq.request.max_tokens - static_cast<int64_t>(seq.generated.size()) - 1;
+  const int depth = static_cast<int>(std::min<int64_t>(seq.draft_control.depth(), left));
+  if (depth <= 0) return;
+  seq.drafter->draft(DraftContext{seq.request.prompt, seq.generated}, depth, &seq.draft);
+  // A drafter's slip must not fail the step: it ends the draft.
+  const int64_t vocab = context.model.vocab_size();
+  const auto bad = std::find_if(seq.draft.begin(), seq.draft.end(), [&](int32_t t) { return t < 0 || t >= vocab; });
+  seq.draft.erase(bad, seq.draft.end());
+  if (static_cast<int>(seq.draft.size()) > depth) seq.draft.resize(static_cast<size_t>(depth));
+}
+
+}  // namespace sb

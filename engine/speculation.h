@@ -1,0 +1,148 @@
+// Speculative decoding that changes no bit (docs/batching.md, "Speculative
+// decoding"): a drafter proposes the next tokens of a sequence, one step
+// verifies them in the model's verify form (model/model.h, SequenceStep), and
+// a draft token is accepted only when it equals the token the sequence's own
+// sampler draws at that position. The sampler draws once per emitted token,
+// in order, from the verify row that plain decoding's step would have
+// computed with the same bits, and stops drawing at the first mismatch (whose
+// draw is the emitted token, as in plain decoding). So greedy and seeded
+// sampling, logits processors (a grammar mask) included, give exactly the
+// tokens and logprobs of plain decoding; speculation changes only how many
+// tokens a step emits.
+//
+// Drafters implement Drafter. Here: n-gram lookup over the prompt and the
+// output so far (NgramDrafter), and for tests and benches an oracle that
+// proposes a recorded run's tokens with a chosen share corrupted
+// (OracleDrafter). A model-side drafter (the MTP head, depth 1..k) plugs in
+// the same way: DraftContext is where the target's last hidden row will be
+// handed to it; until then --speculative mtp is refused by checkpoints
+// without one (all of them: MTP tensors are not loaded).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sb {
+
+enum class SpeculativeMode { kOff, kAuto, kNgram, kMtp };
+
+// "off", "auto", "ngram", "mtp".
+const char* speculative_mode_name(SpeculativeMode mode);
+// False for any other name.
+bool parse_speculative_mode(std::string_view name, SpeculativeMode* out);
+inline constexpr const char* kSpeculativeModes = "off, auto, ngram, mtp";
+// The longest draft a step verifies (--draft-max, a request's draft_max).
+inline constexpr int kMaxDraftTokens = 16;
+
+// A request's choice; unset fields take the engine's (EngineOptions).
+struct SpeculativeParams {
+  std::optional<SpeculativeMode> mode;
+  std::optional<int> draft_max;  // 1..kMaxDraftTokens
+  bool adaptive = true;          // false: always draft_max (benches measure a fixed depth)
+};
+
+// What speculation did for one request (its response's `speculative`
+// object, docs/interface.md).
+struct SpeculativeRecord {
+  std::string mode = "off";  // what ran: off, ngram, mtp, or a request's own drafter ("custom")
+  int64_t steps = 0;         // decode steps of the sequence (with a draft or without)
+  int64_t tokens = 0;        // tokens those steps emitted
+  int64_t drafted = 0;       // draft tokens verified
+  int64_t accepted = 0;      // of them, accepted
+  int64_t switched_off = 0;  // times acceptance fell below break-even (drafting paused)
+
+  double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0; }
+  double tokens_per_step() const { return steps > 0 ? static_cast<double>(tokens) / steps : 0.0; }
+};
+
+// What a drafter sees of a sequence: its prompt and the tokens generated so
+// far (the last one is what the next step consumes; the draft proposes the
+// tokens after it).
+struct DraftContext {
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> generated;
+};
+
+// Proposes draft tokens. Any proposal is safe: a wrong token is rejected by
+// verification and costs one row of a step, never a bit of the result.
+// One object per sequence, called on the step thread only.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Appends up to max_tokens proposed tokens to *out (possibly none).
+  virtual void draft(const DraftContext& context, int max_tokens, std::vector<int32_t>* out) = 0;
+};
+
+// The most recent earlier occurrence of the context's last n tokens (n from
+// max_n down to min_n, over the prompt then the output) proposes the tokens
+// that followed it (read on into the proposal itself when the match ends
+// near the end, so a loop goes on): agents' outputs repeat their inputs
+// (file contents, code), which this catches for nothing.
+class NgramDrafter final : public Drafter {
+ public:
+  static constexpr int kMaxN = 4, kMinN = 2;
+  void draft(const DraftContext& context, int max_tokens, std::vector<int32_t>* out) override;
+};
+
+// Tests and benches: proposes `recorded` (a plain run's output for the same
+// request) from the current position, each token replaced by another with
+// probability `corrupt` (a hash of seed and position decides, so a rerun
+// drafts the same), which sets the acceptance rate to about 1 - corrupt.
+class OracleDrafter final : public Drafter {
+ public:
+  OracleDrafter(std::vector<int32_t> recorded, double corrupt, uint64_t seed, int64_t vocab)
+      : recorded_(std::move(recorded)), corrupt_(corrupt), seed_(seed), vocab_(vocab) {}
+  void draft(const DraftContext& context, int max_tokens, std::vector<int32_t>* out) override;
+
+ private:
+  std::vector<int32_t> recorded_;
+  double corrupt_;
+  uint64_t seed_;
+  int64_t vocab_;
+};
+
+// One sequence's draft depth: adapted to its measured acceptance, and zero
+// (drafting paused) while acceptance is below break-even.
+//
+// Model: draft tokens are accepted independently with probability a (a
+// moving average of each verify step's accepted / drafted), so a draft of k
+// emits (1 - a^(k+1)) / (1 - a) tokens, and a verify row costs kRowCost of a
+// one-row step (measured by `statebank bench spec`: a row's matrix products
+// share the step's weight reads). The depth is the k in 1..draft_max with the
+// most tokens per cost; when no k beats plain decoding (a below about
+// kRowCost) drafting pauses for kPauseTokens tokens, then probes again at
+// depth 1 from an acceptance just above break-even.
+class DraftControl {
+ public:
+  static constexpr double kRowCost = 0.1;
+  static constexpr double kNewest = 0.3;  // weight of a verify step in the average
+  static constexpr int64_t kPauseTokens = 48;
+  static constexpr double kPrior = 0.5;  // acceptance assumed before any verify
+
+  DraftControl() = default;
+  DraftControl(int draft_max, bool adaptive) : draft_max_(draft_max), adaptive_(adaptive) {}
+
+  // Tokens to draft for the next step (0: none).
+  int depth() const;
+  // After a step of this sequence: `drafted` draft tokens verified (0 for a
+  // plain step), `accepted` of them, `emitted` tokens emitted. True when
+  // this step paused drafting (acceptance below break-even).
+  bool observe(int drafted, int accepted, int emitted);
+  double acceptance() const { return acceptance_; }
+
+ private:
+  int draft_max_ = 0;
+  bool adaptive_ = true;
+  double acceptance_ = kPrior;
+  int64_t paused_for_ = 0;  // tokens left of a pause
+};
+
+// Tokens per unit of cost of a draft of k at acceptance a (DraftControl's model).
+double draft_gain(double acceptance, int k);
+
+}  // namespace sb
