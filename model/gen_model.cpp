@@ -42,6 +42,117 @@ constexpr LayerType kL = LayerType::kLinearAttention;
 constexpr LayerType kF = LayerType::kFullAttention;
 constexpr LayerType kS = LayerType::kSparseAttention;
 
+// The shapes of the presets. `c` holds the family's fixed fields; `pattern`
+// the repeating layer pattern (qwen3: full attention only).
+void small_shape(bool tiny, Arch arch, bool moe, ModelConfig& c, std::vector<LayerType>& pattern) {
+  c.vocab_size = 151936;  // every id of the Qwen3 tokenizer is valid
+  c.max_position_embeddings = 32768;
+  c.hidden_size = tiny ? 64 : 256;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = tiny ? 32 : 64;
+  c.intermediate_size = tiny ? 128 : 512;
+  c.n_layers = tiny ? 4 : 8;
+  c.tie_word_embeddings = true;
+  c.rope_theta = 1e7;
+  c.partial_rotary_factor = 0.25;
+  c.conv_kernel = 4;
+  c.lin_n_key_heads = tiny ? 2 : 4;
+  c.lin_n_value_heads = tiny ? 4 : 8;
+  c.lin_key_head_dim = c.lin_value_head_dim = tiny ? 16 : 32;
+  if (moe) {
+    c.n_experts = tiny ? 8 : 16;
+    c.n_experts_per_tok = tiny ? 2 : 4;
+    c.moe_intermediate_size = tiny ? 32 : 64;
+    c.shared_expert_intermediate_size = tiny ? 32 : 128;
+  }
+  c.index_n_heads = 2;
+  c.index_head_dim = tiny ? 32 : 64;
+  c.index_compress_ratio = 4;
+  c.index_topk_blocks = tiny ? 4 : 16;
+  if (arch == Arch::kQwen3) {
+    c.n_layers = tiny ? 2 : 8;
+    c.rope_theta = 1e6;
+    c.partial_rotary_factor = 1.0;
+    pattern = {kF};
+  }
+}
+
+// Qwen3.5-0.8B; qwen3 takes Qwen3-0.6B, the nearest real dense model.
+void shape_0_8b(Arch arch, bool moe, bool qwen35, ModelConfig& c, std::vector<LayerType>& pattern) {
+  c.vocab_size = qwen35 ? 248320 : 151936;
+  c.max_position_embeddings = 262144;
+  c.hidden_size = 1024;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.head_dim = 256;
+  c.intermediate_size = 3584;
+  c.n_layers = 24;
+  c.tie_word_embeddings = true;
+  c.rope_theta = 1e7;
+  c.partial_rotary_factor = 0.25;
+  c.conv_kernel = 4;
+  c.lin_n_key_heads = c.lin_n_value_heads = 16;
+  c.lin_key_head_dim = c.lin_value_head_dim = 128;
+  if (moe) {
+    c.n_experts = 16;
+    c.n_experts_per_tok = 4;
+    c.moe_intermediate_size = 512;
+    c.shared_expert_intermediate_size = 512;
+  }
+  c.index_n_heads = 4;
+  c.index_head_dim = 128;
+  c.index_compress_ratio = 4;
+  c.index_topk_blocks = 512;
+  if (arch == Arch::kQwen3) {
+    c.n_layers = 28;
+    c.n_heads = 16;
+    c.n_kv_heads = 8;
+    c.head_dim = 128;
+    c.intermediate_size = 3072;
+    c.max_position_embeddings = 40960;
+    c.rope_theta = 1e6;
+    c.partial_rotary_factor = 1.0;
+    pattern = {kF};
+  }
+}
+
+// Qwen3.5-4B's text model; qwen3 takes Qwen3-4B. Other families have no
+// model of this size to copy.
+Status shape_4b(Arch arch, ModelConfig& c, std::vector<LayerType>& pattern) {
+  if (arch != Arch::kQwen35 && arch != Arch::kQwen3)
+    return Status::invalid("preset 4b is Qwen3.5-4B's shape (qwen3_5; Qwen3-4B for qwen3), not " +
+                           std::string(arch_name(arch)));
+  c.vocab_size = 248320;
+  c.max_position_embeddings = 262144;
+  c.hidden_size = 2560;
+  c.n_heads = 16;
+  c.n_kv_heads = 4;
+  c.head_dim = 256;
+  c.intermediate_size = 9216;
+  c.n_layers = 32;
+  c.tie_word_embeddings = true;
+  c.rope_theta = 1e7;
+  c.partial_rotary_factor = 0.25;
+  c.conv_kernel = 4;
+  c.lin_n_key_heads = 16;
+  c.lin_n_value_heads = 32;
+  c.lin_key_head_dim = c.lin_value_head_dim = 128;
+  if (arch == Arch::kQwen3) {
+    c.vocab_size = 151936;
+    c.max_position_embeddings = 40960;
+    c.n_layers = 36;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.head_dim = 128;
+    c.intermediate_size = 9728;
+    c.rope_theta = 1e6;
+    c.partial_rotary_factor = 1.0;
+    pattern = {kF};
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
@@ -55,112 +166,10 @@ Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
   const bool qwen35 = arch == Arch::kQwen35 || arch == Arch::kQwen35Moe;
   std::vector<LayerType> pattern = arch == Arch::kQsa ? std::vector<LayerType>{kL, kS, kL, kF}
                                                        : std::vector<LayerType>{kL, kL, kL, kF};
-  if (preset == "tiny" || preset == "small") {
-    const bool tiny = preset == "tiny";
-    c.vocab_size = 151936;  // every id of the Qwen3 tokenizer is valid
-    c.max_position_embeddings = 32768;
-    c.hidden_size = tiny ? 64 : 256;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = tiny ? 32 : 64;
-    c.intermediate_size = tiny ? 128 : 512;
-    c.n_layers = tiny ? 4 : 8;
-    c.tie_word_embeddings = true;
-    c.rope_theta = 1e7;
-    c.partial_rotary_factor = 0.25;
-    c.conv_kernel = 4;
-    c.lin_n_key_heads = tiny ? 2 : 4;
-    c.lin_n_value_heads = tiny ? 4 : 8;
-    c.lin_key_head_dim = c.lin_value_head_dim = tiny ? 16 : 32;
-    if (moe) {
-      c.n_experts = tiny ? 8 : 16;
-      c.n_experts_per_tok = tiny ? 2 : 4;
-      c.moe_intermediate_size = tiny ? 32 : 64;
-      c.shared_expert_intermediate_size = tiny ? 32 : 128;
-    }
-    c.index_n_heads = 2;
-    c.index_head_dim = tiny ? 32 : 64;
-    c.index_compress_ratio = 4;
-    c.index_topk_blocks = tiny ? 4 : 16;
-    if (arch == Arch::kQwen3) {
-      c.n_layers = tiny ? 2 : 8;
-      c.rope_theta = 1e6;
-      c.partial_rotary_factor = 1.0;
-      pattern = {kF};
-    }
-  } else if (preset == "0.8b") {
-    // Qwen3.5-0.8B; qwen3 takes Qwen3-0.6B, the nearest real dense model.
-    c.vocab_size = qwen35 ? 248320 : 151936;
-    c.max_position_embeddings = 262144;
-    c.hidden_size = 1024;
-    c.n_heads = 8;
-    c.n_kv_heads = 2;
-    c.head_dim = 256;
-    c.intermediate_size = 3584;
-    c.n_layers = 24;
-    c.tie_word_embeddings = true;
-    c.rope_theta = 1e7;
-    c.partial_rotary_factor = 0.25;
-    c.conv_kernel = 4;
-    c.lin_n_key_heads = c.lin_n_value_heads = 16;
-    c.lin_key_head_dim = c.lin_value_head_dim = 128;
-    if (moe) {
-      c.n_experts = 16;
-      c.n_experts_per_tok = 4;
-      c.moe_intermediate_size = 512;
-      c.shared_expert_intermediate_size = 512;
-    }
-    c.index_n_heads = 4;
-    c.index_head_dim = 128;
-    c.index_compress_ratio = 4;
-    c.index_topk_blocks = 512;
-    if (arch == Arch::kQwen3) {
-      c.n_layers = 28;
-      c.n_heads = 16;
-      c.n_kv_heads = 8;
-      c.head_dim = 128;
-      c.intermediate_size = 3072;
-      c.max_position_embeddings = 40960;
-      c.rope_theta = 1e6;
-      c.partial_rotary_factor = 1.0;
-      pattern = {kF};
-    }
-  } else if (preset == "4b") {
-    // Qwen3.5-4B's text model; qwen3 takes Qwen3-4B. Other families have no
-    // model of this size to copy.
-    if (arch != Arch::kQwen35 && arch != Arch::kQwen3)
-      return Status::invalid("preset 4b is Qwen3.5-4B's shape (qwen3_5; Qwen3-4B for qwen3), not " +
-                             std::string(arch_name(arch)));
-    c.vocab_size = 248320;
-    c.max_position_embeddings = 262144;
-    c.hidden_size = 2560;
-    c.n_heads = 16;
-    c.n_kv_heads = 4;
-    c.head_dim = 256;
-    c.intermediate_size = 9216;
-    c.n_layers = 32;
-    c.tie_word_embeddings = true;
-    c.rope_theta = 1e7;
-    c.partial_rotary_factor = 0.25;
-    c.conv_kernel = 4;
-    c.lin_n_key_heads = 16;
-    c.lin_n_value_heads = 32;
-    c.lin_key_head_dim = c.lin_value_head_dim = 128;
-    if (arch == Arch::kQwen3) {
-      c.vocab_size = 151936;
-      c.max_position_embeddings = 40960;
-      c.n_layers = 36;
-      c.n_heads = 32;
-      c.n_kv_heads = 8;
-      c.head_dim = 128;
-      c.intermediate_size = 9728;
-      c.rope_theta = 1e6;
-      c.partial_rotary_factor = 1.0;
-      pattern = {kF};
-    }
-  } else {
-    return Status::invalid("unknown preset '" + preset + "' (tiny, small, 0.8b, 4b)");
-  }
+  if (preset == "tiny" || preset == "small") small_shape(preset == "tiny", arch, moe, c, pattern);
+  else if (preset == "0.8b") shape_0_8b(arch, moe, qwen35, c, pattern);
+  else if (preset == "4b") SB_RETURN_IF_ERROR(shape_4b(arch, c, pattern));
+  else return Status::invalid("unknown preset '" + preset + "' (tiny, small, 0.8b, 4b)");
   if (arch == Arch::kQwen3) {
     c.lin_n_key_heads = c.lin_n_value_heads = c.lin_key_head_dim = c.lin_value_head_dim = 0;
   }
