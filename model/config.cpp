@@ -163,37 +163,10 @@ Status parse_rope(const Reader& r, ModelConfig* c) {
   return Status::ok();
 }
 
-Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
-  c->arch = arch;
-  c->attention_gated = is_hybrid(arch);
-  c->norm_weight_offset = is_hybrid(arch);
-  c->tensor_prefix = is_nested(arch) ? "model.language_model." : "model.";
-  c->rope_theta = arch == Arch::kQwen3 ? 1e6 : 10000.0;
-  c->partial_rotary_factor = arch == Arch::kQwen3 ? 1.0 : 0.25;
-
-  SB_RETURN_IF_ERROR(r.get_int("vocab_size", &c->vocab_size, true));
-  SB_RETURN_IF_ERROR(r.get_int("hidden_size", &c->hidden_size, true));
-  SB_RETURN_IF_ERROR(r.get_int("num_hidden_layers", &c->n_layers, true));
-  SB_RETURN_IF_ERROR(r.get_int("num_attention_heads", &c->n_heads, true));
-  SB_RETURN_IF_ERROR(r.get_int("num_key_value_heads", &c->n_kv_heads, true));
-  SB_RETURN_IF_ERROR(r.get_int("head_dim", &c->head_dim, true));
-  SB_RETURN_IF_ERROR(r.get_double("rms_norm_eps", &c->rms_norm_eps));
-  if (!(c->rms_norm_eps > 0) || !std::isfinite(c->rms_norm_eps)) return r.error("rms_norm_eps", "must be a positive number");
-  SB_RETURN_IF_ERROR(r.get_bool("tie_word_embeddings", &c->tie_word_embeddings));
-  SB_RETURN_IF_ERROR(r.get_int("max_position_embeddings", &c->max_position_embeddings, false));
-  if (c->n_heads % c->n_kv_heads != 0)
-    return r.error("num_attention_heads", "(" + std::to_string(c->n_heads) + ") is not a multiple of num_key_value_heads (" +
-                                              std::to_string(c->n_kv_heads) + ")");
-  if (r.has("attention_bias") && r.obj()["attention_bias"] == true) return r.error("attention_bias", "true is not supported");
-  if (r.has("hidden_act") && r.obj()["hidden_act"] != "silu") return r.error("hidden_act", "must be 'silu'");
-  SB_RETURN_IF_ERROR(parse_rope(r, c));
-  SB_RETURN_IF_ERROR(parse_layer_types(r, arch, c));
-
-  bool has_linear = false, has_sparse = false;
-  for (LayerType t : c->layer_types) {
-    has_linear |= t == LayerType::kLinearAttention;
-    has_sparse |= t == LayerType::kSparseAttention;
-  }
+// The Gated DeltaNet fields, when a layer uses them.
+Status parse_linear_attention(const Reader& r, ModelConfig* c) {
+  bool has_linear = false;
+  for (LayerType t : c->layer_types) has_linear |= t == LayerType::kLinearAttention;
   if (has_linear) {
     SB_RETURN_IF_ERROR(r.get_int("linear_conv_kernel_dim", &c->conv_kernel, false));
     SB_RETURN_IF_ERROR(r.get_int("linear_key_head_dim", &c->lin_key_head_dim, true));
@@ -208,8 +181,11 @@ Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
     c->conv_kernel = 4;
     c->lin_key_head_dim = c->lin_value_head_dim = c->lin_n_key_heads = c->lin_n_value_heads = 0;
   }
+  return Status::ok();
+}
 
-  // Mixture of experts.
+// Mixture of experts.
+Status parse_experts(const Reader& r, Arch arch, ModelConfig* c) {
   c->n_experts = c->n_experts_per_tok = c->moe_intermediate_size = c->shared_expert_intermediate_size = 0;
   c->norm_topk_prob = true;
   c->decoder_sparse_step = 1;
@@ -241,11 +217,11 @@ Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
       }
     }
   }
-  bool has_dense = false;
-  for (int64_t i = 0; i < c->n_layers; ++i) has_dense |= !c->layer_is_moe(i);
-  c->intermediate_size = 0;
-  SB_RETURN_IF_ERROR(r.get_int("intermediate_size", &c->intermediate_size, has_dense));
+  return Status::ok();
+}
 
+// The sparse attention's indexer (statebank_qsa); the defaults elsewhere.
+Status parse_indexer(const Reader& r, Arch arch, ModelConfig* c) {
   if (arch == Arch::kQsa) {
     SB_RETURN_IF_ERROR(r.get_int("index_n_heads", &c->index_n_heads, false));
     SB_RETURN_IF_ERROR(r.get_int("index_head_dim", &c->index_head_dim, false));
@@ -262,8 +238,42 @@ Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
     c->index_compress_ratio = defaults.index_compress_ratio;
     c->index_topk_blocks = defaults.index_topk_blocks;
   }
-  (void)has_sparse;
   return Status::ok();
+}
+
+Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
+  c->arch = arch;
+  c->attention_gated = is_hybrid(arch);
+  c->norm_weight_offset = is_hybrid(arch);
+  c->tensor_prefix = is_nested(arch) ? "model.language_model." : "model.";
+  c->rope_theta = arch == Arch::kQwen3 ? 1e6 : 10000.0;
+  c->partial_rotary_factor = arch == Arch::kQwen3 ? 1.0 : 0.25;
+
+  SB_RETURN_IF_ERROR(r.get_int("vocab_size", &c->vocab_size, true));
+  SB_RETURN_IF_ERROR(r.get_int("hidden_size", &c->hidden_size, true));
+  SB_RETURN_IF_ERROR(r.get_int("num_hidden_layers", &c->n_layers, true));
+  SB_RETURN_IF_ERROR(r.get_int("num_attention_heads", &c->n_heads, true));
+  SB_RETURN_IF_ERROR(r.get_int("num_key_value_heads", &c->n_kv_heads, true));
+  SB_RETURN_IF_ERROR(r.get_int("head_dim", &c->head_dim, true));
+  SB_RETURN_IF_ERROR(r.get_double("rms_norm_eps", &c->rms_norm_eps));
+  if (!(c->rms_norm_eps > 0) || !std::isfinite(c->rms_norm_eps)) return r.error("rms_norm_eps", "must be a positive number");
+  SB_RETURN_IF_ERROR(r.get_bool("tie_word_embeddings", &c->tie_word_embeddings));
+  SB_RETURN_IF_ERROR(r.get_int("max_position_embeddings", &c->max_position_embeddings, false));
+  if (c->n_heads % c->n_kv_heads != 0)
+    return r.error("num_attention_heads", "(" + std::to_string(c->n_heads) + ") is not a multiple of num_key_value_heads (" +
+                                              std::to_string(c->n_kv_heads) + ")");
+  if (r.has("attention_bias") && r.obj()["attention_bias"] == true) return r.error("attention_bias", "true is not supported");
+  if (r.has("hidden_act") && r.obj()["hidden_act"] != "silu") return r.error("hidden_act", "must be 'silu'");
+  SB_RETURN_IF_ERROR(parse_rope(r, c));
+  SB_RETURN_IF_ERROR(parse_layer_types(r, arch, c));
+  SB_RETURN_IF_ERROR(parse_linear_attention(r, c));
+  SB_RETURN_IF_ERROR(parse_experts(r, arch, c));
+  bool has_dense = false;
+  for (int64_t i = 0; i < c->n_layers; ++i) has_dense |= !c->layer_is_moe(i);
+  c->intermediate_size = 0;
+  SB_RETURN_IF_ERROR(r.get_int("intermediate_size", &c->intermediate_size, has_dense));
+
+  return parse_indexer(r, arch, c);
 }
 
 }  // namespace
