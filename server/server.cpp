@@ -283,6 +283,14 @@ Server::BodyRoute Server::guarded_body(BodyRouteFn fn, bool admin) {
 }
 
 void Server::install_routes() {
+  install_gates();
+  install_info_routes();
+  install_bank_routes();
+  install_completion_routes();
+  install_error_handlers();
+}
+
+void Server::install_gates() {
   // cpp-httplib reads the body of any other POST, PUT, PATCH or DELETE
   // before its handler, without a limit when it is chunked: such a request
   // is answered here, before that, and its connection closed.
@@ -314,6 +322,9 @@ void Server::install_routes() {
       return e.error.status;
     }
   });
+}
+
+void Server::install_info_routes() {
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (draining_) {
       res.status = 503;
@@ -338,28 +349,26 @@ void Server::install_routes() {
     res.set_content(metrics_.render(backend_->bank_stats(), scheduler_.queued(), scheduler_.running()),
                     "text/plain; version=0.0.4; charset=utf-8");
   }, /*admin=*/true));
-  install_bank_routes();
-  http_->Post("/v1/completions",
-              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, openai_protocol(false));
-              });
-  http_->Post("/v1/chat/completions",
-              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, openai_protocol(true));
-              });
-  http_->Post("/v1/responses",
-              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, responses_protocol());
-              });
-  http_->Post("/v1/messages",
-              [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-                handle_completion(req, reader, res, messages_protocol());
-              });
+}
+
+void Server::install_completion_routes() {
+  const std::pair<const char*, const Protocol*> routes[] = {{"/v1/completions", &openai_protocol(false)},
+                                                             {"/v1/chat/completions", &openai_protocol(true)},
+                                                             {"/v1/responses", &responses_protocol()},
+                                                             {"/v1/messages", &messages_protocol()}};
+  for (const auto& [path, protocol] : routes) {
+    http_->Post(path, [this, protocol = protocol](const httplib::Request& req, httplib::Response& res,
+                                                  const httplib::ContentReader& reader) {
+      handle_completion(req, reader, res, *protocol);
+    });
+  }
   http_->Post("/v1/messages/count_tokens",
               [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
                 handle_count_tokens(req, reader, res);
               });
+}
 
+void Server::install_error_handlers() {
   size_t max_body = options_.max_body_bytes;
   httplib::Server::HandlerWithResponse on_error = [max_body](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;

@@ -144,6 +144,12 @@ class Server {
   struct Call;  // one completion in flight
 
   void install_routes();
+  // Answers a request that would have its body read without a limit, and
+  // Expect: 100-continue, before any body arrives.
+  void install_gates();
+  void install_info_routes();  // /health, /v1/models, /metrics
+  void install_completion_routes();
+  void install_error_handlers();  // errors in OpenAI's shape; request metrics
   void install_bank_routes();  // server/bank_routes.cpp
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
                          const Protocol& protocol);
