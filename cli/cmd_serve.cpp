@@ -218,6 +218,52 @@ int serve_until_signalled(Server& server, const sigset_t& signals) {
   return 0;
 }
 
+// The HTTP layer's options from the flags.
+Status server_options(const Args& args, const ServeFlags& f, ServerOptions* so) {
+  so->host = args.get("host", "127.0.0.1");
+  so->port = static_cast<int>(f.port);
+  SB_RETURN_IF_ERROR(parse_keys(args, so));
+  so->max_body_bytes = f.max_body;
+  so->limits.max_prompt_tokens = f.max_prompt;
+  so->limits.max_tokens_limit = f.max_tokens_limit;
+  so->max_running = static_cast<int>(f.max_running);
+  so->max_queue = static_cast<size_t>(f.max_queue);
+  so->max_tokens_cap = f.max_tokens_cap;
+  so->cache_control_pins = !args.has("ignore-cache-control");
+  for (const std::string& name : args.get_all("served-model-name")) {
+    if (name.empty() || name.size() > kMaxFieldBytes) return Status::invalid("--served-model-name must be 1 to 1024 bytes");
+    so->served_model_names.push_back(name);
+  }
+  so->request_timeout = std::chrono::seconds(f.request_timeout_s);
+  so->shutdown_deadline = std::chrono::seconds(f.deadline_s);
+  so->max_connections = static_cast<size_t>(f.max_connections);
+  so->tenant_share = f.tenant_share;
+  so->header_timeout = std::chrono::seconds(f.header_timeout_s);
+  so->body_timeout = std::chrono::seconds(f.body_timeout_s);
+  return Status::ok();
+}
+
+// The model, the engine and the bank's options from the flags (the bank's
+// tiers are parsed before: parse_flags, parse_remote).
+Status backend_options(const Args& args, const ServeFlags& f, EngineBackendOptions* eo) {
+  const std::string model_arg = args.get("model");
+  SB_RETURN_IF_ERROR(resolve_model_dir(model_arg, &eo->model_dir));
+  SB_RETURN_IF_ERROR(apply_weights_arg(args.get("weights"), &eo->model_dir));
+  eo->model_id = model_arg == "demo" ? "demo" : base_name(eo->model_dir);
+  eo->threads = static_cast<int>(f.threads);
+  SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &eo->precision));
+  eo->bank.ssd_dir = args.get("bank-dir", default_bank_dir());
+  if (eo->bank.ssd_mode != SsdMode::kOff && eo->bank.ssd_dir.empty())
+    return Status::invalid("no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
+  eo->block_tokens = static_cast<uint32_t>(f.block_tokens);
+  eo->snapshot_every = f.snapshot_every;
+  eo->audit_rate = f.audit;
+  eo->max_running = static_cast<int>(f.max_running);
+  eo->batch_tokens = f.batch_tokens;
+  eo->itl_ratio = f.itl_ratio;
+  return Status::ok();
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -249,43 +295,9 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.bank.ssd_mode))) return fail("serve", "--ssd: " + s.message());
   if (!(s = parse_remote(args, f, &eo.bank))) return fail("serve", s.message());
 
-  so.host = args.get("host", "127.0.0.1");
-  so.port = static_cast<int>(f.port);
-  if (!(s = parse_keys(args, &so))) return fail("serve", s.message());
-  so.max_body_bytes = f.max_body;
-  so.limits.max_prompt_tokens = f.max_prompt;
-  so.limits.max_tokens_limit = f.max_tokens_limit;
-  so.max_running = static_cast<int>(f.max_running);
-  so.max_queue = static_cast<size_t>(f.max_queue);
-  so.max_tokens_cap = f.max_tokens_cap;
-  so.cache_control_pins = !args.has("ignore-cache-control");
-  for (const std::string& name : args.get_all("served-model-name")) {
-    if (name.empty() || name.size() > kMaxFieldBytes) return fail("serve", "--served-model-name must be 1 to 1024 bytes");
-    so.served_model_names.push_back(name);
-  }
-  so.request_timeout = std::chrono::seconds(f.request_timeout_s);
-  so.shutdown_deadline = std::chrono::seconds(f.deadline_s);
-  so.max_connections = static_cast<size_t>(f.max_connections);
-  so.tenant_share = f.tenant_share;
-  so.header_timeout = std::chrono::seconds(f.header_timeout_s);
-  so.body_timeout = std::chrono::seconds(f.body_timeout_s);
+  if (!(s = server_options(args, f, &so))) return fail("serve", s.message());
   raise_file_limit(f.max_connections);
-
-  const std::string model_arg = args.get("model");
-  if (!(s = resolve_model_dir(model_arg, &eo.model_dir))) return fail("serve", s.to_string());
-  if (!(s = apply_weights_arg(args.get("weights"), &eo.model_dir))) return fail("serve", s.to_string());
-  eo.model_id = model_arg == "demo" ? "demo" : base_name(eo.model_dir);
-  eo.threads = static_cast<int>(f.threads);
-  if (!(s = parse_precision_arg(args.get("precision"), &eo.precision))) return fail("serve", s.message());
-  eo.bank.ssd_dir = args.get("bank-dir", default_bank_dir());
-  if (eo.bank.ssd_mode != SsdMode::kOff && eo.bank.ssd_dir.empty())
-    return fail("serve", "no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
-  eo.block_tokens = static_cast<uint32_t>(f.block_tokens);
-  eo.snapshot_every = f.snapshot_every;
-  eo.audit_rate = f.audit;
-  eo.max_running = static_cast<int>(f.max_running);
-  eo.batch_tokens = f.batch_tokens;
-  eo.itl_ratio = f.itl_ratio;
+  if (!(s = backend_options(args, f, &eo))) return fail("serve", s.message());
 
   std::unique_ptr<EngineBackend> backend;
   if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());
