@@ -116,75 +116,60 @@ bool file_exists(const std::string& path) {
 }
 
 // Parses one shard's header into views over its mapped bytes.
-Status parse_shard(const uint8_t* base, uint64_t size, const std::string& file,
-                   std::map<std::string, TensorView>* out) {
-  if (size < 8)
-    return Status::corruption("file " + file + " is truncated: " + std::to_string(size) +
-                              " bytes, less than the 8-byte header length");
-  uint64_t hlen = 0;
-  for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(base[i]) << (8 * i);
-  if (hlen > size - 8)
-    return Status::corruption("file " + file + ": header length " + std::to_string(hlen) +
-                              " runs past the end of the file (" + std::to_string(size) + " bytes; truncated?)");
-  const char* text = reinterpret_cast<const char*>(base + 8);
-  json h = json::parse(text, text + hlen, nullptr, /*allow_exceptions=*/false);
-  if (h.is_discarded() || !h.is_object())
-    return Status::corruption("file " + file + ": header is not a JSON object");
-  const uint64_t data_begin = 8 + hlen;
-  const uint64_t data_size = size - data_begin;
-  struct Range {
-    uint64_t begin, end;
-    std::string name;
-  };
-  std::vector<Range> ranges;
-  for (auto it = h.begin(); it != h.end(); ++it) {
-    const std::string& name = it.key();
-    if (name == "__metadata__") continue;
-    const json& e = it.value();
-    const std::string where = "tensor " + name + " in file " + file;
-    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
-        !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
-        e["data_offsets"].size() != 2)
-      return Status::corruption(where + ": header entry needs dtype, shape and two data_offsets");
-    std::string dt = e["dtype"].get<std::string>();
-    TensorView v;
-    v.name = name;
-    v.file = file;
-    if (dt == "F32") v.dtype = DType::kF32;
-    else if (dt == "BF16") v.dtype = DType::kBF16;
-    else if (dt == "F16") v.dtype = DType::kF16;
-    else return Status::unsupported(where + " has unsupported dtype " + dt + " (F32, BF16, F16 are accepted)");
-    uint64_t numel = 1;
-    for (const json& d : e["shape"]) {
-      if (!d.is_number_unsigned()) return Status::corruption(where + ": shape " + e["shape"].dump() + " is not a list of sizes");
-      uint64_t x = d.get<uint64_t>();
-      if (x != 0 && numel > (uint64_t{1} << 50) / x) return Status::corruption(where + ": shape " + e["shape"].dump() + " is too large");
-      numel *= x;
-      v.shape.push_back(static_cast<int64_t>(x));
-    }
-    const json& off = e["data_offsets"];
-    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      return Status::corruption(where + ": data_offsets " + off.dump() + " are not byte offsets");
-    uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
-    if (b > en) return Status::corruption(where + ": data_offsets " + off.dump() + " end before they begin");
-    if (en > data_size)
-      return Status::corruption(where + ": data_offsets " + off.dump() + " run past the end of the data (" +
-                                std::to_string(data_size) + " bytes; file truncated or header wrong)");
-    uint64_t want = numel * dtype_size(v.dtype);
-    if (en - b != want)
-      return Status::corruption(where + ": data_offsets " + off.dump() + " span " + std::to_string(en - b) +
-                                " bytes, but shape " + shape_text(v.shape) + " of " + dt + " needs " + std::to_string(want));
-    v.data = base + data_begin + b;
-    v.nbytes = want;
-    ranges.push_back({b, en, name});
-    if (out->count(name)) return Status::corruption(where + " also appears in file " + (*out)[name].file);
-    (*out)[name] = std::move(v);
+// A tensor's bytes within the data section.
+struct DataRange {
+  uint64_t begin, end;
+  std::string name;
+};
+
+// One header entry: its dtype and shape, and data_offsets that fit the data
+// section (`data`, `data_size` bytes) and the shape.
+Status parse_entry(const std::string& name, const json& e, const std::string& file, const uint8_t* data,
+                   uint64_t data_size, TensorView* v, DataRange* range) {
+  const std::string where = "tensor " + name + " in file " + file;
+  if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+      !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+      e["data_offsets"].size() != 2)
+    return Status::corruption(where + ": header entry needs dtype, shape and two data_offsets");
+  std::string dt = e["dtype"].get<std::string>();
+  v->name = name;
+  v->file = file;
+  if (dt == "F32") v->dtype = DType::kF32;
+  else if (dt == "BF16") v->dtype = DType::kBF16;
+  else if (dt == "F16") v->dtype = DType::kF16;
+  else return Status::unsupported(where + " has unsupported dtype " + dt + " (F32, BF16, F16 are accepted)");
+  uint64_t numel = 1;
+  for (const json& d : e["shape"]) {
+    if (!d.is_number_unsigned()) return Status::corruption(where + ": shape " + e["shape"].dump() + " is not a list of sizes");
+    uint64_t x = d.get<uint64_t>();
+    if (x != 0 && numel > (uint64_t{1} << 50) / x) return Status::corruption(where + ": shape " + e["shape"].dump() + " is too large");
+    numel *= x;
+    v->shape.push_back(static_cast<int64_t>(x));
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+  const json& off = e["data_offsets"];
+  if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    return Status::corruption(where + ": data_offsets " + off.dump() + " are not byte offsets");
+  uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
+  if (b > en) return Status::corruption(where + ": data_offsets " + off.dump() + " end before they begin");
+  if (en > data_size)
+    return Status::corruption(where + ": data_offsets " + off.dump() + " run past the end of the data (" +
+                              std::to_string(data_size) + " bytes; file truncated or header wrong)");
+  uint64_t want = numel * dtype_size(v->dtype);
+  if (en - b != want)
+    return Status::corruption(where + ": data_offsets " + off.dump() + " span " + std::to_string(en - b) +
+                              " bytes, but shape " + shape_text(v->shape) + " of " + dt + " needs " + std::to_string(want));
+  v->data = data + b;
+  v->nbytes = want;
+  *range = {b, en, name};
+  return Status::ok();
+}
+
+// The format requires the tensors to tile the data exactly: an overlap, a
+// hole or trailing bytes mean the header does not describe this file.
+Status check_tiling(std::vector<DataRange> ranges, const std::string& file, uint64_t data_size) {
+  std::sort(ranges.begin(), ranges.end(), [](const DataRange& a, const DataRange& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  // The format requires the tensors to tile the data exactly: an overlap, a
-  // hole or trailing bytes mean the header does not describe this file.
   uint64_t expected_begin = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     if (i > 0 && ranges[i].begin < ranges[i - 1].end)
@@ -202,6 +187,37 @@ Status parse_shard(const uint8_t* base, uint64_t size, const std::string& file,
                               " bytes after the last tensor " + last + " are described by no tensor");
   }
   return Status::ok();
+}
+
+Status parse_shard(const uint8_t* base, uint64_t size, const std::string& file,
+                   std::map<std::string, TensorView>* out) {
+  if (size < 8)
+    return Status::corruption("file " + file + " is truncated: " + std::to_string(size) +
+                              " bytes, less than the 8-byte header length");
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(base[i]) << (8 * i);
+  if (hlen > size - 8)
+    return Status::corruption("file " + file + ": header length " + std::to_string(hlen) +
+                              " runs past the end of the file (" + std::to_string(size) + " bytes; truncated?)");
+  const char* text = reinterpret_cast<const char*>(base + 8);
+  json h = json::parse(text, text + hlen, nullptr, /*allow_exceptions=*/false);
+  if (h.is_discarded() || !h.is_object())
+    return Status::corruption("file " + file + ": header is not a JSON object");
+  const uint64_t data_begin = 8 + hlen;
+  const uint64_t data_size = size - data_begin;
+  std::vector<DataRange> ranges;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") continue;
+    TensorView v;
+    DataRange range;
+    SB_RETURN_IF_ERROR(parse_entry(name, it.value(), file, base + data_begin, data_size, &v, &range));
+    ranges.push_back(std::move(range));
+    if (out->count(name))
+      return Status::corruption("tensor " + name + " in file " + file + " also appears in file " + (*out)[name].file);
+    (*out)[name] = std::move(v);
+  }
+  return check_tiling(std::move(ranges), file, data_size);
 }
 
 }  // namespace
