@@ -220,6 +220,53 @@ Status parse_shard(const uint8_t* base, uint64_t size, const std::string& file,
   return check_tiling(std::move(ranges), file, data_size);
 }
 
+// model.safetensors.index.json: which shard holds each tensor, and the shards.
+Status read_shard_index(const std::string& dir, const std::string& index_path,
+                        std::map<std::string, std::string>* weight_map, std::vector<std::string>* files) {
+  if (!file_exists(index_path)) return Status::not_found(dir + ": no model.safetensors or model.safetensors.index.json");
+  std::ifstream in(index_path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json idx = json::parse(ss.str(), nullptr, false);
+  if (idx.is_discarded() || !idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
+    return Status::corruption("file model.safetensors.index.json in " + dir + " is not JSON with a weight_map object");
+  std::set<std::string> shard_set;
+  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+    if (!it.value().is_string())
+      return Status::corruption("tensor " + it.key() + " in file model.safetensors.index.json: shard name is not a string");
+    std::string shard = it.value().get<std::string>();
+    if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+      return Status::corruption("tensor " + it.key() + " in file model.safetensors.index.json: bad shard name '" + shard + "'");
+    if (!file_exists(dir + "/" + shard))
+      return Status::not_found("tensor " + it.key() + " in file model.safetensors.index.json: shard " + shard +
+                               " is missing from " + dir);
+    (*weight_map)[it.key()] = shard;
+    shard_set.insert(shard);
+  }
+  if (shard_set.empty()) return Status::corruption("file model.safetensors.index.json in " + dir + " lists no tensors");
+  files->assign(shard_set.begin(), shard_set.end());
+  return Status::ok();
+}
+
+// Adds one shard's tensors; each must be where the index (when sharded) puts it, and in no other shard.
+Status add_shard_views(std::map<std::string, TensorView> views, const std::string& file,
+                       const std::map<std::string, std::string>* weight_map, std::map<std::string, TensorView>* tensors) {
+  for (auto& [name, v] : views) {
+    if (weight_map) {
+      auto it = weight_map->find(name);
+      if (it == weight_map->end())
+        return Status::corruption("tensor " + name + " in file " + file + " is not listed in model.safetensors.index.json");
+      if (it->second != file)
+        return Status::corruption("tensor " + name + " in file " + file + ": model.safetensors.index.json places it in " +
+                                  it->second);
+    }
+    if (tensors->count(name))
+      return Status::corruption("tensor " + name + " in file " + file + " also appears in file " + (*tensors)[name].file);
+    (*tensors)[name] = std::move(v);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out) {
@@ -229,33 +276,8 @@ Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out
   std::map<std::string, std::string> weight_map;  // tensor -> shard, when sharded
   std::vector<std::string> files;
   const bool sharded = !file_exists(single);
-  if (!sharded) {
-    files.push_back("model.safetensors");
-  } else {
-    if (!file_exists(index_path))
-      return Status::not_found(dir + ": no model.safetensors or model.safetensors.index.json");
-    std::ifstream in(index_path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json idx = json::parse(ss.str(), nullptr, false);
-    if (idx.is_discarded() || !idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
-      return Status::corruption("file model.safetensors.index.json in " + dir + " is not JSON with a weight_map object");
-    std::set<std::string> shard_set;
-    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
-      if (!it.value().is_string())
-        return Status::corruption("tensor " + it.key() + " in file model.safetensors.index.json: shard name is not a string");
-      std::string shard = it.value().get<std::string>();
-      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
-        return Status::corruption("tensor " + it.key() + " in file model.safetensors.index.json: bad shard name '" + shard + "'");
-      if (!file_exists(dir + "/" + shard))
-        return Status::not_found("tensor " + it.key() + " in file model.safetensors.index.json: shard " + shard +
-                                 " is missing from " + dir);
-      weight_map[it.key()] = shard;
-      shard_set.insert(shard);
-    }
-    if (shard_set.empty()) return Status::corruption("file model.safetensors.index.json in " + dir + " lists no tensors");
-    files.assign(shard_set.begin(), shard_set.end());
-  }
+  if (!sharded) files.push_back("model.safetensors");
+  else SB_RETURN_IF_ERROR(read_shard_index(dir, index_path, &weight_map, &files));
   XXH3_state_t* hs = XXH3_createState();
   XXH3_128bits_reset(hs);
   Status status;
@@ -268,27 +290,7 @@ Status Checkpoint::open(const std::string& dir, std::unique_ptr<Checkpoint>* out
     std::map<std::string, TensorView> views;
     status = parse_shard(mm.data(), mm.size(), file, &views);
     if (!status.is_ok()) break;
-    for (auto& [name, v] : views) {
-      if (sharded) {
-        auto it = weight_map.find(name);
-        if (it == weight_map.end()) {
-          status = Status::corruption("tensor " + name + " in file " + file +
-                                      " is not listed in model.safetensors.index.json");
-          break;
-        }
-        if (it->second != file) {
-          status = Status::corruption("tensor " + name + " in file " + file +
-                                      ": model.safetensors.index.json places it in " + it->second);
-          break;
-        }
-      }
-      if (ck->tensors_.count(name)) {
-        status = Status::corruption("tensor " + name + " in file " + file + " also appears in file " +
-                                    ck->tensors_[name].file);
-        break;
-      }
-      ck->tensors_[name] = std::move(v);
-    }
+    status = add_shard_views(std::move(views), file, sharded ? &weight_map : nullptr, &ck->tensors_);
     if (!status.is_ok()) break;
     status = hash_file(dir + "/" + file, mm.size(), hs);
     if (!status.is_ok()) break;
