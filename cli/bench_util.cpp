@@ -50,7 +50,8 @@ Status ensure_bench_model(const std::string& cache_dir, const std::string& arch_
   const fs::path target = fs::path(cache_dir) / ("bench-" + arch_name + "-" + preset);
   *dir = target.string();
   std::error_code ec;
-  if (read_text(target / "bench_recipe") == recipe && fs::is_regular_file(target / "config.json", ec)) return Status::ok();
+  if (read_text(target / "bench_recipe") == recipe && fs::is_regular_file(target / "config.json", ec))
+    return Status::ok();
   std::fprintf(stderr, "statebank bench: generating the %s %s checkpoint in %s (once)\n", arch_name.c_str(),
                preset.c_str(), target.c_str());
   std::string tokenizer;
@@ -69,7 +70,7 @@ Status ensure_bench_model(const std::string& cache_dir, const std::string& arch_
   return Status::ok();
 }
 
-Status open_bench_model(const Args& args, int threads, BenchModel* out) {
+Status resolve_bench_model(const Args& args, BenchModel* out) {
   out->cache_base = fs::path(demo_model_dir()).parent_path().string();
   const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
   if (args.has("model")) {
@@ -84,6 +85,11 @@ Status open_bench_model(const Args& args, int threads, BenchModel* out) {
     SB_RETURN_IF_ERROR(apply_weights_arg(args.get("weights"), &out->dir));
     out->description += ", quantized to " + args.get("weights");
   }
+  return Status::ok();
+}
+
+Status open_bench_model(const Args& args, int threads, BenchModel* out) {
+  SB_RETURN_IF_ERROR(resolve_bench_model(args, out));
   RuntimeOptions ro;
   ro.threads = threads;
   SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &ro.precision));

@@ -29,6 +29,8 @@ struct BenchModel {
   std::unique_ptr<Model> model;
 };
 Status open_bench_model(const Args& args, int threads, BenchModel* out);
+// open_bench_model() without the load: dir, description and cache_base.
+Status resolve_bench_model(const Args& args, BenchModel* out);
 std::string cpu_name();
 std::string utc_now();
 // A shell word for `a` (quoted when needed), for the command lines reports print.
