@@ -73,8 +73,8 @@ TEST(ModelFingerprint, ALoadedModelFillsEveryFieldFromWhatItRuns) {
   // The kernels' name ends in the same instruction set (or in the one
   // instruction that replaces it), one function naming both.
   const std::string& name = f.kernel_variant;
-  EXPECT_TRUE(name.ends_with(std::string("/") + f.isa) || name.ends_with(std::string("-") + f.isa) ||
-              name.ends_with("/avx512bf16"))
+  const std::string slash_isa = "/" + f.isa, dash_isa = "-" + f.isa;
+  EXPECT_TRUE(name.ends_with(slash_isa) || name.ends_with(dash_isa) || name.ends_with("/avx512bf16"))
       << name << " against " << f.isa;
   EXPECT_EQ(f.precision, "bf16") << "a bf16 checkpoint computes in bf16 unless told otherwise";
   EXPECT_EQ(f.config, bf16->config().describe());
