@@ -43,6 +43,51 @@ std::string make_plot(const std::string& csv, const std::string& png) {
 
 }  // namespace
 
+namespace {
+
+// The workload's options from the flags, checked against each other.
+Status load_options(const Args& args, LoadOptions* o, int64_t* threads) {
+  int64_t requests, rounds, max_running, decoders, seed;
+  Status s;
+  std::vector<int64_t> clients;
+  if (!(s = args.get_int("threads", 2, 1, 256, threads)) ||
+      !(s = args.get_int("prompt-tokens", 64, 1, 1 << 20, &o->prompt_tokens)) ||
+      !(s = args.get_int("decode-tokens", 48, 1, 1 << 20, &o->decode_tokens)) ||
+      !(s = args.get_int("requests", 2, 1, 1000, &requests)) ||
+      !(s = args.get_int("rounds", 3, 1, 100, &rounds)) ||
+      !(s = args.get_int("max-running", 8, 1, 256, &max_running)) ||
+      !(s = args.get_int("batch-tokens", 512, 2, 1 << 20, &o->batch_tokens)) ||
+      !(s = args.get_int("long-prompt-tokens", 8192, 1, 1 << 22, &o->long_prompt_tokens)) ||
+      !(s = args.get_int("long-decoders", 4, 1, 255, &decoders)) ||
+      !(s = args.get_int("idle-tokens", 64, 1, 1 << 20, &o->idle_tokens)) ||
+      !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
+      !(s = args.get_double("itl-ratio", 2.0, &o->itl_ratio)) ||
+      !(s = parse_list("clients", args.get("clients", "1,2,4,8"), "integers >= 1", valid_count, &clients)) ||
+      !(s = parse_list("long-batch-tokens", args.get("long-batch-tokens", "512"), "integers >= 2", valid_budget,
+                       &o->long_batch_tokens)) ||
+      !(s = parse_list("long-itl-ratios", args.get("long-itl-ratios", "0,2"),
+                       std::string("ratios, each ") + StepBudget::kRatioRule, StepBudget::valid_ratio,
+                       &o->long_itl_ratios)))
+    return s;
+  o->clients.assign(clients.begin(), clients.end());
+  o->requests_per_client = static_cast<int>(requests);
+  o->rounds = static_cast<int>(rounds);
+  o->max_running = static_cast<int>(max_running);
+  o->long_decoders = static_cast<int>(decoders);
+  o->seed = static_cast<uint64_t>(seed);
+  if (o->batch_tokens <= o->max_running) return Status::invalid("--batch-tokens must be more than --max-running");
+  if (!StepBudget::valid_ratio(o->itl_ratio))
+    return Status::invalid(std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
+  for (int64_t b : o->long_batch_tokens)
+    if (b <= std::max<int64_t>(o->max_running, o->long_decoders + 1))
+      return Status::invalid("each --long-batch-tokens must be more than the sequences that run (" +
+                             std::to_string(std::max<int64_t>(o->max_running, o->long_decoders + 1)) + ")");
+  o->progress = [](const std::string& line) { std::fprintf(stderr, "statebank bench: %s\n", line.c_str()); };
+  return Status::ok();
+}
+
+}  // namespace
+
 int bench_load(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "weights", "clients", "prompt-tokens", "decode-tokens", "requests", "rounds",
              "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
@@ -52,41 +97,8 @@ int bench_load(int argc, char** argv) {
   if (!s) return fail("bench", s.message() + "\n" + kLoadUsage);
   if (!args.positional().empty()) return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kLoadUsage);
   LoadOptions o;
-  int64_t threads, requests, rounds, max_running, decoders, seed;
-  std::vector<int64_t> clients;
-  if (!(s = args.get_int("threads", 2, 1, 256, &threads)) ||
-      !(s = args.get_int("prompt-tokens", 64, 1, 1 << 20, &o.prompt_tokens)) ||
-      !(s = args.get_int("decode-tokens", 48, 1, 1 << 20, &o.decode_tokens)) ||
-      !(s = args.get_int("requests", 2, 1, 1000, &requests)) ||
-      !(s = args.get_int("rounds", 3, 1, 100, &rounds)) ||
-      !(s = args.get_int("max-running", 8, 1, 256, &max_running)) ||
-      !(s = args.get_int("batch-tokens", 512, 2, 1 << 20, &o.batch_tokens)) ||
-      !(s = args.get_int("long-prompt-tokens", 8192, 1, 1 << 22, &o.long_prompt_tokens)) ||
-      !(s = args.get_int("long-decoders", 4, 1, 255, &decoders)) ||
-      !(s = args.get_int("idle-tokens", 64, 1, 1 << 20, &o.idle_tokens)) ||
-      !(s = args.get_int("seed", 1, 0, INT64_MAX, &seed)) ||
-      !(s = args.get_double("itl-ratio", 2.0, &o.itl_ratio)) ||
-      !(s = parse_list("clients", args.get("clients", "1,2,4,8"), "integers >= 1", valid_count, &clients)) ||
-      !(s = parse_list("long-batch-tokens", args.get("long-batch-tokens", "512"), "integers >= 2", valid_budget,
-                       &o.long_batch_tokens)) ||
-      !(s = parse_list("long-itl-ratios", args.get("long-itl-ratios", "0,2"),
-                       std::string("ratios, each ") + StepBudget::kRatioRule, StepBudget::valid_ratio,
-                       &o.long_itl_ratios)))
-    return fail("bench", s.message());
-  o.clients.assign(clients.begin(), clients.end());
-  o.requests_per_client = static_cast<int>(requests);
-  o.rounds = static_cast<int>(rounds);
-  o.max_running = static_cast<int>(max_running);
-  o.long_decoders = static_cast<int>(decoders);
-  o.seed = static_cast<uint64_t>(seed);
-  if (o.batch_tokens <= o.max_running) return fail("bench", "--batch-tokens must be more than --max-running");
-  if (!StepBudget::valid_ratio(o.itl_ratio))
-    return fail("bench", std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
-  for (int64_t b : o.long_batch_tokens)
-    if (b <= std::max<int64_t>(o.max_running, o.long_decoders + 1))
-      return fail("bench", "each --long-batch-tokens must be more than the sequences that run (" +
-                               std::to_string(std::max<int64_t>(o.max_running, o.long_decoders + 1)) + ")");
-  o.progress = [](const std::string& line) { std::fprintf(stderr, "statebank bench: %s\n", line.c_str()); };
+  int64_t threads;
+  if (!(s = load_options(args, &o, &threads))) return fail("bench", s.message());
 
   BenchModel bm;
   if (!(s = open_bench_model(args, static_cast<int>(threads), &bm))) return fail("bench", s.to_string());
