@@ -3,17 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/sampling.h"
+
 namespace sb {
-namespace {
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 const char* speculative_mode_name(SpeculativeMode mode) {
   switch (mode) {
@@ -64,9 +56,9 @@ void OracleDrafter::draft(const DraftContext& context, int max_tokens, std::vect
   const int64_t from = static_cast<int64_t>(context.generated.size());
   for (int64_t i = from; i < from + max_tokens && i < static_cast<int64_t>(recorded_.size()); ++i) {
     int32_t token = recorded_[static_cast<size_t>(i)];
-    const uint64_t h = mix64(seed_ ^ mix64(static_cast<uint64_t>(i)));
+    const uint64_t h = splitmix64(seed_ ^ splitmix64(static_cast<uint64_t>(i)));
     if (static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0) < corrupt_ && vocab_ > 1)
-      token = static_cast<int32_t>((token + 1 + static_cast<int64_t>(mix64(h) % static_cast<uint64_t>(vocab_ - 1))) %
+      token = static_cast<int32_t>((token + 1 + static_cast<int64_t>(splitmix64(h) % static_cast<uint64_t>(vocab_ - 1))) %
                                    vocab_);
     out->push_back(token);
   }

@@ -9,7 +9,6 @@
 #include "runtime/math.h"
 
 namespace sb {
-namespace {
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -17,8 +16,6 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
-
-}  // namespace
 
 double Sampler::next_uniform() {
   const uint64_t r = splitmix64(config_.seed ^ splitmix64(counter_++));

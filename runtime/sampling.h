@@ -12,6 +12,10 @@
 
 namespace sb {
 
+// SplitMix64's step (the golden-ratio increment, then its finaliser): the
+// mixing function of every random stream here (Sampler, the oracle drafter).
+uint64_t splitmix64(uint64_t x);
+
 struct SamplerConfig {
   float temperature = 0.0f;  // <= 0: greedy (argmax, lowest id on ties)
   float top_p = 1.0f;        // nucleus mass in (0, 1]
