@@ -13,16 +13,6 @@ double ms_since(EngineClock::time_point t) {
   return std::chrono::duration<double, std::milli>(EngineClock::now() - t).count();
 }
 
-Status check_speculative(SpeculativeMode mode, int draft_max) {
-  if (mode == SpeculativeMode::kMtp)
-    return Status::invalid(
-        "speculative mode mtp needs a checkpoint with an MTP head; this one has none (use ngram or auto)");
-  if (draft_max < 1 || draft_max > kMaxDraftTokens)
-    return Status::invalid("speculative draft_max must be in 1.." + std::to_string(kMaxDraftTokens) + ", not " +
-                           std::to_string(draft_max));
-  return Status::ok();
-}
-
 namespace {
 
 Status validate(const CompletionRequest& r, int64_t vocab) {

@@ -264,10 +264,6 @@ class Engine {
   mutable Counters counters_;
 };
 
-// Whether a speculative mode and draft length can run on this engine's
-// checkpoint: an error naming the field otherwise (no MTP head yet, a
-// draft_max outside 1..kMaxDraftTokens).
-Status check_speculative(SpeculativeMode mode, int draft_max);
 
 // Why a snapshot is taken at a position; the engine maps it to the bank's
 // retention class (bank/tier.h). Kept here so tests can check the placement

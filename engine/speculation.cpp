@@ -7,6 +7,16 @@
 
 namespace sb {
 
+Status check_speculative(SpeculativeMode mode, int draft_max) {
+  if (mode == SpeculativeMode::kMtp)
+    return Status::invalid(
+        "speculative mode mtp needs a checkpoint with an MTP head; this one has none (use ngram or auto)");
+  if (draft_max < 1 || draft_max > kMaxDraftTokens)
+    return Status::invalid("speculative draft_max must be in 1.." + std::to_string(kMaxDraftTokens) + ", not " +
+                           std::to_string(draft_max));
+  return Status::ok();
+}
+
 const char* speculative_mode_name(SpeculativeMode mode) {
   switch (mode) {
     case SpeculativeMode::kOff:

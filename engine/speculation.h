@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
+
 namespace sb {
 
 enum class SpeculativeMode { kOff, kAuto, kNgram, kMtp };
@@ -38,6 +40,10 @@ bool parse_speculative_mode(std::string_view name, SpeculativeMode* out);
 inline constexpr const char* kSpeculativeModes = "off, auto, ngram, mtp";
 // The longest draft a step verifies (--draft-max, a request's draft_max).
 inline constexpr int kMaxDraftTokens = 16;
+// Whether a speculative mode and draft length can run on this engine's
+// checkpoint: an error naming the field otherwise (no MTP head yet, a
+// draft_max outside 1..kMaxDraftTokens).
+Status check_speculative(SpeculativeMode mode, int draft_max);
 
 // A request's choice; unset fields take the engine's (EngineOptions).
 struct SpeculativeParams {

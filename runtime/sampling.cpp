@@ -10,13 +10,6 @@
 
 namespace sb {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 double Sampler::next_uniform() {
   const uint64_t r = splitmix64(config_.seed ^ splitmix64(counter_++));
   return static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0);

@@ -14,7 +14,12 @@ namespace sb {
 
 // SplitMix64's step (the golden-ratio increment, then its finaliser): the
 // mixing function of every random stream here (Sampler, the oracle drafter).
-uint64_t splitmix64(uint64_t x);
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
 struct SamplerConfig {
   float temperature = 0.0f;  // <= 0: greedy (argmax, lowest id on ties)

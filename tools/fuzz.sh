@@ -22,7 +22,8 @@ cxx=(clang++ -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -D_FILE_O
 declare -A sources libs corpus
 sources[schema]="constrain/*.cpp common/status.cpp"
 sources[jinja]="jinja/*.cpp common/status.cpp"
-sources[request]="server/request_parse.cpp server/json_fields.cpp server/responses_parse.cpp server/messages_parse.cpp constrain/*.cpp common/status.cpp"
+sources[request]="server/request_parse.cpp server/json_fields.cpp server/responses_parse.cpp server/messages_parse.cpp
+  engine/speculation.cpp constrain/*.cpp common/status.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
 sources[gguf]="model/gguf.cpp model/gguf_writer.cpp model/mapped_file.cpp model/checkpoint.cpp model/gguf_import.cpp
   model/gguf_layout.cpp model/gguf_metadata.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp runtime/quant.cpp
