@@ -10,12 +10,12 @@ namespace sb {
 
 int cmd_gen_model(int argc, char** argv) {
   const char* cmd = "gen-model";
-  Args args({"arch", "preset", "seed", "dtype", "tokenizer"}, {});
+  Args args({"arch", "preset", "seed", "dtype", "tokenizer", "mtp-layers"}, {});
   if (Status s = args.parse(argc, argv); !s) return fail(cmd, s.message());
   if (args.positional().size() != 1)
     return fail(cmd,
                 "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|statebank_qsa "
-                "--preset tiny|small|0.8b|4b [--seed N] [--dtype bf16|f32] [--tokenizer DIR] OUT_DIR");
+                "--preset tiny|small|0.8b|4b [--seed N] [--dtype bf16|f32] [--mtp-layers 0|1] [--tokenizer DIR] OUT_DIR");
   if (!args.has("arch")) return fail(cmd, "--arch is required");
   if (!args.has("preset")) return fail(cmd, "--preset is required");
   Arch arch;
@@ -24,6 +24,10 @@ int cmd_gen_model(int argc, char** argv) {
   if (Status s = preset_config(arch, args.get("preset"), &config); !s) return fail(cmd, s.message());
   int64_t seed = 0;
   if (Status s = args.get_int("seed", 0, 0, INT64_MAX, &seed); !s) return fail(cmd, s.message());
+  // An MTP head is opt-in: the presets' files stay what they were.
+  if (Status s = args.get_int("mtp-layers", 0, 0, 1, &config.mtp_layers); !s) return fail(cmd, s.message());
+  if (config.mtp_layers > 0 && (arch == Arch::kQwen3 || arch == Arch::kQsa))
+    return fail(cmd, std::string("--mtp-layers: ") + arch_name(arch) + " checkpoints have no MTP head");
   std::string dtype_name = args.get("dtype", "bf16");
   DType dtype;
   if (dtype_name == "bf16") dtype = DType::kBF16;

@@ -57,7 +57,7 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
     in.n_kv = nkv;
     in.head_dim = d;
     in.q = q.data() + seq.first_row * nh * d;
-    in.kv_dtype = schema_.components[w.comp_k].dtype;
+    in.kv_dtype = st.schema().components[w.comp_k].dtype;  // the model's State or the MTP head's
     in.k = st.bytes(w.comp_k).data();
     in.v = st.bytes(w.comp_v).data();
     in.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));

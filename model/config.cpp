@@ -259,6 +259,8 @@ Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
   if (!(c->rms_norm_eps > 0) || !std::isfinite(c->rms_norm_eps)) return r.error("rms_norm_eps", "must be a positive number");
   SB_RETURN_IF_ERROR(r.get_bool("tie_word_embeddings", &c->tie_word_embeddings));
   SB_RETURN_IF_ERROR(r.get_int("max_position_embeddings", &c->max_position_embeddings, false));
+  SB_RETURN_IF_ERROR(r.get_int(r.has("mtp_num_hidden_layers") ? "mtp_num_hidden_layers" : "num_nextn_predict_layers",
+                               &c->mtp_layers, false, 0));
   if (c->n_heads % c->n_kv_heads != 0)
     return r.error("num_attention_heads", "(" + std::to_string(c->n_heads) + ") is not a multiple of num_key_value_heads (" +
                                               std::to_string(c->n_kv_heads) + ")");
@@ -361,6 +363,7 @@ std::string config_to_json(const ModelConfig& c) {
   t["attention_bias"] = false;
   t["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.max_position_embeddings > 0) t["max_position_embeddings"] = c.max_position_embeddings;
+  if (c.mtp_layers > 0) t["mtp_num_hidden_layers"] = c.mtp_layers;
   t["rope_parameters"] = {{"rope_type", "default"},
                           {"rope_theta", c.rope_theta},
                           {"partial_rotary_factor", c.partial_rotary_factor}};

@@ -70,6 +70,11 @@ struct ModelConfig {
   // Gated DeltaNet layer holds linear_attn.A = -exp(A_log), GGUF's ssm_a,
   // instead of linear_attn.A_log.
   bool a_stored_negated = false;
+  // Multi-token-prediction layers (`mtp_num_hidden_layers`, or
+  // `num_nextn_predict_layers`): the head's tensors are `mtp.*` (model/mtp_head.h).
+  // 0: none. Not part of describe(): the head changes no logit of the model
+  // and no bit of its State, only the drafts speculation proposes.
+  int64_t mtp_layers = 0;
 
   int64_t rotary_dim() const { return static_cast<int64_t>(head_dim * partial_rotary_factor); }
   bool layer_is_moe(int64_t layer) const;

@@ -1,4 +1,5 @@
 #include "model/gen_model.h"
+#include "model/mtp_head.h"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -263,7 +264,10 @@ Status copy_file(const std::string& from, const std::string& to) {
 }  // namespace
 
 Status write_random_weights(const ModelConfig& config, uint64_t seed, DType dtype, const std::string& path) {
-  const std::vector<TensorSpec> specs = expected_tensors(config);
+  std::vector<TensorSpec> specs = expected_tensors(config);
+  // The MTP head last: each tensor's values depend only on its name, so the
+  // model's own tensors keep their bytes with or without a head.
+  for (TensorSpec& s : mtp_tensors(config)) specs.push_back(std::move(s));
   std::vector<SafetensorsEntry> entries;
   for (const auto& s : specs) entries.push_back({s.name, stored_dtype(s, dtype), s.shape});
   const std::string header = safetensors_header(entries);

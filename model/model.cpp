@@ -28,4 +28,8 @@ Status Model::decode(State& state, int32_t token, std::vector<float>* logits) co
   return Status::ok();
 }
 
+Status Model::mtp_forward(const MtpStep&, MtpOutput*) const {
+  return Status::invalid("this checkpoint has no MTP head");
+}
+
 }  // namespace sb

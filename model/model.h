@@ -44,6 +44,12 @@ struct RuntimeOptions {
   // for a checkpoint whose embedding table is bf16, f32 otherwise. Part of
   // the fingerprint.
   std::optional<Precision> precision;
+  // The MTP head drafts over token ids [0, mtp_draft_vocab) only (0, or the
+  // vocabulary's size or more: all of them). Its LM head is most of a draft
+  // token's cost; byte-level BPE vocabularies such as Qwen's number tokens
+  // by merge order, so the low ids are the common ones. Drafts only: no bit
+  // of a result, and not part of the fingerprint.
+  int64_t mtp_draft_vocab = 32768;
 };
 
 // PrefillCarry: lets a prefill stop anywhere, not only on the kGrid grid,
@@ -84,6 +90,28 @@ struct PrefillOutput {
   std::vector<float> logits;   // n_rows * vocab
   std::vector<LogitStats> stats;  // n_rows: each row's logit_stats (runtime/sampling.h)
   std::vector<RecurrentSnapshot> snapshots;  // in position order
+  // Only for a model with an MTP head (Model::has_mtp): n_rows * hidden_size,
+  // each logit row's hidden state after the final norm (what the LM head
+  // reads, and what the head's MtpStep::hidden takes).
+  std::vector<float> hidden;
+};
+
+// The multi-token-prediction head (docs/model-spec.md, "MTP head"): row i
+// pairs the hidden state h that predicted token t_i with t_i itself, runs
+// e = norm_e(embed(t_i)), h' = norm_h(h), fc([e ; h']), one full-attention
+// decoder layer over the head's own keys and values, the head's norm and
+// the shared LM head: logits for the token after t_i.
+struct MtpStep {
+  State* kv = nullptr;             // Model::new_mtp_state(); rows [0, keep) kept, then these appended
+  int64_t keep = 0;                // REQUIRES: <= kv's rows (the rest are dropped first: a rejected draft)
+  int64_t first_pos = 0;           // position of t_0 in its sequence (RoPE)
+  std::span<const float> hidden;   // tokens.size() * hidden_size
+  std::span<const int32_t> tokens;
+};
+struct MtpOutput {
+  std::vector<float> logits;  // the last row's, over the draft vocabulary (RuntimeOptions::mtp_draft_vocab)
+  LogitStats stats;           // its argmax and log-normaliser
+  std::vector<float> hidden;  // hidden_size: the last row's output after the head's norm (the next depth's h)
 };
 
 // Which rows of a sequence's tokens get logits in a forward step: none (a
@@ -157,6 +185,14 @@ class Model {
   // Consumes one token with the recurrent form; logits has vocab_size floats.
   // forward() over this one sequence.
   Status decode(State& state, int32_t token, std::vector<float>* logits) const;
+
+  // The MTP head, when the checkpoint has one (config mtp_layers > 0 and its
+  // mtp.* tensors). Its keys and values live in a State of their own, apart
+  // from the model's (the bank never sees them). mtp_forward() is
+  // deterministic: the same kv, hidden rows and tokens give the same bits.
+  virtual bool has_mtp() const { return false; }
+  virtual State new_mtp_state() const { return State(); }
+  virtual Status mtp_forward(const MtpStep& step, MtpOutput* out) const;
 
   // The check after every restore: the State is consistent (runtime/state.h
   // invariants 1-3) and every derived component equals what its sources give

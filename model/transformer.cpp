@@ -37,6 +37,7 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   if (!m->kernels_) return Status::invalid("the kernels factory made no kernels");
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
+  SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
 
   FingerprintFields& f = m->fingerprint_fields_;
   // The numerics version and instruction set live beside the kernels
@@ -197,20 +198,23 @@ Status Transformer::check_tokens(const State& state, std::span<const int32_t> to
 
 void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
   const int64_t H = config_.hidden_size, T = call.rows;
+  Rows xn(T * H), y(T * H);
+  for (const LayerWeights& w : layers_) run_layer(w, call, x.data(), xn.data(), y.data());
+}
+
+void Transformer::run_layer(const LayerWeights& w, ForwardCall& call, float* x, float* xn, float* y) const {
+  const int64_t H = config_.hidden_size, T = call.rows;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const bool offset = config_.norm_weight_offset;
-  Rows xn(T * H), y(T * H);
-  for (const LayerWeights& w : layers_) {
-    kernels_->rms_norm(x.data(), T, H, w.input_norm.data(), eps, offset, xn.data());
-    if (w.type == LayerType::kLinearAttention)
-      delta_net_layer(w, call, xn.data(), y.data());
-    else
-      attention_layer(w, call, xn.data(), y.data());
-    kernels_->add(x.data(), y.data(), T * H);
-    kernels_->rms_norm(x.data(), T, H, w.post_norm.data(), eps, offset, xn.data());
-    ffn_layer(w.ffn, xn.data(), T, y.data());
-    kernels_->add(x.data(), y.data(), T * H);
-  }
+  kernels_->rms_norm(x, T, H, w.input_norm.data(), eps, offset, xn);
+  if (w.type == LayerType::kLinearAttention)
+    delta_net_layer(w, call, xn, y);
+  else
+    attention_layer(w, call, xn, y);
+  kernels_->add(x, y, T * H);
+  kernels_->rms_norm(x, T, H, w.post_norm.data(), eps, offset, xn);
+  ffn_layer(w.ffn, xn, T, y);
+  kernels_->add(x, y, T * H);
 }
 
 namespace {
@@ -310,6 +314,7 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
     (*out)[i].n_rows = k;
     (*out)[i].logits.assign(logits.data() + at * V, logits.data() + (at + k) * V);
     (*out)[i].stats.assign(stats.begin() + at, stats.begin() + at + k);
+    if (mtp_) (*out)[i].hidden.assign(xn.data() + at * H, xn.data() + (at + k) * H);
     at += k;
   }
 }
@@ -366,6 +371,7 @@ Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<Seq
       o.n_rows += part[j].n_rows;
       o.logits.insert(o.logits.end(), part[j].logits.begin(), part[j].logits.end());
       o.stats.insert(o.stats.end(), part[j].stats.begin(), part[j].stats.end());
+      o.hidden.insert(o.hidden.end(), part[j].hidden.begin(), part[j].hidden.end());
       for (RecurrentSnapshot& snap : part[j].snapshots) o.snapshots.push_back(std::move(snap));
       done[owner[j]] += steps[j].tokens.size();
     }

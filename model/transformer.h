@@ -104,6 +104,9 @@ class Transformer final : public Model {
   const std::string& kernels_name() const override { return kernels_->name(); }
   Status forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const override;
   Status verify_state(const State& state) const override;
+  bool has_mtp() const override { return mtp_ != nullptr; }
+  State new_mtp_state() const override { return mtp_ ? State(mtp_->schema) : State(); }
+  Status mtp_forward(const MtpStep& step, MtpOutput* out) const override;
 
  private:
   Transformer() = default;
@@ -117,6 +120,8 @@ class Transformer final : public Model {
   Status forward_pass(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const;
   // Runs every layer over x [rows, hidden] in place.
   void run_layers(ForwardCall& call, std::vector<float>& x) const;
+  // One decoder layer over x in place; xn and y are scratch rows of x's size.
+  void run_layer(const LayerWeights& w, ForwardCall& call, float* x, float* xn, float* y) const;
   // Final norm and LM head over the rows each sequence asked logits for.
   void logits_for_rows(std::span<const SequenceStep> batch, const ForwardCall& call, const std::vector<float>& x,
                        std::vector<SequenceOutput>* out) const;
@@ -168,6 +173,21 @@ class Transformer final : public Model {
   FusedWeight fused(int64_t layer, std::initializer_list<const char*> names);
   std::vector<float> floats(const TensorView& t) const;
 
+  // The MTP head (model/mtp_head.cpp): its weights and the schema of its
+  // keys and values (components 0 and 1, the layer's comp_k and comp_v).
+  struct MtpHead {
+    WeightRef fc;  // [hidden, 2 * hidden] over [embedding ; hidden]
+    std::vector<float> norm_embed, norm_hidden, norm;
+    LayerWeights layer;
+    StateSchema schema;
+    WeightRef lm_head;  // the model's LM head, its first `vocab` rows
+    int64_t vocab = 0;
+  };
+  // Binds the head when the config names one and its tensors are there,
+  // drafting over ids [0, draft_vocab) (RuntimeOptions::mtp_draft_vocab).
+  Status bind_mtp(int64_t draft_vocab);
+  Status check_mtp_step(const MtpStep& step) const;
+
   ModelConfig config_;
   StateSchema schema_;
   FingerprintFields fingerprint_fields_;
@@ -179,6 +199,7 @@ class Transformer final : public Model {
   std::vector<float> final_norm_;
   std::vector<LayerWeights> layers_;
   std::unique_ptr<Kernels> kernels_;
+  std::unique_ptr<MtpHead> mtp_;
 };
 
 }  // namespace sb

@@ -1,0 +1,200 @@
+// The MTP head: its tensors, their binding and its forward (model/mtp_head.h,
+// Model::mtp_forward). The decoder layer is the model's own code
+// (Transformer::run_layer) over a State of the head's keys and values.
+#include "model/mtp_head.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "model/transformer.h"
+
+namespace sb {
+namespace {
+
+// The head's decoder layer as layer 0 of a one-layer model under "mtp.":
+// expected_tensors() then names its tensors (every family's FFN included).
+ModelConfig head_layer_config(const ModelConfig& c) {
+  ModelConfig h = c;
+  h.n_layers = 1;
+  h.layer_types = {LayerType::kFullAttention};
+  h.tensor_prefix = "mtp.";
+  h.mlp_only_layers.clear();
+  h.decoder_sparse_step = 1;
+  h.tie_word_embeddings = true;  // the model's LM head: no lm_head.weight of its own
+  return h;
+}
+
+constexpr const char* kFc = "mtp.fc.weight";
+
+// Rows [first, first + rows) of t seen as [numel / cols, cols].
+MatrixView rows_of(const TensorView& t, int64_t first, int64_t rows, int64_t cols) {
+  MatrixView m = as_matrix(t);
+  m.rows = rows;
+  m.cols = cols;
+  m.row_offset = first;
+  m.data = static_cast<const uint8_t*>(t.data) + first * dtype_row_bytes(t.dtype, cols);
+  return m;
+}
+
+}  // namespace
+
+std::vector<TensorSpec> mtp_tensors(const ModelConfig& c) {
+  if (c.mtp_layers <= 0) return {};
+  const int64_t H = c.hidden_size;
+  std::vector<TensorSpec> out = {
+      {kFc, {H, 2 * H}}, {"mtp.pre_fc_norm_embedding.weight", {H}}, {"mtp.pre_fc_norm_hidden.weight", {H}}};
+  for (TensorSpec& s : expected_tensors(head_layer_config(c)))
+    if (s.name != "mtp.embed_tokens.weight") out.push_back(std::move(s));
+  return out;
+}
+
+Status Transformer::bind_mtp(int64_t draft_vocab) {
+  const ModelConfig& c = config_;
+  // A config that names a head whose tensors were left out of the files
+  // (stripped checkpoints, our GGUF import) loads without one.
+  if (c.mtp_layers == 0 || !checkpoint_->find(kFc)) return Status::ok();
+  if (c.mtp_layers != 1)
+    return Status::invalid("mtp_num_hidden_layers is " + std::to_string(c.mtp_layers) +
+                           "; an MTP head of one layer is supported");
+  std::map<std::string, const TensorView*> t;
+  for (const TensorSpec& s : mtp_tensors(c)) {
+    const TensorView* v = checkpoint_->find(s.name);
+    if (!v)
+      return Status::not_found("missing tensor " + s.name + " (shape " + shape_text(s.shape) + ") of the MTP head");
+    if (v->shape != s.shape)
+      return Status::invalid("tensor " + s.name + " in file " + v->file + " has shape " + shape_text(v->shape) +
+                             ", expected " + shape_text(s.shape));
+    t[s.name] = v;
+  }
+  auto mtp = std::make_unique<MtpHead>();
+  mtp->fc = ref(*t.at(kFc));
+  mtp->norm_embed = floats(*t.at("mtp.pre_fc_norm_embedding.weight"));
+  mtp->norm_hidden = floats(*t.at("mtp.pre_fc_norm_hidden.weight"));
+  mtp->norm = floats(*t.at("mtp.norm.weight"));
+  LayerWeights& w = mtp->layer;
+  const std::string L = "mtp.layers.0.";
+  auto part = [&](const std::string& suffix) { return ref(*t.at(L + suffix), /*matmul=*/false); };
+  auto fuse = [&](std::initializer_list<const char*> names) {
+    std::vector<WeightRef> parts;
+    for (const char* n : names) parts.push_back(part(n));
+    return kernels_->fuse(parts);
+  };
+  w.type = LayerType::kFullAttention;
+  w.input_norm = floats(*t.at(L + "input_layernorm.weight"));
+  w.post_norm = floats(*t.at(L + "post_attention_layernorm.weight"));
+  w.attn.in = fuse({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
+  w.attn.o = ref(*t.at(L + "self_attn.o_proj.weight"));
+  w.attn.q_norm = floats(*t.at(L + "self_attn.q_norm.weight"));
+  w.attn.k_norm = floats(*t.at(L + "self_attn.k_norm.weight"));
+  FfnWeights& f = w.ffn;
+  f.moe = head_layer_config(c).layer_is_moe(0);
+  if (!f.moe) {
+    f.in = fuse({"mlp.gate_proj.weight", "mlp.up_proj.weight"});
+    f.down = ref(*t.at(L + "mlp.down_proj.weight"));
+  } else {
+    f.shared_expert = c.shared_expert_intermediate_size > 0;
+    if (f.shared_expert) {
+      f.in = fuse({"mlp.gate.weight", "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+                   "mlp.shared_expert_gate.weight"});
+      f.down = ref(*t.at(L + "mlp.shared_expert.down_proj.weight"));
+    } else {
+      f.in = fuse({"mlp.gate.weight"});
+    }
+    const int64_t I = c.moe_intermediate_size, H = c.hidden_size;
+    const bool fused = t.count(L + "mlp.experts.gate_up_proj") > 0;
+    for (int64_t e = 0; e < c.n_experts; ++e) {
+      const std::string X = L + "mlp.experts." + std::to_string(e) + ".";
+      const MatrixView gate = fused ? rows_of(*t.at(L + "mlp.experts.gate_up_proj"), e * 2 * I, I, H)
+                                    : as_matrix(*t.at(X + "gate_proj.weight"));
+      const MatrixView up = fused ? rows_of(*t.at(L + "mlp.experts.gate_up_proj"), e * 2 * I + I, I, H)
+                                  : as_matrix(*t.at(X + "up_proj.weight"));
+      const MatrixView down =
+          fused ? rows_of(*t.at(L + "mlp.experts.down_proj"), e * H, H, I) : as_matrix(*t.at(X + "down_proj.weight"));
+      const WeightRef gate_up[2] = {ref(gate, false), ref(up, false)};
+      f.experts.push_back({kernels_->fuse(gate_up), ref(down)});
+    }
+  }
+  // Keys and values in the dtype of the model's own attention rows.
+  const DType rows_dtype = kernels_->precision() == Precision::kBF16 ? DType::kBF16 : DType::kF32;
+  const uint64_t kv = static_cast<uint64_t>(c.n_kv_heads * c.head_dim);
+  mtp->schema.components = {{"mtp.k", ComponentKind::kSequence, 1, rows_dtype, kv},
+                            {"mtp.v", ComponentKind::kSequence, 1, rows_dtype, kv}};
+  w.comp_k = 0;
+  w.comp_v = 1;
+  // The LM head's first rows, read in place (a tied head is the embedding).
+  mtp->vocab = draft_vocab > 0 && draft_vocab < c.vocab_size ? draft_vocab : c.vocab_size;
+  if (mtp->vocab == c.vocab_size) {
+    mtp->lm_head = lm_head_;
+  } else {
+    WeightRef rows = c.tie_word_embeddings ? embed_ : ref(weights_.lm_head(), /*matmul=*/false);
+    rows.rows = mtp->vocab;
+    rows.packed = nullptr;
+    mtp->lm_head = kernels_->prepare(rows);
+  }
+  mtp_ = std::move(mtp);
+  return Status::ok();
+}
+
+Status Transformer::check_mtp_step(const MtpStep& step) const {
+  if (!mtp_) return Status::invalid("this checkpoint has no MTP head");
+  if (step.kv == nullptr || !(step.kv->schema() == mtp_->schema))
+    return Status::invalid("the MTP step's state was not made by new_mtp_state()");
+  if (step.keep < 0 || static_cast<uint64_t>(step.keep) > step.kv->rows(0))
+    return Status::invalid("the MTP step keeps " + std::to_string(step.keep) + " rows of a state of " +
+                           std::to_string(step.kv->rows(0)));
+  if (step.tokens.empty()) return Status::invalid("an MTP step needs at least one token");
+  if (step.first_pos < 0) return Status::invalid("an MTP step's position is negative");
+  if (step.hidden.size() != step.tokens.size() * static_cast<size_t>(config_.hidden_size))
+    return Status::invalid("an MTP step needs one hidden row per token");
+  for (int32_t token : step.tokens)
+    if (token < 0 || token >= config_.vocab_size)
+      return Status::invalid("MTP token id " + std::to_string(token) + " is outside the vocabulary");
+  return Status::ok();
+}
+
+Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
+  SB_RETURN_IF_ERROR(check_mtp_step(step));
+  const MtpHead& m = *mtp_;
+  const int64_t H = config_.hidden_size, n = static_cast<int64_t>(step.tokens.size());
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const bool offset = config_.norm_weight_offset;
+  State& kv = *step.kv;
+  for (size_t c = 0; c < 2; ++c)
+    kv.storage(c).resize(static_cast<size_t>(step.keep) * m.schema.components[c].row_bytes());
+  kv.set_position(step.keep);
+
+  Rows e(n * H), h(n * H), cat(n * 2 * H);
+  kernels_->embed_rows(embed_, step.tokens, e.data());
+  kernels_->rms_norm(e.data(), n, H, m.norm_embed.data(), eps, offset, e.data());
+  kernels_->rms_norm(step.hidden.data(), n, H, m.norm_hidden.data(), eps, offset, h.data());
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(cat.data() + i * 2 * H, e.data() + i * H, H * sizeof(float));
+    std::memcpy(cat.data() + i * 2 * H + H, h.data() + i * H, H * sizeof(float));
+  }
+  std::vector<float> x(n * H);
+  kernels_->matmul(cat.data(), n, m.fc, x.data());
+
+  // The head's rows attend over its own keys: key row j is the j-th pair it
+  // kept, at the position RoPE gave it; first_pos only places the rows.
+  ForwardCall call;
+  call.rows = n;
+  for (int64_t i = 0; i < n; ++i) call.positions.push_back(step.first_pos + i);
+  SequenceRows seq;
+  seq.state = &kv;
+  seq.rows = n;
+  seq.first_pos = step.keep;
+  call.sequences.push_back(std::move(seq));
+  Rows xn(n * H), y(n * H);
+  run_layer(m.layer, call, x.data(), xn.data(), y.data());
+  kv.set_position(step.keep + n);
+
+  out->hidden.resize(H);
+  kernels_->rms_norm(x.data() + (n - 1) * H, 1, H, m.norm.data(), eps, offset, out->hidden.data());
+  out->logits.resize(m.vocab);
+  kernels_->matmul(out->hidden.data(), 1, m.lm_head, out->logits.data());
+  kernels_->logit_stats(out->logits.data(), 1, m.vocab, &out->stats);
+  return Status::ok();
+}
+
+}  // namespace sb

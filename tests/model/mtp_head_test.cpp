@@ -1,0 +1,164 @@
+// The MTP head (model/mtp_head.h, Model::mtp_forward): gen-model writes it
+// only when asked and leaves the model's own tensors' bytes as they were;
+// the model loads it for qwen3_next (MoE layer), qwen3_5 (dense) and
+// qwen3_5_moe (fused experts); its forward is deterministic, rows split
+// over calls give the bits of one call, a kept prefix drops the rest, and
+// bad steps are refused with a message.
+#include "model/mtp_head.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/checkpoint.h"
+#include "runtime/cpu/backend.h"
+#include "tests/util/models.h"
+
+namespace sb {
+namespace {
+
+void with_head(ModelConfig* c) { c->mtp_layers = 1; }
+
+std::string head_checkpoint(Arch arch) { return testing::tiny_checkpoint(arch, 1, DType::kBF16, "_mtp", with_head); }
+
+// The trunk's hidden rows after the final norm for `tokens`, one per token.
+std::vector<float> trunk_hidden(const Model& m, std::span<const int32_t> tokens) {
+  State s = m.new_state();
+  PrefillOptions o;
+  o.all_logits = true;
+  PrefillOutput out;
+  EXPECT_TRUE(m.prefill(s, tokens, o, &out).is_ok());
+  return out.hidden;
+}
+
+TEST(MtpHead, GenModelWritesItOnlyWhenAskedAndKeepsTheModelsBytes) {
+  for (Arch arch : {Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe}) {
+    SCOPED_TRACE(arch_name(arch));
+    std::unique_ptr<Checkpoint> plain, head;
+    ASSERT_TRUE(Checkpoint::open(testing::tiny_checkpoint(arch), &plain).is_ok());
+    ASSERT_TRUE(Checkpoint::open(head_checkpoint(arch), &head).is_ok());
+    for (const auto& [name, t] : plain->tensors()) {
+      EXPECT_NE(name.rfind("mtp.", 0), 0u) << name;
+      const TensorView* h = head->find(name);
+      ASSERT_NE(h, nullptr) << name;
+      ASSERT_EQ(h->nbytes, t.nbytes) << name;
+      EXPECT_EQ(std::memcmp(h->data, t.data, t.nbytes), 0) << name;
+    }
+    ModelConfig c;
+    ASSERT_TRUE(parse_config(head_checkpoint(arch), &c).is_ok());
+    EXPECT_EQ(c.mtp_layers, 1);
+    EXPECT_EQ(head->tensors().size(), plain->tensors().size() + mtp_tensors(c).size());
+  }
+}
+
+TEST(MtpHead, LoadsForEveryFamilyWithAHead) {
+  for (Arch arch : {Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe}) {
+    SCOPED_TRACE(arch_name(arch));
+    std::unique_ptr<Model> m = testing::load_model(head_checkpoint(arch));
+    ASSERT_NE(m, nullptr);
+    EXPECT_TRUE(m->has_mtp());
+    std::unique_ptr<Model> none = testing::load_model(testing::tiny_checkpoint(arch));
+    ASSERT_NE(none, nullptr);
+    EXPECT_FALSE(none->has_mtp());
+    // The head changes no bit of the model's own results.
+    const std::vector<int32_t> tokens = {5, 900, 31, 4};
+    State a = m->new_state(), b = none->new_state();
+    PrefillOutput with, without;
+    ASSERT_TRUE(m->prefill(a, tokens, PrefillOptions{}, &with).is_ok());
+    ASSERT_TRUE(none->prefill(b, tokens, PrefillOptions{}, &without).is_ok());
+    EXPECT_EQ(with.logits, without.logits);
+    EXPECT_TRUE(a.bitwise_equal(b));
+    EXPECT_EQ(with.hidden.size(), static_cast<size_t>(m->config().hidden_size));
+    EXPECT_TRUE(without.hidden.empty());
+    MtpOutput out;
+    State kv = none->new_mtp_state();
+    EXPECT_FALSE(none->mtp_forward(MtpStep{&kv, 0, 0, {}, {}}, &out).is_ok());
+  }
+}
+
+TEST(MtpHead, ForwardIsDeterministicAndSplitsLikeOneCall) {
+  std::unique_ptr<Model> m = testing::load_model(head_checkpoint(Arch::kQwen3Next));
+  ASSERT_NE(m, nullptr);
+  const int64_t H = m->config().hidden_size;
+  const std::vector<int32_t> tokens = {11, 2000, 37, 512, 9, 77};
+  const std::vector<float> hidden = trunk_hidden(*m, tokens);
+  ASSERT_EQ(hidden.size(), tokens.size() * H);
+  // Pairs (hidden of token i, token i + 1) at positions 1..5.
+  const std::span<const float> h(hidden.data(), 5 * H);
+  const std::span<const int32_t> next(tokens.data() + 1, 5);
+  State one = m->new_mtp_state(), again = m->new_mtp_state(), split = m->new_mtp_state();
+  MtpOutput a, b, c;
+  ASSERT_TRUE(m->mtp_forward(MtpStep{&one, 0, 1, h, next}, &a).is_ok());
+  ASSERT_TRUE(m->mtp_forward(MtpStep{&again, 0, 1, h, next}, &b).is_ok());
+  EXPECT_EQ(a.logits, b.logits);
+  EXPECT_TRUE(one.bitwise_equal(again));
+  ASSERT_TRUE(m->mtp_forward(MtpStep{&split, 0, 1, h.subspan(0, 2 * H), next.subspan(0, 2)}, &c).is_ok());
+  ASSERT_TRUE(m->mtp_forward(MtpStep{&split, 2, 3, h.subspan(2 * H), next.subspan(2)}, &c).is_ok());
+  EXPECT_EQ(a.logits, c.logits);
+  EXPECT_EQ(a.hidden, c.hidden);
+  EXPECT_EQ(a.stats.argmax, c.stats.argmax);
+  // A depth-2 row on top, then the same row again after dropping it.
+  const int32_t draft = a.stats.argmax;
+  MtpOutput d1, d2;
+  ASSERT_TRUE(m->mtp_forward(MtpStep{&one, 5, 6, a.hidden, {&draft, 1}}, &d1).is_ok());
+  EXPECT_EQ(one.rows(0), 6u);
+  ASSERT_TRUE(m->mtp_forward(MtpStep{&one, 5, 6, a.hidden, {&draft, 1}}, &d2).is_ok());
+  EXPECT_EQ(one.rows(0), 6u);
+  EXPECT_EQ(d1.logits, d2.logits);
+  EXPECT_NE(d1.logits, a.logits);
+}
+
+TEST(MtpHead, ADraftVocabularyIsTheFirstRowsOfTheFullOne) {
+  const std::string dir = head_checkpoint(Arch::kQwen35);
+  std::unique_ptr<Model> full, reduced;
+  RuntimeOptions o;
+  o.mtp_draft_vocab = 0;
+  ASSERT_TRUE(Model::load(dir, o, cpu_kernels_factory(), &full).is_ok());
+  o.mtp_draft_vocab = 1000;
+  ASSERT_TRUE(Model::load(dir, o, cpu_kernels_factory(), &reduced).is_ok());
+  const std::vector<int32_t> tokens = {3, 14, 159, 2653};
+  const std::vector<float> hidden = trunk_hidden(*full, tokens);
+  const int64_t H = full->config().hidden_size;
+  State a = full->new_mtp_state(), b = reduced->new_mtp_state();
+  MtpOutput fa, rb;
+  const std::span<const float> h(hidden.data(), 3 * H);
+  const std::span<const int32_t> next(tokens.data() + 1, 3);
+  ASSERT_TRUE(full->mtp_forward(MtpStep{&a, 0, 1, h, next}, &fa).is_ok());
+  ASSERT_TRUE(reduced->mtp_forward(MtpStep{&b, 0, 1, h, next}, &rb).is_ok());
+  ASSERT_EQ(fa.logits.size(), static_cast<size_t>(full->vocab_size()));
+  ASSERT_EQ(rb.logits.size(), 1000u);
+  EXPECT_TRUE(std::equal(rb.logits.begin(), rb.logits.end(), fa.logits.begin()));
+  EXPECT_EQ(rb.hidden, fa.hidden);
+  EXPECT_LT(rb.stats.argmax, 1000);
+}
+
+TEST(MtpHead, BadStepsAreRefusedWithAMessage) {
+  std::unique_ptr<Model> m = testing::load_model(head_checkpoint(Arch::kQwen35));
+  ASSERT_NE(m, nullptr);
+  const int64_t H = m->config().hidden_size;
+  std::vector<float> hidden(2 * H, 0.5f);
+  const std::vector<int32_t> tokens = {1, 2};
+  State kv = m->new_mtp_state(), other = m->new_state();
+  MtpOutput out;
+  const std::vector<MtpStep> bad = {
+      {nullptr, 0, 0, hidden, tokens},
+      {&other, 0, 0, hidden, tokens},
+      {&kv, 1, 0, hidden, tokens},
+      {&kv, 0, -1, hidden, tokens},
+      {&kv, 0, 0, std::span<const float>(hidden).subspan(1), tokens},
+      {&kv, 0, 0, {}, {}},
+  };
+  for (const MtpStep& s : bad) {
+    const Status st = m->mtp_forward(s, &out);
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_FALSE(st.message().empty());
+  }
+  const std::vector<int32_t> outside = {1, static_cast<int32_t>(m->vocab_size())};
+  EXPECT_FALSE(m->mtp_forward(MtpStep{&kv, 0, 0, hidden, outside}, &out).is_ok());
+  EXPECT_EQ(kv.rows(0), 0u);  // nothing appended by a refused step
+  EXPECT_TRUE(m->mtp_forward(MtpStep{&kv, 0, 0, hidden, tokens}, &out).is_ok());
+}
+
+}  // namespace
+}  // namespace sb
