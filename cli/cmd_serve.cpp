@@ -94,8 +94,6 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
   const std::string mode = args.get("speculative", "auto");
   if (!parse_speculative_mode(mode, &eo->speculative))
     return Status::invalid("--speculative must be one of " + std::string(kSpeculativeModes) + ", not '" + mode + "'");
-  if (eo->speculative == SpeculativeMode::kMtp)
-    return Status::invalid("--speculative mtp needs a checkpoint with an MTP head; none is loaded (use ngram or auto)");
   if (!(f->audit >= 0.0 && f->audit <= 1.0)) return Status::invalid("--audit must be a rate in [0, 1]");
   if (!(f->tenant_share > 0.0 && f->tenant_share <= 1.0))
     return Status::invalid("--tenant-share must be a fraction in (0, 1]");

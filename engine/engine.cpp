@@ -15,7 +15,7 @@ double ms_since(EngineClock::time_point t) {
 
 namespace {
 
-Status validate(const CompletionRequest& r, int64_t vocab) {
+Status validate(const CompletionRequest& r, int64_t vocab, bool has_mtp) {
   if (r.prompt.empty()) return Status::invalid("the prompt is empty");
   for (size_t i = 0; i < r.prompt.size(); ++i)
     if (r.prompt[i] < 0 || r.prompt[i] >= vocab)
@@ -26,7 +26,8 @@ Status validate(const CompletionRequest& r, int64_t vocab) {
   if (!(r.sampling.top_p > 0.0f && r.sampling.top_p <= 1.0f)) return Status::invalid("top_p must be in (0, 1]");
   if (r.sampling.top_k < 0) return Status::invalid("top_k is negative");
   if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) return Status::invalid("min_p must be in [0, 1]");
-  return check_speculative(r.speculative.mode.value_or(SpeculativeMode::kOff), r.speculative.draft_max.value_or(1));
+  return check_speculative(r.speculative.mode.value_or(SpeculativeMode::kOff), r.speculative.draft_max.value_or(1),
+                           has_mtp);
 }
 
 Status check_options(const Model& model, const EngineOptions& options) {
@@ -47,7 +48,7 @@ Status check_options(const Model& model, const EngineOptions& options) {
                            "), so that a prefill moves beside every running decode");
   if (!StepBudget::valid_ratio(options.itl_ratio))
     return Status::invalid(std::string("the inter-token latency ratio must be ") + StepBudget::kRatioRule);
-  return check_speculative(options.speculative, options.draft_max);
+  return check_speculative(options.speculative, options.draft_max, model.has_mtp());
 }
 
 }  // namespace
@@ -75,7 +76,7 @@ void Engine::set_test_hooks(EngineTestHooks hooks) { context_->hooks = std::move
 
 Status Engine::complete(const CompletionRequest& request, CompletionResult* out) const {
   Sequence seq(request, EngineClock::now());
-  SB_RETURN_IF_ERROR(validate(request, context_->model.vocab_size()));
+  SB_RETURN_IF_ERROR(validate(request, context_->model.vocab_size(), context_->model.has_mtp()));
   SB_RETURN_IF_ERROR(restore_prefix(*context_, seq));
   loop_->run(seq);
   SB_RETURN_IF_ERROR(seq.status);

@@ -7,8 +7,8 @@
 
 namespace sb {
 
-Status check_speculative(SpeculativeMode mode, int draft_max) {
-  if (mode == SpeculativeMode::kMtp)
+Status check_speculative(SpeculativeMode mode, int draft_max, std::optional<bool> has_mtp) {
+  if (mode == SpeculativeMode::kMtp && has_mtp == false)
     return Status::invalid(
         "speculative mode mtp needs a checkpoint with an MTP head; this one has none (use ngram or auto)");
   if (draft_max < 1 || draft_max > kMaxDraftTokens)

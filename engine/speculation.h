@@ -13,10 +13,8 @@
 // Drafters implement Drafter. Here: n-gram lookup over the prompt and the
 // output so far (NgramDrafter), and for tests and benches an oracle that
 // proposes a recorded run's tokens with a chosen share corrupted
-// (OracleDrafter). A model-side drafter (the MTP head, depth 1..k) plugs in
-// the same way: DraftContext is where the target's last hidden row will be
-// handed to it; until then --speculative mtp is refused by checkpoints
-// without one (all of them: MTP tensors are not loaded).
+// (OracleDrafter); the MTP head's drafter is engine/mtp_drafter.h, fed the
+// target's hidden rows through DraftContext.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +38,11 @@ bool parse_speculative_mode(std::string_view name, SpeculativeMode* out);
 inline constexpr const char* kSpeculativeModes = "off, auto, ngram, mtp";
 // The longest draft a step verifies (--draft-max, a request's draft_max).
 inline constexpr int kMaxDraftTokens = 16;
-// Whether a speculative mode and draft length can run on this engine's
-// checkpoint: an error naming the field otherwise (no MTP head yet, a
-// draft_max outside 1..kMaxDraftTokens).
-Status check_speculative(SpeculativeMode mode, int draft_max);
+// Whether a speculative mode and draft length can run on a checkpoint: an
+// error naming the field otherwise (mtp without an MTP head, a draft_max
+// outside 1..kMaxDraftTokens). has_mtp: whether the checkpoint has a head;
+// unset where no model is at hand (request parsing; the engine checks again).
+Status check_speculative(SpeculativeMode mode, int draft_max, std::optional<bool> has_mtp = std::nullopt);
 
 // A request's choice; unset fields take the engine's (EngineOptions).
 struct SpeculativeParams {
@@ -72,6 +71,10 @@ struct SpeculativeRecord {
 struct DraftContext {
   std::span<const int32_t> prompt;
   std::span<const int32_t> generated;
+  // With an MTP head only: the target's hidden rows (SequenceOutput::hidden)
+  // that produced the last hidden.size() / hidden_size generated tokens, the
+  // ones since the drafter was last called.
+  std::span<const float> hidden;
 };
 
 // Proposes draft tokens. Any proposal is safe: a wrong token is rejected by
