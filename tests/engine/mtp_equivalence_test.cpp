@@ -16,6 +16,8 @@
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
 #include "engine/mtp_drafter.h"
+#include "runtime/cpu/backend.h"
+#include "server/decoding_rules.h"
 #include "tests/engine/equivalence.h"
 #include "tests/util/models.h"
 
@@ -33,7 +35,7 @@ const Model& head_model() {
 }
 
 struct Fixture {
-  Fixture() : model(head_model()), ram(1ULL << 30), bank({&ram}) {
+  explicit Fixture(const Model& m = head_model()) : model(m), ram(1ULL << 30), bank({&ram}) {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 2 * kB;
@@ -156,6 +158,46 @@ TEST(MtpEquivalence, ARestoredConversationDraftsWhatAColdOneDrafts) {
     EXPECT_GT(cold_drafts.size(), 10u);
     EXPECT_EQ(cold_drafts, warm_drafts);
   }
+}
+
+// A head that can draft token 0 only (a draft vocabulary of one id), and a
+// logit bias that makes the target emit 0 always, or 0 or 1: drafts are
+// accepted, several tokens a step, cold and restored, and every result still
+// equals plain decoding's.
+TEST(MtpEquivalence, AcceptedDraftsEqualPlainDecodingToo) {
+  RuntimeOptions ro;
+  ro.mtp_draft_vocab = 1;
+  std::unique_ptr<Model> model;
+  ASSERT_TRUE(Model::load(testing::tiny_checkpoint(Arch::kQwen3Next, 7, DType::kBF16, "_mtp", with_head), ro,
+                          cpu_kernels_factory(), &model)
+                  .is_ok());
+  Fixture f(*model);
+  std::vector<CompletionRequest> requests = make_requests(model->vocab_size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DecodingRules rules;
+    rules.logit_bias.emplace_back(0, 60.0f);
+    if (i >= 2) rules.logit_bias.emplace_back(1, 60.0f);
+    auto shared = std::make_shared<const DecodingRules>(std::move(rules));
+    requests[i].make_processor = [shared] { return shared->make(); };
+  }
+  SpeculativeRecord total;
+  for (int pass = 0; pass < 2; ++pass)  // cold, then restored
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const CompletionResult plain = run(*f.engine, requests[i], SpeculativeMode::kOff, CacheMode::kBypass);
+      CompletionRequest r = requests[i];
+      r.speculative.draft_max = 3;
+      r.speculative.adaptive = false;
+      const CompletionResult got = run(*f.engine, r, SpeculativeMode::kMtp, CacheMode::kDefault);
+      EXPECT_EQ(testing::compare_results(got, plain), "") << "pass " << pass << " request " << i;
+      EXPECT_EQ(got.restore.restore_point > 0, pass == 1);
+      total.drafted += got.speculative.drafted, total.accepted += got.speculative.accepted;
+      total.steps += got.speculative.steps, total.tokens += got.speculative.tokens;
+    }
+  std::printf("mtp with accepted drafts: %lld drafted, acceptance %.2f, %.2f tokens/step\n",
+              static_cast<long long>(total.drafted), total.acceptance(), total.tokens_per_step());
+  EXPECT_GT(total.acceptance(), 0.3);
+  EXPECT_LT(total.acceptance(), 1.0);
+  EXPECT_GT(total.tokens_per_step(), 1.5);
 }
 
 TEST(MtpEquivalence, AutoMeansMtpWithAHeadAndNgramWithout) {
