@@ -93,6 +93,7 @@ Status open_bench_model(const Args& args, int threads, BenchModel* out) {
   RuntimeOptions ro;
   ro.threads = threads;
   SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &ro.precision));
+  if (args.has("mtp-vocab")) SB_RETURN_IF_ERROR(args.get_int("mtp-vocab", 0, 0, INT64_MAX, &ro.mtp_draft_vocab));
   return Model::load(out->dir, ro, cpu_kernels_factory(), &out->model);
 }
 

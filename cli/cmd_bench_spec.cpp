@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/args.h"
+#include "cli/bench_spec_mtp.h"
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
@@ -25,7 +26,7 @@ const char* const kSpecUsage =
     "usage: statebank bench spec [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
     "         [--threads 2] [--precision bf16|f32] [--prompt-tokens 64] [--decode-tokens 48] [--reps 2]\n"
     "         [--acceptance 0.5,0.7,0.8,0.9] [--depths 1,2,3,4] [--seed 1] [--report FILE.md] [--csv FILE.csv]\n"
-    "         [--no-plots]";
+    "         [--mtp-vocab 32768] [--no-plots]";
 
 namespace {
 
@@ -237,7 +238,7 @@ Status parse_spec_options(const Args& args, SpecOptions* o, int64_t* threads) {
 
 int bench_spec(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "prompt-tokens", "decode-tokens", "reps",
-             "acceptance", "depths", "seed", "report", "csv"},
+             "acceptance", "depths", "seed", "report", "csv", "mtp-vocab"},
             {"no-plots"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kSpecUsage);
@@ -270,7 +271,16 @@ int bench_spec(int argc, char** argv) {
     const std::string why = args.has("no-plots") ? "Plots were not drawn (--no-plots)." : make_spec_plot(csv, png);
     plot = why.empty() ? "![tokens per step and speed-up by depth](" + fs::path(png).filename().string() + ")" : why;
   }
-  const std::string md = spec_markdown(runs, o, head, plot);
+  std::string md = spec_markdown(runs, o, head, plot);
+  if (bm.model->has_mtp()) {  // auto drafted with the head above
+    MtpCost cost;
+    const CompletionRequest r = base_request(o.prompt_tokens, o.decode_tokens, bm.model->vocab_size(), o.seed);
+    if (!(s = measure_mtp_cost(*bm.model, r.prompt, static_cast<int>(o.decode_tokens), &cost)))
+      return fail("bench", s.to_string());
+    const std::string vocab = args.get("mtp-vocab", "32768");
+    md += "\n## MTP head\n\nThe checkpoint has an MTP head, so the auto row drafted with it. Draft vocabulary: ";
+    md += "the first " + vocab + " token ids (`--mtp-vocab`; 0: all).\n\n" + mtp_cost_lines(cost);
+  }
   if (report.empty()) {
     std::fputs(md.c_str(), stdout);
   } else if (!(s = write_text(report, md))) {
