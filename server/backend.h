@@ -119,6 +119,8 @@ class Backend {
 
   virtual std::string model_id() const = 0;
   virtual int64_t vocab_size() const = 0;
+  // Whether the checkpoint has an MTP head (speculative mode mtp may be asked for).
+  virtual bool has_mtp() const { return false; }
   // The model's context length in tokens (0: unknown): the prompt limit.
   virtual int64_t context_length() const = 0;
   // Ids that end generation (end of text / end of turn).

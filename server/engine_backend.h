@@ -52,6 +52,7 @@ class EngineBackend : public Backend {
 
   std::string model_id() const override { return options_.model_id; }
   int64_t vocab_size() const override { return model_->vocab_size(); }
+  bool has_mtp() const override { return model_->has_mtp(); }
   int64_t context_length() const override { return model_->config().max_position_embeddings; }
   std::vector<int32_t> stop_token_ids() const override { return tokenizer_->stop_tokens(); }
   Status encode(const std::string& text, std::vector<int32_t>* ids) const override;

@@ -97,7 +97,7 @@ void parse_response_format(const json& v, CommonParams* p) {
 
 // `speculative: {mode, draft_max}`: statebank's own field; speculation never
 // changes a token, so it is a setting of speed alone.
-void parse_speculative(const json& v, SpeculativeParams* out) {
+void parse_speculative(const json& v, bool has_mtp, SpeculativeParams* out) {
   if (!v.is_object()) wrong_type("speculative", "an object {mode, draft_max}", v);
   for (auto it = v.begin(); it != v.end(); ++it)
     if (it.key() != "mode" && it.key() != "draft_max")
@@ -109,7 +109,7 @@ void parse_speculative(const json& v, SpeculativeParams* out) {
     if (!parse_speculative_mode(name, &mode))
       fail("speculative.mode",
            "speculative.mode must be one of " + std::string(kSpeculativeModes) + ", not '" + shown_key(name) + "'");
-    const Status s = check_speculative(mode, 1);
+    const Status s = check_speculative(mode, 1, has_mtp);
     if (!s) fail("speculative.mode", s.message());
     out->mode = mode;
   }
@@ -190,7 +190,7 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
     p->cache_salt = as_string(*v, "cache_salt");
     p->has_cache_salt = true;
   }
-  if (const json* v = field(body, "speculative")) parse_speculative(*v, &p->speculative);
+  if (const json* v = field(body, "speculative")) parse_speculative(*v, limits.has_mtp, &p->speculative);
   // Accepted as no-ops, but still strings of a bounded length.
   for (const char* name : {"user", "prompt_cache_key", "safety_identifier"})
     if (const json* v = field(body, name)) as_string(*v, name);

@@ -53,6 +53,7 @@ struct ParseLimits {
   int64_t default_chat_max_tokens = 1024;
   int max_json_depth = 64;
   size_t max_stop = 16;
+  bool has_mtp = false;  // speculative mode mtp is refused without (the backend's checkpoint has no MTP head)
 };
 
 // Fields shared by both endpoints.

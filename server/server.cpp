@@ -90,6 +90,7 @@ Server::Server(Backend* backend, ServerOptions options)
       options_(std::move(options)),
       scheduler_(backend, options_.max_running, options_.max_queue) {
   options_.limits.vocab_size = backend_->vocab_size();
+  options_.limits.has_mtp = backend_->has_mtp();
   // The prompt never exceeds the model's context length.
   const int64_t context = backend_->context_length();
   if (context > 0 && (options_.limits.max_prompt_tokens <= 0 || options_.limits.max_prompt_tokens > context))

@@ -455,6 +455,12 @@ TEST(RequestParse, SpeculativeSettings) {
     EXPECT_EQ(e.param, k.param);
     EXPECT_EQ(chat_error(json{{"messages", msgs}, {"speculative", k.speculative}}).param, k.param);
   }
+  // mtp is refused above because the limits say the checkpoint has no MTP head.
+  ParseLimits with_head = limits();
+  with_head.has_mtp = true;
+  const CompletionParams m =
+      parse_completion_params(json{{"prompt", {1}}, {"speculative", {{"mode", "mtp"}}}}, with_head);
+  EXPECT_EQ(m.speculative.mode, SpeculativeMode::kMtp);
 }
 
 }  // namespace
