@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "model/checkpoint.h"
 #include "runtime/cpu/backend.h"
 #include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {
@@ -75,6 +77,38 @@ TEST(MtpHead, LoadsForEveryFamilyWithAHead) {
     State kv = none->new_mtp_state();
     EXPECT_FALSE(none->mtp_forward(MtpStep{&kv, 0, 0, {}, {}}, &out).is_ok());
   }
+}
+
+// The head's layer count comes from either name; a head of two layers is
+// refused naming the field.
+TEST(MtpHead, ConfigNamesAndBadHeadsAreClearErrors) {
+  ModelConfig c;
+  ASSERT_TRUE(parse_config(head_checkpoint(Arch::kQwen35), &c).is_ok());
+  std::string json = config_to_json(c);
+  EXPECT_NE(json.find("\"mtp_num_hidden_layers\": 1"), std::string::npos);
+  const size_t at = json.find("mtp_num_hidden_layers");
+  ModelConfig other;
+  std::string nextn = json;
+  nextn.replace(at, std::strlen("mtp_num_hidden_layers"), "num_nextn_predict_layers");
+  ASSERT_TRUE(parse_config_json(nextn, "config.json", &other).is_ok());
+  EXPECT_EQ(other.mtp_layers, 1);
+  EXPECT_EQ(other.describe(), c.describe());  // the head is no part of the model's numbers
+
+  testing::TempDir tmp;
+  for (const auto& e : std::filesystem::directory_iterator(head_checkpoint(Arch::kQwen35)))
+    std::filesystem::create_symlink(e.path(), tmp.file(e.path().filename().string()));
+  std::filesystem::remove(tmp.file("config.json"));
+  std::string two = json;
+  two.replace(json.find(": 1", at), 3, ": 2");
+  testing::write_file(tmp.file("config.json"), two);
+  std::unique_ptr<Model> m;
+  const Status s = Model::load(tmp.path(), RuntimeOptions{}, cpu_kernels_factory(), &m);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("mtp_num_hidden_layers is 2"), std::string::npos) << s.message();
+
+  ModelConfig none = c;
+  none.mtp_layers = 0;
+  EXPECT_TRUE(mtp_tensors(none).empty());
 }
 
 TEST(MtpHead, ForwardIsDeterministicAndSplitsLikeOneCall) {
