@@ -73,6 +73,30 @@ Status Transformer::bind_mtp(int64_t draft_vocab) {
   mtp->norm_hidden = floats(*t.at("mtp.pre_fc_norm_hidden.weight"));
   mtp->norm = floats(*t.at("mtp.norm.weight"));
   LayerWeights& w = mtp->layer;
+  bind_mtp_layer(t, &w);
+  // Keys and values in the dtype of the model's own attention rows.
+  const DType rows_dtype = kernels_->precision() == Precision::kBF16 ? DType::kBF16 : DType::kF32;
+  const uint64_t kv = static_cast<uint64_t>(c.n_kv_heads * c.head_dim);
+  mtp->schema.components = {{"mtp.k", ComponentKind::kSequence, 1, rows_dtype, kv},
+                            {"mtp.v", ComponentKind::kSequence, 1, rows_dtype, kv}};
+  w.comp_k = 0;
+  w.comp_v = 1;
+  // The LM head's first rows, read in place (a tied head is the embedding).
+  mtp->vocab = draft_vocab > 0 && draft_vocab < c.vocab_size ? draft_vocab : c.vocab_size;
+  if (mtp->vocab == c.vocab_size) {
+    mtp->lm_head = lm_head_;
+  } else {
+    WeightRef rows = c.tie_word_embeddings ? embed_ : ref(weights_.lm_head(), /*matmul=*/false);
+    rows.rows = mtp->vocab;
+    rows.packed = nullptr;
+    mtp->lm_head = kernels_->prepare(rows);
+  }
+  mtp_ = std::move(mtp);
+  return Status::ok();
+}
+
+void Transformer::bind_mtp_layer(const std::map<std::string, const TensorView*>& t, LayerWeights* w) {
+  const ModelConfig& c = config_;
   const std::string L = "mtp.layers.0.";
   auto part = [&](const std::string& suffix) { return ref(*t.at(L + suffix), /*matmul=*/false); };
   auto fuse = [&](std::initializer_list<const char*> names) {
@@ -80,14 +104,14 @@ Status Transformer::bind_mtp(int64_t draft_vocab) {
     for (const char* n : names) parts.push_back(part(n));
     return kernels_->fuse(parts);
   };
-  w.type = LayerType::kFullAttention;
-  w.input_norm = floats(*t.at(L + "input_layernorm.weight"));
-  w.post_norm = floats(*t.at(L + "post_attention_layernorm.weight"));
-  w.attn.in = fuse({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
-  w.attn.o = ref(*t.at(L + "self_attn.o_proj.weight"));
-  w.attn.q_norm = floats(*t.at(L + "self_attn.q_norm.weight"));
-  w.attn.k_norm = floats(*t.at(L + "self_attn.k_norm.weight"));
-  FfnWeights& f = w.ffn;
+  w->type = LayerType::kFullAttention;
+  w->input_norm = floats(*t.at(L + "input_layernorm.weight"));
+  w->post_norm = floats(*t.at(L + "post_attention_layernorm.weight"));
+  w->attn.in = fuse({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
+  w->attn.o = ref(*t.at(L + "self_attn.o_proj.weight"));
+  w->attn.q_norm = floats(*t.at(L + "self_attn.q_norm.weight"));
+  w->attn.k_norm = floats(*t.at(L + "self_attn.k_norm.weight"));
+  FfnWeights& f = w->ffn;
   f.moe = head_layer_config(c).layer_is_moe(0);
   if (!f.moe) {
     f.in = fuse({"mlp.gate_proj.weight", "mlp.up_proj.weight"});
@@ -115,25 +139,6 @@ Status Transformer::bind_mtp(int64_t draft_vocab) {
       f.experts.push_back({kernels_->fuse(gate_up), ref(down)});
     }
   }
-  // Keys and values in the dtype of the model's own attention rows.
-  const DType rows_dtype = kernels_->precision() == Precision::kBF16 ? DType::kBF16 : DType::kF32;
-  const uint64_t kv = static_cast<uint64_t>(c.n_kv_heads * c.head_dim);
-  mtp->schema.components = {{"mtp.k", ComponentKind::kSequence, 1, rows_dtype, kv},
-                            {"mtp.v", ComponentKind::kSequence, 1, rows_dtype, kv}};
-  w.comp_k = 0;
-  w.comp_v = 1;
-  // The LM head's first rows, read in place (a tied head is the embedding).
-  mtp->vocab = draft_vocab > 0 && draft_vocab < c.vocab_size ? draft_vocab : c.vocab_size;
-  if (mtp->vocab == c.vocab_size) {
-    mtp->lm_head = lm_head_;
-  } else {
-    WeightRef rows = c.tie_word_embeddings ? embed_ : ref(weights_.lm_head(), /*matmul=*/false);
-    rows.rows = mtp->vocab;
-    rows.packed = nullptr;
-    mtp->lm_head = kernels_->prepare(rows);
-  }
-  mtp_ = std::move(mtp);
-  return Status::ok();
 }
 
 Status Transformer::check_mtp_step(const MtpStep& step) const {

@@ -7,7 +7,9 @@
 // Internal to model/: users hold a Model (model/model.h).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/checkpoint.h"
@@ -186,6 +188,8 @@ class Transformer final : public Model {
   // Binds the head when the config names one and its tensors are there,
   // drafting over ids [0, draft_vocab) (RuntimeOptions::mtp_draft_vocab).
   Status bind_mtp(int64_t draft_vocab);
+  // The head's decoder layer from its tensors `t` (mtp_tensors() names).
+  void bind_mtp_layer(const std::map<std::string, const TensorView*>& t, LayerWeights* w);
   Status check_mtp_step(const MtpStep& step) const;
 
   ModelConfig config_;
