@@ -4,8 +4,8 @@
 // quant_dot_ref runs per output element in block order in all three.
 //
 //   avx2:        vpmaddubsw + vpmaddwd (the pair sums stay below 2^15)
-//   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0 and
-//                Q4_0; vpmaddubsw + vpdpwssd for the K types' scaled sums
+//   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0, Q4_0,
+//                Q5_0 and Q5_1; vpmaddubsw + vpdpwssd for the K types' scaled sums
 // A file-layout tile computes 8 output features in the lanes of one float
 // vector (a repacked one 16), so that the fold of each element is one lane's
 // chain of fmas.
@@ -37,9 +37,9 @@ using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_byte
                                  int64_t i0, int rows, float* y, int64_t ldy);
 QuantTileKernel quant_tile_kernel(QuantIsa isa);
 
-// The repacked layout of every quantized type for AVX512-VNNI
-// (matmul_quant_packed.cpp, made by prepare()): groups of kQuantPackedRows
-// weight rows.
+// The repacked layout of the quantized types but Q5_0 and Q5_1 for
+// AVX512-VNNI (matmul_quant_packed.cpp, made by prepare()): groups of
+// kQuantPackedRows weight rows.
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 4;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);

@@ -18,7 +18,8 @@
 namespace sb::cpu {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1,
+                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 constexpr int64_t kCols = 1024, kOut = 37, kMaxRows = 511;
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
