@@ -5,6 +5,7 @@
 // embedding lookup, fused projections) agree.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -163,6 +164,31 @@ TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
                                want.data())
                     .is_ok());
     EXPECT_TRUE(same_bits(rows.data() + t * kCols, want.data(), kCols)) << "token " << tokens[t];
+  }
+}
+
+// The integer product means the float one: for every type, quant_dot_ref is
+// the dot product of the dequantized weights and the activations within the
+// activations' rounding (half a level of 127 per block), where a wrong offset,
+// min or scale would miss by the size of the result.
+TEST(QuantRowsTest, TheProductIsTheDequantizedWeightsDotTheActivations) {
+  for (DType dtype : kTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::vector<uint8_t> w = random_weights(dtype, 3);
+    const std::vector<float> x = random_floats(kCols, 5);
+    QuantizedRows xq;
+    quantize_rows(dtype, x.data(), 1, kCols, &xq);
+    std::vector<float> wf(kCols);
+    const int64_t row_bytes = dtype_row_bytes(dtype, kCols);
+    for (int64_t j = 2; j < kOut; ++j) {  // rows 0 and 1: the subnormal scale's
+      ASSERT_TRUE(dequantize_row(dtype, w.data() + j * row_bytes, kCols, wf.data()).is_ok());
+      double exact = 0, bound = 0;
+      for (int64_t i = 0; i < kCols; ++i) {
+        exact += static_cast<double>(wf[i]) * x[i];
+        bound += std::fabs(wf[i]) * xq.row_d(0)[i / xq.block] * 0.5;
+      }
+      EXPECT_NEAR(quant_dot_ref(dtype, w.data() + j * row_bytes, xq, 0), exact, bound + 1e-3) << "row " << j;
+    }
   }
 }
 
