@@ -48,6 +48,14 @@ int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
 void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
                        int64_t ldy, int cols);
 
+// Rows [r0, r1) of x (row r0 first) quantized into xq (sized by
+// xq->reset) with QuantizedRows::quantize's bits by a variant: kScalar is
+// that reference, kAvx2 8 lanes, kAvx512Vnni 16 (AVX512 F and BW). The same
+// rounding rule throughout: the block's amax ignores NaN and reads subnormals
+// as zero, each level is round-half-even of the clamped x * (127 / amax), a
+// NaN's level 0.
+void quantize_activations(QuantIsa isa, const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
+
 // For tests and benches: which variant the CPU kernels' products run
 // (kAuto: quant_isa_best()); the same bits whichever.
 void force_quant_isa(QuantIsa isa);
@@ -64,12 +72,14 @@ DType quant_mutation();
 std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* pool);
 
 namespace quant_avx2 {
+void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
 void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
           float* y, int64_t ldy);
-}
+}  // namespace quant_avx2
 namespace quant_vnni {
+void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
 void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
           float* y, int64_t ldy);
-}
+}  // namespace quant_vnni
 
 }  // namespace sb::cpu
