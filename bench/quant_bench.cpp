@@ -139,6 +139,32 @@ cpu::QuantIsa parse_isa(const std::string& s) {
   return cpu::QuantIsa::kAuto;
 }
 
+// The per-call activation quantization alone, per variant: 64 rows of 1024
+// floats in blocks of 32 (Q8_0, Q4_0) and of 256 (the K types).
+void activation_quantization(int reps, std::mt19937& rng) {
+  constexpr int64_t kRows = 64, kCols = 1024;
+  std::vector<float> x(kRows * kCols);
+  for (float& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  std::printf("\n| activation quantization | blocks of 32: ns per row of %lld | blocks of 256 |\n|---|---|---|\n",
+              static_cast<long long>(kCols));
+  for (cpu::QuantIsa isa : {cpu::QuantIsa::kScalar, cpu::QuantIsa::kAvx2, cpu::QuantIsa::kAvx512Vnni}) {
+    if (!cpu::quant_isa_supported(isa)) continue;
+    double ns[2];
+    for (int k = 0; k < 2; ++k) {
+      QuantizedRows xq;
+      xq.reset(k ? DType::kQ4_K : DType::kQ8_0, kRows, kCols);
+      double best = 1e30;
+      for (int r = 0; r < reps; ++r) {
+        const double t0 = cpu_s();
+        for (int i = 0; i < 20; ++i) cpu::quantize_activations(isa, x.data(), 0, kRows, &xq);
+        best = std::min(best, (cpu_s() - t0) / 20);
+      }
+      ns[k] = best / kRows * 1e9;
+    }
+    std::printf("| %s | %.0f | %.0f |\n", cpu::quant_isa_name(isa), ns[0], ns[1]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,5 +221,6 @@ int main(int argc, char** argv) {
                   per_shape.c_str(), bytes / 1e6, static_cast<double>(m) / pass);
     }
   }
+  activation_quantization(reps, rng);
   return 0;
 }

@@ -161,6 +161,10 @@ uint32_t ggml_type_of(DType dtype) {
       return 1;
     case DType::kQ4_0:
       return 2;
+    case DType::kQ5_0:
+      return 6;
+    case DType::kQ5_1:
+      return 7;
     case DType::kQ8_0:
       return 8;
     case DType::kQ4_K:
@@ -176,15 +180,16 @@ uint32_t ggml_type_of(DType dtype) {
 }
 
 Status gguf_tensor_dtype(uint32_t ggml_type, const std::string& tensor, const std::string& file, DType* out) {
-  for (DType d :
-       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     if (ggml_type_of(d) == ggml_type) {
       *out = d;
       return Status::ok();
     }
   }
   return Status::unsupported("tensor " + tensor + " in file " + file + " has type " + ggml_type_text(ggml_type) +
-                             ", which statebank does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K are)");
+                             ", which statebank does not read (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, "
+                             "Q5_K, Q6_K are)");
 }
 
 // Reads the file front to back; every read is checked against the bytes left.

@@ -125,6 +125,17 @@ bool kept_f32(const std::string& name, const std::vector<int64_t>& shape) {
 
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
+// llama-quantize's tensor_type_fallback: a row that is not whole blocks of the
+// chosen type takes a 32-block type of about its bits, else F16.
+DType fallback(DType t, int64_t cols) {
+  if (cols % dtype_block(t).elems == 0) return t;
+  DType smaller = t;  // a 32-block type has none smaller
+  if (t == DType::kQ4_K) smaller = DType::kQ5_0;
+  if (t == DType::kQ5_K) smaller = DType::kQ5_1;
+  if (t == DType::kQ6_K) smaller = DType::kQ8_0;
+  return cols % dtype_block(smaller).elems == 0 ? smaller : DType::kF16;
+}
+
 struct TypePicker {
   GgufFileType file_type;
   int64_t n_layers = 0;
@@ -169,9 +180,7 @@ struct TypePicker {
       const int64_t layer = std::stoll(name.substr(4, name.find('.', 4) - 4));
       if (mix && use_more_bits(layer, n_layers)) t = DType::kQ6_K;
     }
-    const int64_t cols = shape.back();
-    if (cols % dtype_block(t).elems != 0) t = cols % 32 == 0 ? DType::kQ8_0 : DType::kF16;
-    return t;
+    return fallback(t, shape.back());
   }
 };
 

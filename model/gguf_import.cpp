@@ -5,6 +5,7 @@
 #include "model/gguf_layout.h"
 #include "model/gguf_metadata.h"
 #include "model/gguf_model.h"
+#include "model/mapped_file.h"
 #include "model/weights.h"
 
 namespace sb {
@@ -78,9 +79,11 @@ class Importer {
   void view_as(const std::string& hf, const std::string& gguf, std::vector<int64_t> shape) {
     put(hf, t(gguf), std::move(shape));
   }
-  // A copy of `src`'s bytes rearranged (or converted), owned here.
+  // A copy of `src`'s bytes rearranged (or converted), owned here; the
+  // file's pages of src are dropped (nothing reads them again).
   void owned(const std::string& hf, const TensorView& src, DType dtype, std::vector<int64_t> shape,
              std::vector<uint8_t> bytes) {
+    release_mapped_pages(src.data, src.nbytes);
     auto buf = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
     TensorView v = src;
     v.dtype = dtype;
@@ -187,6 +190,7 @@ Status Importer::delta_net(int64_t l) {
     const int64_t rows = static_cast<int64_t>(back.size());
     owned(A("in_proj_qkvz.weight"), qkv, dtype, {rows, H},
           gather(both.data(), 1, rows, dtype_row_bytes(dtype, H), back));
+    release_mapped_pages(z.data, z.nbytes);
     view(A("in_proj_ba.weight"), g("ssm_ba.weight"));
     view_as(A("conv1d.weight"), g("ssm_conv1d.weight"), {conv_dim, 1, K});
     view(A("dt_bias"), g("ssm_dt.bias"));

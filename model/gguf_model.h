@@ -46,9 +46,9 @@ const char* gguf_file_type_name(GgufFileType type);
 // tokenizer.json, tokenizer_config.json) as a GGUF file at out_path.
 // Tensors that stay F32 in every type: norms, 1-D tensors, the conv weight,
 // the routers. Block types per tensor as llama-quantize chooses them for the
-// mix; a row that is not whole blocks of the chosen type falls back to Q8_0,
-// else F16 (llama-quantize would use Q5_0/Q5_1, which statebank does not
-// compute). statebank_qsa, dense qwen3_next layers and norm_topk_prob false
+// mix; a row that is not whole blocks of the chosen type falls back as
+// llama-quantize's does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, then F16).
+// statebank_qsa, dense qwen3_next layers and norm_topk_prob false
 // have no llama.cpp counterpart and are refused.
 Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path);
 

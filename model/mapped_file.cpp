@@ -7,12 +7,44 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <vector>
 
 namespace sb {
+namespace {
+
+// The live mappings by start address, so that release_mapped_pages never
+// drops pages of anonymous memory (which would read back as zeros).
+std::mutex live_mu;
+std::map<uintptr_t, uint64_t>& live_mappings() {
+  static auto* m = new std::map<uintptr_t, uint64_t>();
+  return *m;
+}
+
+}  // namespace
 
 MappedFile::~MappedFile() {
-  if (base_) munmap(const_cast<uint8_t*>(base_), size_);
+  if (!base_) return;
+  {
+    std::lock_guard<std::mutex> lock(live_mu);
+    live_mappings().erase(reinterpret_cast<uintptr_t>(base_));
+  }
+  munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+void release_mapped_pages(const void* p, uint64_t n) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  {
+    std::lock_guard<std::mutex> lock(live_mu);
+    auto it = live_mappings().upper_bound(begin);
+    if (it == live_mappings().begin()) return;
+    --it;
+    if (end > it->first + it->second) return;
+  }
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 Status MappedFile::open(const std::string& path, std::unique_ptr<MappedFile>* out) {
@@ -38,6 +70,8 @@ Status MappedFile::open(const std::string& path, std::unique_ptr<MappedFile>* ou
       return s;
     }
     m->base_ = static_cast<const uint8_t*>(p);
+    std::lock_guard<std::mutex> lock(live_mu);
+    live_mappings()[reinterpret_cast<uintptr_t>(p)] = m->size_;
   }
   ::close(fd);
   *out = std::move(m);

@@ -29,6 +29,12 @@ class MappedFile {
   uint64_t size_ = 0;
 };
 
+// Drops from the process the whole pages of [p, p + n) where that range lies
+// inside one live MappedFile; a no-op for any other memory. For weights whose
+// kernels keep their own (repacked) copy: the mapping is read-only and
+// private, so a page touched again is read back from the file, never lost.
+void release_mapped_pages(const void* p, uint64_t n);
+
 // Feeds the file's bytes to `state` with read() rather than through a
 // mapping: the same bytes, about three times faster than faulting every page
 // in. Fails when the file's size is not `size` (changed while being opened).

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "model/gguf_model.h"
+#include "model/mapped_file.h"
 #include "runtime/math.h"
 
 namespace sb {
@@ -55,6 +56,26 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   return Status::ok();
 }
 
+namespace {
+
+// A weight the kernels hold a packed copy of is read from that copy only, so
+// its file pages are dropped: the process stays near the file's size rather
+// than twice it. A no-op for bytes that are not a file's mapping.
+void release_source(const WeightRef& w) {
+  const int64_t row_bytes = dtype_is_quantized(w.dtype) ? dtype_row_bytes(w.dtype, w.cols)
+                                                        : w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+  release_mapped_pages(w.data, static_cast<uint64_t>(w.rows * row_bytes));
+}
+
+FusedWeight fuse_releasing(Kernels& kernels, std::span<const WeightRef> parts) {
+  FusedWeight f = kernels.fuse(parts);
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (f.packed || f.parts[i].packed) release_source(parts[i]);
+  return f;
+}
+
+}  // namespace
+
 WeightRef Transformer::ref(const MatrixView& m, bool matmul) {
   WeightRef r{m.dtype, m.rows, m.cols, m.data, nullptr};
   if (m.dtype == DType::kF16) {
@@ -63,7 +84,10 @@ WeightRef Transformer::ref(const MatrixView& m, bool matmul) {
     r = WeightRef{DType::kF32, m.rows, m.cols, wide->data(), nullptr};
     owned_.push_back(std::move(wide));
   }
-  return matmul ? kernels_->prepare(r) : r;
+  if (!matmul) return r;
+  WeightRef prepared = kernels_->prepare(r);
+  if (prepared.packed) release_source(r);
+  return prepared;
 }
 
 WeightRef Transformer::ref(const TensorView& t, bool matmul) { return ref(as_matrix(t), matmul); }
@@ -77,13 +101,20 @@ std::vector<float> Transformer::floats(const TensorView& t) const {
 FusedWeight Transformer::fused(int64_t layer, std::initializer_list<const char*> names) {
   std::vector<WeightRef> parts;
   for (const char* n : names) parts.push_back(ref(weights_.layer(layer, n), /*matmul=*/false));
-  return kernels_->fuse(parts);
+  return fuse_releasing(*kernels_, parts);
 }
 
 Status Transformer::bind_weights() {
   const ModelConfig& c = config_;
   embed_ = ref(weights_.embed(), /*matmul=*/false);
-  lm_head_ = c.tie_word_embeddings ? kernels_->prepare(embed_) : ref(weights_.lm_head());
+  if (c.tie_word_embeddings) {
+    // The lookup reads the table's rows of the tokens it meets, which come
+    // back from the file one page each; the head reads its packed copy.
+    lm_head_ = kernels_->prepare(embed_);
+    if (lm_head_.packed) release_source(embed_);
+  } else {
+    lm_head_ = ref(weights_.lm_head());
+  }
   final_norm_ = floats(weights_.final_norm());
   layers_.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -143,7 +174,7 @@ Status Transformer::bind_weights() {
       for (int64_t e = 0; e < c.n_experts; ++e) {
         const ExpertWeights& ew = weights_.expert(l, e);
         const WeightRef gate_up[2] = {ref(ew.gate, false), ref(ew.up, false)};
-        f.experts.push_back({kernels_->fuse(gate_up), ref(ew.down)});
+        f.experts.push_back({fuse_releasing(*kernels_, gate_up), ref(ew.down)});
       }
     } else {
       f.in = fused(l, {"mlp.gate_proj.weight", "mlp.up_proj.weight"});

@@ -15,6 +15,8 @@ DTypeBlock dtype_block(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0: return {32, 34};    // f16 scale, 32 int8
     case DType::kQ4_0: return {32, 18};    // f16 scale, 32 4-bit
+    case DType::kQ5_0: return {32, 22};    // f16 scale, 32 fifth bits, 32 4-bit
+    case DType::kQ5_1: return {32, 24};    // f16 scale and min, 32 fifth bits, 32 4-bit
     case DType::kQ4_K: return {256, 144};  // f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of 4-bit
     case DType::kQ5_K: return {256, 176};  // as Q4_K plus 32 bytes of high bits
     case DType::kQ6_K: return {256, 210};  // 128 low 4-bit, 64 high 2-bit, 16 int8 scales, f16 d
@@ -39,6 +41,8 @@ const char* dtype_name(DType dtype) {
     case DType::kQ4_K: return "q4_k";
     case DType::kQ5_K: return "q5_k";
     case DType::kQ6_K: return "q6_k";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
   }
   return "?";
 }

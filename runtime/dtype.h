@@ -18,7 +18,18 @@ namespace sb {
 // scale or two and packed integers; docs/kernels.md): their values are what
 // GGUF files hold and what statebank quantize writes. The numbers are stored
 // in fingerprints and state schemas: never renumber.
-enum class DType : uint8_t { kF32 = 1, kBF16 = 2, kF16 = 3, kQ8_0 = 4, kQ4_0 = 5, kQ4_K = 6, kQ5_K = 7, kQ6_K = 8 };
+enum class DType : uint8_t {
+  kF32 = 1,
+  kBF16 = 2,
+  kF16 = 3,
+  kQ8_0 = 4,
+  kQ4_0 = 5,
+  kQ4_K = 6,
+  kQ5_K = 7,
+  kQ6_K = 8,
+  kQ5_0 = 9,
+  kQ5_1 = 10
+};
 
 // A block-quantized type's block: `elems` values in `bytes` bytes. Element
 // types are blocks of one.
@@ -33,7 +44,8 @@ int64_t dtype_row_bytes(DType dtype, int64_t cols);
 
 // Bytes of one element; 0 for the block-quantized types (dtype_row_bytes).
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // "f32", "bf16", "f16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"
+const char* dtype_name(DType dtype);  // "f32", "bf16", "f16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k",
+                                      // "q5_0", "q5_1"
 
 // bf16 is the top half of an f32: widening is a shift (inline: the kernels'
 // scalar paths use it per element).

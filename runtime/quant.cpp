@@ -72,6 +72,47 @@ void quantize_q4_0(const float* x, BlockQ4_0* y) {
   }
 }
 
+// The fifth bits of a Q5_0/Q5_1 block's 32 levels (level j's in bit j).
+void pack_fifth_bits(const int* levels, uint8_t* qs, uint8_t* qh) {
+  uint32_t bits = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((levels[j] & 0xF) | ((levels[16 + j] & 0xF) << 4));
+    bits |= static_cast<uint32_t>((levels[j] >> 4) & 1) << j;
+    bits |= static_cast<uint32_t>((levels[16 + j] >> 4) & 1) << (16 + j);
+  }
+  std::memcpy(qh, &bits, 4);
+}
+
+void quantize_q5_0(const float* x, BlockQ5_0* y) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < 32; ++j)
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  const float d = max / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  y->d = f32_to_f16(d);
+  int levels[32];
+  for (int j = 0; j < 32; ++j) levels[j] = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+  pack_fifth_bits(levels, y->qs, y->qh);
+}
+
+void quantize_q5_1(const float* x, BlockQ5_1* y) {
+  float min = x[0], max = x[0];
+  for (int j = 1; j < 32; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  y->d = f32_to_f16(d);
+  y->m = f32_to_f16(min);
+  int levels[32];
+  for (int j = 0; j < 32; ++j) levels[j] = static_cast<uint8_t>((x[j] - min) * id + 0.5f);
+  pack_fifth_bits(levels, y->qs, y->qh);
+}
+
 // ggml's make_qkx2_quants: levels L[32] in [0, nmax] and a scale and min for
 // 32 values, the min searched over nstep + 1 trial scales.
 float fit_scale_min(int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, float rmin,
@@ -292,6 +333,18 @@ void dequantize_block(DType dtype, const uint8_t* in, float* out) {
       }
       return;
     }
+    case DType::kQ5_0:
+    case DType::kQ5_1: {
+      int n[32];
+      block_levels(dtype, in, n);
+      uint16_t d, m;
+      std::memcpy(&d, in, 2);
+      std::memcpy(&m, in + 2, 2);
+      for (int i = 0; i < 32; ++i)
+        out[i] = dtype == DType::kQ5_0 ? static_cast<float>(n[i] - 16) * half(d)
+                                       : static_cast<float>(n[i]) * half(d) + half(m);
+      return;
+    }
     case DType::kQ4_K:
     case DType::kQ5_K: {
       const bool five = dtype == DType::kQ5_K;
@@ -340,6 +393,17 @@ void block_levels(DType dtype, const uint8_t* in, int* n) {
         n[16 + i] = in[2 + i] >> 4;
       }
       return;
+    case DType::kQ5_0:
+    case DType::kQ5_1: {
+      const uint8_t* qs = in + (dtype == DType::kQ5_0 ? 6 : 8);
+      uint32_t qh;
+      std::memcpy(&qh, qs - 4, 4);
+      for (int i = 0; i < 16; ++i) {
+        n[i] = (qs[i] & 0xF) | static_cast<int>(((qh >> i) & 1) << 4);
+        n[16 + i] = (qs[i] >> 4) | static_cast<int>(((qh >> (16 + i)) & 1) << 4);
+      }
+      return;
+    }
     case DType::kQ4_K:
     case DType::kQ5_K: {
       const bool five = dtype == DType::kQ5_K;
@@ -378,9 +442,16 @@ float fold_block(DType dtype, const uint8_t* in, const int8_t* q, float dx, cons
   std::memcpy(&dmin, in + 2, 2);
   switch (dtype) {
     case DType::kQ8_0:
-    case DType::kQ4_0: {
-      const int64_t I = level_dot(n, q, 32, dtype == DType::kQ4_0 ? 8 : 0);
+    case DType::kQ4_0:
+    case DType::kQ5_0: {
+      const int offset = dtype == DType::kQ4_0 ? 8 : dtype == DType::kQ5_0 ? 16 : 0;
+      const int64_t I = level_dot(n, q, 32, offset);
       return std::fma(half(d) * dx, static_cast<float>(static_cast<int32_t>(I)), y);
+    }
+    case DType::kQ5_1: {
+      const int64_t I = level_dot(n, q, 32, 0);
+      y = std::fma(half(d) * dx, static_cast<float>(static_cast<int32_t>(I)), y);
+      return std::fma(half(dmin) * dx, static_cast<float>(sums[0] + sums[1]), y);
     }
     case DType::kQ4_K:
     case DType::kQ5_K: {
@@ -492,6 +563,8 @@ Status quantize_row(DType dtype, const float* x, int64_t n, void* out) {
     union {
       BlockQ8_0 q8_0;
       BlockQ4_0 q4_0;
+      BlockQ5_0 q5_0;
+      BlockQ5_1 q5_1;
       BlockQ4_K q4_k;
       BlockQ5_K q5_k;
       BlockQ6_K q6_k;
@@ -502,6 +575,12 @@ Status quantize_row(DType dtype, const float* x, int64_t n, void* out) {
         break;
       case DType::kQ4_0:
         quantize_q4_0(x, &y.q4_0);
+        break;
+      case DType::kQ5_0:
+        quantize_q5_0(x, &y.q5_0);
+        break;
+      case DType::kQ5_1:
+        quantize_q5_1(x, &y.q5_1);
         break;
       case DType::kQ4_K:
         quantize_q4_k(x, &y.q4_k);

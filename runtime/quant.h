@@ -1,4 +1,5 @@
-// The block-quantized weight formats (GGML's Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
+// The block-quantized weight formats (GGML's Q8_0, Q4_0, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K)
 // and their activations (docs/kernels.md "Quantized weights").
 //
 // Weights: quantize_row is the reference quantizer llama-quantize runs for
@@ -31,6 +32,19 @@ struct BlockQ4_0 {
   uint16_t d;      // f16 scale
   uint8_t qs[16];  // value i = d * (nibble i - 8); low nibbles are 0-15, high 16-31
 };
+// Q5_0 and Q5_1: 5-bit levels n (nibble i of qs as Q4_0's, bit i of qh the
+// fifth); llama-quantize's fallback for Q4_K / Q5_K rows that are not whole
+// super-blocks.
+struct BlockQ5_0 {
+  uint16_t d;      // f16 scale; value i = d * (n_i - 16)
+  uint8_t qh[4];   // bit i (little endian): the fifth bit of level i
+  uint8_t qs[16];  // low four bits, as Q4_0
+};
+struct BlockQ5_1 {
+  uint16_t d, m;  // f16 scale and min; value i = d * n_i + m
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
 // K types: super-blocks of 256.
 constexpr int kSuperBlock = 256;
 struct BlockQ4_K {
@@ -50,14 +64,15 @@ struct BlockQ6_K {
   int8_t scales[16];  // one per 16 values
   uint16_t d;         // f16
 };
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
-              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
+              sizeof(BlockQ6_K) == 210);
 
 // Sub-block j's 6-bit scale and min (j < 8) of a Q4_K or Q5_K block.
 void kscale_min(const uint8_t* scales, int j, int* scale, int* min);
 
 // A block's levels n into n[block elems] (Q8_0's signed, the others
-// unsigned, before their offset: Q4_0 n - 8, Q6_K n - 32).
+// unsigned, before their offset: Q4_0 n - 8, Q5_0 n - 16, Q6_K n - 32).
 void block_levels(DType dtype, const uint8_t* block, int* n);
 
 // Errors when dtype is not block-quantized or n is not a multiple of its block.
@@ -69,7 +84,7 @@ Status quantize_row(DType dtype, const float* x, int64_t n, void* out);
 Status dequantize_row(DType dtype, const void* in, int64_t n, float* out);
 
 // Activation rows quantized for products with `weight` blocks: per block of
-// B values (32 for Q8_0/Q4_0, 256 for the K types), the scale d = amax / 127
+// B values (32 for Q8_0/Q4_0/Q5_0/Q5_1, 256 for the K types), the scale d = amax / 127
 // (f32) and q = round-half-even(x * (127 / amax)) in [-127, 127] (0 and d = 0
 // for a block of zeros), and the sums of q over each 16 values (what the
 // offsets and mins of the weights multiply). Quantized once per product on
@@ -94,10 +109,12 @@ void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, Qua
 
 // The product of weight row w (cols values of type dtype) and activation row
 // r, the bits every kernel gives. Per block b in ascending order (the block
-// of 32 for Q8_0/Q4_0, the super-block of 256 for the K types), an exact
-// integer I_b and
+// of 32 for Q8_0/Q4_0/Q5_0/Q5_1, the super-block of 256 for the K types),
+// an exact integer I_b and
 //   Q8_0:  I = sum w_i q_i;                         y = fma(d_w * d_x, float(I), y)
 //   Q4_0:  I = sum (n_i - 8) q_i;                   y = fma(d_w * d_x, float(I), y)
+//   Q5_0:  I = sum (n_i - 16) q_i;                  y = fma(d_w * d_x, float(I), y)
+//   Q5_1:  I = sum n_i q_i, S = sum q_i;            y = fma(d_w * d_x, float(I), y); y = fma(m_w * d_x, float(S), y)
 //   Q4_K, Q5_K: I = sum_s sc_s sum n_i q_i, M = sum_s m_s sum q_i (sub-blocks s of 32);
 //          y = fma(d * d_x, float(I), y); y = fma(-(dmin * d_x), float(M), y)
 //   Q6_K:  I = sum_s sc_s sum (n_i - 32) q_i (sub-blocks of 16); y = fma(d * d_x, float(I), y)

@@ -72,6 +72,15 @@ QuantTileKernel quant_tile_kernel(QuantIsa isa) {
   return &tile_scalar;
 }
 
+void quantize_activations(QuantIsa isa, const float* x, int64_t r0, int64_t r1, QuantizedRows* xq) {
+  if (isa == QuantIsa::kAuto) isa = quant_isa_best();
+#if defined(__x86_64__)
+  if (isa == QuantIsa::kAvx512Vnni) return quant_vnni::quantize_rows(x, r0, r1, xq);
+  if (isa == QuantIsa::kAvx2) return quant_avx2::quantize_rows(x, r0, r1, xq);
+#endif
+  xq->quantize(x, r0, r1);
+}
+
 void force_quant_isa(QuantIsa isa) { forced_isa.store(isa); }
 QuantIsa quant_isa_in_use() {
   const QuantIsa isa = forced_isa.load();
@@ -86,7 +95,8 @@ void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, flo
   const int64_t K = w.cols, N = w.rows;
   QuantizedRows xq;
   xq.reset(w.dtype, m, K);
-  for_ranges(m, K, [&](int64_t r0, int64_t r1) { xq.quantize(x + r0 * K, r0, r1); });
+  const QuantIsa isa = quant_isa_in_use();
+  for_ranges(m, K, [&](int64_t r0, int64_t r1) { quantize_activations(isa, x + r0 * K, r0, r1, &xq); });
   if (w.packed && w.packed->quant == w.dtype && quant_isa_in_use() == QuantIsa::kAvx512Vnni)
     return matmul_quant_packed(xq, w, y);
   const QuantTileKernel kernel = quant_tile_kernel(quant_isa_in_use());

@@ -3,10 +3,12 @@
 // every level range here, so never saturating) and vpmaddwd adds pairs of
 // them times the scale into 32 bits.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/quant_kernels.h"
 
 #if defined(__x86_64__)
@@ -26,7 +28,61 @@ inline __m256i plain_dot(__m256i u, __m256i s) {
 inline __m256i scaled_dot_add(__m256i acc, __m256i u, __m256i s, Scales sc) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc));
 }
+
+// One block of activations (quant_kernels.h's rule, QuantizedRows::quantize's
+// bits): |x| below the smallest normal (or NaN) counts as 0 in amax, as the
+// reference's comparisons read it under DAZ; max_ps(v, lo) gives lo for a NaN
+// v, which the ordered mask then zeroes.
+float quantize_block(const float* x, int64_t n, int8_t* q) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), smallest = _mm256_set1_ps(FLT_MIN);
+  __m256 amax = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask);
+    amax = _mm256_max_ps(amax, _mm256_and_ps(a, _mm256_cmp_ps(a, smallest, _CMP_GE_OQ)));
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  const float max = _mm_cvtss_f32(m);
+  const __m256 id = _mm256_set1_ps(max > 0.0f ? 127.0f / max : 0.0f);
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f), magic = _mm256_set1_ps(12582912.f);
+  const __m256i low23 = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+  auto levels = [&](const float* p) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(p), id);
+    const __m256 c = _mm256_and_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    return _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(c, magic)), low23), bias);
+  };
+  for (int64_t i = 0; i < n; i += 32) {
+    const __m256i a = levels(x + i), b = levels(x + i + 8), c = levels(x + i + 16), d = levels(x + i + 24);
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i),
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  return max / 127.0f;
+}
+
 }  // namespace
+
+void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq) {
+  FlushSubnormals flushed;
+  const int64_t cols = xq->cols, block = xq->block;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + (r - r0) * cols;
+    int8_t* q = xq->q.data() + r * cols;
+    float* d = xq->d.data() + r * (cols / block);
+    for (int64_t b = 0; b < cols / block; ++b) d[b] = quantize_block(xr + b * block, block, q + b * block);
+    int16_t* sums = xq->sums.data() + r * (cols / 16);
+    for (int64_t g = 0; g < cols / 16; ++g) {
+      const __m128i s16 = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 16 * g)));
+      const __m128i t16 = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 16 * g + 8)));
+      __m128i s = _mm_madd_epi16(_mm_add_epi16(s16, t16), _mm_set1_epi16(1));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+      sums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(s));
+    }
+  }
+}
+
 }  // namespace sb::cpu::quant_avx2
 
 #define SB_QUANT_NS quant_avx2

@@ -127,7 +127,9 @@ void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t*
 
 }  // namespace
 
-bool quant_packs(DType dtype) { return dtype_is_quantized(dtype); }
+// Q5_0 and Q5_1 (llama-quantize's fallback for a few narrow tensors) run in
+// the file's layout.
+bool quant_packs(DType dtype) { return dtype_is_quantized(dtype) && dtype != DType::kQ5_0 && dtype != DType::kQ5_1; }
 
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols) {
   return cols / dtype_block(dtype).elems * block_bytes(dtype);

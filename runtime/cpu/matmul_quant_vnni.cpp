@@ -2,10 +2,12 @@
 // 256-bit vectors, four u8 x s8 products summed into each 32-bit lane, then
 // the lane times its scale.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/quant_kernels.h"
 
 #if defined(__x86_64__)
@@ -25,7 +27,46 @@ inline __m256i plain_dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm2
 inline __m256i scaled_dot_add(__m256i acc, __m256i u, __m256i s, Scales sc) {
   return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), sc);
 }
+
+// One block of activations on 16 lanes: matmul_quant_avx2.cpp's
+// quantize_block, the same operations in the same rule.
+float quantize_block(const float* x, int64_t n, int8_t* q) {
+  const __m512 smallest = _mm512_set1_ps(FLT_MIN);
+  __m512 amax = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+    amax = _mm512_max_ps(amax, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, smallest, _CMP_GE_OQ), a));
+  }
+  const float max = _mm512_reduce_max_ps(amax);
+  const __m512 id = _mm512_set1_ps(max > 0.0f ? 127.0f / max : 0.0f);
+  const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), magic = _mm512_set1_ps(12582912.f);
+  const __m512i low23 = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), id);
+    const __m512 c = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), _mm512_min_ps(_mm512_max_ps(v, lo), hi));
+    const __m512i level = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(_mm512_add_ps(c, magic)), low23), bias);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(level));
+  }
+  return max / 127.0f;
+}
+
 }  // namespace
+
+void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq) {
+  FlushSubnormals flushed;
+  const int64_t cols = xq->cols, block = xq->block;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + (r - r0) * cols;
+    int8_t* q = xq->q.data() + r * cols;
+    float* d = xq->d.data() + r * (cols / block);
+    for (int64_t b = 0; b < cols / block; ++b) d[b] = quantize_block(xr + b * block, block, q + b * block);
+    int16_t* sums = xq->sums.data() + r * (cols / 16);
+    for (int64_t g = 0; g < cols / 16; ++g)
+      sums[g] = static_cast<int16_t>(
+          _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * g)))));
+  }
+}
+
 }  // namespace sb::cpu::quant_vnni
 
 #define SB_QUANT_NS quant_vnni

@@ -4,8 +4,8 @@
 // quant_dot_ref runs per output element in block order in all three.
 //
 //   avx2:        vpmaddubsw + vpmaddwd (the pair sums stay below 2^15)
-//   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0 and
-//                Q4_0; vpmaddubsw + vpdpwssd for the K types' scaled sums
+//   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0, Q4_0,
+//                Q5_0 and Q5_1; vpmaddubsw + vpdpwssd for the K types' scaled sums
 // A file-layout tile computes 8 output features in the lanes of one float
 // vector (a repacked one 16), so that the fold of each element is one lane's
 // chain of fmas.
@@ -37,9 +37,9 @@ using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_byte
                                  int64_t i0, int rows, float* y, int64_t ldy);
 QuantTileKernel quant_tile_kernel(QuantIsa isa);
 
-// The repacked layout of every quantized type for AVX512-VNNI
-// (matmul_quant_packed.cpp, made by prepare()): groups of kQuantPackedRows
-// weight rows.
+// The repacked layout of the quantized types but Q5_0 and Q5_1 for
+// AVX512-VNNI (matmul_quant_packed.cpp, made by prepare()): groups of
+// kQuantPackedRows weight rows.
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 4;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
@@ -47,6 +47,14 @@ int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
 // activation rows: the bits of the other kernels.
 void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
                        int64_t ldy, int cols);
+
+// Rows [r0, r1) of x (row r0 first) quantized into xq (sized by
+// xq->reset) with QuantizedRows::quantize's bits by a variant: kScalar is
+// that reference, kAvx2 8 lanes, kAvx512Vnni 16 (AVX512 F and BW). The same
+// rounding rule throughout: the block's amax ignores NaN and reads subnormals
+// as zero, each level is round-half-even of the clamped x * (127 / amax), a
+// NaN's level 0.
+void quantize_activations(QuantIsa isa, const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
 
 // For tests and benches: which variant the CPU kernels' products run
 // (kAuto: quant_isa_best()); the same bits whichever.
@@ -64,12 +72,14 @@ DType quant_mutation();
 std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* pool);
 
 namespace quant_avx2 {
+void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
 void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
           float* y, int64_t ldy);
-}
+}  // namespace quant_avx2
 namespace quant_vnni {
+void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
 void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
           float* y, int64_t ldy);
-}
+}  // namespace quant_vnni
 
 }  // namespace sb::cpu

@@ -7,10 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 
+#include "runtime/quant.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
 
@@ -97,6 +99,44 @@ TEST(GgufQuantizedTest, Q8FileLoadsNearTheF32ModelWithItsOwnFingerprint) {
   }
   EXPECT_GT(err, 0.0);
   EXPECT_LT(std::sqrt(err / norm), 0.2);
+}
+
+// The mixes of a preset whose attention and linear-attention outputs are not
+// whole 256-blocks: those tensors fall back to Q5_0 (q4_k_m) or Q5_1
+// (q5_k_m) as llama-quantize's do, and each of their rows is the
+// checkpoint's row within one 5-bit step (a row read from the wrong place, a
+// wrong offset or min, would miss by the size of the weights).
+TEST(GgufQuantizedTest, KMixesFallBackToQ5TypesHoldingTheCheckpointsRows) {
+  const testing::CheckpointSpec spec{Arch::kQwen35, "tiny", 1, DType::kBF16, "_k256", testing::widen_to_k_blocks};
+  std::unique_ptr<Checkpoint> source;
+  ASSERT_TRUE(Checkpoint::open(testing::checkpoint(spec), &source).is_ok());
+  for (auto [type, want] : {std::pair{GgufFileType::kQ4_K_M, DType::kQ5_0}, {GgufFileType::kQ5_K_M, DType::kQ5_1}}) {
+    SCOPED_TRACE(dtype_name(want));
+    GgufModel gguf;
+    ASSERT_TRUE(open_gguf_model(testing::gguf_file(spec, type), &gguf).is_ok());
+    int fallbacks = 0;
+    for (const auto& [name, t] : gguf.checkpoint->tensors()) {
+      if (t.dtype != want) continue;
+      ++fallbacks;
+      const TensorView* s = source->find(name);
+      ASSERT_TRUE(s && s->shape == t.shape && s->dtype == DType::kBF16) << name;
+      const int64_t cols = t.shape.back(), rows = t.numel() / cols, row_bytes = dtype_row_bytes(want, cols);
+      std::vector<float> got(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_TRUE(
+            dequantize_row(want, static_cast<const uint8_t*>(t.data) + r * row_bytes, cols, got.data()).is_ok());
+        float amax = 0, err = 0;
+        for (int64_t i = 0; i < cols; ++i) {
+          uint16_t h;
+          std::memcpy(&h, static_cast<const uint8_t*>(s->data) + 2 * (r * cols + i), 2);
+          amax = std::max(amax, std::fabs(bf16_to_f32(h)));
+          err = std::max(err, std::fabs(got[i] - bf16_to_f32(h)));
+        }
+        ASSERT_LE(err, amax / 16) << name << " row " << r;
+      }
+    }
+    EXPECT_GE(fallbacks, 1);
+  }
 }
 
 // llama.cpp's converter counts multi-token-prediction blocks in block_count

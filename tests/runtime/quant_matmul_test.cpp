@@ -5,6 +5,8 @@
 // embedding lookup, fused projections) agree.
 #include <gtest/gtest.h>
 
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -18,7 +20,8 @@
 namespace sb::cpu {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1,
+                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 constexpr int64_t kCols = 1024, kOut = 37, kMaxRows = 511;
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
@@ -162,6 +165,87 @@ TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
                                want.data())
                     .is_ok());
     EXPECT_TRUE(same_bits(rows.data() + t * kCols, want.data(), kCols)) << "token " << tokens[t];
+  }
+}
+
+// The integer product means the float one: for every type, quant_dot_ref is
+// the dot product of the dequantized weights and the activations within the
+// activations' rounding (half a level of 127 per block), where a wrong offset,
+// min or scale would miss by the size of the result.
+TEST(QuantRowsTest, TheProductIsTheDequantizedWeightsDotTheActivations) {
+  for (DType dtype : kTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::vector<uint8_t> w = random_weights(dtype, 3);
+    const std::vector<float> x = random_floats(kCols, 5);
+    QuantizedRows xq;
+    quantize_rows(dtype, x.data(), 1, kCols, &xq);
+    std::vector<float> wf(kCols);
+    const int64_t row_bytes = dtype_row_bytes(dtype, kCols);
+    for (int64_t j = 2; j < kOut; ++j) {  // rows 0 and 1: the subnormal scale's
+      ASSERT_TRUE(dequantize_row(dtype, w.data() + j * row_bytes, kCols, wf.data()).is_ok());
+      double exact = 0, bound = 0;
+      for (int64_t i = 0; i < kCols; ++i) {
+        exact += static_cast<double>(wf[i]) * x[i];
+        bound += std::fabs(wf[i]) * xq.row_d(0)[i / xq.block] * 0.5;
+      }
+      EXPECT_NEAR(quant_dot_ref(dtype, w.data() + j * row_bytes, xq, 0), exact, bound + 1e-3) << "row " << j;
+    }
+  }
+}
+
+// Rows of every kind the activation quantizer meets, and some it should
+// not: random, huge, tiny and subnormal, zeros, ties, NaN, infinities.
+std::vector<float> edge_rows(int64_t cols, int64_t* rows) {
+  std::vector<std::vector<float>> r;
+  r.push_back(random_floats(cols, 11));
+  std::vector<float> v = random_floats(cols, 12);
+  for (float& f : v) f *= 3e37f;
+  r.push_back(v);
+  r.push_back(std::vector<float>(cols, 0.0f));
+  v = random_floats(cols, 13);
+  for (size_t i = 0; i < v.size(); ++i) v[i] *= i % 3 ? 1e-39f : 1e-30f;  // subnormals beside tiny normals
+  r.push_back(v);
+  v.assign(cols, 1e-40f);  // all subnormal
+  v[5] = -1e-45f;
+  r.push_back(v);
+  v = random_floats(cols, 14);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i % 9) - 4) * 0.5f;  // ties
+  v[3] = -0.0f;
+  r.push_back(v);
+  v = random_floats(cols, 15);
+  v[0] = std::nanf("");
+  v[40] = -std::nanf("");
+  v[7] = INFINITY;  // block 0: amax inf
+  v[cols - 1] = -INFINITY;
+  v[100] = FLT_MAX;
+  v[cols / 2] = std::nanf("");
+  r.push_back(v);
+  v.assign(cols, std::nanf(""));  // nothing but NaN
+  r.push_back(v);
+  *rows = static_cast<int64_t>(r.size());
+  std::vector<float> all;
+  for (const auto& row : r) all.insert(all.end(), row.begin(), row.end());
+  return all;
+}
+
+TEST(QuantRowsTest, EveryActivationVariantGivesTheReferenceBits) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_K}) {
+    int64_t rows = 0;
+    const std::vector<float> x = edge_rows(512, &rows);
+    QuantizedRows want;
+    quantize_rows(dtype, x.data(), rows, 512, &want);
+    for (QuantIsa isa : supported_isas()) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + quant_isa_name(isa));
+      QuantizedRows got;
+      got.reset(dtype, rows, 512);
+      quantize_activations(isa, x.data(), 0, 3, &got);  // two ranges, as threads split them
+      quantize_activations(isa, x.data() + 3 * 512, 3, rows, &got);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(0, std::memcmp(got.row_q(r), want.row_q(r), 512)) << "levels of row " << r;
+        EXPECT_TRUE(same_bits(got.row_d(r), want.row_d(r), 512 / want.block)) << "scales of row " << r;
+        EXPECT_EQ(0, std::memcmp(got.row_sums(r), want.row_sums(r), 512 / 16 * 2)) << "sums of row " << r;
+      }
+    }
   }
 }
 

@@ -20,11 +20,9 @@ struct Type {
   DType dtype;
   const char* file;
 };
-constexpr Type kTypes[] = {{DType::kQ8_0, "q8_0"},
-                           {DType::kQ4_0, "q4_0"},
-                           {DType::kQ4_K, "q4_k"},
-                           {DType::kQ5_K, "q5_k"},
-                           {DType::kQ6_K, "q6_k"}};
+constexpr Type kTypes[] = {{DType::kQ8_0, "q8_0"}, {DType::kQ4_0, "q4_0"}, {DType::kQ4_K, "q4_k"},
+                           {DType::kQ5_K, "q5_k"}, {DType::kQ6_K, "q6_k"}, {DType::kQ5_0, "q5_0"},
+                           {DType::kQ5_1, "q5_1"}};
 
 std::vector<uint8_t> fixture(const std::string& name) {
   const char* src = std::getenv("SB_SOURCE_DIR");

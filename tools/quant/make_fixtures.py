@@ -30,9 +30,12 @@ TYPES = {  # name: (gguf type, elements per block, bytes per block)
     "q4_k": (T.Q4_K, 256, 144),
     "q5_k": (T.Q5_K, 256, 176),
     "q6_k": (T.Q6_K, 256, 210),
+    # Last, so that the fixtures of the types above keep their random draws.
+    "q5_0": (T.Q5_0, 32, 22),
+    "q5_1": (T.Q5_1, 32, 24),
 }
 # Byte offsets of each type's f16 scales within a block.
-HALF_OFFSETS = {"q8_0": [0], "q4_0": [0], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}
+HALF_OFFSETS = {"q8_0": [0], "q4_0": [0], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208], "q5_0": [0], "q5_1": [0, 2]}
 BLOCKS = 6
 INPUT_ROWS, INPUT_COLS = 4, 512
 
