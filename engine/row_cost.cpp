@@ -10,25 +10,23 @@ RowCostEstimate::RowCostEstimate(double pinned)
     : pinned_(pinned > 0.0), value_(pinned > 0.0 ? std::clamp(pinned, kMin, kMax) : DraftControl::kRowCost) {}
 
 void RowCostEstimate::observe(int64_t rows, double ms) {
-  if (pinned_ || rows <= 0 || !(ms >= 0.0)) return;
-  const double x = static_cast<double>(rows);
-  w_ = kDecay * w_ + 1.0;
-  x_ = kDecay * x_ + x;
-  y_ = kDecay * y_ + ms;
-  xx_ = kDecay * xx_ + x * x;
-  xy_ = kDecay * xy_ + x * ms;
-  ++steps_;
-  if (steps_ >= kMinSteps) refit();
+  if (pinned_ || rows <= 0 || rows > kMaxRows || !(ms >= 0.0)) return;
+  const size_t r = static_cast<size_t>(rows);
+  double& m = ms_[r];
+  m = seen_[r]++ == 0 ? ms : m + (ms < m ? kDown : kUp) * (ms - m);
+  if (++steps_ >= kMinSteps) refit();
 }
 
 void RowCostEstimate::refit() {
-  // Weighted variance of the row counts: below a tenth of a row squared the
-  // steps were all (nearly) the same size and the slope is noise.
-  const double mean_x = x_ / w_, mean_y = y_ / w_;
-  const double var_x = xx_ / w_ - mean_x * mean_x;
-  if (var_x < 0.1) return;
-  const double per_row = (xy_ / w_ - mean_x * mean_y) / var_x;
-  const double one_row = mean_y + per_row * (1.0 - mean_x);  // base + per_row
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t r = 1; r <= static_cast<size_t>(kMaxRows); ++r) {
+    if (seen_[r] < 2) continue;
+    const double x = static_cast<double>(r), y = ms_[r];
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  if (n < 2) return;
+  const double per_row = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  const double one_row = (sy - per_row * sx) / n + per_row;  // base + per_row
   if (!(per_row > 0.0) || !(one_row > 0.0)) return;
   value_ = std::clamp(per_row / one_row, kMin, kMax);
 }

@@ -7,26 +7,32 @@
 // Promises:
 //  1. Only decode-only steps are fitted (decode and verify rows, no prefill
 //     row: a prefill chunk's attention over a long prompt would be charged to
-//     the rows). Step time = base + per_row * rows by least squares over the
-//     recent steps (each step's weight decays by kDecay per later step), and
+//     the rows). Per row count the step time is a moving average that falls
+//     fast (kDown) and rises slowly (kUp): it follows the machine's
+//     uncontended time, and a step the OS preempted (on a shared machine,
+//     tens of ms) moves it little. Step time = base + per_row * rows is
+//     fitted by least squares over the row counts seen at least twice, and
 //     value() = per_row / (base + per_row), clamped to [kMin, kMax].
-//  2. Until kMinSteps steps with at least two distinct row counts were seen
-//     (a slope needs them), and whenever the fit is degenerate, value() is
-//     the last good value, at first the prior DraftControl::kRowCost.
+//  2. Until kMinSteps steps with at least two such row counts were seen (a
+//     slope needs them), and whenever the fit is degenerate (a slope at or
+//     below 0), value() is the last good value, at first the prior
+//     DraftControl::kRowCost.
 //  3. A pinned value (EngineOptions::verify_row_cost > 0) is value() always,
 //     so tests and benches can fix depth choices.
 // The estimate moves only depth choices, never a token or a logit.
 // Thread safety: none; the step thread owns it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 namespace sb {
 
 class RowCostEstimate {
  public:
-  static constexpr double kDecay = 0.97;  // about the last 30 steps
+  static constexpr double kDown = 0.3, kUp = 0.05;
   static constexpr int kMinSteps = 8;
+  static constexpr int64_t kMaxRows = 255;  // steps of more rows are not fitted
   static constexpr double kMin = 0.01, kMax = 1.0;
 
   explicit RowCostEstimate(double pinned = 0.0);
@@ -41,8 +47,8 @@ class RowCostEstimate {
   bool pinned_ = false;
   double value_;
   int64_t steps_ = 0;
-  // Decayed sums: weight, rows, ms, rows^2, rows * ms.
-  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;
+  std::array<double, kMaxRows + 1> ms_{};     // by row count
+  std::array<int64_t, kMaxRows + 1> seen_{};  // steps of that many rows
 };
 
 }  // namespace sb

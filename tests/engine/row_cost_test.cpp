@@ -19,11 +19,21 @@ TEST(RowCost, FitsBasePlusPerRow) {
   }
   EXPECT_NEAR(e.value(), 2.0 / 12.0, 1e-9);
   // The machine gets slower per row; the recent steps win.
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     const int64_t rows = 1 + i % 5;
     e.observe(rows, 10.0 + 10.0 * static_cast<double>(rows));
   }
   EXPECT_NEAR(e.value(), 0.5, 5e-3);
+}
+
+TEST(RowCost, APreemptedStepNowAndThenBarelyMovesIt) {
+  RowCostEstimate e;
+  for (int i = 0; i < 400; ++i) {
+    const int64_t rows = 1 + i % 5;
+    // Every 7th step the OS took the core away for 50 ms.
+    e.observe(rows, 10.0 + 2.0 * static_cast<double>(rows) + (i % 7 == 6 ? 50.0 : 0.0));
+  }
+  EXPECT_NEAR(e.value(), 2.0 / 12.0, 0.03);
 }
 
 TEST(RowCost, ThePriorUntilASlopeIsMeasurable) {
