@@ -79,7 +79,7 @@ struct SpeculativeRecord {
   // How draft tokens were judged (SpeculativeAcceptance): exact, rejection.
   std::string acceptance_mode = "exact";
   // The verify-row cost the depth choices last used (a share of a one-row
-  // step, measured while serving: engine/row_cost.h); 0 when none drafted.
+  // step, measured while serving: engine/row_cost.h); 0 without a drafter.
   // Timing-dependent: never part of what equality tests compare.
   double row_cost = 0.0;
 
