@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/args.h"
+#include "cli/bench_spec_llama.h"
 #include "cli/bench_spec_mtp.h"
 #include "cli/bench_util.h"
 #include "cli/commands.h"
@@ -26,7 +27,7 @@ const char* const kSpecUsage =
     "usage: statebank bench spec [--preset 0.8b|small|tiny] [--arch qwen3_5] [--model DIR] [--cache-dir DIR]\n"
     "         [--threads 2] [--precision bf16|f32] [--prompt-tokens 64] [--decode-tokens 48] [--reps 2]\n"
     "         [--acceptance 0.5,0.7,0.8,0.9] [--depths 1,2,3,4] [--seed 1] [--report FILE.md] [--csv FILE.csv]\n"
-    "         [--mtp-vocab 32768] [--no-plots]";
+    "         [--mtp-vocab 32768] [--no-plots] [--no-llama] [--llama-bin DIR]";
 
 namespace {
 
@@ -90,6 +91,9 @@ CompletionRequest base_request(int64_t prompt_tokens, int64_t decode_tokens, int
   return r;
 }
 
+constexpr const char* kRepetitive = "repetitive";
+constexpr float kRepeatBias = 60.0f;
+
 struct SpecOptions {
   int64_t prompt_tokens = 64, decode_tokens = 48, seed = 1;
   int reps = 2;
@@ -97,7 +101,8 @@ struct SpecOptions {
   std::vector<int64_t> depths;
 };
 
-std::vector<SpecRun> run_spec(const Engine& engine, const SpecOptions& o) {
+// *repetitive: the repetitive workload's request (llama.cpp's row runs it).
+std::vector<SpecRun> run_spec(const Engine& engine, const SpecOptions& o, CompletionRequest* repetitive_out) {
   const int64_t vocab = engine.model().vocab_size();
   std::vector<SpecRun> runs;
   CompletionRequest random = base_request(o.prompt_tokens, o.decode_tokens, vocab, o.seed);
@@ -114,7 +119,7 @@ std::vector<SpecRun> run_spec(const Engine& engine, const SpecOptions& o) {
       measure(
           engine, random, plain, o.reps,
           [&](CompletionRequest* r) {
-            r->speculative = SpeculativeParams{SpeculativeMode::kNgram, static_cast<int>(k), false};
+            r->speculative = SpeculativeParams{SpeculativeMode::kNgram, static_cast<int>(k), false, {}};
             r->make_drafter = [=] { return std::make_unique<OracleDrafter>(recorded, 1 - a, 7, vocab); };
           },
           &run);
@@ -125,26 +130,29 @@ std::vector<SpecRun> run_spec(const Engine& engine, const SpecOptions& o) {
       engine, random, plain, o.reps, [](CompletionRequest* r) { r->speculative.mode = SpeculativeMode::kAuto; },
       &automatic);
   runs.push_back(automatic);
-  // Repetitive: a logit bias towards n prompt tokens makes the random
-  // model's output repeat itself (n = 1: one token over and over; n = 4: a
-  // random walk over four), as an agent's output repeats its input.
-  for (int n : {1, 4}) {
-    CompletionRequest repetitive = random;
-    DecodingRules rules;
-    for (int i = 0; i < n; ++i) rules.logit_bias.emplace_back(random.prompt[static_cast<size_t>(i)], 60.0f);
-    auto shared = std::make_shared<const DecodingRules>(std::move(rules));
-    repetitive.make_processor = [shared] { return shared->make(); };
-    CompletionResult plain_rep;
-    if (Status s = engine.complete(repetitive, &plain_rep); !s) {
-      std::fprintf(stderr, "statebank bench: spec: %s\n", s.to_string().c_str());
-      return runs;
-    }
-    SpecRun ngram{"repetitive (" + std::to_string(n) + " token" + (n > 1 ? "s)" : ")"), "ngram", 0, 4, 0, 0, {}};
-    measure(
-        engine, repetitive, plain_rep, o.reps,
-        [](CompletionRequest* r) { r->speculative.mode = SpeculativeMode::kNgram; }, &ngram);
-    runs.push_back(ngram);
+  // Repetitive: a logit bias towards the prompt's first token makes the
+  // random model's output that token over and over, its input repeated as an
+  // agent's output repeats its input. It is the only repetition the random
+  // model gives: its own greedy output does not fall into a loop (400 tokens
+  // of the tiny preset checked), so n-grams rarely predict it; and a bias
+  // towards four prompt tokens gives a walk over them that no n-gram predicts
+  // either (acceptance 0: drafting paused after a few rejected steps).
+  CompletionRequest repetitive = random;
+  DecodingRules rules;
+  rules.logit_bias.emplace_back(random.prompt[0], kRepeatBias);
+  auto shared = std::make_shared<const DecodingRules>(std::move(rules));
+  repetitive.make_processor = [shared] { return shared->make(); };
+  CompletionResult plain_rep;
+  if (Status s = engine.complete(repetitive, &plain_rep); !s) {
+    std::fprintf(stderr, "statebank bench: spec: %s\n", s.to_string().c_str());
+    return runs;
   }
+  SpecRun ngram{kRepetitive, "ngram", 0, 4, 0, 0, {}};
+  measure(
+      engine, repetitive, plain_rep, o.reps,
+      [](CompletionRequest* r) { r->speculative.mode = SpeculativeMode::kNgram; }, &ngram);
+  runs.push_back(ngram);
+  *repetitive_out = repetitive;
   return runs;
 }
 
@@ -172,8 +180,35 @@ const SpecRun* find_run(const std::vector<SpecRun>& runs, const std::string& dra
   return nullptr;
 }
 
-std::string spec_markdown(const std::vector<SpecRun>& runs, const SpecOptions& o, const std::string& head,
-                          const std::string& plot) {
+// llama.cpp's n-gram row beside ours on the own-continuation workload, and its target.
+void llama_markdown(const std::vector<SpecRun>& runs, const LlamaSpecRow& llama, std::ostringstream& table,
+                    std::ostringstream& targets) {
+  const SpecRun* ours = nullptr;
+  for (const SpecRun& r : runs)
+    if (r.workload == kRepetitive && r.drafter == "ngram") ours = &r;
+  if (!ours) return;
+  if (!llama.skipped.empty()) {
+    table << "| " << kRepetitive << " | llama.cpp ngram-simple | | | " << llama.skipped << " | | | | | | |\n";
+    targets << "- n-gram beside llama.cpp's n-gram decoding: " << llama.skipped << "\n";
+    return;
+  }
+  const double ratio = llama.tokens_per_s > 0 ? ours->tokens_per_s / llama.tokens_per_s : 0.0;
+  table << "| " << kRepetitive << " | llama.cpp ngram-simple | | 4 (max) | " << fmt("%.2f", llama.acceptance())
+        << " | | | " << fmt("%.2f", llama.tokens_per_s) << " | " << fmt("%.2f", llama.plain_tokens_per_s) << " | "
+        << fmt("%.2fx", llama.plain_tokens_per_s > 0 ? llama.tokens_per_s / llama.plain_tokens_per_s : 0.0)
+        << " | n/a |\n";
+  targets << "- n-gram on the repetitive workload: " << fmt("%.2f", ours->tokens_per_s)
+          << " tokens/s, llama.cpp's n-gram decoding (`llama-server " << llama.flags << "`, same prompt, weights as "
+          << "BF16 GGUF, greedy, " << fmt("%.0f", static_cast<double>(llama.drafted)) << " drafted, "
+          << fmt("%.0f", static_cast<double>(llama.accepted)) << " accepted) " << fmt("%.2f", llama.tokens_per_s)
+          << " tokens/s: " << fmt("%.2fx", ratio) << " (target at least 1.20x: " << (ratio >= 1.2 ? "met" : "not met")
+          << ")\n";
+}
+
+std::string spec_markdown(const std::vector<SpecRun>& runs, const LlamaSpecRow& llama, const SpecOptions& o,
+                          const std::string& head, const std::string& plot) {
+  std::ostringstream llama_row, llama_target;
+  llama_markdown(runs, llama, llama_row, llama_target);
   std::ostringstream md;
   md << head << "\n## Decode speed, one client\n\n"
      << "Decode tokens/s after the first token, best of " << o.reps << " runs of " << o.decode_tokens
@@ -191,6 +226,11 @@ std::string spec_markdown(const std::vector<SpecRun>& runs, const SpecOptions& o
        << (r.drafter == "oracle" ? fmt("%.2f", r.theory()) : "") << " | " << fmt("%.2f", r.tokens_per_s) << " | "
        << fmt("%.2f", r.plain_tokens_per_s) << " | " << fmt("%.2fx", r.tokens_per_s / r.plain_tokens_per_s) << " | "
        << (r.equal ? "yes" : "**no**") << " |\n";
+  md << llama_row.str() << "\nRepetitive: the random prompt with a logit bias of +60 towards its first token, so the "
+     << "output is that token over and over (the random model's own output does not loop; a bias towards four prompt "
+     << "tokens gives a walk over them that no n-gram predicts). llama.cpp's row: the same prompt (token ids), logit "
+     << "bias and greedy decode on the same weights, its plain decoding beside it; its acceptance is its own "
+     << "draft_n_accepted / draft_n.\n";
   md << "\n## Targets\n\n";
   if (const SpecRun* r = find_run(runs, "oracle", 0.8, 4))
     md << "- oracle, acceptance 0.8, depth 4: " << fmt("%.2fx", r->tokens_per_s / r->plain_tokens_per_s)
@@ -200,6 +240,7 @@ std::string spec_markdown(const std::vector<SpecRun>& runs, const SpecOptions& o
     md << "- auto where drafts rarely match (acceptance " << fmt("%.2f", r->record.acceptance())
        << "): " << fmt("%.2fx", r->tokens_per_s / r->plain_tokens_per_s) << " plain decoding (target at least 0.97x: "
        << (r->tokens_per_s >= 0.97 * r->plain_tokens_per_s ? "met" : "not met") << ")\n";
+  md << llama_target.str();
   md << "\n" << plot << "\n";
   return md.str();
 }
@@ -238,8 +279,8 @@ Status parse_spec_options(const Args& args, SpecOptions* o, int64_t* threads) {
 
 int bench_spec(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "prompt-tokens", "decode-tokens", "reps",
-             "acceptance", "depths", "seed", "report", "csv", "mtp-vocab"},
-            {"no-plots"});
+             "acceptance", "depths", "seed", "report", "csv", "mtp-vocab", "llama-bin"},
+            {"no-plots", "no-llama"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kSpecUsage);
   if (!args.positional().empty())
@@ -252,8 +293,25 @@ int bench_spec(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   EngineOptions eo;
   if (!(s = Engine::create(*bm.model, nullptr, eo, &engine))) return fail("bench", s.to_string());
-  const std::vector<SpecRun> runs = run_spec(*engine, o);
+  CompletionRequest repetitive;
+  const std::vector<SpecRun> runs = run_spec(*engine, o, &repetitive);
   if (runs.empty()) return fail("bench", "spec: the plain run failed (above)");
+  LlamaSpecRow llama;
+  if (args.has("no-llama")) {
+    llama.skipped = "skipped (--no-llama)";
+  } else if (!repetitive.prompt.empty()) {
+    engine.reset();  // its threads would compete with llama-server's
+    bm.model.reset();
+    llama = run_llama_ngram(LlamaSpecJob{args.get("llama-bin", default_llama_bin()),
+                                         bm.dir,
+                                         (fs::path(bm.cache_base) / "gguf").string(),
+                                         repetitive.prompt,
+                                         {{repetitive.prompt[0], kRepeatBias}},
+                                         o.decode_tokens,
+                                         static_cast<int>(threads),
+                                         o.reps,
+                                         4});
+  }
 
   std::string command = "tools/statebank.sh bench spec";
   for (int i = 1; i < argc; ++i) command.append(" ").append(quote_arg(argv[i]));
@@ -271,7 +329,7 @@ int bench_spec(int argc, char** argv) {
     const std::string why = args.has("no-plots") ? "Plots were not drawn (--no-plots)." : make_spec_plot(csv, png);
     plot = why.empty() ? "![tokens per step and speed-up by depth](" + fs::path(png).filename().string() + ")" : why;
   }
-  std::string md = spec_markdown(runs, o, head, plot);
+  std::string md = spec_markdown(runs, llama, o, head, plot);
   if (bm.model->has_mtp()) {  // auto drafted with the head above
     MtpCost cost;
     const CompletionRequest r = base_request(o.prompt_tokens, o.decode_tokens, bm.model->vocab_size(), o.seed);

@@ -41,6 +41,7 @@ const char* kUsage =
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--speculative off|auto|ngram|mtp] [--draft-max K] "
+    "[--speculative-acceptance exact|rejection] "
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] [--ignore-cache-control] "
@@ -94,6 +95,10 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
   const std::string mode = args.get("speculative", "auto");
   if (!parse_speculative_mode(mode, &eo->speculative))
     return Status::invalid("--speculative must be one of " + std::string(kSpeculativeModes) + ", not '" + mode + "'");
+  const std::string acceptance = args.get("speculative-acceptance", "exact");
+  if (!parse_speculative_acceptance(acceptance, &eo->speculative_acceptance))
+    return Status::invalid("--speculative-acceptance must be one of " + std::string(kSpeculativeAcceptances) +
+                           ", not '" + acceptance + "'");
   if (!(f->audit >= 0.0 && f->audit <= 1.0)) return Status::invalid("--audit must be a rate in [0, 1]");
   if (!(f->tenant_share > 0.0 && f->tenant_share <= 1.0))
     return Status::invalid("--tenant-share must be a fraction in (0, 1]");
@@ -279,7 +284,8 @@ int cmd_serve(int argc, char** argv) {
              "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
              "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
              "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
-             "remote-timeout-ms", "served-model-name", "max-tokens-cap", "speculative", "draft-max"},
+             "remote-timeout-ms", "served-model-name", "max-tokens-cap", "speculative", "draft-max",
+             "speculative-acceptance"},
             {"insecure-no-key", "ignore-cache-control"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);

@@ -163,6 +163,12 @@ struct EngineOptions {
   // longest draft, 1..kMaxDraftTokens. A request may choose its own.
   SpeculativeMode speculative = SpeculativeMode::kAuto;
   int draft_max = 4;
+  // kRejection: speculative sampling, not bit-identical to plain decoding
+  // (engine/speculation.h); a request may choose its own.
+  SpeculativeAcceptance speculative_acceptance = SpeculativeAcceptance::kExact;
+  // > 0: the verify-row cost draft depths assume, fixed (tests, benches);
+  // 0: measured while serving (engine/row_cost.h).
+  double verify_row_cost = 0.0;
 };
 
 // Test-only ways to break a restore on purpose, so a test can prove that the
@@ -189,6 +195,7 @@ struct EngineStats {
   // emitted (tokens per step), draft tokens verified and accepted.
   uint64_t spec_decode_steps = 0, spec_decode_tokens = 0, spec_drafted = 0, spec_accepted = 0;
   uint64_t spec_switched_off = 0;  // sequences' pauses below break-even
+  double verify_row_cost = 0.0;    // the step loop's estimate now (engine/row_cost.h)
 };
 
 // Serves requests through the bank (docs/bank.md, "Lookup, restore,

@@ -25,7 +25,7 @@ std::vector<TokenLogprob> top_alternatives(std::span<const float> logits, double
 
 }  // namespace
 
-Status next_token(Sequence& seq, GeneratedToken* out) {
+Status next_token(Sequence& seq, GeneratedToken* out, const DraftToken* draft) {
   const CompletionRequest& req = seq.request;
   if (req.on_logits) req.on_logits(seq.logits);
   GeneratedToken g;
@@ -33,10 +33,11 @@ Status next_token(Sequence& seq, GeneratedToken* out) {
     seq.processed = seq.logits;
     const int64_t left = req.max_tokens - static_cast<int64_t>(seq.result.tokens.size());
     SB_RETURN_IF_ERROR(seq.processor->process(seq.processed, left, req.cancelled));
-    g.token = seq.sampler->sample(seq.processed);
+    g.token = draft ? seq.sampler->sample_draft(seq.processed, nullptr, *draft) : seq.sampler->sample(seq.processed);
     SB_RETURN_IF_ERROR(seq.processor->accept(g.token));
   } else {
-    g.token = seq.sampler->sample(seq.logits, &seq.logit_stats);
+    g.token = draft ? seq.sampler->sample_draft(seq.logits, &seq.logit_stats, *draft)
+                    : seq.sampler->sample(seq.logits, &seq.logit_stats);
   }
   const double log_norm = seq.logit_stats.log_norm;
   g.logprob = logprob(seq.logits, static_cast<size_t>(g.token), log_norm);

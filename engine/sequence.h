@@ -62,6 +62,7 @@ struct Sequence {
   // Speculative decoding (engine/speculation.h); no drafter: off.
   std::unique_ptr<Drafter> drafter;
   DraftControl draft_control;
+  SpeculativeAcceptance acceptance = SpeculativeAcceptance::kExact;
   std::vector<int32_t> generated;             // the ids of result.tokens (what drafters read)
   std::vector<int32_t> draft;                 // this step's proposal
   std::vector<float> hidden;  // with an MTP head: the hidden rows of the tokens since the last draft (DraftContext)
@@ -88,8 +89,10 @@ void publish_prompt(const EngineContext& context, Sequence& seq);
 
 // The next token from seq.logits: the sampler's draw (after the request's
 // logits processor, if any), its logprob in the model's raw distribution and
-// the top_logprobs alternatives. An error comes from the processor.
-Status next_token(Sequence& seq, GeneratedToken* out);
+// the top_logprobs alternatives. An error comes from the processor. With a
+// draft token (a verify row under rejection acceptance) the draw is
+// Sampler::sample_draft's against it.
+Status next_token(Sequence& seq, GeneratedToken* out, const DraftToken* draft = nullptr);
 
 // Sets up speculation for an admitted sequence: its drafter (the request's
 // own, else the mode's; none when off or for echo) and its DraftControl.

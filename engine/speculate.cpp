@@ -24,7 +24,10 @@ void start_speculation(const EngineContext& context, Sequence& seq) {
     seq.drafter = std::make_unique<NgramDrafter>();
     seq.result.speculative.mode = "ngram";
   }
-  if (seq.drafter) seq.draft_control = DraftControl(draft_max, req.speculative.adaptive);
+  if (!seq.drafter) return;
+  seq.draft_control = DraftControl(draft_max, req.speculative.adaptive);
+  seq.acceptance = req.speculative.acceptance.value_or(context.options.speculative_acceptance);
+  seq.result.speculative.acceptance_mode = speculative_acceptance_name(seq.acceptance);
 }
 
 void propose_draft(const EngineContext& context, Sequence& seq) {

@@ -41,6 +41,19 @@ bool parse_speculative_mode(std::string_view name, SpeculativeMode* out) {
   return false;
 }
 
+const char* speculative_acceptance_name(SpeculativeAcceptance acceptance) {
+  return acceptance == SpeculativeAcceptance::kRejection ? "rejection" : "exact";
+}
+
+bool parse_speculative_acceptance(std::string_view name, SpeculativeAcceptance* out) {
+  for (SpeculativeAcceptance a : {SpeculativeAcceptance::kExact, SpeculativeAcceptance::kRejection})
+    if (name == speculative_acceptance_name(a)) {
+      *out = a;
+      return true;
+    }
+  return false;
+}
+
 void NgramDrafter::draft(const DraftContext& context, int max_tokens, std::vector<int32_t>* out) {
   const int64_t np = static_cast<int64_t>(context.prompt.size());
   const int64_t len = np + static_cast<int64_t>(context.generated.size());
@@ -74,9 +87,9 @@ void OracleDrafter::draft(const DraftContext& context, int max_tokens, std::vect
   }
 }
 
-double draft_gain(double a, int k) {
+double draft_gain(double a, int k, double row_cost) {
   const double tokens = a >= 1.0 ? k + 1.0 : (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-  return tokens / (1.0 + DraftControl::kRowCost * k);
+  return tokens / (1.0 + row_cost * k);
 }
 
 int DraftControl::depth() const {
@@ -84,18 +97,18 @@ int DraftControl::depth() const {
   if (!adaptive_) return draft_max_;
   int best = 1;
   for (int k = 2; k <= draft_max_; ++k)
-    if (draft_gain(acceptance_, k) > draft_gain(acceptance_, best)) best = k;
+    if (draft_gain(acceptance_, k, row_cost_) > draft_gain(acceptance_, best, row_cost_)) best = k;
   return best;
 }
 
 bool DraftControl::observe(int drafted, int accepted, int emitted) {
   if (drafted <= 0) {
     paused_for_ = std::max<int64_t>(paused_for_ - emitted, 0);
-    if (paused_for_ == 0 && acceptance_ < kRowCost) acceptance_ = 2 * kRowCost;  // probe again
+    if (paused_for_ == 0 && acceptance_ < row_cost_) acceptance_ = std::min(2 * row_cost_, 0.9);  // probe again
     return false;
   }
   acceptance_ = (1 - kNewest) * acceptance_ + kNewest * static_cast<double>(accepted) / drafted;
-  if (!adaptive_ || draft_gain(acceptance_, 1) > 1.0) return false;
+  if (!adaptive_ || draft_gain(acceptance_, 1, row_cost_) > 1.0) return false;
   paused_for_ = kPauseTokens;
   return true;
 }

@@ -36,6 +36,20 @@ const char* speculative_mode_name(SpeculativeMode mode);
 // False for any other name.
 bool parse_speculative_mode(std::string_view name, SpeculativeMode* out);
 inline constexpr const char* kSpeculativeModes = "off, auto, ngram, mtp";
+
+// How a verify row judges its draft token (docs/batching.md, "Acceptance").
+// kExact: the token the sequence's sampler draws must equal it, so results
+// are plain decoding's bit for bit. kRejection: speculative sampling
+// (Leviathan et al. 2023, Chen et al. 2023; Sampler::sample_draft): the draft
+// token is accepted with probability min(1, p/q), else the row draws from the
+// residual (p - q)+; each token keeps plain decoding's distribution but not
+// its bits (the rng stream differs). Greedy requests are identical in both.
+enum class SpeculativeAcceptance { kExact, kRejection };
+// "exact", "rejection".
+const char* speculative_acceptance_name(SpeculativeAcceptance acceptance);
+// False for any other name.
+bool parse_speculative_acceptance(std::string_view name, SpeculativeAcceptance* out);
+inline constexpr const char* kSpeculativeAcceptances = "exact, rejection";
 // The longest draft a step verifies (--draft-max, a request's draft_max).
 inline constexpr int kMaxDraftTokens = 16;
 // Whether a speculative mode and draft length can run on a checkpoint: an
@@ -49,6 +63,7 @@ struct SpeculativeParams {
   std::optional<SpeculativeMode> mode;
   std::optional<int> draft_max;  // 1..kMaxDraftTokens
   bool adaptive = true;          // false: always draft_max (benches measure a fixed depth)
+  std::optional<SpeculativeAcceptance> acceptance;
 };
 
 // What speculation did for one request (its response's `speculative`
@@ -60,6 +75,12 @@ struct SpeculativeRecord {
   int64_t drafted = 0;       // draft tokens verified
   int64_t accepted = 0;      // of them, accepted
   int64_t switched_off = 0;  // times acceptance fell below break-even (drafting paused)
+  // How draft tokens were judged (SpeculativeAcceptance): exact, rejection.
+  std::string acceptance_mode = "exact";
+  // The verify-row cost the depth choices last used (a share of a one-row
+  // step, measured while serving: engine/row_cost.h); 0 without a drafter.
+  // Timing-dependent: never part of what equality tests compare.
+  double row_cost = 0.0;
 
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0; }
   double tokens_per_step() const { return steps > 0 ? static_cast<double>(tokens) / steps : 0.0; }
@@ -85,6 +106,12 @@ class Drafter {
   virtual ~Drafter() = default;
   // Appends up to max_tokens proposed tokens to *out (possibly none).
   virtual void draft(const DraftContext& context, int max_tokens, std::vector<int32_t>* out) = 0;
+  // The distribution (over the vocabulary, summing to 1) that token i of the
+  // last draft was drawn from, read by rejection acceptance (min(1, p/q),
+  // residual (p - q)+); valid until the next draft(). Empty: a point mass on
+  // the token, as for every lookup drafter here; a model-side drafter (MTP)
+  // returns its softmax row.
+  virtual std::span<const float> draft_probs(size_t /*i*/) const { return {}; }
 };
 
 // The most recent earlier occurrence of the context's last n tokens (n from
@@ -120,12 +147,13 @@ class OracleDrafter final : public Drafter {
 //
 // Model: draft tokens are accepted independently with probability a (a
 // moving average of each verify step's accepted / drafted), so a draft of k
-// emits (1 - a^(k+1)) / (1 - a) tokens, and a verify row costs kRowCost of a
-// one-row step (measured by `statebank bench spec`: a row's matrix products
-// share the step's weight reads). The depth is the k in 1..draft_max with the
-// most tokens per cost; when no k beats plain decoding (a below about
-// kRowCost) drafting pauses for kPauseTokens tokens, then probes again at
-// depth 1 from an acceptance just above break-even.
+// emits (1 - a^(k+1)) / (1 - a) tokens, and a verify row costs row_cost of a
+// one-row step (a row's matrix products share the step's weight reads): the
+// step loop's running measure (engine/row_cost.h), kRowCost until it has
+// one. The depth is the k in 1..draft_max with the most tokens per cost; when
+// no k beats plain decoding (a below about row_cost) drafting pauses for
+// kPauseTokens tokens, then probes again at depth 1 from an acceptance just
+// above break-even.
 class DraftControl {
  public:
   static constexpr double kRowCost = 0.1;
@@ -143,15 +171,21 @@ class DraftControl {
   // this step paused drafting (acceptance below break-even).
   bool observe(int drafted, int accepted, int emitted);
   double acceptance() const { return acceptance_; }
+  // The cost of a verify row the next depth() and observe() assume, in
+  // (0, 1]; kRowCost until set.
+  void set_row_cost(double row_cost) { row_cost_ = row_cost; }
+  double row_cost() const { return row_cost_; }
 
  private:
   int draft_max_ = 0;
   bool adaptive_ = true;
   double acceptance_ = kPrior;
+  double row_cost_ = kRowCost;
   int64_t paused_for_ = 0;  // tokens left of a pause
 };
 
-// Tokens per unit of cost of a draft of k at acceptance a (DraftControl's model).
-double draft_gain(double acceptance, int k);
+// Tokens per unit of cost of a draft of k at acceptance a, a verify row
+// costing row_cost of a one-row step (DraftControl's model).
+double draft_gain(double acceptance, int k, double row_cost = DraftControl::kRowCost);
 
 }  // namespace sb

@@ -7,7 +7,11 @@
 
 namespace sb {
 
-StepLoop::StepLoop(const EngineContext& context) : context_(context), budget_(context.options.itl_ratio) {
+StepLoop::StepLoop(const EngineContext& context)
+    : context_(context),
+      budget_(context.options.itl_ratio),
+      row_cost_(context.options.verify_row_cost),
+      row_cost_now_(row_cost_.value()) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -41,6 +45,7 @@ void StepLoop::add_stats(EngineStats* stats) const {
   stats->steps = steps_.load(std::memory_order_relaxed);
   stats->step_tokens = step_tokens_.load(std::memory_order_relaxed);
   stats->peak_batch = peak_batch_.load(std::memory_order_relaxed);
+  stats->verify_row_cost = row_cost_now_.load(std::memory_order_relaxed);
 }
 
 void StepLoop::loop() {
@@ -82,6 +87,7 @@ std::vector<StepLoop::Slice> StepLoop::next_step() {
   input.budget = budget_.state();
   for (Sequence* seq : running_) {
     if (seq->finished) continue;
+    seq->draft_control.set_row_cost(row_cost_.value());
     if (seq->prefilling())
       seq->draft.clear();
     else
@@ -161,7 +167,12 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
     }
   }
   // Sampling and publishing are part of what a running decode waits for.
-  budget_.observe(decodes, tokens - decodes, ms_since(started));
+  const double ms = ms_since(started);
+  budget_.observe(decodes, tokens - decodes, ms);
+  if (decodes == tokens) {
+    row_cost_.observe(tokens, ms);
+    row_cost_now_.store(row_cost_.value(), std::memory_order_relaxed);
+  }
 }
 
 void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
@@ -187,6 +198,7 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
   Sequence& seq = *slice.seq;
   const size_t vocab = static_cast<size_t>(context_.model.vocab_size());
   const size_t rows = slice.tokens.size(), before = seq.generated.size();
+  const bool rejection = seq.acceptance == SpeculativeAcceptance::kRejection && seq.drafter;
   for (size_t row = 0; row < rows; ++row) {
     if (rows == 1)
       seq.logits = std::move(out.logits);
@@ -194,7 +206,12 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
       seq.logits.assign(out.logits.begin() + row * vocab, out.logits.begin() + (row + 1) * vocab);
     seq.logit_stats = out.stats[row];
     keep_hidden_row(seq, out, static_cast<int64_t>(row));
-    emit_token(seq);
+    // Rejection acceptance judges the row's draft token by p/q; exact
+    // acceptance draws as plain decoding does and compares below.
+    DraftToken draft;
+    const bool judged = rejection && row + 1 < rows;
+    if (judged) draft = DraftToken{slice.tokens[row + 1], seq.drafter->draft_probs(row)};
+    emit_token(seq, judged ? &draft : nullptr);
     // The next row is what plain decoding computes only if the token just
     // drawn is the draft's.
     if (seq.finished || row + 1 == rows || seq.generated.back() != slice.tokens[row + 1]) break;
@@ -211,6 +228,7 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
   record.tokens += static_cast<int64_t>(emitted);
   record.drafted += static_cast<int64_t>(rows - 1);
   record.accepted += static_cast<int64_t>(accepted);
+  if (seq.drafter) record.row_cost = seq.draft_control.row_cost();
   if (seq.drafter &&
       seq.draft_control.observe(static_cast<int>(rows - 1), static_cast<int>(accepted), static_cast<int>(emitted)))
     ++record.switched_off;
@@ -222,10 +240,10 @@ void StepLoop::keep_hidden_row(Sequence& seq, const SequenceOutput& out, int64_t
   seq.hidden.insert(seq.hidden.end(), out.hidden.begin() + row * H, out.hidden.begin() + (row + 1) * H);
 }
 
-void StepLoop::emit_token(Sequence& seq) {
+void StepLoop::emit_token(Sequence& seq, const DraftToken* draft) {
   const CompletionRequest& req = seq.request;
   GeneratedToken g;
-  seq.status = next_token(seq, &g);
+  seq.status = next_token(seq, &g, draft);
   if (!seq.status.is_ok()) return finish(seq, FinishReason::kError);
   const bool first = seq.result.tokens.empty();
   if (first) seq.result.ttft_ms = ms_since(seq.submitted);

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/row_cost.h"
 #include "engine/sequence.h"
 #include "engine/step_budget.h"
 
@@ -60,7 +61,8 @@ class StepLoop {
 
   size_t running() const;
   size_t waiting() const;
-  // Adds the loop's counters (steps, step_tokens, peak_batch) to *stats.
+  // Adds the loop's counters (steps, step_tokens, peak_batch) and its
+  // verify-row cost estimate to *stats.
   void add_stats(EngineStats* stats) const;
 
  private:
@@ -86,12 +88,14 @@ class StepLoop {
   // Keeps row `row` of out.hidden for the sequence's MTP drafter (before
   // the token drawn from that row is emitted).
   void keep_hidden_row(Sequence& seq, const SequenceOutput& out, int64_t row);
-  void emit_token(Sequence& seq);
+  void emit_token(Sequence& seq, const DraftToken* draft = nullptr);
   void finish(Sequence& seq, FinishReason reason);
   void retire_finished();     // takes finished sequences out, wakes their callers
 
   const EngineContext& context_;
-  StepBudget budget_;  // step thread only
+  StepBudget budget_;         // step thread only
+  RowCostEstimate row_cost_;  // step thread only; mirrored in row_cost_now_
+  std::atomic<double> row_cost_now_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // a sequence arrived, or stopping
   std::condition_variable done_cv_;  // a sequence is done

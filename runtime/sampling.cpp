@@ -17,10 +17,14 @@ double Sampler::next_uniform() {
 
 int32_t Sampler::sample(std::span<const float> logits, const LogitStats* stats) {
   const int32_t best = stats ? stats->argmax : argmax(logits);
-  if (config_.temperature <= 0.0f || config_.top_k == 1) {
+  if (greedy()) {
     next_uniform();  // every step draws once, so the stream never depends on the mode of earlier steps
     return best;
   }
+  return pick(candidates(logits, best), next_uniform());
+}
+
+Sampler::Candidates Sampler::candidates(std::span<const float> logits, int32_t best) const {
   const double inv_t = 1.0 / config_.temperature;
   const double mx = logits[static_cast<size_t>(best)];
   auto weight = [&](int32_t id) { return exp_d((logits[static_cast<size_t>(id)] - mx) * inv_t); };
@@ -31,7 +35,10 @@ int32_t Sampler::sample(std::span<const float> logits, const LogitStats* stats) 
   // (a full sort of a 152k vocabulary per token costs more than the sampling
   // itself); otherwise by logit, ties to the lower id. Either order is total,
   // so the result is a function of the logits alone.
-  std::vector<int32_t> ids(logits.size());
+  Candidates c;
+  std::vector<int32_t>& ids = c.ids;
+  std::vector<double>& p = c.weights;
+  ids.resize(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
   // The nucleus needs the mass of the candidates it drops, so top-p alone
@@ -43,7 +50,6 @@ int32_t Sampler::sample(std::span<const float> logits, const LogitStats* stats) 
   if (top_p)
     for (size_t i = 0; i < pool; ++i) pool_mass += weight(ids[i]);
   size_t keep = pool, sorted = top_k ? pool : 0;
-  std::vector<double> p;
   if (top_p) {
     const double want = static_cast<double>(config_.top_p) * pool_mass;
     double mass = 0.0;
@@ -68,18 +74,58 @@ int32_t Sampler::sample(std::span<const float> logits, const LogitStats* stats) 
   if (config_.min_p > 0.0f)
     for (size_t i = 0; i < keep; ++i)
       if (p[i] < static_cast<double>(config_.min_p)) p[i] = 0.0;
+  return c;
+}
+
+int32_t Sampler::pick(const Candidates& c, double u01) {
+  const size_t keep = c.weights.size();
+  const std::vector<double>& p = c.weights;
   double total = 0.0;
   for (size_t i = 0; i < keep; ++i) total += p[i];
-  const double u = next_uniform() * total;
+  const double u = u01 * total;
   double acc = 0.0;
   for (size_t i = 0; i < keep; ++i) {
     acc += p[i];
-    if (u < acc) return ids[i];
+    if (u < acc) return c.ids[i];
   }
   // Rounding left u at the very top: the last candidate that has weight.
   for (size_t i = keep; i-- > 0;)
-    if (p[i] > 0.0) return ids[i];
-  return ids[0];
+    if (p[i] > 0.0) return c.ids[i];
+  return c.ids[0];
+}
+
+int32_t Sampler::sample_draft(std::span<const float> logits, const LogitStats* stats, const DraftToken& draft) {
+  const int32_t best = stats ? stats->argmax : argmax(logits);
+  if (greedy()) {
+    next_uniform();
+    return best;
+  }
+  Candidates c = candidates(logits, best);
+  double total = 0.0;
+  for (double w : c.weights) total += w;
+  const bool point = draft.probs.empty();
+  auto q = [&](int32_t id) {
+    if (point) return id == draft.token ? 1.0 : 0.0;
+    return static_cast<size_t>(id) < draft.probs.size() ? static_cast<double>(draft.probs[static_cast<size_t>(id)])
+                                                        : 0.0;
+  };
+  double p_draft = 0.0;
+  for (size_t i = 0; i < c.weights.size(); ++i)
+    if (c.ids[i] == draft.token) p_draft = c.weights[i] / total;
+  // Accept with probability min(1, p / q): u * q < p.
+  const double q_draft = q(draft.token);
+  if (q_draft > 0.0 && next_uniform() * q_draft < p_draft) return draft.token;
+  // The residual max(0, p - q): never the draft token once it was rejected
+  // (a rejection means p <= q there).
+  Candidates residual = c;
+  double left = 0.0;
+  for (size_t i = 0; i < residual.weights.size(); ++i) {
+    double& w = residual.weights[i];
+    w = c.ids[i] == draft.token ? 0.0 : std::max(0.0, w / total - q(c.ids[i]));
+    left += w;
+  }
+  // q covered p everywhere but at a rounding's distance: p itself.
+  return pick(left > 0.0 ? residual : c, next_uniform());
 }
 
 double log_normaliser(std::span<const float> logits) { return logit_stats(logits).log_norm; }

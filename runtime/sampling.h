@@ -51,13 +51,38 @@ struct LogitStats {
 };
 LogitStats logit_stats(std::span<const float> logits);
 
+// A speculative draft's token at one position and the distribution q it was
+// drawn from (over the vocabulary); empty probs: a point mass on token.
+struct DraftToken {
+  int32_t token = 0;
+  std::span<const float> probs;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplerConfig& config) : config_(config), counter_(0) {}
   // stats, when given, must be logit_stats(logits): it saves a pass.
   int32_t sample(std::span<const float> logits, const LogitStats* stats = nullptr);
+  // Speculative sampling (Leviathan et al. 2023, Chen et al. 2023) against
+  // p, the distribution sample() draws from (temperature, top-k, top-p,
+  // min-p, masked logits): returns draft.token with probability
+  // min(1, p(token) / q(token)), else a draw from the residual (p - q)+
+  // renormalised, which never is draft.token; so the token returned is
+  // distributed as p whatever q. One uniform for the test, one more on a
+  // rejection. Greedy: exactly sample() (the argmax, one uniform).
+  int32_t sample_draft(std::span<const float> logits, const LogitStats* stats, const DraftToken& draft);
 
  private:
+  // p up to its normaliser: candidate ids and their weights (zero for the
+  // ones min-p drops), in the order a draw scans them.
+  struct Candidates {
+    std::vector<int32_t> ids;  // only the first weights.size() are candidates
+    std::vector<double> weights;
+  };
+  Candidates candidates(std::span<const float> logits, int32_t best) const;
+  // The candidate at u * total of the cumulative weights.
+  static int32_t pick(const Candidates& c, double u);
+  bool greedy() const { return config_.temperature <= 0.0f || config_.top_k == 1; }
   double next_uniform();  // in [0, 1)
   SamplerConfig config_;
   uint64_t counter_;

@@ -84,6 +84,7 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   eo.itl_ratio = options.itl_ratio;
   eo.speculative = options.speculative;
   eo.draft_max = options.draft_max;
+  eo.speculative_acceptance = options.speculative_acceptance;
   SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
   if (options.audit_rate > 0 && b->bank_) {
     AuditOptions ao;
@@ -231,7 +232,8 @@ json EngineBackend::bank_stats_json() const {
                    {"decode_tokens", e.spec_decode_tokens},
                    {"drafted", e.spec_drafted},
                    {"accepted", e.spec_accepted},
-                   {"paused", e.spec_switched_off}}}};
+                   {"paused", e.spec_switched_off},
+                   {"verify_row_cost", e.verify_row_cost}}}};
   AuditStats a = auditor_ ? auditor_->stats() : AuditStats{};
   j["audit"] = {{"rate", options_.audit_rate}, {"offered", a.offered},       {"audits", a.audits},
                 {"mismatches", a.mismatches},  {"quarantined", a.quarantined}, {"dropped", a.dropped},

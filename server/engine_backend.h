@@ -42,6 +42,7 @@ struct EngineBackendOptions {
   double itl_ratio = 2.0;
   SpeculativeMode speculative = SpeculativeMode::kAuto;  // engine/speculation.h
   int draft_max = 4;
+  SpeculativeAcceptance speculative_acceptance = SpeculativeAcceptance::kExact;
   double audit_rate = 0.0;          // in [0, 1]
 };
 

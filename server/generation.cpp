@@ -44,7 +44,9 @@ json speculative_json(const SpeculativeRecord& r) {
               {"accepted", r.accepted},
               {"acceptance", r.acceptance()},
               {"tokens_per_step", r.tokens_per_step()},
-              {"paused", r.switched_off}};
+              {"paused", r.switched_off},
+              {"acceptance_mode", r.acceptance_mode},
+              {"row_cost", r.row_cost}};
 }
 
 Generation::Generation(const Backend& backend, GenerationSetup setup, std::unique_ptr<ChatOutput> chat_output,

@@ -53,6 +53,7 @@ void Metrics::record_speculation(const SpeculativeRecord& r) {
   speculative_.drafted += r.drafted;
   speculative_.accepted += r.accepted;
   speculative_.switched_off += r.switched_off;
+  if (r.row_cost > 0.0) speculative_.row_cost = r.row_cost;  // the latest estimate
 }
 
 void Metrics::record_completion(const RestoreRecord& restore, int64_t prompt_tokens, int64_t completion_tokens,
@@ -180,6 +181,9 @@ void render_speculation(std::string& out, const SpeculativeRecord& s) {
   out += "statebank_speculative_acceptance " + std::to_string(s.acceptance()) + "\n";
   header(out, "statebank_decode_tokens_per_step", "gauge", "Decode tokens per decode step since start.");
   out += "statebank_decode_tokens_per_step " + std::to_string(s.tokens_per_step()) + "\n";
+  header(out, "statebank_speculative_verify_row_cost", "gauge",
+         "A verify row's cost as a share of a one-row step, measured while serving (latest completion's).");
+  out += "statebank_speculative_verify_row_cost " + std::to_string(s.row_cost) + "\n";
 }
 
 }  // namespace

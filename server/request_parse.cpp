@@ -95,14 +95,23 @@ void parse_response_format(const json& v, CommonParams* p) {
   p->response_grammar = std::move(g);
 }
 
-// `speculative: {mode, draft_max}`: statebank's own field; speculation never
-// changes a token, so it is a setting of speed alone.
+// `speculative: {mode, draft_max, acceptance}`: statebank's own field; with
+// exact acceptance speculation never changes a token, so it is a setting of
+// speed alone; rejection keeps the distribution, not the bits.
 void parse_speculative(const json& v, bool has_mtp, SpeculativeParams* out) {
-  if (!v.is_object()) wrong_type("speculative", "an object {mode, draft_max}", v);
+  if (!v.is_object()) wrong_type("speculative", "an object {mode, draft_max, acceptance}", v);
   for (auto it = v.begin(); it != v.end(); ++it)
-    if (it.key() != "mode" && it.key() != "draft_max")
-      fail("speculative." + shown_key(it.key()),
-           "unsupported field 'speculative." + shown_key(it.key()) + "' (speculative takes mode and draft_max)");
+    if (it.key() != "mode" && it.key() != "draft_max" && it.key() != "acceptance")
+      fail("speculative." + shown_key(it.key()), "unsupported field 'speculative." + shown_key(it.key()) +
+                                                     "' (speculative takes mode, draft_max and acceptance)");
+  if (const json* a = field(v, "acceptance")) {
+    const std::string name = as_string(*a, "speculative.acceptance");
+    SpeculativeAcceptance acceptance;
+    if (!parse_speculative_acceptance(name, &acceptance))
+      fail("speculative.acceptance", "speculative.acceptance must be one of " + std::string(kSpeculativeAcceptances) +
+                                         ", not '" + shown_key(name) + "'");
+    out->acceptance = acceptance;
+  }
   if (const json* m = field(v, "mode")) {
     const std::string name = as_string(*m, "speculative.mode");
     SpeculativeMode mode;

@@ -34,6 +34,7 @@ struct Fixture {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 2 * kB;
+    o.verify_row_cost = DraftControl::kRowCost;  // depth choices (and the bounds below) independent of timing
     EXPECT_TRUE(Engine::create(model, &bank, o, &engine).is_ok());
     engine->set_test_hooks(std::move(hooks));
   }

@@ -69,6 +69,8 @@ TEST(ServeSpeculative, NgramEqualsOffOverHttpAndIsReported) {
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative", "mtp"}), 2);
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative", "eagle"}), 2);
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--draft-max", "0"}), 2);
+  EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative-acceptance", "lenient"}),
+            2);
   ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
                        root + "/bank", "--block-tokens", "64", "--threads", "1", "--max-running", "4"});
   std::atomic<int> next{0}, mismatches{0};
@@ -110,8 +112,28 @@ TEST(ServeSpeculative, NgramEqualsOffOverHttpAndIsReported) {
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("statebank_decode_tokens_per_step "), std::string::npos);
+  // The measured verify-row cost: a share of a step, in (0, 1].
+  const size_t at = metrics.find("\nstatebank_speculative_verify_row_cost ");
+  ASSERT_NE(at, std::string::npos) << metrics;
+  const double row_cost = std::stod(metrics.substr(at + 39));
+  EXPECT_GT(row_cost, 0.0);
+  EXPECT_LE(row_cost, 1.0);
+  // Rejection acceptance, asked per request: a greedy request's tokens are
+  // still plain decoding's, and the record says how drafts were judged.
+  for (const bool stream : {false, true}) {
+    json body = body_of(0, "ngram", stream);
+    body["speculative"]["acceptance"] = "rejection";
+    auto on = http.Post("/v1/completions", body.dump(), "application/json");
+    auto off = http.Post("/v1/completions", body_of(0, "off", stream).dump(), "application/json");
+    ASSERT_TRUE(on && off);
+    ASSERT_EQ(on->status, 200) << on->body;
+    EXPECT_EQ(choices(on->body, stream), choices(off->body, stream));
+    EXPECT_EQ(record(on->body, stream)["acceptance_mode"], "rejection");
+    EXPECT_EQ(record(off->body, stream)["acceptance_mode"], "exact");
+  }
   // A bad field is a 400 naming it.
-  for (const json& bad : {json{{"mode", "mtp"}}, json{{"draft_max", 99}}, json{{"depth", 2}}, json("ngram")}) {
+  for (const json& bad : {json{{"mode", "mtp"}}, json{{"draft_max", 99}}, json{{"depth", 2}}, json("ngram"),
+                          json{{"acceptance", "lenient"}}, json{{"acceptance", 1}}}) {
     json body = {{"prompt", "Hi"}, {"max_tokens", 2}, {"speculative", bad}};
     auto r = http.Post("/v1/completions", body.dump(), "application/json");
     ASSERT_TRUE(r);

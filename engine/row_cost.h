@@ -1,0 +1,54 @@
+// RowCostEstimate: what one more verify row adds to a decode step, as a share
+// of a one-row step: the row_cost DraftControl weighs draft depths with
+// (engine/speculation.h). On a CPU a step's weights are read once for all its
+// rows, so a row costs a fraction of a step; how much depends on the machine,
+// the model and the threads, so the step loop measures it while it serves.
+//
+// Promises:
+//  1. Only decode-only steps are fitted (decode and verify rows, no prefill
+//     row: a prefill chunk's attention over a long prompt would be charged to
+//     the rows). Per row count the step time is a moving average that falls
+//     fast (kDown) and rises slowly (kUp): it follows the machine's
+//     uncontended time, and a step the OS preempted (on a shared machine,
+//     tens of ms) moves it little. Step time = base + per_row * rows is
+//     fitted by least squares over the row counts seen at least twice, and
+//     value() = per_row / (base + per_row), clamped to [kMin, kMax].
+//  2. Until kMinSteps steps with at least two such row counts were seen (a
+//     slope needs them), and whenever the fit is degenerate (a slope at or
+//     below 0), value() is the last good value, at first the prior
+//     DraftControl::kRowCost.
+//  3. A pinned value (EngineOptions::verify_row_cost > 0) is value() always,
+//     so tests and benches can fix depth choices.
+// The estimate moves only depth choices, never a token or a logit.
+// Thread safety: none; the step thread owns it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace sb {
+
+class RowCostEstimate {
+ public:
+  static constexpr double kDown = 0.3, kUp = 0.05;
+  static constexpr int kMinSteps = 8;
+  static constexpr int64_t kMaxRows = 255;  // steps of more rows are not fitted
+  static constexpr double kMin = 0.01, kMax = 1.0;
+
+  explicit RowCostEstimate(double pinned = 0.0);
+  // A decode-only step of `rows` rows that took `ms`.
+  void observe(int64_t rows, double ms);
+  double value() const { return value_; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  void refit();
+
+  bool pinned_ = false;
+  double value_;
+  int64_t steps_ = 0;
+  std::array<double, kMaxRows + 1> ms_{};     // by row count
+  std::array<int64_t, kMaxRows + 1> seen_{};  // steps of that many rows
+};
+
+}  // namespace sb
