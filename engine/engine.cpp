@@ -29,28 +29,38 @@ Status validate(const CompletionRequest& r, int64_t vocab) {
   return check_speculative(r.speculative.mode.value_or(SpeculativeMode::kOff), r.speculative.draft_max.value_or(1));
 }
 
+// The checkpoint's own rule on top of EngineOptions::validate().
 Status check_options(const Model& model, const EngineOptions& options) {
+  SB_RETURN_IF_ERROR(options.validate());
   const int64_t B = options.block_tokens;
-  if (B <= 0 || B % kGrid != 0)
-    return Status::invalid("block tokens (" + std::to_string(B) + ") must be a positive multiple of " +
-                           std::to_string(kGrid));
   if (B % model.schema().pooled_lcm() != 0)
-    return Status::invalid("block tokens (" + std::to_string(B) + ") must be a multiple of " +
+    return Status::invalid("--block-tokens (" + std::to_string(B) + ") must be a multiple of " +
                            std::to_string(model.schema().pooled_lcm()) + " for this model");
-  if (options.snapshot_every < 0 || options.snapshot_every % B != 0)
-    return Status::invalid("snapshot interval (" + std::to_string(options.snapshot_every) +
-                           ") must be a multiple of the block tokens (" + std::to_string(B) + ")");
-  if (options.max_running < 1) return Status::invalid("max running sequences must be at least 1");
-  if (options.batch_tokens <= options.max_running)
-    return Status::invalid("batch tokens (" + std::to_string(options.batch_tokens) +
-                           ") must be more than max running (" + std::to_string(options.max_running) +
-                           "), so that a prefill moves beside every running decode");
-  if (!StepBudget::valid_ratio(options.itl_ratio))
-    return Status::invalid(std::string("the inter-token latency ratio must be ") + StepBudget::kRatioRule);
-  return check_speculative(options.speculative, options.draft_max);
+  return Status::ok();
 }
 
 }  // namespace
+
+Status EngineOptions::validate() const {
+  const int64_t B = block_tokens;
+  if (B <= 0 || B % kGrid != 0)
+    return Status::invalid("--block-tokens (" + std::to_string(B) + ") must be a positive multiple of " +
+                           std::to_string(kGrid));
+  if (snapshot_every < 0 || snapshot_every % B != 0)
+    return Status::invalid("--snapshot-every (" + std::to_string(snapshot_every) +
+                           ") must be a multiple of --block-tokens (" + std::to_string(B) + ")");
+  if (max_running < 1) return Status::invalid("--max-running must be at least 1");
+  if (batch_tokens <= max_running)
+    return Status::invalid("--batch-tokens (" + std::to_string(batch_tokens) + ") must be more than --max-running (" +
+                           std::to_string(max_running) + "), so that a prefill moves beside every running decode");
+  if (!StepBudget::valid_ratio(itl_ratio))
+    return Status::invalid(std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
+  if (max_queue < 1) return Status::invalid("--max-queue must be at least 1");
+  if (!(tenant_share > 0.0 && tenant_share <= 1.0))
+    return Status::invalid("--tenant-share must be a fraction in (0, 1]");
+  if (restore_threads < 1) return Status::invalid("restore threads must be at least 1");
+  return check_speculative(speculative, draft_max);
+}
 
 Status Engine::create(const Model& model, Bank* bank, const EngineOptions& options, std::unique_ptr<Engine>* out) {
   SB_RETURN_IF_ERROR(check_options(model, options));

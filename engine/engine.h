@@ -33,9 +33,9 @@ enum class CacheMode { kDefault, kBypass, kReadOnly };
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;
-  int top_k = 0;             // 0: off
+  int top_k = 0;  // 0: off
   uint64_t seed = 0;
-  float min_p = 0.0f;        // 0: off; else drop tokens below min_p times the most likely one's probability
+  float min_p = 0.0f;  // 0: off; else drop tokens below min_p times the most likely one's probability
 };
 
 struct TokenLogprob {
@@ -84,11 +84,11 @@ struct CompletionRequest {
   int top_logprobs = 0;              // alternatives per generated token
   bool echo = false;                 // also return logprobs of prompt tokens
   CacheMode cache_mode = CacheMode::kDefault;
-  std::string name_space;            // tenant; never shares state with another
+  std::string name_space;  // tenant; never shares state with another
   // A namespace this request may also restore from, never publish to (the
   // operator's shared system-prompt namespace); empty: none.
   std::string shared_name_space;
-  int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
+  int64_t message_boundary = -1;  // first token of a chat's final user message, or -1
   // Called for each generated token (streaming), on the engine's step
   // thread; returning false cancels. Keep it short: every running sequence
   // waits for it.
@@ -119,11 +119,16 @@ enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 
 constexpr const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kNone:
+      break;
   }
   return "";
 }
@@ -137,15 +142,15 @@ struct CompletionResult {
   // the audit (server/audit.h); empty when nothing was restored.
   std::vector<ObjectId> restored_objects;
   std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
-  double queue_ms = 0;  // from complete() to the first step it ran in (restore included)
-  double ttft_ms = 0;   // from complete() to its first token (queue included)
+  double queue_ms = 0;              // from complete() to the first step it ran in (restore included)
+  double ttft_ms = 0;               // from complete() to its first token (queue included)
   SpeculativeRecord speculative;
 };
 
 class Model;
 
 struct EngineOptions {
-  uint32_t block_tokens = 256;   // B: a multiple of kGrid and of every pooled ratio
+  uint32_t block_tokens = 256;    // B: a multiple of kGrid and of every pooled ratio
   int64_t snapshot_every = 2048;  // S in tokens: a multiple of B; 0 = no interval snapshots
   // Continuous batching: at most max_running sequences in flight (each holds
   // its State in memory); each step consumes at most batch_tokens tokens:
@@ -163,6 +168,21 @@ struct EngineOptions {
   // longest draft, 1..kMaxDraftTokens. A request may choose its own.
   SpeculativeMode speculative = SpeculativeMode::kAuto;
   int draft_max = 4;
+  // Admission (Engine::submit): beyond the max_running requests being
+  // restored or run, at most max_queue wait; one more is refused.
+  size_t max_queue = 64;
+  // With tenants (submit's `tenant` not empty): one tenant holds at most
+  // ceil(tenant_share x (max_running + max_queue)) requests, at least one,
+  // waiting and running together; 1: no share.
+  double tenant_share = 0.5;
+  // Threads that restore admitted requests from the bank (engine/admission.h).
+  int restore_threads = 2;
+
+  // Whether these options can run any model: every rule above that does
+  // not depend on the checkpoint (Engine::create adds the model's own). The
+  // message names the option by its `statebank` flag (--block-tokens, ...),
+  // since that is where a user sets it.
+  Status validate() const;
 };
 
 // Test-only ways to break a restore on purpose, so a test can prove that the
@@ -179,7 +199,7 @@ struct EngineTestHooks {
 struct EngineStats {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
-  uint64_t cached_tokens = 0;  // sum of restore_point
+  uint64_t cached_tokens = 0;                            // sum of restore_point
   std::array<uint64_t, RestoreMode::kCount> restores{};  // requests by RestoreMode::index()
   uint64_t check_failures = 0;
   // The step loop: forward steps run, tokens they consumed (decode and
@@ -263,7 +283,6 @@ class Engine {
   };
   mutable Counters counters_;
 };
-
 
 // Why a snapshot is taken at a position; the engine maps it to the bank's
 // retention class (bank/tier.h). Kept here so tests can check the placement

@@ -31,18 +31,12 @@ namespace sb {
 
 struct EngineBackendOptions {
   std::string model_dir;
-  std::string model_id;           // what /v1/models lists and requests may name
+  std::string model_id;  // what /v1/models lists and requests may name
   int threads = 1;
   std::optional<Precision> precision;  // unset: the checkpoint's default
-  BankOptions bank;                 // the model's schema is filled in by open()
-  uint32_t block_tokens = 256;
-  int64_t snapshot_every = 2048;
-  int max_running = 8;              // the engine's continuous batching (engine/engine.h)
-  int64_t batch_tokens = 512;
-  double itl_ratio = 2.0;
-  SpeculativeMode speculative = SpeculativeMode::kAuto;  // engine/speculation.h
-  int draft_max = 4;
-  double audit_rate = 0.0;          // in [0, 1]
+  BankOptions bank;                    // the model's schema is filled in by open()
+  EngineOptions engine;                // checked by Engine::create (EngineOptions::validate)
+  double audit_rate = 0.0;             // in [0, 1]
 };
 
 class EngineBackend : public Backend {
