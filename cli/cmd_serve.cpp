@@ -4,7 +4,7 @@
 // else); the server then finishes the requests it accepted, stops listening,
 // writes out the bank's SSD queue and stops its writers, all within
 // --shutdown-deadline (what is not on disk by then is dropped), and the
-// process exits 0. Only a request still running on a model worker at the
+// process exits 0. Only a request still running in the engine at the
 // deadline makes it leave without joining its threads (_Exit).
 //
 // Exposure: the server binds 127.0.0.1 unless --host says otherwise. A host
@@ -209,7 +209,7 @@ int serve_until_signalled(Server& server, const sigset_t& signals) {
   }
   if (!shutdown_status) std::fprintf(stderr, "statebank serve: %s\n", shutdown_status.message().c_str());
   if (!server.idle()) {
-    // A request still runs on a model worker (a prefill cannot be
+    // A request still runs in the engine (a prefill cannot be
     // interrupted): joining it could take minutes. The bank is closed
     // already (its writers stopped, what was not on disk dropped, and
     // publication is atomic), so leaving at once loses nothing stored.
@@ -326,10 +326,6 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = server_options(args, f, &so))) return fail("serve", s.message());
   raise_file_limit(f.max_connections);
   if (!(s = backend_options(args, f, &eo))) return fail("serve", s.message());
-  // The scheduler's bounds are the engine's.
-  so.max_running = eo.engine.max_running;
-  so.max_queue = eo.engine.max_queue;
-  so.tenant_share = eo.engine.tenant_share;
 
   std::unique_ptr<EngineBackend> backend;
   if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());
@@ -337,7 +333,7 @@ int cmd_serve(int argc, char** argv) {
     return fail("serve", "--max-prompt-tokens (" + std::to_string(f.max_prompt) +
                              ") exceeds the model's context length (" + std::to_string(backend->context_length()) +
                              "); it can only lower it");
-  Server server(backend.get(), so);
+  Server server(backend.get(), backend.get(), so);
   int bound = 0;
   if (!(s = server.bind(&bound))) return fail("serve", s.message());
   std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s, remote %s)\n", so.host.c_str(),

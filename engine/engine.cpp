@@ -1,7 +1,11 @@
 #include "engine/engine.h"
 
+#include <condition_variable>
+#include <mutex>
+
 #include "bank/bank.h"
 #include "bank/chain.h"
+#include "engine/admission.h"
 #include "engine/sequence.h"
 #include "engine/step_budget.h"
 #include "engine/step_loop.h"
@@ -67,6 +71,10 @@ Status Engine::create(const Model& model, Bank* bank, const EngineOptions& optio
   std::unique_ptr<Engine> engine(new Engine());
   engine->context_.reset(new EngineContext{model, bank, options, {}});
   engine->loop_ = std::make_unique<StepLoop>(*engine->context_);
+  const Engine* self = engine.get();
+  engine->admission_ = std::make_unique<Admission>(
+      AdmissionLimits{options.max_running, options.max_queue, options.tenant_share, options.restore_threads},
+      [self](const std::shared_ptr<Ticket>& ticket) { self->start(ticket); });
   *out = std::move(engine);
   return Status::ok();
 }
@@ -83,15 +91,44 @@ size_t Engine::running() const { return loop_->running(); }
 size_t Engine::waiting() const { return loop_->waiting(); }
 void Engine::set_test_hooks(EngineTestHooks hooks) { context_->hooks = std::move(hooks); }
 
+Admission& Engine::admission() const { return *admission_; }
+
+Admit Engine::submit(CompletionRequest request, CompletionDone on_done, std::string tenant) const {
+  return admission_->submit(std::move(request), std::move(on_done), std::move(tenant));
+}
+
 Status Engine::complete(const CompletionRequest& request, CompletionResult* out) const {
-  Sequence seq(request, EngineClock::now());
-  SB_RETURN_IF_ERROR(validate(request, context_->model.vocab_size()));
-  SB_RETURN_IF_ERROR(restore_prefix(*context_, seq));
-  loop_->run(seq);
-  SB_RETURN_IF_ERROR(seq.status);
-  count(request, seq.result);
-  *out = std::move(seq.result);
-  return Status::ok();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  const Admit admit = admission_->submit(
+      request,
+      [&](Status s, CompletionResult result) {
+        // Notified under the lock: the waiter's stack holds mu and cv.
+        std::lock_guard<std::mutex> lock(mu);
+        status = std::move(s);
+        if (status) *out = std::move(result);
+        done = true;
+        cv.notify_all();
+      },
+      "", /*bounded=*/false);
+  if (admit != Admit::kOk) return Status::unsupported("the engine is closed to new requests");
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return status;
+}
+
+void Engine::start(const std::shared_ptr<Ticket>& ticket) const {
+  auto seq = std::make_unique<Sequence>(ticket->request, ticket->submitted);
+  Status s = validate(ticket->request, context_->model.vocab_size());
+  if (s) s = restore_prefix(*context_, *seq);
+  if (!s) return admission_->finish(*ticket, std::move(s), CompletionResult{});
+  seq->on_retired = [this, ticket](Sequence& done) {
+    if (done.status) count(done.request, done.result);
+    admission_->finish(*ticket, done.status, std::move(done.result));
+  };
+  loop_->start(std::move(seq));
 }
 
 void Engine::count(const CompletionRequest& request, const CompletionResult& result) const {

@@ -145,16 +145,22 @@ std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& par
   return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
 }
 
-Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {
+Admit EngineBackend::submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) {
   if (bank_) {
     const Key root = engine_->namespace_root(request.name_space);
     std::lock_guard<std::mutex> lock(namespaces_mu_);
     if (namespaces_.size() < 4096) namespaces_.emplace(root, request.name_space);
   }
   running_.fetch_add(1);
-  Status s = engine_->complete(request, result);
-  running_.fetch_sub(1);
-  return s;
+  const Admit admit = engine_->submit(
+      std::move(request),
+      [this, on_done = std::move(on_done)](Status s, CompletionResult result) {
+        running_.fetch_sub(1);
+        on_done(std::move(s), std::move(result));
+      },
+      tenant);
+  if (admit != Admit::kOk) running_.fetch_sub(1);
+  return admit;
 }
 
 void EngineBackend::response_finished(const CompletionRequest& request, const CompletionResult& result) {
