@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -46,6 +47,47 @@ const char* kUsage =
     "[--ignore-cache-control] "
     "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
     "[--remote-timeout-ms MS]]";
+
+// The flags that take a value.
+const std::set<std::string> kServeFlags = {"model",
+                                           "host",
+                                           "port",
+                                           "bank-dir",
+                                           "ram-bank",
+                                           "ssd-bank",
+                                           "ssd",
+                                           "block-tokens",
+                                           "snapshot-every",
+                                           "threads",
+                                           "precision",
+                                           "weights",
+                                           "api-key",
+                                           "api-key-file",
+                                           "api-keys-file",
+                                           "shared-namespace",
+                                           "max-prompt-tokens",
+                                           "max-body-bytes",
+                                           "audit",
+                                           "max-running",
+                                           "batch-tokens",
+                                           "itl-ratio",
+                                           "max-queue",
+                                           "max-tokens-limit",
+                                           "request-timeout",
+                                           "shutdown-deadline",
+                                           "max-connections",
+                                           "header-timeout",
+                                           "body-timeout",
+                                           "tenant-share",
+                                           "remote",
+                                           "remote-password-file",
+                                           "remote-secret-file",
+                                           "remote-ttl",
+                                           "remote-timeout-ms",
+                                           "served-model-name",
+                                           "max-tokens-cap",
+                                           "speculative",
+                                           "draft-max"};
 
 std::string base_name(const std::string& dir) {
   std::string d = dir;
@@ -271,46 +313,7 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Args args({"model",
-             "host",
-             "port",
-             "bank-dir",
-             "ram-bank",
-             "ssd-bank",
-             "ssd",
-             "block-tokens",
-             "snapshot-every",
-             "threads",
-             "precision",
-             "weights",
-             "api-key",
-             "api-key-file",
-             "api-keys-file",
-             "shared-namespace",
-             "max-prompt-tokens",
-             "max-body-bytes",
-             "audit",
-             "max-running",
-             "batch-tokens",
-             "itl-ratio",
-             "max-queue",
-             "max-tokens-limit",
-             "request-timeout",
-             "shutdown-deadline",
-             "max-connections",
-             "header-timeout",
-             "body-timeout",
-             "tenant-share",
-             "remote",
-             "remote-password-file",
-             "remote-secret-file",
-             "remote-ttl",
-             "remote-timeout-ms",
-             "served-model-name",
-             "max-tokens-cap",
-             "speculative",
-             "draft-max"},
-            {"insecure-no-key", "ignore-cache-control"});
+  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
   if (!args.positional().empty()) return fail("serve", "unexpected argument '" + args.positional()[0] + "'\n" + kUsage);
