@@ -71,18 +71,18 @@ void Admission::finish(Ticket& ticket, Status status, CompletionResult result) {
 }
 
 void Admission::release(const Ticket& ticket) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --running_;
-    if (tenant_limit_ > 0 && !ticket.tenant.empty()) {
-      auto it = held_.find(ticket.tenant);
-      if (it != held_.end() && --it->second == 0) held_.erase(it);
-    }
-    std::erase_if(started_, [&](const std::weak_ptr<Ticket>& w) {
-      const auto s = w.lock();
-      return s == nullptr || s.get() == &ticket;
-    });
+  // Notified under the lock: once the counts say idle, drain() and the
+  // destructor may return, and the condition variables go with this object.
+  std::lock_guard<std::mutex> lock(mu_);
+  --running_;
+  if (tenant_limit_ > 0 && !ticket.tenant.empty()) {
+    auto it = held_.find(ticket.tenant);
+    if (it != held_.end() && --it->second == 0) held_.erase(it);
   }
+  std::erase_if(started_, [&](const std::weak_ptr<Ticket>& w) {
+    const auto s = w.lock();
+    return s == nullptr || s.get() == &ticket;
+  });
   work_cv_.notify_all();
   idle_cv_.notify_all();
 }
