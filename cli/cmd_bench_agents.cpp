@@ -256,7 +256,7 @@ int bench_agents(int argc, char** argv) {
   eo.model_dir = bm.dir;
   eo.model_id = "bench";
   eo.threads = static_cast<int>(threads);
-  eo.block_tokens = static_cast<uint32_t>(block_tokens);
+  eo.engine.block_tokens = static_cast<uint32_t>(block_tokens);
   eo.bank.ssd_mode = SsdMode::kOff;
   std::vector<TurnResult> results;
   for (const Session& session : sessions)

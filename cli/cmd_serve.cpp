@@ -4,7 +4,7 @@
 // else); the server then finishes the requests it accepted, stops listening,
 // writes out the bank's SSD queue and stops its writers, all within
 // --shutdown-deadline (what is not on disk by then is dropped), and the
-// process exits 0. Only a request still running on a model worker at the
+// process exits 0. Only a request still running in the engine at the
 // deadline makes it leave without joining its threads (_Exit).
 //
 // Exposure: the server binds 127.0.0.1 unless --host says otherwise. A host
@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -27,7 +28,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "engine/step_budget.h"
 #include "server/engine_backend.h"
 #include "server/server.h"
 
@@ -44,9 +44,52 @@ const char* kUsage =
     "[--speculative-acceptance exact|rejection] "
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
-    "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] [--ignore-cache-control] "
+    "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
+    "[--ignore-cache-control] "
     "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
     "[--remote-timeout-ms MS]]";
+
+// The flags that take a value.
+const std::set<std::string> kServeFlags = {"model",
+                                           "host",
+                                           "port",
+                                           "bank-dir",
+                                           "ram-bank",
+                                           "ssd-bank",
+                                           "ssd",
+                                           "block-tokens",
+                                           "snapshot-every",
+                                           "threads",
+                                           "precision",
+                                           "weights",
+                                           "api-key",
+                                           "api-key-file",
+                                           "api-keys-file",
+                                           "shared-namespace",
+                                           "max-prompt-tokens",
+                                           "max-body-bytes",
+                                           "audit",
+                                           "max-running",
+                                           "batch-tokens",
+                                           "itl-ratio",
+                                           "max-queue",
+                                           "max-tokens-limit",
+                                           "request-timeout",
+                                           "shutdown-deadline",
+                                           "max-connections",
+                                           "header-timeout",
+                                           "body-timeout",
+                                           "tenant-share",
+                                           "remote",
+                                           "remote-password-file",
+                                           "remote-secret-file",
+                                           "remote-ttl",
+                                           "remote-timeout-ms",
+                                           "served-model-name",
+                                           "max-tokens-cap",
+                                           "speculative",
+                                           "draft-max",
+                                           "speculative-acceptance"};
 
 std::string base_name(const std::string& dir) {
   std::string d = dir;
@@ -55,26 +98,49 @@ std::string base_name(const std::string& dir) {
   return slash == std::string::npos ? d : d.substr(slash + 1);
 }
 
-
-// The numeric flags, parsed and checked together.
+// The numeric flags of the HTTP layer and the bank, parsed and checked
+// together; the engine's go straight into its options (engine_flags).
 struct ServeFlags {
-  int64_t port, block_tokens, snapshot_every, threads, max_prompt, max_running, batch_tokens, max_queue,
-      max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl, remote_timeout, max_connections,
-      header_timeout_s, body_timeout_s, draft_max;
+  int64_t port, threads, max_prompt, max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl,
+      remote_timeout, max_connections, header_timeout_s, body_timeout_s;
   uint64_t max_body;
-  double audit, itl_ratio, tenant_share;
+  double audit;
 };
+
+// The engine's flags into its options, checked once by EngineOptions::validate().
+Status engine_flags(const Args& args, EngineOptions* e) {
+  int64_t block_tokens, snapshot_every, max_running, batch_tokens, max_queue, draft_max;
+  Status s;
+  if (!(s = args.get_int("block-tokens", 256, 64, 1 << 20, &block_tokens)) ||
+      !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &snapshot_every)) ||
+      !(s = args.get_int("max-running", 8, 1, 256, &max_running)) ||
+      !(s = args.get_int("batch-tokens", 512, 1, 1 << 20, &batch_tokens)) ||
+      !(s = args.get_int("max-queue", 64, 1, 1 << 16, &max_queue)) ||
+      !(s = args.get_double("itl-ratio", 2.0, &e->itl_ratio)) ||
+      !(s = args.get_double("tenant-share", 0.5, &e->tenant_share)) ||
+      !(s = args.get_int("draft-max", 4, 1, kMaxDraftTokens, &draft_max)))
+    return s;
+  e->block_tokens = static_cast<uint32_t>(block_tokens);
+  e->snapshot_every = snapshot_every;
+  e->max_running = static_cast<int>(max_running);
+  e->batch_tokens = batch_tokens;
+  e->max_queue = static_cast<size_t>(max_queue);
+  e->draft_max = static_cast<int>(draft_max);
+  const std::string mode = args.get("speculative", "auto");
+  if (!parse_speculative_mode(mode, &e->speculative))
+    return Status::invalid("--speculative must be one of " + std::string(kSpeculativeModes) + ", not '" + mode + "'");
+  const std::string acceptance = args.get("speculative-acceptance", "exact");
+  if (!parse_speculative_acceptance(acceptance, &e->speculative_acceptance))
+    return Status::invalid("--speculative-acceptance must be one of " + std::string(kSpeculativeAcceptances) +
+                           ", not '" + acceptance + "'");
+  return e->validate();
+}
 
 Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
   Status s;
   if (!(s = args.get_int("port", 8000, 0, 65535, &f->port)) ||
-      !(s = args.get_int("block-tokens", 256, 64, 1 << 20, &f->block_tokens)) ||
-      !(s = args.get_int("snapshot-every", 2048, 0, int64_t{1} << 40, &f->snapshot_every)) ||
       !(s = args.get_int("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024, &f->threads)) ||
       !(s = args.get_int("max-prompt-tokens", 0, 0, int64_t{1} << 40, &f->max_prompt)) ||
-      !(s = args.get_int("max-running", 8, 1, 256, &f->max_running)) ||
-      !(s = args.get_int("batch-tokens", 512, 1, 1 << 20, &f->batch_tokens)) ||
-      !(s = args.get_int("max-queue", 64, 1, 1 << 16, &f->max_queue)) ||
       !(s = args.get_int("request-timeout", 1800, 0, 7 * 86400, &f->request_timeout_s)) ||
       !(s = args.get_int("max-tokens-limit", 32768, 1, int64_t{1} << 30, &f->max_tokens_limit)) ||
       !(s = args.get_int("max-tokens-cap", 0, 0, int64_t{1} << 30, &f->max_tokens_cap)) ||
@@ -86,33 +152,11 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
       !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &f->remote_timeout)) ||
       !(s = args.get_size("max-body-bytes", 16u << 20, &f->max_body)) ||
       !(s = args.get_size("ram-bank", 2ull << 30, &eo->bank.ram_bytes)) ||
-      !(s = args.get_size("ssd-bank", 0, &eo->bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &f->audit)) ||
-      !(s = args.get_double("itl-ratio", 2.0, &f->itl_ratio)) ||
-      !(s = args.get_double("tenant-share", 0.5, &f->tenant_share)) ||
-      !(s = args.get_int("draft-max", 4, 1, kMaxDraftTokens, &f->draft_max)))
+      !(s = args.get_size("ssd-bank", 0, &eo->bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &f->audit)))
     return s;
-  eo->draft_max = static_cast<int>(f->draft_max);
-  const std::string mode = args.get("speculative", "auto");
-  if (!parse_speculative_mode(mode, &eo->speculative))
-    return Status::invalid("--speculative must be one of " + std::string(kSpeculativeModes) + ", not '" + mode + "'");
-  const std::string acceptance = args.get("speculative-acceptance", "exact");
-  if (!parse_speculative_acceptance(acceptance, &eo->speculative_acceptance))
-    return Status::invalid("--speculative-acceptance must be one of " + std::string(kSpeculativeAcceptances) +
-                           ", not '" + acceptance + "'");
   if (!(f->audit >= 0.0 && f->audit <= 1.0)) return Status::invalid("--audit must be a rate in [0, 1]");
-  if (!(f->tenant_share > 0.0 && f->tenant_share <= 1.0))
-    return Status::invalid("--tenant-share must be a fraction in (0, 1]");
-  if (!StepBudget::valid_ratio(f->itl_ratio))
-    return Status::invalid(std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
-  if (f->block_tokens % kGrid != 0)
-    return Status::invalid("--block-tokens must be a multiple of " + std::to_string(kGrid));
-  if (f->snapshot_every % f->block_tokens != 0)
-    return Status::invalid("--snapshot-every must be a multiple of --block-tokens");
   if (f->max_body < 1024) return Status::invalid("--max-body-bytes must be at least 1K");
-  if (f->batch_tokens <= f->max_running)
-    return Status::invalid("--batch-tokens (" + std::to_string(f->batch_tokens) + ") must be more than --max-running (" +
-                           std::to_string(f->max_running) + "), so that a prefill moves beside every running decode");
-  return Status::ok();
+  return engine_flags(args, &eo->engine);
 }
 
 // --remote and the flags that go with it.
@@ -178,7 +222,8 @@ void raise_file_limit(int64_t max_connections) {
     files.rlim_cur = std::min(want, files.rlim_max);
     setrlimit(RLIMIT_NOFILE, &files);
     if (files.rlim_cur < want)
-      std::fprintf(stderr, "statebank serve: only %llu descriptors allowed; --max-connections %lld may not be reached\n",
+      std::fprintf(stderr,
+                   "statebank serve: only %llu descriptors allowed; --max-connections %lld may not be reached\n",
                    static_cast<unsigned long long>(files.rlim_cur), static_cast<long long>(max_connections));
   }
 }
@@ -210,7 +255,7 @@ int serve_until_signalled(Server& server, const sigset_t& signals) {
   }
   if (!shutdown_status) std::fprintf(stderr, "statebank serve: %s\n", shutdown_status.message().c_str());
   if (!server.idle()) {
-    // A request still runs on a model worker (a prefill cannot be
+    // A request still runs in the engine (a prefill cannot be
     // interrupted): joining it could take minutes. The bank is closed
     // already (its writers stopped, what was not on disk dropped, and
     // publication is atomic), so leaving at once loses nothing stored.
@@ -229,18 +274,16 @@ Status server_options(const Args& args, const ServeFlags& f, ServerOptions* so) 
   so->max_body_bytes = f.max_body;
   so->limits.max_prompt_tokens = f.max_prompt;
   so->limits.max_tokens_limit = f.max_tokens_limit;
-  so->max_running = static_cast<int>(f.max_running);
-  so->max_queue = static_cast<size_t>(f.max_queue);
   so->max_tokens_cap = f.max_tokens_cap;
   so->cache_control_pins = !args.has("ignore-cache-control");
   for (const std::string& name : args.get_all("served-model-name")) {
-    if (name.empty() || name.size() > kMaxFieldBytes) return Status::invalid("--served-model-name must be 1 to 1024 bytes");
+    if (name.empty() || name.size() > kMaxFieldBytes)
+      return Status::invalid("--served-model-name must be 1 to 1024 bytes");
     so->served_model_names.push_back(name);
   }
   so->request_timeout = std::chrono::seconds(f.request_timeout_s);
   so->shutdown_deadline = std::chrono::seconds(f.deadline_s);
   so->max_connections = static_cast<size_t>(f.max_connections);
-  so->tenant_share = f.tenant_share;
   so->header_timeout = std::chrono::seconds(f.header_timeout_s);
   so->body_timeout = std::chrono::seconds(f.body_timeout_s);
   return Status::ok();
@@ -258,12 +301,7 @@ Status backend_options(const Args& args, const ServeFlags& f, EngineBackendOptio
   eo->bank.ssd_dir = args.get("bank-dir", default_bank_dir());
   if (eo->bank.ssd_mode != SsdMode::kOff && eo->bank.ssd_dir.empty())
     return Status::invalid("no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");
-  eo->block_tokens = static_cast<uint32_t>(f.block_tokens);
-  eo->snapshot_every = f.snapshot_every;
   eo->audit_rate = f.audit;
-  eo->max_running = static_cast<int>(f.max_running);
-  eo->batch_tokens = f.batch_tokens;
-  eo->itl_ratio = f.itl_ratio;
   return Status::ok();
 }
 
@@ -279,14 +317,7 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Args args({"model", "host", "port", "bank-dir", "ram-bank", "ssd-bank", "ssd", "block-tokens", "snapshot-every",
-             "threads", "precision", "weights", "api-key", "api-key-file", "api-keys-file", "shared-namespace",
-             "max-prompt-tokens", "max-body-bytes", "audit", "max-running", "batch-tokens", "itl-ratio", "max-queue",
-             "max-tokens-limit", "request-timeout", "shutdown-deadline", "max-connections", "header-timeout",
-             "body-timeout", "tenant-share", "remote", "remote-password-file", "remote-secret-file", "remote-ttl",
-             "remote-timeout-ms", "served-model-name", "max-tokens-cap", "speculative", "draft-max",
-             "speculative-acceptance"},
-            {"insecure-no-key", "ignore-cache-control"});
+  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
   if (!args.positional().empty()) return fail("serve", "unexpected argument '" + args.positional()[0] + "'\n" + kUsage);
@@ -309,7 +340,7 @@ int cmd_serve(int argc, char** argv) {
     return fail("serve", "--max-prompt-tokens (" + std::to_string(f.max_prompt) +
                              ") exceeds the model's context length (" + std::to_string(backend->context_length()) +
                              "); it can only lower it");
-  Server server(backend.get(), so);
+  Server server(backend.get(), backend.get(), so);
   int bound = 0;
   if (!(s = server.bind(&bound))) return fail("serve", s.message());
   std::printf("statebank serve: listening on http://%s:%d (model %s, bank %s, ssd %s, remote %s)\n", so.host.c_str(),

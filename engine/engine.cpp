@@ -1,7 +1,11 @@
 #include "engine/engine.h"
 
+#include <condition_variable>
+#include <mutex>
+
 #include "bank/bank.h"
 #include "bank/chain.h"
+#include "engine/admission.h"
 #include "engine/sequence.h"
 #include "engine/step_budget.h"
 #include "engine/step_loop.h"
@@ -30,34 +34,48 @@ Status validate(const CompletionRequest& r, int64_t vocab, bool has_mtp) {
                            has_mtp);
 }
 
+// The checkpoint's own rule on top of EngineOptions::validate().
 Status check_options(const Model& model, const EngineOptions& options) {
+  SB_RETURN_IF_ERROR(options.validate());
   const int64_t B = options.block_tokens;
-  if (B <= 0 || B % kGrid != 0)
-    return Status::invalid("block tokens (" + std::to_string(B) + ") must be a positive multiple of " +
-                           std::to_string(kGrid));
   if (B % model.schema().pooled_lcm() != 0)
-    return Status::invalid("block tokens (" + std::to_string(B) + ") must be a multiple of " +
+    return Status::invalid("--block-tokens (" + std::to_string(B) + ") must be a multiple of " +
                            std::to_string(model.schema().pooled_lcm()) + " for this model");
-  if (options.snapshot_every < 0 || options.snapshot_every % B != 0)
-    return Status::invalid("snapshot interval (" + std::to_string(options.snapshot_every) +
-                           ") must be a multiple of the block tokens (" + std::to_string(B) + ")");
-  if (options.max_running < 1) return Status::invalid("max running sequences must be at least 1");
-  if (options.batch_tokens <= options.max_running)
-    return Status::invalid("batch tokens (" + std::to_string(options.batch_tokens) +
-                           ") must be more than max running (" + std::to_string(options.max_running) +
-                           "), so that a prefill moves beside every running decode");
-  if (!StepBudget::valid_ratio(options.itl_ratio))
-    return Status::invalid(std::string("the inter-token latency ratio must be ") + StepBudget::kRatioRule);
   return check_speculative(options.speculative, options.draft_max, model.has_mtp());
 }
 
 }  // namespace
+
+Status EngineOptions::validate() const {
+  const int64_t B = block_tokens;
+  if (B <= 0 || B % kGrid != 0)
+    return Status::invalid("--block-tokens (" + std::to_string(B) + ") must be a positive multiple of " +
+                           std::to_string(kGrid));
+  if (snapshot_every < 0 || snapshot_every % B != 0)
+    return Status::invalid("--snapshot-every (" + std::to_string(snapshot_every) +
+                           ") must be a multiple of --block-tokens (" + std::to_string(B) + ")");
+  if (max_running < 1) return Status::invalid("--max-running must be at least 1");
+  if (batch_tokens <= max_running)
+    return Status::invalid("--batch-tokens (" + std::to_string(batch_tokens) + ") must be more than --max-running (" +
+                           std::to_string(max_running) + "), so that a prefill moves beside every running decode");
+  if (!StepBudget::valid_ratio(itl_ratio))
+    return Status::invalid(std::string("--itl-ratio must be ") + StepBudget::kRatioRule);
+  if (max_queue < 1) return Status::invalid("--max-queue must be at least 1");
+  if (!(tenant_share > 0.0 && tenant_share <= 1.0))
+    return Status::invalid("--tenant-share must be a fraction in (0, 1]");
+  if (restore_threads < 1) return Status::invalid("restore threads must be at least 1");
+  return check_speculative(speculative, draft_max);
+}
 
 Status Engine::create(const Model& model, Bank* bank, const EngineOptions& options, std::unique_ptr<Engine>* out) {
   SB_RETURN_IF_ERROR(check_options(model, options));
   std::unique_ptr<Engine> engine(new Engine());
   engine->context_.reset(new EngineContext{model, bank, options, {}});
   engine->loop_ = std::make_unique<StepLoop>(*engine->context_);
+  const Engine* self = engine.get();
+  engine->admission_ = std::make_unique<Admission>(
+      AdmissionLimits{options.max_running, options.max_queue, options.tenant_share, options.restore_threads},
+      [self](const std::shared_ptr<Ticket>& ticket) { self->start(ticket); });
   *out = std::move(engine);
   return Status::ok();
 }
@@ -74,15 +92,44 @@ size_t Engine::running() const { return loop_->running(); }
 size_t Engine::waiting() const { return loop_->waiting(); }
 void Engine::set_test_hooks(EngineTestHooks hooks) { context_->hooks = std::move(hooks); }
 
+Admission& Engine::admission() const { return *admission_; }
+
+Admit Engine::submit(CompletionRequest request, CompletionDone on_done, std::string tenant) const {
+  return admission_->submit(std::move(request), std::move(on_done), std::move(tenant));
+}
+
 Status Engine::complete(const CompletionRequest& request, CompletionResult* out) const {
-  Sequence seq(request, EngineClock::now());
-  SB_RETURN_IF_ERROR(validate(request, context_->model.vocab_size(), context_->model.has_mtp()));
-  SB_RETURN_IF_ERROR(restore_prefix(*context_, seq));
-  loop_->run(seq);
-  SB_RETURN_IF_ERROR(seq.status);
-  count(request, seq.result);
-  *out = std::move(seq.result);
-  return Status::ok();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  const Admit admit = admission_->submit(
+      request,
+      [&](Status s, CompletionResult result) {
+        // Notified under the lock: the waiter's stack holds mu and cv.
+        std::lock_guard<std::mutex> lock(mu);
+        status = std::move(s);
+        if (status) *out = std::move(result);
+        done = true;
+        cv.notify_all();
+      },
+      "", /*bounded=*/false);
+  if (admit != Admit::kOk) return Status::unsupported("the engine is closed to new requests");
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return status;
+}
+
+void Engine::start(const std::shared_ptr<Ticket>& ticket) const {
+  auto seq = std::make_unique<Sequence>(ticket->request, ticket->submitted);
+  Status s = validate(ticket->request, context_->model.vocab_size(), context_->model.has_mtp());
+  if (s) s = restore_prefix(*context_, *seq);
+  if (!s) return admission_->finish(*ticket, std::move(s), CompletionResult{});
+  seq->on_retired = [this, ticket](Sequence& done) {
+    if (done.status) count(done.request, done.result);
+    admission_->finish(*ticket, done.status, std::move(done.result));
+  };
+  loop_->start(std::move(seq));
 }
 
 void Engine::count(const CompletionRequest& request, const CompletionResult& result) const {

@@ -2,8 +2,8 @@
 // through the bank (docs/bank.md, "Lookup, restore, continue"), many at once
 // in one forward pass per step (continuous batching).
 //
-// Thread safety: complete() may be called from many threads at once.
-// The promise: for any request, complete() in mode kDefault or kReadOnly gives
+// Thread safety: submit() and complete() may be called from many threads at once.
+// The promise: for any request, a completion in mode kDefault or kReadOnly gives
 // the same tokens and bit-identical logprobs as in mode kBypass, and the same
 // as it gives alone, whatever else runs in the same steps.
 #pragma once
@@ -33,9 +33,9 @@ enum class CacheMode { kDefault, kBypass, kReadOnly };
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;
-  int top_k = 0;             // 0: off
+  int top_k = 0;  // 0: off
   uint64_t seed = 0;
-  float min_p = 0.0f;        // 0: off; else drop tokens below min_p times the most likely one's probability
+  float min_p = 0.0f;  // 0: off; else drop tokens below min_p times the most likely one's probability
 };
 
 struct TokenLogprob {
@@ -84,11 +84,11 @@ struct CompletionRequest {
   int top_logprobs = 0;              // alternatives per generated token
   bool echo = false;                 // also return logprobs of prompt tokens
   CacheMode cache_mode = CacheMode::kDefault;
-  std::string name_space;            // tenant; never shares state with another
+  std::string name_space;  // tenant; never shares state with another
   // A namespace this request may also restore from, never publish to (the
   // operator's shared system-prompt namespace); empty: none.
   std::string shared_name_space;
-  int64_t message_boundary = -1;     // first token of a chat's final user message, or -1
+  int64_t message_boundary = -1;  // first token of a chat's final user message, or -1
   // Called for each generated token (streaming), on the engine's step
   // thread; returning false cancels. Keep it short: every running sequence
   // waits for it.
@@ -119,11 +119,16 @@ enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 
 constexpr const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kNone:
+      break;
   }
   return "";
 }
@@ -137,15 +142,24 @@ struct CompletionResult {
   // the audit (server/audit.h); empty when nothing was restored.
   std::vector<ObjectId> restored_objects;
   std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
-  double queue_ms = 0;  // from complete() to the first step it ran in (restore included)
-  double ttft_ms = 0;   // from complete() to its first token (queue included)
+  double queue_ms = 0;              // from submit() to the first step it ran in (restore included)
+  double ttft_ms = 0;               // from submit() to its first token (queue included)
   SpeculativeRecord speculative;
 };
+
+// How Engine::submit() answered: accepted, or refused because the queue is
+// full, the request's tenant holds its share, or the engine is closed.
+enum class Admit { kOk, kFull, kTenantFull, kClosed };
+
+// A submitted request's end: its status (a validation or bank error, or ok)
+// and result (finish_reason kCancelled when it was cancelled, also before it
+// started). Called exactly once per accepted request, on an engine thread.
+using CompletionDone = std::function<void(Status, CompletionResult)>;
 
 class Model;
 
 struct EngineOptions {
-  uint32_t block_tokens = 256;   // B: a multiple of kGrid and of every pooled ratio
+  uint32_t block_tokens = 256;    // B: a multiple of kGrid and of every pooled ratio
   int64_t snapshot_every = 2048;  // S in tokens: a multiple of B; 0 = no interval snapshots
   // Continuous batching: at most max_running sequences in flight (each holds
   // its State in memory); each step consumes at most batch_tokens tokens:
@@ -169,6 +183,21 @@ struct EngineOptions {
   // > 0: the verify-row cost draft depths assume, fixed (tests, benches);
   // 0: measured while serving (engine/row_cost.h).
   double verify_row_cost = 0.0;
+  // Admission (Engine::submit): beyond the max_running requests being
+  // restored or run, at most max_queue wait; one more is refused.
+  size_t max_queue = 64;
+  // With tenants (submit's `tenant` not empty): one tenant holds at most
+  // ceil(tenant_share x (max_running + max_queue)) requests, at least one,
+  // waiting and running together; 1: no share.
+  double tenant_share = 0.5;
+  // Threads that restore admitted requests from the bank (engine/admission.h).
+  int restore_threads = 2;
+
+  // Whether these options can run any model: every rule above that does
+  // not depend on the checkpoint (Engine::create adds the model's own). The
+  // message names the option by its `statebank` flag (--block-tokens, ...),
+  // since that is where a user sets it.
+  Status validate() const;
 };
 
 // Test-only ways to break a restore on purpose, so a test can prove that the
@@ -185,7 +214,7 @@ struct EngineTestHooks {
 struct EngineStats {
   uint64_t requests = 0;
   uint64_t prompt_tokens = 0;
-  uint64_t cached_tokens = 0;  // sum of restore_point
+  uint64_t cached_tokens = 0;                            // sum of restore_point
   std::array<uint64_t, RestoreMode::kCount> restores{};  // requests by RestoreMode::index()
   uint64_t check_failures = 0;
   // The step loop: forward steps run, tokens they consumed (decode and
@@ -199,9 +228,13 @@ struct EngineStats {
 };
 
 // Serves requests through the bank (docs/bank.md, "Lookup, restore,
-// continue"). complete() runs on the caller's thread up to the point where
-// the request joins the step loop, then waits for it:
-//  1. restore (engine/restore.cpp), on the caller's thread: chain keys of the
+// continue"). submit() admits a request into the engine's one queue
+// (engine/admission.h: bounded by max_running + max_queue, a tenant's share,
+// cancellation and deadlines before start) and returns at once; then:
+//  1. restore (engine/restore.cpp), on one of the restore threads once a
+//     slot is free (restore_threads of them: a long SSD restore never stalls
+//     the step loop, and never runs ahead of a free slot, so at most
+//     max_running States exist): chain keys of the
 //     prompt's full blocks under the root of (format version, model
 //     fingerprint, request namespace, B); Bank::plan_restore over at most
 //     (n - 1) / B blocks, so at least one prompt token is prefilled and the
@@ -224,17 +257,21 @@ struct EngineStats {
 //     token up to the first draft token that differs from the sampler's draw,
 //     the rejected rows rolled back (rewind(), runtime/state.h), until a
 //     stop token, max_tokens, or cancellation (on_token returning false,
-//     cancelled() true), which frees its slot at the next step.
+//     cancelled() true), which frees its slot at the next step; its
+//     on_done runs on the step thread.
 // Every sequence's rows in a step get the bits they get alone (model/model.h
 // promise 4), so batching never changes a result.
 // Echo requests need the logits of every prompt row, which a restored prefix
 // does not have: they skip the restore (lookup included) and prefill cold,
 // at most kGrid rows per step so that memory stays kGrid x vocabulary
 // floats; in kDefault they still publish.
-// Thread safety: complete() may run on many threads at once; set_test_hooks()
-// only before any complete().
+// Thread safety: submit() and complete() may run on many threads at once;
+// set_test_hooks() only before any request. The destructor abandons what is
+// queued or running (each still ends through its on_done) and waits for it.
 class StepLoop;
+class Admission;
 struct EngineContext;
+struct Ticket;
 
 class Engine {
  public:
@@ -242,7 +279,17 @@ class Engine {
   static Status create(const Model& model, Bank* bank, const EngineOptions& options, std::unique_ptr<Engine>* out);
   ~Engine();
 
+  // Admits a request; on_done gets its end, exactly once when admitted
+  // (never when refused). `tenant` (empty: none) is what tenant_share
+  // limits. Returns at once, on any thread.
+  Admit submit(CompletionRequest request, CompletionDone on_done, std::string tenant = "") const;
+  // The synchronous form, for callers that wait for the result (tools,
+  // tests, the audit): submit() and wait. Never refused for a full queue (it
+  // waits in it); a closed engine is kUnsupported. *out is set when ok.
   Status complete(const CompletionRequest& request, CompletionResult* out) const;
+  // The queue itself: its counts (queued: waiting for a slot; running:
+  // restoring or in the step loop), and close/drain at shutdown.
+  Admission& admission() const;
 
   const EngineOptions& options() const;
   // K0 of a namespace's chains: H(format version, model fingerprint,
@@ -259,9 +306,13 @@ class Engine {
  private:
   Engine() = default;
   void count(const CompletionRequest& request, const CompletionResult& result) const;
+  // The restore stage of an admitted request, on a restore thread: validate,
+  // restore, then hand it to the step loop.
+  void start(const std::shared_ptr<Ticket>& ticket) const;
 
   std::unique_ptr<EngineContext> context_;
   std::unique_ptr<StepLoop> loop_;
+  std::unique_ptr<Admission> admission_;  // after loop_: destroyed first, it waits for the loop's sequences
   struct Counters {
     std::atomic<uint64_t> requests{0}, prompt_tokens{0}, cached_tokens{0};
     std::atomic<uint64_t> check_failures{0};
@@ -270,7 +321,6 @@ class Engine {
   };
   mutable Counters counters_;
 };
-
 
 // Why a snapshot is taken at a position; the engine maps it to the bank's
 // retention class (bank/tier.h). Kept here so tests can check the placement

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -44,19 +45,19 @@ struct Sequence {
 
   // Prompt state: position() is how far the prompt is consumed.
   State state;
-  std::vector<Key> keys;           // chain keys K0..K(n/B) when use_bank
-  int64_t restore_point = 0;       // where the prefill started
+  std::vector<Key> keys;                     // chain keys K0..K(n/B) when use_bank
+  int64_t restore_point = 0;                 // where the prefill started
   std::vector<SnapshotPlace> places;         // captures for the bank, in order
   std::vector<RecurrentSnapshot> snapshots;  // captured so far, in order
-  PrefillCarry carry;  // lets prefill chunks end anywhere (model/model.h)
+  PrefillCarry carry;                        // lets prefill chunks end anywhere (model/model.h)
   EngineClock::time_point prefill_started;
 
   // Generation.
   std::optional<Sampler> sampler;
   std::unique_ptr<LogitsProcessor> processor;  // none without make_processor
   std::vector<float> processed;                // the processor's copy of `logits`
-  std::vector<float> logits;  // the row the next token is sampled from
-  LogitStats logit_stats;     // its argmax and log-normaliser, from the forward pass
+  std::vector<float> logits;                   // the row the next token is sampled from
+  LogitStats logit_stats;                      // its argmax and log-normaliser, from the forward pass
   bool published = false;
 
   // Speculative decoding (engine/speculation.h); no drafter: off.
@@ -71,7 +72,10 @@ struct Sequence {
   CompletionResult result;
   Status status;
   bool finished = false;  // step thread: leaves the loop at the end of this step
-  bool done = false;      // guarded by the loop's mutex: the caller may take it back
+  bool done = false;      // guarded by the loop's mutex: it leaves the loop
+  // Called on the step thread once it left the loop, just before the loop
+  // deletes it (the engine ends its request there).
+  std::function<void(Sequence&)> on_retired;
 
   int64_t prompt_tokens() const { return static_cast<int64_t>(request.prompt.size()); }
   bool prefilling() const { return state.position() < prompt_tokens(); }

@@ -24,11 +24,13 @@ StepLoop::~StepLoop() {
   thread_.join();
 }
 
-void StepLoop::run(Sequence& seq) {
-  std::unique_lock<std::mutex> lock(mu_);
-  waiting_.push_back(&seq);
+void StepLoop::start(std::unique_ptr<Sequence> seq) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.push_back(seq.get());
+    seq.release();  // the loop owns it until retire_finished()
+  }
   work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return seq.done; });
 }
 
 size_t StepLoop::running() const {
@@ -128,13 +130,13 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
       }
       continue;
     }
-    step.tokens = std::span<const int32_t>(s.seq->request.prompt).subspan(static_cast<size_t>(s.begin),
-                                                                          static_cast<size_t>(s.end - s.begin));
+    step.tokens = std::span<const int32_t>(s.seq->request.prompt)
+                      .subspan(static_cast<size_t>(s.begin), static_cast<size_t>(s.end - s.begin));
     for (const SnapshotPlace& p : s.seq->places) step.capture_positions.push_back(p.position);
     step.carry = &s.seq->carry;
-    step.logits = s.seq->request.echo ? LogitRows::kAll
+    step.logits = s.seq->request.echo               ? LogitRows::kAll
                   : s.end == s.seq->prompt_tokens() ? LogitRows::kLast
-                                                     : LogitRows::kNone;
+                                                    : LogitRows::kNone;
   }
   int64_t tokens = 0, decodes = 0;
   for (const SequenceStep& step : batch) {
@@ -274,22 +276,31 @@ void StepLoop::finish(Sequence& seq, FinishReason reason) {
 }
 
 void StepLoop::retire_finished() {
-  bool woke = false;
+  std::vector<Sequence*> retired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // A waiting sequence cancelled before it was admitted never runs.
     for (Sequence* seq : waiting_)
       if (seq->request.cancelled && seq->request.cancelled()) {
         seq->result.finish_reason = FinishReason::kCancelled;
-        seq->done = woke = true;
+        seq->done = true;
+        retired.push_back(seq);
       }
     std::erase_if(waiting_, [](Sequence* seq) { return seq->done; });
     for (Sequence* seq : running_)
-      if (seq->finished) seq->done = woke = true;
+      if (seq->finished) {
+        seq->done = true;
+        retired.push_back(seq);
+      }
     std::erase_if(running_, [](Sequence* seq) { return seq->done; });
     n_running_ = running_.size();
   }
-  if (woke) done_cv_.notify_all();
+  for (Sequence* seq : retired) {
+    // on_retired holds what the sequence's request lives in: it goes last.
+    auto on_retired = std::move(seq->on_retired);
+    if (on_retired) on_retired(*seq);
+    delete seq;
+  }
 }
 
 }  // namespace sb

@@ -29,15 +29,17 @@
 //     engine/step_plan.h), emits the tokens its sampler draws from them up
 //     to the first draw that differs from the draft, and rolls its State
 //     back to the row after the last emitted one (engine/speculation.h).
-// Thread safety: run() may be called from many threads at once; each call
-// blocks until its sequence is done. The destructor waits for nothing: call
-// it when no run() is in progress.
+// Thread safety: start() may be called from many threads at once and
+// returns at once; a sequence's on_retired runs on the step thread. The
+// destructor waits for nothing: call it when no sequence is left in the loop
+// (the engine's Admission waits for every one to end first).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -55,9 +57,10 @@ class StepLoop {
   StepLoop(const StepLoop&) = delete;
   StepLoop& operator=(const StepLoop&) = delete;
 
-  // Hands a restored sequence to the loop and waits until it is done;
-  // seq.status and seq.result say how it ended.
-  void run(Sequence& seq);
+  // Hands a restored sequence to the loop, which owns it from here; when it
+  // is done (seq.status and seq.result say how it ended) the loop calls its
+  // on_retired and deletes it.
+  void start(std::unique_ptr<Sequence> seq);
 
   size_t running() const;
   size_t waiting() const;
@@ -75,7 +78,7 @@ class StepLoop {
   };
 
   void loop();
-  void admit();               // under mu_
+  void admit();  // under mu_
   // Finishes the cancelled, then asks plan_step() (engine/step_plan.h)
   // which rows of the others the step runs.
   std::vector<Slice> next_step();
@@ -90,7 +93,7 @@ class StepLoop {
   void keep_hidden_row(Sequence& seq, const SequenceOutput& out, int64_t row);
   void emit_token(Sequence& seq, const DraftToken* draft = nullptr);
   void finish(Sequence& seq, FinishReason reason);
-  void retire_finished();     // takes finished sequences out, wakes their callers
+  void retire_finished();  // takes finished sequences out, calls their on_retired
 
   const EngineContext& context_;
   StepBudget budget_;         // step thread only
@@ -98,7 +101,6 @@ class StepLoop {
   std::atomic<double> row_cost_now_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // a sequence arrived, or stopping
-  std::condition_variable done_cv_;  // a sequence is done
   std::deque<Sequence*> waiting_;    // guarded by mu_
   std::vector<Sequence*> running_;   // step thread only; its size mirrored in n_running_
   size_t n_running_ = 0;             // guarded by mu_

@@ -1,25 +1,23 @@
-// Backend: everything the HTTP layer needs from a model, its tokenizer and
-// the bank, behind one interface, so routes, scheduling and limits are
-// tested without a model (tests/server) and the real one is a thin adapter
-// (server/engine_backend.h).
+// Backend: what the HTTP layer's serving needs from a model, its tokenizer
+// and the engine (tokenize, render a chat, constrain, submit a completion),
+// behind one interface, so routes, admission and limits are tested without
+// a model (tests/server) and the real one is a thin adapter
+// (server/engine_backend.h). The bank's administration is the other view of
+// the same object: server/bank_admin.h.
 //
 // Thread safety: every method may be called from many threads at once.
 // TextStream and ChatOutput objects belong to one request (one thread at a
 // time).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "common/status.h"
 #include "constrain/constraint.h"
+#include "engine/admission.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"
 
@@ -59,58 +57,9 @@ class ChatOutput {
 
 struct ChatPrompt {
   std::vector<int32_t> ids;
-  int64_t message_boundary = -1;  // first token of the final user message, or -1
-  bool opens_thinking = false;    // the prompt leaves a <think> open: output starts as reasoning
+  int64_t message_boundary = -1;                  // first token of the final user message, or -1
+  bool opens_thinking = false;                    // the prompt leaves a <think> open: output starts as reasoning
   ChatFlavour flavour = ChatFlavour::kQwen3Json;  // the template's tool-call syntax
-};
-
-// Bank statistics as /metrics prints them.
-struct BankTierStats {
-  TierKind tier = TierKind::kRam;                // its label: tier_kind_name(tier)
-  std::map<std::string, uint64_t> bytes;         // by object kind ("block", "snapshot")
-  std::map<std::string, uint64_t> objects;       // by object kind
-  uint64_t evictions = 0;
-  uint64_t quarantined = 0;  // objects taken out after a failed check
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t bytes_read = 0;
-  uint64_t bytes_written = 0;
-};
-
-// The remote tier's health, when one is configured.
-struct RemoteTierView {
-  bool available = false;  // the circuit breaker is closed
-  uint64_t trips = 0, timeouts = 0, failures = 0, skipped_calls = 0;
-  uint64_t wire_bytes_sent = 0, wire_bytes_received = 0;
-  uint64_t dropped_puts = 0, write_errors = 0;
-  uint64_t mac_failures = 0;  // values whose MAC was missing or wrong (never installed)
-};
-
-struct BankStatsView {
-  std::vector<BankTierStats> tiers;
-  std::map<std::string, uint64_t> check_failures;  // by kind (checksum, tokens, position, ...)
-  std::optional<RemoteTierView> remote;
-  uint64_t audits = 0;             // restored requests recomputed cold
-  uint64_t audit_mismatches = 0;   // ... that differed (a broken promise)
-  uint64_t audits_dropped = 0;     // sampled, but the audit queue was full or a request interrupted it
-};
-
-// A pin request (POST /v1/bank/pins): a prompt's tokens in a namespace, or
-// a stored chain by the key of its last block.
-struct PinSpec {
-  bool by_chain = false;
-  std::string chain;            // 64 hex digits (by_chain)
-  std::vector<int32_t> tokens;  // the prompt (otherwise)
-  std::string name_space;       // the prompt's namespace
-  int64_t ttl_s = 0;
-};
-
-// A flush request (POST /v1/bank/flush): everything, one namespace, or the
-// chains under one root key.
-struct FlushSpec {
-  enum class Scope { kAll, kNamespace, kRoot } scope = Scope::kAll;
-  std::string name_space;  // kNamespace
-  std::string root;        // kRoot: 64 hex digits
 };
 
 class Backend {
@@ -137,37 +86,18 @@ class Backend {
   // backend cannot constrain (requests that need it are refused).
   virtual std::shared_ptr<const constrain::Vocabulary> vocabulary() const = 0;
 
-  // Runs one request through the engine (Engine::complete's contract).
-  virtual Status complete(const CompletionRequest& request, CompletionResult* result) = 0;
+  // Admits one request into the engine's queue (Engine::submit's contract,
+  // engine/admission.h): returns at once; on_done runs exactly once, on an
+  // engine thread, when it is admitted. `tenant`: what the tenant share
+  // limits (empty: not limited).
+  virtual Admit submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) = 0;
+  // That queue: its counts for /metrics, close() and drain() at shutdown.
+  virtual Admission& admission() = 0;
   // The response to a completed request is finished (built, or its stream's
   // last event written): the audit's hook (server/audit.h). Not called for
   // failed or client-cancelled requests; called when a stop string ended
   // generation. Must return at once.
   virtual void response_finished(const CompletionRequest& request, const CompletionResult& result) {}
-
-  virtual BankStatsView bank_stats() const = 0;
-  virtual nlohmann::json bank_stats_json() const = 0;
-  // Shutdown: waits until the bank's write queue is on disk, at most
-  // `deadline`, then drops what is left and stops the bank's writers
-  // (TieredBank::close). Lookups keep working.
-  virtual Status close_bank(std::chrono::milliseconds deadline) = 0;
-
-  // --- The operator's view of the bank (/v1/bank/..., docs/interface.md).
-  // A backend without a bank answers kUnsupported (the route says 501).
-
-  // Stored prefixes, sorted by `sort` (tokens, bytes, hits, last_use), at
-  // most `limit`, with their first tokens decoded when `text`.
-  virtual Status bank_prefixes(const std::string& sort, size_t limit, bool text, nlohmann::json* out) const {
-    return no_bank();
-  }
-  virtual Status bank_pins(nlohmann::json* out) const { return no_bank(); }
-  virtual Status bank_pin(const PinSpec& spec, nlohmann::json* out) { return no_bank(); }
-  // kNotFound when no pin has that id.
-  virtual Status bank_unpin(const std::string& id) { return no_bank(); }
-  virtual Status bank_flush(const FlushSpec& spec, nlohmann::json* out) { return no_bank(); }
-
- protected:
-  static Status no_bank() { return Status::unsupported("this server has no bank"); }
 };
 
 }  // namespace sb

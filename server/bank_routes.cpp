@@ -7,11 +7,10 @@
 #include <cstring>
 #include <string>
 
+#include "server/connections.h"
 #include "server/namespace.h"
 #include "server/page_assets.h"
 #include "server/server.h"
-
-#include "server/connections.h"
 #include "server/sse.h"
 
 namespace sb {
@@ -23,12 +22,11 @@ constexpr int64_t kMaxTtlSeconds = 30 * 86400;
 
 void check(const Status& s, const std::string& param = "") {
   if (s) return;
-  switch (s.code()) {
-    case Code::kInvalidArgument: throw ApiException{bad_request(param, s.message())};
-    case Code::kNotFound: throw ApiException{not_found(param, s.message(), "not_found")};
-    case Code::kUnsupported: throw ApiException{ApiError{501, s.message(), "invalid_request_error", "", "no_bank"}};
-    default: throw std::runtime_error(s.to_string());  // a 500 with the request id, logged
-  }
+  // A full or closed bank (kResourceExhausted) is the server's failure on
+  // these routes, not a request's deadline: a 500 with the request id, logged.
+  if (is_internal(s) || s.code() == Code::kResourceExhausted || s.code() == Code::kCancelled)
+    throw std::runtime_error(s.to_string());
+  throw ApiException{status_error(s, param, "")};
 }
 
 size_t query_count(const httplib::Request& req, const char* name, size_t fallback, size_t max) {
@@ -37,7 +35,8 @@ size_t query_count(const httplib::Request& req, const char* name, size_t fallbac
   size_t n = 0;
   if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos || (n = std::stoul(v)) < 1 ||
       n > max)
-    throw ApiException{bad_request(name, std::string("'") + name + "' must be an integer in [1, " + std::to_string(max) + "]")};
+    throw ApiException{
+        bad_request(name, std::string("'") + name + "' must be an integer in [1, " + std::to_string(max) + "]")};
   return n;
 }
 
@@ -57,7 +56,8 @@ std::string string_field(const json& body, const char* name) {
 // without keys) with this `cache_salt` would use.
 std::string namespace_of(const json& body, const Tenant* tenant) {
   const bool explicit_ns = field(body, "namespace") != nullptr, salted = field(body, "cache_salt") != nullptr;
-  if (explicit_ns && salted) throw ApiException{bad_request("namespace", "give at most one of 'namespace' and 'cache_salt'")};
+  if (explicit_ns && salted)
+    throw ApiException{bad_request("namespace", "give at most one of 'namespace' and 'cache_salt'")};
   if (explicit_ns) return string_field(body, "namespace");
   return request_namespace(tenant, salted, salted ? string_field(body, "cache_salt") : "");
 }
@@ -66,8 +66,8 @@ PinSpec parse_pin(const json& body, const Backend& backend, const Tenant* tenant
   PinSpec spec;
   const json* ttl = field(body, "ttl_s");
   if (!ttl || !ttl->is_number_integer() || ttl->get<int64_t>() < 1 || ttl->get<int64_t>() > kMaxTtlSeconds)
-    throw ApiException{bad_request("ttl_s", "'ttl_s' (seconds) is required, an integer in [1, " +
-                                                std::to_string(kMaxTtlSeconds) + "]")};
+    throw ApiException{bad_request(
+        "ttl_s", "'ttl_s' (seconds) is required, an integer in [1, " + std::to_string(kMaxTtlSeconds) + "]")};
   spec.ttl_s = ttl->get<int64_t>();
   const json* prompt = field(body, "prompt");
   const json* chain = field(body, "chain");
@@ -75,7 +75,8 @@ PinSpec parse_pin(const json& body, const Backend& backend, const Tenant* tenant
     throw ApiException{bad_request("prompt", "give exactly one of 'prompt' (text or token ids) and 'chain'")};
   if (chain) {
     if (field(body, "namespace") || field(body, "cache_salt"))
-      throw ApiException{bad_request("chain", "a chain names its namespace already; drop 'namespace' and 'cache_salt'")};
+      throw ApiException{
+          bad_request("chain", "a chain names its namespace already; drop 'namespace' and 'cache_salt'")};
     spec.by_chain = true;
     spec.chain = string_field(body, "chain");
     return spec;
@@ -134,51 +135,69 @@ void serve_asset(const page::Asset& a, httplib::Response& res) {
 
 void Server::install_bank_routes() {
   const bool admin = true;
-  http_->Get("/v1/bank", guarded([this](const httplib::Request&, httplib::Response& res) {
-    json j = backend_->bank_stats_json();
-    j["queue"] = {{"queued", scheduler_.queued()}, {"running", scheduler_.running()}};
-    res.set_content(dump_json(j), kJson);
-  }, admin));
-  http_->Get("/v1/bank/prefixes", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    json out;
-    const std::string sort = req.has_param("sort") ? req.get_param_value("sort") : "tokens";
-    const bool text = req.has_param("text") && req.get_param_value("text") != "0";
-    check(backend_->bank_prefixes(sort, query_count(req, "limit", 100, 10000), text, &out), "sort");
-    res.set_content(dump_json(out), kJson);
-  }, admin));
-  http_->Get("/v1/bank/requests", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    res.set_content(dump_json(activity_.to_json(query_count(req, "limit", Activity::kRecent, Activity::kRecent))), kJson);
-  }, admin));
-  http_->Get("/v1/bank/pins", guarded([this](const httplib::Request&, httplib::Response& res) {
-    json out;
-    check(backend_->bank_pins(&out));
-    res.set_content(dump_json(out), kJson);
-  }, admin));
-  http_->Post("/v1/bank/pins", guarded_body([this](const httplib::Request& req, const std::string& body,
-                                                   httplib::Response& res) {
-    const Tenant* tenant = check_admin(req);
-    const PinSpec spec = parse_pin(parse_body(body, options_.limits), *backend_, tenant);
-    json out;
-    check(backend_->bank_pin(spec, &out), spec.by_chain ? "chain" : "prompt");
-    res.set_content(dump_json(out), kJson);
-  }, admin));
-  http_->Delete(R"(/v1/bank/pins/([^/]+))", guarded_body([this](const httplib::Request& req, const std::string&,
-                                                              httplib::Response& res) {
-    check(backend_->bank_unpin(req.matches[1]), "id");
-    res.set_content(dump_json(json{{"id", std::string(req.matches[1])}, {"deleted", true}}), kJson);
-  }, admin));
-  http_->Post("/v1/bank/flush", guarded_body([this](const httplib::Request& req, const std::string& body,
-                                                    httplib::Response& res) {
-    const Tenant* tenant = check_admin(req);
-    json out;
-    check(backend_->bank_flush(parse_flush(parse_body(body, options_.limits), tenant), &out));
-    res.set_content(dump_json(out), kJson);
-  }, admin));
+  http_->Get("/v1/bank", guarded(
+                             [this](const httplib::Request&, httplib::Response& res) {
+                               json j = bank_->bank_stats_json();
+                               const Admission& admission = backend_->admission();
+                               j["queue"] = {{"queued", admission.queued()}, {"running", admission.running()}};
+                               res.set_content(dump_json(j), kJson);
+                             },
+                             admin));
+  http_->Get("/v1/bank/prefixes",
+             guarded(
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   json out;
+                   const std::string sort = req.has_param("sort") ? req.get_param_value("sort") : "tokens";
+                   const bool text = req.has_param("text") && req.get_param_value("text") != "0";
+                   check(bank_->bank_prefixes(sort, query_count(req, "limit", 100, 10000), text, &out), "sort");
+                   res.set_content(dump_json(out), kJson);
+                 },
+                 admin));
+  http_->Get("/v1/bank/requests",
+             guarded(
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   res.set_content(
+                       dump_json(activity_.to_json(query_count(req, "limit", Activity::kRecent, Activity::kRecent))),
+                       kJson);
+                 },
+                 admin));
+  http_->Get("/v1/bank/pins", guarded(
+                                  [this](const httplib::Request&, httplib::Response& res) {
+                                    json out;
+                                    check(bank_->bank_pins(&out));
+                                    res.set_content(dump_json(out), kJson);
+                                  },
+                                  admin));
+  http_->Post("/v1/bank/pins",
+              guarded_body(
+                  [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+                    const Tenant* tenant = check_admin(req);
+                    const PinSpec spec = parse_pin(parse_body(body, options_.limits), *backend_, tenant);
+                    json out;
+                    check(bank_->bank_pin(spec, &out), spec.by_chain ? "chain" : "prompt");
+                    res.set_content(dump_json(out), kJson);
+                  },
+                  admin));
+  http_->Delete(R"(/v1/bank/pins/([^/]+))",
+                guarded_body(
+                    [this](const httplib::Request& req, const std::string&, httplib::Response& res) {
+                      check(bank_->bank_unpin(req.matches[1]), "id");
+                      res.set_content(dump_json(json{{"id", std::string(req.matches[1])}, {"deleted", true}}), kJson);
+                    },
+                    admin));
+  http_->Post("/v1/bank/flush",
+              guarded_body(
+                  [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+                    const Tenant* tenant = check_admin(req);
+                    json out;
+                    check(bank_->bank_flush(parse_flush(parse_body(body, options_.limits), tenant), &out));
+                    res.set_content(dump_json(out), kJson);
+                  },
+                  admin));
 
   // The page: static files, public (they hold no data; the API needs the key).
-  http_->Get("/bank", [](const httplib::Request&, httplib::Response& res) {
-    serve_asset(*find_asset("bank.html"), res);
-  });
+  http_->Get("/bank",
+             [](const httplib::Request&, httplib::Response& res) { serve_asset(*find_asset("bank.html"), res); });
   http_->Get(R"(/bank/([A-Za-z0-9_.-]+))", [](const httplib::Request& req, httplib::Response& res) {
     const page::Asset* a = find_asset(req.matches[1]);
     if (!a) {

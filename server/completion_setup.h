@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "server/backend.h"
+#include "server/bank_admin.h"
 #include "server/generation.h"
 #include "server/namespace.h"
 #include "server/renderer.h"

@@ -28,11 +28,19 @@ class DecoderStream : public TextStream {
 };
 
 json tier_json(const TierStats& s) {
-  json j = {{"bytes", s.bytes},         {"budget_bytes", s.budget_bytes}, {"blocks", s.blocks},
-            {"block_bytes", s.block_bytes}, {"snapshot_bytes", s.snapshot_bytes},
-            {"snapshots", s.snapshots}, {"hits", s.hits},                 {"misses", s.misses},
-            {"evictions", s.evictions}, {"check_failures", s.check_failures}, {"quarantined", s.quarantined},
-            {"bytes_read", s.bytes_read}, {"bytes_written", s.bytes_written}};
+  json j = {{"bytes", s.bytes},
+            {"budget_bytes", s.budget_bytes},
+            {"blocks", s.blocks},
+            {"block_bytes", s.block_bytes},
+            {"snapshot_bytes", s.snapshot_bytes},
+            {"snapshots", s.snapshots},
+            {"hits", s.hits},
+            {"misses", s.misses},
+            {"evictions", s.evictions},
+            {"check_failures", s.check_failures},
+            {"quarantined", s.quarantined},
+            {"bytes_read", s.bytes_read},
+            {"bytes_written", s.bytes_written}};
   for (const auto& [k, v] : s.facts) j[k] = v;
   for (const auto& [k, v] : s.counts) j[k] = v;
   return j;
@@ -73,19 +81,11 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
 
   BankOptions bank = options.bank;
   bank.schema = b->model_->schema();
-  if (!bank.log) bank.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
+  if (!bank.log)
+    bank.log = [](const std::string& m) { std::fprintf(stderr, "statebank serve: bank: %s\n", m.c_str()); };
   SB_RETURN_IF_ERROR(TieredBank::open(std::move(bank), &b->tiers_));
   b->bank_ = b->tiers_->bank();
-  EngineOptions eo;
-  eo.block_tokens = options.block_tokens;
-  eo.snapshot_every = options.snapshot_every;
-  eo.max_running = options.max_running;
-  eo.batch_tokens = options.batch_tokens;
-  eo.itl_ratio = options.itl_ratio;
-  eo.speculative = options.speculative;
-  eo.draft_max = options.draft_max;
-  eo.speculative_acceptance = options.speculative_acceptance;
-  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, eo, &b->engine_));
+  SB_RETURN_IF_ERROR(Engine::create(*b->model_, b->bank_, options.engine, &b->engine_));
   if (options.audit_rate > 0 && b->bank_) {
     AuditOptions ao;
     ao.rate = options.audit_rate;
@@ -116,13 +116,14 @@ std::unique_ptr<TextStream> EngineBackend::new_text_stream() const {
 }
 
 Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) const {
-  if (!has_template_) return Status::unsupported("this model has no usable chat template: " + template_status_.message());
+  if (!has_template_)
+    return Status::unsupported("this model has no usable chat template: " + template_status_.message());
   ChatOptions options;
   options.enable_thinking = params.enable_thinking;
   options.kwargs = params.template_kwargs;
   RenderedChat rendered;
-  SB_RETURN_IF_ERROR(template_.render(params.messages, params.tool_choice != "none" ? params.tools : nlohmann::ordered_json(),
-                                      options, &rendered));
+  SB_RETURN_IF_ERROR(template_.render(
+      params.messages, params.tool_choice != "none" ? params.tools : nlohmann::ordered_json(), options, &rendered));
   out->ids.clear();
   out->message_boundary = -1;
   out->opens_thinking = rendered.opens_thinking;
@@ -144,16 +145,22 @@ std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& par
   return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
 }
 
-Status EngineBackend::complete(const CompletionRequest& request, CompletionResult* result) {
+Admit EngineBackend::submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) {
   if (bank_) {
     const Key root = engine_->namespace_root(request.name_space);
     std::lock_guard<std::mutex> lock(namespaces_mu_);
     if (namespaces_.size() < 4096) namespaces_.emplace(root, request.name_space);
   }
   running_.fetch_add(1);
-  Status s = engine_->complete(request, result);
-  running_.fetch_sub(1);
-  return s;
+  const Admit admit = engine_->submit(
+      std::move(request),
+      [this, on_done = std::move(on_done)](Status s, CompletionResult result) {
+        running_.fetch_sub(1);
+        on_done(std::move(s), std::move(result));
+      },
+      tenant);
+  if (admit != Admit::kOk) running_.fetch_sub(1);
+  return admit;
 }
 
 void EngineBackend::response_finished(const CompletionRequest& request, const CompletionResult& result) {
@@ -195,7 +202,7 @@ BankStatsView EngineBackend::bank_stats() const {
 }
 
 json EngineBackend::bank_stats_json() const {
-  json j = {{"block_tokens", options_.block_tokens}, {"snapshot_every", options_.snapshot_every}};
+  json j = {{"block_tokens", options_.engine.block_tokens}, {"snapshot_every", options_.engine.snapshot_every}};
   // Every tier in bank order under "tiers" (what a tool should iterate), and
   // each under its name as before.
   j["tiers"] = json::array();
@@ -210,8 +217,12 @@ json EngineBackend::bank_stats_json() const {
     }
     j["pins"] = bank_->pins().size();
     BankStats b = bank_->stats();
-    j["bank"] = {{"lookups", b.lookups},           {"restores", b.restores},   {"restored_tokens", b.restored_tokens},
-                 {"check_failures", b.check_failures}, {"quarantined", b.quarantined}, {"published", b.published},
+    j["bank"] = {{"lookups", b.lookups},
+                 {"restores", b.restores},
+                 {"restored_tokens", b.restored_tokens},
+                 {"check_failures", b.check_failures},
+                 {"quarantined", b.quarantined},
+                 {"published", b.published},
                  {"promoted", b.promoted}};
   }
   EngineStats e = engine_->stats();
@@ -235,8 +246,9 @@ json EngineBackend::bank_stats_json() const {
                    {"paused", e.spec_switched_off},
                    {"verify_row_cost", e.verify_row_cost}}}};
   AuditStats a = auditor_ ? auditor_->stats() : AuditStats{};
-  j["audit"] = {{"rate", options_.audit_rate}, {"offered", a.offered},       {"audits", a.audits},
-                {"mismatches", a.mismatches},  {"quarantined", a.quarantined}, {"dropped", a.dropped},
+  j["audit"] = {{"rate", options_.audit_rate},  {"offered", a.offered},
+                {"audits", a.audits},           {"mismatches", a.mismatches},
+                {"quarantined", a.quarantined}, {"dropped", a.dropped},
                 {"interrupted", a.interrupted}, {"errors", a.errors}};
   return j;
 }
@@ -285,12 +297,17 @@ Status EngineBackend::bank_prefixes(const std::string& sort, size_t limit, bool 
   bank_->sweep_pins();
   std::vector<PrefixInfo> all = bank_->prefixes(model_->schema().has_recurrent(), text ? 64 : 0);
   auto by = [&](auto field) {
-    std::stable_sort(all.begin(), all.end(), [&](const PrefixInfo& a, const PrefixInfo& b) { return field(a) > field(b); });
+    std::stable_sort(all.begin(), all.end(),
+                     [&](const PrefixInfo& a, const PrefixInfo& b) { return field(a) > field(b); });
   };
-  if (sort == "bytes") by([](const PrefixInfo& p) { return static_cast<double>(p.bytes); });
-  else if (sort == "hits") by([](const PrefixInfo& p) { return static_cast<double>(p.hits); });
-  else if (sort == "last_use") by([](const PrefixInfo& p) { return static_cast<double>(p.last_use_ms); });
-  else if (sort != "tokens") return Status::invalid("sort must be tokens, bytes, hits or last_use, not '" + sort + "'");
+  if (sort == "bytes")
+    by([](const PrefixInfo& p) { return static_cast<double>(p.bytes); });
+  else if (sort == "hits")
+    by([](const PrefixInfo& p) { return static_cast<double>(p.hits); });
+  else if (sort == "last_use")
+    by([](const PrefixInfo& p) { return static_cast<double>(p.last_use_ms); });
+  else if (sort != "tokens")
+    return Status::invalid("sort must be tokens, bytes, hits or last_use, not '" + sort + "'");
   json list = json::array();
   for (const PrefixInfo& p : all) {
     if (list.size() >= limit) break;
@@ -309,7 +326,7 @@ Status EngineBackend::bank_prefixes(const std::string& sort, size_t limit, bool 
     if (text) j["text"] = p.first_tokens.empty() ? json(nullptr) : json(tokenizer_->decode(p.first_tokens));
     list.push_back(std::move(j));
   }
-  *out = {{"block_tokens", options_.block_tokens}, {"total", all.size()}, {"prefixes", std::move(list)}};
+  *out = {{"block_tokens", options_.engine.block_tokens}, {"total", all.size()}, {"prefixes", std::move(list)}};
   return Status::ok();
 }
 
@@ -331,7 +348,7 @@ Status EngineBackend::bank_pin(const PinSpec& spec, json* out) {
     if (!Key::from_hex(spec.chain, &tail)) return Status::invalid("chain must be 64 hex digits");
     SB_RETURN_IF_ERROR(bank_->pin_chain(tail, ttl_ms, &pin));
   } else {
-    const int64_t B = options_.block_tokens;
+    const int64_t B = options_.engine.block_tokens;
     const int64_t n_blocks = static_cast<int64_t>(spec.tokens.size()) / B;
     if (n_blocks < 1)
       return Status::invalid("the prompt has " + std::to_string(spec.tokens.size()) +
@@ -344,7 +361,7 @@ Status EngineBackend::bank_pin(const PinSpec& spec, json* out) {
       std::lock_guard<std::mutex> lock(namespaces_mu_);
       if (namespaces_.size() < 4096) namespaces_.emplace(root, spec.name_space);
     }
-    const auto chain = chain_keys(root, spec.tokens, options_.block_tokens, n_blocks);
+    const auto chain = chain_keys(root, spec.tokens, options_.engine.block_tokens, n_blocks);
     SB_RETURN_IF_ERROR(bank_->pin_prefix(chain, n_blocks * B, ttl_ms, &pin));
   }
   *out = pin_json(pin);
@@ -362,7 +379,9 @@ Status EngineBackend::bank_flush(const FlushSpec& spec, json* out) {
   FlushResult r;
   Key root;
   switch (spec.scope) {
-    case FlushSpec::Scope::kAll: SB_RETURN_IF_ERROR(bank_->flush(nullptr, &r)); break;
+    case FlushSpec::Scope::kAll:
+      SB_RETURN_IF_ERROR(bank_->flush(nullptr, &r));
+      break;
     case FlushSpec::Scope::kNamespace:
       root = engine_->namespace_root(spec.name_space);
       SB_RETURN_IF_ERROR(bank_->flush(&root, &r));

@@ -8,7 +8,10 @@
 // restored ones cold, in the background while no request runs, and
 // quarantines what a mismatch used.
 //
-// Thread safety: every Backend method may be called from many threads.
+// Both views of the server: serving (Backend) and the bank's administration
+// (BankAdmin).
+//
+// Thread safety: every method of either view may be called from many threads.
 #pragma once
 
 #include <atomic>
@@ -24,6 +27,7 @@
 #include "model/model.h"
 #include "server/audit.h"
 #include "server/backend.h"
+#include "server/bank_admin.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,22 +35,15 @@ namespace sb {
 
 struct EngineBackendOptions {
   std::string model_dir;
-  std::string model_id;           // what /v1/models lists and requests may name
+  std::string model_id;  // what /v1/models lists and requests may name
   int threads = 1;
   std::optional<Precision> precision;  // unset: the checkpoint's default
-  BankOptions bank;                 // the model's schema is filled in by open()
-  uint32_t block_tokens = 256;
-  int64_t snapshot_every = 2048;
-  int max_running = 8;              // the engine's continuous batching (engine/engine.h)
-  int64_t batch_tokens = 512;
-  double itl_ratio = 2.0;
-  SpeculativeMode speculative = SpeculativeMode::kAuto;  // engine/speculation.h
-  int draft_max = 4;
-  SpeculativeAcceptance speculative_acceptance = SpeculativeAcceptance::kExact;
-  double audit_rate = 0.0;          // in [0, 1]
+  BankOptions bank;                    // the model's schema is filled in by open()
+  EngineOptions engine;                // checked by Engine::create (EngineOptions::validate)
+  double audit_rate = 0.0;             // in [0, 1]
 };
 
-class EngineBackend : public Backend {
+class EngineBackend : public Backend, public BankAdmin {
  public:
   static Status open(const EngineBackendOptions& options, std::unique_ptr<EngineBackend>* out);
   ~EngineBackend() override;
@@ -62,7 +59,12 @@ class EngineBackend : public Backend {
   Status render_chat(const ChatParams& params, ChatPrompt* out) const override;
   std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override;
   std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return vocabulary_; }
-  Status complete(const CompletionRequest& request, CompletionResult* result) override;
+  Admit submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) override;
+  Admission& admission() override { return engine_->admission(); }
+  // The synchronous form (benches): Engine::complete().
+  Status complete(const CompletionRequest& request, CompletionResult* result) const {
+    return engine_->complete(request, result);
+  }
   BankStatsView bank_stats() const override;
   nlohmann::json bank_stats_json() const override;
   Status close_bank(std::chrono::milliseconds deadline) override;
@@ -90,7 +92,7 @@ class EngineBackend : public Backend {
   std::unique_ptr<TieredBank> tiers_;
   Bank* bank_ = nullptr;  // tiers_->bank(); null without tiers
   std::unique_ptr<Engine> engine_;
-  std::atomic<int> running_{0};  // complete() calls in progress: the audit runs when 0
+  std::atomic<int> running_{0};  // submitted requests not yet ended: the audit runs when 0
   std::unique_ptr<Auditor> auditor_;
   // Root key -> namespace, for the operator's listings (bounded).
   mutable std::mutex namespaces_mu_;

@@ -6,11 +6,14 @@
 // is null when no single field is to blame. Plain value type, no state.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "common/status.h"
 
 namespace sb {
+
+enum class Admit;  // engine/engine.h
 
 struct ApiError {
   int status = 400;
@@ -52,6 +55,17 @@ inline ApiError internal_error(const std::string& request_id) {
   return ApiError{500, "internal error (request " + request_id + "); see the server log", "server_error", "",
                   "internal_error"};
 }
+
+// The one mapping from the engine's answers to HTTP, for every route:
+// a refusal at admission (Engine::submit: queue full 429 queue_full, tenant
+// over its share 429 tenant_share_exceeded, closed 503), and a failed
+// Status: kInvalidArgument 400 (naming `param`), kNotFound 404,
+// kUnsupported 501, kResourceExhausted 504 (a request's deadline),
+// kCancelled 499 (nobody is listening; nginx's code), anything else 500
+// with the request id (is_internal(): the caller logs it).
+ApiError admission_error(Admit admit);
+ApiError status_error(const Status& status, const std::string& param, const std::string& request_id);
+bool is_internal(const Status& status);
 
 // Thrown by the request parser and caught by the route handlers.
 struct ApiException {

@@ -14,18 +14,19 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "server/backend.h"
+#include "server/bank_admin.h"
 
 namespace sb {
 
 class Metrics {
  public:
   // Upper bounds (seconds) of the time-to-first-token buckets; +Inf follows.
-  static constexpr std::array<double, 14> kTtftBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+  static constexpr std::array<double, 14> kTtftBuckets = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,
                                                           1.0,   2.5,  5.0,   10.0, 30.0, 60.0, 120.0};
   // Restores (requests with restore_point > 0): bytes read, and seconds of
   // lookup plus restore.
-  static constexpr std::array<double, 10> kRestoreByteBuckets = {1e5, 1e6, 4e6, 16e6, 64e6, 256e6, 1e9, 4e9, 16e9, 64e9};
+  static constexpr std::array<double, 10> kRestoreByteBuckets = {1e5,   1e6, 4e6, 16e6, 64e6,
+                                                                 256e6, 1e9, 4e9, 16e9, 64e9};
   static constexpr std::array<double, 12> kRestoreSecondBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                                    0.1,   0.25,   0.5,   1.0,  2.5,   10.0};
 
@@ -45,7 +46,8 @@ class Metrics {
 
   void record_request(const std::string& endpoint, int status);
   // A completion that ran in the engine.
-  void record_completion(const RestoreRecord& restore, int64_t prompt_tokens, int64_t completion_tokens, double ttft_ms);
+  void record_completion(const RestoreRecord& restore, int64_t prompt_tokens, int64_t completion_tokens,
+                         double ttft_ms);
   // What speculation did for it (engine/speculation.h).
   void record_speculation(const SpeculativeRecord& r);
 

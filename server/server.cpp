@@ -12,8 +12,8 @@
 #include <random>
 
 #include "server/anthropic_renderer.h"
-#include "server/connections.h"
 #include "server/connection_probe.h"
+#include "server/connections.h"
 #include "server/event_channel.h"
 #include "server/generation.h"
 #include "server/messages_parse.h"
@@ -44,11 +44,14 @@ std::string endpoint_label(const std::string& path) {
 
 ApiError error_for_status(int status, size_t max_body) {
   switch (status) {
-    case 404: return not_found("", "no such route", "not_found");
-    case 405: return ApiError{405, "method not allowed", "invalid_request_error", "", "method_not_allowed"};
+    case 404:
+      return not_found("", "no such route", "not_found");
+    case 405:
+      return ApiError{405, "method not allowed", "invalid_request_error", "", "method_not_allowed"};
     case 413:
       return too_large("", "the request body is larger than " + std::to_string(max_body) + " bytes", "body_too_large");
-    case 414: return ApiError{414, "the request URI is too long", "invalid_request_error", "", "uri_too_long"};
+    case 414:
+      return ApiError{414, "the request URI is too long", "invalid_request_error", "", "uri_too_long"};
     default:
       if (status >= 500) return ApiError{status, "server error", "server_error", "", "server_error"};
       return ApiError{status, "bad request", "invalid_request_error", "", "bad_request"};
@@ -85,10 +88,8 @@ bool host_is_loopback(const std::string& host) {
   return all;
 }
 
-Server::Server(Backend* backend, ServerOptions options)
-    : backend_(backend),
-      options_(std::move(options)),
-      scheduler_(backend, options_.max_running, options_.max_queue) {
+Server::Server(Backend* backend, BankAdmin* bank, ServerOptions options)
+    : backend_(backend), bank_(bank), options_(std::move(options)) {
   options_.limits.vocab_size = backend_->vocab_size();
   options_.limits.has_mtp = backend_->has_mtp();
   // The prompt never exceeds the model's context length.
@@ -101,17 +102,13 @@ Server::Server(Backend* backend, ServerOptions options)
   // prompt against a 32k context: 413 unread, instead of 40 MB of copies).
   if (const size_t prompt_bytes = prompt_bytes_limit(options_.limits); prompt_bytes > 0)
     options_.max_body_bytes = std::min(options_.max_body_bytes, prompt_bytes + kBodyBeyondPrompt);
-  if (options_.keys.tenant_count() >= 2 && options_.tenant_share < 1.0) {
-    const double slots = static_cast<double>(options_.max_running) + static_cast<double>(options_.max_queue);
-    scheduler_.set_tenant_limit(static_cast<size_t>(std::max(1.0, std::ceil(options_.tenant_share * slots))));
-  }
-  started_at_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  started_at_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   // Every running and queued completion holds a request thread; the spares
   // answer 429s, the other routes and bodies on their way. Idle and
   // half-sent connections hold none (server/connections.h).
   ConnectionOptions co;
-  co.threads = static_cast<size_t>(options_.max_running) + options_.max_queue +
-               static_cast<size_t>(std::max(1, options_.spare_threads));
+  co.threads = backend_->admission().capacity() + static_cast<size_t>(std::max(1, options_.spare_threads));
   co.max_open = std::max<size_t>(1, options_.max_connections);
   co.header_timeout = options_.header_timeout;
   co.body_timeout = options_.body_timeout;
@@ -131,7 +128,10 @@ Server::Server(Backend* backend, ServerOptions options)
   install_routes();
 }
 
-Server::~Server() = default;
+Server::~Server() {
+  std::unique_lock<std::mutex> lock(calls_mu_);
+  calls_cv_.wait(lock, [this] { return calls_ == 0; });
+}
 
 std::string Server::next_request_id() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -156,9 +156,12 @@ const Tenant* Server::check_auth(const httplib::Request& req) const {
   std::string header = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   std::string key;
-  if (header.size() > prefix.size() && header.compare(0, prefix.size(), prefix) == 0) key = header.substr(prefix.size());
-  else if (header.empty()) key = req.get_header_value("x-api-key");  // Anthropic's clients send this
-  if (key.empty()) throw ApiException{unauthorized("missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'")};
+  if (header.size() > prefix.size() && header.compare(0, prefix.size(), prefix) == 0)
+    key = header.substr(prefix.size());
+  else if (header.empty())
+    key = req.get_header_value("x-api-key");  // Anthropic's clients send this
+  if (key.empty())
+    throw ApiException{unauthorized("missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'")};
   const Tenant* tenant = options_.keys.find(key);
   if (tenant == nullptr) throw ApiException{unauthorized("invalid API key")};
   return tenant;
@@ -236,8 +239,8 @@ std::string Server::read_body(const httplib::Request& req, const httplib::Conten
   }
   if (!read) {
     Connections::close_after_response();
-    throw ApiException{bad_request("", "the request body could not be read (incomplete, malformed or not decodable)",
-                                   "bad_body")};
+    throw ApiException{
+        bad_request("", "the request body could not be read (incomplete, malformed or not decodable)", "bad_body")};
   }
   return body;
 }
@@ -247,8 +250,10 @@ Server::Route Server::guarded(Route fn, bool admin) {
     std::string request_id = next_request_id();
     res.set_header("X-Request-Id", request_id);
     try {
-      if (admin) check_admin(req);
-      else check_auth(req);
+      if (admin)
+        check_admin(req);
+      else
+        check_auth(req);
       fn(req, res);
     } catch (const ApiException& e) {
       respond_error(res, e.error);
@@ -267,8 +272,10 @@ Server::BodyRoute Server::guarded_body(BodyRouteFn fn, bool admin) {
     bool body_read = false;
     try {
       // The key before the body: a client without one sends nothing we keep.
-      if (admin) check_admin(req);
-      else check_auth(req);
+      if (admin)
+        check_admin(req);
+      else
+        check_auth(req);
       const std::string body = read_body(req, reader);
       body_read = true;
       fn(req, body, res);
@@ -296,7 +303,8 @@ void Server::install_gates() {
   // before its handler, without a limit when it is chunked: such a request
   // is answered here, before that, and its connection closed.
   http_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    const bool has_body = is_chunked(req) || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+    const bool has_body =
+        is_chunked(req) || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
     const bool body_ignored = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
     // A body nobody reads must not be taken for the next request.
     if (has_body && body_ignored) Connections::close_after_response();
@@ -313,9 +321,9 @@ void Server::install_gates() {
       if (req.path != "/health" && req.path.rfind("/bank", 0) != 0) check_auth(req);
       const std::string length = req.get_header_value("Content-Length");
       if (!length.empty() && std::strtoull(length.c_str(), nullptr, 10) > options_.max_body_bytes)
-        throw ApiException{too_large("", "the request body is larger than " + std::to_string(options_.max_body_bytes) +
-                                             " bytes",
-                                     "body_too_large")};
+        throw ApiException{
+            too_large("", "the request body is larger than " + std::to_string(options_.max_body_bytes) + " bytes",
+                      "body_too_large")};
       return 100;
     } catch (const ApiException& e) {
       Connections::close_after_response();
@@ -335,28 +343,33 @@ void Server::install_info_routes() {
     }
   });
   http_->Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-    ResponseJson data = ResponseJson::array({model_json(backend_->model_id())});
-    for (const auto& alias : options_.served_model_names) data.push_back(model_json(alias));
-    res.set_content(dump_json(ResponseJson{{"object", "list"}, {"data", data}}), kJson);
-  }));
+               ResponseJson data = ResponseJson::array({model_json(backend_->model_id())});
+               for (const auto& alias : options_.served_model_names) data.push_back(model_json(alias));
+               res.set_content(dump_json(ResponseJson{{"object", "list"}, {"data", data}}), kJson);
+             }));
   http_->Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    const auto& aliases = options_.served_model_names;
-    if (id != backend_->model_id() && std::find(aliases.begin(), aliases.end(), id) == aliases.end())
-      throw ApiException{not_found("model", "the model '" + id.substr(0, 256) + "' does not exist", "model_not_found")};
-    res.set_content(dump_json(model_json(id)), kJson);
-  }));
-  http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(backend_->bank_stats(), scheduler_.queued(), scheduler_.running()),
-                    "text/plain; version=0.0.4; charset=utf-8");
-  }, /*admin=*/true));
+               const std::string id = req.matches[1];
+               const auto& aliases = options_.served_model_names;
+               if (id != backend_->model_id() && std::find(aliases.begin(), aliases.end(), id) == aliases.end())
+                 throw ApiException{
+                     not_found("model", "the model '" + id.substr(0, 256) + "' does not exist", "model_not_found")};
+               res.set_content(dump_json(model_json(id)), kJson);
+             }));
+  http_->Get("/metrics", guarded(
+                             [this](const httplib::Request&, httplib::Response& res) {
+                               const Admission& admission = backend_->admission();
+                               res.set_content(
+                                   metrics_.render(bank_->bank_stats(), admission.queued(), admission.running()),
+                                   "text/plain; version=0.0.4; charset=utf-8");
+                             },
+                             /*admin=*/true));
 }
 
 void Server::install_completion_routes() {
   const std::pair<const char*, const Protocol*> routes[] = {{"/v1/completions", &openai_protocol(false)},
-                                                             {"/v1/chat/completions", &openai_protocol(true)},
-                                                             {"/v1/responses", &responses_protocol()},
-                                                             {"/v1/messages", &messages_protocol()}};
+                                                            {"/v1/chat/completions", &openai_protocol(true)},
+                                                            {"/v1/responses", &responses_protocol()},
+                                                            {"/v1/messages", &messages_protocol()}};
   for (const auto& [path, protocol] : routes) {
     http_->Post(path, [this, protocol = protocol](const httplib::Request& req, httplib::Response& res,
                                                   const httplib::ContentReader& reader) {
@@ -395,14 +408,29 @@ void Server::install_error_handlers() {
   });
 }
 
-// One completion in flight: the scheduler's job, the response builder, and
-// for a stream the channel its events travel through.
+// One completion in flight: what was submitted, the response builder, for
+// a stream the channel its events travel through, and its outcome.
 struct Server::Call {
-  std::shared_ptr<Job> job;
+  CompletionRequest request;  // as submitted (the audit reruns it)
   std::shared_ptr<Generation> generation;
   std::shared_ptr<EventChannel> events;  // streaming only
   bool stream = false;
   std::string request_id;
+  std::string tenant;                  // what the tenant share limits (empty: none)
+  std::atomic<bool> cancelled{false};  // the client is gone
+  Clock::time_point arrived;
+  Clock::time_point deadline = Clock::time_point::max();
+  std::atomic<int64_t> first_token_us{-1};  // from arrival: the queue is part of it
+
+  bool past_deadline() const { return Clock::now() >= deadline; }
+  bool should_stop() const { return cancelled.load() || past_deadline(); }
+
+  // Guarded by mu: the outcome, set once by end_call().
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  CompletionResult result;
 };
 
 void Server::handle_completion(const httplib::Request& req, const httplib::ContentReader& reader,
@@ -427,11 +455,12 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
     // A pin may name blocks not stored yet: they are kept once this request stores them.
     for (const PinSpec& pin : options_.cache_control_pins ? prepared.pins : std::vector<PinSpec>{}) {
       nlohmann::json ignored;
-      (void)backend_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
+      (void)bank_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
     }
     std::shared_ptr<Call> call = start_call(std::move(prepared), protocol, arrived, request_id);
-    if (in.tenant != nullptr) call->job->tenant = in.tenant->name;
-    submit(*call);
+    // The share applies between two or more tenants.
+    if (in.tenant != nullptr && options_.keys.tenant_count() >= 2) call->tenant = in.tenant->name;
+    submit(call, protocol);
     if (call->stream) {
       streaming = true;
       stream_response(call, res);  // the stream's end releases the response
@@ -462,9 +491,13 @@ CompletionInput Server::completion_input(const httplib::Request& req, const std:
 }
 
 ResponseJson Server::model_json(const std::string& id) const {
-  return ResponseJson{{"id", id}, {"object", "model"}, {"created", started_at_}, {"owned_by", "statebank"},
+  return ResponseJson{{"id", id},
+                      {"object", "model"},
+                      {"created", started_at_},
+                      {"owned_by", "statebank"},
                       // Anthropic's model object, for its clients
-                      {"type", "model"}, {"display_name", id}};
+                      {"type", "model"},
+                      {"display_name", id}};
 }
 
 void Server::handle_count_tokens(const httplib::Request& req, const httplib::ContentReader& reader,
@@ -477,7 +510,8 @@ void Server::handle_count_tokens(const httplib::Request& req, const httplib::Con
     const std::string body = read_body(req, reader);
     body_read = true;
     in.body = body;
-    MessagesParams params = parse_messages_params(parse_body(body, options_.limits), options_.limits, /*count_only=*/true);
+    MessagesParams params =
+        parse_messages_params(parse_body(body, options_.limits), options_.limits, /*count_only=*/true);
     params.chat.max_tokens = 1;
     const PreparedCompletion prepared = prepare_chat_completion(*backend_, options_.limits, in, std::move(params.chat));
     res.set_content(dump_json(ResponseJson{{"input_tokens", static_cast<int64_t>(prepared.request.prompt.size())}}),
@@ -497,63 +531,24 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, co
   auto call = std::make_shared<Call>();
   call->stream = prepared.setup.stream;
   call->request_id = request_id;
-  call->job = std::make_shared<Job>();
-  if (options_.request_timeout.count() > 0) call->job->deadline = arrived + options_.request_timeout;
+  call->arrived = arrived;
+  if (options_.request_timeout.count() > 0) call->deadline = arrived + options_.request_timeout;
   call->generation = std::make_shared<Generation>(*backend_, std::move(prepared.setup), std::move(prepared.chat_output),
-                                                   std::move(prepared.renderer));
+                                                  std::move(prepared.renderer));
   if (call->stream) call->events = std::make_shared<EventChannel>();
-
-  CompletionRequest& creq = call->job->request;
-  creq = std::move(prepared.request);
-  Job* job = call->job.get();  // the job outlives every call of these callbacks
-  auto gen = call->generation;
-  auto events = call->events;
-  // Time to first token counts from arrival: the queue is part of it.
-  auto first_token_at = std::make_shared<std::atomic<int64_t>>(-1);
-  creq.cancelled = [job] { return job->should_stop(); };
-  creq.on_token = [job, gen, events, first_token_at, arrived](const GeneratedToken& t) {
-    if (first_token_at->load() < 0)
-      first_token_at->store(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - arrived).count());
-    if (job->cancelled) return false;
+  call->request = std::move(prepared.request);
+  // The engine's ticket holds the call (through on_done) for as long as it
+  // may call these.
+  Call* c = call.get();
+  call->request.cancelled = [c] { return c->should_stop(); };
+  call->request.on_token = [c](const GeneratedToken& t) {
+    if (c->first_token_us.load() < 0)
+      c->first_token_us.store(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c->arrived).count());
+    if (c->cancelled) return false;
     std::vector<std::string> out;
-    const bool more = gen->on_token(t, &out);
-    if (events) events->push(std::move(out));
-    return more && !job->cancelled;
-  };
-  job->on_done = [this, gen, events, first_token_at, request_id, &protocol,
-                  timeout = options_.request_timeout](Job& j) {
-    // A stop string ends generation through on_token; that is a normal end.
-    // The deadline ends it through cancelled(): a 504.
-    const bool cut = j.status.code() == Code::kCancelled || j.result.finish_reason == FinishReason::kCancelled;
-    if (cut && !j.cancelled && gen->stopped_early()) j.status = Status::ok();
-    else if (cut && !j.cancelled && j.past_deadline())
-      j.status = Status::exhausted("the request did not finish within its deadline of " +
-                                   std::to_string(timeout.count()) + " s");
-    if (j.status) {
-      double ttft_ms = first_token_at->load() >= 0 ? first_token_at->load() / 1000.0 : j.result.ttft_ms;
-      metrics_.record_completion(j.result.restore, static_cast<int64_t>(j.request.prompt.size()),
-                                 static_cast<int64_t>(j.result.tokens.size()), ttft_ms);
-      metrics_.record_speculation(j.result.speculative);
-      activity_.record(CompletedRequest{
-          request_id,
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-          protocol.route, j.request.name_space,
-          static_cast<int64_t>(j.request.prompt.size()), static_cast<int64_t>(j.result.tokens.size()), ttft_ms,
-          j.result.restore});
-    } else if (j.status.code() != Code::kCancelled && j.status.code() != Code::kResourceExhausted) {
-      log_internal(request_id, j.status.to_string());
-    }
-    if (!events) return;
-    std::vector<std::string> out;
-    if (j.status) {
-      gen->finish_stream(j.result, &out);
-    } else if (j.status.code() == Code::kResourceExhausted) {
-      out = protocol.error_events(deadline_error(j.status.message()));
-    } else if (j.status.code() != Code::kCancelled) {
-      out = protocol.error_events(internal_error(request_id));
-    }
-    events->push(std::move(out));
-    events->close();
+    const bool more = c->generation->on_token(t, &out);
+    if (c->events) c->events->push(std::move(out));
+    return more && !c->cancelled;
   };
   if (call->stream) {
     std::vector<std::string> opening;
@@ -563,15 +558,76 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, co
   return call;
 }
 
-void Server::submit(const Call& call) {
-  switch (scheduler_.submit(call.job)) {
-    case Scheduler::Submit::kOk: return;
-    case Scheduler::Submit::kFull: throw ApiException{overloaded(429, "too many requests are waiting; retry later")};
-    case Scheduler::Submit::kTenantFull:
-      throw ApiException{ApiError{429, "this key's tenant holds its share of the server's slots (--tenant-share); retry later",
-                                  "server_error", "", "tenant_share_exceeded"}};
-    case Scheduler::Submit::kClosed: throw ApiException{overloaded(503, "the server is shutting down")};
+void Server::submit(const std::shared_ptr<Call>& call, const Protocol& protocol) {
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    ++calls_;
   }
+  const Admit admit = backend_->submit(
+      call->request,
+      [this, call, &protocol](Status status, CompletionResult result) {
+        end_call(*call, protocol, std::move(status), std::move(result));
+      },
+      call->tenant);
+  if (admit != Admit::kOk) {
+    call_ended();
+    throw ApiException{admission_error(admit)};
+  }
+}
+
+void Server::end_call(Call& call, const Protocol& protocol, Status status, CompletionResult result) {
+  // A stop string ends generation through on_token; that is a normal end.
+  // The deadline ends it through cancelled(): a 504.
+  const bool cut = status.code() == Code::kCancelled || result.finish_reason == FinishReason::kCancelled;
+  if (cut && !call.cancelled && call.generation->stopped_early())
+    status = Status::ok();
+  else if (cut && !call.cancelled && call.past_deadline())
+    status = Status::exhausted("the request did not finish within its deadline of " +
+                               std::to_string(options_.request_timeout.count()) + " s");
+  if (status) {
+    record_completion(call, protocol, result);
+  } else if (is_internal(status)) {
+    log_internal(call.request_id, status.to_string());
+  }
+  if (call.events) {
+    std::vector<std::string> out;
+    if (status) {
+      call.generation->finish_stream(result, &out);
+    } else if (status.code() != Code::kCancelled) {
+      out = protocol.error_events(status_error(status, "", call.request_id));
+    }
+    call.events->push(std::move(out));
+    call.events->close();
+  }
+  {
+    std::lock_guard<std::mutex> lock(call.mu);
+    call.status = std::move(status);
+    call.result = std::move(result);
+    call.done = true;
+  }
+  call.cv.notify_all();
+  call_ended();  // the last use of this server
+}
+
+void Server::call_ended() {
+  // Notified under the lock: the destructor may be waiting to end.
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  --calls_;
+  calls_cv_.notify_all();
+}
+
+void Server::record_completion(const Call& call, const Protocol& protocol, const CompletionResult& result) {
+  const int64_t first = call.first_token_us.load();
+  const double ttft_ms = first >= 0 ? first / 1000.0 : result.ttft_ms;
+  const auto prompt = static_cast<int64_t>(call.request.prompt.size());
+  const auto generated = static_cast<int64_t>(result.tokens.size());
+  metrics_.record_completion(result.restore, prompt, generated, ttft_ms);
+  metrics_.record_speculation(result.speculative);
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  activity_.record(CompletedRequest{call.request_id, now_ms, protocol.route, call.request.name_space, prompt, generated,
+                                    ttft_ms, result.restore});
 }
 
 void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Response& res) {
@@ -584,52 +640,51 @@ void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Respons
           const std::deque<std::string> batch = call->events->take(std::chrono::milliseconds(100), &closed);
           for (const auto& e : batch) {
             if (!sink.write(e.data(), e.size())) {
-              call->job->cancelled = true;
+              call->cancelled = true;
               return false;
             }
           }
           if (closed) {
             sink.done();
             // The last event is written: only now may an audit look at it.
-            const Job& job = *call->job;
-            if (job.status && !job.cancelled) backend_->response_finished(job.request, job.result);
+            // (The channel closes just before the outcome is set: wait for it.)
+            std::unique_lock<std::mutex> lock(call->mu);
+            call->cv.wait(lock, [&] { return call->done; });
+            if (call->status && !call->cancelled) backend_->response_finished(call->request, call->result);
             return true;
           }
           if (batch.empty() && !sink.is_writable()) {
-            call->job->cancelled = true;
+            call->cancelled = true;
             return false;
           }
         }
       },
       [this, call](bool) {
-        call->job->cancelled = true;  // a no-op when it finished; stops it when the stream broke
+        call->cancelled = true;  // a no-op when it finished; stops it when the stream broke
         release_active();
       });
 }
 
-void Server::respond_when_done(const Call& call, const httplib::Request& req, httplib::Response& res) {
-  Job& job = *call.job;
+void Server::respond_when_done(Call& call, const httplib::Request& req, httplib::Response& res) {
   ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
-  std::unique_lock<std::mutex> lock(job.mu);
-  while (!job.done) {
-    job.cv.wait_for(lock, std::chrono::milliseconds(100));
-    if (!job.done && !job.cancelled && !probe.alive()) job.cancelled = true;
+  std::unique_lock<std::mutex> lock(call.mu);
+  while (!call.done) {
+    call.cv.wait_for(lock, std::chrono::milliseconds(100));
+    if (!call.done && !call.cancelled && !probe.alive()) call.cancelled = true;
   }
-  if (job.cancelled) {
+  if (call.cancelled) {
     res.status = 499;  // nobody is listening; nginx's code for it
-  } else if (job.status.code() == Code::kResourceExhausted) {
-    throw ApiException{deadline_error(job.status.message())};
-  } else if (!job.status) {
-    throw ApiException{internal_error(call.request_id)};
+  } else if (!call.status) {
+    throw ApiException{status_error(call.status, "", call.request_id)};
   } else {
     // The restore record in headers too, for protocols whose bodies have no room for it.
-    const RestoreRecord& r = job.result.restore;
+    const RestoreRecord& r = call.result.restore;
     res.set_header("X-Restore-Mode", r.mode.name());
     res.set_header("X-Restore-Point", std::to_string(r.restore_point));
     res.set_header("X-Restore-Stored-Tokens", std::to_string(r.stored_tokens));
-    res.set_content(dump_json(call.generation->response(job.result)), kJson);
+    res.set_content(dump_json(call.generation->response(call.result)), kJson);
     // The response is complete; the audit (if any) starts from here.
-    backend_->response_finished(job.request, job.result);
+    backend_->response_finished(call.request, call.result);
   }
 }
 
@@ -667,19 +722,20 @@ Status Server::serve() {
 Status Server::shutdown() {
   const auto deadline = Clock::now() + options_.shutdown_deadline;
   draining_ = true;
-  scheduler_.close();
+  Admission& admission = backend_->admission();
+  admission.close();
   auto left = [&] {
     return std::max(std::chrono::milliseconds(0),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
   };
-  bool idle = scheduler_.drain(left());
+  const bool idle = admission.drain(left());
   {
     std::unique_lock<std::mutex> lock(active_mu_);
     active_cv_.wait_until(lock, deadline, [this] { return active_ == 0; });
   }
   http_->stop();
   http_->connections().shutdown();  // the kept-alive connections; joins the request threads
-  Status flushed = backend_->close_bank(left());
+  Status flushed = bank_->close_bank(left());
   if (!idle) return Status::exhausted("requests still ran at the shutdown deadline; they were cancelled");
   return flushed;
 }

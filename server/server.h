@@ -17,9 +17,11 @@
 //     namespace the request's bank state lives in (server/namespace.h). The
 //     bank admin routes (/v1/bank, /metrics: they show every tenant's
 //     traffic) need an admin key (else 403); check_admin() is their guard.
-//  3. Completions queue in front of the engine (server/scheduler.h), which
-//     batches up to max_running of them: a full queue is 429 with
-//     Retry-After, a server that is shutting down answers 503.
+//  3. Completions are admitted by the engine's one queue (Backend::submit,
+//     engine/admission.h), which runs up to max_running of them in its step
+//     loop: a full queue is 429 with Retry-After, a server that is shutting
+//     down answers 503 (admission_error(), server/errors.h). No thread waits
+//     per running request but the HTTP thread that answers it.
 //  4. A client that disconnects cancels its request at the engine's next
 //     step; a request still running at its deadline (request_timeout from
 //     arrival) is cancelled there too and answered 504 (a stream ends with
@@ -33,8 +35,9 @@
 //     as a whole (body_timeout).
 //  9. The key is checked before a body is read; a body is at most
 //     max_body_bytes as it arrives (chunked, compressed: decoded), else 413.
-//  10. With two or more tenants, one tenant holds at most tenant_share of the
-//     running and queued slots (429 tenant_share_exceeded beyond it).
+//  10. With two or more tenants, one tenant holds at most the engine's
+//     tenant_share of the running and queued slots (429
+//     tenant_share_exceeded beyond it); with fewer, no share applies.
 //  6. The prompt is limited to the model's context length, or less
 //     (limits.max_prompt_tokens).
 //  7. shutdown() finishes what was accepted, stops listening, then flushes
@@ -59,12 +62,12 @@
 #include "common/status.h"
 #include "server/activity.h"
 #include "server/backend.h"
+#include "server/bank_admin.h"
 #include "server/completion_setup.h"
 #include "server/metrics.h"
 #include "server/namespace.h"
 #include "server/renderer.h"
 #include "server/request_parse.h"
-#include "server/scheduler.h"
 
 namespace httplib {
 class ContentReader;
@@ -82,28 +85,22 @@ inline constexpr size_t kBodyBeyondPrompt = 1u << 20;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                   // 0: any free port
-  ApiKeys keys;                      // empty: no keys (loopback, single user)
+  int port = 8000;  // 0: any free port
+  ApiKeys keys;     // empty: no keys (loopback, single user)
   // A tenant whose unsalted namespace every other tenant may restore from
   // (server/namespace.h); empty: none. REQUIRES: a tenant of `keys`.
   std::string shared_tenant;
   // At most this, and at most prompt_bytes_limit() + kBodyBeyondPrompt (the
   // server lowers it to that when it starts).
   size_t max_body_bytes = 16u << 20;
-  ParseLimits limits;                // vocab_size is taken from the backend; max_prompt_tokens
-                                     // 0 or above the context length means the context length
-  int max_running = 8;               // completions handed to the backend at once (the engine's)
-  size_t max_queue = 64;             // waiting completions before 429
-  // With two or more tenants: the fraction of the running and queued slots
-  // (max_running + max_queue) one tenant may hold at once (at least one
-  // slot); 1: no share. One more of its own is 429 tenant_share_exceeded.
-  double tenant_share = 0.5;
-  int spare_threads = 16;            // request threads beyond running + queued completions
-  size_t max_connections = 1024;     // open at once; at the cap the longest-waiting one makes room
+  ParseLimits limits;                               // vocab_size is taken from the backend; max_prompt_tokens
+                                                    // 0 or above the context length means the context length
+  int spare_threads = 16;                           // request threads beyond the engine's running + queued completions
+  size_t max_connections = 1024;                    // open at once; at the cap the longest-waiting one makes room
   std::chrono::milliseconds header_timeout{10000};  // a request header, whole, from the accept or the last response
   std::chrono::milliseconds body_timeout{60000};    // a request body, whole, once its header is in
-  std::chrono::seconds io_timeout{10};         // one read or write on a connection
-  std::chrono::seconds request_timeout{1800};  // a completion from arrival to its end; 0: none
+  std::chrono::seconds io_timeout{10};              // one read or write on a connection
+  std::chrono::seconds request_timeout{1800};       // a completion from arrival to its end; 0: none
   std::chrono::milliseconds shutdown_deadline{30000};
   // Other names the model answers to on every route (--served-model-name:
   // agents ask for their own model names); /v1/models lists them too.
@@ -128,7 +125,9 @@ class Server {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Server(Backend* backend, ServerOptions options);
+  // `backend` and `bank` are two views of one backend (EngineBackend);
+  // both outlive the server.
+  Server(Backend* backend, BankAdmin* bank, ServerOptions options);
   ~Server();
 
   // Binds the listening socket; *port is the bound port.
@@ -138,7 +137,7 @@ class Server {
   Status shutdown();
   // After shutdown(): true when no request is queued or running (the model
   // workers can be joined). False only when requests outran the deadline.
-  bool idle() const { return scheduler_.queued() == 0 && scheduler_.running() == 0; }
+  bool idle() const { return backend_->admission().queued() == 0 && backend_->admission().running() == 0; }
 
  private:
   struct Call;  // one completion in flight
@@ -150,7 +149,7 @@ class Server {
   void install_info_routes();  // /health, /v1/models, /metrics
   void install_completion_routes();
   void install_error_handlers();  // errors in OpenAI's shape; request metrics
-  void install_bank_routes();  // server/bank_routes.cpp
+  void install_bank_routes();     // server/bank_routes.cpp
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
                          const Protocol& protocol);
   // The body, read after the route's key check: at most max_body_bytes as
@@ -162,9 +161,14 @@ class Server {
   // REQUIRES: `protocol` outlives the call (the Protocols are static).
   std::shared_ptr<Call> start_call(PreparedCompletion prepared, const Protocol& protocol, Clock::time_point arrived,
                                    const std::string& request_id);
-  void submit(const Call& call);  // throws 429 / 503
+  // Hands the call to the engine's queue; throws 429 / 503 (admission_error).
+  void submit(const std::shared_ptr<Call>& call, const Protocol& protocol);
+  // The call's end (on an engine thread): its outcome, metrics, a stream's
+  // last events, then the waiting HTTP thread is woken.
+  void end_call(Call& call, const Protocol& protocol, Status status, CompletionResult result);
+  void record_completion(const Call& call, const Protocol& protocol, const CompletionResult& result);
   void stream_response(const std::shared_ptr<Call>& call, httplib::Response& res);
-  void respond_when_done(const Call& call, const httplib::Request& req, httplib::Response& res);
+  void respond_when_done(Call& call, const httplib::Request& req, httplib::Response& res);
   // POST /v1/messages/count_tokens: the prompt's tokens as /v1/messages would render them.
   void handle_count_tokens(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res);
   CompletionInput completion_input(const httplib::Request& req, const std::string& request_id) const;
@@ -183,24 +187,29 @@ class Server {
   Route guarded(Route fn, bool admin = false);
   // The same for a route with a body: the check, then read_body, then fn.
   using BodyRouteFn = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
-  using BodyRoute =
-      std::function<void(const httplib::Request&, httplib::Response&, const httplib::ContentReader&)>;
+  using BodyRoute = std::function<void(const httplib::Request&, httplib::Response&, const httplib::ContentReader&)>;
   BodyRoute guarded_body(BodyRouteFn fn, bool admin = false);
   std::string next_request_id();
   void release_active();  // one completion response fully written
+  void call_ended();      // one call the engine held has ended
 
   Backend* backend_;
+  BankAdmin* bank_;
   ServerOptions options_;
-  Metrics metrics_;  // before scheduler_: a worker's last job may still count
+  Metrics metrics_;
   Activity activity_;
   std::unique_ptr<HttpServer> http_;
-  Scheduler scheduler_;
   int64_t started_at_ = 0;
   std::atomic<uint64_t> request_counter_{0};
   std::atomic<bool> draining_{false};
   std::mutex active_mu_;
   std::condition_variable active_cv_;
   int64_t active_ = 0;  // completion responses not yet fully written
+  // Calls the engine holds (submitted, not yet ended): their on_done uses
+  // this server, so the destructor waits for them.
+  std::mutex calls_mu_;
+  std::condition_variable calls_cv_;
+  int64_t calls_ = 0;
 };
 
 }  // namespace sb

@@ -17,14 +17,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "server/backend.h"
+#include "server/bank_admin.h"
 #include "server/chat_output.h"
 #include "server/request_parse.h"
 
@@ -61,8 +61,18 @@ class ByteTextStream : public TextStream {
   std::string held_;
 };
 
-class FakeBackend : public Backend {
+class FakeBackend : public Backend, public BankAdmin {
  public:
+  // The engine's admission (engine/admission.h) with these bounds; each
+  // admitted request runs complete() on one of max_running workers.
+  explicit FakeBackend(const EngineOptions& engine = {})
+      : admission_(AdmissionLimits{engine.max_running, engine.max_queue, engine.tenant_share, engine.max_running},
+                   [this](const std::shared_ptr<Ticket>& t) {
+                     CompletionResult result;
+                     Status s = complete(t->request, &result);
+                     admission_.finish(*t, std::move(s), std::move(result));
+                   }) {}
+
   std::atomic<int> completed{0};
   std::atomic<int> cancelled{0};
   std::atomic<int> per_token_sleep_us{0};
@@ -126,7 +136,13 @@ class FakeBackend : public Backend {
     return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
   }
 
-  Status complete(const CompletionRequest& request, CompletionResult* result) override {
+  Admit submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) override {
+    return admission_.submit(std::move(request), std::move(on_done), tenant);
+  }
+  Admission& admission() override { return admission_; }
+
+  // The fake engine itself, synchronous.
+  Status complete(const CompletionRequest& request, CompletionResult* result) {
     // Byte 0xFF never occurs in UTF-8 text: a prompt holding it stands for an engine bug.
     if (std::find(request.prompt.begin(), request.prompt.end(), 255) != request.prompt.end())
       return Status::internal("the fake engine was asked to fail");
@@ -257,6 +273,7 @@ class FakeBackend : public Backend {
   bool held_ = false;
   std::atomic<int> running_{0};
   std::set<std::string> stored_;
+  Admission admission_;  // last: destroyed first, it waits for the runs that use the rest
 };
 
 }  // namespace sb::testing

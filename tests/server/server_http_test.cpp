@@ -1,7 +1,7 @@
 // The HTTP layer over a fake backend: response shapes, streaming, limits and
 // bad input, authentication, cancellation on disconnect, queueing, shutdown.
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <cstring>
@@ -42,8 +42,10 @@ void expect_openai_error(const httplib::Result& r, int status, const std::string
   EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << r->body;
   EXPECT_TRUE(e["type"].is_string()) << r->body;
   EXPECT_TRUE(e.contains("param") && e.contains("code")) << r->body;
-  if (param.empty()) EXPECT_TRUE(e["param"].is_null()) << r->body;
-  else EXPECT_EQ(e["param"], param) << r->body;
+  if (param.empty())
+    EXPECT_TRUE(e["param"].is_null()) << r->body;
+  else
+    EXPECT_EQ(e["param"], param) << r->body;
 }
 
 void expect_serving(httplib::Client& c) {
@@ -69,7 +71,8 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
 
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back('a' + i % 26);
-  auto r = post(*c, "/v1/completions", {{"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}});
+  auto r = post(*c, "/v1/completions",
+                {{"model", "fake-model"}, {"prompt", prompt}, {"max_tokens", 8}, {"logprobs", 2}, {"seed", 7}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
@@ -77,9 +80,9 @@ TEST(ServerHttp, HealthModelsAndCompletionShape) {
   EXPECT_EQ(j["model"], "fake-model");
   EXPECT_TRUE(j["id"].get<std::string>().rfind("cmpl-", 0) == 0);
   EXPECT_EQ(j["usage"]["prompt_tokens"], 40);
-  for (const char* f : {"mode", "restore_point", "matched_tokens", "common_prefix_tokens", "snapshot_position", "blocks",
-                        "bytes_read", "checks", "check_failures", "prefill_tokens", "lookup_ms", "restore_ms",
-                        "prefill_ms"})
+  for (const char* f :
+       {"mode", "restore_point", "matched_tokens", "common_prefix_tokens", "snapshot_position", "blocks", "bytes_read",
+        "checks", "check_failures", "prefill_tokens", "lookup_ms", "restore_ms", "prefill_ms"})
     EXPECT_TRUE(j["restore"].contains(f)) << f;
   EXPECT_EQ(j["restore"]["mode"], "cold");
   EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], j["restore"]["restore_point"]);
@@ -179,17 +182,18 @@ TEST(ServerHttp, StopStringsCutTextInBothModes) {
   body["stream"] = true;
   auto events = sse_payloads(post(*c, "/v1/completions", body)->body);
   std::string text;
-  for (size_t i = 0; i + 1 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(text, cut);
 }
 
 TEST(ServerHttp, ChatReasoningToolCallsAndStreaming) {
   TestServer ts;
   auto c = ts.client();
-  json tools = {{{"type", "function"},
-                 {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}};
-  auto r = post(*c, "/v1/chat/completions",
-                {{"messages", {{{"role", "user"}, {"content", "CALL_TOOL please"}}}}, {"tools", tools}, {"max_tokens", 100}});
+  json tools = {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}};
+  auto r = post(
+      *c, "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", "CALL_TOOL please"}}}}, {"tools", tools}, {"max_tokens", 100}});
   ASSERT_EQ(r->status, 200) << r->body;
   json j = json::parse(r->body);
   EXPECT_EQ(j["object"], "chat.completion");
@@ -200,8 +204,9 @@ TEST(ServerHttp, ChatReasoningToolCallsAndStreaming) {
   EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"], "Paris");
   EXPECT_TRUE(msg["content"].is_null());
 
-  auto think = post(*c, "/v1/chat/completions",
-                    {{"messages", {{{"role", "user"}, {"content", "THINK about it"}}}}, {"max_tokens", 100}, {"stream", true}});
+  auto think =
+      post(*c, "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "THINK about it"}}}}, {"max_tokens", 100}, {"stream", true}});
   auto events = sse_payloads(think->body);
   std::string content, reasoning;
   for (size_t i = 0; i + 1 < events.size(); ++i) {
@@ -229,9 +234,9 @@ TEST(ServerHttp, BadInputGetsOpenAIErrorsAndTheServerKeepsServing) {
   // Malformed JSON, a non-object, deep nesting.
   expect_openai_error(c->Post("/v1/completions", "{\"prompt\": [1, 2", "application/json"), 400, "");
   expect_openai_error(c->Post("/v1/completions", "[]", "application/json"), 400, "");
-  expect_openai_error(c->Post("/v1/completions", "{\"a\":" + std::string(40, '[') + std::string(40, ']') + "}",
-                              "application/json"),
-                      400, "");
+  expect_openai_error(
+      c->Post("/v1/completions", "{\"a\":" + std::string(40, '[') + std::string(40, ']') + "}", "application/json"),
+      400, "");
   expect_serving(*c);
   // Wrong types, negative and huge numbers, bad token ids.
   expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", "5"}}), 400, "max_tokens");
@@ -245,15 +250,17 @@ TEST(ServerHttp, BadInputGetsOpenAIErrorsAndTheServerKeepsServing) {
   expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}}, {{"X-Cache-Mode", "maybe"}}), 400, "X-Cache-Mode");
   // Prompt too long: token ids and text (checked after tokenising).
   expect_openai_error(post(*c, "/v1/completions", {{"prompt", std::string(101, 'a')}}), 413, "prompt");
-  expect_openai_error(post(*c, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", std::string(200, 'a')}}}}}),
-                      413, "messages");
+  expect_openai_error(
+      post(*c, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", std::string(200, 'a')}}}}}), 413,
+      "messages");
   // Unknown model, unknown route.
   expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}, {"model", "gpt-9"}}), 404, "model");
   expect_openai_error(c->Get("/v1/nothing-here"), 404, "");
   expect_openai_error(c->Get("/v1/models/gpt-9"), 404, "model");
   // Unknown fields are refused, naming the field (nothing is silently dropped).
-  expect_openai_error(post(*c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"unknown", {{"deep", {1, 2}}}}}),
-                      400, "unknown");
+  expect_openai_error(
+      post(*c, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}, {"unknown", {{"deep", {1, 2}}}}}), 400,
+      "unknown");
   expect_serving(*c);
 }
 
@@ -355,18 +362,20 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
     auto r = c.send(req);
     EXPECT_TRUE(got);
   }
-  for (int i = 0; i < 300 && ts.backend.cancelled.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 300 && ts.backend.cancelled.load() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(ts.backend.cancelled.load(), 1);
   {
     // Not streaming: give up waiting after a moment.
     httplib::Client c("127.0.0.1", ts.port);
     c.set_read_timeout(0, 300000);
     // Seed 0: the fake's reply has no end-of-text token before the time-out.
-    auto r = c.Post("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}}.dump(),
-                    "application/json");
+    auto r =
+        c.Post("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}}.dump(), "application/json");
     EXPECT_FALSE(r);
   }
-  for (int i = 0; i < 300 && ts.backend.cancelled.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 300 && ts.backend.cancelled.load() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(ts.backend.cancelled.load(), 2);
   ts.backend.per_token_sleep_us = 0;
   auto c = ts.client();
@@ -375,9 +384,10 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
 
 TEST(ServerHttp, FullQueueAnswers429) {
   ServerOptions o;
-  o.max_running = 1;
-  o.max_queue = 1;
-  TestServer ts(o);
+  EngineOptions e;  // the fake engine's admission
+  e.max_running = 1;
+  e.max_queue = 1;
+  TestServer ts(o, 1 << 20, e);
   ts.backend.hold();
   json body = {{"prompt", "q"}, {"max_tokens", 2}};
   auto a = std::async(std::launch::async, [&] { return post(*ts.client(), "/v1/completions", body)->status; });

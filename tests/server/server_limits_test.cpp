@@ -8,8 +8,8 @@
 // thread busy /health and /metrics still answer and the rest is 503 at once,
 // a tenant over its share is 429 while others get in, and the prompt is
 // limited to the model's context length.
-#include <httplib.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -19,7 +19,6 @@
 #include <future>
 #include <thread>
 
-#include "server/scheduler.h"
 #include "tests/server/fake_backend.h"
 #include "tests/server/raw_socket.h"
 #include "tests/server/test_server.h"
@@ -52,7 +51,7 @@ bool wait_for_gauges(const TestServer& ts, size_t running, size_t queued, const 
 }
 
 TEST(ServerLimits, DefaultFlagsQueueThen429WithRetryAfterWhileHealthAndMetricsAnswer) {
-  const ServerOptions defaults;
+  const EngineOptions defaults;  // --max-running 8, --max-queue 64
   TestServer ts;
   std::vector<std::future<int>> held;
   ts.backend.hold();
@@ -88,36 +87,40 @@ TEST(ServerLimits, DefaultFlagsQueueThen429WithRetryAfterWhileHealthAndMetricsAn
   for (auto& f : held) EXPECT_EQ(f.get(), 200);
 }
 
-// A burst faster than the workers wake: every job up to workers + queue is
-// taken, whether or not a worker has picked its own up yet, and the next is
-// refused. (One clean-clone CI run refused 4 of 72 under load before the
-// scheduler counted the jobs its idle workers were about to take.)
+// A burst faster than the workers wake: every request up to running +
+// queue is admitted, whether or not a worker has taken its own yet, and the
+// next is refused; each admitted one ends exactly once. (One clean-clone CI
+// run refused 4 of 72 under load before admission counted the requests its
+// idle workers were about to take.)
 TEST(ServerLimits, ABurstFillsEveryWorkerAndTheWholeQueueBeforeItIsFull) {
-  constexpr int kWorkers = 8;
-  constexpr size_t kQueue = 64;
-  FakeBackend backend;
-  backend.hold();
-  std::vector<std::shared_ptr<Job>> jobs;
+  const EngineOptions e;  // 8 running, 64 waiting
+  const size_t capacity = static_cast<size_t>(e.max_running) + e.max_queue;
+  std::vector<std::atomic<int>> ended(capacity + 1);
+  std::atomic<bool> cancel{false};
   {
-    Scheduler scheduler(&backend, kWorkers, kQueue);
-    for (size_t i = 0; i < kWorkers + kQueue; ++i) {
-      jobs.push_back(std::make_shared<Job>());
-      jobs.back()->request.prompt = {1, 2};
-      jobs.back()->request.max_tokens = 1;
-      EXPECT_EQ(scheduler.submit(jobs.back()), Scheduler::Submit::kOk) << "job " << i;
+    FakeBackend backend(e);
+    backend.hold();
+    for (size_t i = 0; i <= capacity; ++i) {
+      CompletionRequest r;
+      r.prompt = {1, 2};
+      r.max_tokens = 1;
+      r.cancelled = [&] { return cancel.load(); };
+      const Admit admit = backend.submit(
+          std::move(r), [&, i](Status, CompletionResult) { ++ended[i]; }, "");
+      EXPECT_EQ(admit, i < capacity ? Admit::kOk : Admit::kFull) << "request " << i;
     }
-    auto extra = std::make_shared<Job>();
-    EXPECT_EQ(scheduler.submit(extra), Scheduler::Submit::kFull);
-    for (auto& job : jobs) job->cancelled = true;  // queued ones end without running
+    cancel = true;  // the queued ones end without running
     backend.release();
   }
-  for (auto& job : jobs) EXPECT_TRUE(job->done);
+  for (size_t i = 0; i < capacity; ++i) EXPECT_EQ(ended[i].load(), 1) << "request " << i;
+  EXPECT_EQ(ended[capacity].load(), 0);
 }
 
 TEST(ServerLimits, QueueTimeCountsInTimeToFirstToken) {
   ServerOptions o;
-  o.max_running = 1;
-  TestServer ts(o);
+  EngineOptions e;  // the fake engine's admission
+  e.max_running = 1;
+  TestServer ts(o, 1 << 20, e);
   std::future<int> a, b;
   ts.backend.hold();
   std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
@@ -168,10 +171,11 @@ std::string first_bytes(int fd, int ms) {
 
 TEST(ServerLimits, IdleConnectionsHoldNoRequestThread) {
   ServerOptions o;
-  o.max_running = 1;
-  o.max_queue = 1;
+  EngineOptions e;  // the fake engine's admission
+  e.max_running = 1;
+  e.max_queue = 1;
   o.spare_threads = 1;  // 3 request threads in all
-  TestServer ts(o);
+  TestServer ts(o, 1 << 20, e);
   std::vector<int> fds;
   for (int i = 0; i < 10; ++i) {
     fds.push_back(connect_to(ts.port));
@@ -210,9 +214,10 @@ TEST(ServerLimits, AtTheConnectionCapTheLongestWaitingConnectionMakesRoom) {
 // cap's connections on a thread, the new one is answered 503 at once.
 TEST(ServerLimits, AtTheCapWithEveryConnectionServedANewOneIs503AtOnce) {
   ServerOptions o;
+  EngineOptions e;  // the fake engine's admission
   o.max_connections = 2;
-  o.max_running = 2;
-  TestServer ts(o);
+  e.max_running = 2;
+  TestServer ts(o, 1 << 20, e);
   ts.backend.hold();
   std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
   std::vector<std::future<int>> held;
@@ -221,7 +226,8 @@ TEST(ServerLimits, AtTheCapWithEveryConnectionServedANewOneIs503AtOnce) {
       auto r = post(*ts.client(), {{"prompt", "q"}, {"max_tokens", 2}});
       return r ? r->status : -1;
     }));
-    for (int k = 0; k < 500 && ts.backend.running() <= i; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int k = 0; k < 500 && ts.backend.running() <= i; ++k)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_EQ(ts.backend.running(), i + 1);
   }
   const int extra = connect_to(ts.port);
@@ -244,10 +250,11 @@ TEST(ServerLimits, AtTheCapWithEveryConnectionServedANewOneIs503AtOnce) {
 
 TEST(ServerLimits, WithEveryRequestThreadBusyHealthAndMetricsAnswerAndOthersAre503AtOnce) {
   ServerOptions o;
-  o.max_running = 1;
-  o.max_queue = 1;
+  EngineOptions e;  // the fake engine's admission
+  e.max_running = 1;
+  e.max_queue = 1;
   o.spare_threads = 1;  // 3 request threads in all
-  TestServer ts(o);
+  TestServer ts(o, 1 << 20, e);
   ts.backend.hold();
   std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
   const json body = {{"prompt", "q"}, {"max_tokens", 2}};
@@ -314,8 +321,10 @@ TEST(ServerLimits, PipelinedRequestsOnOneConnectionAreEachAnswered) {
   const int fd = connect_to(ts.port);
   ASSERT_GE(fd, 0);
   const std::string body = json{{"prompt", "q"}, {"max_tokens", 2}}.dump();
-  const std::string post_req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string post_req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   const std::string all = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + post_req + post_req +
                           "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(::send(fd, all.data(), all.size(), MSG_NOSIGNAL), static_cast<ssize_t>(all.size()));
@@ -332,8 +341,8 @@ TEST(ServerLimits, AnUnreadBodyIsNotTakenForTheNextRequest) {
   const int fd = connect_to(ts.port);
   ASSERT_GE(fd, 0);
   const std::string inner = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
-  const std::string all = "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(inner.size()) +
-                          "\r\n\r\n" + inner;
+  const std::string all =
+      "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(inner.size()) + "\r\n\r\n" + inner;
   ASSERT_EQ(::send(fd, all.data(), all.size(), MSG_NOSIGNAL), static_cast<ssize_t>(all.size()));
   const std::string answers = read_all(fd, 5000);
   ::close(fd);
@@ -368,19 +377,19 @@ TEST(ServerLimits, ABodyTricklingPastTheBodyTimeoutIsCut) {
 // of four per tenant; the third of alice's is 429 while bob still gets in.
 TEST(ServerLimits, ATenantOverItsShareIs429WhileOthersGetIn) {
   ServerOptions o;
-  o.max_running = 1;
-  o.max_queue = 3;
-  o.tenant_share = 0.5;
+  EngineOptions e;  // the fake engine's admission
+  e.max_running = 1;
+  e.max_queue = 3;
+  e.tenant_share = 0.5;
   char path[] = "/tmp/sb_tenant_share_XXXXXX";
   const int kf = mkstemp(path);
   ASSERT_GE(kf, 0);
-  const std::string keys =
-      "alice alice-key-0123456789\nbob bob-key-0123456789ab\nops ops-key-0123456789abcd admin\n";
+  const std::string keys = "alice alice-key-0123456789\nbob bob-key-0123456789ab\nops ops-key-0123456789abcd admin\n";
   ASSERT_EQ(::write(kf, keys.data(), keys.size()), static_cast<ssize_t>(keys.size()));
   ::close(kf);
   ASSERT_TRUE(ApiKeys::load_file(path, &o.keys));
   ::unlink(path);
-  TestServer ts(o);
+  TestServer ts(o, 1 << 20, e);
   ts.backend.hold();
   std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
   auto as = [&](const char* key) {

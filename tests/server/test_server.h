@@ -1,14 +1,14 @@
-// TestServer: a Server over a FakeBackend on a free loopback port, serving
-// on its own thread for the length of one test.
+// TestServer: a Server over a FakeBackend (with `engine`'s admission bounds)
+// on a free loopback port, serving on its own thread for the length of one
+// test.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "server/server.h"
 #include "tests/server/fake_backend.h"
@@ -17,11 +17,12 @@ namespace sb::testing {
 
 class TestServer {
  public:
-  explicit TestServer(ServerOptions options = {}, int64_t context_length = 1 << 20) {
+  explicit TestServer(ServerOptions options = {}, int64_t context_length = 1 << 20, const EngineOptions& engine = {})
+      : backend(engine) {
     backend.context = context_length;
     options.host = "127.0.0.1";
     options.port = 0;
-    server_ = std::make_unique<Server>(&backend, options);
+    server_ = std::make_unique<Server>(&backend, &backend, options);
     Status s = server_->bind(&port);
     if (!s) throw std::runtime_error(s.to_string());
     thread_ = std::thread([this] { served = server_->serve(); });
