@@ -15,7 +15,7 @@ namespace {
 std::vector<int32_t> ngram(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated, int k) {
   NgramDrafter d;
   std::vector<int32_t> out;
-  d.draft(DraftContext{prompt, generated}, k, &out);
+  d.draft(DraftContext{prompt, generated, {}}, k, &out);
   return out;
 }
 
@@ -46,7 +46,7 @@ TEST(Speculation, OracleCorruptsItsShareAndNothingElse) {
     for (size_t at = 0; at < recorded.size(); at += 4) {
       out.clear();
       const std::vector<int32_t> generated(at, 0);
-      oracle.draft(DraftContext{none, generated}, 4, &out);
+      oracle.draft(DraftContext{none, generated, {}}, 4, &out);
       ASSERT_EQ(out.size(), 4u);
       for (size_t j = 0; j < 4; ++j) {
         ASSERT_GE(out[j], 0);
@@ -60,7 +60,7 @@ TEST(Speculation, OracleCorruptsItsShareAndNothingElse) {
   OracleDrafter oracle({1, 2, 3}, 0, 1, 10);
   std::vector<int32_t> out;
   const std::vector<int32_t> none, generated = {1, 2};
-  oracle.draft(DraftContext{none, generated}, 4, &out);
+  oracle.draft(DraftContext{none, generated, {}}, 4, &out);
   EXPECT_EQ(out, std::vector<int32_t>{3});
 }
 
