@@ -400,8 +400,9 @@ def quant_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def update_doc(path: str, text: str):
-    begin, end = "<!-- xcheck:begin -->", "<!-- xcheck:end -->"
+def update_doc(path: str, section: str, text: str):
+    """Replaces the <!-- section:begin --> ... <!-- section:end --> part of path."""
+    begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
     with open(path, encoding="utf-8") as f:
         doc = f.read()
     if begin not in doc or end not in doc:
@@ -460,7 +461,7 @@ def main():
             shutil.rmtree(a.work, ignore_errors=True)
     cpu1 = os.times()
     cpu = (cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system)
-    parts = []
+    parts, quant_part = [], ""
     if f32:
         parts.append(f"**f32** (tolerance {F32_TOL:g}):\n\n{f32_table(f32)}")
     if bf16:
@@ -469,17 +470,22 @@ def main():
         parts.append(f"**bf16** (statebank: {ours}; tolerance {BF16_FACTOR:g} x llama.cpp's own BF16-vs-F32 "
                      f"difference + {F32_TOL:g}):\n\n{bf16_table(bf16)}")
     if quant:
-        parts.append(f"**quantized** (the same GGUF file in both; distances are rel err over the compared rows; "
+        quant_part = (f"**quantized** (the same GGUF file in both; distances are rel err over the compared rows; "
                      f"\"exact activations\": llama.cpp on that file's weights dequantized to F32; a prompt passes "
                      f"when statebank's distance to it is at most {QUANT_FACTOR:g} x llama.cpp's):\n\n"
-                     f"{quant_table(quant)}")
+                      f"{quant_table(quant)}")
     all_results = f32 + bf16 + quant
-    parts.append(f"{len(all_results)} cases, {time.monotonic() - t0:.0f} s wall, {cpu:.0f} s CPU, "
-                 f"{a.threads} threads per process.")
-    text = "\n\n".join(parts)
-    print(text)
-    if a.update_doc:
-        update_doc(a.update_doc, text)
+    cost = (f"{len(all_results)} cases, {time.monotonic() - t0:.0f} s wall, {cpu:.0f} s CPU, "
+            f"{a.threads} threads per process.")
+    text = "\n\n".join(parts + [cost]) if parts else ""
+    if quant_part:
+        quant_part += "\n\n" + cost
+    print("\n\n".join(t for t in (text, quant_part) if t))
+    if a.update_doc:  # the f32/bf16 tables and the quantized one each in their own section
+        if text:
+            update_doc(a.update_doc, "xcheck", text)
+        if quant_part:
+            update_doc(a.update_doc, "xcheck-quant", quant_part)
     bad = [r for r in all_results if not r["ok"]]
     if bad:
         print(f"xcheck: {len(bad)} of {len(all_results)} cases fail", file=sys.stderr)
