@@ -36,6 +36,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -132,7 +133,7 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
              "decode / read-bandwidth bound: statebank / llama.cpp |", "|---|---|---|---|---|---|---|---|"]
     for m in measured:
         lines += gguf_rows(m, tests, threads)
-    lines += ["", "| preset | type | file | weights read per token | resident after load | after the first decode | "
+    lines += ["", "| preset | type | file | statebank reads per token | resident after load | after the first decode | "
               "read bandwidth |", "|---|---|---|---|---|---|---|"]
     for m in measured:
         o = m["ours"]
@@ -187,7 +188,7 @@ def command_line() -> str:
     if "--llama-bin" in argv:  # the wrapper's own argument
         i = argv.index("--llama-bin")
         argv = argv[:i] + argv[i + 2:]
-    return " ".join(["bench/compare_llama.sh"] + argv)
+    return shlex.join(["bench/compare_llama.sh"] + argv)
 
 
 def has_flag(binary: str, flag: str) -> bool:
