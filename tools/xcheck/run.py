@@ -302,12 +302,11 @@ class Xcheck:
             r.update(ours_d=dist(ours, llama_q), noise=dist(llama_q, llama_f32), ours_exact=dist(ours, exact),
                      llama_exact=dist(llama_q, exact), vs_f32=agreeing(llama_q, llama_f32),
                      vs_exact=(agreeing(ours, exact), agreeing(llama_q, exact)), same=same, qtype=qtype)
-            r["ratio"] = r["ours_d"] / r["noise"]
-            r["ratio_exact"] = r["ours_exact"] / r["llama_exact"]
+            r["ratio"], r["ratio_exact"] = ratio_of(r["ours_d"], r["noise"]), ratio_of(r["ours_exact"], r["llama_exact"])
             r.update(arch=arch, preset=preset, case=case.name, n=len(case.ids), ok=True)
             results.append(r)
             self.log(qtype, r)
-        ratio = sum(r["ours_exact"] for r in results) / sum(r["llama_exact"] for r in results)
+        ratio = ratio_of(sum(r["ours_exact"] for r in results), sum(r["llama_exact"] for r in results))
         for r in results:
             r.update(group_ratio=ratio, ok=ratio <= QUANT_FACTOR)
         print(f"  {arch:12s} {qtype}: distance to exact activations, summed: statebank / llama.cpp = {ratio:.2f}"
@@ -341,6 +340,11 @@ def read_rows(path: str, vocab: int) -> np.ndarray:
     if data.size % vocab:
         die(f"{path}: {data.size} floats is not a whole number of {vocab}-wide rows")
     return data.reshape(-1, vocab)
+
+
+def ratio_of(a: float, b: float) -> float:
+    """a / b, where 0 / 0 (two identical results) is 0 and a / 0 infinite."""
+    return a / b if b > 0 else (0.0 if a == 0 else float("inf"))
 
 
 def same_tensors(ours: str, theirs: str) -> str:
