@@ -102,8 +102,8 @@ def samples_of(results: list[dict], test: str, t: int, what: str) -> list[float]
 def measure_gguf(a, preset: str, gguf_type: str) -> dict:
     """llama-bench and runtime_bench on the same file, one after the other."""
     path = gguf_file(a.statebank, a.work, a.arch, preset, gguf_type)
-    print(f"compare_llama: {preset} {gguf_type}: llama-bench ({a.prefill}, tg{a.decode}, {a.reps} reps)", file=sys.stderr,
-          flush=True)
+    print(f"compare_llama: {preset} {gguf_type}: llama-bench ({a.prefill}, tg{a.decode}, {a.reps} reps)",
+          file=sys.stderr, flush=True)
     llama = json.loads(run([os.path.join(a.llama_bin, "llama-bench"), "-m", path, "-lm", "none", "-p", a.prefill,
                             "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"], quiet=True))
     print(f"compare_llama: {preset} {gguf_type}: runtime_bench", file=sys.stderr, flush=True)
@@ -118,7 +118,8 @@ def gguf_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
     rows = []
     for test in tests:
         for t in threads:
-            s, ll = samples_of(ours["results"], test, t, "runtime_bench"), samples_of(m["llama"], test, t, "llama-bench")
+            s = samples_of(ours["results"], test, t, "runtime_bench")
+            ll = samples_of(m["llama"], test, t, "llama-bench")
             bound = ""
             if test.startswith("tg"):
                 bound = (f"{best(s) * ours['weight_bytes_per_token'] / bw[t]:.0%} / "
@@ -139,7 +140,8 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
         o = m["ours"]
         size = o["file_bytes"]
         bws = ", ".join(f"{float(v) / 1e9:.1f} GB/s ({k} t)" for k, v in o["read_bandwidth"].items())
-        lines.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | {o['weight_bytes_per_token'] / 1e9:.2f} GB | "
+        lines.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | "
+                     f"{o['weight_bytes_per_token'] / 1e9:.2f} GB | "
                      f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
                      f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | {bws} |")
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -322,7 +324,9 @@ def main():
     note = f"\n\n**{a.note}**" if a.note else ""
     md = os.path.join(a.out, "runtime.md")
     old = open(md, encoding="utf-8").read() if os.path.exists(md) else ""
-    kept = old[old.index(GGUF_BEGIN):old.index(GGUF_END) + len(GGUF_END)] if GGUF_BEGIN in old and GGUF_END in old else ""
+    kept = ""
+    if GGUF_BEGIN in old and GGUF_END in old:  # the GGUF section (--gguf-types) stays
+        kept = old[old.index(GGUF_BEGIN):old.index(GGUF_END) + len(GGUF_END)]
     with open(md, "w") as f:
         f.write(f"# Runtime speed: statebank and llama.cpp side by side\n\nMade by `{command_line()}` "
                 f"(bench/compare_llama.py says how).{note}\n\n{table}\n\n{facts}{plot}\n"

@@ -302,7 +302,8 @@ class Xcheck:
             r.update(ours_d=dist(ours, llama_q), noise=dist(llama_q, llama_f32), ours_exact=dist(ours, exact),
                      llama_exact=dist(llama_q, exact), vs_f32=agreeing(llama_q, llama_f32),
                      vs_exact=(agreeing(ours, exact), agreeing(llama_q, exact)), same=same, qtype=qtype)
-            r["ratio"], r["ratio_exact"] = ratio_of(r["ours_d"], r["noise"]), ratio_of(r["ours_exact"], r["llama_exact"])
+            r["ratio"] = ratio_of(r["ours_d"], r["noise"])
+            r["ratio_exact"] = ratio_of(r["ours_exact"], r["llama_exact"])
             r.update(arch=arch, preset=preset, case=case.name, n=len(case.ids), ok=True)
             results.append(r)
             self.log(qtype, r)
@@ -406,7 +407,8 @@ def quant_table(results: list[dict]) -> str:
         lines.append(f"| {r['arch']} | {r['preset']} | {r['qtype']} | {r['case']} | {r['n']} | {r['ours_d']:.1e} | "
                      f"{r['noise']:.1e} | {r['ratio']:.2f} | {r['ours_exact']:.1e} / {r['llama_exact']:.1e} | "
                      f"{r['ratio_exact']:.2f} | {top20_cell(r)} | {greedy_cell(r)} | "
-                     f"{r['vs_exact'][0]}/{r['total']} / {r['vs_exact'][1]}/{r['total']} | {r['vs_f32']}/{r['total']} | "
+                     f"{r['vs_exact'][0]}/{r['total']} / {r['vs_exact'][1]}/{r['total']} | "
+                     f"{r['vs_f32']}/{r['total']} | "
                      f"{r['same']} |")
     lines += ["", "| arch | preset | type | distance to exact activations, summed over the prompts: statebank / "
               f"llama.cpp (rule: <= {QUANT_FACTOR:g}) |", "|---|---|---|---|"]
