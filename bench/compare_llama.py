@@ -16,7 +16,17 @@ llama.cpp's gguf-py. Steps:
      read per token over runtime_bench's read-only bandwidth probe at that
      thread count, measured in the same run).
 With --out DIR it writes DIR/runtime.md, DIR/runtime.csv and, with gnuplot,
-DIR/runtime.png. Wall-clock numbers move with load: compare ratios from one
+DIR/runtime.png.
+
+With --gguf-types q8_0,q4_k_m it measures GGUF files instead, for each
+--preset (e.g. 0.8b,4b) and type: the bf16 checkpoint written once by
+`statebank quantize` (kept in the work directory), then `llama-bench` and
+`runtime_bench --model` on that very file, and one markdown table: the ratio
+statebank / llama.cpp, decode against the read-bandwidth bound (the file's
+weight bytes read per token over the probe), and statebank's resident memory
+after loading the file and after the first decode, over the file's size.
+With --out DIR that table replaces the quantized section of DIR/runtime.md
+(the BF16 section stays). Progress goes to stderr. Wall-clock numbers move with load: compare ratios from one
 run on a quiet machine; the report records the load average.
 """
 from __future__ import annotations
@@ -26,6 +36,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,6 +78,121 @@ def same_weights(statebank: str, llama_bin: str, work: str, arch: str, preset: s
     return ckpt, bf16, q8
 
 
+def gguf_file(statebank: str, work: str, arch: str, preset: str, gguf_type: str) -> str:
+    """The preset's bf16 checkpoint as a GGUF file of gguf_type, written by statebank quantize once in `work`."""
+    os.makedirs(work, exist_ok=True)
+    ckpt = os.path.join(work, f"{arch}-{preset}-bf16")
+    if not os.path.exists(os.path.join(ckpt, "config.json")):
+        run([statebank, "gen-model", "--arch", arch, "--preset", preset, "--dtype", "bf16", ckpt])
+    out = f"{ckpt}.{gguf_type}.gguf"
+    if not os.path.exists(out):
+        run([statebank, "quantize", ckpt, out + ".tmp.gguf", "--type", gguf_type])
+        os.rename(out + ".tmp.gguf", out)
+    return out
+
+
+def samples_of(results: list[dict], test: str, t: int, what: str) -> list[float]:
+    for r in results:
+        name = r.get("test") or (f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}")
+        if name == test and r["n_threads"] == t:
+            return [float(x) for x in r["samples_ts"]]
+    die(f"{what} gave no {test} at {t} threads")
+
+
+def measure_gguf(a, preset: str, gguf_type: str) -> dict:
+    """llama-bench and runtime_bench on the same file, one after the other."""
+    path = gguf_file(a.statebank, a.work, a.arch, preset, gguf_type)
+    print(f"compare_llama: {preset} {gguf_type}: llama-bench ({a.prefill}, tg{a.decode}, {a.reps} reps)",
+          file=sys.stderr, flush=True)
+    llama = json.loads(run([os.path.join(a.llama_bin, "llama-bench"), "-m", path, "-lm", "none", "-p", a.prefill,
+                            "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"], quiet=True))
+    print(f"compare_llama: {preset} {gguf_type}: runtime_bench", file=sys.stderr, flush=True)
+    ours = json.loads(run([a.runtime_bench, "--model", path, "--threads", a.threads, "--prefill", a.prefill,
+                           "--decode", str(a.decode), "--reps", str(a.reps), "--json"]))
+    return {"preset": preset, "type": gguf_type, "path": path, "llama": llama, "ours": ours,
+            "llama_bytes": gguf_weight_bytes(path)}
+
+
+def gguf_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
+    ours, bw = m["ours"], {int(k): float(v) for k, v in m["ours"]["read_bandwidth"].items()}
+    rows = []
+    for test in tests:
+        for t in threads:
+            s = samples_of(ours["results"], test, t, "runtime_bench")
+            ll = samples_of(m["llama"], test, t, "llama-bench")
+            bound = ""
+            if test.startswith("tg"):
+                bound = (f"{best(s) * ours['weight_bytes_per_token'] / bw[t]:.0%} / "
+                         f"{best(ll) * m['llama_bytes'] / bw[t]:.0%}")
+            rows.append(f"| {m['preset']} | {m['type']} | {test} | {t} | {best(s):.1f} ({mean(s):.1f}) | "
+                        f"{best(ll):.1f} ({mean(ll):.1f}) | {best(s) / best(ll):.2f}x | {bound} |")
+    return rows
+
+
+def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], load: tuple, minutes: float) -> str:
+    lines = ["| preset | type | test | threads | statebank t/s | llama.cpp t/s | statebank / llama.cpp | "
+             "decode / read-bandwidth bound: statebank / llama.cpp |", "|---|---|---|---|---|---|---|---|"]
+    for m in measured:
+        lines += gguf_rows(m, tests, threads)
+    lines += ["", "| preset | type | file | statebank reads per token | resident after load | after the first decode | "
+              "read bandwidth |", "|---|---|---|---|---|---|---|"]
+    for m in measured:
+        o = m["ours"]
+        size = o["file_bytes"]
+        bws = ", ".join(f"{float(v) / 1e9:.1f} GB/s ({k} t)" for k, v in o["read_bandwidth"].items())
+        lines.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | "
+                     f"{o['weight_bytes_per_token'] / 1e9:.2f} GB | "
+                     f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
+                     f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | {bws} |")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    lines += ["", f"Model: {a.arch}, random bf16 weights written by `statebank quantize`; both programs read the same "
+              f"file. t/s: best of {a.reps} (mean in brackets); llama.cpp with `-lm none`; kernels "
+              f"{measured[0]['ours']['kernels']}. {cpu_name()}, {os.cpu_count()} CPUs; load average {load[0]:.1f} "
+              f"before, {load[1]:.1f} after; statebank {commit}, llama.cpp v0.5.0 (de3ff81); {datetime.date.today()}; "
+              f"{minutes:.0f} min."]
+    return "\n".join(lines)
+
+
+def run_gguf(a) -> int:
+    threads = [int(t) for t in a.threads.split(",")]
+    tests = [f"pp{n}" for n in a.prefill.split(",")] + [f"tg{a.decode}"]
+    t_start, load_before = time.monotonic(), os.getloadavg()
+    measured = [measure_gguf(a, preset, gguf_type) for preset in a.preset.split(",")
+                for gguf_type in a.gguf_types.split(",")]
+    text = gguf_report(a, measured, tests, threads, (load_before[0], os.getloadavg()[0]),
+                       (time.monotonic() - t_start) / 60)
+    print(text)
+    if a.out:
+        note = f"**{a.note}**\n\n" if a.note else ""
+        replace_section(os.path.join(a.out, "runtime.md"), GGUF_BEGIN, GGUF_END,
+                        f"## GGUF files: Q8_0 and Q4_K_M\n\nMade by `{command_line()}`.\n\n{note}{text}")
+    return 0
+
+
+GGUF_BEGIN, GGUF_END = "<!-- gguf:begin -->", "<!-- gguf:end -->"
+
+
+def replace_section(path: str, begin: str, end: str, text: str):
+    """Puts text between the markers in path (appended with them when absent)."""
+    doc = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    block = f"{begin}\n{text}\n{end}"
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc)
+
+
+def command_line() -> str:
+    argv = sys.argv[1:]
+    if "--llama-bin" in argv:  # the wrapper's own argument
+        i = argv.index("--llama-bin")
+        argv = argv[:i] + argv[i + 2:]
+    return shlex.join(["bench/compare_llama.sh"] + argv)
+
+
 def has_flag(binary: str, flag: str) -> bool:
     p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
     return p.returncode == 0 and flag in p.stdout
@@ -106,7 +232,15 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default="", help="write runtime.md, runtime.csv, runtime.png here (e.g. docs/bench)")
     ap.add_argument("--note", default="", help="a line for the report (e.g. 'measured under load')")
+    ap.add_argument("--gguf-types", default="", help="measure GGUF files of these types (q8_0,q4_k_m) instead of BF16")
     a = ap.parse_args()
+    if a.reps < 1:
+        die("--reps must be at least 1")
+    if a.gguf_types:
+        for gguf_type in a.gguf_types.split(","):
+            if gguf_type not in ("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"):
+                die(f"--gguf-types: unknown type {gguf_type} (q8_0, q4_0, q4_k_m, q5_k_m, q6_k)")
+        return run_gguf(a)
     threads = [int(t) for t in a.threads.split(",")]
     prefills = [int(n) for n in a.prefill.split(",")]
     os.makedirs(a.work, exist_ok=True)
@@ -187,15 +321,16 @@ def main():
         plot = "\n\n![tokens per second, statebank and llama.cpp](runtime.png)"
     else:
         plot = "\n\n(gnuplot is not installed, so no plot: apt-get install gnuplot-nox)"
-    argv = sys.argv[1:]
-    if "--llama-bin" in argv:  # the wrapper's own argument
-        i = argv.index("--llama-bin")
-        argv = argv[:i] + argv[i + 2:]
-    command = " ".join(["bench/compare_llama.sh"] + argv)
     note = f"\n\n**{a.note}**" if a.note else ""
-    with open(os.path.join(a.out, "runtime.md"), "w") as f:
-        f.write(f"# Runtime speed: statebank and llama.cpp side by side\n\nMade by `{command}` "
-                f"(bench/compare_llama.py says how).{note}\n\n{table}\n\n{facts}{plot}\n")
+    md = os.path.join(a.out, "runtime.md")
+    old = open(md, encoding="utf-8").read() if os.path.exists(md) else ""
+    kept = ""
+    if GGUF_BEGIN in old and GGUF_END in old:  # the GGUF section (--gguf-types) stays
+        kept = old[old.index(GGUF_BEGIN):old.index(GGUF_END) + len(GGUF_END)]
+    with open(md, "w") as f:
+        f.write(f"# Runtime speed: statebank and llama.cpp side by side\n\nMade by `{command_line()}` "
+                f"(bench/compare_llama.py says how).{note}\n\n{table}\n\n{facts}{plot}\n"
+                + (f"\n{kept}\n" if kept else ""))
     return 0
 
 

@@ -6,6 +6,8 @@
 # bench/compare_llama.py (its docstring says what it measures). A bench, not a
 # test: CI does not run it.
 #   bench/compare_llama.sh [--reps 3] [--threads 1,2] [--out docs/bench] [--note TEXT] [--work DIR]
+#   bench/compare_llama.sh --gguf-types q8_0,q4_k_m --preset 0.8b,4b --threads 2 [--reps 1] [--out docs/bench]
+#     (the same GGUF files, made by statebank quantize, in both programs; see the .py)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/tools/llama/env.sh"

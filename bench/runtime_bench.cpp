@@ -5,8 +5,13 @@
 // bandwidth probe with the same number of threads (a memcpy probe would count
 // every byte twice).
 //
-// usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2]
+// usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR | --model FILE.gguf] [--threads 1,2]
 //                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json] [--help]
+//
+// --model runs a GGUF file (any type `--model` takes elsewhere) and reports
+// the process's resident memory after loading it and after the first decode
+// (every weight touched) beside the file's size: the file is mapped, so the
+// weights should cost about the file and no second copy.
 //
 // Each prefill length runs on a fresh State, and so does decode (from an
 // empty context, as llama-bench's tg test). --reps repeats every
@@ -17,10 +22,12 @@
 // sample in the layout of `llama-bench -o json` (test, n_threads, samples_ts,
 // avg_ts) so that a script reads both tools' results alike.
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -32,6 +39,7 @@
 #include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
+#include "model/gguf_model.h"
 #include "model/model.h"
 #include "runtime/cpu/backend.h"
 
@@ -86,10 +94,59 @@ Status int_list(const Args& args, const std::string& name, const std::string& fa
   while (std::getline(ss, item, ',')) {
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1) return Status::invalid("--" + name + ": '" + item + "' is not a positive integer");
+    if (item.empty() || *end != '\0' || v < 1)
+      return Status::invalid("--" + name + ": '" + item + "' is not a positive integer");
     out->push_back(v);
   }
   if (out->empty()) return Status::invalid("--" + name + " is empty");
+  return Status::ok();
+}
+
+// Resident set size of this process in bytes (0 where /proc is absent).
+uint64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return 1024 * std::strtoull(line.c_str() + 6, nullptr, 10);
+  return 0;
+}
+
+// The weights a benchmark runs: a checkpoint directory (--dir, or the
+// preset's generated one) or a GGUF file (--model); its config and the bytes
+// read per decoded token (every matrix once; a tied embedding as the head,
+// an untied one not at all: a lookup reads one row).
+struct Weights {
+  std::string path;
+  ModelConfig config;
+  uint64_t bytes_per_token = 0;
+  uint64_t file_bytes = 0;  // a GGUF file's size; 0 for a directory
+};
+
+uint64_t bytes_per_token(const Checkpoint& ckpt, const ModelConfig& config) {
+  uint64_t bytes = 0;
+  for (const auto& [name, t] : ckpt.tensors()) bytes += t.nbytes;
+  if (!config.tie_word_embeddings) bytes -= ckpt.find(config.tensor_prefix + "embed_tokens.weight")->nbytes;
+  return bytes;
+}
+
+Status open_weights(const Args& args, const std::string& arch, const std::string& preset, Weights* out) {
+  if (args.has("model")) {
+    out->path = args.get("model");
+    if (args.has("dir")) return Status::invalid("--dir and --model exclude each other");
+    if (!is_gguf_path(out->path)) return Status::invalid("--model takes a .gguf file; a checkpoint directory is --dir");
+    GgufModel gguf;
+    SB_RETURN_IF_ERROR(open_gguf_model(out->path, &gguf));
+    out->config = gguf.config;
+    out->bytes_per_token = bytes_per_token(*gguf.checkpoint, gguf.config);
+    struct stat st {};
+    if (stat(out->path.c_str(), &st) == 0) out->file_bytes = static_cast<uint64_t>(st.st_size);
+    return Status::ok();
+  }
+  SB_RETURN_IF_ERROR(bench_checkpoint(arch, preset, args.get("dir"), &out->path, &out->config));
+  std::unique_ptr<Checkpoint> ckpt;
+  SB_RETURN_IF_ERROR(Checkpoint::open(out->path, &ckpt));
+  SB_RETURN_IF_ERROR(parse_config(out->path, &out->config));  // --dir may hold another config than the preset
+  out->bytes_per_token = bytes_per_token(*ckpt, out->config);
   return Status::ok();
 }
 
@@ -103,13 +160,15 @@ struct Sample {
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  Args args({"arch", "preset", "dir", "threads", "prefill", "decode", "reps", "precision"}, {"json", "help"});
+  Args args({"arch", "preset", "dir", "model", "threads", "prefill", "decode", "reps", "precision"}, {"json", "help"});
   std::vector<int64_t> thread_counts, prefills;
   int64_t n_decode = 0, reps = 0;
   Status s = args.parse(argc, argv);
   if (s && args.has("help")) {  // scripts probe the flags here
-    std::printf("usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR] [--threads 1,2] [--prefill 512[,2048]]"
-                " [--decode 32] [--reps 1] [--precision bf16|f32] [--json]\n");
+    std::printf(
+        "usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR | --model FILE.gguf] [--threads 1,2]"
+        " [--prefill 512[,2048]]"
+        " [--decode 32] [--reps 1] [--precision bf16|f32] [--json]\n");
     return 0;
   }
   if (s) s = int_list(args, "threads", "1,2", &thread_counts);
@@ -122,18 +181,14 @@ int main(int argc, char** argv) {
     if ((s = parse_precision(args.get("precision"), &p))) options.precision = p;
   }
   const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
-  std::string dir;
-  ModelConfig config;
-  if (s) s = bench_checkpoint(arch, preset, args.get("dir"), &dir, &config);
+  Weights weights;
+  if (s) s = open_weights(args, arch, preset, &weights);
   if (!s) return fail(s);
-  std::unique_ptr<Checkpoint> ckpt;
-  if (!(s = Checkpoint::open(dir, &ckpt))) return fail(s);
-  if (!(s = parse_config(dir, &config))) return fail(s);  // --dir may hold another config than the preset
-  // Per decoded token every matrix is read once; a tied embedding is read as the head.
-  uint64_t weight_bytes = 0;
-  for (const auto& [name, t] : ckpt->tensors()) weight_bytes += t.nbytes;
-  if (!config.tie_word_embeddings) weight_bytes -= ckpt->find(config.tensor_prefix + "embed_tokens.weight")->nbytes;
-  ckpt.reset();
+  const std::string& dir = weights.path;
+  // A GGUF file's model is its metadata's, whatever --arch and --preset say.
+  const std::string model_name = args.has("model") ? std::string(arch_name(weights.config.arch)) : arch + " " + preset;
+  const uint64_t weight_bytes = weights.bytes_per_token;
+  uint64_t rss_after_load = 0, rss_after_decode = 0;
   std::map<int64_t, double> bandwidth;
   for (int64_t t : thread_counts) bandwidth[t] = read_bandwidth(static_cast<int>(t));
 
@@ -147,6 +202,7 @@ int main(int argc, char** argv) {
     options.threads = static_cast<int>(threads);
     if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail(s);
     kernels = model->kernels_name();
+    if (!rss_after_load) rss_after_load = resident_bytes();
     const size_t first = samples.size();
     for (int64_t n : prefills) samples.push_back({"pp" + std::to_string(n), static_cast<int>(threads), {}, {}});
     samples.push_back({"tg" + std::to_string(n_decode), static_cast<int>(threads), {}, {}});
@@ -162,6 +218,7 @@ int main(int argc, char** argv) {
       State state = model->new_state();
       std::vector<float> logits;
       if (!(s = model->decode(state, 0, &logits))) return fail(s);  // first touch outside the timing
+      if (!rss_after_decode) rss_after_decode = resident_bytes();
       const double w0 = wall_s(), c0 = cpu_s();
       for (int64_t i = 0; i < n_decode; ++i)
         if (!(s = model->decode(state, static_cast<int32_t>(i % 1000), &logits))) return fail(s);
@@ -177,9 +234,12 @@ int main(int argc, char** argv) {
     return sum / static_cast<double>(v.size());
   };
   if (args.has("json")) {
-    std::printf("{\"model\": \"%s %s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
-                "\"read_bandwidth\": {",
-                arch.c_str(), preset.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes));
+    std::printf(
+        "{\"model\": \"%s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
+        "\"file_bytes\": %llu, \"rss_after_load\": %llu, \"rss_after_decode\": %llu, \"read_bandwidth\": {",
+        model_name.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes),
+        static_cast<unsigned long long>(weights.file_bytes), static_cast<unsigned long long>(rss_after_load),
+        static_cast<unsigned long long>(rss_after_decode));
     bool first = true;
     for (const auto& [t, bw] : bandwidth) {
       std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw);
@@ -188,8 +248,8 @@ int main(int argc, char** argv) {
     std::printf("},\n \"results\": [\n");
     for (size_t i = 0; i < samples.size(); ++i) {
       const Sample& x = samples[i];
-      std::printf("  {\"test\": \"%s\", \"n_threads\": %d, \"avg_ts\": %.3f, \"samples_ts\": [", x.test.c_str(), x.threads,
-                  avg(x.ts));
+      std::printf("  {\"test\": \"%s\", \"n_threads\": %d, \"avg_ts\": %.3f, \"samples_ts\": [", x.test.c_str(),
+                  x.threads, avg(x.ts));
       for (size_t k = 0; k < x.ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.ts[k]);
       std::printf("], \"samples_cpu_ts\": [");
       for (size_t k = 0; k < x.cpu_ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.cpu_ts[k]);
@@ -198,15 +258,19 @@ int main(int argc, char** argv) {
     std::printf(" ]}\n");
     return 0;
   }
-  std::printf("model %s preset %s (%s), kernels %s, %.2f GB of weights read per decoded token\n", arch.c_str(),
-              preset.c_str(), dir.c_str(), kernels.c_str(), weight_bytes / 1e9);
+  std::printf("model %s (%s), kernels %s, %.2f GB of weights read per decoded token\n", model_name.c_str(), dir.c_str(),
+              kernels.c_str(), weight_bytes / 1e9);
   std::printf("| test | threads | t/s, best of %lld [CPU time] | decode / read-bandwidth bound |\n|---|---|---|---|\n",
               static_cast<long long>(reps));
   for (const Sample& x : samples) {
     char frac[32] = "";
-    if (x.test.rfind("tg", 0) == 0) std::snprintf(frac, sizeof frac, "%.2f", best(x.ts) * weight_bytes / bandwidth[x.threads]);
+    if (x.test.rfind("tg", 0) == 0)
+      std::snprintf(frac, sizeof frac, "%.2f", best(x.ts) * weight_bytes / bandwidth[x.threads]);
     std::printf("| %s | %d | %.2f [%.2f] | %s |\n", x.test.c_str(), x.threads, best(x.ts), best(x.cpu_ts), frac);
   }
+  if (weights.file_bytes)
+    std::printf("resident memory: %.1f MB after load, %.1f MB after the first decode; file %.1f MB\n",
+                rss_after_load / 1e6, rss_after_decode / 1e6, weights.file_bytes / 1e6);
   std::printf("read bandwidth:");
   for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%lld threads)", bw / 1e9, static_cast<long long>(t));
   std::printf("\n");

@@ -34,6 +34,22 @@ fp32 math on the bf16 weights, which must then match llama.cpp's F32 run of
 the same weights within F32_TOL. Against llama.cpp's BF16 run the tolerance is
 BF16_FACTOR times llama.cpp's own BF16-vs-F32 difference on the same rows.
 
+q8_0, q4_k_m: GGUF files of the f32 checkpoint written by `statebank
+quantize`, the same file run by statebank and by llama.cpp, on QUANT_CASES.
+Three more voices: llama.cpp on the F32 file (its own quantization error),
+llama.cpp on the quantized file's weights dequantized to F32 ("exact
+activations": the same weights, activations not rounded to int8) and
+llama-quantize's file of the same weights (how many tensors are
+byte-identical to ours). Both sides round activations to int8 per block;
+where one activation lands on the other side of a rounding boundary in one
+implementation, the difference propagates, so the two sides differ by about
+as much as either differs from the exact activations. An architecture and
+type pass when statebank's distance to the exact activations, summed over
+the prompts, is at most QUANT_FACTOR times llama.cpp's: statebank's
+activation rounding costs no more than llama.cpp's. (Summed: in the MoE
+families one rounding flip can turn a router's choice, so a single prompt's
+distances are of order 1 on either side.)
+
 Exit status: 0 every case passes, 1 some case fails, 2 usage or tool failure.
 """
 from __future__ import annotations
@@ -54,6 +70,9 @@ ARCHES = ["qwen3", "qwen3_next", "qwen3_5", "qwen3_5_moe"]
 LENGTHS = [1, 63, 64, 65, 257, 1100]
 F32_TOL = 1e-4
 BF16_FACTOR = 3.0
+QUANT_TYPES = {"q8_0": "Q8_0", "q4_k_m": "Q4_K_M"}  # statebank quantize --type: llama-quantize's name
+QUANT_FACTOR = 1.5
+QUANT_CASES = ["1 tokens", "65 tokens", "257 tokens", "chat"]
 N_ORDINARY = 151643  # ids below the Qwen tokenizer's special tokens
 CHAT = [
     {"role": "system", "content": "You are a careful assistant. Answer briefly."},
@@ -179,7 +198,7 @@ class Xcheck:
         cmd = [self.statebank, "run", "--model", model_dir, "--prompt-ids", ",".join(map(str, case.ids)),
                "--max-tokens", str(self.a.max_tokens), "--threads", str(self.a.threads), "--ids",
                "--logits-out", out, "--logits-rows", ",".join(map(str, case.rows))] + case.mode
-        if self.has_precision:
+        if self.has_precision and precision:
             cmd += ["--precision", precision]
         tokens = ids_of(run(cmd))
         return Run(read_rows(out, vocab), tokens, len(case.rows))
@@ -190,6 +209,18 @@ class Xcheck:
                              "--rows", ",".join(map(str, case.rows)), "--max-tokens", str(self.a.max_tokens),
                              "--threads", str(self.a.threads), "--logits-out", out, "--kv", kv]))
         return Run(read_rows(out, vocab), tokens, len(case.rows))
+
+    def quantized(self, model_dir: str, qtype: str) -> str:
+        out = f"{model_dir}.{qtype}.gguf"
+        if not os.path.exists(out):
+            run([self.statebank, "quantize", model_dir, out, "--type", qtype])
+        return out
+
+    def llama_quantized(self, f32_gguf: str, qtype: str) -> str:
+        out = f32_gguf.replace(".f32.gguf", f".llama-{qtype}.gguf")
+        if not os.path.exists(out):
+            run([os.path.join(self.a.llama_bin, "llama-quantize"), f32_gguf, out, QUANT_TYPES[qtype]])
+        return out
 
     def reference(self, model_dir: str, case: Case, continuation: list[int], vocab: int) -> Run:
         out = self.path("reference.bin")
@@ -244,12 +275,54 @@ class Xcheck:
             self.log("bf16", r)
         return results
 
+    def dequantized(self, qfile: str) -> str:
+        """The quantized file's weights dequantized to F32 (llama-quantize --allow-requantize, ggml's own
+        dequantization): llama.cpp on it multiplies the same weights with unrounded activations."""
+        out = qfile.replace(".gguf", ".dequantized.gguf")
+        if not os.path.exists(out):
+            run([os.path.join(self.a.llama_bin, "llama-quantize"), "--allow-requantize", qfile, out, "F32"])
+        return out
+
+    def check_quant(self, arch: str, preset: str, qtype: str) -> list[dict]:
+        d = self.model(arch, preset, "f32")
+        g_f32, g_q = self.gguf(d, "f32"), self.quantized(d, qtype)
+        g_exact = self.dequantized(g_q)
+        same = same_tensors(g_q, self.llama_quantized(g_f32, qtype))
+        vocab = vocab_size(d)
+        results = []
+        for case in make_cases(self.statebank, d):
+            if case.name not in QUANT_CASES:
+                continue
+            ours, llama_q = self.ours(g_q, case, "", vocab), self.llama(g_q, case, "f32", vocab)
+            llama_f32, exact = self.llama(g_f32, case, "f32", vocab), self.llama(g_exact, case, "f32", vocab)
+            r = compare(ours, llama_q)
+            n = min(comparable_rows(ours, llama_q), comparable_rows(llama_f32, llama_q),
+                    comparable_rows(ours, exact), comparable_rows(llama_q, exact))
+            dist = lambda a, b: float(rel_errors(a, b, n).max())
+            r.update(ours_d=dist(ours, llama_q), noise=dist(llama_q, llama_f32), ours_exact=dist(ours, exact),
+                     llama_exact=dist(llama_q, exact), vs_f32=agreeing(llama_q, llama_f32),
+                     vs_exact=(agreeing(ours, exact), agreeing(llama_q, exact)), same=same, qtype=qtype)
+            r["ratio"] = ratio_of(r["ours_d"], r["noise"])
+            r["ratio_exact"] = ratio_of(r["ours_exact"], r["llama_exact"])
+            r.update(arch=arch, preset=preset, case=case.name, n=len(case.ids), ok=True)
+            results.append(r)
+            self.log(qtype, r)
+        ratio = ratio_of(sum(r["ours_exact"] for r in results), sum(r["llama_exact"] for r in results))
+        for r in results:
+            r.update(group_ratio=ratio, ok=ratio <= QUANT_FACTOR)
+        print(f"  {arch:12s} {qtype}: distance to exact activations, summed: statebank / llama.cpp = {ratio:.2f}"
+              f"{'' if ratio <= QUANT_FACTOR else '  FAIL'}", file=sys.stderr, flush=True)
+        return results
+
     @staticmethod
     def log(precision: str, r: dict):
         extra = ""
         if r.get("ref"):
             extra = f"  vs double: ours {r['ref'][0]:.1e} llama {r['ref'][1]:.1e}"
-        if "noise" in r:
+        if "ratio" in r:
+            extra = (f"  vs llama.cpp {r['ours_d']:.1e} / llama.cpp vs F32 {r['noise']:.1e} = {r['ratio']:.2f};"
+                     f" vs exact activations: ours {r['ours_exact']:.1e} llama {r['llama_exact']:.1e}")
+        elif "noise" in r:
             extra = f"  vs llama F32 {r['vs_f32']:.1e}  llama bf16 noise {r['noise']:.1e}"
         gap = "" if r["gap"] is None else f" (gap {r['gap']:.1e})"
         print(f"  {r['arch']:12s} {precision:4s} {r['case']:18s} rel {r['rel']:.2e}{extra}  top-20 {r['overlap']}/20 "
@@ -268,6 +341,29 @@ def read_rows(path: str, vocab: int) -> np.ndarray:
     if data.size % vocab:
         die(f"{path}: {data.size} floats is not a whole number of {vocab}-wide rows")
     return data.reshape(-1, vocab)
+
+
+def ratio_of(a: float, b: float) -> float:
+    """a / b, where 0 / 0 (two identical results) is 0 and a / 0 infinite."""
+    return a / b if b > 0 else (0.0 if a == 0 else float("inf"))
+
+
+def same_tensors(ours: str, theirs: str) -> str:
+    """How many tensors of our quantized file are byte-identical to llama-quantize's of the same weights."""
+    import gguf  # llama.cpp's gguf-py (run.sh puts it on PYTHONPATH)
+    a = {t.name: t for t in gguf.GGUFReader(ours).tensors}
+    b = {t.name: t for t in gguf.GGUFReader(theirs).tensors}
+    identical = other_type = 0
+    for name, t in a.items():
+        u = b.get(name)
+        if u is None:
+            continue
+        if t.tensor_type != u.tensor_type:
+            other_type += 1
+        elif np.array_equal(np.asarray(t.data).view(np.uint8), np.asarray(u.data).view(np.uint8)):
+            identical += 1
+    cell = f"{identical}/{len(a)}"
+    return cell + (f" ({other_type} of another type)" if other_type else "")
 
 
 def greedy_cell(r: dict) -> str:
@@ -302,8 +398,31 @@ def bf16_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def update_doc(path: str, text: str):
-    begin, end = "<!-- xcheck:begin -->", "<!-- xcheck:end -->"
+def quant_table(results: list[dict]) -> str:
+    lines = ["| arch | preset | type | prompt | tokens | statebank vs llama.cpp | llama.cpp vs its F32 | ratio | "
+             "vs exact activations: statebank / llama.cpp | ratio | top-20 | greedy: statebank vs llama.cpp | "
+             "greedy vs exact: statebank / llama.cpp | greedy: llama.cpp vs its F32 | tensors = llama-quantize's |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['arch']} | {r['preset']} | {r['qtype']} | {r['case']} | {r['n']} | {r['ours_d']:.1e} | "
+                     f"{r['noise']:.1e} | {r['ratio']:.2f} | {r['ours_exact']:.1e} / {r['llama_exact']:.1e} | "
+                     f"{r['ratio_exact']:.2f} | {top20_cell(r)} | {greedy_cell(r)} | "
+                     f"{r['vs_exact'][0]}/{r['total']} / {r['vs_exact'][1]}/{r['total']} | "
+                     f"{r['vs_f32']}/{r['total']} | "
+                     f"{r['same']} |")
+    lines += ["", "| arch | preset | type | distance to exact activations, summed over the prompts: statebank / "
+              f"llama.cpp (rule: <= {QUANT_FACTOR:g}) |", "|---|---|---|---|"]
+    seen = set()
+    for r in results:
+        if (r["arch"], r["preset"], r["qtype"]) not in seen:
+            seen.add((r["arch"], r["preset"], r["qtype"]))
+            lines.append(f"| {r['arch']} | {r['preset']} | {r['qtype']} | {r['group_ratio']:.2f}{fail_mark(r)} |")
+    return "\n".join(lines)
+
+
+def update_doc(path: str, section: str, text: str):
+    """Replaces the <!-- section:begin --> ... <!-- section:end --> part of path."""
+    begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
     with open(path, encoding="utf-8") as f:
         doc = f.read()
     if begin not in doc or end not in doc:
@@ -318,9 +437,10 @@ def main():
     ap.add_argument("--statebank", default=os.path.join(ROOT, "build/release/statebank"))
     ap.add_argument("--reference-logits", default=os.path.join(ROOT, "build/release/tests/runtime/reference_logits"))
     ap.add_argument("--llama-logits", required=True)
+    ap.add_argument("--llama-bin", required=True, help="llama.cpp's build/bin (llama-quantize)")
     ap.add_argument("--arch", default=",".join(ARCHES))
     ap.add_argument("--preset", default="tiny")
-    ap.add_argument("--precision", default="f32,bf16")
+    ap.add_argument("--precision", default="f32,bf16", help="f32, bf16, q8_0, q4_k_m (GGUF files of an f32 checkpoint)")
     ap.add_argument("--reference", choices=("on-disagreement", "always"), default="on-disagreement",
                     help="when to run the double-precision reference on an f32 case")
     ap.add_argument("--max-tokens", type=int, default=32)
@@ -335,8 +455,8 @@ def main():
         if arch not in ARCHES:
             die(f"unknown arch {arch} ({', '.join(ARCHES)})")
     for p in precisions:
-        if p not in ("f32", "bf16"):
-            die(f"unknown precision {p} (f32, bf16)")
+        if p not in ("f32", "bf16", *QUANT_TYPES):
+            die(f"unknown precision {p} (f32, bf16, {', '.join(QUANT_TYPES)})")
     for tool in (a.statebank, a.reference_logits):
         if not os.access(tool, os.X_OK):
             die(f"{tool} is not built (tools/build.sh release statebank reference_logits)")
@@ -345,7 +465,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     x = Xcheck(a)
     t0, cpu0 = time.monotonic(), os.times()
-    f32, bf16 = [], []
+    f32, bf16, quant = [], [], []
     try:
         for preset in a.preset.split(","):
             for arch in archs:
@@ -353,12 +473,15 @@ def main():
                     f32 += x.check_f32(arch, preset)
                 if "bf16" in precisions:
                     bf16 += x.check_bf16(arch, preset)
+                for qtype in QUANT_TYPES:
+                    if qtype in precisions:
+                        quant += x.check_quant(arch, preset, qtype)
     finally:
         if own_work:
             shutil.rmtree(a.work, ignore_errors=True)
     cpu1 = os.times()
     cpu = (cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system)
-    parts = []
+    parts, quant_part = [], ""
     if f32:
         parts.append(f"**f32** (tolerance {F32_TOL:g}):\n\n{f32_table(f32)}")
     if bf16:
@@ -366,13 +489,23 @@ def main():
                 else "fp32 math on the bf16 weights (this build has no `--precision`)")
         parts.append(f"**bf16** (statebank: {ours}; tolerance {BF16_FACTOR:g} x llama.cpp's own BF16-vs-F32 "
                      f"difference + {F32_TOL:g}):\n\n{bf16_table(bf16)}")
-    all_results = f32 + bf16
-    parts.append(f"{len(all_results)} cases, {time.monotonic() - t0:.0f} s wall, {cpu:.0f} s CPU, "
-                 f"{a.threads} threads per process.")
-    text = "\n\n".join(parts)
-    print(text)
-    if a.update_doc:
-        update_doc(a.update_doc, text)
+    if quant:
+        quant_part = (f"**quantized** (the same GGUF file in both; distances are rel err over the compared rows; "
+                      f"\"exact activations\": llama.cpp on that file's weights dequantized to F32; an architecture "
+                      f"and type pass when statebank's distance to it, summed over the prompts, is at most "
+                      f"{QUANT_FACTOR:g} x llama.cpp's):\n\n{quant_table(quant)}")
+    all_results = f32 + bf16 + quant
+    cost = (f"{len(all_results)} cases, {time.monotonic() - t0:.0f} s wall, {cpu:.0f} s CPU, "
+            f"{a.threads} threads per process.")
+    text = "\n\n".join(parts + [cost]) if parts else ""
+    if quant_part:
+        quant_part += "\n\n" + cost
+    print("\n\n".join(t for t in (text, quant_part) if t))
+    if a.update_doc:  # the f32/bf16 tables and the quantized one each in their own section
+        if text:
+            update_doc(a.update_doc, "xcheck", text)
+        if quant_part:
+            update_doc(a.update_doc, "xcheck-quant", quant_part)
     bad = [r for r in all_results if not r["ok"]]
     if bad:
         print(f"xcheck: {len(bad)} of {len(all_results)} cases fail", file=sys.stderr)

@@ -13,4 +13,4 @@ if ! llama_ready; then
   exit 77
 fi
 logits="$("$root/tools/xcheck/build_llama_logits.sh")"
-exec "$SB_PY" "$root/tools/xcheck/run.py" --llama-logits "$logits" "$@"
+exec "$SB_PY" "$root/tools/xcheck/run.py" --llama-logits "$logits" --llama-bin "$LLAMA_BIN" "$@"
