@@ -135,15 +135,16 @@ TEST(MessagesHttp, MaxTokensAndTheCap) {
   o.max_tokens_cap = 5;
   TestServer ts(o);
   auto c = ts.client();
+  // A scripted reply longer than the cap: an unseeded one may end on its own before it.
   // The request's own max_tokens: max_tokens; the operator's cap below it: the turn ends.
-  json m = json::parse(post(*c, ask("Hello", 3))->body);
+  json m = json::parse(post(*c, ask("THINK", 3))->body);
   EXPECT_EQ(m["stop_reason"], "max_tokens");
   EXPECT_EQ(m["usage"]["output_tokens"], 3);
-  m = json::parse(post(*c, ask("Hello", 1000))->body);
+  m = json::parse(post(*c, ask("THINK", 1000))->body);
   EXPECT_EQ(m["stop_reason"], "end_turn");
   EXPECT_EQ(m["usage"]["output_tokens"], 5);
   // The OpenAI routes call either a length.
-  auto chat = c->Post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "Hello"}}}}}.dump(),
+  auto chat = c->Post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "THINK"}}}}}.dump(),
                       "application/json");
   EXPECT_EQ(json::parse(chat->body)["choices"][0]["finish_reason"], "length");
 }
