@@ -4,7 +4,6 @@
 #include "model/mtp_head.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 
 #include "model/transformer.h"
@@ -173,10 +172,14 @@ Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
   kernels_->embed_rows(embed_, step.tokens, e.data());
   kernels_->rms_norm(e.data(), n, H, m.norm_embed.data(), eps, offset, e.data());
   kernels_->rms_norm(step.hidden.data(), n, H, m.norm_hidden.data(), eps, offset, h.data());
+  // fc's input row i is [e_i ; h_i]: as rows of H floats, e_i is row 2i and h_i row 2i + 1.
+  std::vector<int64_t> even(n), odd(n);
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(cat.data() + i * 2 * H, e.data() + i * H, H * sizeof(float));
-    std::memcpy(cat.data() + i * 2 * H + H, h.data() + i * H, H * sizeof(float));
+    even[i] = 2 * i;
+    odd[i] = 2 * i + 1;
   }
+  kernels_->scatter_rows(e.data(), even.data(), n, H, cat.data());
+  kernels_->scatter_rows(h.data(), odd.data(), n, H, cat.data());
   std::vector<float> x(n * H);
   kernels_->matmul(cat.data(), n, m.fc, x.data());
 
