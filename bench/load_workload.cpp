@@ -58,8 +58,9 @@ CompletionRequest request_for(std::vector<int32_t> prompt, int64_t max_tokens, T
 }
 
 std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t batch_tokens, double itl_ratio,
-                                    Status* s) {
+                                    SpeculativeMode speculative, Status* s) {
   EngineOptions eo;
+  eo.speculative = speculative;
   eo.block_tokens = 256;
   eo.max_running = max_running;
   eo.batch_tokens = batch_tokens;
@@ -71,7 +72,7 @@ std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t
 
 Status run_clients(const Model& model, const LoadOptions& o, int clients, int round, ClientsRun* out) {
   Status s;
-  auto engine = make_engine(model, o.max_running, o.batch_tokens, o.itl_ratio, &s);
+  auto engine = make_engine(model, o.max_running, o.batch_tokens, o.itl_ratio, o.speculative, &s);
   SB_RETURN_IF_ERROR(s);
   const int n = clients * o.requests_per_client;
   std::vector<std::unique_ptr<Timeline>> timelines;
@@ -133,7 +134,7 @@ Status run_long_prefill(const Model& model, const LoadOptions& o, int64_t batch_
                         LongPrefillRun* out) {
   Status s;
   const int max_running = std::max(o.max_running, o.long_decoders + 1);
-  auto engine = make_engine(model, max_running, batch_tokens, itl_ratio, &s);
+  auto engine = make_engine(model, max_running, batch_tokens, itl_ratio, o.speculative, &s);
   SB_RETURN_IF_ERROR(s);
   std::mt19937_64 rng(o.seed * 7919 + static_cast<uint64_t>(batch_tokens));
   std::atomic<bool> stop{false};

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 
 namespace sb {
@@ -43,6 +44,7 @@ struct LoadOptions {
   int max_running = 8;
   int64_t batch_tokens = 512;
   double itl_ratio = 2.0;
+  SpeculativeMode speculative = SpeculativeMode::kAuto;  // the engine's default, as `serve` runs
   int64_t long_prompt_tokens = 8192;
   int long_decoders = 4;
   // 64 tokens from each of 4 decoders give about 250 idle gaps, so that the

@@ -20,7 +20,8 @@ const char* const kLoadUsage =
     "         [--threads 2] [--precision bf16|f32] [--clients 1,2,4,8] [--prompt-tokens 64] [--decode-tokens 48]\n"
     "         [--requests 2] [--rounds 3] [--max-running 8] [--batch-tokens 512] [--itl-ratio 2]\n"
     "         [--long-prompt-tokens 8192] [--long-decoders 4] [--idle-tokens 64] [--long-batch-tokens 512,64]\n"
-    "         [--long-itl-ratios 0,2] [--seed 1] [--report FILE.md] [--csv FILE.csv] [--no-plots]";
+    "         [--long-itl-ratios 0,2] [--seed 1] [--speculative off|auto|ngram|mtp]\n"
+    "         [--report FILE.md] [--csv FILE.csv] [--no-plots]";
 
 namespace {
 
@@ -82,6 +83,9 @@ Status load_options(const Args& args, LoadOptions* o, int64_t* threads) {
     if (b <= std::max<int64_t>(o->max_running, o->long_decoders + 1))
       return Status::invalid("each --long-batch-tokens must be more than the sequences that run (" +
                              std::to_string(std::max<int64_t>(o->max_running, o->long_decoders + 1)) + ")");
+  const std::string mode = args.get("speculative", "auto");
+  if (!parse_speculative_mode(mode, &o->speculative))
+    return Status::invalid("--speculative must be one of " + std::string(kSpeculativeModes) + ", not '" + mode + "'");
   o->progress = [](const std::string& line) { std::fprintf(stderr, "statebank bench: %s\n", line.c_str()); };
   return Status::ok();
 }
@@ -91,7 +95,7 @@ Status load_options(const Args& args, LoadOptions* o, int64_t* threads) {
 int bench_load(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "weights", "clients", "prompt-tokens", "decode-tokens", "requests", "rounds",
              "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
-             "itl-ratio", "long-itl-ratios", "seed", "report", "csv"},
+             "itl-ratio", "long-itl-ratios", "seed", "report", "csv", "speculative"},
             {"no-plots"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kLoadUsage);
