@@ -181,6 +181,7 @@ def replace_section(path: str, begin: str, end: str, text: str):
         doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
     else:
         doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)
 
