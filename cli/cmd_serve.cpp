@@ -41,7 +41,7 @@ const char* kUsage =
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
     "[--max-prompt-tokens N] [--max-body-bytes SIZE] [--audit RATE] "
     "[--max-running N] [--batch-tokens N] [--itl-ratio R] [--speculative off|auto|ngram|mtp] [--draft-max K] "
-    "[--speculative-acceptance exact|rejection] "
+    "[--speculative-acceptance exact|rejection] [--mtp-vocab 32768] "
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
@@ -89,6 +89,7 @@ const std::set<std::string> kServeFlags = {"model",
                                            "max-tokens-cap",
                                            "speculative",
                                            "draft-max",
+                                           "mtp-vocab",
                                            "speculative-acceptance"};
 
 std::string base_name(const std::string& dir) {
@@ -298,6 +299,7 @@ Status backend_options(const Args& args, const ServeFlags& f, EngineBackendOptio
   eo->model_id = model_arg == "demo" ? "demo" : base_name(eo->model_dir);
   eo->threads = static_cast<int>(f.threads);
   SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &eo->precision));
+  SB_RETURN_IF_ERROR(args.get_int("mtp-vocab", eo->mtp_draft_vocab, 0, int64_t{1} << 31, &eo->mtp_draft_vocab));
   eo->bank.ssd_dir = args.get("bank-dir", default_bank_dir());
   if (eo->bank.ssd_mode != SsdMode::kOff && eo->bank.ssd_dir.empty())
     return Status::invalid("no --bank-dir given and neither XDG_CACHE_HOME nor HOME is set");

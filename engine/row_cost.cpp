@@ -29,6 +29,7 @@ void RowCostEstimate::refit() {
   const double one_row = (sy - per_row * sx) / n + per_row;  // base + per_row
   if (!(per_row > 0.0) || !(one_row > 0.0)) return;
   value_ = std::clamp(per_row / one_row, kMin, kMax);
+  one_row_ms_ = one_row;
 }
 
 }  // namespace sb

@@ -39,6 +39,10 @@ class RowCostEstimate {
   // A decode-only step of `rows` rows that took `ms`.
   void observe(int64_t rows, double ms);
   double value() const { return value_; }
+  // The fitted time of a one-row step (base + per_row), what a drafter's own
+  // time is weighed against (DraftControl::observe_draft); 0 before the
+  // first good fit and always while pinned (a pin fixes every depth choice).
+  double one_row_ms() const { return one_row_ms_; }
   int64_t steps() const { return steps_; }
 
  private:
@@ -46,6 +50,7 @@ class RowCostEstimate {
 
   bool pinned_ = false;
   double value_;
+  double one_row_ms_ = 0.0;
   int64_t steps_ = 0;
   std::array<double, kMaxRows + 1> ms_{};     // by row count
   std::array<int64_t, kMaxRows + 1> seen_{};  // steps of that many rows

@@ -1,6 +1,7 @@
 // A sequence's drafter and each step's draft (engine/speculation.h); the
 // verification itself is the step loop's (StepLoop::verify_rows).
 #include <algorithm>
+#include <chrono>
 
 #include "engine/mtp_drafter.h"
 #include "engine/sequence.h"
@@ -36,7 +37,10 @@ void propose_draft(const EngineContext& context, Sequence& seq) {
   const int64_t left = seq.request.max_tokens - static_cast<int64_t>(seq.generated.size()) - 1;
   const int depth = static_cast<int>(std::min<int64_t>(seq.draft_control.depth(), left));
   if (depth <= 0) return;
+  const auto started = std::chrono::steady_clock::now();
   seq.drafter->draft(DraftContext{seq.request.prompt, seq.generated, seq.hidden}, depth, &seq.draft);
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - started;
+  seq.draft_control.observe_draft(took.count(), static_cast<int>(seq.draft.size()));
   seq.hidden.clear();  // the drafter has seen them
   // A drafter's slip must not fail the step: it ends the draft.
   const int64_t vocab = context.model.vocab_size();

@@ -97,20 +97,27 @@ int DraftControl::depth() const {
   if (!adaptive_) return draft_max_;
   int best = 1;
   for (int k = 2; k <= draft_max_; ++k)
-    if (draft_gain(acceptance_, k, row_cost_) > draft_gain(acceptance_, best, row_cost_)) best = k;
+    if (draft_gain(acceptance_, k, token_cost()) > draft_gain(acceptance_, best, token_cost())) best = k;
   return best;
 }
 
 bool DraftControl::observe(int drafted, int accepted, int emitted) {
   if (drafted <= 0) {
     paused_for_ = std::max<int64_t>(paused_for_ - emitted, 0);
-    if (paused_for_ == 0 && acceptance_ < row_cost_) acceptance_ = std::min(2 * row_cost_, 0.9);  // probe again
+    if (paused_for_ == 0 && acceptance_ < token_cost()) acceptance_ = std::min(2 * token_cost(), 0.9);  // probe again
     return false;
   }
   acceptance_ = (1 - kNewest) * acceptance_ + kNewest * static_cast<double>(accepted) / drafted;
-  if (!adaptive_ || draft_gain(acceptance_, 1, row_cost_) > 1.0) return false;
+  if (!adaptive_ || draft_gain(acceptance_, 1, token_cost()) > 1.0) return false;
   paused_for_ = kPauseTokens;
   return true;
+}
+
+void DraftControl::observe_draft(double ms, int tokens) {
+  if (!(one_row_ms_ > 0.0) || tokens <= 0 || !(ms >= 0.0)) return;
+  const double share = std::min(ms / tokens / one_row_ms_, 1.0);
+  draft_cost_ = draft_seen_ ? (1 - kNewest) * draft_cost_ + kNewest * share : share;
+  draft_seen_ = true;
 }
 
 }  // namespace sb

@@ -81,6 +81,9 @@ struct SpeculativeRecord {
   // step, measured while serving: engine/row_cost.h); 0 without a drafter.
   // Timing-dependent: never part of what equality tests compare.
   double row_cost = 0.0;
+  // The drafter's own cost per draft token, the same share
+  // (DraftControl::draft_cost); 0 when not measured. Timing-dependent too.
+  double draft_cost = 0.0;
 
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0; }
   double tokens_per_step() const { return steps > 0 ? static_cast<double>(tokens) / steps : 0.0; }
@@ -150,8 +153,12 @@ class OracleDrafter final : public Drafter {
 // emits (1 - a^(k+1)) / (1 - a) tokens, and a verify row costs row_cost of a
 // one-row step (a row's matrix products share the step's weight reads): the
 // step loop's running measure (engine/row_cost.h), kRowCost until it has
-// one. The depth is the k in 1..draft_max with the most tokens per cost; when
-// no k beats plain decoding (a below about row_cost) drafting pauses for
+// one. Drafting itself costs draft_cost per draft token (the drafter's own
+// time, e.g. the MTP head's forward, as a share of a one-row step: measured
+// per sequence, 0 until the step loop has a one-row step time or while the
+// row cost is pinned), so a draft token costs row_cost + draft_cost. The
+// depth is the k in 1..draft_max with the most tokens per cost; when no k
+// beats plain decoding (a below about that cost) drafting pauses for
 // kPauseTokens tokens, then probes again at depth 1 from an acceptance just
 // above break-even.
 class DraftControl {
@@ -172,20 +179,35 @@ class DraftControl {
   bool observe(int drafted, int accepted, int emitted);
   double acceptance() const { return acceptance_; }
   // The cost of a verify row the next depth() and observe() assume, in
-  // (0, 1]; kRowCost until set.
-  void set_row_cost(double row_cost) { row_cost_ = row_cost; }
+  // (0, 1]; kRowCost until set. one_row_ms: a one-row step's time
+  // (RowCostEstimate::one_row_ms), what observe_draft() divides by; 0 keeps
+  // the draft cost at 0.
+  void set_row_cost(double row_cost, double one_row_ms = 0.0) {
+    row_cost_ = row_cost;
+    one_row_ms_ = one_row_ms;
+  }
   double row_cost() const { return row_cost_; }
+  // A draft() call that proposed `tokens` tokens took `ms`: folds ms per
+  // token over a one-row step into draft_cost() (a moving average).
+  void observe_draft(double ms, int tokens);
+  double draft_cost() const { return draft_cost_; }
 
  private:
   int draft_max_ = 0;
   bool adaptive_ = true;
   double acceptance_ = kPrior;
   double row_cost_ = kRowCost;
+  double one_row_ms_ = 0.0;
+  double draft_cost_ = 0.0;
+  bool draft_seen_ = false;
   int64_t paused_for_ = 0;  // tokens left of a pause
+
+  double token_cost() const { return row_cost_ + draft_cost_; }
 };
 
-// Tokens per unit of cost of a draft of k at acceptance a, a verify row
-// costing row_cost of a one-row step (DraftControl's model).
+// Tokens per unit of cost of a draft of k at acceptance a, a draft token
+// (its verify row and its drafting) costing row_cost of a one-row step
+// (DraftControl's model).
 double draft_gain(double acceptance, int k, double row_cost = DraftControl::kRowCost);
 
 }  // namespace sb

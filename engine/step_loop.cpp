@@ -89,7 +89,7 @@ std::vector<StepLoop::Slice> StepLoop::next_step() {
   input.budget = budget_.state();
   for (Sequence* seq : running_) {
     if (seq->finished) continue;
-    seq->draft_control.set_row_cost(row_cost_.value());
+    seq->draft_control.set_row_cost(row_cost_.value(), row_cost_.one_row_ms());
     if (seq->prefilling())
       seq->draft.clear();
     else
@@ -230,7 +230,10 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
   record.tokens += static_cast<int64_t>(emitted);
   record.drafted += static_cast<int64_t>(rows - 1);
   record.accepted += static_cast<int64_t>(accepted);
-  if (seq.drafter) record.row_cost = seq.draft_control.row_cost();
+  if (seq.drafter) {
+    record.row_cost = seq.draft_control.row_cost();
+    record.draft_cost = seq.draft_control.draft_cost();
+  }
   if (seq.drafter &&
       seq.draft_control.observe(static_cast<int>(rows - 1), static_cast<int>(accepted), static_cast<int>(emitted)))
     ++record.switched_off;

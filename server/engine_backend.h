@@ -38,6 +38,8 @@ struct EngineBackendOptions {
   std::string model_id;  // what /v1/models lists and requests may name
   int threads = 1;
   std::optional<Precision> precision;  // unset: the checkpoint's default
+  // Ids the MTP head drafts over (RuntimeOptions::mtp_draft_vocab; 0: all).
+  int64_t mtp_draft_vocab = RuntimeOptions().mtp_draft_vocab;
   BankOptions bank;                    // the model's schema is filled in by open()
   EngineOptions engine;                // checked by Engine::create (EngineOptions::validate)
   double audit_rate = 0.0;             // in [0, 1]

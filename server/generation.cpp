@@ -46,7 +46,8 @@ json speculative_json(const SpeculativeRecord& r) {
               {"tokens_per_step", r.tokens_per_step()},
               {"paused", r.switched_off},
               {"acceptance_mode", r.acceptance_mode},
-              {"row_cost", r.row_cost}};
+              {"row_cost", r.row_cost},
+              {"draft_cost", r.draft_cost}};
 }
 
 Generation::Generation(const Backend& backend, GenerationSetup setup, std::unique_ptr<ChatOutput> chat_output,

@@ -69,6 +69,7 @@ TEST(ServeSpeculative, NgramEqualsOffOverHttpAndIsReported) {
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative", "mtp"}), 2);
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative", "eagle"}), 2);
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--draft-max", "0"}), 2);
+  EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--mtp-vocab", "-1"}), 2);
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative-acceptance", "lenient"}),
             2);
   ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
