@@ -347,7 +347,7 @@ TEST(GgufMtpTest, F32FileGivesTheHeadsLogitsBitForBit) {
 // in the wrong layout would leave them uncorrelated (about 1.4).
 TEST(GgufMtpTest, QuantizedFilesLoadAndDraft) {
   const testing::CheckpointSpec spec{Arch::kQwen35, "tiny", 1, DType::kF32, "_k256_mtp", widened_with_head};
-  auto f32 = testing::load_model(testing::gguf_file(spec, GgufFileType::kF32));
+  auto f32 = testing::load_model(testing::checkpoint(spec));  // an F32 file's bits (the test above)
   ASSERT_TRUE(f32 && f32->has_mtp());
   const MtpOutput ref = head_output(*f32);
   const int64_t N = f32->config().n_layers;

@@ -3,10 +3,12 @@
 // llama.cpp's side; both take the same flags and write the same rows.
 //
 //   mtp_logits --model FILE.gguf --prompt-ids 1,2,3 [--steps S] [--depth D]
-//              [--prompt-rows 0|1] [--threads T] --logits-out FILE
+//              [--prompt-rows 0|1] [--target-ids IDS] [--threads T] --logits-out FILE
 //
 // The target decodes greedily (argmax, lowest id on a tie) S tokens after the
-// prompt: t_n .. t_{n+S-1}. Before each of them, at position p, the head
+// prompt: t_n .. t_{n+S-1}; with --target-ids it takes those S tokens instead
+// (both sides then draft after the same text even where their greedy
+// choices would part, as on quantized files). Before each of them, at position p, the head
 // drafts D tokens greedily: row (h_{p-1}, t_p) at position p, then (the
 // head's own hidden row, its draft) at p + 1, ... The head's keys and values
 // hold, before the draft at p, the pairs (h_{j-1}, t_j) of the positions
@@ -44,7 +46,7 @@ int32_t argmax(const std::vector<float>& row, size_t offset, size_t n) {
 }
 
 struct Flags {
-  std::string model, ids, out;
+  std::string model, ids, out, target;  // target: forced target tokens (else greedy)
   int steps = 8, depth = 3, prompt_rows = 1, threads = 2;
 };
 
@@ -58,6 +60,8 @@ Flags parse(int argc, char** argv) {
       f.model = value;
     else if (flag == "--prompt-ids")
       f.ids = value;
+    else if (flag == "--target-ids")
+      f.target = value;
     else if (flag == "--logits-out")
       f.out = value;
     else if (flag == "--steps")
@@ -91,6 +95,11 @@ int main(int argc, char** argv) {
   const size_t vocab = static_cast<size_t>(model->vocab_size());
   std::vector<int32_t> tokens;
   for (long long v : xcheck::parse_list(kTool, "--prompt-ids", f.ids)) tokens.push_back(static_cast<int32_t>(v));
+  std::vector<int32_t> forced;
+  for (long long v : xcheck::parse_list(kTool, "--target-ids", f.target)) forced.push_back(static_cast<int32_t>(v));
+  if (!forced.empty() && static_cast<int>(forced.size()) < f.steps) die("--target-ids needs --steps ids");
+  // The target's token of step s: forced, else its greedy choice.
+  auto next = [&](int s, int32_t greedy) { return forced.empty() ? greedy : forced[static_cast<size_t>(s)]; };
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) die("--prompt-ids is empty");
 
@@ -102,7 +111,7 @@ int main(int argc, char** argv) {
   sb::PrefillOutput out;
   check(model->prefill(state, tokens, po, &out));
   h.insert(h.end(), out.hidden.begin(), out.hidden.end());
-  tokens.push_back(argmax(out.logits, (n - 1) * vocab, vocab));
+  tokens.push_back(next(0, argmax(out.logits, (n - 1) * vocab, vocab)));
   for (int s = 1; s < f.steps; ++s) {
     const int32_t t = tokens.back();
     sb::SequenceStep step;
@@ -112,7 +121,7 @@ int main(int argc, char** argv) {
     std::vector<sb::SequenceOutput> o;
     check(model->forward({&step, 1}, &o));
     h.insert(h.end(), o[0].hidden.begin(), o[0].hidden.end());
-    tokens.push_back(argmax(o[0].logits, 0, vocab));
+    tokens.push_back(next(s, argmax(o[0].logits, 0, vocab)));
   }
   // row(j): h_{j-1}, the hidden row paired with t_j.
   auto row = [&](int64_t j) { return std::span<const float>(h.data() + j * H, static_cast<size_t>(H)); };

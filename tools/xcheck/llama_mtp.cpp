@@ -5,7 +5,7 @@
 // tools/xcheck/build_llama_logits.sh, never part of statebank's build.
 //
 //   llama_mtp --model FILE.gguf --prompt-ids 1,2,3 [--steps S] [--depth D]
-//             [--prompt-rows 0|1] [--threads T] --logits-out FILE
+//             [--prompt-rows 0|1] [--target-ids IDS] [--threads T] --logits-out FILE
 //
 // The head runs as llama.cpp's draft-mtp drives it (common/speculative.cpp):
 // the model loaded with its nextn block, a second context of type
@@ -43,7 +43,7 @@ void quiet_log(ggml_log_level level, const char* text, void*) {
 }
 
 struct Flags {
-  std::string model, ids, out;
+  std::string model, ids, out, target;  // target: forced target tokens (else greedy)
   int steps = 8, depth = 3, prompt_rows = 1, threads = 2;
 };
 
@@ -57,6 +57,8 @@ Flags parse(int argc, char** argv) {
       f.model = value;
     else if (flag == "--prompt-ids")
       f.ids = value;
+    else if (flag == "--target-ids")
+      f.target = value;
     else if (flag == "--logits-out")
       f.out = value;
     else if (flag == "--steps")
@@ -127,6 +129,11 @@ int main(int argc, char** argv) {
   const Flags f = parse(argc, argv);
   std::vector<llama_token> tokens;
   for (long long v : xcheck::parse_list(kTool, "--prompt-ids", f.ids)) tokens.push_back(static_cast<llama_token>(v));
+  std::vector<llama_token> forced;
+  for (long long v : xcheck::parse_list(kTool, "--target-ids", f.target)) forced.push_back(static_cast<llama_token>(v));
+  if (!forced.empty() && static_cast<int>(forced.size()) < f.steps) die("--target-ids needs --steps ids");
+  // The target's token of step s: forced, else its greedy choice.
+  auto next = [&](int s, llama_token greedy) { return forced.empty() ? greedy : forced[static_cast<size_t>(s)]; };
   const int n = static_cast<int>(tokens.size());
   if (n == 0) die("--prompt-ids is empty");
 
@@ -161,7 +168,7 @@ int main(int argc, char** argv) {
     if (llama_decode(tgt, batch) != 0) die("prefill failed");
     const float* rows = llama_get_embeddings_nextn(tgt);
     h.insert(h.end(), rows, rows + static_cast<size_t>(n) * H);
-    tokens.push_back(argmax(llama_get_logits_ith(tgt, n - 1), vocab));
+    tokens.push_back(next(0, argmax(llama_get_logits_ith(tgt, n - 1), vocab)));
     llama_batch_free(batch);
   }
   for (int s = 1; s < f.steps; ++s) {
@@ -169,7 +176,7 @@ int main(int argc, char** argv) {
     if (llama_decode(tgt, llama_batch_get_one(&t, 1)) != 0) die("decode failed");
     const float* row = llama_get_embeddings_nextn(tgt);
     h.insert(h.end(), row, row + H);
-    tokens.push_back(argmax(llama_get_logits_ith(tgt, -1), vocab));
+    tokens.push_back(next(s, argmax(llama_get_logits_ith(tgt, -1), vocab)));
   }
   auto row = [&](int j) { return h.data() + static_cast<size_t>(j) * H; };
 
