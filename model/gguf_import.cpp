@@ -52,7 +52,7 @@ class Importer {
                                    "; statebank reads it as floats (F32, F16 or BF16)");
     }
     for (const auto& [name, v] : g_.tensors())
-      if (!expected.count(name) && !(!has_nextn() && is_mtp_block(name)))
+      if (!expected.count(name) && (has_nextn() || !is_mtp_block(name)))
         return Status::corruption("tensor " + name + " in file " + g_.file() + " is not part of a " +
                                   gguf_arch_name(c_.arch) + " model of this metadata (unexpected tensor)");
     return Status::ok();
