@@ -5,6 +5,7 @@
 #include "model/gguf_layout.h"
 #include "model/gguf_metadata.h"
 #include "model/gguf_model.h"
+#include "model/mtp_head.h"
 #include "model/weights.h"
 #include "runtime/quant.h"
 
@@ -107,12 +108,40 @@ std::vector<float> layer_values(const Source& s, int64_t l, const std::string& p
   return delta_net_values(s, l, part);
 }
 
-std::vector<float> values(const Source& s, const std::string& name) {
+// The MTP head's decoder layer bound as layer 0 of mtp_layer_config
+// (model/mtp_head.h), so that the trunk's conversion applies to it; the
+// embedding is lent under the head's prefix, where WeightSet looks for one.
+struct Head {
+  ModelConfig config;
+  std::unique_ptr<Checkpoint> checkpoint;
+  WeightSet ws;
+};
+
+Status bind_head(const Checkpoint& ck, const ModelConfig& c, Head* out) {
+  std::map<std::string, TensorView> views;
+  for (const auto& [name, t] : ck.tensors())
+    if (name.rfind("mtp.", 0) == 0) views[name] = t;
+  views["mtp.embed_tokens.weight"] = *ck.find(c.tensor_prefix + "embed_tokens.weight");
+  out->config = mtp_layer_config(c);
+  out->checkpoint = Checkpoint::adopt(std::move(views), "", {});
+  return WeightSet::bind(*out->checkpoint, out->config, &out->ws);
+}
+
+std::vector<float> values(const Source& s, const Head* head, const std::string& name) {
   if (name == "token_embd.weight") return to_f32(as_matrix(s.ws.embed()));
   if (name == "output_norm.weight") return norm(s, s.ws.final_norm());
   if (name == "output.weight") return to_f32(as_matrix(s.ws.lm_head()));
   const size_t dot = name.find('.', 4);  // "blk.<layer>.<part>"
-  return layer_values(s, std::stoll(name.substr(4, dot - 4)), name.substr(dot + 1));
+  const int64_t layer = std::stoll(name.substr(4, dot - 4));
+  const std::string part = name.substr(dot + 1);
+  if (layer < s.c.n_layers) return layer_values(s, layer, part);
+  const Source h{head->config, head->ws};
+  for (const NextnTensor& t : gguf_nextn_tensors(s.c)) {
+    if (t.gguf != name || t.hf.empty()) continue;
+    const TensorView& v = *head->checkpoint->find(t.hf);
+    return v.shape.size() == 1 ? norm(h, v) : to_f32(as_matrix(v));
+  }
+  return layer_values(h, 0, part);
 }
 
 // ---- types -------------------------------------------------------------------------------------------------------
@@ -254,6 +283,10 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
   SB_RETURN_IF_ERROR(Checkpoint::open(dir, &ck));
   WeightSet ws;
   SB_RETURN_IF_ERROR(WeightSet::bind(*ck, c, &ws));
+  if (!ck->find("mtp.fc.weight")) c.mtp_layers = 0;  // a config naming a head whose tensors were stripped
+  const bool nextn = c.mtp_layers == 1 && c.arch != Arch::kQwen3;
+  Head head;
+  if (nextn) SB_RETURN_IF_ERROR(bind_head(*ck, c, &head));
   GgufWriter w;
   w.set("general.architecture", GgufValue::string(gguf_arch_name(c.arch)));
   w.set("general.name", GgufValue::string(std::string("statebank ") + arch_name(c.arch)));
@@ -264,14 +297,14 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
   SB_RETURN_IF_ERROR(put_vocab(dir, c.vocab_size, &w));
 
   const std::vector<TensorSpec> specs = gguf_expected_tensors(c);
-  TypePicker picker{type, c.n_layers};
+  TypePicker picker{type, c.n_layers + (nextn ? 1 : 0)};  // llama-quantize counts the nextn block's ffn_down
   picker.tied = c.tie_word_embeddings;
   for (const TensorSpec& s : specs)
     if (s.name.find("attn_v.weight") != std::string::npos || s.name.find("attn_qkv.weight") != std::string::npos)
       ++picker.n_attention_v;
   const Source src{c, ws};
   for (const TensorSpec& s : specs) {
-    const std::vector<float> v = values(src, s.name);
+    const std::vector<float> v = values(src, &head, s.name);
     const DType t = picker.pick(s.name, s.shape);
     std::vector<uint8_t> bytes;
     SB_RETURN_IF_ERROR(encode(s.name, t, v, s.shape.back(), &bytes));

@@ -6,6 +6,7 @@
 #include "model/gguf_metadata.h"
 #include "model/gguf_model.h"
 #include "model/mapped_file.h"
+#include "model/mtp_head.h"
 #include "model/weights.h"
 
 namespace sb {
@@ -23,6 +24,7 @@ class Importer {
     view(P + "norm.weight", "output_norm.weight");
     if (!c_.tie_word_embeddings) view("lm_head.weight", "output.weight");
     for (int64_t l = 0; l < c_.n_layers; ++l) SB_RETURN_IF_ERROR(layer(l));
+    if (has_nextn()) SB_RETURN_IF_ERROR(nextn());
     *views = std::move(views_);
     *owned = std::move(owned_);
     return Status::ok();
@@ -50,14 +52,19 @@ class Importer {
                                    "; statebank reads it as floats (F32, F16 or BF16)");
     }
     for (const auto& [name, v] : g_.tensors())
-      if (!expected.count(name) && !is_mtp_block(name))
+      if (!expected.count(name) && (has_nextn() || !is_mtp_block(name)))
         return Status::corruption("tensor " + name + " in file " + g_.file() + " is not part of a " +
                                   gguf_arch_name(c_.arch) + " model of this metadata (unexpected tensor)");
     return Status::ok();
   }
 
-  // A tensor of a block past the trunk's layers: the multi-token-prediction
-  // head, which is not run (as mtp.* in a checkpoint).
+  // The MTP head as one nextn block (model/gguf_layout.h), imported as the
+  // checkpoint's mtp.* tensors.
+  bool has_nextn() const { return c_.mtp_layers == 1 && c_.arch != Arch::kQwen3; }
+
+  // A tensor of a block past the trunk's layers in a file whose head is not
+  // imported (more than one block, or qwen3): skipped, as a checkpoint's
+  // mtp.* tensors are when they are not run.
   bool is_mtp_block(const std::string& name) const {
     if (name.rfind("blk.", 0) != 0) return false;
     const size_t dot = name.find('.', 4);
@@ -66,9 +73,12 @@ class Importer {
     return std::stoll(n) >= c_.n_layers;
   }
 
+  // The Hugging Face name of layer l's tensor; layer n_layers is the head's.
   std::string L(int64_t l, const std::string& suffix) const {
+    if (l == c_.n_layers) return "mtp.layers.0." + suffix;
     return c_.tensor_prefix + "layers." + std::to_string(l) + "." + suffix;
   }
+  bool is_moe(int64_t l) const { return l == c_.n_layers ? mtp_layer_config(c_).layer_is_moe(0) : c_.layer_is_moe(l); }
 
   void put(const std::string& hf, TensorView v, std::vector<int64_t> shape) {
     v.name = hf;
@@ -105,7 +115,7 @@ class Importer {
     view(L(l, "input_layernorm.weight"), gguf_layer_name(l, "attn_norm.weight"));
     view(L(l, "post_attention_layernorm.weight"),
          gguf_layer_name(l, hybrid ? "post_attention_norm.weight" : "ffn_norm.weight"));
-    if (c_.layer_types[l] == LayerType::kLinearAttention) {
+    if (l < c_.n_layers && c_.layer_types[l] == LayerType::kLinearAttention) {
       SB_RETURN_IF_ERROR(delta_net(l));
     } else {
       for (auto [hf, gguf] : {std::pair{"q_proj", "attn_q"},
@@ -122,7 +132,7 @@ class Importer {
 
   void ffn(int64_t l) {
     auto g = [&](const char* part) { return gguf_layer_name(l, part); };
-    if (!c_.layer_is_moe(l)) {
+    if (!is_moe(l)) {
       view(L(l, "mlp.gate_proj.weight"), g("ffn_gate.weight"));
       view(L(l, "mlp.up_proj.weight"), g("ffn_up.weight"));
       view(L(l, "mlp.down_proj.weight"), g("ffn_down.weight"));
@@ -147,6 +157,14 @@ class Importer {
       view(L(l, "mlp.shared_expert.down_proj.weight"), g("ffn_down_shexp.weight"));
       view_as(L(l, "mlp.shared_expert_gate.weight"), g("ffn_gate_inp_shexp.weight"), {1, c_.hidden_size});
     }
+  }
+
+  // The head's block: its decoder layer as a trunk layer's, then its own tensors.
+  Status nextn() {
+    SB_RETURN_IF_ERROR(layer(c_.n_layers));
+    for (const NextnTensor& n : gguf_nextn_tensors(c_))
+      if (!n.hf.empty()) view(n.hf, n.gguf);
+    return Status::ok();
   }
 
   Status delta_net(int64_t l);

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "model/mtp_head.h"
+
 namespace sb {
 
 const char* gguf_arch_name(Arch arch) {
@@ -48,12 +50,12 @@ void delta_net_tensors(const ModelConfig& c, int64_t i, std::vector<TensorSpec>*
   add("ssm_out.weight", {H, value_dim});
 }
 
-void ffn_tensors(const ModelConfig& c, int64_t i, std::vector<TensorSpec>* out) {
+void ffn_tensors(const ModelConfig& c, int64_t i, bool moe, std::vector<TensorSpec>* out) {
   const int64_t H = c.hidden_size;
   auto add = [&](const char* part, std::vector<int64_t> shape) {
     out->push_back({gguf_layer_name(i, part), std::move(shape)});
   };
-  if (!c.layer_is_moe(i)) {
+  if (!moe) {
     add("ffn_gate.weight", {c.intermediate_size, H});
     add("ffn_up.weight", {c.intermediate_size, H});
     add("ffn_down.weight", {H, c.intermediate_size});
@@ -72,6 +74,16 @@ void ffn_tensors(const ModelConfig& c, int64_t i, std::vector<TensorSpec>* out) 
   }
 }
 
+void attention_tensors(const ModelConfig& c, int64_t i, std::vector<TensorSpec>* out) {
+  const int64_t H = c.hidden_size, q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  out->push_back({gguf_layer_name(i, "attn_q.weight"), {c.attention_gated ? 2 * q_dim : q_dim, H}});
+  out->push_back({gguf_layer_name(i, "attn_k.weight"), {kv_dim, H}});
+  out->push_back({gguf_layer_name(i, "attn_v.weight"), {kv_dim, H}});
+  out->push_back({gguf_layer_name(i, "attn_output.weight"), {H, q_dim}});
+  out->push_back({gguf_layer_name(i, "attn_q_norm.weight"), {c.head_dim}});
+  out->push_back({gguf_layer_name(i, "attn_k_norm.weight"), {c.head_dim}});
+}
+
 }  // namespace
 
 std::vector<TensorSpec> gguf_expected_tensors(const ModelConfig& c) {
@@ -87,16 +99,28 @@ std::vector<TensorSpec> gguf_expected_tensors(const ModelConfig& c) {
     if (c.layer_types[i] == LayerType::kLinearAttention) {
       delta_net_tensors(c, i, &out);
     } else {
-      const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-      out.push_back({gguf_layer_name(i, "attn_q.weight"), {c.attention_gated ? 2 * q_dim : q_dim, H}});
-      out.push_back({gguf_layer_name(i, "attn_k.weight"), {kv_dim, H}});
-      out.push_back({gguf_layer_name(i, "attn_v.weight"), {kv_dim, H}});
-      out.push_back({gguf_layer_name(i, "attn_output.weight"), {H, q_dim}});
-      out.push_back({gguf_layer_name(i, "attn_q_norm.weight"), {c.head_dim}});
-      out.push_back({gguf_layer_name(i, "attn_k_norm.weight"), {c.head_dim}});
+      attention_tensors(c, i, &out);
     }
-    ffn_tensors(c, i, &out);
+    ffn_tensors(c, i, c.layer_is_moe(i), &out);
   }
+  if (c.mtp_layers == 1 && hybrid) {
+    for (const NextnTensor& t : gguf_nextn_tensors(c)) out.push_back({t.gguf, t.shape});
+  }
+  return out;
+}
+
+std::vector<NextnTensor> gguf_nextn_tensors(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, N = c.n_layers;
+  std::vector<TensorSpec> layer = {{gguf_layer_name(N, "attn_norm.weight"), {H}},
+                                   {gguf_layer_name(N, "post_attention_norm.weight"), {H}}};
+  attention_tensors(c, N, &layer);
+  ffn_tensors(c, N, mtp_layer_config(c).layer_is_moe(0), &layer);
+  std::vector<NextnTensor> out;
+  for (TensorSpec& s : layer) out.push_back({std::move(s.name), "", std::move(s.shape)});
+  out.push_back({gguf_layer_name(N, "nextn.eh_proj.weight"), "mtp.fc.weight", {H, 2 * H}});
+  out.push_back({gguf_layer_name(N, "nextn.enorm.weight"), "mtp.pre_fc_norm_embedding.weight", {H}});
+  out.push_back({gguf_layer_name(N, "nextn.hnorm.weight"), "mtp.pre_fc_norm_hidden.weight", {H}});
+  out.push_back({gguf_layer_name(N, "nextn.shared_head_norm.weight"), "mtp.norm.weight", {H}});
   return out;
 }
 

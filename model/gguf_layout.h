@@ -18,8 +18,24 @@ const char* gguf_arch_name(Arch arch);
 std::string gguf_layer_name(int64_t layer, const std::string& part);
 
 // Every tensor of a GGUF file of this config, with its shape (row-major,
-// outermost first), in the order the writer emits them.
+// outermost first), in the order the writer emits them; the MTP head's
+// nextn block last when config.mtp_layers is 1 (hybrid families).
 std::vector<TensorSpec> gguf_expected_tensors(const ModelConfig& config);
+
+// The MTP head as llama.cpp stores it: block blk.<n_layers> (counted in
+// block_count, with {arch}.nextn_predict_layers 1) holding the head's decoder
+// layer under a full-attention layer's names (the family's FFN) and
+// nextn.eh_proj (mtp.fc), nextn.enorm (mtp.pre_fc_norm_embedding),
+// nextn.hnorm (mtp.pre_fc_norm_hidden) and nextn.shared_head_norm (mtp.norm);
+// the norms, as every zero-centred norm, stored as 1 + w. `hf` names the
+// checkpoint tensor of a nextn.* tensor; empty for the layer's (those map as
+// a trunk layer's onto mtp.layers.0.*, model/mtp_head.h).
+struct NextnTensor {
+  std::string gguf;
+  std::string hf;
+  std::vector<int64_t> shape;
+};
+std::vector<NextnTensor> gguf_nextn_tensors(const ModelConfig& config);
 
 // A permutation as a map: out unit i takes src unit map[i].
 using UnitMap = std::vector<int64_t>;

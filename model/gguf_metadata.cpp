@@ -27,10 +27,16 @@ std::vector<int64_t> rope_sections(int64_t rotary_dim) {
   return {(n + 2) / 3, (n + 1) / 3, n / 3, 0};
 }
 
+// The MTP head goes into the file as one block after the trunk's
+// (model/gguf_layout.h); qwen3 has none in llama.cpp.
+int64_t nextn_blocks(const ModelConfig& c) { return c.mtp_layers == 1 && c.arch != Arch::kQwen3 ? 1 : 0; }
+
 }  // namespace
 
 void put_config(const ModelConfig& c, GgufWriter* w) {
-  w->set(key(c, "block_count"), u32(c.n_layers));
+  const int64_t nextn = nextn_blocks(c);
+  w->set(key(c, "block_count"), u32(c.n_layers + nextn));
+  if (nextn > 0) w->set(key(c, "nextn_predict_layers"), u32(nextn));
   w->set(key(c, "context_length"), u32(c.max_position_embeddings > 0 ? c.max_position_embeddings : 32768));
   w->set(key(c, "embedding_length"), u32(c.hidden_size));
   if (c.intermediate_size > 0) w->set(key(c, "feed_forward_length"), u32(c.intermediate_size));
@@ -60,6 +66,7 @@ void put_config(const ModelConfig& c, GgufWriter* w) {
     recurrent.push_back(c.layer_types[i] == LayerType::kLinearAttention);
     if (!recurrent.back() && interval == 0) interval = static_cast<int64_t>(i) + 1;
   }
+  recurrent.insert(recurrent.end(), static_cast<size_t>(nextn), 0);  // llama.cpp reads one entry per block
   w->set(key(c, "full_attention_interval"), u32(interval > 0 ? interval : 4));
   w->set(key(c, "attention.recurrent_layers"), GgufValue::int_array(GgufType::kBool, recurrent));
   if (c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe)
@@ -120,14 +127,15 @@ Status read_sizes(const GgufFile& g, ModelConfig* c) {
   };
   auto opt = [&](const std::string& name, int64_t* v) { return g.find(key(*c, name)) ? get(name, v) : Status::ok(); };
   SB_RETURN_IF_ERROR(get("block_count", &c->n_layers));
-  // Multi-token-prediction blocks come after the trunk's (blk.<n_layers>...):
-  // counted in block_count, not run here.
+  // Multi-token-prediction blocks come after the trunk's (blk.<n_layers>...),
+  // counted in block_count: one is the MTP head (model/gguf_layout.h).
   int64_t mtp = 0;
   SB_RETURN_IF_ERROR(opt("nextn_predict_layers", &mtp));
   if (mtp > c->n_layers)
     return Status::corruption("file " + g.file() + ": nextn_predict_layers " + std::to_string(mtp) +
                               " exceeds block_count " + std::to_string(c->n_layers));
   c->n_layers -= mtp;
+  c->mtp_layers = mtp;
   SB_RETURN_IF_ERROR(opt("context_length", &c->max_position_embeddings));
   SB_RETURN_IF_ERROR(get("embedding_length", &c->hidden_size));
   SB_RETURN_IF_ERROR(opt("feed_forward_length", &c->intermediate_size));

@@ -15,6 +15,11 @@
 //    Qwen3.5's value heads are reordered from grouped by key head to tiled in
 //    every tensor indexed by value head; routed experts are stacked [E, out,
 //    in]; the shared expert's gate [1, H] is stored [H];
+//  * the MTP head (mtp.*, config.mtp_layers 1, hybrid families) is block
+//    blk.<n_layers> counted in block_count with nextn_predict_layers 1: its
+//    decoder layer under a trunk layer's names, mtp.fc as nextn.eh_proj and
+//    its norms as nextn.enorm, nextn.hnorm, nextn.shared_head_norm
+//    (model/gguf_layout.h); a quantized file types them as llama-quantize;
 //  * the vocabulary is the checkpoint's tokenizer.json as gpt2 BPE with the
 //    qwen2 pre-tokenizer, padded with [PADi] entries to the vocab size;
 //    tokenizer_config.json's chat template, eos and pad tokens come along.

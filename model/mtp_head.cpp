@@ -11,19 +11,6 @@
 namespace sb {
 namespace {
 
-// The head's decoder layer as layer 0 of a one-layer model under "mtp.":
-// expected_tensors() then names its tensors (every family's FFN included).
-ModelConfig head_layer_config(const ModelConfig& c) {
-  ModelConfig h = c;
-  h.n_layers = 1;
-  h.layer_types = {LayerType::kFullAttention};
-  h.tensor_prefix = "mtp.";
-  h.mlp_only_layers.clear();
-  h.decoder_sparse_step = 1;
-  h.tie_word_embeddings = true;  // the model's LM head: no lm_head.weight of its own
-  return h;
-}
-
 constexpr const char* kFc = "mtp.fc.weight";
 
 // Rows [first, first + rows) of t seen as [numel / cols, cols].
@@ -36,14 +23,48 @@ MatrixView rows_of(const TensorView& t, int64_t first, int64_t rows, int64_t col
   return m;
 }
 
+// mtp_tensors(c) with the routed experts in the layout the checkpoint holds
+// them: a GGUF file's stacked experts come per expert whatever the family.
+std::vector<TensorSpec> head_tensors(const ModelConfig& c, const Checkpoint& ck) {
+  const std::string X = "mtp.layers.0.mlp.experts.";
+  const bool per_expert = ck.find(X + "0.gate_proj.weight") != nullptr;
+  const int64_t I = c.moe_intermediate_size, H = c.hidden_size;
+  std::vector<TensorSpec> out;
+  for (TensorSpec& s : mtp_tensors(c)) {
+    if (per_expert && s.name == X + "gate_up_proj") continue;
+    if (per_expert && s.name == X + "down_proj") {
+      for (int64_t e = 0; e < c.n_experts; ++e) {
+        const std::string E = X + std::to_string(e) + ".";
+        out.push_back({E + "gate_proj.weight", {I, H}});
+        out.push_back({E + "up_proj.weight", {I, H}});
+        out.push_back({E + "down_proj.weight", {H, I}});
+      }
+      continue;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
+
+ModelConfig mtp_layer_config(const ModelConfig& c) {
+  ModelConfig h = c;
+  h.n_layers = 1;
+  h.layer_types = {LayerType::kFullAttention};
+  h.tensor_prefix = "mtp.";
+  h.mlp_only_layers.clear();
+  h.decoder_sparse_step = 1;
+  h.tie_word_embeddings = true;  // the model's LM head: no lm_head.weight of its own
+  return h;
+}
 
 std::vector<TensorSpec> mtp_tensors(const ModelConfig& c) {
   if (c.mtp_layers <= 0) return {};
   const int64_t H = c.hidden_size;
   std::vector<TensorSpec> out = {
       {kFc, {H, 2 * H}}, {"mtp.pre_fc_norm_embedding.weight", {H}}, {"mtp.pre_fc_norm_hidden.weight", {H}}};
-  for (TensorSpec& s : expected_tensors(head_layer_config(c)))
+  for (TensorSpec& s : expected_tensors(mtp_layer_config(c)))
     if (s.name != "mtp.embed_tokens.weight") out.push_back(std::move(s));
   return out;
 }
@@ -51,13 +72,13 @@ std::vector<TensorSpec> mtp_tensors(const ModelConfig& c) {
 Status Transformer::bind_mtp(int64_t draft_vocab) {
   const ModelConfig& c = config_;
   // A config that names a head whose tensors were left out of the files
-  // (stripped checkpoints, our GGUF import) loads without one.
+  // (stripped checkpoints, GGUF files converted without it) loads without one.
   if (c.mtp_layers == 0 || !checkpoint_->find(kFc)) return Status::ok();
   if (c.mtp_layers != 1)
     return Status::invalid("mtp_num_hidden_layers is " + std::to_string(c.mtp_layers) +
                            "; an MTP head of one layer is supported");
   std::map<std::string, const TensorView*> t;
-  for (const TensorSpec& s : mtp_tensors(c)) {
+  for (const TensorSpec& s : head_tensors(c, *checkpoint_)) {
     const TensorView* v = checkpoint_->find(s.name);
     if (!v)
       return Status::not_found("missing tensor " + s.name + " (shape " + shape_text(s.shape) + ") of the MTP head");
@@ -111,7 +132,7 @@ void Transformer::bind_mtp_layer(const std::map<std::string, const TensorView*>&
   w->attn.q_norm = floats(*t.at(L + "self_attn.q_norm.weight"));
   w->attn.k_norm = floats(*t.at(L + "self_attn.k_norm.weight"));
   FfnWeights& f = w->ffn;
-  f.moe = head_layer_config(c).layer_is_moe(0);
+  f.moe = mtp_layer_config(c).layer_is_moe(0);
   if (!f.moe) {
     f.in = fuse({"mlp.gate_proj.weight", "mlp.up_proj.weight"});
     f.down = ref(*t.at(L + "mlp.down_proj.weight"));

@@ -18,4 +18,10 @@ namespace sb {
 // gen-model writes after the model's tensors); empty when mtp_layers is 0.
 std::vector<TensorSpec> mtp_tensors(const ModelConfig& config);
 
+// The head's decoder layer as layer 0 of a one-layer model whose tensor
+// prefix is "mtp." (tied, every layer full attention, the family's FFN):
+// code written for a model's layers (expected_tensors, WeightSet, the GGUF
+// layout) then reads and names the head's layer.
+ModelConfig mtp_layer_config(const ModelConfig& config);
+
 }  // namespace sb

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <span>
+#include <tuple>
 
 #include "runtime/quant.h"
 #include "tests/util/models.h"
@@ -140,8 +142,9 @@ TEST(GgufQuantizedTest, KMixesFallBackToQ5TypesHoldingTheCheckpointsRows) {
 }
 
 // llama.cpp's converter counts multi-token-prediction blocks in block_count
-// (blk.<n_layers>..., with nextn_predict_layers): they are skipped, as mtp.*
-// tensors of a checkpoint are.
+// (blk.<n_layers>..., with nextn_predict_layers); where statebank has no
+// head to import them as (qwen3 here) they are skipped, as mtp.* tensors of
+// a checkpoint are.
 TEST(GgufMtpTest, MtpBlocksAfterTheTrunkAreSkipped) {
   testing::TempDir tmp;
   const std::string path =
@@ -271,6 +274,141 @@ TEST(GgufWriteTest, FamiliesWithoutALlamaCppCounterpartAreRefused) {
   expect_error(s, "statebank_qsa");
   GgufFileType t;
   expect_error(parse_gguf_file_type("q3_k", &t), "q4_k_m");
+}
+
+// ---- the MTP head as llama.cpp's nextn block --------------------------------------------------------------------
+
+void with_head(ModelConfig* c) { c->mtp_layers = 1; }
+void widened_with_head(ModelConfig* c) {
+  testing::widen_to_k_blocks(c);
+  c->mtp_layers = 1;
+}
+
+// The head's logits and hidden row for pairs (hidden of token i, token i + 1)
+// of a short prompt, the trunk's hidden rows computed by the same model.
+MtpOutput head_output(const Model& m) {
+  const std::vector<int32_t> tokens = {11, 2000, 37, 512, 9, 77};
+  State s = m.new_state();
+  PrefillOptions o;
+  o.all_logits = true;
+  PrefillOutput out;
+  EXPECT_TRUE(m.prefill(s, tokens, o, &out).is_ok());
+  const int64_t H = m.config().hidden_size, n = static_cast<int64_t>(tokens.size()) - 1;
+  State kv = m.new_mtp_state();
+  MtpOutput head;
+  const Status st = m.mtp_forward(
+      MtpStep{&kv, 0, 1, std::span<const float>(out.hidden.data(), n * H), std::span(tokens).subspan(1)}, &head);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return head;
+}
+
+// mtp.* written as blk.<n_layers>.* and nextn.* (block_count + 1,
+// nextn_predict_layers 1) and imported back: the head computes the
+// checkpoint's bits, for a dense FFN (qwen3_5), per-expert MoE (qwen3_next)
+// and fused MoE (qwen3_5_moe).
+TEST(GgufMtpTest, F32FileGivesTheHeadsLogitsBitForBit) {
+  for (Arch arch : {Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe}) {
+    SCOPED_TRACE(arch_name(arch));
+    testing::TempDir tmp;
+    const std::string dir = testing::tiny_checkpoint(arch, 1, DType::kF32, "_mtp", with_head);
+    const std::string path = write(dir, GgufFileType::kF32, tmp, "m.gguf");
+    std::unique_ptr<GgufFile> g;
+    ASSERT_TRUE(GgufFile::open(path, &g).is_ok());
+    const std::string arch_key = arch == Arch::kQwen3Next ? "qwen3next"
+                                 : arch == Arch::kQwen35  ? "qwen35"
+                                                          : "qwen35moe";
+    int64_t blocks = 0, nextn = 0;
+    ASSERT_TRUE(g->get_int(arch_key + ".block_count", &blocks).is_ok());
+    ASSERT_TRUE(g->get_int(arch_key + ".nextn_predict_layers", &nextn).is_ok());
+    EXPECT_EQ(nextn, 1);
+    const std::string N = "blk." + std::to_string(blocks - 1) + ".";
+    for (const char* t : {"nextn.eh_proj.weight", "nextn.enorm.weight", "nextn.hnorm.weight",
+                          "nextn.shared_head_norm.weight", "attn_q.weight", "post_attention_norm.weight"})
+      EXPECT_NE(g->find_tensor(N + t), nullptr) << N + t;
+    auto a = testing::load_model(dir);
+    auto b = testing::load_model(path);
+    ASSERT_TRUE(a && b);
+    ASSERT_TRUE(a->has_mtp() && b->has_mtp());
+    EXPECT_EQ(b->config().n_layers, blocks - 1);
+    EXPECT_EQ(all_logits(*a), all_logits(*b));
+    const MtpOutput ha = head_output(*a), hb = head_output(*b);
+    ASSERT_FALSE(ha.logits.empty());  // the draft vocabulary's rows of the LM head
+    ASSERT_EQ(ha.logits.size(), hb.logits.size());
+    EXPECT_EQ(std::memcmp(ha.logits.data(), hb.logits.data(), ha.logits.size() * 4), 0) << "head logits differ";
+    EXPECT_EQ(ha.hidden, hb.hidden);
+  }
+}
+
+// Quantized files carry the head in the types llama-quantize gives a
+// block's tensors (eh_proj as any matrix; the nextn block counted in the
+// layers whose ffn_down gets more bits), load with it, and draft near the
+// F32 head: within the distance quantizing the whole tiny random model
+// moves logits (Q4_K_M's is of order 0.5, docs/xcheck.md), where a tensor
+// in the wrong layout would leave them uncorrelated (about 1.4).
+TEST(GgufMtpTest, QuantizedFilesLoadAndDraft) {
+  const testing::CheckpointSpec spec{Arch::kQwen35, "tiny", 1, DType::kF32, "_k256_mtp", widened_with_head};
+  auto f32 = testing::load_model(testing::checkpoint(spec));  // an F32 file's bits (the test above)
+  ASSERT_TRUE(f32 && f32->has_mtp());
+  const MtpOutput ref = head_output(*f32);
+  const int64_t N = f32->config().n_layers;
+  for (auto [type, eh, down, bound] : {std::tuple{GgufFileType::kQ8_0, DType::kQ8_0, DType::kQ8_0, 0.3},
+                                       {GgufFileType::kQ4_K_M, DType::kQ4_K, DType::kQ6_K, 0.8}}) {
+    SCOPED_TRACE(gguf_file_type_name(type));
+    const std::string path = testing::gguf_file(spec, type);
+    std::unique_ptr<GgufFile> g;
+    ASSERT_TRUE(GgufFile::open(path, &g).is_ok());
+    const std::string B = "blk." + std::to_string(N) + ".";
+    ASSERT_NE(g->find_tensor(B + "nextn.eh_proj.weight"), nullptr);
+    EXPECT_EQ(g->find_tensor(B + "nextn.eh_proj.weight")->dtype, eh);
+    EXPECT_EQ(g->find_tensor(B + "ffn_down.weight")->dtype, down);
+    EXPECT_EQ(g->find_tensor(B + "nextn.enorm.weight")->dtype, DType::kF32);
+    auto q = testing::load_model(path);
+    ASSERT_TRUE(q && q->has_mtp());
+    const MtpOutput out = head_output(*q);
+    ASSERT_EQ(out.logits.size(), ref.logits.size());
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < out.logits.size(); ++i) {
+      err += (out.logits[i] - ref.logits[i]) * (out.logits[i] - ref.logits[i]);
+      norm += ref.logits[i] * ref.logits[i];
+    }
+    EXPECT_GT(err, 0.0);
+    EXPECT_LT(std::sqrt(err / norm), bound);
+    EXPECT_GE(out.stats.argmax, 0);
+  }
+}
+
+// A nextn block with a tensor missing or of the wrong shape: an error naming
+// the tensor, never a crash or a model without its head.
+TEST(GgufMtpTest, ADamagedNextnBlockNamesTheTensor) {
+  testing::TempDir tmp;
+  const std::string path = write(testing::tiny_checkpoint(Arch::kQwen35, 1, DType::kF32, "_mtp", with_head),
+                                 GgufFileType::kF32, tmp, "m.gguf");
+  std::unique_ptr<GgufFile> g;
+  ASSERT_TRUE(GgufFile::open(path, &g).is_ok());
+  int64_t blocks = 0;
+  ASSERT_TRUE(g->get_int("qwen35.block_count", &blocks).is_ok());
+  const std::string B = "blk." + std::to_string(blocks - 1) + ".";
+  auto rewrite = [&](const std::string& name, bool drop, std::vector<int64_t> shape) {
+    GgufWriter w;
+    for (const auto& [k, v] : g->metadata()) w.set(k, v);
+    for (const auto& [n, t] : g->tensors()) {
+      if (n == name && drop) continue;
+      const auto* p = static_cast<const uint8_t*>(t.data);
+      w.add_tensor(n, t.dtype, n == name ? shape : t.shape, std::vector<uint8_t>(p, p + t.nbytes));
+    }
+    EXPECT_TRUE(w.write(tmp.file("d.gguf")).is_ok());
+    GgufModel m;
+    return open_gguf_model(tmp.file("d.gguf"), &m);
+  };
+  for (const char* part : {"nextn.hnorm.weight", "nextn.eh_proj.weight", "attn_k.weight", "ffn_up.weight"}) {
+    const Status s = rewrite(B + part, true, {});
+    expect_error(s, B + part);
+    expect_error(s, "missing");
+  }
+  const int64_t H = g->find_tensor(B + "nextn.eh_proj.weight")->shape[0];
+  const Status s = rewrite(B + "nextn.eh_proj.weight", false, {2 * H, H});
+  expect_error(s, B + "nextn.eh_proj.weight");
+  expect_error(s, "shape");
 }
 
 }  // namespace

@@ -29,6 +29,12 @@ graphs; the facts, not their code, are here:
   * in BF16 files, norms, 1-D tensors, the conv weight and both routers stay
     F32, every other matrix is BF16 (bf16 checkpoint bits pass unchanged; f32
     values are rounded to nearest even);
+  * the MTP head (mtp.*, a hybrid with mtp_num_hidden_layers 1) is one block
+    after the trunk's, blk.<n_layers>, counted in block_count, with
+    nextn_predict_layers 1 and a non-recurrent entry in recurrent_layers: its
+    decoder layer mtp.layers.0 under a full-attention layer's names, mtp.fc as
+    nextn.eh_proj, pre_fc_norm_embedding as nextn.enorm, pre_fc_norm_hidden as
+    nextn.hnorm and mtp.norm as nextn.shared_head_norm (each norm 1 + w);
   * the vocabulary is the checkpoint's byte-level BPE (tokenizer.json) as
     llama.cpp's gpt2 model with the qwen2 pre-tokenizer, padded with unused
     [PADi] entries to the model's vocab size.
@@ -134,6 +140,8 @@ class Converter:
         self.rope_theta = float(rope.get("rope_theta", c.get("rope_theta", 1e6 if not self.hybrid else 1e4)))
         self.partial = float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0 if not self.hybrid else 0.25)))
         self.mrope_section = rope.get("mrope_section")
+        n_mtp = int(c.get("mtp_num_hidden_layers", c.get("num_nextn_predict_layers", 0)) or 0)
+        self.nextn = self.hybrid and n_mtp == 1 and self.tensors.has("mtp.fc.weight")
 
     # ---- tensors ----------------------------------------------------------------------------------------------
 
@@ -174,10 +182,23 @@ class Converter:
             else:
                 raise ConvertError(f"layer {i}: type {self.layer_types[i]} has no llama.cpp counterpart")
             self.mlp(i, lp + "mlp.")
+        if self.nextn:
+            self.mtp_block(self.n_layers)
         skipped = ("model.visual.", "mtp.", "model.mtp.")
         left = [n for n in self.tensors.names() if n not in self.used and not n.startswith(skipped)]
         if left:
             raise ConvertError(f"tensors not converted: {', '.join(sorted(left)[:8])}{' ...' if len(left) > 8 else ''}")
+
+    def mtp_block(self, i: int):
+        lp = "mtp.layers.0."
+        self.emit(T.ATTN_NORM, i, self.norm(lp + "input_layernorm.weight"))
+        self.emit(T.ATTN_POST_NORM, i, self.norm(lp + "post_attention_layernorm.weight"))
+        self.attention(i, lp + "self_attn.")
+        self.mlp(i, lp + "mlp.")
+        self.emit(T.NEXTN_EH_PROJ, i, self.take("mtp.fc.weight"))
+        self.emit(T.NEXTN_ENORM, i, self.norm("mtp.pre_fc_norm_embedding.weight"))
+        self.emit(T.NEXTN_HNORM, i, self.norm("mtp.pre_fc_norm_hidden.weight"))
+        self.emit(T.NEXTN_SHARED_HEAD_NORM, i, self.norm("mtp.norm.weight"))
 
     def attention(self, i: int, ap: str):
         self.emit(T.ATTN_Q, i, self.take(ap + "q_proj.weight"))  # hybrids: [query | gate] per head, as llama.cpp reads it
@@ -266,7 +287,9 @@ class Converter:
         c = self.cfg
         w.add_name(f"statebank {self.family} {os.path.basename(os.path.normpath(self.dir))}")
         w.add_file_type(gguf.LlamaFileType.ALL_F32 if self.outtype == "f32" else gguf.LlamaFileType.MOSTLY_BF16)
-        w.add_block_count(self.n_layers)
+        w.add_block_count(self.n_layers + int(self.nextn))
+        if self.nextn:
+            w.add_nextn_predict_layers(1)
         w.add_context_length(int(c.get("max_position_embeddings", 32768)))
         w.add_embedding_length(self.hidden)
         if int(c.get("intermediate_size", 0) or 0) > 0:
@@ -294,7 +317,7 @@ class Converter:
             w.add_ssm_time_step_rank(self.n_v)
             w.add_ssm_inner_size(self.n_v * self.d_v)
             w.add_full_attention_interval(int(c.get("full_attention_interval", 4)))
-            w.add_recurrent_layers([t == "linear_attention" for t in self.layer_types])
+            w.add_recurrent_layers([t == "linear_attention" for t in self.layer_types] + [False] * int(self.nextn))
         if self.family in ("qwen3_5", "qwen3_5_moe"):
             w.add_rope_dimension_sections(self.rope_sections(rot))
 

@@ -1,0 +1,172 @@
+// mtp_logits: statebank's side of the MTP head cross-check
+// (tools/xcheck/mtp_check.py, docs/xcheck.md). tools/xcheck/llama_mtp.cpp is
+// llama.cpp's side; both take the same flags and write the same rows.
+//
+//   mtp_logits --model FILE.gguf --prompt-ids 1,2,3 [--steps S] [--depth D]
+//              [--prompt-rows 0|1] [--target-ids IDS] [--threads T] --logits-out FILE
+//
+// The target decodes greedily (argmax, lowest id on a tie) S tokens after the
+// prompt: t_n .. t_{n+S-1}; with --target-ids it takes those S tokens instead
+// (both sides then draft after the same text even where their greedy
+// choices would part, as on quantized files). Before each of them, at position p, the head
+// drafts D tokens greedily: row (h_{p-1}, t_p) at position p, then (the
+// head's own hidden row, its draft) at p + 1, ... The head's keys and values
+// hold, before the draft at p, the pairs (h_{j-1}, t_j) of the positions
+// j < p it has seen: with --prompt-rows 1 every prompt position (h_{-1} a zero
+// row, as llama.cpp's draft-mtp pairs position 0), with 0 only the positions
+// drafted from (p >= n). A draft's deeper rows are dropped before the next.
+// Prints the target tokens on the first line and each step's drafts on the
+// next S lines (comma separated); --logits-out gets S * D rows of vocab_size
+// float32, step-major. The head drafts over the whole vocabulary here.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/cpu/backend.h"
+#include "tools/xcheck/tool_args.h"
+
+namespace {
+
+constexpr const char* kTool = "mtp_logits";
+
+[[noreturn]] void die(const std::string& message) { xcheck::die(kTool, message); }
+
+void check(const sb::Status& s) {
+  if (!s) die(s.to_string());
+}
+
+int32_t argmax(const std::vector<float>& row, size_t offset, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (row[offset + i] > row[offset + best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+struct Flags {
+  std::string model, ids, out, target;  // target: forced target tokens (else greedy)
+  int steps = 8, depth = 3, prompt_rows = 1, threads = 2;
+};
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) die(flag + " wants a value");
+    const std::string value = argv[++i];
+    if (flag == "--model")
+      f.model = value;
+    else if (flag == "--prompt-ids")
+      f.ids = value;
+    else if (flag == "--target-ids")
+      f.target = value;
+    else if (flag == "--logits-out")
+      f.out = value;
+    else if (flag == "--steps")
+      f.steps = std::atoi(value.c_str());
+    else if (flag == "--depth")
+      f.depth = std::atoi(value.c_str());
+    else if (flag == "--prompt-rows")
+      f.prompt_rows = std::atoi(value.c_str());
+    else if (flag == "--threads")
+      f.threads = std::atoi(value.c_str());
+    else
+      die("unknown flag " + flag);
+  }
+  if (f.model.empty() || f.ids.empty() || f.out.empty()) die("--model, --prompt-ids and --logits-out are required");
+  if (f.steps < 1 || f.depth < 1 || f.threads < 1 || (f.prompt_rows != 0 && f.prompt_rows != 1))
+    die("--steps, --depth and --threads must be positive, --prompt-rows 0 or 1");
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Flags f = parse(argc, argv);
+  sb::RuntimeOptions options;
+  options.threads = f.threads;
+  options.mtp_draft_vocab = 0;
+  std::unique_ptr<sb::Model> model;
+  check(sb::Model::load(f.model, options, sb::cpu_kernels_factory(), &model));
+  if (!model->has_mtp()) die(f.model + " has no MTP head");
+  const int64_t H = model->config().hidden_size;
+  const size_t vocab = static_cast<size_t>(model->vocab_size());
+  std::vector<int32_t> tokens;
+  for (long long v : xcheck::parse_list(kTool, "--prompt-ids", f.ids)) tokens.push_back(static_cast<int32_t>(v));
+  std::vector<int32_t> forced;
+  for (long long v : xcheck::parse_list(kTool, "--target-ids", f.target)) forced.push_back(static_cast<int32_t>(v));
+  if (!forced.empty() && static_cast<int>(forced.size()) < f.steps) die("--target-ids needs --steps ids");
+  // The target's token of step s: forced, else its greedy choice.
+  auto next = [&](int s, int32_t greedy) { return forced.empty() ? greedy : forced[static_cast<size_t>(s)]; };
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) die("--prompt-ids is empty");
+
+  // The target: h_{-1} = 0, then h_j for every position, and its greedy tokens.
+  std::vector<float> h(static_cast<size_t>(H), 0.0f);
+  sb::State state = model->new_state();
+  sb::PrefillOptions po;
+  po.all_logits = true;
+  sb::PrefillOutput out;
+  check(model->prefill(state, tokens, po, &out));
+  h.insert(h.end(), out.hidden.begin(), out.hidden.end());
+  tokens.push_back(next(0, argmax(out.logits, (n - 1) * vocab, vocab)));
+  for (int s = 1; s < f.steps; ++s) {
+    const int32_t t = tokens.back();
+    sb::SequenceStep step;
+    step.state = &state;
+    step.tokens = {&t, 1};
+    step.decode = true;
+    std::vector<sb::SequenceOutput> o;
+    check(model->forward({&step, 1}, &o));
+    h.insert(h.end(), o[0].hidden.begin(), o[0].hidden.end());
+    tokens.push_back(next(s, argmax(o[0].logits, 0, vocab)));
+  }
+  // row(j): h_{j-1}, the hidden row paired with t_j.
+  auto row = [&](int64_t j) { return std::span<const float>(h.data() + j * H, static_cast<size_t>(H)); };
+
+  std::FILE* file = std::fopen(f.out.c_str(), "wb");
+  if (!file) die("cannot create " + f.out);
+  sb::State kv = model->new_mtp_state();
+  int64_t kept = 0;  // rows of kv: pairs of positions [first, first + kept)
+  const int64_t first = f.prompt_rows ? 0 : n;
+  if (f.prompt_rows) {
+    sb::MtpOutput ignored;
+    check(model->mtp_forward(
+        sb::MtpStep{&kv, 0, 0, {h.data(), static_cast<size_t>(n * H)}, {tokens.data(), static_cast<size_t>(n)}},
+        &ignored));
+    kept = n;
+  }
+  std::string drafts;
+  for (int s = 0; s < f.steps; ++s) {
+    const int64_t p = n + s;
+    // Pairs the head has not seen yet, up to and including the draft's first row.
+    std::vector<float> hs;
+    std::vector<int32_t> ts;
+    for (int64_t j = first + kept; j <= p; ++j) {
+      const auto r = row(j);
+      hs.insert(hs.end(), r.begin(), r.end());
+      ts.push_back(tokens[static_cast<size_t>(j)]);
+    }
+    sb::MtpOutput o;
+    check(model->mtp_forward(sb::MtpStep{&kv, kept, first + kept, hs, ts}, &o));
+    kept = p + 1 - first;
+    std::string line;
+    for (int d = 0; d < f.depth; ++d) {
+      if (std::fwrite(o.logits.data(), sizeof(float), o.logits.size(), file) != o.logits.size()) die("write failed");
+      const int32_t draft = o.stats.argmax;
+      if (d > 0) line += ',';
+      line += std::to_string(draft);
+      if (d + 1 == f.depth) break;
+      const std::vector<float> hidden = o.hidden;
+      check(model->mtp_forward(sb::MtpStep{&kv, kept + d, p + 1 + d, hidden, {&draft, 1}}, &o));
+    }
+    drafts += line + "\n";
+  }
+  if (std::fclose(file) != 0) die("writing " + f.out + " failed");
+  for (size_t i = static_cast<size_t>(n); i < tokens.size(); ++i)
+    std::printf("%s%d", i > static_cast<size_t>(n) ? "," : "", tokens[i]);
+  std::printf("\n%s", drafts.c_str());
+  return 0;
+}
