@@ -420,6 +420,7 @@ Status Transformer::forward_pass(std::span<const SequenceStep> batch, std::vecto
   for (size_t i = 0; i < batch.size(); ++i)
     kernels_->embed_rows(embed_, batch[i].tokens, x.data() + call.sequences[i].first_row * config_.hidden_size);
   run_layers(call, x);
+  if (mtp_) mtp_state_rows(batch, call, x);
   for (const SequenceRows& seq : call.sequences) {
     const int64_t end = seq.first_pos + seq.rows;
     seq.state->set_position(end);
