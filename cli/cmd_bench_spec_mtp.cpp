@@ -28,9 +28,9 @@ Status measure_mtp_cost(const Model& model, std::span<const int32_t> prompt, int
     const Clock::time_point p1 = Clock::now();
     // The head's rows over the prompt alone (any hidden rows cost the same).
     State rows = model.new_mtp_state();
-    std::vector<float> hidden(prompt.size() * static_cast<size_t>(model.config().hidden_size), 0.5f);
+    const std::vector<float> pairs(prompt.size() * static_cast<size_t>(model.config().hidden_size), 0.5f);
     MtpOutput prompt_rows;
-    SB_RETURN_IF_ERROR(model.mtp_forward(MtpStep{&rows, 0, 0, hidden, prompt}, &prompt_rows));
+    SB_RETURN_IF_ERROR(model.mtp_forward(MtpStep{&rows, 0, 0, pairs, prompt}, &prompt_rows));
     const Clock::time_point p2 = Clock::now();
     out->prefill_ms = std::min(out->prefill_ms, ms_between(p0, p1));
     out->prefill_head_ms = std::min(out->prefill_head_ms, ms_between(p1, p2));

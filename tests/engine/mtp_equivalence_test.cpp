@@ -40,10 +40,12 @@ const Model& head_model() {
 }
 
 struct Fixture {
-  explicit Fixture(const Model& m = head_model()) : model(m), ram(1ULL << 30), bank({&ram}) {
+  explicit Fixture(const Model& m = head_model(), int64_t batch_tokens = 512)
+      : model(m), ram(1ULL << 30), bank({&ram}) {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 2 * kB;
+    o.batch_tokens = batch_tokens;
     EXPECT_TRUE(Engine::create(model, &bank, o, &engine).is_ok());
   }
   const Model& model;
@@ -222,6 +224,29 @@ TEST(MtpEquivalence, ADamagedHeadStateDraftsOtherwise) {
     EXPECT_EQ(testing::compare_results(cold, plain), "");
     EXPECT_EQ(testing::compare_results(warm, plain), "");
     EXPECT_FALSE(cold_drafts == warm_drafts);
+  }
+}
+
+// The engine's prefill chunks (a step's batch_tokens: the whole prompt, or
+// chunks on and off the 64-token grid) change no draft.
+TEST(MtpEquivalence, DraftsDoNotDependOnThePrefillSplit) {
+  const CompletionRequest base = prompt_of(head_model().vocab_size(), 2 * static_cast<int>(kB) + 40, 41);
+  Drafts want;
+  CompletionResult plain;
+  for (int64_t batch_tokens : {512, 64, 50, 9}) {
+    SCOPED_TRACE("batch_tokens " + std::to_string(batch_tokens));
+    Fixture f(head_model(), batch_tokens);
+    Drafts drafts;
+    const CompletionResult got =
+        run(*f.engine, recorded(f.model, base, &drafts), SpeculativeMode::kMtp, CacheMode::kBypass);
+    if (batch_tokens == 512) {
+      want = drafts;
+      plain = got;
+      EXPECT_GT(want.tokens.size(), 10u);
+      continue;
+    }
+    EXPECT_EQ(testing::compare_results(got, plain), "");
+    EXPECT_TRUE(drafts == want);
   }
 }
 

@@ -190,6 +190,36 @@ TEST(MtpHead, PrefillSplitsGiveTheSameHeadStateAndDrafts) {
   }
 }
 
+// Verify rows (speculative decoding) append the head's rows and carry the
+// hidden row like one-token steps; rolled back to a row's state, the State
+// (head components included) is bit for bit that of plain decoding there.
+TEST(MtpHead, VerifyRowsRollBackTheHeadStateWithTheRest) {
+  std::unique_ptr<Model> m = testing::load_model(head_checkpoint(Arch::kQwen35));
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = some_tokens(*m, 70, 3), rows = {12, 345, 6};
+  State plain = m->new_state();
+  PrefillOutput out;
+  ASSERT_TRUE(m->prefill(plain, prompt, PrefillOptions{}, &out).is_ok());
+  State verified = plain;
+  std::vector<float> logits;
+  ASSERT_TRUE(m->decode(plain, rows[0], &logits).is_ok());
+  ASSERT_TRUE(m->decode(plain, rows[1], &logits).is_ok());
+  std::vector<RecurrentSnapshot> row_states;
+  SequenceStep step;
+  step.state = &verified;
+  step.tokens = rows;
+  step.decode = true;
+  step.logits = LogitRows::kAll;
+  step.row_states = &row_states;
+  std::vector<SequenceOutput> outs;
+  ASSERT_TRUE(m->forward(std::span<const SequenceStep>(&step, 1), &outs).is_ok());
+  ASSERT_EQ(row_states.size(), 2u);
+  EXPECT_FALSE(verified.bitwise_equal(plain));
+  rewind(verified, row_states[1]);
+  EXPECT_TRUE(verified.bitwise_equal(plain));
+  EXPECT_EQ(draft_logits(*m, verified, 7, 2), draft_logits(*m, plain, 7, 2));
+}
+
 // The head's layer count comes from either name; a head of two layers is
 // refused naming the field.
 TEST(MtpHead, ConfigNamesAndBadHeadsAreClearErrors) {
