@@ -50,6 +50,11 @@ struct RuntimeOptions {
   // by merge order, so the low ids are the common ones. Drafts only: no bit
   // of a result, and not part of the fingerprint.
   int64_t mtp_draft_vocab = 32768;
+  // false: a checkpoint's MTP head is left unloaded (has_mtp() is false), so
+  // no forward step runs the head's layer and the State has none of its
+  // components (another schema, so another fingerprint and bank): for a
+  // server that never drafts with it (--speculative off).
+  bool mtp_head = true;
 };
 
 // PrefillCarry: lets a prefill stop anywhere, not only on the kGrid grid,

@@ -38,7 +38,7 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   if (!m->kernels_) return Status::invalid("the kernels factory made no kernels");
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
-  SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
+  if (options.mtp_head) SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
 
   FingerprintFields& f = m->fingerprint_fields_;
   // The numerics version and instruction set live beside the kernels

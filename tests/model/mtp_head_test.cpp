@@ -84,6 +84,14 @@ TEST(MtpHead, LoadsForEveryFamilyWithAHead) {
     MtpOutput out;
     State kv = none->new_mtp_state();
     EXPECT_FALSE(none->mtp_forward(MtpStep{&kv, 0, 0, {}, {}}, &out).is_ok());
+    // Left unloaded on request: no head, and the State of a model without one.
+    RuntimeOptions unloaded;
+    unloaded.mtp_head = false;
+    std::unique_ptr<Model> skipped;
+    ASSERT_TRUE(Model::load(head_checkpoint(arch), unloaded, cpu_kernels_factory(), &skipped).is_ok());
+    EXPECT_FALSE(skipped->has_mtp());
+    EXPECT_EQ(skipped->schema(), none->schema());
+    EXPECT_NE(skipped->fingerprint(), m->fingerprint());
   }
 }
 
