@@ -1,17 +1,17 @@
 // MtpDrafter: drafts with the checkpoint's multi-token-prediction head
 // (Model::mtp_forward), depth 1..k: depth 1 pairs the target's hidden row
-// with the token it produced; each further depth pairs the head's own output
-// row with the token the depth before drafted (its argmax).
+// of the last consumed position (the State's carried row) with the token it
+// produced; each further depth pairs the head's own output row with the
+// token the depth before drafted (its argmax).
 //
-// The head's keys and values cover the pairs of the generated tokens (the
-// first pairs the prompt's last hidden row with the first generated token);
-// the prompt's own positions are not in them (docs/model-spec.md, "MTP
-// head"). A pair is committed once both its hidden row and its token are
-// the target's; the deeper rows of a draft are dropped by the next call.
-// So the head's state depends only on the target's tokens and hidden rows,
-// which a restored conversation reproduces bit for bit: it drafts the same
-// tokens as a cold one. Drafts are proposals: any of them changes no bit of
-// a result (engine/speculation.h).
+// The head's keys and values over every consumed position, prompt included,
+// are part of the sequence's model State (model/model.h, has_mtp): the
+// forward steps compute them and the bank stores them. The drafter keeps a
+// copy (Model::mtp_sync, only the rows added since its last call) to which
+// a draft's rows are appended; the next call drops them. So a draft depends
+// only on the sequence's tokens: a restored conversation drafts the same
+// tokens as a cold one, as llama.cpp's and vLLM's heads do. Drafts are
+// proposals: any of them changes no bit of a result (engine/speculation.h).
 #pragma once
 
 #include <cstdint>
@@ -24,20 +24,18 @@ namespace sb {
 class MtpDrafter final : public Drafter {
  public:
   // REQUIRES: model.has_mtp(); model outlives the drafter.
-  MtpDrafter(const Model& model, int64_t prompt_tokens)
-      : model_(model), prompt_tokens_(prompt_tokens), kv_(model.new_mtp_state()) {}
+  explicit MtpDrafter(const Model& model) : model_(model), kv_(model.new_mtp_state()) {}
+  // REQUIRES: context.state, at the position of context.generated.back().
   void draft(const DraftContext& context, int max_tokens, std::vector<int32_t>* out) override;
+  // The head's output (logits over the draft vocabulary, argmax) of each
+  // depth of the last draft() (tests compare drafts bit for bit).
+  const std::vector<MtpOutput>& last_outputs() const { return outputs_; }
 
  private:
-  // Commits the pairs of the generated tokens context.hidden covers; the
-  // last one's output (the first draft token's logits) into *first.
-  bool commit(const DraftContext& context, MtpOutput* first);
-
   const Model& model_;
-  int64_t prompt_tokens_;
   State kv_;
-  int64_t base_ = 0;       // the generated token of kv_'s first row
-  int64_t committed_ = 0;  // kv_ rows that are the target's pairs
+  int64_t synced_ = 0;  // kv_ rows equal to the State's
+  std::vector<MtpOutput> outputs_;
 };
 
 }  // namespace sb

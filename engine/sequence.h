@@ -66,7 +66,6 @@ struct Sequence {
   SpeculativeAcceptance acceptance = SpeculativeAcceptance::kExact;
   std::vector<int32_t> generated;             // the ids of result.tokens (what drafters read)
   std::vector<int32_t> draft;                 // this step's proposal
-  std::vector<float> hidden;  // with an MTP head: the hidden rows of the tokens since the last draft (DraftContext)
   std::vector<RecurrentSnapshot> row_states;  // the verify rows' states (reused buffers)
 
   CompletionResult result;

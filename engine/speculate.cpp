@@ -19,7 +19,7 @@ void start_speculation(const EngineContext& context, Sequence& seq) {
     seq.result.speculative.mode = "custom";
   } else if (mode == SpeculativeMode::kMtp || (mode == SpeculativeMode::kAuto && context.model.has_mtp())) {
     // auto: what the checkpoint allows; with an MTP head that is mtp.
-    seq.drafter = std::make_unique<MtpDrafter>(context.model, seq.prompt_tokens());
+    seq.drafter = std::make_unique<MtpDrafter>(context.model);
     seq.result.speculative.mode = "mtp";
   } else if (mode == SpeculativeMode::kNgram || mode == SpeculativeMode::kAuto) {
     seq.drafter = std::make_unique<NgramDrafter>();
@@ -38,10 +38,9 @@ void propose_draft(const EngineContext& context, Sequence& seq) {
   const int depth = static_cast<int>(std::min<int64_t>(seq.draft_control.depth(), left));
   if (depth <= 0) return;
   const auto started = std::chrono::steady_clock::now();
-  seq.drafter->draft(DraftContext{seq.request.prompt, seq.generated, seq.hidden}, depth, &seq.draft);
+  seq.drafter->draft(DraftContext{seq.request.prompt, seq.generated, &seq.state}, depth, &seq.draft);
   const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - started;
   seq.draft_control.observe_draft(took.count(), static_cast<int>(seq.draft.size()));
-  seq.hidden.clear();  // the drafter has seen them
   // A drafter's slip must not fail the step: it ends the draft.
   const int64_t vocab = context.model.vocab_size();
   const auto bad = std::find_if(seq.draft.begin(), seq.draft.end(), [&](int32_t t) { return t < 0 || t >= vocab; });

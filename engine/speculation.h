@@ -14,7 +14,7 @@
 // output so far (NgramDrafter), and for tests and benches an oracle that
 // proposes a recorded run's tokens with a chosen share corrupted
 // (OracleDrafter); the MTP head's drafter is engine/mtp_drafter.h, fed the
-// target's hidden rows through DraftContext.
+// sequence's State through DraftContext.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,8 @@
 #include "common/status.h"
 
 namespace sb {
+
+class State;
 
 enum class SpeculativeMode { kOff, kAuto, kNgram, kMtp };
 
@@ -95,10 +97,9 @@ struct SpeculativeRecord {
 struct DraftContext {
   std::span<const int32_t> prompt;
   std::span<const int32_t> generated;
-  // With an MTP head only: the target's hidden rows (SequenceOutput::hidden)
-  // that produced the last hidden.size() / hidden_size generated tokens, the
-  // ones since the drafter was last called.
-  std::span<const float> hidden;
+  // The sequence's model State, at the position of generated.back() (what
+  // the MTP drafter reads the head's keys and values and carried row from).
+  const State* state = nullptr;
 };
 
 // Proposes draft tokens. Any proposal is safe: a wrong token is rejected by

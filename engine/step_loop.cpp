@@ -186,7 +186,6 @@ void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
   seq.result.restore.prefill_ms = ms_since(seq.prefill_started);
   seq.logits.assign(out.logits.end() - vocab, out.logits.end());
   seq.logit_stats = out.stats.back();
-  keep_hidden_row(seq, out, out.n_rows - 1);
   if (seq.request.max_tokens == 0) {
     seq.result.ttft_ms = ms_since(seq.submitted);
     publish_prompt(context_, seq);
@@ -207,7 +206,6 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
     else
       seq.logits.assign(out.logits.begin() + row * vocab, out.logits.begin() + (row + 1) * vocab);
     seq.logit_stats = out.stats[row];
-    keep_hidden_row(seq, out, static_cast<int64_t>(row));
     // Rejection acceptance judges the row's draft token by p/q; exact
     // acceptance draws as plain decoding does and compares below.
     DraftToken draft;
@@ -237,12 +235,6 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
   if (seq.drafter &&
       seq.draft_control.observe(static_cast<int>(rows - 1), static_cast<int>(accepted), static_cast<int>(emitted)))
     ++record.switched_off;
-}
-
-void StepLoop::keep_hidden_row(Sequence& seq, const SequenceOutput& out, int64_t row) {
-  if (out.hidden.empty() || !seq.drafter) return;
-  const size_t H = static_cast<size_t>(context_.model.config().hidden_size);
-  seq.hidden.insert(seq.hidden.end(), out.hidden.begin() + row * H, out.hidden.begin() + (row + 1) * H);
 }
 
 void StepLoop::emit_token(Sequence& seq, const DraftToken* draft) {

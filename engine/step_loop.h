@@ -88,9 +88,6 @@ class StepLoop {
   // after a row equals the token drawn from it, then rolls the State back to
   // the last row used (engine/speculation.h).
   void verify_rows(const Slice& slice, SequenceOutput& out);
-  // Keeps row `row` of out.hidden for the sequence's MTP drafter (before
-  // the token drawn from that row is emitted).
-  void keep_hidden_row(Sequence& seq, const SequenceOutput& out, int64_t row);
   void emit_token(Sequence& seq, const DraftToken* draft = nullptr);
   void finish(Sequence& seq, FinishReason reason);
   void retire_finished();  // takes finished sequences out, calls their on_retired

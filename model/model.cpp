@@ -32,4 +32,8 @@ Status Model::mtp_forward(const MtpStep&, MtpOutput*) const {
   return Status::invalid("this checkpoint has no MTP head");
 }
 
+Status Model::mtp_sync(const State&, int64_t, State*, std::vector<float>*) const {
+  return Status::invalid("this checkpoint has no MTP head");
+}
+
 }  // namespace sb

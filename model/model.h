@@ -50,6 +50,11 @@ struct RuntimeOptions {
   // by merge order, so the low ids are the common ones. Drafts only: no bit
   // of a result, and not part of the fingerprint.
   int64_t mtp_draft_vocab = 32768;
+  // false: a checkpoint's MTP head is left unloaded (has_mtp() is false), so
+  // no forward step runs the head's layer and the State has none of its
+  // components (another schema, so another fingerprint and bank): for a
+  // server that never drafts with it (--speculative off).
+  bool mtp_head = true;
 };
 
 // PrefillCarry: lets a prefill stop anywhere, not only on the kGrid grid,
@@ -187,12 +192,28 @@ class Model {
   Status decode(State& state, int32_t token, std::vector<float>* logits) const;
 
   // The MTP head, when the checkpoint has one (config mtp_layers > 0 and its
-  // mtp.* tensors). Its keys and values live in a State of their own, apart
-  // from the model's (the bank never sees them). mtp_forward() is
-  // deterministic: the same kv, hidden rows and tokens give the same bits.
+  // mtp.* tensors). Then the model's State has three more components
+  // (docs/model-spec.md 2.9): the head's keys and values of every consumed
+  // position ("mtp.k", "mtp.v"; row j pairs the final-normed hidden row of
+  // position j - 1, zeros for j = 0, with token j, at RoPE position j) and
+  // the hidden row carried to the next position ("mtp.hidden", recurrent).
+  // Every forward step computes them for its rows, prompt and decode alike
+  // (the head's decoder layer only, not its LM head), so they depend on the
+  // tokens alone, whatever the split, and the bank stores them like the
+  // layers' own. A draft runs on a State of its own (new_mtp_state(): the
+  // head's keys and values only) that mtp_sync() brings up to the model's.
+  // mtp_forward() is deterministic: the same kv, hidden rows and tokens give
+  // the same bits.
   virtual bool has_mtp() const { return false; }
   virtual State new_mtp_state() const { return State(); }
   virtual Status mtp_forward(const MtpStep& step, MtpOutput* out) const;
+  // Makes kv (new_mtp_state()) hold the head's keys and values of `state`,
+  // rows [0, state.position()), copying only rows [valid, position()) (rows
+  // [0, valid) are taken to be equal already; rows past position() are
+  // dropped), and puts the carried hidden row (the final-normed hidden row
+  // of position() - 1; zeros at 0) in *hidden: what a draft's first row
+  // pairs with the token at position().
+  virtual Status mtp_sync(const State& state, int64_t valid, State* kv, std::vector<float>* hidden) const;
 
   // The check after every restore: the State is consistent (runtime/state.h
   // invariants 1-3) and every derived component equals what its sources give

@@ -112,7 +112,27 @@ Status Transformer::bind_mtp(int64_t draft_vocab) {
     mtp->lm_head = kernels_->prepare(rows);
   }
   mtp_ = std::move(mtp);
+  add_mtp_schema();
   return Status::ok();
+}
+
+void Transformer::add_mtp_schema() {
+  MtpHead& m = *mtp_;
+  int recurrent = 0;
+  for (const ComponentSpec& c : schema_.components) recurrent += c.kind == ComponentKind::kRecurrent;
+  m.state_layer = m.layer;
+  for (int c = 0; c < 2; ++c) {
+    ComponentSpec spec = m.schema.components[c];
+    schema_.components.push_back(spec);
+    (c == 0 ? m.state_layer.comp_k : m.state_layer.comp_v) = static_cast<int>(schema_.components.size() - 1);
+  }
+  // The hidden row a position hands to the next one's pair: recurrent, so
+  // the bank keeps it with each snapshot and a restored prefill goes on
+  // from it.
+  schema_.components.push_back(
+      {"mtp.hidden", ComponentKind::kRecurrent, 0, DType::kF32, static_cast<uint64_t>(config_.hidden_size)});
+  m.comp_hidden = static_cast<int>(schema_.components.size() - 1);
+  m.rec_hidden = recurrent;
 }
 
 void Transformer::bind_mtp_layer(const std::map<std::string, const TensorView*>& t, LayerWeights* w) {
@@ -178,21 +198,15 @@ Status Transformer::check_mtp_step(const MtpStep& step) const {
   return Status::ok();
 }
 
-Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
-  SB_RETURN_IF_ERROR(check_mtp_step(step));
+void Transformer::mtp_input(std::span<const int32_t> tokens, const float* hidden, int64_t n, float* x) const {
   const MtpHead& m = *mtp_;
-  const int64_t H = config_.hidden_size, n = static_cast<int64_t>(step.tokens.size());
+  const int64_t H = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const bool offset = config_.norm_weight_offset;
-  State& kv = *step.kv;
-  for (size_t c = 0; c < 2; ++c)
-    kv.storage(c).resize(static_cast<size_t>(step.keep) * m.schema.components[c].row_bytes());
-  kv.set_position(step.keep);
-
   Rows e(n * H), h(n * H), cat(n * 2 * H);
-  kernels_->embed_rows(embed_, step.tokens, e.data());
+  kernels_->embed_rows(embed_, tokens, e.data());
   kernels_->rms_norm(e.data(), n, H, m.norm_embed.data(), eps, offset, e.data());
-  kernels_->rms_norm(step.hidden.data(), n, H, m.norm_hidden.data(), eps, offset, h.data());
+  kernels_->rms_norm(hidden, n, H, m.norm_hidden.data(), eps, offset, h.data());
   // fc's input row i is [e_i ; h_i]: as rows of H floats, e_i is row 2i and h_i row 2i + 1.
   std::vector<int64_t> even(n), odd(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -201,9 +215,20 @@ Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
   }
   kernels_->scatter_rows(e.data(), even.data(), n, H, cat.data());
   kernels_->scatter_rows(h.data(), odd.data(), n, H, cat.data());
-  std::vector<float> x(n * H);
-  kernels_->matmul(cat.data(), n, m.fc, x.data());
+  kernels_->matmul(cat.data(), n, m.fc, x);
+}
 
+Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
+  SB_RETURN_IF_ERROR(check_mtp_step(step));
+  const MtpHead& m = *mtp_;
+  const int64_t H = config_.hidden_size, n = static_cast<int64_t>(step.tokens.size());
+  State& kv = *step.kv;
+  for (size_t c = 0; c < 2; ++c)
+    kv.storage(c).resize(static_cast<size_t>(step.keep) * m.schema.components[c].row_bytes());
+  kv.set_position(step.keep);
+
+  std::vector<float> x(n * H);
+  mtp_input(step.tokens, step.hidden.data(), n, x.data());
   // The head's rows attend over its own keys: key row j is the j-th pair it
   // kept, at the position RoPE gave it; first_pos only places the rows.
   ForwardCall call;
@@ -218,11 +243,86 @@ Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
   run_layer(m.layer, call, x.data(), xn.data(), y.data());
   kv.set_position(step.keep + n);
 
+  const float eps = static_cast<float>(config_.rms_norm_eps);
   out->hidden.resize(H);
-  kernels_->rms_norm(x.data() + (n - 1) * H, 1, H, m.norm.data(), eps, offset, out->hidden.data());
+  kernels_->rms_norm(x.data() + (n - 1) * H, 1, H, m.norm.data(), eps, config_.norm_weight_offset, out->hidden.data());
   out->logits.resize(m.vocab);
   kernels_->matmul(out->hidden.data(), 1, m.lm_head, out->logits.data());
   kernels_->logit_stats(out->logits.data(), 1, m.vocab, &out->stats);
+  return Status::ok();
+}
+
+void Transformer::mtp_previous_rows(const ForwardCall& call, const float* normed, float* prev) const {
+  const int64_t H = config_.hidden_size, S = static_cast<int64_t>(call.sequences.size());
+  std::vector<int64_t> from, to, firsts;
+  std::vector<float> carried(S * H);
+  for (int64_t i = 0; i < S; ++i) {
+    const SequenceRows& seq = call.sequences[i];
+    firsts.push_back(seq.first_row);
+    seq.state->read_rows(mtp_->comp_hidden, 0, 1, carried.data() + i * H);
+    for (int64_t r = seq.first_row + 1; r < seq.first_row + seq.rows; ++r) {
+      from.push_back(r - 1);
+      to.push_back(r);
+    }
+  }
+  const int64_t moved = static_cast<int64_t>(from.size());
+  if (moved > 0) {
+    Rows rows(moved * H);
+    kernels_->gather_rows(normed, from.data(), moved, H, rows.data());
+    kernels_->scatter_rows(rows.data(), to.data(), moved, H, prev);
+  }
+  kernels_->scatter_rows(carried.data(), firsts.data(), S, H, prev);
+}
+
+void Transformer::mtp_state_rows(std::span<const SequenceStep> batch, ForwardCall& call,
+                                 const std::vector<float>& x) const {
+  const MtpHead& m = *mtp_;
+  const int64_t H = config_.hidden_size, T = call.rows;
+  // Each row's final-normed hidden row, as the LM head reads it.
+  Rows normed(T * H), prev(T * H);
+  kernels_->rms_norm(x.data(), T, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
+                     config_.norm_weight_offset, normed.data());
+  mtp_previous_rows(call, normed.data(), prev.data());
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(T));
+  for (const SequenceStep& step : batch) tokens.insert(tokens.end(), step.tokens.begin(), step.tokens.end());
+  Rows hx(T * H), xn(T * H), y(T * H);
+  mtp_input(tokens, prev.data(), T, hx.data());
+  // Only the keys and values are kept: the rows' outputs would draft tokens
+  // the model itself has already predicted.
+  run_layer(m.state_layer, call, hx.data(), xn.data(), y.data());
+  auto row = [&](int64_t r) { return std::span<const float>(normed.data() + r * H, static_cast<size_t>(H)); };
+  for (SequenceRows& seq : call.sequences) {
+    seq.state->set_recurrent(m.comp_hidden, row(seq.first_row + seq.rows - 1));
+    for (RecurrentSnapshot& snap : *seq.snapshots) {
+      const std::span<const float> h = row(seq.first_row + snap.position - 1 - seq.first_pos);
+      snap.parts[m.rec_hidden].assign(h.begin(), h.end());
+    }
+    if (!seq.row_states) continue;
+    for (size_t i = 0; i < seq.row_states->size(); ++i) {
+      const std::span<const float> h = row(seq.first_row + static_cast<int64_t>(i));
+      (*seq.row_states)[i].parts[m.rec_hidden].assign(h.begin(), h.end());
+    }
+  }
+}
+
+Status Transformer::mtp_sync(const State& state, int64_t valid, State* kv, std::vector<float>* hidden) const {
+  if (!mtp_) return Status::invalid("this checkpoint has no MTP head");
+  if (!(state.schema() == schema_)) return Status::invalid("state was made for another model");
+  if (kv == nullptr || !(kv->schema() == mtp_->schema))
+    return Status::invalid("the MTP state was not made by new_mtp_state()");
+  const int64_t n = state.position();
+  const int64_t keep = std::clamp<int64_t>(valid, 0, std::min<int64_t>(n, static_cast<int64_t>(kv->rows(0))));
+  const int comps[2] = {mtp_->state_layer.comp_k, mtp_->state_layer.comp_v};
+  for (size_t c = 0; c < 2; ++c) {
+    const uint64_t row_bytes = mtp_->schema.components[c].row_bytes();
+    const std::span<const uint8_t> from = state.bytes(static_cast<size_t>(comps[c]));
+    kv->storage(c).resize(static_cast<size_t>(keep) * row_bytes);
+    kv->append_bytes(c, from.subspan(static_cast<size_t>(keep) * row_bytes));
+  }
+  kv->set_position(n);
+  hidden->resize(static_cast<size_t>(config_.hidden_size));
+  state.read_rows(static_cast<size_t>(mtp_->comp_hidden), 0, 1, hidden->data());
   return Status::ok();
 }
 

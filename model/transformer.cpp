@@ -38,7 +38,7 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   if (!m->kernels_) return Status::invalid("the kernels factory made no kernels");
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
-  SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
+  if (options.mtp_head) SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
 
   FingerprintFields& f = m->fingerprint_fields_;
   // The numerics version and instruction set live beside the kernels
@@ -420,6 +420,7 @@ Status Transformer::forward_pass(std::span<const SequenceStep> batch, std::vecto
   for (size_t i = 0; i < batch.size(); ++i)
     kernels_->embed_rows(embed_, batch[i].tokens, x.data() + call.sequences[i].first_row * config_.hidden_size);
   run_layers(call, x);
+  if (mtp_) mtp_state_rows(batch, call, x);
   for (const SequenceRows& seq : call.sequences) {
     const int64_t end = seq.first_pos + seq.rows;
     seq.state->set_position(end);

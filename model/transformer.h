@@ -109,6 +109,7 @@ class Transformer final : public Model {
   bool has_mtp() const override { return mtp_ != nullptr; }
   State new_mtp_state() const override { return mtp_ ? State(mtp_->schema) : State(); }
   Status mtp_forward(const MtpStep& step, MtpOutput* out) const override;
+  Status mtp_sync(const State& state, int64_t valid, State* kv, std::vector<float>* hidden) const override;
 
  private:
   Transformer() = default;
@@ -175,13 +176,17 @@ class Transformer final : public Model {
   FusedWeight fused(int64_t layer, std::initializer_list<const char*> names);
   std::vector<float> floats(const TensorView& t) const;
 
-  // The MTP head (model/mtp_head.cpp): its weights and the schema of its
-  // keys and values (components 0 and 1, the layer's comp_k and comp_v).
+  // The MTP head (model/mtp_head.cpp): its weights and the schema of a
+  // draft's keys and values (components 0 and 1, layer's comp_k and comp_v).
   struct MtpHead {
     WeightRef fc;  // [hidden, 2 * hidden] over [embedding ; hidden]
     std::vector<float> norm_embed, norm_hidden, norm;
     LayerWeights layer;
     StateSchema schema;
+    // The same layer writing the model's State (its comp_k and comp_v are
+    // mtp.k and mtp.v there), and mtp.hidden's index and recurrent ordinal.
+    LayerWeights state_layer;
+    int comp_hidden = -1, rec_hidden = -1;
     WeightRef lm_head;  // the model's LM head, its first `vocab` rows
     int64_t vocab = 0;
   };
@@ -191,6 +196,16 @@ class Transformer final : public Model {
   // The head's decoder layer from its tensors `t` (mtp_tensors() names).
   void bind_mtp_layer(const std::map<std::string, const TensorView*>& t, LayerWeights* w);
   Status check_mtp_step(const MtpStep& step) const;
+  // Adds the head's components to the model's schema (Model::has_mtp).
+  void add_mtp_schema();
+  // fc([norm_e(embed(tokens)) ; norm_h(hidden)]) for n rows into x [n, hidden].
+  void mtp_input(std::span<const int32_t> tokens, const float* hidden, int64_t n, float* x) const;
+  // The head's rows of a forward call (after the model's layers, over x): the
+  // keys and values of every row, the carried row and its snapshots.
+  void mtp_state_rows(std::span<const SequenceStep> batch, ForwardCall& call, const std::vector<float>& x) const;
+  // Each row's predecessor hidden row for the head: the row above in its
+  // sequence, the State's carried row for a sequence's first row.
+  void mtp_previous_rows(const ForwardCall& call, const float* normed, float* prev) const;
 
   ModelConfig config_;
   StateSchema schema_;

@@ -70,6 +70,8 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   runtime.threads = options.threads;
   runtime.precision = options.precision;
   runtime.mtp_draft_vocab = options.mtp_draft_vocab;
+  // The head's rows cost a layer per token: loaded only where it may draft.
+  runtime.mtp_head = options.engine.speculative != SpeculativeMode::kOff;
   SB_RETURN_IF_ERROR(Model::load(options.model_dir, runtime, cpu_kernels_factory(), &b->model_));
   SB_RETURN_IF_ERROR(load_model_tokenizer(options.model_dir, &b->tokenizer_));
   b->template_status_ = load_model_chat_template(options.model_dir, &b->template_);

@@ -2,9 +2,12 @@
 // drafting, every response equals the same request with speculation off and
 // the bank bypassed, tokens, logprobs and top alternatives bit for bit:
 // greedy and seeded, 1 and 4 in flight, adaptive and fixed depth, cold and
-// restored from the bank. A restored conversation drafts exactly the tokens
-// a cold one drafts (the head's keys and values depend only on the target's
-// tokens and hidden rows). auto means mtp on a checkpoint with a head.
+// restored from the bank (RAM, and SSD after a restart). A restored
+// conversation drafts exactly the tokens and head logits a cold one drafts
+// (the head's keys and values over the prompt are a state component the
+// bank stores, model/model.h), at restore points either side of a block
+// edge; a restored State with the head's rows or carried row damaged drafts
+// otherwise. auto means mtp on a checkpoint with a head.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,6 +16,7 @@
 #include <thread>
 
 #include "bank/bank.h"
+#include "bank/bank_factory.h"
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
 #include "engine/mtp_drafter.h"
@@ -20,6 +24,7 @@
 #include "server/decoding_rules.h"
 #include "tests/engine/equivalence.h"
 #include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {
@@ -35,10 +40,12 @@ const Model& head_model() {
 }
 
 struct Fixture {
-  explicit Fixture(const Model& m = head_model()) : model(m), ram(1ULL << 30), bank({&ram}) {
+  explicit Fixture(const Model& m = head_model(), int64_t batch_tokens = 512)
+      : model(m), ram(1ULL << 30), bank({&ram}) {
     EngineOptions o;
     o.block_tokens = kB;
     o.snapshot_every = 2 * kB;
+    o.batch_tokens = batch_tokens;
     EXPECT_TRUE(Engine::create(model, &bank, o, &engine).is_ok());
   }
   const Model& model;
@@ -76,22 +83,56 @@ CompletionResult run(const Engine& engine, CompletionRequest r, SpeculativeMode 
   return out;
 }
 
+// What the MTP drafter proposed over a request: tokens (-1 ends a call) and
+// the head's logits of every depth.
+struct Drafts {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+  bool operator==(const Drafts&) const = default;
+};
+
 // The MTP drafter, recording what it proposes.
 class RecordingDrafter final : public Drafter {
  public:
-  RecordingDrafter(const Model& model, int64_t prompt, std::vector<int32_t>* drafts)
-      : inner_(model, prompt), drafts_(drafts) {}
+  RecordingDrafter(const Model& model, Drafts* drafts) : inner_(model), drafts_(drafts) {}
   void draft(const DraftContext& context, int max_tokens, std::vector<int32_t>* out) override {
     const size_t from = out->size();
     inner_.draft(context, max_tokens, out);
-    drafts_->insert(drafts_->end(), out->begin() + static_cast<std::ptrdiff_t>(from), out->end());
-    drafts_->push_back(-1);  // a call's end
+    drafts_->tokens.insert(drafts_->tokens.end(), out->begin() + static_cast<std::ptrdiff_t>(from), out->end());
+    drafts_->tokens.push_back(-1);  // a call's end
+    for (const MtpOutput& o : inner_.last_outputs())
+      drafts_->logits.insert(drafts_->logits.end(), o.logits.begin(), o.logits.end());
   }
 
  private:
   MtpDrafter inner_;
-  std::vector<int32_t>* drafts_;
+  Drafts* drafts_;
 };
+
+// The request with a recording MTP drafter, depth 3.
+CompletionRequest recorded(const Model& model, CompletionRequest r, Drafts* drafts) {
+  r.speculative.draft_max = 3;
+  r.speculative.adaptive = false;
+  r.make_drafter = [&model, drafts] { return std::make_unique<RecordingDrafter>(model, drafts); };
+  return r;
+}
+
+// A greedy request whose prompt has `n` tokens.
+CompletionRequest prompt_of(int64_t vocab, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  CompletionRequest r;
+  for (int k = 0; k < n; ++k) r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+  r.max_tokens = 16;
+  r.top_logprobs = 2;
+  return r;
+}
+
+size_t component(const State& s, const std::string& name) {
+  for (size_t c = 0; c < s.n_components(); ++c)
+    if (s.schema().components[c].name == name) return c;
+  ADD_FAILURE() << "no component " << name;
+  return 0;
+}
 
 TEST(MtpEquivalence, MtpDraftsEqualPlainDecodingBitForBit) {
   Fixture f;
@@ -135,28 +176,112 @@ TEST(MtpEquivalence, MtpDraftsEqualPlainDecodingBitForBit) {
 
 TEST(MtpEquivalence, ARestoredConversationDraftsWhatAColdOneDrafts) {
   Fixture f;
-  for (const CompletionRequest& base : make_requests(f.model.vocab_size())) {
+  std::vector<CompletionRequest> requests = make_requests(f.model.vocab_size());
+  // Prompts ending one token before and one after a block edge: restored at
+  // the edge before (63 tokens prefilled) and at the edge (1 token).
+  for (int n : {2 * static_cast<int>(kB) - 1, 2 * static_cast<int>(kB) + 1})
+    requests.push_back(prompt_of(f.model.vocab_size(), n, 900 + n));
+  for (const CompletionRequest& base : requests) {
+    const int64_t n = static_cast<int64_t>(base.prompt.size());
+    SCOPED_TRACE("prompt of " + std::to_string(n));
     const CompletionResult plain = run(*f.engine, base, SpeculativeMode::kOff, CacheMode::kBypass);
-    std::vector<int32_t> cold_drafts, warm_drafts;
-    auto with_recorder = [&](std::vector<int32_t>* drafts) {
-      CompletionRequest r = base;
-      r.speculative.draft_max = 3;
-      r.speculative.adaptive = false;
-      const Model& model = f.model;
-      const int64_t prompt = static_cast<int64_t>(r.prompt.size());
-      r.make_drafter = [&model, prompt, drafts] { return std::make_unique<RecordingDrafter>(model, prompt, drafts); };
-      return r;
-    };
+    Drafts cold_drafts, warm_drafts;
     const CompletionResult cold =
-        run(*f.engine, with_recorder(&cold_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+        run(*f.engine, recorded(f.model, base, &cold_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
     const CompletionResult warm =
-        run(*f.engine, with_recorder(&warm_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+        run(*f.engine, recorded(f.model, base, &warm_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
     EXPECT_EQ(cold.restore.restore_point, 0);
+    EXPECT_EQ(warm.restore.restore_point, (n - 1) / kB * kB);
+    EXPECT_EQ(testing::compare_results(cold, plain), "");
+    EXPECT_EQ(testing::compare_results(warm, plain), "");
+    EXPECT_GT(cold_drafts.tokens.size(), 10u);
+    EXPECT_GT(cold_drafts.logits.size(), 0u);
+    EXPECT_TRUE(cold_drafts == warm_drafts);
+  }
+}
+
+// The negative: a restore that damages the head's last stored key rows, or
+// its carried hidden row, drafts otherwise than a cold run (so the equality
+// above can fail); the responses still equal plain decoding (a draft is a
+// proposal only).
+TEST(MtpEquivalence, ADamagedHeadStateDraftsOtherwise) {
+  for (const char* name : {"mtp.k", "mtp.hidden"}) {
+    SCOPED_TRACE(name);
+    Fixture f;
+    const std::string target = name;
+    f.engine->set_test_hooks(EngineTestHooks{[target](State& s) {
+      std::vector<uint8_t>& bytes = s.storage(component(s, target));
+      std::fill(bytes.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(bytes.size(), 256)), bytes.end(), 0);
+    }});
+    const CompletionRequest base = prompt_of(f.model.vocab_size(), 2 * static_cast<int>(kB) + 1, 77);
+    const CompletionResult plain = run(*f.engine, base, SpeculativeMode::kOff, CacheMode::kBypass);
+    Drafts cold_drafts, warm_drafts;
+    const CompletionResult cold =
+        run(*f.engine, recorded(f.model, base, &cold_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+    const CompletionResult warm =
+        run(*f.engine, recorded(f.model, base, &warm_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
     EXPECT_GT(warm.restore.restore_point, 0);
     EXPECT_EQ(testing::compare_results(cold, plain), "");
     EXPECT_EQ(testing::compare_results(warm, plain), "");
-    EXPECT_GT(cold_drafts.size(), 10u);
-    EXPECT_EQ(cold_drafts, warm_drafts);
+    EXPECT_FALSE(cold_drafts == warm_drafts);
+  }
+}
+
+// The engine's prefill chunks (a step's batch_tokens: the whole prompt, or
+// chunks on and off the 64-token grid) change no draft.
+TEST(MtpEquivalence, DraftsDoNotDependOnThePrefillSplit) {
+  const CompletionRequest base = prompt_of(head_model().vocab_size(), 2 * static_cast<int>(kB) + 40, 41);
+  Drafts want;
+  CompletionResult plain;
+  for (int64_t batch_tokens : {512, 64, 50, 9}) {
+    SCOPED_TRACE("batch_tokens " + std::to_string(batch_tokens));
+    Fixture f(head_model(), batch_tokens);
+    Drafts drafts;
+    const CompletionResult got =
+        run(*f.engine, recorded(f.model, base, &drafts), SpeculativeMode::kMtp, CacheMode::kBypass);
+    if (batch_tokens == 512) {
+      want = drafts;
+      plain = got;
+      EXPECT_GT(want.tokens.size(), 10u);
+      continue;
+    }
+    EXPECT_EQ(testing::compare_results(got, plain), "");
+    EXPECT_TRUE(drafts == want);
+  }
+}
+
+// A server restarted between requests restores from the SSD tier: the head's
+// components come back from disk, drafts and responses as a cold run's.
+TEST(MtpEquivalence, DraftsAfterARestartFromSsdEqualColdOnes) {
+  testing::TempDir dir(/*in_memory=*/true);
+  BankOptions o;
+  o.ram_bytes = 64ull << 20;
+  o.ssd_mode = SsdMode::kOn;
+  o.ssd_dir = dir.bank();
+  const Model& model = head_model();
+  for (int n : {2 * static_cast<int>(kB) - 1, 2 * static_cast<int>(kB) + 1}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    const CompletionRequest base = prompt_of(model.vocab_size(), n, 500 + n);
+    Drafts cold_drafts, warm_drafts;
+    CompletionResult plain, cold, warm;
+    {
+      testing::EngineStack server(model, o, kB, 2 * kB);
+      ASSERT_NE(server.engine, nullptr);
+      plain = run(*server.engine, base, SpeculativeMode::kOff, CacheMode::kBypass);
+      cold = run(*server.engine, recorded(model, base, &cold_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+    }
+    {
+      testing::EngineStack server(model, o, kB, 2 * kB);
+      ASSERT_NE(server.engine, nullptr);
+      warm = run(*server.engine, recorded(model, base, &warm_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+    }
+    EXPECT_EQ(cold.restore.restore_point, 0);
+    EXPECT_EQ(warm.restore.restore_point, (n - 1) / kB * kB);
+    EXPECT_STREQ(warm.restore.mode.name(), "ssd");
+    EXPECT_EQ(testing::compare_results(cold, plain), "");
+    EXPECT_EQ(testing::compare_results(warm, plain), "");
+    EXPECT_GT(cold_drafts.tokens.size(), 10u);
+    EXPECT_TRUE(cold_drafts == warm_drafts);
   }
 }
 

@@ -3,7 +3,9 @@
 // the model loads it for qwen3_next (MoE layer), qwen3_5 (dense) and
 // qwen3_5_moe (fused experts); its forward is deterministic, rows split
 // over calls give the bits of one call, a kept prefix drops the rest, and
-// bad steps are refused with a message.
+// bad steps are refused with a message. The model's State holds the head's
+// keys and values of every position (its prompt's too) and the carried
+// hidden row, the same whatever the prefill split.
 #include "model/mtp_head.h"
 
 #include <gtest/gtest.h>
@@ -70,13 +72,160 @@ TEST(MtpHead, LoadsForEveryFamilyWithAHead) {
     ASSERT_TRUE(m->prefill(a, tokens, PrefillOptions{}, &with).is_ok());
     ASSERT_TRUE(none->prefill(b, tokens, PrefillOptions{}, &without).is_ok());
     EXPECT_EQ(with.logits, without.logits);
-    EXPECT_TRUE(a.bitwise_equal(b));
+    // The model's own components first, the same bits; the head's three after.
+    ASSERT_EQ(a.n_components(), b.n_components() + 3);
+    for (size_t c = 0; c < b.n_components(); ++c) {
+      EXPECT_EQ(a.schema().components[c], b.schema().components[c]);
+      EXPECT_TRUE(std::ranges::equal(a.bytes(c), b.bytes(c))) << b.schema().components[c].name;
+    }
+    EXPECT_NE(m->fingerprint(), none->fingerprint());
     EXPECT_EQ(with.hidden.size(), static_cast<size_t>(m->config().hidden_size));
     EXPECT_TRUE(without.hidden.empty());
     MtpOutput out;
     State kv = none->new_mtp_state();
     EXPECT_FALSE(none->mtp_forward(MtpStep{&kv, 0, 0, {}, {}}, &out).is_ok());
+    // Left unloaded on request: no head, and the State of a model without one.
+    RuntimeOptions unloaded;
+    unloaded.mtp_head = false;
+    std::unique_ptr<Model> skipped;
+    ASSERT_TRUE(Model::load(head_checkpoint(arch), unloaded, cpu_kernels_factory(), &skipped).is_ok());
+    EXPECT_FALSE(skipped->has_mtp());
+    EXPECT_EQ(skipped->schema(), none->schema());
+    EXPECT_NE(skipped->fingerprint(), m->fingerprint());
   }
+}
+
+size_t component(const State& s, const std::string& name) {
+  for (size_t c = 0; c < s.n_components(); ++c)
+    if (s.schema().components[c].name == name) return c;
+  ADD_FAILURE() << "no component " << name;
+  return 0;
+}
+
+std::vector<int32_t> some_tokens(const Model& m, int n, uint32_t seed) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((seed + 7919u * i) % m.vocab_size()));
+  return out;
+}
+
+// A draft of `depth` tokens after the State's last position, the first
+// pairing its carried row with `token`: every depth's logits.
+std::vector<std::vector<float>> draft_logits(const Model& m, const State& s, int32_t token, int depth) {
+  State kv = m.new_mtp_state();
+  std::vector<float> hidden;
+  EXPECT_TRUE(m.mtp_sync(s, 0, &kv, &hidden).is_ok());
+  std::vector<std::vector<float>> out;
+  for (int d = 0; d < depth; ++d) {
+    MtpOutput o;
+    const MtpStep step{&kv, s.position() + d, s.position() + d, hidden, {&token, 1}};
+    EXPECT_TRUE(m.mtp_forward(step, &o).is_ok());
+    token = o.stats.argmax;
+    hidden = o.hidden;
+    out.push_back(std::move(o.logits));
+  }
+  return out;
+}
+
+// Row j of the State's head keys and values is the head's pair (the
+// final-normed hidden row of position j - 1, zeros for j = 0; token j) at
+// position j, as llama.cpp's draft-mtp and vLLM fill them over a prompt;
+// the carried row is the last position's hidden row.
+TEST(MtpHead, TheStateHoldsTheHeadsPairOfEveryPosition) {
+  for (Arch arch : {Arch::kQwen3Next, Arch::kQwen35}) {
+    SCOPED_TRACE(arch_name(arch));
+    std::unique_ptr<Model> m = testing::load_model(head_checkpoint(arch));
+    ASSERT_NE(m, nullptr);
+    const int64_t H = m->config().hidden_size;
+    const std::vector<int32_t> tokens = some_tokens(*m, 150, 17);
+    State s = m->new_state();
+    PrefillOptions o;
+    o.all_logits = true;
+    PrefillOutput out;
+    ASSERT_TRUE(m->prefill(s, tokens, o, &out).is_ok());
+    std::vector<float> previous(H, 0.0f);
+    previous.insert(previous.end(), out.hidden.begin(), out.hidden.end() - H);
+    State pairs = m->new_mtp_state();
+    MtpOutput ignored;
+    ASSERT_TRUE(m->mtp_forward(MtpStep{&pairs, 0, 0, previous, tokens}, &ignored).is_ok());
+    EXPECT_TRUE(std::ranges::equal(pairs.bytes(0), s.bytes(component(s, "mtp.k"))));
+    EXPECT_TRUE(std::ranges::equal(pairs.bytes(1), s.bytes(component(s, "mtp.v"))));
+    State synced = m->new_mtp_state();
+    std::vector<float> carried;
+    ASSERT_TRUE(m->mtp_sync(s, 0, &synced, &carried).is_ok());
+    EXPECT_TRUE(synced.bitwise_equal(pairs));
+    EXPECT_TRUE(std::equal(carried.begin(), carried.end(), out.hidden.end() - H));
+    EXPECT_TRUE(s.check_consistent().is_ok());
+    EXPECT_TRUE(m->verify_state(s).is_ok());
+  }
+}
+
+// Prefill split anywhere (on the grid, or off it with a carry) gives the
+// same State, head components included, and so the same drafts; a draft
+// over a damaged head row or carried row differs (the comparison can fail).
+TEST(MtpHead, PrefillSplitsGiveTheSameHeadStateAndDrafts) {
+  std::unique_ptr<Model> m = testing::load_model(head_checkpoint(Arch::kQwen3Next));
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> tokens = some_tokens(*m, 200, 5);
+  State whole = m->new_state();
+  PrefillOutput out;
+  ASSERT_TRUE(m->prefill(whole, tokens, PrefillOptions{}, &out).is_ok());
+  const int32_t next = out.stats.back().argmax;
+  const auto want = draft_logits(*m, whole, next, 3);
+  for (std::vector<int64_t> cuts : std::vector<std::vector<int64_t>>{{64, 128}, {63}, {65, 129}, {1, 100, 199}}) {
+    SCOPED_TRACE("first cut " + std::to_string(cuts[0]));
+    State s = m->new_state();
+    PrefillCarry carry;
+    PrefillOptions o;
+    o.carry = &carry;
+    cuts.push_back(static_cast<int64_t>(tokens.size()));
+    int64_t at = 0;
+    for (int64_t cut : cuts) {
+      PrefillOutput part;
+      ASSERT_TRUE(
+          m->prefill(s, std::span(tokens).subspan(static_cast<size_t>(at), static_cast<size_t>(cut - at)), o, &part)
+              .is_ok());
+      at = cut;
+    }
+    EXPECT_TRUE(s.bitwise_equal(whole));
+    EXPECT_EQ(draft_logits(*m, s, next, 3), want);
+  }
+  for (const char* name : {"mtp.k", "mtp.hidden"}) {
+    SCOPED_TRACE(name);
+    State damaged = whole;
+    std::vector<uint8_t>& bytes = damaged.storage(component(damaged, name));
+    std::fill(bytes.end() - 64, bytes.end(), uint8_t{0});
+    EXPECT_NE(draft_logits(*m, damaged, next, 3), want);
+  }
+}
+
+// Verify rows (speculative decoding) append the head's rows and carry the
+// hidden row like one-token steps; rolled back to a row's state, the State
+// (head components included) is bit for bit that of plain decoding there.
+TEST(MtpHead, VerifyRowsRollBackTheHeadStateWithTheRest) {
+  std::unique_ptr<Model> m = testing::load_model(head_checkpoint(Arch::kQwen35));
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = some_tokens(*m, 70, 3), rows = {12, 345, 6};
+  State plain = m->new_state();
+  PrefillOutput out;
+  ASSERT_TRUE(m->prefill(plain, prompt, PrefillOptions{}, &out).is_ok());
+  State verified = plain;
+  std::vector<float> logits;
+  ASSERT_TRUE(m->decode(plain, rows[0], &logits).is_ok());
+  ASSERT_TRUE(m->decode(plain, rows[1], &logits).is_ok());
+  std::vector<RecurrentSnapshot> row_states;
+  SequenceStep step;
+  step.state = &verified;
+  step.tokens = rows;
+  step.decode = true;
+  step.logits = LogitRows::kAll;
+  step.row_states = &row_states;
+  std::vector<SequenceOutput> outs;
+  ASSERT_TRUE(m->forward(std::span<const SequenceStep>(&step, 1), &outs).is_ok());
+  ASSERT_EQ(row_states.size(), 2u);
+  EXPECT_FALSE(verified.bitwise_equal(plain));
+  rewind(verified, row_states[1]);
+  EXPECT_TRUE(verified.bitwise_equal(plain));
+  EXPECT_EQ(draft_logits(*m, verified, 7, 2), draft_logits(*m, plain, 7, 2));
 }
 
 // The head's layer count comes from either name; a head of two layers is
@@ -192,6 +341,13 @@ TEST(MtpHead, BadStepsAreRefusedWithAMessage) {
   EXPECT_FALSE(m->mtp_forward(MtpStep{&kv, 0, 0, hidden, outside}, &out).is_ok());
   EXPECT_EQ(kv.rows(0), 0u);  // nothing appended by a refused step
   EXPECT_TRUE(m->mtp_forward(MtpStep{&kv, 0, 0, hidden, tokens}, &out).is_ok());
+  // mtp_sync wants the model's State and a head State.
+  const State model_state = m->new_state();
+  EXPECT_FALSE(m->mtp_sync(kv, 0, &kv, &hidden).is_ok());
+  EXPECT_FALSE(m->mtp_sync(model_state, 0, &other, &hidden).is_ok());
+  EXPECT_FALSE(m->mtp_sync(model_state, 0, nullptr, &hidden).is_ok());
+  EXPECT_TRUE(m->mtp_sync(model_state, 0, &kv, &hidden).is_ok());
+  EXPECT_EQ(kv.rows(0), 0u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // streamed chunk), greedy and seeded, 4 clients at once; every response
 // carries its `speculative` record, /metrics sums them, a bad `speculative`
 // field is a 400 naming it, and bad flags stop `serve` with exit code 2.
+// `--speculative off` leaves a checkpoint's MTP head unloaded.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -142,6 +143,46 @@ TEST(ServeSpeculative, NgramEqualsOffOverHttpAndIsReported) {
     EXPECT_EQ(json::parse(r->body)["error"]["param"].get<std::string>().rfind("speculative", 0), 0u) << r->body;
   }
   EXPECT_EQ(server.stop(), 0);
+  std::filesystem::remove_all(root);
+}
+
+// On a checkpoint with an MTP head, `--speculative off` leaves the head
+// unloaded: a request's `mtp` is a 400 there, while a default server drafts
+// with the head; the head changes no bit of a response.
+TEST(ServeSpeculative, OffLeavesTheMtpHeadUnloaded) {
+  char tmpl[] = "/tmp/sb_serve_spec_XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  const char* tok = std::getenv("SB_TOKENIZER_DIR");
+  ASSERT_NE(tok, nullptr);
+  ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "4",
+                         "--mtp-layers", "1", "--tokenizer", tok, root + "/model"}),
+            0);
+  std::string plain;
+  for (const char* mode : {"off", "auto"}) {
+    SCOPED_TRACE(mode);
+    ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
+                         root + "/bank-" + mode, "--block-tokens", "64", "--threads", "1", "--speculative", mode});
+    httplib::Client http = server.client();
+    json body = body_of(0, "mtp", false);
+    auto r = http.Post("/v1/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    if (std::string(mode) == "off") {
+      EXPECT_EQ(r->status, 400) << r->body;
+      EXPECT_NE(r->body.find("MTP head"), std::string::npos) << r->body;
+      body.erase("speculative");
+      r = http.Post("/v1/completions", body.dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      EXPECT_EQ(record(r->body, false)["mode"], "off");
+      plain = choices(r->body, false);
+    } else {
+      ASSERT_EQ(r->status, 200) << r->body;
+      EXPECT_EQ(record(r->body, false)["mode"], "mtp");
+      EXPECT_GT(record(r->body, false)["drafted"].get<int64_t>(), 0);
+      EXPECT_EQ(choices(r->body, false), plain);
+    }
+    EXPECT_EQ(server.stop(), 0);
+  }
   std::filesystem::remove_all(root);
 }
 
