@@ -2,7 +2,8 @@
 // VmHWM (the peak) from /proc/self/status after Model::load, and again after
 // a short prefill and a few decode steps (which must not fault dropped weight
 // pages back in), beside the model file's size (a directory: its
-// .safetensors shards) and the load's wall time.
+// .safetensors shards) and the load's wall time. Under the malloc settings
+// statebank runs with (common/memory_tuning.h), as `statebank serve` would.
 //
 // usage: load_rss_bench MODEL [--threads 1] [--precision f32|bf16]
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "common/memory_tuning.h"
 #include "model/model.h"
 #include "runtime/cpu/backend.h"
 
@@ -46,6 +48,7 @@ void report(const char* when, double file) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sb::tune_memory(argv);
   sb::Args args({"threads", "precision"}, {});
   sb::Status s = args.parse(argc, argv);
   int64_t threads = 1;

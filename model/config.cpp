@@ -300,6 +300,7 @@ std::string ModelConfig::describe() const {
     << " attention_gated=" << attention_gated << " norm_weight_offset=" << norm_weight_offset
     << " tensor_prefix=" << tensor_prefix;
   if (a_stored_negated) o << " a_stored_negated=1";  // absent otherwise: checkpoints' fingerprints unchanged
+  if (value_heads_tiled) o << " value_heads_tiled=1";
   return o.str();
 }
 

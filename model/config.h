@@ -70,6 +70,10 @@ struct ModelConfig {
   // Gated DeltaNet layer holds linear_attn.A = -exp(A_log), GGUF's ssm_a,
   // instead of linear_attn.A_log.
   bool a_stored_negated = false;
+  // Qwen3.5 from a GGUF file: every tensor indexed by value head keeps the
+  // file's tiled order (model/gguf_model.h) and the layer puts the heads in
+  // order itself; part of describe() when set.
+  bool value_heads_tiled = false;
   // Multi-token-prediction layers (`mtp_num_hidden_layers`, or
   // `num_nextn_predict_layers`): the head's tensors are `mtp.*` (model/mtp_head.h).
   // 0: none. Not part of describe(): the head changes no logit of the model

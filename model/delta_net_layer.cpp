@@ -16,7 +16,9 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
 
   // m = [q heads | k heads | v heads] in conv channel order; z, b, a per value head.
   Rows mixed(T * conv_dim), z(T * value_dim), b(T * nv), a(T * nv);
-  if (!dw.grouped) {
+  if (dw.tiled) {
+    project_tiled(dw, xn, T, mixed.data(), z.data(), b.data(), a.data());
+  } else if (!dw.grouped) {
     float* const outs[] = {mixed.data(), z.data(), b.data(), a.data()};
     kernels_->matmul(xn, T, dw.in, outs);
   } else {
@@ -61,7 +63,46 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
   // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.
   kernels_->rms_norm(o.data(), T * nv, dv, dw.norm.data(), static_cast<float>(c.rms_norm_eps), false, o.data());
   kernels_->mul_activation(o.data(), z.data(), T * value_dim, Activation::kSilu);
-  kernels_->matmul(o.data(), T, dw.out, out);
+  if (dw.tile_out_input) {
+    tile_heads(o.data(), T, dv, z.data());  // z is read no more
+    kernels_->matmul(z.data(), T, dw.out, out);
+  } else {
+    kernels_->matmul(o.data(), T, dw.out, out);
+  }
+}
+
+void Transformer::project_tiled(const DeltaNetWeights& dw, const float* xn, int64_t T, float* mixed, float* z, float* b,
+                                float* a) const {
+  const ModelConfig& c = config_;
+  const int64_t nv = c.lin_n_value_heads, dv = c.lin_value_head_dim, value_dim = nv * dv;
+  const int64_t key_rows = 2 * c.lin_n_key_heads * c.lin_key_head_dim, conv_dim = key_rows + value_dim;
+  Rows qk(T * key_rows), v_t(T * value_dim), z_t(T * value_dim), b_t(T * nv), a_t(T * nv);
+  float* const outs[] = {qk.data(), v_t.data(), z_t.data(), b_t.data(), a_t.data()};
+  kernels_->matmul(xn, T, dw.in, outs);
+  const RowPart keys[] = {{key_rows, mixed, conv_dim}};
+  kernels_->split_rows(qk.data(), T, 1, keys);
+  untile_heads(v_t.data(), T, dv, mixed + key_rows, conv_dim);
+  untile_heads(z_t.data(), T, dv, z, value_dim);
+  untile_heads(b_t.data(), T, 1, b, nv);
+  untile_heads(a_t.data(), T, 1, a, nv);
+}
+
+// Tiled position c * n_k + j is copy c of key head j: in x as [rows, r, n_k
+// heads], group c's part j goes to head j * r + c.
+void Transformer::untile_heads(const float* x, int64_t rows, int64_t width, float* out, int64_t ld) const {
+  const int64_t nk = config_.lin_n_key_heads, r = config_.lin_n_value_heads / nk;
+  std::vector<RowPart> parts;
+  for (int64_t j = 0; j < nk; ++j) parts.push_back({width, out + j * r * width, ld});
+  kernels_->split_rows(x, rows, r, parts);
+}
+
+// The inverse: in x as [rows, n_k, r heads], group j's part c goes to
+// tiled position c * n_k + j.
+void Transformer::tile_heads(const float* x, int64_t rows, int64_t width, float* out) const {
+  const int64_t nk = config_.lin_n_key_heads, nv = config_.lin_n_value_heads, r = nv / nk;
+  std::vector<RowPart> parts;
+  for (int64_t c = 0; c < r; ++c) parts.push_back({width, out + c * nk * width, nv * width});
+  kernels_->split_rows(x, rows, nk, parts);
 }
 
 void Transformer::split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const {

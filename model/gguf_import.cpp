@@ -1,5 +1,6 @@
 // open_gguf_model (model/gguf_model.h): the file's tensors under the Hugging
-// Face names, each a view into the file or a rearranged copy.
+// Face names, each a view into the file (Qwen3-Next's in_proj_qkvz: a
+// rearranged copy).
 #include <set>
 
 #include "model/gguf_layout.h"
@@ -103,12 +104,6 @@ class Importer {
     put(hf, std::move(v), std::move(shape));
   }
   static int64_t row_bytes(const TensorView& v) { return dtype_row_bytes(v.dtype, v.shape.back()); }
-  // Rows of `gguf` permuted by map (out row i = file row map[i]).
-  void rows(const std::string& hf, const std::string& gguf, const UnitMap& map, std::vector<int64_t> shape) {
-    const TensorView& v = t(gguf);
-    const int64_t units = static_cast<int64_t>(map.size());
-    owned(hf, v, v.dtype, std::move(shape), gather(v.data, 1, units, static_cast<int64_t>(v.nbytes) / units, map));
-  }
 
   Status layer(int64_t l) {
     const bool hybrid = c_.arch != Arch::kQwen3;
@@ -168,8 +163,6 @@ class Importer {
   }
 
   Status delta_net(int64_t l);
-  // Qwen3.5's out_proj: the value-head column groups of every row put back.
-  void out_proj_columns(const std::string& hf, const std::string& gguf);
 
   const GgufFile& g_;
   const ModelConfig& c_;
@@ -186,7 +179,7 @@ std::vector<uint8_t> as_f32_bytes(const TensorView& v) {
 Status Importer::delta_net(int64_t l) {
   auto g = [&](const char* part) { return gguf_layer_name(l, part); };
   auto A = [&](const char* part) { return L(l, std::string("linear_attn.") + part); };
-  const int64_t H = c_.hidden_size, K = c_.conv_kernel, nv = c_.lin_n_value_heads, dv = c_.lin_value_head_dim;
+  const int64_t H = c_.hidden_size, K = c_.conv_kernel;
   const int64_t conv_dim = t(g("ssm_conv1d.weight")).shape[0];
   if (c_.arch == Arch::kQwen3Next) {
     // in_proj_qkvz: attn_qkv's rows then attn_gate's, put back per key head.
@@ -210,39 +203,20 @@ Status Importer::delta_net(int64_t l) {
           gather(both.data(), 1, rows, dtype_row_bytes(dtype, H), back));
     release_mapped_pages(z.data, z.nbytes);
     view(A("in_proj_ba.weight"), g("ssm_ba.weight"));
-    view_as(A("conv1d.weight"), g("ssm_conv1d.weight"), {conv_dim, 1, K});
-    view(A("dt_bias"), g("ssm_dt.bias"));
-    view(A("A"), g("ssm_a"));
-    view(A("out_proj.weight"), g("ssm_out.weight"));
   } else {
-    const UnitMap heads = inverse(tiled_value_heads(c_));
-    const UnitMap qkv_rows = inverse(qkv_tiled_rows(c_));
-    rows(A("in_proj_qkv.weight"), g("attn_qkv.weight"), qkv_rows, {conv_dim, H});
-    rows(A("in_proj_z.weight"), g("attn_gate.weight"), widen(heads, dv), {nv * dv, H});
-    rows(A("in_proj_b.weight"), g("ssm_beta.weight"), heads, {nv, H});
-    rows(A("in_proj_a.weight"), g("ssm_alpha.weight"), heads, {nv, H});
-    rows(A("conv1d.weight"), g("ssm_conv1d.weight"), qkv_rows, {conv_dim, 1, K});
-    rows(A("dt_bias"), g("ssm_dt.bias"), heads, {nv});
-    rows(A("A"), g("ssm_a"), heads, {nv});
-    out_proj_columns(A("out_proj.weight"), g("ssm_out.weight"));
+    // Qwen3.5: every tensor as it lies in the file, value heads tiled
+    // (ModelConfig::value_heads_tiled): no copy beside the kernels' own.
+    view(A("in_proj_qkv.weight"), g("attn_qkv.weight"));
+    view(A("in_proj_z.weight"), g("attn_gate.weight"));
+    view(A("in_proj_b.weight"), g("ssm_beta.weight"));
+    view(A("in_proj_a.weight"), g("ssm_alpha.weight"));
   }
+  view_as(A("conv1d.weight"), g("ssm_conv1d.weight"), {conv_dim, 1, K});
+  view(A("dt_bias"), g("ssm_dt.bias"));
+  view(A("A"), g("ssm_a"));
+  view(A("out_proj.weight"), g("ssm_out.weight"));
   view(A("norm.weight"), g("ssm_norm.weight"));
   return Status::ok();
-}
-
-void Importer::out_proj_columns(const std::string& hf, const std::string& gguf) {
-  const TensorView& v = t(gguf);
-  const int64_t H = v.shape[0], cols = v.shape[1], dv = c_.lin_value_head_dim;
-  const UnitMap heads = inverse(tiled_value_heads(c_));
-  const int64_t units = static_cast<int64_t>(heads.size());
-  if (dv % dtype_block(v.dtype).elems == 0) {
-    owned(hf, v, v.dtype, {H, cols}, gather(v.data, H, units, dtype_row_bytes(v.dtype, dv), heads));
-    return;
-  }
-  // A value head that is not whole blocks: its columns cannot move inside
-  // the blocks, so the tensor is dequantized (exact values, f32 products).
-  const std::vector<uint8_t> f = as_f32_bytes(v);
-  owned(hf, v, DType::kF32, {H, cols}, gather(f.data(), H, units, dv * 4, heads));
 }
 
 }  // namespace

@@ -190,6 +190,7 @@ Status read_config(const GgufFile& g, ModelConfig* out) {
   SB_RETURN_IF_ERROR(parse_config_json(config_to_json(c), "metadata of " + g.file(), &checked));
   checked.norm_weight_offset = false;  // the file holds 1 + w
   checked.a_stored_negated = checked.arch != Arch::kQwen3;
+  checked.value_heads_tiled = checked.arch == Arch::kQwen35 || checked.arch == Arch::kQwen35Moe;
   *out = std::move(checked);
   return Status::ok();
 }

@@ -23,12 +23,19 @@
 //  * the vocabulary is the checkpoint's tokenizer.json as gpt2 BPE with the
 //    qwen2 pre-tokenizer, padded with [PADi] entries to the vocab size;
 //    tokenizer_config.json's chat template, eos and pad tokens come along.
-// Every rearrangement is a permutation of rows or of whole blocks, undone
-// exactly on load; so a file written here from a checkpoint and loaded back
-// gives the checkpoint's logits bit for bit in F32 (and in BF16 from a bf16
-// checkpoint). One exception: a quantized Qwen3.5 ssm_out whose value head
-// is not a whole number of blocks is dequantized to f32 to undo its column
-// order.
+// Every rearrangement is a permutation of rows or of whole blocks; so a file
+// written here from a checkpoint and loaded back gives the checkpoint's
+// logits bit for bit in F32 (and in BF16 from a bf16 checkpoint). Loading
+// undoes Qwen3-Next's split (a copy of in_proj_qkvz) but not Qwen3.5's tiled
+// value heads: those tensors stay views into the file, in its order
+// (ModelConfig::value_heads_tiled), and the layer puts the heads in order
+// after its input projections (a copy of activations, not of weights), so
+// nothing is held beside the kernels' packed copies. out_proj sums over the
+// value heads: an unquantized one has its columns put back in order (the
+// checkpoint's summation order, hence its bits); a quantized one is used as
+// it lies, since a 128-wide head is not whole 256-blocks, with its input
+// tiled instead (the file's summation order, as llama.cpp computes it).
+// value_heads_tiled is part of the fingerprint.
 #pragma once
 
 #include <memory>

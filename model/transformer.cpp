@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "model/gguf_layout.h"
 #include "model/gguf_model.h"
 #include "model/mapped_file.h"
 #include "runtime/math.h"
@@ -79,7 +80,7 @@ FusedWeight fuse_releasing(Kernels& kernels, std::span<const WeightRef> parts) {
 WeightRef Transformer::ref(const MatrixView& m, bool matmul) {
   WeightRef r{m.dtype, m.rows, m.cols, m.data, nullptr};
   if (m.dtype == DType::kF16) {
-    auto wide = std::make_unique<std::vector<float>>(m.rows * m.cols);
+    auto wide = std::make_shared<std::vector<float>>(m.rows * m.cols);
     convert_to_f32(DType::kF16, m.data, m.rows * m.cols, wide->data());
     r = WeightRef{DType::kF32, m.rows, m.cols, wide->data(), nullptr};
     owned_.push_back(std::move(wide));
@@ -123,29 +124,7 @@ Status Transformer::bind_weights() {
     w.input_norm = floats(weights_.layer(l, "input_layernorm.weight"));
     w.post_norm = floats(weights_.layer(l, "post_attention_layernorm.weight"));
     if (w.type == LayerType::kLinearAttention) {
-      DeltaNetWeights& d = w.delta;
-      d.grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe);
-      if (d.grouped)
-        d.in = fused(l, {"linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight"});
-      else
-        d.in = fused(l, {"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
-                         "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight"});
-      // The checkpoint holds [conv_dim, 1, kernel]; transposed once here rather
-      // than by the kernel on every call (a decode step calls it per sequence).
-      const std::vector<float> conv = floats(weights_.layer(l, "linear_attn.conv1d.weight"));
-      const int64_t K = c.conv_kernel, channels = static_cast<int64_t>(conv.size()) / K;
-      d.conv.resize(conv.size());
-      for (int64_t ch = 0; ch < channels; ++ch)
-        for (int64_t j = 0; j < K; ++j) d.conv[j * channels + ch] = conv[ch * K + j];
-      d.dt_bias = floats(weights_.layer(l, "linear_attn.dt_bias"));
-      if (c.a_stored_negated) {
-        d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A"));
-      } else {
-        d.neg_exp_a_log = floats(weights_.layer(l, "linear_attn.A_log"));
-        for (float& a : d.neg_exp_a_log) a = neg_exp_a_log(a);
-      }
-      d.norm = floats(weights_.layer(l, "linear_attn.norm.weight"));
-      d.out = ref(weights_.layer(l, "linear_attn.out_proj.weight"));
+      bind_delta_net(l, &w.delta);
     } else {
       AttentionWeights& a = w.attn;
       if (w.type == LayerType::kSparseAttention)
@@ -182,6 +161,93 @@ Status Transformer::bind_weights() {
     }
   }
   return Status::ok();
+}
+
+namespace {
+
+// Rows [first, first + rows) of w, in place.
+WeightRef row_range(const WeightRef& w, int64_t first, int64_t rows) {
+  const int64_t row_bytes = dtype_is_quantized(w.dtype) ? dtype_row_bytes(w.dtype, w.cols)
+                                                        : w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+  WeightRef r = w;
+  r.rows = rows;
+  r.data = static_cast<const uint8_t*>(w.data) + first * row_bytes;
+  return r;
+}
+
+// Units of `width` floats: out unit i = v's unit map[i].
+std::vector<float> permuted(const std::vector<float>& v, const UnitMap& map, int64_t width) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < map.size(); ++i)
+    std::copy_n(v.begin() + map[i] * width, width, out.begin() + static_cast<int64_t>(i) * width);
+  return out;
+}
+
+}  // namespace
+
+void Transformer::bind_delta_net(int64_t l, DeltaNetWeights* d) {
+  const ModelConfig& c = config_;
+  auto t = [&](const char* name) -> const TensorView& { return weights_.layer(l, std::string("linear_attn.") + name); };
+  d->grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe);
+  d->tiled = c.value_heads_tiled;
+  if (d->grouped)
+    d->in = fused(l, {"linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight"});
+  else if (d->tiled)
+    d->in = tiled_in_proj(l);
+  else
+    d->in = fused(l, {"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_b.weight",
+                      "linear_attn.in_proj_a.weight"});
+  std::vector<float> conv = floats(t("conv1d.weight"));
+  d->dt_bias = floats(t("dt_bias"));
+  d->neg_exp_a_log = floats(t(c.a_stored_negated ? "A" : "A_log"));
+  const int64_t K = c.conv_kernel, channels = static_cast<int64_t>(conv.size()) / K;
+  if (d->tiled) {
+    // Small tensors read once: put in head order here, as the layer works.
+    const UnitMap heads = inverse(tiled_value_heads(c));
+    conv = permuted(conv, inverse(qkv_tiled_rows(c)), K);
+    d->dt_bias = permuted(d->dt_bias, heads, 1);
+    d->neg_exp_a_log = permuted(d->neg_exp_a_log, heads, 1);
+  }
+  if (!c.a_stored_negated)
+    for (float& a : d->neg_exp_a_log) a = neg_exp_a_log(a);
+  // The checkpoint holds [conv_dim, 1, kernel]; transposed once here rather
+  // than by the kernel on every call (a decode step calls it per sequence).
+  d->conv.resize(conv.size());
+  for (int64_t ch = 0; ch < channels; ++ch)
+    for (int64_t j = 0; j < K; ++j) d->conv[j * channels + ch] = conv[ch * K + j];
+  d->norm = floats(t("norm.weight"));
+  d->out = delta_net_out(l, &d->tile_out_input);
+}
+
+FusedWeight Transformer::tiled_in_proj(int64_t l) {
+  const ModelConfig& c = config_;
+  const WeightRef qkv = ref(weights_.layer(l, "linear_attn.in_proj_qkv.weight"), /*matmul=*/false);
+  const int64_t key_rows = 2 * c.lin_n_key_heads * c.lin_key_head_dim;
+  const WeightRef parts[] = {row_range(qkv, 0, key_rows), row_range(qkv, key_rows, qkv.rows - key_rows),
+                             ref(weights_.layer(l, "linear_attn.in_proj_z.weight"), false),
+                             ref(weights_.layer(l, "linear_attn.in_proj_b.weight"), false),
+                             ref(weights_.layer(l, "linear_attn.in_proj_a.weight"), false)};
+  return fuse_releasing(*kernels_, parts);
+}
+
+WeightRef Transformer::delta_net_out(int64_t l, bool* tile_input) {
+  const ModelConfig& c = config_;
+  const TensorView& t = weights_.layer(l, "linear_attn.out_proj.weight");
+  // A quantized one is used as it lies (a value head need not be whole
+  // blocks, so its columns cannot move): its input is tiled instead, and the
+  // products sum in the file's column order, as llama.cpp's do.
+  *tile_input = c.value_heads_tiled && dtype_is_quantized(t.dtype);
+  if (!c.value_heads_tiled || *tile_input) return ref(t);
+  // Floats: columns put in head order, so the products sum in the
+  // checkpoint's order (the bits of the checkpoint the file was made from).
+  const int64_t dv = c.lin_value_head_dim, elem = static_cast<int64_t>(dtype_size(t.dtype));
+  auto copy = std::make_shared<std::vector<uint8_t>>(
+      gather(t.data, t.shape[0], c.lin_n_value_heads, dv * elem, inverse(tiled_value_heads(c))));
+  release_mapped_pages(t.data, t.nbytes);
+  owned_.push_back(copy);
+  MatrixView m = as_matrix(t);
+  m.data = copy->data();
+  return ref(m);
 }
 
 void Transformer::build_schema() {

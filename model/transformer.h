@@ -34,8 +34,14 @@ struct AttentionWeights {
 
 struct DeltaNetWeights {
   // qwen3_5 (flat): parts qkv, z, b, a. qwen3_next (grouped per key head):
-  // parts qkvz, ba.
+  // parts qkvz, ba. Tiled (ModelConfig::value_heads_tiled, weights as the
+  // GGUF file holds them): parts qkv's q and k rows, its v rows, z, b, a,
+  // value heads tiled in all but the first (put in order after the product).
   bool grouped = false;
+  bool tiled = false;
+  // out's columns take the value heads tiled (a quantized out of a tiled
+  // file, used as it lies): its input is tiled before the product.
+  bool tile_out_input = false;
   FusedWeight in;
   std::vector<float> conv;      // [kernel, conv_dim]: tap-major, as the kernel reads it
   std::vector<float> neg_exp_a_log;  // -exp(A_log), per value head
@@ -168,12 +174,24 @@ class Transformer final : public Model {
                              const float* k, const float* v, const float* g, const float* beta, float* ssm,
                              float* o) const;
   void ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, float* out) const;
+  // The tiled input projections of xn's T rows, written in the untiled
+  // layout delta_net_layer works in.
+  void project_tiled(const DeltaNetWeights& dw, const float* xn, int64_t T, float* mixed, float* z, float* b,
+                     float* a) const;
+  // x [rows, n_v * width], value heads tiled (position c * n_k + j), to head
+  // order (head j * r + c) at out, rows ld apart; and head order to tiled.
+  void untile_heads(const float* x, int64_t rows, int64_t width, float* out, int64_t ld) const;
+  void tile_heads(const float* x, int64_t rows, int64_t width, float* out) const;
 
   // A weight for the kernels; prepared (packed) unless matmul is false.
   WeightRef ref(const MatrixView& m, bool matmul = true);
   WeightRef ref(const TensorView& t, bool matmul = true);
   // The layer tensors `names` as one fused product.
   FusedWeight fused(int64_t layer, std::initializer_list<const char*> names);
+  void bind_delta_net(int64_t layer, DeltaNetWeights* d);
+  // Qwen3.5's input projections as a tiled file holds them, with no copy.
+  FusedWeight tiled_in_proj(int64_t layer);
+  WeightRef delta_net_out(int64_t layer, bool* tile_input);
   std::vector<float> floats(const TensorView& t) const;
 
   // The MTP head (model/mtp_head.cpp): its weights and the schema of a
@@ -213,7 +231,8 @@ class Transformer final : public Model {
   std::string fingerprint_;
   std::unique_ptr<Checkpoint> checkpoint_;
   WeightSet weights_;
-  std::vector<std::unique_ptr<std::vector<float>>> owned_;  // f16 tensors widened to f32
+  // f16 tensors widened to f32, an unquantized tiled out_proj's columns put in order
+  std::vector<std::shared_ptr<const void>> owned_;
   WeightRef embed_, lm_head_;
   std::vector<float> final_norm_;
   std::vector<LayerWeights> layers_;

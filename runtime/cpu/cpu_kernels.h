@@ -43,6 +43,7 @@ struct PackedWeight {
 
  private:
   void allocate(size_t want);
+  bool mapped_ = false;  // data is a mapping of its own (large weights), else aligned_alloc's
 };
 
 namespace cpu {

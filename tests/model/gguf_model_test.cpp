@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <span>
@@ -123,6 +124,16 @@ TEST(GgufQuantizedTest, KMixesFallBackToQ5TypesHoldingTheCheckpointsRows) {
       const TensorView* s = source->find(name);
       ASSERT_TRUE(s && s->shape == t.shape && s->dtype == DType::kBF16) << name;
       const int64_t cols = t.shape.back(), rows = t.numel() / cols, row_bytes = dtype_row_bytes(want, cols);
+      // A Qwen3.5 out_proj keeps the file's column order: value heads tiled,
+      // position p holding copy p / n_k of key head p % n_k.
+      const ModelConfig& c = gguf.config;
+      const bool tiled = c.value_heads_tiled && name.find("linear_attn.out_proj") != std::string::npos;
+      const int64_t nk = c.lin_n_key_heads, dv = c.lin_value_head_dim;
+      auto source_col = [&](int64_t i) {
+        if (!tiled) return i;
+        const int64_t p = i / dv;
+        return ((p % nk) * (c.lin_n_value_heads / nk) + p / nk) * dv + i % dv;
+      };
       std::vector<float> got(cols);
       for (int64_t r = 0; r < rows; ++r) {
         ASSERT_TRUE(
@@ -130,7 +141,7 @@ TEST(GgufQuantizedTest, KMixesFallBackToQ5TypesHoldingTheCheckpointsRows) {
         float amax = 0, err = 0;
         for (int64_t i = 0; i < cols; ++i) {
           uint16_t h;
-          std::memcpy(&h, static_cast<const uint8_t*>(s->data) + 2 * (r * cols + i), 2);
+          std::memcpy(&h, static_cast<const uint8_t*>(s->data) + 2 * (r * cols + source_col(i)), 2);
           amax = std::max(amax, std::fabs(bf16_to_f32(h)));
           err = std::max(err, std::fabs(got[i] - bf16_to_f32(h)));
         }
@@ -138,6 +149,55 @@ TEST(GgufQuantizedTest, KMixesFallBackToQ5TypesHoldingTheCheckpointsRows) {
       }
     }
     EXPECT_GE(fallbacks, 1);
+  }
+}
+
+// A quantized Qwen3.5 file is served from its own bytes: every tensor the
+// model binds is a view into the file's tensors (no rearranged copy beside
+// the kernels' packed one), out_proj keeps its block type (its value heads
+// are not whole Q8_0 or Q5_0 blocks in this preset, so its input is tiled),
+// and the logits stay near the f32 file's (heads in the wrong order would
+// leave them uncorrelated).
+TEST(GgufQuantizedTest, Qwen35TensorsAreViewsIntoTheFileAndOutProjStaysQuantized) {
+  const testing::CheckpointSpec spec{Arch::kQwen35, "tiny", 1, DType::kBF16, "_k256", testing::widen_to_k_blocks};
+  testing::TempDir tmp;
+  auto f32 = testing::load_model(write(testing::checkpoint(spec), GgufFileType::kF32, tmp, "f.gguf"));
+  ASSERT_TRUE(f32);
+  const std::vector<float> want = all_logits(*f32);
+  for (GgufFileType type : {GgufFileType::kQ8_0, GgufFileType::kQ4_K_M}) {
+    SCOPED_TRACE(gguf_file_type_name(type));
+    const std::string path = testing::gguf_file(spec, type);
+    GgufModel gguf;
+    ASSERT_TRUE(open_gguf_model(path, &gguf).is_ok());
+    EXPECT_TRUE(gguf.config.value_heads_tiled);
+    int out_projs = 0;
+    for (const auto& [name, t] : gguf.checkpoint->tensors()) {
+      const auto* p = static_cast<const uint8_t*>(t.data);
+      const bool inside = std::any_of(gguf.file->tensors().begin(), gguf.file->tensors().end(), [&](const auto& f) {
+        const auto* b = static_cast<const uint8_t*>(f.second.data);
+        return p >= b && p + t.nbytes <= b + f.second.nbytes;
+      });
+      EXPECT_TRUE(inside) << name << " is not a view into the file";
+      if (name.find("linear_attn.out_proj") == std::string::npos) continue;
+      ++out_projs;
+      EXPECT_TRUE(dtype_is_quantized(t.dtype)) << name << " is " << dtype_name(t.dtype);
+    }
+    EXPECT_GE(out_projs, 1);
+    auto q = testing::load_model(path);
+    ASSERT_TRUE(q);
+    EXPECT_NE(q->fingerprint_fields().config.find("value_heads_tiled=1"), std::string::npos);
+    const std::vector<float> got = all_logits(*q);
+    ASSERT_EQ(got.size(), want.size());
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err += (got[i] - want[i]) * (got[i] - want[i]);
+      norm += want[i] * want[i];
+    }
+    // Uncorrelated logits of equal norm are sqrt(2) apart; 4-bit weights of
+    // a tiny random model move its logits by about half their norm.
+    EXPECT_LT(std::sqrt(err / norm), type == GgufFileType::kQ8_0 ? 0.2 : 0.9);
+    std::printf("%s: relative distance of the logits to the f32 file's %.4f\n", gguf_file_type_name(type),
+                std::sqrt(err / norm));
   }
 }
 
