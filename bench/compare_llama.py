@@ -45,6 +45,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+
+def bandwidth_text(ours, threads):
+    """The probe's best pass (the bound) and, where runtime_bench gave them, the range of its passes."""
+    text = f"{float(ours['read_bandwidth'][threads]) / 1e9:.1f} GB/s"
+    passes = ours.get("read_bandwidth_passes", {}).get(threads)
+    if passes:
+        text += f" (passes {min(passes) / 1e9:.1f}-{max(passes) / 1e9:.1f})"
+    return text
+
 def die(message: str):
     print(f"compare_llama: {message}", file=sys.stderr)
     sys.exit(2)
@@ -139,7 +148,7 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
     for m in measured:
         o = m["ours"]
         size = o["file_bytes"]
-        bws = ", ".join(f"{float(v) / 1e9:.1f} GB/s ({k} t)" for k, v in o["read_bandwidth"].items())
+        bws = ", ".join(bandwidth_text(o, k) for k in o["read_bandwidth"])
         lines.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | "
                      f"{o['weight_bytes_per_token'] / 1e9:.2f} GB | "
                      f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
@@ -303,7 +312,7 @@ def main():
     facts = (f"Model: {a.arch} preset {a.preset} (random weights), statebank {precision}, "
              f"{bytes_ours / 1e9:.2f} GB read per token (llama.cpp BF16 {bytes_bf16 / 1e9:.2f} GB, "
              f"Q8_0 {bytes_q8 / 1e9:.2f} GB); read bandwidth "
-             + ", ".join(f"{bw[t] / 1e9:.1f} GB/s at {t} thread{'s' if t > 1 else ''}" for t in threads)
+             + ", ".join(f"{bandwidth_text(ours, str(t))} at {t} thread{'s' if t > 1 else ''}" for t in threads)
              + f". t/s: best of {a.reps} (mean in brackets); llama.cpp with `-lm none`.\n\n"
              f"{cpu_name()}, {os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; "
              f"statebank {commit}, llama.cpp v0.5.0 (de3ff81); {datetime.date.today()}; {elapsed / 60:.0f} min.")

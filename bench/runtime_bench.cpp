@@ -1,9 +1,9 @@
 // Prefill and decode throughput of the CPU runtime on a generated checkpoint
 // (default: qwen3_5 preset 0.8b, the shapes of Qwen3.5-0.8B), per thread
 // count, with decode as a fraction of the read-bandwidth bound measured in
-// the same run: weight bytes read per decoded token over a read-only
-// bandwidth probe with the same number of threads (a memcpy probe would count
-// every byte twice).
+// the same run: weight bytes read per decoded token over the best pass of
+// the read-only bandwidth probe (bench/read_probe.h) with the same number of
+// threads, run before and after the measurements.
 //
 // usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR | --model FILE.gguf] [--threads 1,2]
 //                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json] [--help]
@@ -32,10 +32,10 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/bench_model.h"
+#include "bench/read_probe.h"
 #include "cli/args.h"
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
@@ -57,35 +57,6 @@ double cpu_s() {
 int fail(const Status& s) {
   std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
   return 2;
-}
-
-// Bytes per second that `threads` threads read from disjoint slices of a
-// buffer far larger than the caches; best of 3 after a first pass that
-// faults the pages in.
-double read_bandwidth(int threads) {
-  const size_t n_words = (size_t(1) << 30) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n_words, 1), sinks(static_cast<size_t>(threads));
-  auto read_slice = [&](int t) {
-    const size_t begin = n_words * t / threads, end = n_words * (t + 1) / threads;
-    uint64_t acc[8] = {};
-    for (size_t i = begin; i + 8 <= end; i += 8)
-      for (int k = 0; k < 8; ++k) acc[k] += buf[i + k];
-    uint64_t s = 0;
-    for (uint64_t a : acc) s += a;
-    sinks[static_cast<size_t>(t)] = s;
-  };
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    const double t0 = wall_s();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back(read_slice, t);
-    for (auto& th : pool) th.join();
-    if (rep > 0) best = std::max(best, n_words * sizeof(uint64_t) / (wall_s() - t0));
-  }
-  uint64_t total = 0;
-  for (uint64_t s : sinks) total += s;
-  if (total != n_words) std::fprintf(stderr, "runtime_bench: the read probe miscounted\n");
-  return best;
 }
 
 Status int_list(const Args& args, const std::string& name, const std::string& fallback, std::vector<int64_t>* out) {
@@ -189,8 +160,11 @@ int main(int argc, char** argv) {
   const std::string model_name = args.has("model") ? std::string(arch_name(weights.config.arch)) : arch + " " + preset;
   const uint64_t weight_bytes = weights.bytes_per_token;
   uint64_t rss_after_load = 0, rss_after_decode = 0;
-  std::map<int64_t, double> bandwidth;
-  for (int64_t t : thread_counts) bandwidth[t] = read_bandwidth(static_cast<int>(t));
+  // Probed before and again after the measurements, so that one busy moment
+  // of a shared machine does not set the bound.
+  constexpr int kProbePasses = 8;
+  std::map<int64_t, bench::ReadBandwidth> probes;
+  for (int64_t t : thread_counts) probes[t] = bench::probe_read_bandwidth(static_cast<int>(t), kProbePasses);
 
   std::mt19937 rng(1);
   std::vector<int32_t> prompt(*std::max_element(prefills.begin(), prefills.end()));
@@ -227,6 +201,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  for (int64_t t : thread_counts) probes[t].merge(bench::probe_read_bandwidth(static_cast<int>(t), kProbePasses));
+  std::map<int64_t, double> bandwidth;
+  for (const auto& [t, probe] : probes) bandwidth[t] = probe.best();
+
   auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
   auto avg = [](const std::vector<double>& v) {
     double sum = 0;
@@ -243,6 +221,14 @@ int main(int argc, char** argv) {
     bool first = true;
     for (const auto& [t, bw] : bandwidth) {
       std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw);
+      first = false;
+    }
+    std::printf("}, \"read_bandwidth_passes\": {");
+    first = true;
+    for (const auto& [t, probe] : probes) {
+      std::printf("%s\"%lld\": [", first ? "" : ", ", static_cast<long long>(t));
+      for (size_t k = 0; k < probe.passes.size(); ++k) std::printf("%s%.0f", k ? ", " : "", probe.passes[k]);
+      std::printf("]");
       first = false;
     }
     std::printf("},\n \"results\": [\n");
@@ -271,8 +257,11 @@ int main(int argc, char** argv) {
   if (weights.file_bytes)
     std::printf("resident memory: %.1f MB after load, %.1f MB after the first decode; file %.1f MB\n",
                 rss_after_load / 1e6, rss_after_decode / 1e6, weights.file_bytes / 1e6);
-  std::printf("read bandwidth:");
-  for (const auto& [t, bw] : bandwidth) std::printf(" %.1f GB/s (%lld threads)", bw / 1e9, static_cast<long long>(t));
-  std::printf("\n");
+  for (const auto& [t, probe] : probes)
+    std::printf(
+        "read bandwidth, %lld threads: best %.1f GB/s (the bound), median %.1f, worst %.1f over %zu passes of %.1f "
+        "GB\n",
+        static_cast<long long>(t), probe.best() / 1e9, probe.median() / 1e9, probe.worst() / 1e9, probe.passes.size(),
+        probe.buffer_bytes / 1e9);
   return 0;
 }

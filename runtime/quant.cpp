@@ -502,7 +502,7 @@ void QuantizedRows::quantize(const float* x, int64_t r0, int64_t r1) {
         const float v = std::clamp(xb[i] * id, -127.0f, 127.0f);
         qr[b * block + i] = static_cast<int8_t>(nearest_int(v == v ? v : 0.0f));
       }
-      d[static_cast<size_t>(r * (cols / block) + b)] = amax / 127.0f;
+      d[static_cast<size_t>(r * (cols / block) + b)] = activation_block_scale(block, amax);
     }
     for (int64_t g = 0; g < cols / 16; ++g) {
       int s = 0;
@@ -510,6 +510,11 @@ void QuantizedRows::quantize(const float* x, int64_t r0, int64_t r1) {
       sums[static_cast<size_t>(r * (cols / 16) + g)] = static_cast<int16_t>(s);
     }
   }
+}
+
+float activation_block_scale(int64_t block, float amax) {
+  if (block == kSuperBlock) return amax > 0.0f ? 1.0f / (127.0f / amax) : 0.0f;
+  return f16_to_f32(f32_to_f16(amax / 127.0f));
 }
 
 void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, QuantizedRows* out) {

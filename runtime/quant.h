@@ -84,11 +84,11 @@ Status quantize_row(DType dtype, const float* x, int64_t n, void* out);
 Status dequantize_row(DType dtype, const void* in, int64_t n, float* out);
 
 // Activation rows quantized for products with `weight` blocks: per block of
-// B values (32 for Q8_0/Q4_0/Q5_0/Q5_1, 256 for the K types), the scale d = amax / 127
-// (f32) and q = round-half-even(x * (127 / amax)) in [-127, 127] (0 and d = 0
-// for a block of zeros), and the sums of q over each 16 values (what the
-// offsets and mins of the weights multiply). Quantized once per product on
-// the calling thread: a row's bits depend on the row alone.
+// B values (32 for Q8_0/Q4_0/Q5_0/Q5_1, 256 for the K types), the levels
+// q = round-half-even(x * (127 / amax)) in [-127, 127] (0 for a block of
+// zeros), the scale d of activation_block_scale, and the sums of q over each
+// 16 values (what the offsets and mins of the weights multiply). Quantized
+// once per product on the calling thread: a row's bits depend on the row alone.
 struct QuantizedRows {
   DType weight = DType::kQ8_0;
   int64_t rows = 0, cols = 0, block = 32;
@@ -104,6 +104,14 @@ struct QuantizedRows {
   // ranges may run on different threads.
   void quantize(const float* x, int64_t r0, int64_t r1);
 };
+// The scale of an activation block whose largest magnitude is amax, as
+// llama.cpp's x86 CPU build computes it, so that the same file gives the same
+// products: for blocks of 32 (its q8_0) amax / 127 rounded to the nearest f16
+// (the block's scale is stored as f16 there; above 65504 it is infinite, as
+// there); for the K types' blocks of 256 (its q8_K) 1 / (127 / amax) in f32.
+// 0 when amax is 0. Under the kernels' float mode.
+float activation_block_scale(int64_t block, float amax);
+
 // REQUIRES: check_quant_row(weight, cols) ok.
 void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, QuantizedRows* out);
 

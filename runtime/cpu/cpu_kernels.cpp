@@ -12,10 +12,13 @@ Status parse_precision(std::string_view text, Precision* out) {
 }
 
 KernelNumerics kernel_numerics() {
+  // Version 5: quantized products scale their activation blocks as
+  // llama.cpp's x86 build does (activation_block_scale: the f16 scale of its
+  // q8_0, 1 / (127 / amax) for its q8_K; were amax / 127 in f32).
   // Version 4: e^x, log, sin, cos and powers are runtime/math.h's (were the C
   // library's in RoPE, the softmaxes, the delta rule's decays, the gates'
   // softplus and the sampler), and vexp gives +0 at and below -87.
-  constexpr const char* kVersion = "statebank-cpu-numerics-4";
+  constexpr const char* kVersion = "statebank-cpu-numerics-5";
 #if defined(__AVX512F__)
   return {kVersion, "avx512"};
 #elif defined(__AVX2__) && defined(__FMA__)

@@ -58,7 +58,7 @@ float quantize_block(const float* x, int64_t n, int8_t* q) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i),
                         _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   }
-  return max / 127.0f;
+  return activation_block_scale(n, max);
 }
 
 }  // namespace

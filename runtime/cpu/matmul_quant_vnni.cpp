@@ -47,7 +47,7 @@ float quantize_block(const float* x, int64_t n, int8_t* q) {
     const __m512i level = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(_mm512_add_ps(c, magic)), low23), bias);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(level));
   }
-  return max / 127.0f;
+  return activation_block_scale(n, max);
 }
 
 }  // namespace

@@ -186,7 +186,8 @@ TEST(QuantRowsTest, TheProductIsTheDequantizedWeightsDotTheActivations) {
       double exact = 0, bound = 0;
       for (int64_t i = 0; i < kCols; ++i) {
         exact += static_cast<double>(wf[i]) * x[i];
-        bound += std::fabs(wf[i]) * xq.row_d(0)[i / xq.block] * 0.5;
+        // Half a level, plus the f16 scale's rounding (2^-11 relative) over 127 levels.
+        bound += std::fabs(wf[i]) * xq.row_d(0)[i / xq.block] * (0.5 + 127.0 / 2048.0);
       }
       EXPECT_NEAR(quant_dot_ref(dtype, w.data() + j * row_bytes, xq, 0), exact, bound + 1e-3) << "row " << j;
     }
@@ -259,7 +260,7 @@ TEST(QuantRowsTest, ActivationBlocksScaleTheirLargestMagnitudeTo127) {
   EXPECT_EQ(q.row_q(0)[0], -127);
   EXPECT_EQ(q.row_q(0)[1], 64);
   EXPECT_EQ(q.row_q(0)[2], 0);  // 0.5 after scaling: a tie, to even
-  EXPECT_EQ(q.row_d(0)[0], 2.0f / 127.0f);
+  EXPECT_EQ(q.row_d(0)[0], f16_to_f32(f32_to_f16(2.0f / 127.0f)));
   EXPECT_EQ(q.row_d(0)[1], 0.0f);  // a block of zeros
   EXPECT_EQ(q.row_q(0)[40], 0);
   EXPECT_EQ(q.row_sums(0)[0], -127 + 64);
@@ -268,6 +269,40 @@ TEST(QuantRowsTest, ActivationBlocksScaleTheirLargestMagnitudeTo127) {
   EXPECT_EQ(q.block, 256);
   EXPECT_EQ(q.d.size(), 2u);
   EXPECT_EQ(q.sums.size(), 32u);
+}
+
+// The scales of llama.cpp's x86 activations: q8_0's (blocks of 32) is stored
+// as f16, q8_K's (blocks of 256) is the inverse of the inverse scale. Both
+// differ from amax / 127 in f32 for most amax; this checks a sweep of them.
+TEST(QuantRowsTest, ActivationScalesAreLlamaCppsF16AndInverseOfInverse) {
+  int f16_differs = 0, inverse_differs = 0;
+  for (int i = 1; i <= 1000; ++i) {
+    const float amax = 0.001f * static_cast<float>(i) + 0.37f;
+    const float d32 = amax / 127.0f;
+    const float d16 = activation_block_scale(32, amax);
+    EXPECT_EQ(d16, f16_to_f32(f32_to_f16(d32))) << amax;
+    EXPECT_LE(std::fabs(d16 - d32), d32 * (1.0f / 2048.0f)) << amax;
+    f16_differs += d16 != d32;
+    const float dk = activation_block_scale(kSuperBlock, amax);
+    EXPECT_EQ(dk, 1.0f / (127.0f / amax)) << amax;
+    inverse_differs += dk != d32;
+  }
+  EXPECT_GT(f16_differs, 900);
+  EXPECT_GT(inverse_differs, 0);
+  EXPECT_EQ(activation_block_scale(32, 0.0f), 0.0f);
+  EXPECT_EQ(activation_block_scale(kSuperBlock, 0.0f), 0.0f);
+  EXPECT_EQ(activation_block_scale(32, 127.0f * 70000.0f), INFINITY);  // past f16's range, as llama.cpp
+
+  // What a row's blocks carry: the scale of their own amax.
+  std::vector<float> x = random_floats(512, 21);
+  x[3] = 7.25f;
+  x[300] = -9.0f;
+  QuantizedRows q;
+  quantize_rows(DType::kQ8_0, x.data(), 1, 512, &q);
+  EXPECT_EQ(q.row_d(0)[0], activation_block_scale(32, 7.25f));
+  quantize_rows(DType::kQ4_K, x.data(), 1, 512, &q);
+  EXPECT_EQ(q.row_d(0)[0], activation_block_scale(kSuperBlock, 7.25f));
+  EXPECT_EQ(q.row_d(0)[1], activation_block_scale(kSuperBlock, 9.0f));
 }
 
 }  // namespace

@@ -128,16 +128,24 @@ TEST_P(SplitInvariance, OffTheGridCutsNeedTheirCarry) {
   auto model = load();
   std::mt19937 rng(31);
   auto tokens = random_tokens(rng, 100, model->vocab_size());
-  State whole = model->new_state(), cut = model->new_state();
+  State whole = model->new_state();
   PrefillOutput out;
   ASSERT_TRUE(model->prefill(whole, tokens, {}, &out).is_ok());
-  ASSERT_TRUE(model->prefill(cut, std::span(tokens).first(30), {}, &out).is_ok());
-  ASSERT_TRUE(model->prefill(cut, std::span(tokens).subspan(30), {}, &out).is_ok());
   // In f32 an off-grid cut without the carry changes the Gated DeltaNet's
   // bits on every recurrent architecture here; in bf16 the cut can happen to
-  // give the same bits, so that half of the check runs in f32 only.
+  // give the same bits, so that half of the check runs in f32 only. With
+  // quantized weights the products' values carry few significant bits (f16
+  // scales times integers), so one cut's reordered sums can come out exact
+  // both ways: of several cuts, one must change the bits.
+  bool some_cut_differs = false;
+  for (int64_t at : {30, 17, 45, 83}) {
+    State cut = model->new_state();
+    ASSERT_TRUE(model->prefill(cut, std::span(tokens).first(at), {}, &out).is_ok());
+    ASSERT_TRUE(model->prefill(cut, std::span(tokens).subspan(at), {}, &out).is_ok());
+    some_cut_differs |= !cut.bitwise_equal(whole);
+  }
   if (std::get<1>(GetParam()) == Precision::kF32 || !model->schema().has_recurrent()) {
-    EXPECT_EQ(cut.bitwise_equal(whole), !model->schema().has_recurrent());
+    EXPECT_EQ(some_cut_differs, model->schema().has_recurrent());
   }
 
   State s = model->new_state();

@@ -40,15 +40,18 @@ Three more voices: llama.cpp on the F32 file (its own quantization error),
 llama.cpp on the quantized file's weights dequantized to F32 ("exact
 activations": the same weights, activations not rounded to int8) and
 llama-quantize's file of the same weights (how many tensors are
-byte-identical to ours). Both sides round activations to int8 per block;
-where one activation lands on the other side of a rounding boundary in one
-implementation, the difference propagates, so the two sides differ by about
-as much as either differs from the exact activations. An architecture and
-type pass when statebank's distance to the exact activations, summed over
-the prompts, is at most QUANT_FACTOR times llama.cpp's: statebank's
-activation rounding costs no more than llama.cpp's. (Summed: in the MoE
-families one rounding flip can turn a router's choice, so a single prompt's
-distances are of order 1 on either side.)
+byte-identical to ours). Both sides round activations to int8 per block
+with the same bits (llama.cpp's x86 q8_0 and q8_K), so the products differ
+only in float order; but where one activation lands on the other side of a
+rounding boundary in one implementation, the difference propagates. Two
+rules, both per architecture and type: per prompt, statebank's distance to
+llama.cpp is at most QUANT_ISSUE_RATIO (the issue's rule) or the stated
+QUANT_LIMITS entry times llama.cpp's distance to its F32 run; and
+statebank's distance to the exact activations, summed over the prompts, is
+at most QUANT_FACTOR times llama.cpp's: statebank's activation rounding
+costs no more than llama.cpp's. (Summed: in the MoE families one rounding
+flip can turn a router's choice, so a single prompt's distances are of
+order 1 on either side.)
 
 Exit status: 0 every case passes, 1 some case fails, 2 usage or tool failure.
 """
@@ -71,7 +74,18 @@ LENGTHS = [1, 63, 64, 65, 257, 1100]
 F32_TOL = 1e-4
 BF16_FACTOR = 3.0
 QUANT_TYPES = {"q8_0": "Q8_0", "q4_k_m": "Q4_K_M"}  # statebank quantize --type: llama-quantize's name
-QUANT_FACTOR = 1.5
+QUANT_FACTOR = 1.25
+# Per prompt: statebank's distance to llama.cpp on the same file at most LIMIT x llama.cpp's own distance between
+# that file and the F32 one. The issue's rule is 0.25; where a known difference keeps a family above it, the
+# strictest of 0.5, 0.75, 1.0 that holds with a tenth to spare, and why (docs/xcheck.md "Quantized GGUF files").
+QUANT_ISSUE_RATIO = 0.25
+QUANT_LIMITS = {
+    ("qwen3", "q8_0"): (0.75, "int8 rounding flips from float-order differences; the first token already differs"),
+    ("qwen3_5", "q8_0"): (0.5, "int8 rounding flips from float-order differences over longer prompts"),
+    ("qwen3_5", "q4_k_m"): (0.75, "ssm_out dequantized to f32 on load (unrounded activations there)"),
+    ("qwen3_next", "q4_k_m"): (1.0, "attn_qkv Q6_K beside attn_gate Q4_K: both multiplied in f32; router flips"),
+    ("qwen3_5_moe", "q4_k_m"): (0.75, "ssm_out dequantized to f32 on load; router flips"),
+}
 QUANT_CASES = ["1 tokens", "65 tokens", "257 tokens", "chat"]
 N_ORDINARY = 151643  # ids below the Qwen tokenizer's special tokens
 CHAT = [
@@ -308,10 +322,12 @@ class Xcheck:
             results.append(r)
             self.log(qtype, r)
         ratio = ratio_of(sum(r["ours_exact"] for r in results), sum(r["llama_exact"] for r in results))
+        limit, why = QUANT_LIMITS.get((arch, qtype), (QUANT_ISSUE_RATIO, "the issue's rule"))
         for r in results:
-            r.update(group_ratio=ratio, ok=ratio <= QUANT_FACTOR)
+            r.update(group_ratio=ratio, limit=limit, why=why, ok=ratio <= QUANT_FACTOR and r["ratio"] <= limit)
         print(f"  {arch:12s} {qtype}: distance to exact activations, summed: statebank / llama.cpp = {ratio:.2f}"
-              f"{'' if ratio <= QUANT_FACTOR else '  FAIL'}", file=sys.stderr, flush=True)
+              f"{'' if ratio <= QUANT_FACTOR else '  FAIL'}; per prompt vs llama.cpp at most {limit:g} x its F32 "
+              f"distance{'' if all(r['ok'] for r in results) else '  FAIL'}", file=sys.stderr, flush=True)
         return results
 
     @staticmethod
@@ -405,18 +421,24 @@ def quant_table(results: list[dict]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['arch']} | {r['preset']} | {r['qtype']} | {r['case']} | {r['n']} | {r['ours_d']:.1e} | "
-                     f"{r['noise']:.1e} | {r['ratio']:.2f} | {r['ours_exact']:.1e} / {r['llama_exact']:.1e} | "
+                     f"{r['noise']:.1e} | {r['ratio']:.2f}{'' if r['ratio'] <= r['limit'] else ' **FAIL**'} | "
+                     f"{r['ours_exact']:.1e} / {r['llama_exact']:.1e} | "
                      f"{r['ratio_exact']:.2f} | {top20_cell(r)} | {greedy_cell(r)} | "
                      f"{r['vs_exact'][0]}/{r['total']} / {r['vs_exact'][1]}/{r['total']} | "
                      f"{r['vs_f32']}/{r['total']} | "
                      f"{r['same']} |")
-    lines += ["", "| arch | preset | type | distance to exact activations, summed over the prompts: statebank / "
-              f"llama.cpp (rule: <= {QUANT_FACTOR:g}) |", "|---|---|---|---|"]
-    seen = set()
+    lines += ["", "| arch | preset | type | ratio per prompt: largest / rule | why the rule | distance to exact "
+              f"activations, summed over the prompts: statebank / llama.cpp (rule: <= {QUANT_FACTOR:g}) |",
+              "|---|---|---|---|---|---|"]
+    groups: dict = {}
     for r in results:
-        if (r["arch"], r["preset"], r["qtype"]) not in seen:
-            seen.add((r["arch"], r["preset"], r["qtype"]))
-            lines.append(f"| {r['arch']} | {r['preset']} | {r['qtype']} | {r['group_ratio']:.2f}{fail_mark(r)} |")
+        groups.setdefault((r["arch"], r["preset"], r["qtype"]), []).append(r)
+    for (arch, preset, qtype), rs in groups.items():
+        r = rs[0]
+        largest = max(x["ratio"] for x in rs)
+        bad = "" if largest <= r["limit"] else " **FAIL**"
+        summed = f"{r['group_ratio']:.2f}{'' if r['group_ratio'] <= QUANT_FACTOR else ' **FAIL**'}"
+        lines.append(f"| {arch} | {preset} | {qtype} | {largest:.2f} / {r['limit']:g}{bad} | {r['why']} | {summed} |")
     return "\n".join(lines)
 
 
@@ -492,8 +514,10 @@ def main():
     if quant:
         quant_part = (f"**quantized** (the same GGUF file in both; distances are rel err over the compared rows; "
                       f"\"exact activations\": llama.cpp on that file's weights dequantized to F32; an architecture "
-                      f"and type pass when statebank's distance to it, summed over the prompts, is at most "
-                      f"{QUANT_FACTOR:g} x llama.cpp's):\n\n{quant_table(quant)}")
+                      f"and type pass when, per prompt, statebank's distance to llama.cpp is at most the rule's "
+                      f"multiple of llama.cpp's distance to its F32 run (the issue's {QUANT_ISSUE_RATIO:g}, or the "
+                      f"stated one), and statebank's distance to the exact activations, summed over the prompts, is "
+                      f"at most {QUANT_FACTOR:g} x llama.cpp's):\n\n{quant_table(quant)}")
     all_results = f32 + bf16 + quant
     cost = (f"{len(all_results)} cases, {time.monotonic() - t0:.0f} s wall, {cpu:.0f} s CPU, "
             f"{a.threads} threads per process.")
