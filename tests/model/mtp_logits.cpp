@@ -12,9 +12,10 @@
 // drafts D tokens greedily: row (h_{p-1}, t_p) at position p, then (the
 // head's own hidden row, its draft) at p + 1, ... The head's keys and values
 // hold, before the draft at p, the pairs (h_{j-1}, t_j) of the positions
-// j < p it has seen: with --prompt-rows 1 every prompt position (h_{-1} a zero
-// row, as llama.cpp's draft-mtp pairs position 0), with 0 only the positions
-// drafted from (p >= n). A draft's deeper rows are dropped before the next.
+// j < p it has seen: with --prompt-rows 1 every position, prompt included
+// (h_{-1} a zero row, as llama.cpp's draft-mtp pairs position 0), taken from
+// the target's own State as the engine's drafter takes them (Model::mtp_sync);
+// with 0 only the positions drafted from (p >= n), paired here. A draft's deeper rows are dropped before the next.
 // Prints the target tokens on the first line and each step's drafts on the
 // next S lines (comma separated); --logits-out gets S * D rows of vocab_size
 // float32, step-major. The head drafts over the whole vocabulary here.
@@ -103,7 +104,8 @@ int main(int argc, char** argv) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) die("--prompt-ids is empty");
 
-  // The target: h_{-1} = 0, then h_j for every position, and its greedy tokens.
+  // The target: its greedy tokens, and h_j for every position after h_{-1} = 0
+  // (what --prompt-rows 0 pairs by hand).
   std::vector<float> h(static_cast<size_t>(H), 0.0f);
   sb::State state = model->new_state();
   sb::PrefillOptions po;
@@ -112,46 +114,37 @@ int main(int argc, char** argv) {
   check(model->prefill(state, tokens, po, &out));
   h.insert(h.end(), out.hidden.begin(), out.hidden.end());
   tokens.push_back(next(0, argmax(out.logits, (n - 1) * vocab, vocab)));
-  for (int s = 1; s < f.steps; ++s) {
-    const int32_t t = tokens.back();
-    sb::SequenceStep step;
-    step.state = &state;
-    step.tokens = {&t, 1};
-    step.decode = true;
-    std::vector<sb::SequenceOutput> o;
-    check(model->forward({&step, 1}, &o));
-    h.insert(h.end(), o[0].hidden.begin(), o[0].hidden.end());
-    tokens.push_back(next(s, argmax(o[0].logits, 0, vocab)));
-  }
   // row(j): h_{j-1}, the hidden row paired with t_j.
   auto row = [&](int64_t j) { return std::span<const float>(h.data() + j * H, static_cast<size_t>(H)); };
 
   std::FILE* file = std::fopen(f.out.c_str(), "wb");
   if (!file) die("cannot create " + f.out);
   sb::State kv = model->new_mtp_state();
-  int64_t kept = 0;  // rows of kv: pairs of positions [first, first + kept)
-  const int64_t first = f.prompt_rows ? 0 : n;
-  if (f.prompt_rows) {
-    sb::MtpOutput ignored;
-    check(model->mtp_forward(
-        sb::MtpStep{&kv, 0, 0, {h.data(), static_cast<size_t>(n * H)}, {tokens.data(), static_cast<size_t>(n)}},
-        &ignored));
-    kept = n;
-  }
+  int64_t kept = 0;  // --prompt-rows 0: rows of kv, pairs of positions [n, n + kept)
   std::string drafts;
   for (int s = 0; s < f.steps; ++s) {
     const int64_t p = n + s;
-    // Pairs the head has not seen yet, up to and including the draft's first row.
-    std::vector<float> hs;
-    std::vector<int32_t> ts;
-    for (int64_t j = first + kept; j <= p; ++j) {
-      const auto r = row(j);
-      hs.insert(hs.end(), r.begin(), r.end());
-      ts.push_back(tokens[static_cast<size_t>(j)]);
-    }
     sb::MtpOutput o;
-    check(model->mtp_forward(sb::MtpStep{&kv, kept, first + kept, hs, ts}, &o));
-    kept = p + 1 - first;
+    if (f.prompt_rows) {
+      // As the engine drafts (engine/mtp_drafter.cpp): the target's State
+      // holds the head's pairs of positions [0, p), computed by its own
+      // forward steps, and the carried row h_{p-1}.
+      std::vector<float> carried;
+      check(model->mtp_sync(state, p - 1, &kv, &carried));
+      check(model->mtp_forward(sb::MtpStep{&kv, p, p, carried, {&tokens[static_cast<size_t>(p)], 1}}, &o));
+      kept = p + 1;
+    } else {
+      // Pairs the head has not seen yet, up to and including the draft's first row.
+      std::vector<float> hs;
+      std::vector<int32_t> ts;
+      for (int64_t j = n + kept; j <= p; ++j) {
+        const auto r = row(j);
+        hs.insert(hs.end(), r.begin(), r.end());
+        ts.push_back(tokens[static_cast<size_t>(j)]);
+      }
+      check(model->mtp_forward(sb::MtpStep{&kv, kept, n + kept, hs, ts}, &o));
+      kept = p + 1 - n;
+    }
     std::string line;
     for (int d = 0; d < f.depth; ++d) {
       if (std::fwrite(o.logits.data(), sizeof(float), o.logits.size(), file) != o.logits.size()) die("write failed");
@@ -163,6 +156,16 @@ int main(int argc, char** argv) {
       check(model->mtp_forward(sb::MtpStep{&kv, kept + d, p + 1 + d, hidden, {&draft, 1}}, &o));
     }
     drafts += line + "\n";
+    if (s + 1 == f.steps) break;
+    const int32_t t = tokens.back();
+    sb::SequenceStep step;
+    step.state = &state;
+    step.tokens = {&t, 1};
+    step.decode = true;
+    std::vector<sb::SequenceOutput> outs;
+    check(model->forward({&step, 1}, &outs));
+    h.insert(h.end(), outs[0].hidden.begin(), outs[0].hidden.end());
+    tokens.push_back(next(s + 1, argmax(outs[0].logits, 0, vocab)));
   }
   if (std::fclose(file) != 0) die("writing " + f.out + " failed");
   for (size_t i = static_cast<size_t>(n); i < tokens.size(); ++i)
