@@ -88,10 +88,11 @@ Status resolve_bench_model(const Args& args, BenchModel* out) {
   return Status::ok();
 }
 
-Status open_bench_model(const Args& args, int threads, BenchModel* out) {
+Status open_bench_model(const Args& args, int threads, BenchModel* out, bool mtp_head) {
   SB_RETURN_IF_ERROR(resolve_bench_model(args, out));
   RuntimeOptions ro;
   ro.threads = threads;
+  ro.mtp_head = mtp_head;
   SB_RETURN_IF_ERROR(parse_precision_arg(args.get("precision"), &ro.precision));
   if (args.has("mtp-vocab")) SB_RETURN_IF_ERROR(args.get_int("mtp-vocab", 0, 0, INT64_MAX, &ro.mtp_draft_vocab));
   return Model::load(out->dir, ro, cpu_kernels_factory(), &out->model);

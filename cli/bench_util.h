@@ -23,12 +23,13 @@ Status ensure_bench_model(const std::string& cache_dir, const std::string& arch_
                           std::string* dir);
 // The model a bench runs: --model DIR, else the --arch/--preset (qwen3_5,
 // 0.8b) checkpoint generated once under --cache-dir; loaded with `threads`
-// and --precision. `description` names it for a report.
+// and --precision (and the checkpoint's MTP head unless mtp_head is false,
+// as `serve --speculative off` loads it). `description` names it for a report.
 struct BenchModel {
   std::string dir, description, cache_base;
   std::unique_ptr<Model> model;
 };
-Status open_bench_model(const Args& args, int threads, BenchModel* out);
+Status open_bench_model(const Args& args, int threads, BenchModel* out, bool mtp_head = true);
 // open_bench_model() without the load: dir, description and cache_base.
 Status resolve_bench_model(const Args& args, BenchModel* out);
 std::string cpu_name();
