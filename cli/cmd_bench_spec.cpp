@@ -283,9 +283,9 @@ Status mtp_markdown(const Args& args, const SpecOptions& o, int threads, const E
   const Model& model = engine.model();
   MtpCost cost;
   const CompletionRequest plain = base_request(o.prompt_tokens, o.decode_tokens, model.vocab_size(), o.seed);
-  SB_RETURN_IF_ERROR(measure_mtp_cost(model, plain.prompt, static_cast<int>(o.decode_tokens), &cost));
   BenchModel headless;
   SB_RETURN_IF_ERROR(open_bench_model(args, threads, &headless, /*mtp_head=*/false));
+  SB_RETURN_IF_ERROR(measure_mtp_cost(model, *headless.model, plain.prompt, static_cast<int>(o.decode_tokens), &cost));
   std::unique_ptr<Engine> off;
   SB_RETURN_IF_ERROR(Engine::create(*headless.model, nullptr, EngineOptions{}, &off));
   CompletionRequest automatic = plain;

@@ -9,7 +9,8 @@
 
 namespace sb {
 
-void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const {
+void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out,
+                                  bool keys_only) const {
   const ModelConfig& c = config_;
   const AttentionWeights& a = w.attn;
   const int64_t T = call.rows, nh = c.n_heads, nkv = c.n_kv_heads, d = c.head_dim;
@@ -36,10 +37,15 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   } else {
     q = std::move(proj);
   }
-  kernels_->rms_norm(q.data(), T * nh, d, a.q_norm.data(), eps, c.norm_weight_offset, q.data());
   kernels_->rms_norm(k.data(), T * nkv, d, a.k_norm.data(), eps, c.norm_weight_offset, k.data());
-  kernels_->rope(q.data(), T, nh, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
   kernels_->rope(k.data(), T, nkv, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
+  for (const SequenceRows& seq : call.sequences) {
+    seq.state->append_rows(w.comp_k, std::span<const float>(k).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
+    seq.state->append_rows(w.comp_v, std::span<const float>(v).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
+  }
+  if (keys_only) return;
+  kernels_->rms_norm(q.data(), T * nh, d, a.q_norm.data(), eps, c.norm_weight_offset, q.data());
+  kernels_->rope(q.data(), T, nh, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
   std::vector<std::vector<uint8_t>> masks;
   if (sparse) sparse_selection(w, call, raw.data(), iq.data(), iw.data(), &masks);
   Rows o(T * nh * d);
@@ -47,9 +53,7 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
   std::vector<float*> seq_outs(call.sequences.size());
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const SequenceRows& seq = call.sequences[i];
-    State& st = *seq.state;
-    st.append_rows(w.comp_k, std::span<const float>(k).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
-    st.append_rows(w.comp_v, std::span<const float>(v).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
+    const State& st = *seq.state;
     AttentionInput& in = ins[i];
     in.rows = seq.rows;
     in.first_pos = seq.first_pos;

@@ -198,7 +198,7 @@ class Model {
   // position j - 1, zeros for j = 0, with token j, at RoPE position j) and
   // the hidden row carried to the next position ("mtp.hidden", recurrent).
   // Every forward step computes them for its rows, prompt and decode alike
-  // (the head's decoder layer only, not its LM head), so they depend on the
+  // (the head's input and its layer's keys and values only), so they depend on the
   // tokens alone, whatever the split, and the bank stores them like the
   // layers' own. A draft runs on a State of its own (new_mtp_state(): the
   // head's keys and values only) that mtp_sync() brings up to the model's.

@@ -286,11 +286,14 @@ void Transformer::mtp_state_rows(std::span<const SequenceStep> batch, ForwardCal
   std::vector<int32_t> tokens;
   tokens.reserve(static_cast<size_t>(T));
   for (const SequenceStep& step : batch) tokens.insert(tokens.end(), step.tokens.begin(), step.tokens.end());
-  Rows hx(T * H), xn(T * H), y(T * H);
+  Rows hx(T * H), xn(T * H);
   mtp_input(tokens, prev.data(), T, hx.data());
-  // Only the keys and values are kept: the rows' outputs would draft tokens
-  // the model itself has already predicted.
-  run_layer(m.state_layer, call, hx.data(), xn.data(), y.data());
+  // Only the keys and values are kept (the rows' outputs would draft tokens
+  // the model itself has already predicted), so the layer stops there: its
+  // attention, output projection and FFN would cost a whole layer per row.
+  kernels_->rms_norm(hx.data(), T, H, m.state_layer.input_norm.data(), static_cast<float>(config_.rms_norm_eps),
+                     config_.norm_weight_offset, xn.data());
+  attention_layer(m.state_layer, call, xn.data(), nullptr, /*keys_only=*/true);
   auto row = [&](int64_t r) { return std::span<const float>(normed.data() + r * H, static_cast<size_t>(H)); };
   for (SequenceRows& seq : call.sequences) {
     seq.state->set_recurrent(m.comp_hidden, row(seq.first_row + seq.rows - 1));

@@ -135,7 +135,11 @@ class Transformer final : public Model {
   void logits_for_rows(std::span<const SequenceStep> batch, const ForwardCall& call, const std::vector<float>& x,
                        std::vector<SequenceOutput>* out) const;
 
-  void attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
+  // keys_only: the rows' keys and values are appended to their States and
+  // nothing else is computed (out untouched): what the MTP head's state rows
+  // need, its output being only ever read by a draft.
+  void attention_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out,
+                       bool keys_only = false) const;
   // Pooled indexer key of block b from the raw keys [b*m, (b+1)*m) in `state`.
   void pooled_key(const LayerWeights& w, const State& state, int64_t b, float* out) const;
   // From the indexer's projections over all rows of the call: stores the raw

@@ -70,7 +70,7 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   runtime.threads = options.threads;
   runtime.precision = options.precision;
   runtime.mtp_draft_vocab = options.mtp_draft_vocab;
-  // The head's rows cost a layer per token: loaded only where it may draft.
+  // The head's rows cost every token a little: loaded only where it may draft.
   runtime.mtp_head = options.engine.speculative != SpeculativeMode::kOff;
   SB_RETURN_IF_ERROR(Model::load(options.model_dir, runtime, cpu_kernels_factory(), &b->model_));
   SB_RETURN_IF_ERROR(load_model_tokenizer(options.model_dir, &b->tokenizer_));
