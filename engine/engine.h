@@ -65,6 +65,9 @@ struct RestoreRecord {
   double lookup_ms = 0;
   double restore_ms = 0;
   double prefill_ms = 0;
+  // Steps the prompt's prefill ran in (its chunks; how the step budget
+  // spread it beside other sequences: docs/batching.md).
+  int64_t prefill_steps = 0;
   // Prompt tokens in the new full blocks this request handed to the bank
   // (publish, kDefault only; a tier may still refuse or later evict one).
   int64_t stored_tokens = 0;

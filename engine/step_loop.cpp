@@ -179,6 +179,7 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
 
 void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
   Sequence& seq = *slice.seq;
+  ++seq.result.restore.prefill_steps;
   for (RecurrentSnapshot& snap : out.snapshots) seq.snapshots.push_back(std::move(snap));
   const int64_t vocab = context_.model.vocab_size();
   if (seq.request.echo) record_prompt_logprobs(seq, slice.begin, out, vocab);

@@ -29,6 +29,7 @@ json restore_json(const RestoreRecord& r, bool operator_view) {
          {"lookup_ms", r.lookup_ms},
          {"restore_ms", r.restore_ms},
          {"prefill_ms", r.prefill_ms},
+         {"prefill_steps", r.prefill_steps},
          {"stored_tokens", r.stored_tokens},
          {"miss_reason", nullptr}};
   if (reason != MissReason::kNone) j["miss_reason"] = miss_reason_name(reason);
