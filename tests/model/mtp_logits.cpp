@@ -27,7 +27,7 @@
 
 #include "model/model.h"
 #include "runtime/cpu/backend.h"
-#include "tools/xcheck/tool_args.h"
+#include "tools/xcheck/mtp_args.h"
 
 namespace {
 
@@ -46,46 +46,12 @@ int32_t argmax(const std::vector<float>& row, size_t offset, size_t n) {
   return static_cast<int32_t>(best);
 }
 
-struct Flags {
-  std::string model, ids, out, target;  // target: forced target tokens (else greedy)
-  int steps = 8, depth = 3, prompt_rows = 1, threads = 2;
-};
-
-Flags parse(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) die(flag + " wants a value");
-    const std::string value = argv[++i];
-    if (flag == "--model")
-      f.model = value;
-    else if (flag == "--prompt-ids")
-      f.ids = value;
-    else if (flag == "--target-ids")
-      f.target = value;
-    else if (flag == "--logits-out")
-      f.out = value;
-    else if (flag == "--steps")
-      f.steps = std::atoi(value.c_str());
-    else if (flag == "--depth")
-      f.depth = std::atoi(value.c_str());
-    else if (flag == "--prompt-rows")
-      f.prompt_rows = std::atoi(value.c_str());
-    else if (flag == "--threads")
-      f.threads = std::atoi(value.c_str());
-    else
-      die("unknown flag " + flag);
-  }
-  if (f.model.empty() || f.ids.empty() || f.out.empty()) die("--model, --prompt-ids and --logits-out are required");
-  if (f.steps < 1 || f.depth < 1 || f.threads < 1 || (f.prompt_rows != 0 && f.prompt_rows != 1))
-    die("--steps, --depth and --threads must be positive, --prompt-rows 0 or 1");
-  return f;
-}
+using Flags = xcheck::MtpFlags;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Flags f = parse(argc, argv);
+  const Flags f = xcheck::parse_mtp_flags(kTool, argc, argv);
   sb::RuntimeOptions options;
   options.threads = f.threads;
   options.mtp_draft_vocab = 0;

@@ -16,7 +16,7 @@ libs=("$LLAMA_DIR/build/src/libllama.a" "$LLAMA_DIR/build/ggml/src/libggml.a"
       "$LLAMA_DIR/build/ggml/src/libggml-cpu.a" "$LLAMA_DIR/build/ggml/src/libggml-base.a")
 stale=0
 [[ -x "$out" ]] || stale=1
-for f in "$src" "$root/tools/xcheck/tool_args.h" "${libs[@]}"; do [[ "$f" -nt "$out" ]] && stale=1; done
+for f in "$src" "$root"/tools/xcheck/*.h "${libs[@]}"; do [[ "$f" -nt "$out" ]] && stale=1; done
 if ((stale)); then
   mkdir -p "$(dirname "$out")"
   g++ -std=c++17 -O2 -Wall -Wextra -I"$root" -I"$LLAMA_DIR" -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" "$src" -o "$out.tmp" \

@@ -23,7 +23,7 @@
 
 #include "llama.h"
 #include "src/llama-ext.h"
-#include "tools/xcheck/tool_args.h"
+#include "tools/xcheck/mtp_args.h"
 
 namespace {
 
@@ -42,41 +42,7 @@ void quiet_log(ggml_log_level level, const char* text, void*) {
   if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
 }
 
-struct Flags {
-  std::string model, ids, out, target;  // target: forced target tokens (else greedy)
-  int steps = 8, depth = 3, prompt_rows = 1, threads = 2;
-};
-
-Flags parse(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) die(flag + " wants a value");
-    const std::string value = argv[++i];
-    if (flag == "--model")
-      f.model = value;
-    else if (flag == "--prompt-ids")
-      f.ids = value;
-    else if (flag == "--target-ids")
-      f.target = value;
-    else if (flag == "--logits-out")
-      f.out = value;
-    else if (flag == "--steps")
-      f.steps = std::atoi(value.c_str());
-    else if (flag == "--depth")
-      f.depth = std::atoi(value.c_str());
-    else if (flag == "--prompt-rows")
-      f.prompt_rows = std::atoi(value.c_str());
-    else if (flag == "--threads")
-      f.threads = std::atoi(value.c_str());
-    else
-      die("unknown flag " + flag);
-  }
-  if (f.model.empty() || f.ids.empty() || f.out.empty()) die("--model, --prompt-ids and --logits-out are required");
-  if (f.steps < 1 || f.depth < 1 || f.threads < 1 || (f.prompt_rows != 0 && f.prompt_rows != 1))
-    die("--steps, --depth and --threads must be positive, --prompt-rows 0 or 1");
-  return f;
-}
+using Flags = xcheck::MtpFlags;
 
 // A batch of rows with both a token and a hidden row (the head's input), as
 // the draft-mtp driver builds it.
@@ -126,7 +92,7 @@ llama_context* new_context(llama_model* model, const Flags& f, int n_ctx, llama_
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Flags f = parse(argc, argv);
+  const Flags f = xcheck::parse_mtp_flags(kTool, argc, argv);
   std::vector<llama_token> tokens;
   for (long long v : xcheck::parse_list(kTool, "--prompt-ids", f.ids)) tokens.push_back(static_cast<llama_token>(v));
   std::vector<llama_token> forced;
