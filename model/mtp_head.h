@@ -14,6 +14,9 @@
 
 namespace sb {
 
+// The head's input projection, the tensor whose presence makes a head.
+inline constexpr const char* kMtpFc = "mtp.fc.weight";
+
 // The head's tensors for config.mtp_layers == 1, in a stable order (what
 // gen-model writes after the model's tensors); empty when mtp_layers is 0.
 std::vector<TensorSpec> mtp_tensors(const ModelConfig& config);
