@@ -301,6 +301,7 @@ std::string ModelConfig::describe() const {
     << " tensor_prefix=" << tensor_prefix;
   if (a_stored_negated) o << " a_stored_negated=1";  // absent otherwise: checkpoints' fingerprints unchanged
   if (value_heads_tiled) o << " value_heads_tiled=1";
+  if (qkvz_split) o << " qkvz_split=1";
   return o.str();
 }
 
@@ -422,13 +423,17 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
       const int64_t value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
       const int64_t conv_dim = 2 * key_dim + value_dim;
       const std::string A = L + "linear_attn.";
-      if (c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe) {
+      const bool flat = c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe;
+      if (flat || c.qkvz_split) {
         add(A + "in_proj_qkv.weight", {conv_dim, H});
         add(A + "in_proj_z.weight", {value_dim, H});
+      } else {
+        add(A + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H});
+      }
+      if (flat) {
         add(A + "in_proj_b.weight", {c.lin_n_value_heads, H});
         add(A + "in_proj_a.weight", {c.lin_n_value_heads, H});
       } else {
-        add(A + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H});
         add(A + "in_proj_ba.weight", {2 * c.lin_n_value_heads, H});
       }
       add(A + "conv1d.weight", {conv_dim, 1, c.conv_kernel});

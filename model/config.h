@@ -74,6 +74,10 @@ struct ModelConfig {
   // file's tiled order (model/gguf_model.h) and the layer puts the heads in
   // order itself; part of describe() when set.
   bool value_heads_tiled = false;
+  // Qwen3-Next from a GGUF file: in_proj_qkvz is held as the file holds it,
+  // split in two, in_proj_qkv [all q | all k | all v] (attn_qkv) and
+  // in_proj_z (attn_gate), each in its own type; part of describe() when set.
+  bool qkvz_split = false;
   // Multi-token-prediction layers (`mtp_num_hidden_layers`, or
   // `num_nextn_predict_layers`): the head's tensors are `mtp.*` (model/mtp_head.h).
   // 0: none. Not part of describe(): the head changes no logit of the model

@@ -21,21 +21,26 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
   } else if (!dw.grouped) {
     float* const outs[] = {mixed.data(), z.data(), b.data(), a.data()};
     kernels_->matmul(xn, T, dw.in, outs);
+  } else if (dw.qkvz_split) {
+    // A GGUF file's halves give m and z in order; only b and a are grouped.
+    Rows ba(T * 2 * nv);
+    float* const outs[] = {mixed.data(), z.data(), ba.data()};
+    kernels_->matmul(xn, T, dw.in, outs);
+    split_ba(ba.data(), T, b.data(), a.data());
   } else {
     // Qwen3-Next groups every projection by key head: un-group it.
     const int64_t group = 2 * dk + 2 * r * dv;
-    Rows u(T * nk * group), ba(T * nk * 2 * r);
+    Rows u(T * nk * group), ba(T * 2 * nv);
     float* const outs[] = {u.data(), ba.data()};
     kernels_->matmul(xn, T, dw.in, outs);
-    // Per key head j: [q_j | k_j | v of its r value heads | z of them], and
-    // [b of its r value heads | a of them]; value head h = j * r + i.
+    // Per key head j: [q_j | k_j | v of its r value heads | z of them];
+    // value head h = j * r + i.
     const RowPart qkvz[] = {{dk, mixed.data(), conv_dim},
                             {dk, mixed.data() + key_dim, conv_dim},
                             {r * dv, mixed.data() + 2 * key_dim, conv_dim},
                             {r * dv, z.data(), value_dim}};
     kernels_->split_rows(u.data(), T, nk, qkvz);
-    const RowPart ba_parts[] = {{r, b.data(), nv}, {r, a.data(), nv}};
-    kernels_->split_rows(ba.data(), T, nk, ba_parts);
+    split_ba(ba.data(), T, b.data(), a.data());
   }
 
   Rows beta(T * nv), g(T * nv);
@@ -69,6 +74,13 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
   } else {
     kernels_->matmul(o.data(), T, dw.out, out);
   }
+}
+
+// Per key head j: [b of its r value heads | a of them]; value head h = j * r + i.
+void Transformer::split_ba(const float* ba, int64_t rows, float* b, float* a) const {
+  const int64_t nk = config_.lin_n_key_heads, nv = config_.lin_n_value_heads, r = nv / nk;
+  const RowPart parts[] = {{r, b, nv}, {r, a, nv}};
+  kernels_->split_rows(ba, rows, nk, parts);
 }
 
 void Transformer::project_tiled(const DeltaNetWeights& dw, const float* xn, int64_t T, float* mixed, float* z, float* b,

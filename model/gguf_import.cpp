@@ -1,12 +1,10 @@
 // open_gguf_model (model/gguf_model.h): the file's tensors under the Hugging
-// Face names, each a view into the file (Qwen3-Next's in_proj_qkvz: a
-// rearranged copy).
+// Face names, each a view into the file.
 #include <set>
 
 #include "model/gguf_layout.h"
 #include "model/gguf_metadata.h"
 #include "model/gguf_model.h"
-#include "model/mapped_file.h"
 #include "model/mtp_head.h"
 #include "model/weights.h"
 
@@ -18,7 +16,7 @@ class Importer {
  public:
   Importer(const GgufFile& g, const ModelConfig& c) : g_(g), c_(c) {}
 
-  Status run(std::map<std::string, TensorView>* views, std::vector<std::shared_ptr<const void>>* owned) {
+  Status run(std::map<std::string, TensorView>* views) {
     SB_RETURN_IF_ERROR(check_tensors());
     const std::string& P = c_.tensor_prefix;
     view(P + "embed_tokens.weight", "token_embd.weight");
@@ -27,7 +25,6 @@ class Importer {
     for (int64_t l = 0; l < c_.n_layers; ++l) SB_RETURN_IF_ERROR(layer(l));
     if (has_nextn()) SB_RETURN_IF_ERROR(nextn());
     *views = std::move(views_);
-    *owned = std::move(owned_);
     return Status::ok();
   }
 
@@ -89,19 +86,6 @@ class Importer {
   void view(const std::string& hf, const std::string& gguf) { put(hf, t(gguf), t(gguf).shape); }
   void view_as(const std::string& hf, const std::string& gguf, std::vector<int64_t> shape) {
     put(hf, t(gguf), std::move(shape));
-  }
-  // A copy of `src`'s bytes rearranged (or converted), owned here; the
-  // file's pages of src are dropped (nothing reads them again).
-  void owned(const std::string& hf, const TensorView& src, DType dtype, std::vector<int64_t> shape,
-             std::vector<uint8_t> bytes) {
-    release_mapped_pages(src.data, src.nbytes);
-    auto buf = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-    TensorView v = src;
-    v.dtype = dtype;
-    v.data = buf->data();
-    v.nbytes = buf->size();
-    owned_.push_back(buf);
-    put(hf, std::move(v), std::move(shape));
   }
   static int64_t row_bytes(const TensorView& v) { return dtype_row_bytes(v.dtype, v.shape.back()); }
 
@@ -167,47 +151,22 @@ class Importer {
   const GgufFile& g_;
   const ModelConfig& c_;
   std::map<std::string, TensorView> views_;
-  std::vector<std::shared_ptr<const void>> owned_;
 };
-
-std::vector<uint8_t> as_f32_bytes(const TensorView& v) {
-  std::vector<uint8_t> out(static_cast<size_t>(v.numel()) * 4);
-  convert_to_f32(v.dtype, v.data, v.numel(), reinterpret_cast<float*>(out.data()));
-  return out;
-}
 
 Status Importer::delta_net(int64_t l) {
   auto g = [&](const char* part) { return gguf_layer_name(l, part); };
   auto A = [&](const char* part) { return L(l, std::string("linear_attn.") + part); };
-  const int64_t H = c_.hidden_size, K = c_.conv_kernel;
+  const int64_t K = c_.conv_kernel;
   const int64_t conv_dim = t(g("ssm_conv1d.weight")).shape[0];
+  // Both families' tensors as they lie in the file: no copy beside the
+  // kernels' own. Qwen3-Next's in_proj_qkvz stays split in two
+  // (ModelConfig::qkvz_split), each half in its own type; Qwen3.5's value
+  // heads stay tiled (ModelConfig::value_heads_tiled).
+  view(A("in_proj_qkv.weight"), g("attn_qkv.weight"));
+  view(A("in_proj_z.weight"), g("attn_gate.weight"));
   if (c_.arch == Arch::kQwen3Next) {
-    // in_proj_qkvz: attn_qkv's rows then attn_gate's, put back per key head.
-    const TensorView &qkv = t(g("attn_qkv.weight")), &z = t(g("attn_gate.weight"));
-    std::vector<uint8_t> both, zb;
-    DType dtype = qkv.dtype;
-    if (qkv.dtype == z.dtype) {
-      const auto* a = static_cast<const uint8_t*>(qkv.data);
-      const auto* b = static_cast<const uint8_t*>(z.data);
-      both.assign(a, a + qkv.nbytes);
-      both.insert(both.end(), b, b + z.nbytes);
-    } else {  // one tensor of one type: both as f32 (not the quantized products' bits)
-      dtype = DType::kF32;
-      both = as_f32_bytes(qkv);
-      zb = as_f32_bytes(z);
-      both.insert(both.end(), zb.begin(), zb.end());
-    }
-    const UnitMap back = inverse(qkvz_split(c_));
-    const int64_t rows = static_cast<int64_t>(back.size());
-    owned(A("in_proj_qkvz.weight"), qkv, dtype, {rows, H},
-          gather(both.data(), 1, rows, dtype_row_bytes(dtype, H), back));
-    release_mapped_pages(z.data, z.nbytes);
     view(A("in_proj_ba.weight"), g("ssm_ba.weight"));
   } else {
-    // Qwen3.5: every tensor as it lies in the file, value heads tiled
-    // (ModelConfig::value_heads_tiled): no copy beside the kernels' own.
-    view(A("in_proj_qkv.weight"), g("attn_qkv.weight"));
-    view(A("in_proj_z.weight"), g("attn_gate.weight"));
     view(A("in_proj_b.weight"), g("ssm_beta.weight"));
     view(A("in_proj_a.weight"), g("ssm_alpha.weight"));
   }
@@ -231,11 +190,9 @@ Status gguf_model_from_file(std::shared_ptr<const GgufFile> g, GgufModel* out) {
   ModelConfig c;
   SB_RETURN_IF_ERROR(read_config(*g, &c));
   std::map<std::string, TensorView> views;
-  std::vector<std::shared_ptr<const void>> owned;
-  SB_RETURN_IF_ERROR(Importer(*g, c).run(&views, &owned));
-  owned.push_back(g);
+  SB_RETURN_IF_ERROR(Importer(*g, c).run(&views));
   out->config = std::move(c);
-  out->checkpoint = Checkpoint::adopt(std::move(views), g->weights_digest(), std::move(owned));
+  out->checkpoint = Checkpoint::adopt(std::move(views), g->weights_digest(), {g});
   out->file = std::move(g);
   return Status::ok();
 }

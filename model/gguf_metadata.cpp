@@ -191,6 +191,7 @@ Status read_config(const GgufFile& g, ModelConfig* out) {
   checked.norm_weight_offset = false;  // the file holds 1 + w
   checked.a_stored_negated = checked.arch != Arch::kQwen3;
   checked.value_heads_tiled = checked.arch == Arch::kQwen35 || checked.arch == Arch::kQwen35Moe;
+  checked.qkvz_split = checked.arch == Arch::kQwen3Next;
   *out = std::move(checked);
   return Status::ok();
 }

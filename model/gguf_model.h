@@ -26,16 +26,20 @@
 // Every rearrangement is a permutation of rows or of whole blocks; so a file
 // written here from a checkpoint and loaded back gives the checkpoint's
 // logits bit for bit in F32 (and in BF16 from a bf16 checkpoint). Loading
-// undoes Qwen3-Next's split (a copy of in_proj_qkvz) but not Qwen3.5's tiled
-// value heads: those tensors stay views into the file, in its order
-// (ModelConfig::value_heads_tiled), and the layer puts the heads in order
-// after its input projections (a copy of activations, not of weights), so
-// nothing is held beside the kernels' packed copies. out_proj sums over the
+// undoes neither: every tensor it returns is a view into the file, in the
+// file's order and type (a quantized one needs nothing held beside the
+// kernels' packed copy). Qwen3-Next's
+// attn_qkv and attn_gate are two products (ModelConfig::qkvz_split) whose
+// outputs are already the layer's q|k|v and z; each keeps its own type
+// (llama-quantize's Q4_K_M gives some layers' attn_qkv Q6_K beside attn_gate
+// Q4_K). Qwen3.5's tiled value heads (ModelConfig::value_heads_tiled) are
+// put in order by the layer after its input projections (a copy of
+// activations, not of weights). out_proj sums over the
 // value heads: an unquantized one has its columns put back in order (the
 // checkpoint's summation order, hence its bits); a quantized one is used as
 // it lies, since a 128-wide head is not whole 256-blocks, with its input
 // tiled instead (the file's summation order, as llama.cpp computes it).
-// value_heads_tiled is part of the fingerprint.
+// value_heads_tiled and qkvz_split are part of the fingerprint.
 #pragma once
 
 #include <memory>

@@ -189,8 +189,12 @@ void Transformer::bind_delta_net(int64_t l, DeltaNetWeights* d) {
   const ModelConfig& c = config_;
   auto t = [&](const char* name) -> const TensorView& { return weights_.layer(l, std::string("linear_attn.") + name); };
   d->grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe);
+  d->qkvz_split = d->grouped && c.qkvz_split;
   d->tiled = c.value_heads_tiled;
-  if (d->grouped)
+  if (d->qkvz_split)
+    d->in =
+        fused(l, {"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_ba.weight"});
+  else if (d->grouped)
     d->in = fused(l, {"linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight"});
   else if (d->tiled)
     d->in = tiled_in_proj(l);

@@ -38,6 +38,9 @@ struct DeltaNetWeights {
   // GGUF file holds them): parts qkv's q and k rows, its v rows, z, b, a,
   // value heads tiled in all but the first (put in order after the product).
   bool grouped = false;
+  // Grouped, from a GGUF file (ModelConfig::qkvz_split): parts qkv, z, ba,
+  // qkv and z in the layer's order.
+  bool qkvz_split = false;
   bool tiled = false;
   // out's columns take the value heads tiled (a quantized out of a tiled
   // file, used as it lies): its input is tiled before the product.
@@ -182,6 +185,8 @@ class Transformer final : public Model {
   // layout delta_net_layer works in.
   void project_tiled(const DeltaNetWeights& dw, const float* xn, int64_t T, float* mixed, float* z, float* b,
                      float* a) const;
+  // Qwen3-Next's in_proj_ba output, grouped per key head, to b and a [rows, n_v].
+  void split_ba(const float* ba, int64_t rows, float* b, float* a) const;
   // x [rows, n_v * width], value heads tiled (position c * n_k + j), to head
   // order (head j * r + c) at out, rows ld apart; and head order to tiled.
   void untile_heads(const float* x, int64_t rows, int64_t width, float* out, int64_t ld) const;

@@ -152,12 +152,41 @@ TEST(GgufQuantizedTest, KMixesFallBackToQ5TypesHoldingTheCheckpointsRows) {
   }
 }
 
+// Expects every tensor the model binds to lie inside one of the file's tensors
+// (a view, no rearranged copy beside the kernels' packed one).
+void expect_views_into_the_file(const GgufModel& gguf) {
+  for (const auto& [name, t] : gguf.checkpoint->tensors()) {
+    const auto* p = static_cast<const uint8_t*>(t.data);
+    const bool inside = std::any_of(gguf.file->tensors().begin(), gguf.file->tensors().end(), [&](const auto& f) {
+      const auto* b = static_cast<const uint8_t*>(f.second.data);
+      return p >= b && p + t.nbytes <= b + f.second.nbytes;
+    });
+    EXPECT_TRUE(inside) << name << " is not a view into the file";
+  }
+}
+
+// The distance of a quantized file's logits to the f32 file's, relative to
+// their norm, below `limit`. Uncorrelated logits of equal norm are sqrt(2)
+// apart; 4-bit weights of a tiny random model move its logits by about half
+// their norm.
+void expect_logits_near(const Model& q, const std::vector<float>& want, GgufFileType type, double limit) {
+  const std::vector<float> got = all_logits(q);
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), limit);
+  std::printf("%s: relative distance of the logits to the f32 file's %.4f\n", gguf_file_type_name(type),
+              std::sqrt(err / norm));
+}
+
 // A quantized Qwen3.5 file is served from its own bytes: every tensor the
-// model binds is a view into the file's tensors (no rearranged copy beside
-// the kernels' packed one), out_proj keeps its block type (its value heads
-// are not whole Q8_0 or Q5_0 blocks in this preset, so its input is tiled),
-// and the logits stay near the f32 file's (heads in the wrong order would
-// leave them uncorrelated).
+// model binds is a view into the file, out_proj keeps its block type (its
+// value heads are not whole Q8_0 or Q5_0 blocks in this preset, so its input
+// is tiled), and the logits stay near the f32 file's (heads in the wrong
+// order would leave them uncorrelated).
 TEST(GgufQuantizedTest, Qwen35TensorsAreViewsIntoTheFileAndOutProjStaysQuantized) {
   const testing::CheckpointSpec spec{Arch::kQwen35, "tiny", 1, DType::kBF16, "_k256", testing::widen_to_k_blocks};
   testing::TempDir tmp;
@@ -170,14 +199,9 @@ TEST(GgufQuantizedTest, Qwen35TensorsAreViewsIntoTheFileAndOutProjStaysQuantized
     GgufModel gguf;
     ASSERT_TRUE(open_gguf_model(path, &gguf).is_ok());
     EXPECT_TRUE(gguf.config.value_heads_tiled);
+    expect_views_into_the_file(gguf);
     int out_projs = 0;
     for (const auto& [name, t] : gguf.checkpoint->tensors()) {
-      const auto* p = static_cast<const uint8_t*>(t.data);
-      const bool inside = std::any_of(gguf.file->tensors().begin(), gguf.file->tensors().end(), [&](const auto& f) {
-        const auto* b = static_cast<const uint8_t*>(f.second.data);
-        return p >= b && p + t.nbytes <= b + f.second.nbytes;
-      });
-      EXPECT_TRUE(inside) << name << " is not a view into the file";
       if (name.find("linear_attn.out_proj") == std::string::npos) continue;
       ++out_projs;
       EXPECT_TRUE(dtype_is_quantized(t.dtype)) << name << " is " << dtype_name(t.dtype);
@@ -186,18 +210,53 @@ TEST(GgufQuantizedTest, Qwen35TensorsAreViewsIntoTheFileAndOutProjStaysQuantized
     auto q = testing::load_model(path);
     ASSERT_TRUE(q);
     EXPECT_NE(q->fingerprint_fields().config.find("value_heads_tiled=1"), std::string::npos);
-    const std::vector<float> got = all_logits(*q);
-    ASSERT_EQ(got.size(), want.size());
-    double err = 0, norm = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      err += (got[i] - want[i]) * (got[i] - want[i]);
-      norm += want[i] * want[i];
+    expect_logits_near(*q, want, type, type == GgufFileType::kQ8_0 ? 0.2 : 0.9);
+  }
+}
+
+// A quantized Qwen3-Next file likewise: attn_qkv and attn_gate are bound as
+// they lie, each in the file's type for it (Q4_K_M's mix gives some layers'
+// attn_qkv Q6_K beside attn_gate Q4_K: neither is dequantized to join the
+// other), and the logits stay near the f32 file's (q, k, v or z read from
+// the wrong rows would leave them uncorrelated).
+TEST(GgufQuantizedTest, Qwen3NextTensorsAreViewsIntoTheFileInTheFilesTypes) {
+  const testing::CheckpointSpec spec{Arch::kQwen3Next, "tiny", 1, DType::kBF16, "_k256", testing::widen_to_k_blocks};
+  testing::TempDir tmp;
+  auto f32 = testing::load_model(write(testing::checkpoint(spec), GgufFileType::kF32, tmp, "f.gguf"));
+  ASSERT_TRUE(f32);
+  const std::vector<float> want = all_logits(*f32);
+  for (GgufFileType type : {GgufFileType::kQ8_0, GgufFileType::kQ4_K_M}) {
+    SCOPED_TRACE(gguf_file_type_name(type));
+    const std::string path = testing::gguf_file(spec, type);
+    GgufModel gguf;
+    ASSERT_TRUE(open_gguf_model(path, &gguf).is_ok());
+    EXPECT_TRUE(gguf.config.qkvz_split);
+    expect_views_into_the_file(gguf);
+    int halves = 0, mixed_layers = 0;
+    for (int64_t l = 0; l < gguf.config.n_layers; ++l) {
+      if (gguf.config.layer_types[l] != LayerType::kLinearAttention) continue;
+      const std::string A = gguf.config.tensor_prefix + "layers." + std::to_string(l) + ".linear_attn.";
+      const TensorView* qkv = gguf.checkpoint->find(A + "in_proj_qkv.weight");
+      const TensorView* z = gguf.checkpoint->find(A + "in_proj_z.weight");
+      ASSERT_TRUE(qkv && z) << A;
+      EXPECT_EQ(gguf.checkpoint->find(A + "in_proj_qkvz.weight"), nullptr) << A;
+      const std::string blk = "blk." + std::to_string(l) + ".";
+      EXPECT_EQ(qkv->dtype, gguf.file->find_tensor(blk + "attn_qkv.weight")->dtype) << A;
+      EXPECT_EQ(z->dtype, gguf.file->find_tensor(blk + "attn_gate.weight")->dtype) << A;
+      EXPECT_TRUE(dtype_is_quantized(qkv->dtype) && dtype_is_quantized(z->dtype)) << A;
+      halves += 2;
+      mixed_layers += qkv->dtype != z->dtype;
     }
-    // Uncorrelated logits of equal norm are sqrt(2) apart; 4-bit weights of
-    // a tiny random model move its logits by about half their norm.
-    EXPECT_LT(std::sqrt(err / norm), type == GgufFileType::kQ8_0 ? 0.2 : 0.9);
-    std::printf("%s: relative distance of the logits to the f32 file's %.4f\n", gguf_file_type_name(type),
-                std::sqrt(err / norm));
+    EXPECT_GE(halves, 2);
+    if (type == GgufFileType::kQ4_K_M) {
+      EXPECT_GE(mixed_layers, 1) << "no layer of two types: the case is not tested";
+    }
+    auto q = testing::load_model(path);
+    ASSERT_TRUE(q);
+    EXPECT_NE(q->fingerprint_fields().config.find("qkvz_split=1"), std::string::npos);
+    // Its MoE router picks other experts for some tokens once the weights are
+    // rounded (0.32 on Q8_0, 0.83 on Q4_K_M): still well short of sqrt(2).
+    expect_logits_near(*q, want, type, type == GgufFileType::kQ8_0 ? 0.5 : 1.0);
   }
 }
 

@@ -83,7 +83,6 @@ QUANT_LIMITS = {
     ("qwen3", "q8_0"): (0.75, "int8 rounding flips from float-order differences; the first token already differs"),
     ("qwen3_5", "q8_0"): (0.5, "int8 rounding flips from float-order differences over longer prompts"),
     ("qwen3_5", "q4_k_m"): (0.75, "ssm_out dequantized to f32 on load (unrounded activations there)"),
-    ("qwen3_next", "q4_k_m"): (1.0, "attn_qkv Q6_K beside attn_gate Q4_K: both multiplied in f32; router flips"),
     ("qwen3_5_moe", "q4_k_m"): (0.75, "ssm_out dequantized to f32 on load; router flips"),
 }
 QUANT_CASES = ["1 tokens", "65 tokens", "257 tokens", "chat"]
