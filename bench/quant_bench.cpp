@@ -8,12 +8,15 @@
 // that bound is the best any format can do. Min of N repetitions (each
 // a call on every copy) of CPU time
 // per thread (process CPU time / threads, so that other load counts less).
+// Last, on AVX512-VNNI, each repacked kernel's own speed with its weights in
+// L2 (packed_tile_rates).
 //
 // usage: quant_bench [--threads 1] [--reps 5] [--rows 1,64] [--mib 160] [--isa auto|avx2|avx512vnni|scalar]
 #include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -28,6 +31,7 @@
 #endif
 
 #include "runtime/cpu/backend.h"
+#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/quant_kernels.h"
 #include "runtime/kernels.h"
 #include "runtime/quant.h"
@@ -165,6 +169,44 @@ void activation_quantization(int reps, std::mt19937& rng) {
   }
 }
 
+// The repacked kernels' own speed, one activation row against 8 groups of 16
+// weight rows of 2560 (a 4b layer's width) that stay in L2: GB/s of packed
+// weights per core, best of 50 wall-clock timings of 200 passes. Decode
+// streams weights from memory at a fraction of this; how much of it the
+// kernel's instructions leave free decides how close to the bound it gets.
+void packed_tile_rates(std::mt19937& rng) {
+  if (cpu::quant_isa_in_use() != cpu::QuantIsa::kAvx512Vnni) return;
+  constexpr int64_t kCols = 2560, kGroups = 8, kRows = kGroups * cpu::kQuantPackedRows;
+  std::printf("\n| repacked tile, 1 row, in L2 | GB/s of weights per core |\n|---|---|\n");
+  ThreadPool one(1);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0}) {
+    const int64_t row_bytes = dtype_row_bytes(dtype, kCols);
+    std::vector<uint8_t> w(static_cast<size_t>(kRows * row_bytes));
+    std::vector<float> row(kCols);
+    for (int64_t j = 0; j < kRows; ++j) {
+      for (float& f : row) f = nd(rng);
+      (void)quantize_row(dtype, row.data(), kCols, w.data() + j * row_bytes);
+    }
+    const auto packed = cpu::pack_quant(WeightRef{dtype, kRows, kCols, w.data(), nullptr}, &one);
+    for (float& f : row) f = 20 * nd(rng);
+    QuantizedRows xq;
+    xq.reset(dtype, 1, kCols);
+    xq.quantize(row.data(), 0, 1);
+    const int64_t group_bytes = cpu::quant_packed_group_bytes(dtype, kCols);
+    float y[cpu::kQuantPackedRows];
+    double best = 1e30;
+    for (int rep = 0; rep < 50; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int pass = 0; pass < 200; ++pass)
+        for (int64_t g = 0; g < kGroups; ++g)
+          cpu::quant_packed_tile(dtype, packed->quant_bytes() + g * group_bytes, xq, 0, 1, y, 0, cpu::kQuantPackedRows);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("| %s | %.1f |\n", dtype_name(dtype), 200.0 * kGroups * group_bytes / best / 1e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,5 +264,6 @@ int main(int argc, char** argv) {
     }
   }
   activation_quantization(reps, rng);
+  packed_tile_rates(rng);
   return 0;
 }

@@ -13,7 +13,14 @@
 //        times the activations' block sum, which they carry).
 //   Q4_0 (288 bytes): 16 x f16 scale; 4 x 64 bytes of nibbles (lane c byte t
 //        of the k-th: level 8k + t low, 8k + 4 + t high).
-//   K types: 16 x f16 d; Q4_K/Q5_K 16 x f16 dmin, [8][16] 6-bit scales and
+//   Q4_K: 16 x f16 d, 16 x f16 dmin, [8][16] 6-bit scales, a byte each,
+//        and the mins as [4][16][2] bytes (pair t of lane c: sub-blocks 2t
+//        and 2t + 1, one 16-bit pair each for vpdpwssd). Then per pair t of
+//        sub-blocks, 8 x 64 bytes of nibbles: lane c byte i of the k-th holds
+//        level 4k + i of sub-block 2t low and of sub-block 2t + 1 high, so
+//        that one AND each (0x0F, 0xF0) gives the two operands; the high
+//        one's sums are 16 times the level's, divided out once per block.
+//   Q5_K, Q6_K: 16 x f16 d; Q5_K 16 x f16 dmin, [8][16] 6-bit scales and
 //        [8][16] mins, a byte each; Q6_K [16][16] int8 scales. Then per
 //        sub-block s of 32 levels: 4 x 64 bytes of nibbles (lane c byte t of
 //        the k-th: level 32s + 8k + t low, 32s + 8k + 4 + t high); Q5_K one
@@ -116,12 +123,35 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
   }
 }
 
+void pack_q4_k_lane(const uint8_t* blk, int c, uint8_t* out) {
+  std::memcpy(out + 2 * c, blk, 2);
+  std::memcpy(out + 32 + 2 * c, blk + 2, 2);
+  for (int s = 0; s < 8; ++s) {
+    int sc, mn;
+    kscale_min(blk + 4, s, &sc, &mn);
+    out[64 + 16 * s + c] = static_cast<uint8_t>(sc);
+    out[192 + 32 * (s / 2) + 2 * c + s % 2] = static_cast<uint8_t>(mn);
+  }
+  int lev[kSuperBlock];
+  block_levels(DType::kQ4_K, blk, lev);
+  for (int t = 0; t < 4; ++t)
+    for (int k = 0; k < 8; ++k)
+      for (int i = 0; i < 4; ++i)
+        out[320 + 512 * t + 64 * k + 4 * c + i] =
+            static_cast<uint8_t>(lev[64 * t + 4 * k + i] | (lev[64 * t + 32 + 4 * k + i] << 4));
+}
+
 void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t* out) {
   const int64_t in_bytes = dtype_block(dtype).bytes, bytes = block_bytes(dtype);
   for (int64_t b = 0; b < nb; ++b, out += bytes) {
     std::memset(out, 0, static_cast<size_t>(bytes));
-    for (int c = 0; c < kLanes; ++c)
-      if (rows[c]) pack_k_lane(dtype, rows[c] + b * in_bytes, c, out);
+    for (int c = 0; c < kLanes; ++c) {
+      if (!rows[c]) continue;
+      if (dtype == DType::kQ4_K)
+        pack_q4_k_lane(rows[c] + b * in_bytes, c, out);
+      else
+        pack_k_lane(dtype, rows[c] + b * in_bytes, c, out);
+    }
   }
 }
 
@@ -240,7 +270,8 @@ template <DType kType>
 inline void sub_levels(const uint8_t* sub, __m512i* lev) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int k = 0; k < 4; ++k) {
-    const __m512i v = _mm512_loadu_si512(sub + 64 * k);
+    __m512i v = _mm512_loadu_si512(sub + 64 * k);
+    __asm__("" : "+v"(v));  // one load for both uses (the compiler would fold it into each)
     lev[2 * k] = _mm512_and_si512(v, low4);
     lev[2 * k + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
   }
@@ -252,11 +283,15 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
                                     lev[j], sixteen);
   }
   if constexpr (kType == DType::kQ6_K) {
-    const __m512i three = _mm512_set1_epi8(3);
-    for (int j = 0; j < 8; ++j) {
-      const __m512i h = _mm512_loadu_si512(sub + 256 + 64 * (j / 4));
-      lev[j] =
-          _mm512_or_si512(lev[j], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2 * (j % 4)), three), 4));
+    // Bits 2m..2m+1 of a byte moved to bits 4-5 (a shift by 4 - 2m, whose
+    // spill into the next byte the mask drops), then (h & 0x30) | nibble in
+    // one vpternlogd.
+    const __m512i top = _mm512_set1_epi8(0x30);
+    for (int half = 0; half < 2; ++half) {
+      __m512i h = _mm512_loadu_si512(sub + 256 + 64 * half);
+      __asm__("" : "+v"(h));
+      const __m512i at4[4] = {_mm512_slli_epi16(h, 4), _mm512_slli_epi16(h, 2), h, _mm512_srli_epi16(h, 2)};
+      for (int m = 0; m < 4; ++m) lev[4 * half + m] = _mm512_ternarylogic_epi32(at4[m], top, lev[4 * half + m], 0xEA);
     }
   }
 }
@@ -311,6 +346,60 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
   });
 }
 
+// Q4_K in its paired layout: per pair of sub-blocks, eight loads, two ANDs
+// each, two vpdpbusd per row; the mins' sum is one vpdpwssd per pair against
+// the activations' two sub-block sums.
+template <int R>
+void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  for_blocks<R>(nb, DType::kQ4_K, [&](int64_t b) {
+    const uint8_t* blk = g + b * 2368;
+    __m512i even[R], odd[R], M[R];
+    int16_t S[R][8];  // the activations' sums per sub-block of 32
+    for (int r = 0; r < R; ++r) {
+      even[r] = odd[r] = M[r] = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s)
+        S[r][s] = static_cast<int16_t>(t.sums[r][b * 16 + 2 * s] + t.sums[r][b * 16 + 2 * s + 1]);
+    }
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t* sub = blk + 320 + 512 * p;
+      __m512i de[R], dodd[R];
+      for (int r = 0; r < R; ++r) de[r] = dodd[r] = _mm512_setzero_si512();
+      for (int k = 0; k < 8; ++k) {
+        __m512i v = _mm512_loadu_si512(sub + 64 * k);
+        __asm__("" : "+v"(v));  // one load for both ANDs (the compiler would fold it into each)
+        const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(v, high4);
+        const int64_t at = b * kSuperBlock + 64 * p + 4 * k;
+        for (int r = 0; r < R; ++r) {
+          de[r] = _mm512_dpbusd_epi32(de[r], lo, t.x4(r, at));
+          dodd[r] = _mm512_dpbusd_epi32(dodd[r], hi, t.x4(r, at + 32));
+        }
+      }
+      auto scales = [&](int s) {
+        return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 + 16 * s)));
+      };
+      const __m512i se = scales(2 * p), so = scales(2 * p + 1);
+      const __m512i mins =
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
+      for (int r = 0; r < R; ++r) {
+        even[r] = _mm512_add_epi32(even[r], _mm512_mullo_epi32(de[r], se));
+        odd[r] = _mm512_add_epi32(odd[r], _mm512_mullo_epi32(dodd[r], so));
+        int32_t pair;
+        std::memcpy(&pair, &S[r][2 * p], 4);
+        M[r] = _mm512_dpwssd_epi32(M[r], mins, _mm512_set1_epi32(pair));
+      }
+    }
+    const __m512 d = halves16(blk), dmin = halves16(blk + 32);
+    for (int r = 0; r < R; ++r) {
+      // The odd sums are 16 times the levels' (high nibbles): exact to divide.
+      const __m512i I = _mm512_add_epi32(even[r], _mm512_srai_epi32(odd[r], 4));
+      const __m512 dx = _mm512_set1_ps(t.d[r][b]);
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(I), t.acc[r]);
+      t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(M[r]), t.acc[r]);
+    }
+  });
+}
+
 template <int R>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t i0, float* y, int64_t ldy, int cols) {
   PackedTile<R> t(x, i0);
@@ -323,7 +412,7 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t 
       packed_q4_0<R>(g, nb, t);
       break;
     case DType::kQ4_K:
-      packed_k<R, DType::kQ4_K>(g, nb, t);
+      packed_q4_k<R>(g, nb, t);
       break;
     case DType::kQ5_K:
       packed_k<R, DType::kQ5_K>(g, nb, t);
