@@ -23,7 +23,9 @@ With --gguf-types q8_0,q4_k_m it measures GGUF files instead, for each
 `statebank quantize` (kept in the work directory), then `llama-bench` and
 `runtime_bench --model` on that very file, and one markdown table: the ratio
 statebank / llama.cpp, decode against the read-bandwidth bound (the file's
-weight bytes read per token over the probe), and statebank's resident memory
+weight bytes read per token over the probe's best pass; for statebank also
+over the probe passes right before and after each of runtime_bench's decode
+chunks, the bandwidth of the same moment), and statebank's resident memory
 after loading the file and after the first decode, over the file's size.
 With --out DIR that table replaces the quantized section of DIR/runtime.md
 (the BF16 section stays). Progress goes to stderr. Wall-clock numbers move with load: compare ratios from one
@@ -133,6 +135,9 @@ def gguf_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
             if test.startswith("tg"):
                 bound = (f"{best(s) * ours['weight_bytes_per_token'] / bw[t]:.0%} / "
                          f"{best(ll) * m['llama_bytes'] / bw[t]:.0%}")
+                paired = sorted(ours.get("decode_over_adjacent_probe", {}).get(str(t), []))
+                if paired:
+                    bound += f" (statebank, same moment: {paired[len(paired) // 2]:.0%})"
             rows.append(f"| {m['preset']} | {m['type']} | {test} | {t} | {best(s):.1f} ({mean(s):.1f}) | "
                         f"{best(ll):.1f} ({mean(ll):.1f}) | {best(s) / best(ll):.2f}x | {bound} |")
     return rows

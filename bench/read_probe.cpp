@@ -48,44 +48,55 @@ uint64_t sum_slice(const uint64_t* p, size_t n) {
 
 }  // namespace
 
+ReadProbe::ReadProbe(int threads)
+    : threads_(threads),
+      bytes_(read_probe_buffer_bytes()),
+      buf_(new uint64_t[bytes_ / sizeof(uint64_t)]),  // not touched here: first touch by the readers
+      pool_(std::make_unique<ThreadPool>(threads)),
+      sinks_(static_cast<size_t>(threads)) {
+  pool_->parallel_for(threads_, [&](int64_t t) {
+    size_t b, e;
+    slice(t, &b, &e);
+    std::fill(buf_.get() + b, buf_.get() + e, uint64_t{1});
+  });
+  for (int t = 0; t < threads_; ++t) {
+    size_t b, e;
+    slice(t, &b, &e);
+    read_words_ += e - b;
+  }
+  pass();  // untimed: caches and the pool warmed
+}
+
+ReadProbe::~ReadProbe() = default;
+
+void ReadProbe::slice(int64_t t, size_t* begin, size_t* end) const {
+  const size_t n_words = bytes_ / sizeof(uint64_t);
+  *begin = n_words * t / threads_ / 8 * 8;
+  *end = n_words * (t + 1) / threads_ / 8 * 8;
+}
+
+double ReadProbe::pass() {
+  const auto t0 = std::chrono::steady_clock::now();
+  pool_->parallel_for(threads_, [&](int64_t t) {
+    size_t b, e;
+    slice(t, &b, &e);
+    sinks_[static_cast<size_t>(t)] = sum_slice(buf_.get() + b, e - b);
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  uint64_t total = 0;
+  for (uint64_t x : sinks_) total += x;
+  if (total != read_words_)
+    std::fprintf(stderr, "read probe: the pass summed %llu of %zu words\n", static_cast<unsigned long long>(total),
+                 read_words_);
+  return static_cast<double>(read_words_ * sizeof(uint64_t)) / s;
+}
+
 ReadBandwidth probe_read_bandwidth(int threads, int passes) {
+  ReadProbe probe(threads);
   ReadBandwidth out;
   out.threads = threads;
-  out.buffer_bytes = read_probe_buffer_bytes();
-  const size_t n_words = out.buffer_bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n_words]);  // not touched here: first touch by the readers
-  ThreadPool pool(threads);
-  std::vector<uint64_t> sinks(static_cast<size_t>(threads));
-  auto slice = [&](int64_t t, size_t* begin, size_t* end) {
-    *begin = n_words * t / threads / 8 * 8;
-    *end = n_words * (t + 1) / threads / 8 * 8;
-  };
-  pool.parallel_for(threads, [&](int64_t t) {
-    size_t b, e;
-    slice(t, &b, &e);
-    std::fill(buf.get() + b, buf.get() + e, uint64_t{1});
-  });
-  size_t read_words = 0;  // the slices' words: what a pass reads, and what its sums add up to
-  for (int t = 0; t < threads; ++t) {
-    size_t b, e;
-    slice(t, &b, &e);
-    read_words += e - b;
-  }
-  for (int pass = -1; pass < passes; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(threads, [&](int64_t t) {
-      size_t b, e;
-      slice(t, &b, &e);
-      sinks[static_cast<size_t>(t)] = sum_slice(buf.get() + b, e - b);
-    });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (pass >= 0) out.passes.push_back(static_cast<double>(read_words * sizeof(uint64_t)) / s);
-  }
-  uint64_t total = 0;
-  for (uint64_t s : sinks) total += s;
-  if (total != read_words)
-    std::fprintf(stderr, "read probe: the passes summed %llu of %zu words\n", static_cast<unsigned long long>(total),
-                 read_words);
+  out.buffer_bytes = probe.buffer_bytes();
+  for (int pass = 0; pass < passes; ++pass) out.passes.push_back(probe.pass());
   return out;
 }
 

@@ -10,7 +10,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <vector>
+
+namespace sb {
+class ThreadPool;
+}
 
 namespace sb::bench {
 
@@ -28,8 +34,31 @@ struct ReadBandwidth {
 // The buffer: 4 times the last-level cache the OS reports, at least 1 GiB and at most 4 GiB.
 size_t read_probe_buffer_bytes();
 
-// REQUIRES: threads >= 1, passes >= 1. One untimed pass first (pages faulted
-// in on the threads that read them, caches and the pool warmed).
+// The probe's buffer and threads, kept between passes, so that passes can be
+// interleaved with other work: a decode measured against the bandwidth of the
+// same moment, on a machine whose bandwidth drifts between moments.
+class ReadProbe {
+ public:
+  // REQUIRES: threads >= 1. Faults the buffer in on the threads that read
+  // it, then runs one untimed pass (caches and the pool warmed).
+  explicit ReadProbe(int threads);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+
+  double pass();  // bytes per second of one timed pass over the whole buffer
+  size_t buffer_bytes() const { return bytes_; }
+
+ private:
+  void slice(int64_t t, size_t* begin, size_t* end) const;  // thread t's words
+  int threads_;
+  size_t bytes_, read_words_ = 0;  // read_words_: what a pass reads, and what its sums add up to
+  std::unique_ptr<uint64_t[]> buf_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<uint64_t> sinks_;
+};
+
+// REQUIRES: threads >= 1, passes >= 1. A ReadProbe's passes.
 ReadBandwidth probe_read_bandwidth(int threads, int passes);
 
 }  // namespace sb::bench

@@ -3,7 +3,10 @@
 // count, with decode as a fraction of the read-bandwidth bound measured in
 // the same run: weight bytes read per decoded token over the best pass of
 // the read-only bandwidth probe (bench/read_probe.h) with the same number of
-// threads, run before and after the measurements.
+// threads, run before and after the measurements. Beside it, decode against
+// the bandwidth of the same moment (this machine's drifts 2x within minutes):
+// 6 chunks of 8 tokens, each between two probe passes, each chunk's weight
+// GB/s over the mean of its two passes; the median and range are printed.
 //
 // usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR | --model FILE.gguf] [--threads 1,2]
 //                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json] [--help]
@@ -127,6 +130,27 @@ struct Sample {
   std::vector<double> ts, cpu_ts;  // tokens per second of wall clock and of CPU time, one per repetition
 };
 
+constexpr int kPairedChunks = 6, kPairedTokens = 8;
+
+// Decode chunks each between two probe passes (bench/read_probe.h): per
+// chunk, the weight bytes it read per second over the mean of its passes.
+Status decode_beside_probe(Model& model, int threads, uint64_t weight_bytes, std::vector<double>* ratios) {
+  bench::ReadProbe probe(threads);
+  State state = model.new_state();
+  std::vector<float> logits;
+  SB_RETURN_IF_ERROR(model.decode(state, 0, &logits));
+  double before = probe.pass();
+  for (int c = 0; c < kPairedChunks; ++c) {
+    const double w0 = wall_s();
+    for (int i = 0; i < kPairedTokens; ++i) SB_RETURN_IF_ERROR(model.decode(state, 1 + c * kPairedTokens + i, &logits));
+    const double gbs = kPairedTokens * static_cast<double>(weight_bytes) / (wall_s() - w0);
+    const double after = probe.pass();
+    ratios->push_back(gbs / (0.5 * (before + after)));
+    before = after;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,6 +194,7 @@ int main(int argc, char** argv) {
   std::vector<int32_t> prompt(*std::max_element(prefills.begin(), prefills.end()));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % 151643);
   std::vector<Sample> samples;
+  std::map<int64_t, std::vector<double>> paired;  // per thread count: decode over the probe of the same moment
   std::string kernels;
   for (int64_t threads : thread_counts) {
     std::unique_ptr<Model> model;
@@ -199,6 +224,7 @@ int main(int argc, char** argv) {
       samples.back().ts.push_back(n_decode / (wall_s() - w0));
       samples.back().cpu_ts.push_back(n_decode * threads / (cpu_s() - c0));
     }
+    if (!(s = decode_beside_probe(*model, static_cast<int>(threads), weight_bytes, &paired[threads]))) return fail(s);
   }
 
   for (int64_t t : thread_counts) probes[t].merge(bench::probe_read_bandwidth(static_cast<int>(t), kProbePasses));
@@ -228,6 +254,14 @@ int main(int argc, char** argv) {
     for (const auto& [t, probe] : probes) {
       std::printf("%s\"%lld\": [", first ? "" : ", ", static_cast<long long>(t));
       for (size_t k = 0; k < probe.passes.size(); ++k) std::printf("%s%.0f", k ? ", " : "", probe.passes[k]);
+      std::printf("]");
+      first = false;
+    }
+    std::printf("}, \"decode_over_adjacent_probe\": {");
+    first = true;
+    for (const auto& [t, ratios] : paired) {
+      std::printf("%s\"%lld\": [", first ? "" : ", ", static_cast<long long>(t));
+      for (size_t k = 0; k < ratios.size(); ++k) std::printf("%s%.3f", k ? ", " : "", ratios[k]);
       std::printf("]");
       first = false;
     }
@@ -263,5 +297,13 @@ int main(int argc, char** argv) {
         "GB\n",
         static_cast<long long>(t), probe.best() / 1e9, probe.median() / 1e9, probe.worst() / 1e9, probe.passes.size(),
         probe.buffer_bytes / 1e9);
+  for (auto& [t, ratios] : paired) {
+    std::sort(ratios.begin(), ratios.end());
+    std::printf(
+        "decode over the read bandwidth of the same moment, %lld threads: median %.2f (%.2f-%.2f) over %zu chunks of "
+        "%d tokens\n",
+        static_cast<long long>(t), ratios[ratios.size() / 2], ratios.front(), ratios.back(), ratios.size(),
+        kPairedTokens);
+  }
   return 0;
 }
