@@ -85,15 +85,10 @@ llama_context* new_context(llama_model* model, const Flags& f, int n_ctx, llama_
 
 int main(int argc, char** argv) {
   const Flags f = xcheck::parse_mtp_flags(kTool, argc, argv);
-  std::vector<llama_token> tokens;
-  for (long long v : xcheck::parse_list(kTool, "--prompt-ids", f.ids)) tokens.push_back(static_cast<llama_token>(v));
-  std::vector<llama_token> forced;
-  for (long long v : xcheck::parse_list(kTool, "--target-ids", f.target)) forced.push_back(static_cast<llama_token>(v));
-  if (!forced.empty() && static_cast<int>(forced.size()) < f.steps) die("--target-ids needs --steps ids");
+  std::vector<llama_token> tokens = f.prompt;
   // The target's token of step s: forced, else its greedy choice.
-  auto next = [&](int s, llama_token greedy) { return forced.empty() ? greedy : forced[static_cast<size_t>(s)]; };
+  auto next = [&](int s, llama_token greedy) { return f.forced.empty() ? greedy : f.forced[static_cast<size_t>(s)]; };
   const int n = static_cast<int>(tokens.size());
-  if (n == 0) die("--prompt-ids is empty");
 
   llama_model* model = xcheck::load_cpu_model(kTool, f.model, /*load_mtp=*/true);
   if (llama_model_n_layer_nextn(model) != 1) die(f.model + " has no single nextn block");
