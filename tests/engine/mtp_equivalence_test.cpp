@@ -127,6 +127,20 @@ CompletionRequest prompt_of(int64_t vocab, int n, uint64_t seed) {
   return r;
 }
 
+// A request run plain (speculation off, the bank bypassed), then twice with
+// the recording MTP drafter through the bank: cold, then restored.
+struct ColdAndWarm {
+  CompletionResult plain, cold, warm;
+  Drafts cold_drafts, warm_drafts;
+};
+ColdAndWarm run_cold_then_warm(const Fixture& f, const CompletionRequest& base) {
+  ColdAndWarm r;
+  r.plain = run(*f.engine, base, SpeculativeMode::kOff, CacheMode::kBypass);
+  r.cold = run(*f.engine, recorded(f.model, base, &r.cold_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+  r.warm = run(*f.engine, recorded(f.model, base, &r.warm_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+  return r;
+}
+
 size_t component(const State& s, const std::string& name) {
   for (size_t c = 0; c < s.n_components(); ++c)
     if (s.schema().components[c].name == name) return c;
@@ -184,12 +198,7 @@ TEST(MtpEquivalence, ARestoredConversationDraftsWhatAColdOneDrafts) {
   for (const CompletionRequest& base : requests) {
     const int64_t n = static_cast<int64_t>(base.prompt.size());
     SCOPED_TRACE("prompt of " + std::to_string(n));
-    const CompletionResult plain = run(*f.engine, base, SpeculativeMode::kOff, CacheMode::kBypass);
-    Drafts cold_drafts, warm_drafts;
-    const CompletionResult cold =
-        run(*f.engine, recorded(f.model, base, &cold_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
-    const CompletionResult warm =
-        run(*f.engine, recorded(f.model, base, &warm_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+    const auto [plain, cold, warm, cold_drafts, warm_drafts] = run_cold_then_warm(f, base);
     EXPECT_EQ(cold.restore.restore_point, 0);
     EXPECT_EQ(warm.restore.restore_point, (n - 1) / kB * kB);
     EXPECT_EQ(testing::compare_results(cold, plain), "");
@@ -214,12 +223,7 @@ TEST(MtpEquivalence, ADamagedHeadStateDraftsOtherwise) {
       std::fill(bytes.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(bytes.size(), 256)), bytes.end(), 0);
     }});
     const CompletionRequest base = prompt_of(f.model.vocab_size(), 2 * static_cast<int>(kB) + 1, 77);
-    const CompletionResult plain = run(*f.engine, base, SpeculativeMode::kOff, CacheMode::kBypass);
-    Drafts cold_drafts, warm_drafts;
-    const CompletionResult cold =
-        run(*f.engine, recorded(f.model, base, &cold_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
-    const CompletionResult warm =
-        run(*f.engine, recorded(f.model, base, &warm_drafts), SpeculativeMode::kMtp, CacheMode::kDefault);
+    const auto [plain, cold, warm, cold_drafts, warm_drafts] = run_cold_then_warm(f, base);
     EXPECT_GT(warm.restore.restore_point, 0);
     EXPECT_EQ(testing::compare_results(cold, plain), "");
     EXPECT_EQ(testing::compare_results(warm, plain), "");

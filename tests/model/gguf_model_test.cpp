@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <span>
 #include <tuple>
 
@@ -165,6 +166,15 @@ void expect_views_into_the_file(const GgufModel& gguf) {
   }
 }
 
+// *logits: all_logits of the checkpoint of `spec` written as an F32 file, the
+// reference a quantized file of it is held near.
+void f32_file_logits(const testing::CheckpointSpec& spec, std::vector<float>* logits) {
+  testing::TempDir tmp;
+  auto f32 = testing::load_model(write(testing::checkpoint(spec), GgufFileType::kF32, tmp, "f.gguf"));
+  ASSERT_TRUE(f32);
+  *logits = all_logits(*f32);
+}
+
 // The distance of a quantized file's logits to the f32 file's, relative to
 // their norm, below `limit`. Uncorrelated logits of equal norm are sqrt(2)
 // apart; 4-bit weights of a tiny random model move its logits by about half
@@ -182,6 +192,30 @@ void expect_logits_near(const Model& q, const std::vector<float>& want, GgufFile
               std::sqrt(err / norm));
 }
 
+// The frame of the two tests below, for the Q8_0 and the Q4_K_M file of
+// `spec`: every tensor the model binds is a view into the file, `check`
+// holds the family's own tensors, the loaded model's fingerprint records
+// `config_field`, and its logits stay within `q8_limit` (Q8_0) or
+// `q4_limit` (Q4_K_M) of the F32 file's.
+void expect_quantized_files_served_from_their_bytes(const testing::CheckpointSpec& spec,
+                                                    const std::string& config_field, double q8_limit, double q4_limit,
+                                                    const std::function<void(const GgufModel&, GgufFileType)>& check) {
+  std::vector<float> want;
+  ASSERT_NO_FATAL_FAILURE(f32_file_logits(spec, &want));
+  for (GgufFileType type : {GgufFileType::kQ8_0, GgufFileType::kQ4_K_M}) {
+    SCOPED_TRACE(gguf_file_type_name(type));
+    const std::string path = testing::gguf_file(spec, type);
+    GgufModel gguf;
+    ASSERT_TRUE(open_gguf_model(path, &gguf).is_ok());
+    expect_views_into_the_file(gguf);
+    ASSERT_NO_FATAL_FAILURE(check(gguf, type));
+    auto q = testing::load_model(path);
+    ASSERT_TRUE(q);
+    EXPECT_NE(q->fingerprint_fields().config.find(config_field), std::string::npos);
+    expect_logits_near(*q, want, type, type == GgufFileType::kQ8_0 ? q8_limit : q4_limit);
+  }
+}
+
 // A quantized Qwen3.5 file is served from its own bytes: every tensor the
 // model binds is a view into the file, out_proj keeps its block type (its
 // value heads are not whole Q8_0 or Q5_0 blocks in this preset, so its input
@@ -189,29 +223,17 @@ void expect_logits_near(const Model& q, const std::vector<float>& want, GgufFile
 // order would leave them uncorrelated).
 TEST(GgufQuantizedTest, Qwen35TensorsAreViewsIntoTheFileAndOutProjStaysQuantized) {
   const testing::CheckpointSpec spec{Arch::kQwen35, "tiny", 1, DType::kBF16, "_k256", testing::widen_to_k_blocks};
-  testing::TempDir tmp;
-  auto f32 = testing::load_model(write(testing::checkpoint(spec), GgufFileType::kF32, tmp, "f.gguf"));
-  ASSERT_TRUE(f32);
-  const std::vector<float> want = all_logits(*f32);
-  for (GgufFileType type : {GgufFileType::kQ8_0, GgufFileType::kQ4_K_M}) {
-    SCOPED_TRACE(gguf_file_type_name(type));
-    const std::string path = testing::gguf_file(spec, type);
-    GgufModel gguf;
-    ASSERT_TRUE(open_gguf_model(path, &gguf).is_ok());
-    EXPECT_TRUE(gguf.config.value_heads_tiled);
-    expect_views_into_the_file(gguf);
-    int out_projs = 0;
-    for (const auto& [name, t] : gguf.checkpoint->tensors()) {
-      if (name.find("linear_attn.out_proj") == std::string::npos) continue;
-      ++out_projs;
-      EXPECT_TRUE(dtype_is_quantized(t.dtype)) << name << " is " << dtype_name(t.dtype);
-    }
-    EXPECT_GE(out_projs, 1);
-    auto q = testing::load_model(path);
-    ASSERT_TRUE(q);
-    EXPECT_NE(q->fingerprint_fields().config.find("value_heads_tiled=1"), std::string::npos);
-    expect_logits_near(*q, want, type, type == GgufFileType::kQ8_0 ? 0.2 : 0.9);
-  }
+  expect_quantized_files_served_from_their_bytes(
+      spec, "value_heads_tiled=1", 0.2, 0.9, [](const GgufModel& gguf, GgufFileType) {
+        EXPECT_TRUE(gguf.config.value_heads_tiled);
+        int out_projs = 0;
+        for (const auto& [name, t] : gguf.checkpoint->tensors()) {
+          if (name.find("linear_attn.out_proj") == std::string::npos) continue;
+          ++out_projs;
+          EXPECT_TRUE(dtype_is_quantized(t.dtype)) << name << " is " << dtype_name(t.dtype);
+        }
+        EXPECT_GE(out_projs, 1);
+      });
 }
 
 // A quantized Qwen3-Next file likewise: attn_qkv and attn_gate are bound as
@@ -221,43 +243,31 @@ TEST(GgufQuantizedTest, Qwen35TensorsAreViewsIntoTheFileAndOutProjStaysQuantized
 // the wrong rows would leave them uncorrelated).
 TEST(GgufQuantizedTest, Qwen3NextTensorsAreViewsIntoTheFileInTheFilesTypes) {
   const testing::CheckpointSpec spec{Arch::kQwen3Next, "tiny", 1, DType::kBF16, "_k256", testing::widen_to_k_blocks};
-  testing::TempDir tmp;
-  auto f32 = testing::load_model(write(testing::checkpoint(spec), GgufFileType::kF32, tmp, "f.gguf"));
-  ASSERT_TRUE(f32);
-  const std::vector<float> want = all_logits(*f32);
-  for (GgufFileType type : {GgufFileType::kQ8_0, GgufFileType::kQ4_K_M}) {
-    SCOPED_TRACE(gguf_file_type_name(type));
-    const std::string path = testing::gguf_file(spec, type);
-    GgufModel gguf;
-    ASSERT_TRUE(open_gguf_model(path, &gguf).is_ok());
-    EXPECT_TRUE(gguf.config.qkvz_split);
-    expect_views_into_the_file(gguf);
-    int halves = 0, mixed_layers = 0;
-    for (int64_t l = 0; l < gguf.config.n_layers; ++l) {
-      if (gguf.config.layer_types[l] != LayerType::kLinearAttention) continue;
-      const std::string A = gguf.config.tensor_prefix + "layers." + std::to_string(l) + ".linear_attn.";
-      const TensorView* qkv = gguf.checkpoint->find(A + "in_proj_qkv.weight");
-      const TensorView* z = gguf.checkpoint->find(A + "in_proj_z.weight");
-      ASSERT_TRUE(qkv && z) << A;
-      EXPECT_EQ(gguf.checkpoint->find(A + "in_proj_qkvz.weight"), nullptr) << A;
-      const std::string blk = "blk." + std::to_string(l) + ".";
-      EXPECT_EQ(qkv->dtype, gguf.file->find_tensor(blk + "attn_qkv.weight")->dtype) << A;
-      EXPECT_EQ(z->dtype, gguf.file->find_tensor(blk + "attn_gate.weight")->dtype) << A;
-      EXPECT_TRUE(dtype_is_quantized(qkv->dtype) && dtype_is_quantized(z->dtype)) << A;
-      halves += 2;
-      mixed_layers += qkv->dtype != z->dtype;
-    }
-    EXPECT_GE(halves, 2);
-    if (type == GgufFileType::kQ4_K_M) {
-      EXPECT_GE(mixed_layers, 1) << "no layer of two types: the case is not tested";
-    }
-    auto q = testing::load_model(path);
-    ASSERT_TRUE(q);
-    EXPECT_NE(q->fingerprint_fields().config.find("qkvz_split=1"), std::string::npos);
-    // Its MoE router picks other experts for some tokens once the weights are
-    // rounded (0.32 on Q8_0, 0.83 on Q4_K_M): still well short of sqrt(2).
-    expect_logits_near(*q, want, type, type == GgufFileType::kQ8_0 ? 0.5 : 1.0);
-  }
+  // Its MoE router picks other experts for some tokens once the weights are
+  // rounded (0.32 on Q8_0, 0.83 on Q4_K_M): still well short of sqrt(2).
+  expect_quantized_files_served_from_their_bytes(
+      spec, "qkvz_split=1", 0.5, 1.0, [](const GgufModel& gguf, GgufFileType type) {
+        EXPECT_TRUE(gguf.config.qkvz_split);
+        int halves = 0, mixed_layers = 0;
+        for (int64_t l = 0; l < gguf.config.n_layers; ++l) {
+          if (gguf.config.layer_types[l] != LayerType::kLinearAttention) continue;
+          const std::string A = gguf.config.tensor_prefix + "layers." + std::to_string(l) + ".linear_attn.";
+          const TensorView* qkv = gguf.checkpoint->find(A + "in_proj_qkv.weight");
+          const TensorView* z = gguf.checkpoint->find(A + "in_proj_z.weight");
+          ASSERT_TRUE(qkv && z) << A;
+          EXPECT_EQ(gguf.checkpoint->find(A + "in_proj_qkvz.weight"), nullptr) << A;
+          const std::string blk = "blk." + std::to_string(l) + ".";
+          EXPECT_EQ(qkv->dtype, gguf.file->find_tensor(blk + "attn_qkv.weight")->dtype) << A;
+          EXPECT_EQ(z->dtype, gguf.file->find_tensor(blk + "attn_gate.weight")->dtype) << A;
+          EXPECT_TRUE(dtype_is_quantized(qkv->dtype) && dtype_is_quantized(z->dtype)) << A;
+          halves += 2;
+          mixed_layers += qkv->dtype != z->dtype;
+        }
+        EXPECT_GE(halves, 2);
+        if (type == GgufFileType::kQ4_K_M) {
+          EXPECT_GE(mixed_layers, 1) << "no layer of two types: the case is not tested";
+        }
+      });
 }
 
 // llama.cpp's converter counts multi-token-prediction blocks in block_count

@@ -60,15 +60,10 @@ int main(int argc, char** argv) {
   if (!model->has_mtp()) die(f.model + " has no MTP head");
   const int64_t H = model->config().hidden_size;
   const size_t vocab = static_cast<size_t>(model->vocab_size());
-  std::vector<int32_t> tokens;
-  for (long long v : xcheck::parse_list(kTool, "--prompt-ids", f.ids)) tokens.push_back(static_cast<int32_t>(v));
-  std::vector<int32_t> forced;
-  for (long long v : xcheck::parse_list(kTool, "--target-ids", f.target)) forced.push_back(static_cast<int32_t>(v));
-  if (!forced.empty() && static_cast<int>(forced.size()) < f.steps) die("--target-ids needs --steps ids");
+  std::vector<int32_t> tokens = f.prompt;
   // The target's token of step s: forced, else its greedy choice.
-  auto next = [&](int s, int32_t greedy) { return forced.empty() ? greedy : forced[static_cast<size_t>(s)]; };
+  auto next = [&](int s, int32_t greedy) { return f.forced.empty() ? greedy : f.forced[static_cast<size_t>(s)]; };
   const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) die("--prompt-ids is empty");
 
   // The target: its greedy tokens, and h_j for every position after h_{-1} = 0
   // (what --prompt-rows 0 pairs by hand).

@@ -73,13 +73,8 @@ httplib::Result send(httplib::Client& http, const Case& c, bool bypass) {
 }
 
 TEST(ServeBatching, EightConcurrentClientsEachGetWhatTheyGetAloneWithTheBankBypassed) {
-  char tmpl[] = "/tmp/sb_serve_batching_XXXXXX";
-  const std::string root = mkdtemp(tmpl);
-  const char* tok = std::getenv("SB_TOKENIZER_DIR");
-  ASSERT_NE(tok, nullptr);
-  ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "4",
-                         "--tokenizer", tok, root + "/model"}),
-            0);
+  const std::string root = make_temp_dir("sb_serve_batching");
+  ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 4), 0) << kGenModelFailed;
   ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
                        root + "/bank", "--block-tokens", "64", "--snapshot-every", "128", "--threads", "1",
                        "--max-running", "8", "--batch-tokens", "40"});
@@ -117,7 +112,8 @@ TEST(ServeBatching, EightConcurrentClientsEachGetWhatTheyGetAloneWithTheBankBypa
         if (got != alone[i % cases.size()]) {
           mismatches++;
           std::lock_guard<std::mutex> lock(mu);
-          if (first.empty()) first = "case " + std::to_string(i % cases.size()) + ": " + got + "\nalone: " + alone[i % cases.size()];
+          if (first.empty())
+            first = "case " + std::to_string(i % cases.size()) + ": " + got + "\nalone: " + alone[i % cases.size()];
         }
       }
     });

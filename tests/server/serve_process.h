@@ -46,13 +46,28 @@ inline int run_shell(const std::string& command, std::string* out) {
 }
 
 // Writes a generated checkpoint with the real Qwen3 tokenizer to `dir`
-// (statebank gen-model); gen-model's exit status, or -1 when
-// SB_TOKENIZER_DIR is not set (the tests run through ctest, which sets it).
-inline int gen_model(const std::string& dir, const std::string& arch, const std::string& preset, int seed) {
+// (statebank gen-model, given `extra` flags too, e.g. --mtp-layers 1);
+// gen-model's exit status, or -1 when SB_TOKENIZER_DIR is not set (the tests
+// run through ctest, which sets it).
+inline int gen_model(const std::string& dir, const std::string& arch, const std::string& preset, int seed,
+                     const std::vector<std::string>& extra = {}) {
   const char* tok = std::getenv("SB_TOKENIZER_DIR");
   if (!tok) return -1;
-  return run_command({SB_STATEBANK_BIN, "gen-model", "--arch", arch, "--preset", preset, "--seed", std::to_string(seed),
-                      "--tokenizer", tok, dir});
+  std::vector<std::string> argv = {SB_STATEBANK_BIN, "gen-model", "--arch", arch, "--preset", preset};
+  argv.insert(argv.end(), {"--seed", std::to_string(seed)});
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"--tokenizer", tok, dir});
+  return run_command(argv);
+}
+
+// What a test says when gen_model did not return 0.
+inline constexpr char kGenModelFailed[] = "gen-model failed (is SB_TOKENIZER_DIR set? run through ctest)";
+
+// A new empty directory /tmp/<prefix>_XXXXXX (mkdtemp); the test removes it.
+inline std::string make_temp_dir(const std::string& prefix) {
+  std::string path = "/tmp/" + prefix + "_XXXXXX";
+  if (!mkdtemp(path.data())) throw std::runtime_error("mkdtemp " + path + " failed");
+  return path;
 }
 
 class ServeProcess {

@@ -59,13 +59,8 @@ json body_of(int i, const std::string& mode, bool stream) {
 }
 
 TEST(ServeSpeculative, NgramEqualsOffOverHttpAndIsReported) {
-  char tmpl[] = "/tmp/sb_serve_spec_XXXXXX";
-  const std::string root = mkdtemp(tmpl);
-  const char* tok = std::getenv("SB_TOKENIZER_DIR");
-  ASSERT_NE(tok, nullptr);
-  ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "4",
-                         "--tokenizer", tok, root + "/model"}),
-            0);
+  const std::string root = make_temp_dir("sb_serve_spec");
+  ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 4), 0) << kGenModelFailed;
   // Bad flags end `serve` with exit code 2 before it listens.
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative", "mtp"}), 2);
   EXPECT_EQ(run_command({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--speculative", "eagle"}), 2);
@@ -150,13 +145,8 @@ TEST(ServeSpeculative, NgramEqualsOffOverHttpAndIsReported) {
 // unloaded: a request's `mtp` is a 400 there, while a default server drafts
 // with the head; the head changes no bit of a response.
 TEST(ServeSpeculative, OffLeavesTheMtpHeadUnloaded) {
-  char tmpl[] = "/tmp/sb_serve_spec_XXXXXX";
-  const std::string root = mkdtemp(tmpl);
-  const char* tok = std::getenv("SB_TOKENIZER_DIR");
-  ASSERT_NE(tok, nullptr);
-  ASSERT_EQ(run_command({SB_STATEBANK_BIN, "gen-model", "--arch", "qwen3_next", "--preset", "tiny", "--seed", "4",
-                         "--mtp-layers", "1", "--tokenizer", tok, root + "/model"}),
-            0);
+  const std::string root = make_temp_dir("sb_serve_spec");
+  ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 4, {"--mtp-layers", "1"}), 0) << kGenModelFailed;
   std::string plain;
   for (const char* mode : {"off", "auto"}) {
     SCOPED_TRACE(mode);

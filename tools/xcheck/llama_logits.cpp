@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "llama.h"
+#include "tools/xcheck/llama_session.h"
 #include "tools/xcheck/tool_args.h"
 
 namespace {
@@ -33,16 +34,7 @@ std::vector<long long> parse_list(const std::string& flag, const std::string& te
   return xcheck::parse_list(kTool, flag, text);
 }
 
-int argmax(const float* row, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i)
-    if (row[i] > row[best]) best = i;
-  return best;
-}
-
-void quiet_log(ggml_log_level level, const char* text, void*) {
-  if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
-}
+using xcheck::argmax;
 
 }  // namespace
 
@@ -53,19 +45,29 @@ int main(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) die(flag + " wants a value");
     const std::string value = argv[++i];
-    if (flag == "--model") model_path = value;
-    else if (flag == "--prompt-ids") ids_text = value;
-    else if (flag == "--rows") rows_text = value;
-    else if (flag == "--max-tokens") max_tokens = std::atoi(value.c_str());
-    else if (flag == "--threads") threads = std::atoi(value.c_str());
-    else if (flag == "--logits-out") out_path = value;
-    else if (flag == "--kv") kv = value;
-    else die("unknown flag " + flag);
+    if (flag == "--model")
+      model_path = value;
+    else if (flag == "--prompt-ids")
+      ids_text = value;
+    else if (flag == "--rows")
+      rows_text = value;
+    else if (flag == "--max-tokens")
+      max_tokens = std::atoi(value.c_str());
+    else if (flag == "--threads")
+      threads = std::atoi(value.c_str());
+    else if (flag == "--logits-out")
+      out_path = value;
+    else if (flag == "--kv")
+      kv = value;
+    else
+      die("unknown flag " + flag);
   }
   if (model_path.empty() || ids_text.empty()) die("--model and --prompt-ids are required");
   if (max_tokens < 1 || threads < 1) die("--max-tokens and --threads must be positive");
-  const ggml_type kv_type = kv == "f32" ? GGML_TYPE_F32 : kv == "f16" ? GGML_TYPE_F16 : kv == "bf16" ? GGML_TYPE_BF16
-                                                                                     : (die("--kv: f32, f16 or bf16"), GGML_TYPE_F32);
+  const ggml_type kv_type = kv == "f32"    ? GGML_TYPE_F32
+                            : kv == "f16"  ? GGML_TYPE_F16
+                            : kv == "bf16" ? GGML_TYPE_BF16
+                                           : (die("--kv: f32, f16 or bf16"), GGML_TYPE_F32);
   std::vector<llama_token> prompt;
   for (long long v : parse_list("--prompt-ids", ids_text)) prompt.push_back(static_cast<llama_token>(v));
   const int n = static_cast<int>(prompt.size());
@@ -75,12 +77,7 @@ int main(int argc, char** argv) {
     rows.push_back(static_cast<int>(r < 0 ? n + r : r));
   }
 
-  llama_log_set(quiet_log, nullptr);
-  llama_backend_init();
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  llama_model* model = llama_model_load_from_file(model_path.c_str(), mp);
-  if (!model) die("cannot load " + model_path);
+  llama_model* model = xcheck::load_cpu_model(kTool, model_path, /*load_mtp=*/false);
   const int vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
 
   llama_context_params cp = llama_context_default_params();
@@ -105,15 +102,7 @@ int main(int argc, char** argv) {
   };
 
   // Prefill: one batch, outputs for the requested rows and the last one.
-  llama_batch batch = llama_batch_init(n, 0, 1);
-  batch.n_tokens = n;
-  for (int i = 0; i < n; ++i) {
-    batch.token[i] = prompt[static_cast<size_t>(i)];
-    batch.pos[i] = i;
-    batch.n_seq_id[i] = 1;
-    batch.seq_id[i][0] = 0;
-    batch.logits[i] = i == n - 1;
-  }
+  llama_batch batch = xcheck::prompt_batch(prompt);
   for (int r : rows) batch.logits[r] = 1;
   if (llama_decode(ctx, batch) != 0) die("prefill failed");
   // llama_get_logits_ith takes the row's index in the batch.

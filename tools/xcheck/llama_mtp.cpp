@@ -23,6 +23,7 @@
 
 #include "llama.h"
 #include "src/llama-ext.h"
+#include "tools/xcheck/llama_session.h"
 #include "tools/xcheck/mtp_args.h"
 
 namespace {
@@ -31,16 +32,7 @@ constexpr const char* kTool = "llama_mtp";
 
 [[noreturn]] void die(const std::string& message) { xcheck::die(kTool, message); }
 
-int argmax(const float* row, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i)
-    if (row[i] > row[best]) best = i;
-  return best;
-}
-
-void quiet_log(ggml_log_level level, const char* text, void*) {
-  if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
-}
+using xcheck::argmax;
 
 using Flags = xcheck::MtpFlags;
 
@@ -93,23 +85,12 @@ llama_context* new_context(llama_model* model, const Flags& f, int n_ctx, llama_
 
 int main(int argc, char** argv) {
   const Flags f = xcheck::parse_mtp_flags(kTool, argc, argv);
-  std::vector<llama_token> tokens;
-  for (long long v : xcheck::parse_list(kTool, "--prompt-ids", f.ids)) tokens.push_back(static_cast<llama_token>(v));
-  std::vector<llama_token> forced;
-  for (long long v : xcheck::parse_list(kTool, "--target-ids", f.target)) forced.push_back(static_cast<llama_token>(v));
-  if (!forced.empty() && static_cast<int>(forced.size()) < f.steps) die("--target-ids needs --steps ids");
+  std::vector<llama_token> tokens = f.prompt;
   // The target's token of step s: forced, else its greedy choice.
-  auto next = [&](int s, llama_token greedy) { return forced.empty() ? greedy : forced[static_cast<size_t>(s)]; };
+  auto next = [&](int s, llama_token greedy) { return f.forced.empty() ? greedy : f.forced[static_cast<size_t>(s)]; };
   const int n = static_cast<int>(tokens.size());
-  if (n == 0) die("--prompt-ids is empty");
 
-  llama_log_set(quiet_log, nullptr);
-  llama_backend_init();
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  mp.load_mtp = true;
-  llama_model* model = llama_model_load_from_file(f.model.c_str(), mp);
-  if (!model) die("cannot load " + f.model);
+  llama_model* model = xcheck::load_cpu_model(kTool, f.model, /*load_mtp=*/true);
   if (llama_model_n_layer_nextn(model) != 1) die(f.model + " has no single nextn block");
   const int vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   const int H = llama_model_n_embd_out(model);
@@ -122,15 +103,7 @@ int main(int argc, char** argv) {
   // The target: h_{-1} = 0, then h_j for every position, and its greedy tokens.
   std::vector<float> h(static_cast<size_t>(H), 0.0f);
   {
-    llama_batch batch = llama_batch_init(n, 0, 1);
-    batch.n_tokens = n;
-    for (int i = 0; i < n; ++i) {
-      batch.token[i] = tokens[static_cast<size_t>(i)];
-      batch.pos[i] = i;
-      batch.n_seq_id[i] = 1;
-      batch.seq_id[i][0] = 0;
-      batch.logits[i] = i == n - 1;
-    }
+    llama_batch batch = xcheck::prompt_batch(tokens);
     if (llama_decode(tgt, batch) != 0) die("prefill failed");
     const float* rows = llama_get_embeddings_nextn(tgt);
     h.insert(h.end(), rows, rows + static_cast<size_t>(n) * H);

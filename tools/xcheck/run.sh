@@ -8,9 +8,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 source "$root/tools/llama/env.sh"
-if ! llama_ready; then
-  echo "xcheck: not run: no llama.cpp build at $LLAMA_DIR or no python3 with numpy (tools/llama/build_llama.sh, apt-get install python3-numpy)" >&2
-  exit 77
-fi
+xcheck_require_llama
 logits="$("$root/tools/xcheck/build_llama_logits.sh")"
 exec "$SB_PY" "$root/tools/xcheck/run.py" --llama-logits "$logits" --llama-bin "$LLAMA_BIN" "$@"
