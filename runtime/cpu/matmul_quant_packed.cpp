@@ -134,10 +134,11 @@ void pack_q4_k_lane(const uint8_t* blk, int c, uint8_t* out) {
   }
   int lev[kSuperBlock];
   block_levels(DType::kQ4_K, blk, lev);
+  const KLayout lay = k_layout(DType::kQ4_K);
   for (int t = 0; t < 4; ++t)
     for (int k = 0; k < 8; ++k)
       for (int i = 0; i < 4; ++i)
-        out[320 + 512 * t + 64 * k + 4 * c + i] =
+        out[lay.header + 2 * lay.sub * t + 64 * k + 4 * c + i] =
             static_cast<uint8_t>(lev[64 * t + 4 * k + i] | (lev[64 * t + 32 + 4 * k + i] << 4));
 }
 
@@ -352,8 +353,9 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 template <int R>
 void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  const KLayout lay = k_layout(DType::kQ4_K);
   for_blocks<R>(nb, DType::kQ4_K, [&](int64_t b) {
-    const uint8_t* blk = g + b * 2368;
+    const uint8_t* blk = g + b * lay.block();
     __m512i even[R], odd[R], M[R];
     int16_t S[R][8];  // the activations' sums per sub-block of 32
     for (int r = 0; r < R; ++r) {
@@ -362,7 +364,7 @@ void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
         S[r][s] = static_cast<int16_t>(t.sums[r][b * 16 + 2 * s] + t.sums[r][b * 16 + 2 * s + 1]);
     }
     for (int p = 0; p < 4; ++p) {
-      const uint8_t* sub = blk + 320 + 512 * p;
+      const uint8_t* sub = blk + lay.header + 2 * lay.sub * p;  // the pair's two sub-blocks
       __m512i de[R], dodd[R];
       for (int r = 0; r < R; ++r) de[r] = dodd[r] = _mm512_setzero_si512();
       for (int k = 0; k < 8; ++k) {
