@@ -179,17 +179,11 @@ void packed_tile_rates(std::mt19937& rng) {
   constexpr int64_t kCols = 2560, kGroups = 8, kRows = kGroups * cpu::kQuantPackedRows;
   std::printf("\n| repacked tile, 1 row, in L2 | GB/s of weights per core |\n|---|---|\n");
   ThreadPool one(1);
-  std::normal_distribution<float> nd(0.0f, 0.05f);
   for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0}) {
-    const int64_t row_bytes = dtype_row_bytes(dtype, kCols);
-    std::vector<uint8_t> w(static_cast<size_t>(kRows * row_bytes));
+    const Weights w = make_weights(dtype, kRows, kCols, 0, rng);  // two copies; the first is packed
+    const auto packed = cpu::pack_quant(w.ref(dtype, 0), &one);
     std::vector<float> row(kCols);
-    for (int64_t j = 0; j < kRows; ++j) {
-      for (float& f : row) f = nd(rng);
-      (void)quantize_row(dtype, row.data(), kCols, w.data() + j * row_bytes);
-    }
-    const auto packed = cpu::pack_quant(WeightRef{dtype, kRows, kCols, w.data(), nullptr}, &one);
-    for (float& f : row) f = 20 * nd(rng);
+    for (float& f : row) f = std::normal_distribution<float>(0.0f, 1.0f)(rng);
     QuantizedRows xq;
     xq.reset(dtype, 1, kCols);
     xq.quantize(row.data(), 0, 1);
