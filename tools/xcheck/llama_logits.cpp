@@ -4,6 +4,7 @@
 //
 //   llama_logits --model FILE.gguf --prompt-ids 1,2,3 [--rows 0,63,-1]
 //                [--max-tokens N] [--threads T] [--logits-out FILE] [--kv f32|f16|bf16]
+//                [--ubatch K]
 //
 // Prefills the prompt in one llama_decode call (logits requested for --rows
 // only, default the last), then draws N tokens greedily (argmax, the lowest id
@@ -12,7 +13,10 @@
 // `statebank run --logits-out`: raw float32 rows of n_vocab values, the
 // prompt rows in --rows order, then one row per decode step.
 // The KV cache is f32 and flash attention off unless told otherwise, so that
-// an F32 GGUF runs in fp32 throughout.
+// an F32 GGUF runs in fp32 throughout. --ubatch K has llama.cpp split that
+// call into micro-batches of K rows (K = 1: the prompt through its one-row
+// products, as a decode step): llama.cpp's results for the same file and
+// prompt under another split.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,7 +44,7 @@ using xcheck::argmax;
 
 int main(int argc, char** argv) {
   std::string model_path, ids_text, rows_text = "-1", out_path, kv = "f32";
-  int max_tokens = 32, threads = 2;
+  int max_tokens = 32, threads = 2, ubatch = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) die(flag + " wants a value");
@@ -59,11 +63,13 @@ int main(int argc, char** argv) {
       out_path = value;
     else if (flag == "--kv")
       kv = value;
+    else if (flag == "--ubatch")
+      ubatch = std::atoi(value.c_str());
     else
       die("unknown flag " + flag);
   }
   if (model_path.empty() || ids_text.empty()) die("--model and --prompt-ids are required");
-  if (max_tokens < 1 || threads < 1) die("--max-tokens and --threads must be positive");
+  if (max_tokens < 1 || threads < 1 || ubatch < 0) die("--max-tokens and --threads must be positive, --ubatch not negative");
   const ggml_type kv_type = kv == "f32"    ? GGML_TYPE_F32
                             : kv == "f16"  ? GGML_TYPE_F16
                             : kv == "bf16" ? GGML_TYPE_BF16
@@ -83,7 +89,7 @@ int main(int argc, char** argv) {
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = static_cast<uint32_t>(n + max_tokens + 16);
   cp.n_batch = static_cast<uint32_t>(n);
-  cp.n_ubatch = static_cast<uint32_t>(n);
+  cp.n_ubatch = static_cast<uint32_t>(ubatch > 0 && ubatch < n ? ubatch : n);
   cp.n_seq_max = 1;
   cp.n_threads = threads;
   cp.n_threads_batch = threads;

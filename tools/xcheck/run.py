@@ -214,11 +214,12 @@ class Xcheck:
         tokens = ids_of(run(cmd))
         return Run(read_rows(out, vocab), tokens, len(case.rows))
 
-    def llama(self, gguf: str, case: Case, kv: str, vocab: int) -> Run:
+    def llama(self, gguf: str, case: Case, kv: str, vocab: int, ubatch: int = 0) -> Run:
         out = self.path("llama.bin")
         tokens = ids_of(run([self.a.llama_logits, "--model", gguf, "--prompt-ids", ",".join(map(str, case.ids)),
                              "--rows", ",".join(map(str, case.rows)), "--max-tokens", str(self.a.max_tokens),
-                             "--threads", str(self.a.threads), "--logits-out", out, "--kv", kv]))
+                             "--threads", str(self.a.threads), "--logits-out", out, "--kv", kv,
+                             "--ubatch", str(ubatch)]))
         return Run(read_rows(out, vocab), tokens, len(case.rows))
 
     def quantized(self, model_dir: str, qtype: str) -> str:
@@ -306,14 +307,19 @@ class Xcheck:
                 continue
             ours, llama_q = self.ours(g_q, case, "", vocab), self.llama(g_q, case, "f32", vocab)
             llama_f32, exact = self.llama(g_f32, case, "f32", vocab), self.llama(g_exact, case, "f32", vocab)
+            llama_rowwise = self.llama(g_q, case, "f32", vocab, ubatch=1)
             r = compare(ours, llama_q)
             n = min(comparable_rows(ours, llama_q), comparable_rows(llama_f32, llama_q),
                     comparable_rows(ours, exact), comparable_rows(llama_q, exact))
             dist = lambda a, b: float(rel_errors(a, b, n).max())
+            # llama.cpp against itself: the same file and prompt, its prompt split into one-row batches.
+            n_self = min(n, comparable_rows(llama_rowwise, llama_q))
+            r.update(llama_self=float(rel_errors(llama_rowwise, llama_q, n_self).max()))
             r.update(ours_d=dist(ours, llama_q), noise=dist(llama_q, llama_f32), ours_exact=dist(ours, exact),
                      llama_exact=dist(llama_q, exact), vs_f32=agreeing(llama_q, llama_f32),
                      vs_exact=(agreeing(ours, exact), agreeing(llama_q, exact)), same=same, qtype=qtype)
             r["ratio"] = ratio_of(r["ours_d"], r["noise"])
+            r["self_ratio"] = ratio_of(r["llama_self"], r["noise"])
             r["ratio_exact"] = ratio_of(r["ours_exact"], r["llama_exact"])
             r.update(arch=arch, preset=preset, case=case.name, n=len(case.ids), ok=True)
             results.append(r)
@@ -333,7 +339,8 @@ class Xcheck:
         if r.get("ref"):
             extra = f"  vs double: ours {r['ref'][0]:.1e} llama {r['ref'][1]:.1e}"
         if "ratio" in r:
-            extra = (f"  vs llama.cpp {r['ours_d']:.1e} / llama.cpp vs F32 {r['noise']:.1e} = {r['ratio']:.2f};"
+            extra = (f"  vs llama.cpp {r['ours_d']:.1e} / llama.cpp vs F32 {r['noise']:.1e} = {r['ratio']:.2f}"
+                     f" (llama.cpp vs itself, one row per batch: {r['self_ratio']:.2f});"
                      f" vs exact activations: ours {r['ours_exact']:.1e} llama {r['llama_exact']:.1e}")
         elif "noise" in r:
             extra = f"  vs llama F32 {r['vs_f32']:.1e}  llama bf16 noise {r['noise']:.1e}"
@@ -413,20 +420,23 @@ def bf16_table(results: list[dict]) -> str:
 
 def quant_table(results: list[dict]) -> str:
     lines = ["| arch | preset | type | prompt | tokens | statebank vs llama.cpp | llama.cpp vs its F32 | ratio | "
+             "llama.cpp vs itself, one row per batch: distance, ratio | "
              "vs exact activations: statebank / llama.cpp | ratio | top-20 | greedy: statebank vs llama.cpp | "
              "greedy vs exact: statebank / llama.cpp | greedy: llama.cpp vs its F32 | tensors = llama-quantize's |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['arch']} | {r['preset']} | {r['qtype']} | {r['case']} | {r['n']} | {r['ours_d']:.1e} | "
                      f"{r['noise']:.1e} | {r['ratio']:.2f}{'' if r['ratio'] <= r['limit'] else ' **FAIL**'} | "
+                     f"{r['llama_self']:.1e}, {r['self_ratio']:.2f} | "
                      f"{r['ours_exact']:.1e} / {r['llama_exact']:.1e} | "
                      f"{r['ratio_exact']:.2f} | {top20_cell(r)} | {greedy_cell(r)} | "
                      f"{r['vs_exact'][0]}/{r['total']} / {r['vs_exact'][1]}/{r['total']} | "
                      f"{r['vs_f32']}/{r['total']} | "
                      f"{r['same']} |")
-    lines += ["", "| arch | preset | type | ratio per prompt: largest / rule | why the rule | distance to exact "
-              f"activations, summed over the prompts: statebank / llama.cpp (rule: <= {QUANT_FACTOR:g}) |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| arch | preset | type | ratio per prompt: largest / rule | why the rule | llama.cpp vs itself, "
+              "one row per batch: largest ratio | distance to exact activations, summed over the prompts: "
+              f"statebank / llama.cpp (rule: <= {QUANT_FACTOR:g}) |",
+              "|---|---|---|---|---|---|---|"]
     groups: dict = {}
     for r in results:
         groups.setdefault((r["arch"], r["preset"], r["qtype"]), []).append(r)
@@ -435,7 +445,9 @@ def quant_table(results: list[dict]) -> str:
         largest = max(x["ratio"] for x in rs)
         bad = "" if largest <= r["limit"] else " **FAIL**"
         summed = f"{r['group_ratio']:.2f}{'' if r['group_ratio'] <= QUANT_FACTOR else ' **FAIL**'}"
-        lines.append(f"| {arch} | {preset} | {qtype} | {largest:.2f} / {r['limit']:g}{bad} | {r['why']} | {summed} |")
+        rowwise = max(x["self_ratio"] for x in rs)
+        lines.append(f"| {arch} | {preset} | {qtype} | {largest:.2f} / {r['limit']:g}{bad} | {r['why']} | "
+                     f"{rowwise:.2f} | {summed} |")
     return "\n".join(lines)
 
 
