@@ -3,16 +3,14 @@
 // (process CPU time / threads, so other load on the machine counts less).
 //
 // usage: gemm_bench [--threads 1] [--reps 5] [--rows 1,8,64,512] [--shapes NxK,...]
-#include <sys/resource.h>
-
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.h"
+#include "cli/args.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"
@@ -21,45 +19,31 @@ using namespace sb;
 
 namespace {
 
-double cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-double wall_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::vector<int64_t> ints(const std::string& s, char sep) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) v.push_back(std::stoll(item));
-  return v;
-}
-
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
+int fail(const Status& s) {
+  std::fprintf(stderr, "gemm_bench: %s\n", s.to_string().c_str());
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = std::stoi(arg(argc, argv, "--threads", "1"));
-  const int reps = std::stoi(arg(argc, argv, "--reps", "5"));
-  const auto rows = ints(arg(argc, argv, "--rows", "1,8,64,512"), ',');
-  // qkv, z, out (delta net); q (gated), o; gate/up, down; the output head.
-  std::string shapes = arg(argc, argv, "--shapes", "6144x1024,2048x1024,1024x2048,4096x1024,3584x1024,1024x3584");
-  ThreadPool pool(threads);
-  std::printf("threads %d, min of %d, GFLOP/s (CPU time / threads; wall in brackets)\n", threads, reps);
+  Args args({"threads", "reps", "rows", "shapes"}, {});
+  int64_t threads = 1, reps = 5;
+  std::vector<int64_t> rows;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  Status s = args.parse(argc, argv);
+  if (s) s = args.get_int("threads", 1, 1, 1024, &threads);
+  if (s) s = args.get_int("reps", 5, 1, 1000, &reps);
+  if (s) s = bench::positive_ints("rows", args.get("rows", "1,8,64,512"), ',', &rows);
+  if (s) s = bench::matrix_shapes("shapes", args.get("shapes", bench::k08bShapes), &shapes);
+  if (!s) return fail(s);
+  ThreadPool pool(static_cast<int>(threads));
+  std::printf("threads %lld, min of %lld, GFLOP/s (CPU time / threads; wall in brackets)\n",
+              static_cast<long long>(threads), static_cast<long long>(reps));
   std::printf("| N x K | rows | f32 | bf16 |\n|---|---|---|---|\n");
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::stringstream ss(shapes);
-  std::string shape;
-  while (std::getline(ss, shape, ',')) {
-    const auto nk = ints(shape, 'x');
-    const int64_t N = nk[0], K = nk[1];
+  for (const auto& [N, K] : shapes) {
     std::vector<uint16_t> w(N * K);
     for (auto& h : w) {
       const float f = nd(rng) * 0.05f;
@@ -80,10 +64,10 @@ int main(int argc, char** argv) {
         k->matmul(x.data(), m, prepared, y.data());
         double best_cpu = 1e30, best_wall = 1e30;
         for (int r = 0; r < reps; ++r) {
-          const double c0 = cpu_s(), w0 = wall_s();
+          const double c0 = bench::process_cpu_seconds(), w0 = bench::wall_seconds();
           k->matmul(x.data(), m, prepared, y.data());
-          best_cpu = std::min(best_cpu, (cpu_s() - c0) / threads);
-          best_wall = std::min(best_wall, wall_s() - w0);
+          best_cpu = std::min(best_cpu, (bench::process_cpu_seconds() - c0) / threads);
+          best_wall = std::min(best_wall, bench::wall_seconds() - w0);
         }
         const double flop = 2.0 * m * N * K;
         std::printf(" %.1f (%.1f) |", flop / best_cpu / 1e9, flop / best_wall / 1e9);

@@ -9,11 +9,12 @@
 // a call on every copy) of CPU time
 // per thread (process CPU time / threads, so that other load counts less).
 // Last, on AVX512-VNNI, each repacked kernel's own speed with its weights in
-// L2 (packed_tile_rates).
+// L2 (packed_tile_rates), and a decode product streaming from memory beside
+// a plain read of the same bytes (packed_stream_rates).
 //
 // usage: quant_bench [--threads 1] [--reps 5] [--rows 1,64] [--mib 160] [--isa auto|avx2|avx512vnni|scalar]
+//                    [--shapes NxK,...]
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,7 +23,6 @@
 #include <memory>
 #include <random>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,6 +30,9 @@
 #include <immintrin.h>
 #endif
 
+#include "bench/bench_flags.h"
+#include "bench/read_probe.h"
+#include "cli/args.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/quant_kernels.h"
@@ -41,25 +44,9 @@ using namespace sb;
 
 namespace {
 
-// Process CPU time: on a machine shared with other work, a call's own time.
-double cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-std::vector<int64_t> ints(const std::string& s, char sep) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) v.push_back(std::stoll(item));
-  return v;
-}
-
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
+int fail(const Status& s) {
+  std::fprintf(stderr, "quant_bench: %s\n", s.to_string().c_str());
+  return 2;
 }
 
 // One shape's weight in one format, in enough copies to stream from memory.
@@ -106,7 +93,7 @@ double read_bandwidth(ThreadPool& pool, int64_t bytes, int reps) {
   std::vector<uint64_t> sums(static_cast<size_t>(pool.size()) * kStreams);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
-    const double t0 = cpu_s();
+    const double t0 = bench::process_cpu_seconds();
     const int64_t per = static_cast<int64_t>(buf.size()) / pool.size() / kStreams / 8 * 8;
     pool.parallel_for(pool.size(), [&](int64_t t) {
       const uint64_t* base = buf.data() + t * per * kStreams;
@@ -131,16 +118,23 @@ double read_bandwidth(ThreadPool& pool, int64_t bytes, int reps) {
       for (int l = 0; l < kStreams; ++l) sums[static_cast<size_t>(t * kStreams + l)] = s[l];
 #endif
     });
-    best = std::min(best, (cpu_s() - t0) / pool.size());
+    best = std::min(best, (bench::process_cpu_seconds() - t0) / pool.size());
   }
   return static_cast<double>(bytes) / best / 1e9;
 }
 
-cpu::QuantIsa parse_isa(const std::string& s) {
-  if (s == "avx2") return cpu::QuantIsa::kAvx2;
-  if (s == "avx512vnni") return cpu::QuantIsa::kAvx512Vnni;
-  if (s == "scalar") return cpu::QuantIsa::kScalar;
-  return cpu::QuantIsa::kAuto;
+Status parse_isa(const std::string& s, cpu::QuantIsa* out) {
+  if (s == "auto")
+    *out = cpu::QuantIsa::kAuto;
+  else if (s == "avx2")
+    *out = cpu::QuantIsa::kAvx2;
+  else if (s == "avx512vnni")
+    *out = cpu::QuantIsa::kAvx512Vnni;
+  else if (s == "scalar")
+    *out = cpu::QuantIsa::kScalar;
+  else
+    return Status::invalid("--isa: '" + s + "' is not auto, avx2, avx512vnni or scalar");
+  return Status::ok();
 }
 
 // The per-call activation quantization alone, per variant: 64 rows of 1024
@@ -159,9 +153,9 @@ void activation_quantization(int reps, std::mt19937& rng) {
       xq.reset(k ? DType::kQ4_K : DType::kQ8_0, kRows, kCols);
       double best = 1e30;
       for (int r = 0; r < reps; ++r) {
-        const double t0 = cpu_s();
+        const double t0 = bench::process_cpu_seconds();
         for (int i = 0; i < 20; ++i) cpu::quantize_activations(isa, x.data(), 0, kRows, &xq);
-        best = std::min(best, (cpu_s() - t0) / 20);
+        best = std::min(best, (bench::process_cpu_seconds() - t0) / 20);
       }
       ns[k] = best / kRows * 1e9;
     }
@@ -201,31 +195,104 @@ void packed_tile_rates(std::mt19937& rng) {
   }
 }
 
+// "median (lowest-highest)", each as fmt prints it.
+std::string spread(std::vector<double> v, const char* fmt) {
+  std::sort(v.begin(), v.end());
+  const double median = 0.5 * (v[(v.size() - 1) / 2] + v[v.size() / 2]);
+  char out[64];
+  const std::string f = std::string(fmt) + " (" + fmt + "-" + fmt + ")";
+  std::snprintf(out, sizeof out, f.c_str(), median, v.front(), v.back());
+  return out;
+}
+
+// A decode product (one row, through Kernels::matmul) on the pool's threads
+// streaming its packed weights from memory, beside a plain read of the same
+// packed bytes (the read-bandwidth probe's loop, each thread a contiguous
+// share), alternating pass by pass so that both see the same moments of a
+// machine whose bandwidth drifts: how much of the read bandwidth the product
+// itself reaches. A model's decode step adds its other work to this.
+void packed_stream_rates(Kernels& kernels, ThreadPool& pool, int64_t stream, std::mt19937& rng) {
+  if (cpu::quant_isa_in_use() != cpu::QuantIsa::kAvx512Vnni) return;
+  constexpr int64_t kRows = 16384, kCols = 2560;  // a 4b gate/up projection's shape
+  constexpr int kPasses = 16;
+  std::printf(
+      "\n| repacked product, 1 row of %lldx%lld, from memory, %d threads | plain read of the same bytes, GB/s | "
+      "product, GB/s | product / read, per pass |\n|---|---|---|---|\n",
+      static_cast<long long>(kRows), static_cast<long long>(kCols), pool.size());
+  for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ4_K}) {
+    Weights w = make_weights(dtype, kRows, kCols, stream, rng);
+    std::vector<WeightRef> refs;
+    for (size_t c = 0; c < w.copies.size(); ++c) refs.push_back(kernels.prepare(w.ref(dtype, c)));
+    w.copies.clear();  // the packed copies are what is read
+    std::vector<float> x(kCols), y(kRows);
+    for (float& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+    // A pass reads every copy `rounds` times, at least 512 MB: tens of milliseconds, not one hiccup long.
+    const int rounds = static_cast<int>((size_t(512) << 20) / (refs.size() * refs[0].packed->bytes) + 1);
+    const double bytes = static_cast<double>(rounds * refs.size() * refs[0].packed->bytes);
+    std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()));
+    auto read_pass = [&] {
+      for (int round = 0; round < rounds; ++round)
+        for (const WeightRef& ref : refs)
+          pool.parallel_for(pool.size(), [&](int64_t t) {
+            const size_t words = ref.packed->bytes / 8, b = words * t / pool.size() / 8 * 8,
+                         e = words * (t + 1) / pool.size() / 8 * 8;
+            sinks[static_cast<size_t>(t)] +=
+                bench::sum_words(reinterpret_cast<const uint64_t*>(ref.packed->data) + b, e - b);
+          });
+    };
+    auto product_pass = [&] {
+      for (int round = 0; round < rounds; ++round)
+        for (const WeightRef& ref : refs) kernels.matmul(x.data(), 1, ref, y.data());
+    };
+    auto gbs = [&](auto pass) {
+      const auto t0 = std::chrono::steady_clock::now();
+      pass();
+      return bytes / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
+    };
+    std::vector<double> read, product, ratio;
+    for (int pass = 0; pass < kPasses; ++pass) {  // which goes first alternates too
+      const double p = pass % 2 ? gbs(product_pass) : 0, r = gbs(read_pass);
+      product.push_back(pass % 2 ? p : gbs(product_pass));
+      read.push_back(r);
+      ratio.push_back(product.back() / read.back());
+    }
+    std::printf("| %s | %s | %s | %s |\n", dtype_name(dtype), spread(read, "%.1f").c_str(),
+                spread(product, "%.1f").c_str(), spread(ratio, "%.2f").c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = std::stoi(arg(argc, argv, "--threads", "1"));
-  const int reps = std::stoi(arg(argc, argv, "--reps", "5"));
-  const auto rows = ints(arg(argc, argv, "--rows", "1,64"), ',');
-  const int64_t stream = std::stoll(arg(argc, argv, "--mib", "160")) << 20;
-  cpu::force_quant_isa(parse_isa(arg(argc, argv, "--isa", "auto")));
-  // qkv, z, out (delta net); q (gated), o; gate/up, down.
-  const auto shapes = arg(argc, argv, "--shapes", "6144x1024,2048x1024,1024x2048,4096x1024,3584x1024,1024x3584");
-  ThreadPool pool(threads);
+  Args args({"threads", "reps", "rows", "mib", "isa", "shapes"}, {});
+  int64_t threads = 1, reps = 5, mib = 160;
+  std::vector<int64_t> rows;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  cpu::QuantIsa isa = cpu::QuantIsa::kAuto;
+  Status s = args.parse(argc, argv);
+  if (s) s = args.get_int("threads", 1, 1, 1024, &threads);
+  if (s) s = args.get_int("reps", 5, 1, 1000, &reps);
+  if (s) s = args.get_int("mib", 160, 1, 1 << 20, &mib);
+  if (s) s = bench::positive_ints("rows", args.get("rows", "1,64"), ',', &rows);
+  if (s) s = parse_isa(args.get("isa", "auto"), &isa);
+  const std::string shapes_text = args.get("shapes", bench::k08bShapes);
+  if (s) s = bench::matrix_shapes("shapes", shapes_text, &shapes);
+  if (!s) return fail(s);
+  const int64_t stream = mib << 20;
+  cpu::force_quant_isa(isa);
+  ThreadPool pool(static_cast<int>(threads));
   auto kernels = make_cpu_kernels(&pool, {.precision = Precision::kBF16});
-  std::printf("threads %d, quantized products on %s, min of %d; read bandwidth %.1f GB/s\n", threads,
-              cpu::quant_isa_name(cpu::quant_isa_in_use()), reps, read_bandwidth(pool, stream, reps));
+  std::printf("threads %d, quantized products on %s, min of %d; read bandwidth %.1f GB/s\n", pool.size(),
+              cpu::quant_isa_name(cpu::quant_isa_in_use()), static_cast<int>(reps),
+              read_bandwidth(pool, stream, static_cast<int>(reps)));
   std::printf("| format | rows | GB/s per shape (%s) | bytes per pass | tokens/s |\n|---|---|---|---|---|\n",
-              shapes.c_str());
+              shapes_text.c_str());
   std::mt19937 rng(1);
   for (DType dtype : {DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0}) {
     std::vector<Weights> ws;
     std::vector<std::vector<WeightRef>> refs;  // per shape, per copy; bf16 prepared (packed) as the model runs it
-    std::stringstream ss(shapes);
-    std::string shape;
-    while (std::getline(ss, shape, ',')) {
-      const auto nk = ints(shape, 'x');
-      ws.push_back(make_weights(dtype, nk[0], nk[1], stream, rng));
+    for (const auto& [n, k] : shapes) {
+      ws.push_back(make_weights(dtype, n, k, stream, rng));
       refs.emplace_back();
       for (size_t c = 0; c < ws.back().copies.size(); ++c)
         refs.back().push_back(kernels->prepare(ws.back().ref(dtype, c)));
@@ -243,9 +310,9 @@ int main(int argc, char** argv) {
         // since one call is shorter than the CPU clock's resolution).
         double best = 1e30;
         for (int r = 0; r < reps; ++r) {
-          const double t0 = cpu_s();
+          const double t0 = bench::process_cpu_seconds();
           for (const WeightRef& ref : refs[s]) kernels->matmul(x.data(), m, ref, y.data());
-          best = std::min(best, (cpu_s() - t0) / threads / static_cast<double>(refs[s].size()));
+          best = std::min(best, (bench::process_cpu_seconds() - t0) / threads / static_cast<double>(refs[s].size()));
         }
         char cell[32];
         std::snprintf(cell, sizeof cell, "%s%.1f", s ? " / " : "", weight_bytes / best / 1e9);
@@ -257,7 +324,8 @@ int main(int argc, char** argv) {
                   per_shape.c_str(), bytes / 1e6, static_cast<double>(m) / pass);
     }
   }
-  activation_quantization(reps, rng);
+  activation_quantization(static_cast<int>(reps), rng);
   packed_tile_rates(rng);
+  packed_stream_rates(*kernels, pool, stream, rng);
   return 0;
 }

@@ -33,11 +33,8 @@ size_t read_probe_buffer_bytes() {
   return std::clamp<size_t>(four_llc, size_t(1) << 30, size_t(4) << 30);
 }
 
-namespace {
-
-// Sums a slice with eight independent accumulators (vectorized by the
-// compiler into wide loads); the sum keeps the loads from being dropped.
-uint64_t sum_slice(const uint64_t* p, size_t n) {
+// Eight independent accumulators, vectorized by the compiler into wide loads.
+uint64_t sum_words(const uint64_t* p, size_t n) {
   uint64_t acc[8] = {};
   for (size_t i = 0; i + 8 <= n; i += 8)
     for (int k = 0; k < 8; ++k) acc[k] += p[i + k];
@@ -45,8 +42,6 @@ uint64_t sum_slice(const uint64_t* p, size_t n) {
   for (uint64_t a : acc) s += a;
   return s;
 }
-
-}  // namespace
 
 ReadProbe::ReadProbe(int threads)
     : threads_(threads),
@@ -80,7 +75,7 @@ double ReadProbe::pass() {
   pool_->parallel_for(threads_, [&](int64_t t) {
     size_t b, e;
     slice(t, &b, &e);
-    sinks_[static_cast<size_t>(t)] = sum_slice(buf_.get() + b, e - b);
+    sinks_[static_cast<size_t>(t)] = sum_words(buf_.get() + b, e - b);
   });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t total = 0;

@@ -34,6 +34,10 @@ struct ReadBandwidth {
 // The buffer: 4 times the last-level cache the OS reports, at least 1 GiB and at most 4 GiB.
 size_t read_probe_buffer_bytes();
 
+// The probe's read of n words (n a multiple of 8): their sum, so that the
+// loads stay. For reading another buffer as a probe pass reads its own.
+uint64_t sum_words(const uint64_t* p, size_t n);
+
 // The probe's buffer and threads, kept between passes, so that passes can be
 // interleaved with other work: a decode measured against the bandwidth of the
 // same moment, on a machine whose bandwidth drifts between moments.

@@ -24,19 +24,17 @@
 // idle workers spin briefly, which counts as CPU time). --json prints every
 // sample in the layout of `llama-bench -o json` (test, n_threads, samples_ts,
 // avg_ts) so that a script reads both tools' results alike.
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "bench/bench_model.h"
 #include "bench/read_probe.h"
 #include "cli/args.h"
@@ -50,30 +48,9 @@ using namespace sb;
 
 namespace {
 
-double wall_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-double cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 int fail(const Status& s) {
   std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
   return 2;
-}
-
-Status int_list(const Args& args, const std::string& name, const std::string& fallback, std::vector<int64_t>* out) {
-  std::stringstream ss(args.get(name, fallback));
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1)
-      return Status::invalid("--" + name + ": '" + item + "' is not a positive integer");
-    out->push_back(v);
-  }
-  if (out->empty()) return Status::invalid("--" + name + " is empty");
-  return Status::ok();
 }
 
 // Resident set size of this process in bytes (0 where /proc is absent).
@@ -141,9 +118,9 @@ Status decode_beside_probe(Model& model, int threads, uint64_t weight_bytes, std
   SB_RETURN_IF_ERROR(model.decode(state, 0, &logits));
   double before = probe.pass();
   for (int c = 0; c < kPairedChunks; ++c) {
-    const double w0 = wall_s();
+    const double w0 = bench::wall_seconds();
     for (int i = 0; i < kPairedTokens; ++i) SB_RETURN_IF_ERROR(model.decode(state, 1 + c * kPairedTokens + i, &logits));
-    const double gbs = kPairedTokens * static_cast<double>(weight_bytes) / (wall_s() - w0);
+    const double gbs = kPairedTokens * static_cast<double>(weight_bytes) / (bench::wall_seconds() - w0);
     const double after = probe.pass();
     ratios->push_back(gbs / (0.5 * (before + after)));
     before = after;
@@ -166,8 +143,8 @@ int main(int argc, char** argv) {
         " [--decode 32] [--reps 1] [--precision bf16|f32] [--json]\n");
     return 0;
   }
-  if (s) s = int_list(args, "threads", "1,2", &thread_counts);
-  if (s) s = int_list(args, "prefill", "512", &prefills);
+  if (s) s = bench::positive_ints("threads", args.get("threads", "1,2"), ',', &thread_counts);
+  if (s) s = bench::positive_ints("prefill", args.get("prefill", "512"), ',', &prefills);
   if (s) s = args.get_int("decode", 32, 1, int64_t{1} << 24, &n_decode);
   if (s) s = args.get_int("reps", 1, 1, 1000, &reps);
   RuntimeOptions options;
@@ -209,20 +186,20 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < prefills.size(); ++k) {
         State state = model->new_state();
         PrefillOutput out;
-        const double w0 = wall_s(), c0 = cpu_s();
+        const double w0 = bench::wall_seconds(), c0 = bench::process_cpu_seconds();
         if (!(s = model->prefill(state, std::span<const int32_t>(prompt).first(prefills[k]), {}, &out))) return fail(s);
-        samples[first + k].ts.push_back(prefills[k] / (wall_s() - w0));
-        samples[first + k].cpu_ts.push_back(prefills[k] * threads / (cpu_s() - c0));
+        samples[first + k].ts.push_back(prefills[k] / (bench::wall_seconds() - w0));
+        samples[first + k].cpu_ts.push_back(prefills[k] * threads / (bench::process_cpu_seconds() - c0));
       }
       State state = model->new_state();
       std::vector<float> logits;
       if (!(s = model->decode(state, 0, &logits))) return fail(s);  // first touch outside the timing
       if (!rss_after_decode) rss_after_decode = resident_bytes();
-      const double w0 = wall_s(), c0 = cpu_s();
+      const double w0 = bench::wall_seconds(), c0 = bench::process_cpu_seconds();
       for (int64_t i = 0; i < n_decode; ++i)
         if (!(s = model->decode(state, static_cast<int32_t>(i % 1000), &logits))) return fail(s);
-      samples.back().ts.push_back(n_decode / (wall_s() - w0));
-      samples.back().cpu_ts.push_back(n_decode * threads / (cpu_s() - c0));
+      samples.back().ts.push_back(n_decode / (bench::wall_seconds() - w0));
+      samples.back().cpu_ts.push_back(n_decode * threads / (bench::process_cpu_seconds() - c0));
     }
     if (!(s = decode_beside_probe(*model, static_cast<int>(threads), weight_bytes, &paired[threads]))) return fail(s);
   }
