@@ -61,27 +61,17 @@ float quantize_block(const float* x, int64_t n, int8_t* q) {
   return activation_block_scale(n, max);
 }
 
-}  // namespace
-
-void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq) {
-  FlushSubnormals flushed;
-  const int64_t cols = xq->cols, block = xq->block;
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* xr = x + (r - r0) * cols;
-    int8_t* q = xq->q.data() + r * cols;
-    float* d = xq->d.data() + r * (cols / block);
-    for (int64_t b = 0; b < cols / block; ++b) d[b] = quantize_block(xr + b * block, block, q + b * block);
-    int16_t* sums = xq->sums.data() + r * (cols / 16);
-    for (int64_t g = 0; g < cols / 16; ++g) {
-      const __m128i s16 = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 16 * g)));
-      const __m128i t16 = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 16 * g + 8)));
-      __m128i s = _mm_madd_epi16(_mm_add_epi16(s16, t16), _mm_set1_epi16(1));
-      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-      sums[g] = static_cast<int16_t>(_mm_cvtsi128_si32(s));
-    }
-  }
+// The sum of the 16 levels at q (integers: exact in any order).
+inline int16_t sum16(const int8_t* q) {
+  const __m128i s16 = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+  const __m128i t16 = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8)));
+  __m128i s = _mm_madd_epi16(_mm_add_epi16(s16, t16), _mm_set1_epi16(1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return static_cast<int16_t>(_mm_cvtsi128_si32(s));
 }
+
+}  // namespace
 
 }  // namespace sb::cpu::quant_avx2
 

@@ -50,22 +50,13 @@ float quantize_block(const float* x, int64_t n, int8_t* q) {
   return activation_block_scale(n, max);
 }
 
-}  // namespace
-
-void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq) {
-  FlushSubnormals flushed;
-  const int64_t cols = xq->cols, block = xq->block;
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* xr = x + (r - r0) * cols;
-    int8_t* q = xq->q.data() + r * cols;
-    float* d = xq->d.data() + r * (cols / block);
-    for (int64_t b = 0; b < cols / block; ++b) d[b] = quantize_block(xr + b * block, block, q + b * block);
-    int16_t* sums = xq->sums.data() + r * (cols / 16);
-    for (int64_t g = 0; g < cols / 16; ++g)
-      sums[g] = static_cast<int16_t>(
-          _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * g)))));
-  }
+// The sum of the 16 levels at q (integers: exact in any order).
+inline int16_t sum16(const int8_t* q) {
+  return static_cast<int16_t>(
+      _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))));
 }
+
+}  // namespace
 
 }  // namespace sb::cpu::quant_vnni
 
