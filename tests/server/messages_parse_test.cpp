@@ -7,19 +7,14 @@
 
 #include <string>
 
+#include "tests/server/parse_errors.h"
+
 namespace sb {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-ParseLimits limits() {
-  ParseLimits l;
-  l.vocab_size = 1000;
-  l.max_prompt_tokens = 4096;
-  l.max_tokens_limit = 4096;
-  l.max_json_depth = 16;
-  return l;
-}
+ParseLimits limits() { return testing::parse_limits(4096, 16); }
 
 json base() {
   return json::parse(R"({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})");
@@ -27,12 +22,7 @@ json base() {
 
 // The error a body raises, or a 0-status error when it parses.
 ApiError error_of(const json& body) {
-  try {
-    parse_messages_params(body, limits());
-  } catch (const ApiException& e) {
-    return e.error;
-  }
-  return ApiError{0, "", "", "", ""};
+  return testing::parse_error([&] { parse_messages_params(body, limits()); });
 }
 
 const json kWeatherTool = json::parse(R"({"name": "weather", "description": "Forecast.",

@@ -5,37 +5,22 @@
 
 #include <string>
 
+#include "tests/server/parse_errors.h"
+
 namespace sb {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-ParseLimits limits() {
-  ParseLimits l;
-  l.vocab_size = 1000;
-  l.max_prompt_tokens = 50;
-  l.max_tokens_limit = 4096;
-  l.max_json_depth = 16;
-  return l;
-}
+ParseLimits limits() { return testing::parse_limits(50, 16); }
 
 // The error a completion body raises, or a 0-status error when it parses.
 ApiError completion_error(const json& body) {
-  try {
-    parse_completion_params(body, limits());
-  } catch (const ApiException& e) {
-    return e.error;
-  }
-  return ApiError{0, "", "", "", ""};
+  return testing::parse_error([&] { parse_completion_params(body, limits()); });
 }
 
 ApiError chat_error(const json& body) {
-  try {
-    parse_chat_params(body, limits());
-  } catch (const ApiException& e) {
-    return e.error;
-  }
-  return ApiError{0, "", "", "", ""};
+  return testing::parse_error([&] { parse_chat_params(body, limits()); });
 }
 
 TEST(RequestParse, CompletionWithTokenIdsAndEveryField) {
@@ -327,14 +312,7 @@ TEST(RequestParse, ChatErrorsNameTheField) {
 }
 
 TEST(RequestParse, BodySyntaxAndDepth) {
-  auto body_error = [](const std::string& text) {
-    try {
-      parse_body(text, limits());
-    } catch (const ApiException& e) {
-      return e.error;
-    }
-    return ApiError{0, "", "", "", ""};
-  };
+  auto body_error = [](const std::string& text) { return testing::parse_error([&] { parse_body(text, limits()); }); };
   EXPECT_EQ(body_error("{\"prompt\": ").code, "invalid_json");
   EXPECT_EQ(body_error("not json").code, "invalid_json");
   EXPECT_EQ(body_error("[1,2]").code, "invalid_json");  // not an object

@@ -8,26 +8,17 @@
 #include <fstream>
 #include <string>
 
+#include "tests/server/parse_errors.h"
+
 namespace sb {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-ParseLimits limits() {
-  ParseLimits l;
-  l.vocab_size = 1000;
-  l.max_prompt_tokens = 4096;
-  l.max_tokens_limit = 4096;
-  return l;
-}
+ParseLimits limits() { return testing::parse_limits(4096); }
 
 ApiError responses_error(const json& body) {
-  try {
-    parse_responses_params(body, limits());
-  } catch (const ApiException& e) {
-    return e.error;
-  }
-  return ApiError{0, "", "", "", ""};
+  return testing::parse_error([&] { parse_responses_params(body, limits()); });
 }
 
 const json kWeatherTool = {
