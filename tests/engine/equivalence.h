@@ -6,12 +6,15 @@
 // length, prefill_tokens = n - restore_point).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bank/bank_factory.h"
+#include "bank/ram_tier.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tests/engine/workload.h"
@@ -62,6 +65,30 @@ struct HarnessBank {
   EngineStack stack;
   RamTier* ram = nullptr;  // stack.tiers->ram()
   Engine* engine = nullptr;
+};
+
+// Engine options with blocks of `block_tokens` and a snapshot every two
+// blocks: the spacing the one-engine tests restore at.
+inline EngineOptions block_options(uint32_t block_tokens) {
+  EngineOptions o;
+  o.block_tokens = block_tokens;
+  o.snapshot_every = 2 * block_tokens;
+  return o;
+}
+
+// An engine over a one-tier 1 GiB RAM bank, room for every block a small test
+// stores, so nothing is evicted. `Tier` is RamTier or a subclass that watches
+// its calls. A failure to create the engine is a failure of the calling test.
+template <class Tier = RamTier>
+struct RamBankEngine {
+  RamBankEngine(const Model& m, const EngineOptions& options) : model(m), ram(1ULL << 30), bank({&ram}) {
+    EXPECT_TRUE(Engine::create(model, &bank, options, &engine).is_ok());
+  }
+
+  const Model& model;
+  Tier ram;
+  Bank bank;
+  std::unique_ptr<Engine> engine;
 };
 
 }  // namespace sb::testing

@@ -39,19 +39,15 @@ const Model& head_model() {
   return *model;
 }
 
-struct Fixture {
+EngineOptions engine_options(int64_t batch_tokens) {
+  EngineOptions o = testing::block_options(kB);
+  o.batch_tokens = batch_tokens;
+  return o;
+}
+
+struct Fixture : testing::RamBankEngine<> {
   explicit Fixture(const Model& m = head_model(), int64_t batch_tokens = 512)
-      : model(m), ram(1ULL << 30), bank({&ram}) {
-    EngineOptions o;
-    o.block_tokens = kB;
-    o.snapshot_every = 2 * kB;
-    o.batch_tokens = batch_tokens;
-    EXPECT_TRUE(Engine::create(model, &bank, o, &engine).is_ok());
-  }
-  const Model& model;
-  RamTier ram;
-  Bank bank;
-  std::unique_ptr<Engine> engine;
+      : RamBankEngine(m, engine_options(batch_tokens)) {}
 };
 
 // Two and a half blocks of prompt, so that a second run restores; even

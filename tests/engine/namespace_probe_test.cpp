@@ -60,13 +60,8 @@ std::vector<int32_t> tokens(uint32_t seed, size_t n) {
   return v;
 }
 
-struct Fixture {
-  Fixture() : model(testing::shared_model(Arch::kQwen3Next)), ram(1ull << 30), bank({&ram}) {
-    EngineOptions o;
-    o.block_tokens = kB;
-    o.snapshot_every = 2 * kB;
-    EXPECT_TRUE(Engine::create(model, &bank, o, &engine).is_ok());
-  }
+struct Fixture : testing::RamBankEngine<WatchedRamTier> {
+  Fixture() : RamBankEngine(testing::shared_model(Arch::kQwen3Next), testing::block_options(kB)) {}
   CompletionResult run(const std::string& ns, const std::vector<int32_t>& prompt) {
     CompletionRequest r;
     r.prompt = prompt;
@@ -81,10 +76,6 @@ struct Fixture {
     return chain_key(root_key(kBankFormatVersion, model.fingerprint(), ns, kB),
                      std::span<const int32_t>(prompt).first(kB));
   }
-  const Model& model;
-  WatchedRamTier ram;
-  Bank bank;
-  std::unique_ptr<Engine> engine;
 };
 
 TEST(NamespaceProbe, LookupMsExcludesTheOtherNamespaceProbe) {

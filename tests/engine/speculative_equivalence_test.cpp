@@ -28,20 +28,17 @@ namespace {
 
 constexpr uint32_t kB = 64;
 
-struct Fixture {
+EngineOptions engine_options() {
+  EngineOptions o = testing::block_options(kB);
+  o.verify_row_cost = DraftControl::kRowCost;  // depth choices (and the bounds below) independent of timing
+  return o;
+}
+
+struct Fixture : testing::RamBankEngine<> {
   explicit Fixture(EngineTestHooks hooks = {})
-      : model(testing::shared_model(Arch::kQwen3Next)), ram(1ULL << 30), bank({&ram}) {
-    EngineOptions o;
-    o.block_tokens = kB;
-    o.snapshot_every = 2 * kB;
-    o.verify_row_cost = DraftControl::kRowCost;  // depth choices (and the bounds below) independent of timing
-    EXPECT_TRUE(Engine::create(model, &bank, o, &engine).is_ok());
+      : RamBankEngine(testing::shared_model(Arch::kQwen3Next), engine_options()) {
     engine->set_test_hooks(std::move(hooks));
   }
-  const Model& model;
-  RamTier ram;
-  Bank bank;
-  std::unique_ptr<Engine> engine;
 };
 
 // Prompts that repeat themselves (what n-gram drafts feed on), two and a

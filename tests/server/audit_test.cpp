@@ -27,23 +27,14 @@ namespace {
 
 constexpr uint32_t kB = 64;
 
-struct Fixture {
-  Fixture() : model(testing::shared_model(Arch::kQwen3Next)), ram(1ull << 30), bank({&ram}) {
-    EngineOptions o;
-    o.block_tokens = kB;
-    o.snapshot_every = 2 * kB;
-    EXPECT_TRUE(Engine::create(model, &bank, o, &engine).is_ok());
-  }
+struct Fixture : testing::RamBankEngine<> {
+  Fixture() : RamBankEngine(testing::shared_model(Arch::kQwen3Next), testing::block_options(kB)) {}
   CompletionResult run(CompletionRequest r) {
     CompletionResult out;
     const Status s = engine->complete(r, &out);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
     return out;
   }
-  const Model& model;
-  RamTier ram;
-  Bank bank;
-  std::unique_ptr<Engine> engine;
 };
 
 CompletionRequest request(uint32_t seed, size_t n) {
