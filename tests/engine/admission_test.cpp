@@ -169,14 +169,18 @@ TEST(Admission, DrainAtItsDeadlineAbandonsWhatIsLeftAndEachStillEndsOnce) {
   }
 }
 
-// The engine: submit returns at once; what on_done gets equals complete().
-TEST(EngineAdmission, SubmitEndsEachRequestOnceAndACancelledOneNeverReachesAStep) {
-  const Model& model = testing::shared_model(Arch::kQwen3Next);
+// An engine over no bank that runs one request at a time, so a second one waits.
+Status create_one_slot_engine(std::unique_ptr<Engine>* engine) {
   EngineOptions o;
   o.block_tokens = 64;
   o.max_running = 1;
+  return Engine::create(testing::shared_model(Arch::kQwen3Next), nullptr, o, engine);
+}
+
+// The engine: submit returns at once; what on_done gets equals complete().
+TEST(EngineAdmission, SubmitEndsEachRequestOnceAndACancelledOneNeverReachesAStep) {
   std::unique_ptr<Engine> engine;
-  ASSERT_TRUE(Engine::create(model, nullptr, o, &engine).is_ok());
+  ASSERT_TRUE(create_one_slot_engine(&engine).is_ok());
   CompletionRequest r;
   r.prompt = {11, 12, 13, 14, 15};
   r.max_tokens = 3;
@@ -221,12 +225,8 @@ TEST(EngineAdmission, SubmitEndsEachRequestOnceAndACancelledOneNeverReachesAStep
 }
 
 TEST(EngineAdmission, DestroyingTheEngineEndsWhatIsQueuedAndRunning) {
-  const Model& model = testing::shared_model(Arch::kQwen3Next);
-  EngineOptions o;
-  o.block_tokens = 64;
-  o.max_running = 1;
   std::unique_ptr<Engine> engine;
-  ASSERT_TRUE(Engine::create(model, nullptr, o, &engine).is_ok());
+  ASSERT_TRUE(create_one_slot_engine(&engine).is_ok());
   std::atomic<int> ends{0};
   CompletionRequest r;
   r.prompt = {11, 12, 13};
