@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include "tests/server/fake_backend.h"
@@ -169,13 +170,20 @@ std::string first_bytes(int fd, int ms) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
-TEST(ServerLimits, IdleConnectionsHoldNoRequestThread) {
+// Three request threads over a fake engine that runs one request and queues
+// one, so that a few held requests take every request thread.
+std::unique_ptr<TestServer> three_thread_server() {
   ServerOptions o;
   EngineOptions e;  // the fake engine's admission
   e.max_running = 1;
   e.max_queue = 1;
   o.spare_threads = 1;  // 3 request threads in all
-  TestServer ts(o, 1 << 20, e);
+  return std::make_unique<TestServer>(o, 1 << 20, e);
+}
+
+TEST(ServerLimits, IdleConnectionsHoldNoRequestThread) {
+  const auto server = three_thread_server();
+  TestServer& ts = *server;
   std::vector<int> fds;
   for (int i = 0; i < 10; ++i) {
     fds.push_back(connect_to(ts.port));
@@ -249,12 +257,8 @@ TEST(ServerLimits, AtTheCapWithEveryConnectionServedANewOneIs503AtOnce) {
 }
 
 TEST(ServerLimits, WithEveryRequestThreadBusyHealthAndMetricsAnswerAndOthersAre503AtOnce) {
-  ServerOptions o;
-  EngineOptions e;  // the fake engine's admission
-  e.max_running = 1;
-  e.max_queue = 1;
-  o.spare_threads = 1;  // 3 request threads in all
-  TestServer ts(o, 1 << 20, e);
+  const auto server = three_thread_server();
+  TestServer& ts = *server;
   ts.backend.hold();
   std::shared_ptr<void> release(nullptr, [&](void*) { ts.backend.release(); });
   const json body = {{"prompt", "q"}, {"max_tokens", 2}};
