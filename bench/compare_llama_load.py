@@ -28,9 +28,6 @@ import http.client
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -39,27 +36,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_llama import ROOT, cpu_name, die, same_weights  # noqa: E402
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port: int, proc: subprocess.Popen, what: str, timeout_s: float = 600):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            die(f"{what} exited ({proc.returncode}) before it served")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    die(f"{what} did not answer /health within {timeout_s:.0f} s")
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+from server_process import NotServing, free_port, serving  # noqa: E402
 
 
 def one_request(port: int, body: dict) -> tuple[float, list[float], int]:
@@ -133,27 +111,25 @@ def run_clients(port: int, clients: int, a, extra: dict) -> dict:
 
 
 def measure(name: str, cmd: list[str], port: int, a, extra: dict) -> list[dict]:
-    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_ready(port, proc, name)
-        # Warm-up, with prompts of another seed: a server's prompt cache must
-        # not serve the measured ones.
-        run_clients(port, 1, argparse.Namespace(**{**vars(a), "requests": 1, "decode_tokens": 2, "seed": a.seed + 7919}),
-                    extra)
-        rows = []
-        for c in a.clients:
-            row = run_clients(port, c, a, extra)
-            print(f"compare_llama_load: {name}, {c} clients: {row['tokens_per_s']:.2f} decode tokens/s, "
-                  f"TTFT p50 {row['ttft_p50_ms']:.0f} ms, ITL p50 {row['itl_p50_ms']:.0f} ms", file=sys.stderr, flush=True)
-            rows.append(row)
-        return rows
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        with serving(cmd, port, name):
+            return measure_served(name, port, a, extra)
+    except NotServing as e:
+        die(str(e))
+
+
+def measure_served(name: str, port: int, a, extra: dict) -> list[dict]:
+    # Warm-up, with prompts of another seed: a server's prompt cache must
+    # not serve the measured ones.
+    run_clients(port, 1, argparse.Namespace(**{**vars(a), "requests": 1, "decode_tokens": 2, "seed": a.seed + 7919}),
+                extra)
+    rows = []
+    for c in a.clients:
+        row = run_clients(port, c, a, extra)
+        print(f"compare_llama_load: {name}, {c} clients: {row['tokens_per_s']:.2f} decode tokens/s, "
+              f"TTFT p50 {row['ttft_p50_ms']:.0f} ms, ITL p50 {row['itl_p50_ms']:.0f} ms", file=sys.stderr, flush=True)
+        rows.append(row)
+    return rows
 
 
 def main():

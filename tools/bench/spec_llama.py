@@ -20,25 +20,18 @@ import argparse
 import http.client
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 
 sys.dont_write_bytecode = True
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_process import free_port, serving  # noqa: E402
 
 
 def skip(why: str):
     print(why, file=sys.stderr)
     sys.exit(3)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(port: int, path: str, body: dict, timeout: float = 1800) -> dict:
@@ -49,22 +42,6 @@ def post(port: int, path: str, body: dict, timeout: float = 1800) -> dict:
     if r.status != 200:
         raise RuntimeError(f"{path}: HTTP {r.status}: {data[:300]!r}")
     return json.loads(data)
-
-
-def wait_ready(port: int, proc: subprocess.Popen, timeout_s: float = 600):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama-server exited ({proc.returncode}) before it served")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("llama-server did not become ready")
 
 
 def gguf_of(checkpoint: str, work: str, llama_dir: str) -> str:
@@ -84,10 +61,7 @@ def run_server(a, gguf: str, spec: list[str], workload: dict) -> dict:
     port = free_port()
     cmd = [os.path.join(a.llama_bin, "llama-server"), "-m", gguf, "--port", str(port), "--threads", str(a.threads),
            "-np", "1", "-c", str(len(workload["prompt"]) + workload["n_predict"] + 64)] + spec
-    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_ready(port, proc)
+    with serving(cmd, port, "llama-server"):
         body = {"prompt": workload["prompt"], "n_predict": workload["n_predict"], "temperature": 0, "top_k": 1,
                 "cache_prompt": False, "ignore_eos": True, "stream": False,
                 "logit_bias": workload.get("logit_bias", [])}
@@ -98,12 +72,6 @@ def run_server(a, gguf: str, spec: list[str], workload: dict) -> dict:
             if best is None or t.get("predicted_per_second", 0) > best.get("predicted_per_second", 0):
                 best = t
         return best or {}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def main():
