@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
       die("unknown flag " + flag);
   }
   if (model_path.empty() || ids_text.empty()) die("--model and --prompt-ids are required");
-  if (max_tokens < 1 || threads < 1 || ubatch < 0) die("--max-tokens and --threads must be positive, --ubatch not negative");
+  if (max_tokens < 1 || threads < 1 || ubatch < 0)
+    die("--max-tokens and --threads must be positive, --ubatch not negative");
   const ggml_type kv_type = kv == "f32"    ? GGML_TYPE_F32
                             : kv == "f16"  ? GGML_TYPE_F16
                             : kv == "bf16" ? GGML_TYPE_BF16
