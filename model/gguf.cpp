@@ -472,18 +472,24 @@ Status GgufFile::parse(const uint8_t* data, uint64_t size, const std::string& fi
   return Status::ok();
 }
 
-Status GgufFile::open(const std::string& path, std::unique_ptr<GgufFile>* out) {
+Status GgufFile::open_one(const std::string& path, std::unique_ptr<GgufFile>* out) {
   std::unique_ptr<MappedFile> m;
   SB_RETURN_IF_ERROR(MappedFile::open(path, &m));
+  SB_RETURN_IF_ERROR(parse(m->data(), m->size(), path, out));
+  (*out)->mappings_.push_back(std::move(m));
+  return Status::ok();
+}
+
+Status GgufFile::open(const std::string& path, std::unique_ptr<GgufFile>* out) {
   std::unique_ptr<GgufFile> g;
-  SB_RETURN_IF_ERROR(parse(m->data(), m->size(), path, &g));
-  XXH3_state_t* hs = XXH3_createState();
-  XXH3_128bits_reset(hs);
-  Status s = hash_file(path, m->size(), hs);
-  g->digest_ = xxh128_hex(XXH3_128bits_digest(hs));
-  XXH3_freeState(hs);
-  SB_RETURN_IF_ERROR(s);
-  g->mapping_ = std::move(m);
+  SB_RETURN_IF_ERROR(open_one(path, &g));
+  int64_t count = 1;
+  if (g->find(kGgufSplitCount)) SB_RETURN_IF_ERROR(g->get_int(kGgufSplitCount, &count));
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hs(XXH3_createState(), &XXH3_freeState);
+  XXH3_128bits_reset(hs.get());
+  SB_RETURN_IF_ERROR(hash_file(path, g->mappings_[0]->size(), hs.get()));
+  if (count != 1) SB_RETURN_IF_ERROR(g->join_shards(count, hs.get()));
+  g->digest_ = xxh128_hex(XXH3_128bits_digest(hs.get()));
   *out = std::move(g);
   return Status::ok();
 }

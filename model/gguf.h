@@ -17,6 +17,15 @@
 // becomes [..., rows, cols]. Data may be unaligned for its type when the
 // file's alignment is smaller than the type's. Immutable after open; views
 // live as long as the GgufFile.
+//
+// A model that llama.cpp's gguf-split cut into shards (PREFIX-00001-of-
+// 0000N.gguf ... PREFIX-0000N-of-0000N.gguf; `split.count` N > 1) opens from
+// its first shard as one GgufFile: the first shard's metadata, every
+// shard's tensors (views into each shard's mapping), the digest over all
+// shards' bytes in order. A missing or unreadable shard, one whose
+// split.no or split.count disagrees with its name, a tensor in two shards,
+// a tensor count other than split.tensors.count, or opening any shard but
+// the first is an error naming the file.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +92,10 @@ uint32_t ggml_type_of(DType dtype);
 Status gguf_tensor_dtype(uint32_t ggml_type, const std::string& tensor, const std::string& file, DType* out);
 
 constexpr uint32_t kGgufDefaultAlignment = 32;
+// gguf-split's metadata keys, in every shard of a split model.
+inline constexpr const char* kGgufSplitNo = "split.no";                       // 0 for the first shard
+inline constexpr const char* kGgufSplitCount = "split.count";                 // how many shards
+inline constexpr const char* kGgufSplitTensorsCount = "split.tensors.count";  // tensors in all of them
 
 class GgufFile {
  public:
@@ -115,12 +128,17 @@ class GgufFile {
  private:
   friend class GgufParser;
   GgufFile() = default;
+  // Maps and parses one file, its mapping kept in *out.
+  static Status open_one(const std::string& path, std::unique_ptr<GgufFile>* out);
+  // The shards after the first (this file, split into `count`): their
+  // tensors joined to this file's, their bytes added to `hash`.
+  Status join_shards(int64_t count, XXH3_state_t* hash);
   std::string file_;
   uint32_t version_ = 0;
   uint32_t alignment_ = kGgufDefaultAlignment;
   std::map<std::string, GgufValue> metadata_;
   std::map<std::string, TensorView> tensors_;
-  std::unique_ptr<MappedFile> mapping_;
+  std::vector<std::unique_ptr<MappedFile>> mappings_;  // one per shard
   std::string digest_;
 };
 
