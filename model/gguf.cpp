@@ -480,16 +480,19 @@ Status GgufFile::open_one(const std::string& path, std::unique_ptr<GgufFile>* ou
   return Status::ok();
 }
 
-Status GgufFile::open(const std::string& path, std::unique_ptr<GgufFile>* out) {
+Status GgufFile::open(const std::string& path, std::unique_ptr<GgufFile>* out, Digest digest) {
   std::unique_ptr<GgufFile> g;
   SB_RETURN_IF_ERROR(open_one(path, &g));
   int64_t count = 1;
   if (g->find(kGgufSplitCount)) SB_RETURN_IF_ERROR(g->get_int(kGgufSplitCount, &count));
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hs(XXH3_createState(), &XXH3_freeState);
-  XXH3_128bits_reset(hs.get());
-  SB_RETURN_IF_ERROR(hash_file(path, g->mappings_[0]->size(), hs.get()));
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hs(nullptr, &XXH3_freeState);
+  if (digest == Digest::kYes) {
+    hs.reset(XXH3_createState());
+    XXH3_128bits_reset(hs.get());
+    SB_RETURN_IF_ERROR(hash_file(path, g->mappings_[0]->size(), hs.get()));
+  }
   if (count != 1) SB_RETURN_IF_ERROR(g->join_shards(count, hs.get()));
-  g->digest_ = xxh128_hex(XXH3_128bits_digest(hs.get()));
+  if (hs) g->digest_ = xxh128_hex(XXH3_128bits_digest(hs.get()));
   *out = std::move(g);
   return Status::ok();
 }

@@ -99,8 +99,11 @@ inline constexpr const char* kGgufSplitTensorsCount = "split.tensors.count";  //
 
 class GgufFile {
  public:
-  // Maps and parses the file at `path`, and digests its bytes (weights_digest()).
-  static Status open(const std::string& path, std::unique_ptr<GgufFile>* out);
+  // Maps and parses the file at `path` and, with Digest::kYes, digests its
+  // bytes (weights_digest()): that reads the whole file, which a model's
+  // fingerprint needs and its tokenizer or chat template does not.
+  enum class Digest { kYes, kNo };
+  static Status open(const std::string& path, std::unique_ptr<GgufFile>* out, Digest digest = Digest::kYes);
   // Parses bytes the caller keeps alive at least as long as *out (the fuzz
   // target's entry). `file` names them in messages. No digest.
   static Status parse(const uint8_t* data, uint64_t size, const std::string& file, std::unique_ptr<GgufFile>* out);
@@ -112,7 +115,7 @@ class GgufFile {
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   const GgufValue* find(const std::string& key) const;
   const TensorView* find_tensor(const std::string& name) const;
-  // XXH3-128 of the file's bytes, 32 hex digits (empty after parse()).
+  // XXH3-128 of the file's bytes, 32 hex digits (empty after parse() and open(..., Digest::kNo)).
   const std::string& weights_digest() const { return digest_; }
 
   // Typed reads of one key: not_found when absent, corruption naming the key,
@@ -131,7 +134,7 @@ class GgufFile {
   // Maps and parses one file, its mapping kept in *out.
   static Status open_one(const std::string& path, std::unique_ptr<GgufFile>* out);
   // The shards after the first (this file, split into `count`): their
-  // tensors joined to this file's, their bytes added to `hash`.
+  // tensors joined to this file's, their bytes added to `hash` when given.
   Status join_shards(int64_t count, XXH3_state_t* hash);
   std::string file_;
   uint32_t version_ = 0;

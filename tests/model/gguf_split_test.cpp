@@ -68,6 +68,12 @@ TEST(GgufSplitTest, LlamaCppsShardsOpenAsTheFileTheyWereCutFrom) {
     // Every shard's bytes are in the digest, so a bank never mixes the two.
     EXPECT_EQ(split->weights_digest().size(), 32u);
     EXPECT_NE(split->weights_digest(), whole->weights_digest());
+    std::unique_ptr<GgufFile> undigested;
+    s = GgufFile::open(source_path(std::string("tests/model/data/gguf-split/") + first), &undigested,
+                       GgufFile::Digest::kNo);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    EXPECT_EQ(undigested->tensors().size(), whole->tensors().size());
+    EXPECT_EQ(undigested->weights_digest(), "");
     GgufModel model;
     s = open_gguf_model(source_path(std::string("tests/model/data/gguf-split/") + first), &model);
     ASSERT_TRUE(s.is_ok()) << s.to_string();

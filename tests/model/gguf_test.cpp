@@ -141,6 +141,11 @@ TEST(GgufTest, OpensAFileAndDigestsItsBytes) {
   ASSERT_TRUE(GgufFile::open(dir.file("n.gguf"), &h).is_ok());
   EXPECT_NE(g->weights_digest(), h->weights_digest());
   EXPECT_FALSE(GgufFile::open(dir.file("missing.gguf"), &h).is_ok());
+  // Without the digest: the same metadata and tensors, no digest.
+  ASSERT_TRUE(GgufFile::open(dir.file("m.gguf"), &h, GgufFile::Digest::kNo).is_ok());
+  EXPECT_EQ(h->weights_digest(), "");
+  EXPECT_EQ(h->tensors().size(), 4u);
+  EXPECT_EQ(h->metadata().size(), g->metadata().size());
 }
 
 TEST(GgufTest, TypedReadsNameTheKeyAndItsType) {
