@@ -250,11 +250,14 @@ void packed_stream_rates(Kernels& kernels, ThreadPool& pool, int64_t stream, std
       return bytes / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
     };
     std::vector<double> read, product, ratio;
-    for (int pass = 0; pass < kPasses; ++pass) {  // which goes first alternates too
-      const double p = pass % 2 ? gbs(product_pass) : 0, r = gbs(read_pass);
-      product.push_back(pass % 2 ? p : gbs(product_pass));
-      read.push_back(r);
-      ratio.push_back(product.back() / read.back());
+    for (int pass = 0; pass < kPasses; ++pass) {
+      double p, r;
+      if (pass % 2) {  // which goes first alternates too
+        p = gbs(product_pass), r = gbs(read_pass);
+      } else {
+        r = gbs(read_pass), p = gbs(product_pass);
+      }
+      product.push_back(p), read.push_back(r), ratio.push_back(p / r);
     }
     std::printf("| %s | %s | %s | %s |\n", dtype_name(dtype), spread(read, "%.1f").c_str(),
                 spread(product, "%.1f").c_str(), spread(ratio, "%.2f").c_str());
