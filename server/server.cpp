@@ -403,7 +403,9 @@ void Server::install_error_handlers() {
     res.status = 500;
     res.set_content(dump_json(internal_error(id.empty() ? "-" : id).to_json()), kJson);
   });
-  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  // Counted before the status line goes out (httplib's logger runs only after
+  // the body), so a client that has its answer finds it in /metrics.
+  http_->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     metrics_.record_request(endpoint_label(req.path), res.status);
   });
 }

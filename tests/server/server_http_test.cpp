@@ -409,6 +409,32 @@ TEST(ServerHttp, FullQueueAnswers429) {
       << metrics;
 }
 
+// A request is counted when its status line goes out, not when its body
+// ends: a client holding its answer (here the first event of a stream that
+// still runs) finds it in /metrics.
+TEST(ServerHttp, RequestIsCountedOnceItsAnswerIsSent) {
+  TestServer ts;
+  ts.backend.per_token_sleep_us = 20000;  // 1000 tokens would take 20 s
+  const std::string counted = "statebank_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 1\n";
+  std::string metrics_mid_stream;
+  httplib::Client c("127.0.0.1", ts.port);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}}.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    metrics_mid_stream = ts.client()->Get("/metrics")->body;
+    return false;  // hang up: the stream is cancelled, not finished
+  };
+  c.send(req);
+  EXPECT_NE(metrics_mid_stream.find(counted), std::string::npos) << metrics_mid_stream;
+  for (int i = 0; i < 300 && ts.backend.cancelled.load() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ts.backend.cancelled.load(), 1);
+  EXPECT_NE(ts.client()->Get("/metrics")->body.find(counted), std::string::npos);  // not counted twice
+}
+
 TEST(ServerHttp, ShutdownFinishesWhatRunsThenRefuses) {
   TestServer ts;
   ts.backend.hold();
