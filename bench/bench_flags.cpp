@@ -2,11 +2,18 @@
 
 #include <sys/resource.h>
 
+#include <cerrno>  // program_invocation_short_name
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
 namespace sb::bench {
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, s.to_string().c_str());
+  return 2;
+}
 
 double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -14,6 +14,10 @@ namespace sb::bench {
 // net); q (gated), o; gate/up, down. The kernel benchmarks' default --shapes.
 inline constexpr const char* k08bShapes = "6144x1024,2048x1024,1024x2048,4096x1024,3584x1024,1024x3584";
 
+// One line on stderr naming the benchmark and what went wrong; returns the
+// exit code of a bad input (2).
+int fail(const Status& s);
+
 double wall_seconds();  // a steady clock
 // User and system CPU time of the whole process: on a machine shared with
 // other work, what the benchmark itself spent.

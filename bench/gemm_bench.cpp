@@ -17,15 +17,6 @@
 
 using namespace sb;
 
-namespace {
-
-int fail(const Status& s) {
-  std::fprintf(stderr, "gemm_bench: %s\n", s.to_string().c_str());
-  return 2;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   Args args({"threads", "reps", "rows", "shapes"}, {});
   int64_t threads = 1, reps = 5;
@@ -36,7 +27,7 @@ int main(int argc, char** argv) {
   if (s) s = args.get_int("reps", 5, 1, 1000, &reps);
   if (s) s = bench::positive_ints("rows", args.get("rows", "1,8,64,512"), ',', &rows);
   if (s) s = bench::matrix_shapes("shapes", args.get("shapes", bench::k08bShapes), &shapes);
-  if (!s) return fail(s);
+  if (!s) return bench::fail(s);
   ThreadPool pool(static_cast<int>(threads));
   std::printf("threads %lld, min of %lld, GFLOP/s (CPU time / threads; wall in brackets)\n",
               static_cast<long long>(threads), static_cast<long long>(reps));

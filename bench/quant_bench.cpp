@@ -44,11 +44,6 @@ using namespace sb;
 
 namespace {
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "quant_bench: %s\n", s.to_string().c_str());
-  return 2;
-}
-
 // One shape's weight in one format, in enough copies to stream from memory.
 struct Weights {
   int64_t n = 0, k = 0, row_bytes = 0;
@@ -280,7 +275,7 @@ int main(int argc, char** argv) {
   if (s) s = parse_isa(args.get("isa", "auto"), &isa);
   const std::string shapes_text = args.get("shapes", bench::k08bShapes);
   if (s) s = bench::matrix_shapes("shapes", shapes_text, &shapes);
-  if (!s) return fail(s);
+  if (!s) return bench::fail(s);
   const int64_t stream = mib << 20;
   cpu::force_quant_isa(isa);
   ThreadPool pool(static_cast<int>(threads));

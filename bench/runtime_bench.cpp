@@ -48,11 +48,6 @@ using namespace sb;
 
 namespace {
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "runtime_bench: %s\n", s.to_string().c_str());
-  return 2;
-}
-
 // Resident set size of this process in bytes (0 where /proc is absent).
 uint64_t resident_bytes() {
   std::ifstream status("/proc/self/status");
@@ -155,7 +150,7 @@ int main(int argc, char** argv) {
   const std::string arch = args.get("arch", "qwen3_5"), preset = args.get("preset", "0.8b");
   Weights weights;
   if (s) s = open_weights(args, arch, preset, &weights);
-  if (!s) return fail(s);
+  if (!s) return bench::fail(s);
   const std::string& dir = weights.path;
   // A GGUF file's model is its metadata's, whatever --arch and --preset say.
   const std::string model_name = args.has("model") ? std::string(arch_name(weights.config.arch)) : arch + " " + preset;
@@ -176,7 +171,7 @@ int main(int argc, char** argv) {
   for (int64_t threads : thread_counts) {
     std::unique_ptr<Model> model;
     options.threads = static_cast<int>(threads);
-    if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail(s);
+    if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return bench::fail(s);
     kernels = model->kernels_name();
     if (!rss_after_load) rss_after_load = resident_bytes();
     const size_t first = samples.size();
@@ -187,21 +182,23 @@ int main(int argc, char** argv) {
         State state = model->new_state();
         PrefillOutput out;
         const double w0 = bench::wall_seconds(), c0 = bench::process_cpu_seconds();
-        if (!(s = model->prefill(state, std::span<const int32_t>(prompt).first(prefills[k]), {}, &out))) return fail(s);
+        if (!(s = model->prefill(state, std::span<const int32_t>(prompt).first(prefills[k]), {}, &out)))
+          return bench::fail(s);
         samples[first + k].ts.push_back(prefills[k] / (bench::wall_seconds() - w0));
         samples[first + k].cpu_ts.push_back(prefills[k] * threads / (bench::process_cpu_seconds() - c0));
       }
       State state = model->new_state();
       std::vector<float> logits;
-      if (!(s = model->decode(state, 0, &logits))) return fail(s);  // first touch outside the timing
+      if (!(s = model->decode(state, 0, &logits))) return bench::fail(s);  // first touch outside the timing
       if (!rss_after_decode) rss_after_decode = resident_bytes();
       const double w0 = bench::wall_seconds(), c0 = bench::process_cpu_seconds();
       for (int64_t i = 0; i < n_decode; ++i)
-        if (!(s = model->decode(state, static_cast<int32_t>(i % 1000), &logits))) return fail(s);
+        if (!(s = model->decode(state, static_cast<int32_t>(i % 1000), &logits))) return bench::fail(s);
       samples.back().ts.push_back(n_decode / (bench::wall_seconds() - w0));
       samples.back().cpu_ts.push_back(n_decode * threads / (bench::process_cpu_seconds() - c0));
     }
-    if (!(s = decode_beside_probe(*model, static_cast<int>(threads), weight_bytes, &paired[threads]))) return fail(s);
+    if (!(s = decode_beside_probe(*model, static_cast<int>(threads), weight_bytes, &paired[threads])))
+      return bench::fail(s);
   }
 
   for (int64_t t : thread_counts) probes[t].merge(bench::probe_read_bandwidth(static_cast<int>(t), kProbePasses));

@@ -14,11 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "bank/bank.h"
+#include "bank/ram_tier.h"
+#include "bench/bench_flags.h"
 #include "bench/bench_model.h"
 #include "cli/args.h"
 #include "common/memory_tuning.h"
-#include "bank/bank.h"
-#include "bank/ram_tier.h"
 #include "engine/engine.h"
 #include "model/gen_model.h"
 #include "model/model.h"
@@ -27,11 +28,6 @@
 using namespace sb;
 
 namespace {
-
-int fail(const Status& s) {
-  std::fprintf(stderr, "ttft_bench: %s\n", s.to_string().c_str());
-  return 2;
-}
 
 void print_record(const char* label, const CompletionResult& r) {
   const RestoreRecord& x = r.restore;
@@ -54,16 +50,16 @@ int main(int argc, char** argv) {
   // The same directory runtime_bench uses, so one generated checkpoint serves both.
   std::string dir;
   if (s) s = bench_checkpoint(args.get("arch", "qwen3_5"), args.get("preset", "0.8b"), args.get("dir"), &dir);
-  if (!s) return fail(s);
+  if (!s) return bench::fail(s);
   std::unique_ptr<Model> model;
   RuntimeOptions options;
   options.threads = static_cast<int>(threads);
   if (args.has("precision")) {
     Precision p;
-    if (!(s = parse_precision(args.get("precision"), &p))) return fail(s);
+    if (!(s = parse_precision(args.get("precision"), &p))) return bench::fail(s);
     options.precision = p;
   }
-  if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return fail(s);
+  if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return bench::fail(s);
   const StateSchema& schema = model->schema();
   std::printf("state: %.1f bank bytes per token in blocks (%llu per %lld-token block), %llu bytes per snapshot\n",
               static_cast<double>(schema.block_bytes(block)) / static_cast<double>(block),
@@ -75,7 +71,7 @@ int main(int argc, char** argv) {
   EngineOptions eo;
   eo.block_tokens = static_cast<uint32_t>(block);
   std::unique_ptr<Engine> engine;
-  if (!(s = Engine::create(*model, &bank, eo, &engine))) return fail(s);
+  if (!(s = Engine::create(*model, &bank, eo, &engine))) return bench::fail(s);
 
   std::mt19937 rng(1);
   CompletionRequest req;
@@ -86,9 +82,9 @@ int main(int argc, char** argv) {
               args.get("preset", "0.8b").c_str(), static_cast<long long>(threads), static_cast<long long>(n_prompt),
               static_cast<long long>(block));
   CompletionResult cold, warm;
-  if (!(s = engine->complete(req, &cold))) return fail(s);
+  if (!(s = engine->complete(req, &cold))) return bench::fail(s);
   print_record("cold", cold);
-  if (!(s = engine->complete(req, &warm))) return fail(s);
+  if (!(s = engine->complete(req, &warm))) return bench::fail(s);
   print_record("restored", warm);
   const bool equal = cold.tokens.size() == warm.tokens.size() && cold.tokens[0].token == warm.tokens[0].token &&
                      std::memcmp(&cold.tokens[0].logprob, &warm.tokens[0].logprob, sizeof(float)) == 0;
