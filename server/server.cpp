@@ -32,9 +32,10 @@ namespace {
 const char* kJson = "application/json";
 
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages",
-                            "/v1/messages/count_tokens", "/v1/models", "/health", "/metrics", "/v1/bank",
-                            "/v1/bank/prefixes", "/v1/bank/requests", "/v1/bank/pins", "/v1/bank/flush", "/bank"})
+  for (const char* known :
+       {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens",
+        "/v1/models", "/health", "/metrics", "/v1/bank", "/v1/bank/prefixes", "/v1/bank/requests", "/v1/bank/pins",
+        "/v1/bank/flush", "/bank", "/tokenize", "/detokenize"})
     if (path == known) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   if (path.rfind("/v1/bank/pins/", 0) == 0) return "/v1/bank/pins/{id}";
@@ -187,7 +188,7 @@ bool reads_body(const httplib::Request& req) {
   if (req.method == "POST")
     return req.path == "/v1/completions" || req.path == "/v1/chat/completions" || req.path == "/v1/responses" ||
            req.path == "/v1/messages" || req.path == "/v1/messages/count_tokens" || req.path == "/v1/bank/pins" ||
-           req.path == "/v1/bank/flush";
+           req.path == "/v1/bank/flush" || req.path == "/tokenize" || req.path == "/detokenize";
   return req.method == "DELETE" && req.path.rfind("/v1/bank/pins/", 0) == 0;
 }
 
@@ -295,6 +296,7 @@ void Server::install_routes() {
   install_info_routes();
   install_bank_routes();
   install_completion_routes();
+  install_token_routes();
   install_error_handlers();
 }
 

@@ -150,6 +150,7 @@ class Server {
   void install_completion_routes();
   void install_error_handlers();  // errors in OpenAI's shape; request metrics
   void install_bank_routes();     // server/bank_routes.cpp
+  void install_token_routes();    // /tokenize, /detokenize: server/token_routes.cpp
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
                          const Protocol& protocol);
   // The body, read after the route's key check: at most max_body_bytes as

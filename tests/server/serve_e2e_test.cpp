@@ -155,6 +155,42 @@ TEST_F(ServeE2E, BadInputAgainstTheRealModelKeepsServing) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+// /tokenize gives the ids its completion route runs (the real tokenizer and
+// chat template), and /detokenize gives their text back.
+TEST_F(ServeE2E, TokenizeGivesTheIdsTheCompletionRoutesRun) {
+  ServeProcess server(serve_args(root_ + "/bank_tokens"));
+  auto c = server.client();
+  const std::string text = "Grüße aus Zürich: 東京 🚀 and tabs\tand\nlines";
+  const json tokenized = post(c, "/tokenize", {{"prompt", text}}, false);
+  const std::vector<int32_t> prompt_ids = tokenized["tokens"];
+  ASSERT_GT(prompt_ids.size(), 10u);
+  EXPECT_EQ(tokenized["count"], prompt_ids.size());
+  EXPECT_EQ(tokenized["max_model_len"], 32768);  // the tiny preset's context length
+  // The text and its ids as prompts: the same reply, bit for bit.
+  const json by_text =
+      post(c, "/v1/completions", {{"prompt", text}, {"max_tokens", 4}, {"logprobs", 3}, {"temperature", 0}}, true);
+  const json by_ids = post(c, "/v1/completions",
+                           {{"prompt", prompt_ids}, {"max_tokens", 4}, {"logprobs", 3}, {"temperature", 0}}, true);
+  EXPECT_EQ(by_ids["choices"].dump(), by_text["choices"].dump());
+  EXPECT_EQ(by_text["usage"]["prompt_tokens"], prompt_ids.size());
+  EXPECT_EQ(post(c, "/detokenize", {{"tokens", prompt_ids}}, false)["prompt"], text);
+  // A chat body: the rendered template's ids, as many as the chat completion's prompt.
+  const json chat = {
+      {"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", text}}}},
+      {"max_tokens", 2}};
+  const json rendered = post(c, "/tokenize", chat, false);
+  EXPECT_EQ(rendered["count"], post(c, "/v1/chat/completions", chat, true)["usage"]["prompt_tokens"]);
+  const std::string shown = post(c, "/detokenize", {{"tokens", rendered["tokens"]}}, false)["prompt"];
+  EXPECT_NE(shown.find("<|im_start|>user\n" + text + "<|im_end|>"), std::string::npos) << shown;
+  EXPECT_EQ(shown.substr(shown.size() - 22), "<|im_start|>assistant\n") << shown;
+  // Ids outside the vocabulary: a 400 naming the one at fault.
+  auto bad = c.Post("/detokenize", json{{"tokens", {1, 151936}}}.dump(), "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "tokens.1");
+  EXPECT_EQ(server.stop(), 0);
+}
+
 TEST_F(ServeE2E, OfficialClientAgainstTheRealModel) {
   ServeProcess server(serve_args(root_ + "/bank_client"));
   std::string cmd = "SB_BASE_URL=http://127.0.0.1:" + std::to_string(server.port) + " node --test " +

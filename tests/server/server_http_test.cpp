@@ -297,8 +297,11 @@ TEST(ServerHttp, ApiKeyIsRequiredAndDerivesTheNamespace) {
   expect_openai_error(post(*c, "/v1/completions", body), 401, "");
   expect_openai_error(post(*c, "/v1/completions", body, {{"Authorization", "Bearer wrong"}}), 401, "");
   expect_openai_error(c->Get("/v1/models"), 401, "");
+  expect_openai_error(post(*c, "/tokenize", body), 401, "");
+  expect_openai_error(post(*c, "/detokenize", {{"tokens", {72}}}), 401, "");
   EXPECT_EQ(c->Get("/health")->status, 200);  // health stays open for probes
   httplib::Headers auth = {{"Authorization", "Bearer sekret"}};
+  EXPECT_EQ(post(*c, "/detokenize", {{"tokens", {72, 105}}}, auth)->body, R"({"prompt":"Hi"})");
   auto first = post(*c, "/v1/completions", body, auth);
   ASSERT_EQ(first->status, 200) << first->body;
   auto second = post(*c, "/v1/completions", body, auth);
