@@ -233,9 +233,10 @@ int run_gc(SsdTier& t, bool json, bool has_budget, uint64_t budget) {
 }  // namespace
 
 int cmd_bank(int argc, char** argv) {
-  Args args({"bank-dir", "budget", "limit", "root"}, {"json", "all"});
+  Args args({"bank-dir", "budget", "limit", "root"}, {"json", "all", "help"});
   Status s = args.parse(argc, argv);
   if (!s.is_ok()) return fail("bank", s.message() + "\n" + kUsage);
+  if (args.has("help")) return print_usage(kUsage);
   if (args.positional().size() != 1) return fail("bank", kUsage);
   const std::string action = args.positional()[0];
   if (action != "stats" && action != "ls" && action != "prefixes" && action != "verify" && action != "gc" &&

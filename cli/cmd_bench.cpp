@@ -136,9 +136,10 @@ int bench_agent(int argc, char** argv) {
              "reply-tokens", "projects", "turns", "turns-after", "block-tokens", "snapshot-every", "threads", "precision",
              "weights", "ram-bytes", "seed", "work-dir", "report", "csv", "plot-script", "remote", "remote-password-file",
              "remote-timeout-ms"},
-            {"keep-bank", "no-plots"});
+            {"keep-bank", "no-plots", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + " (statebank bench --help)");
+  if (args.has("help")) return print_usage(kUsage);
   if (!args.positional().empty())
     return fail("bench", "unexpected argument '" + args.positional()[0] + "' (statebank bench --help)");
   AgentWorkloadOptions o;

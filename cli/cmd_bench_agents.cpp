@@ -227,9 +227,10 @@ std::string report(const std::vector<TurnResult>& turns, const ReportContext& c)
 int bench_agents(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "weights", "precision", "session", "threads", "max-tokens",
              "block-tokens", "ram-bank", "report", "csv", "plot-script"},
-            {"no-plots"});
+            {"no-plots", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kAgentsUsage);
+  if (args.has("help")) return print_usage(kAgentsUsage);
   if (!args.positional().empty())
     return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kAgentsUsage);
   int64_t threads, max_tokens, block_tokens;

@@ -96,9 +96,10 @@ int bench_load(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "weights", "clients", "prompt-tokens", "decode-tokens", "requests", "rounds",
              "max-running", "batch-tokens", "long-prompt-tokens", "long-decoders", "idle-tokens", "long-batch-tokens",
              "itl-ratio", "long-itl-ratios", "seed", "report", "csv", "speculative"},
-            {"no-plots"});
+            {"no-plots", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kLoadUsage);
+  if (args.has("help")) return print_usage(kLoadUsage);
   if (!args.positional().empty()) return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kLoadUsage);
   LoadOptions o;
   int64_t threads;

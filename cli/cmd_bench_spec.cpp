@@ -313,9 +313,10 @@ Status mtp_markdown(const Args& args, const SpecOptions& o, int threads, const E
 int bench_spec(int argc, char** argv) {
   Args args({"model", "arch", "preset", "cache-dir", "threads", "precision", "prompt-tokens", "decode-tokens", "reps",
              "acceptance", "depths", "seed", "report", "csv", "mtp-vocab", "llama-bin"},
-            {"no-plots", "no-llama"});
+            {"no-plots", "no-llama", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("bench", s.message() + "\n" + kSpecUsage);
+  if (args.has("help")) return print_usage(kSpecUsage);
   if (!args.positional().empty())
     return fail("bench", "unexpected argument '" + args.positional()[0] + "'\n" + kSpecUsage);
   SpecOptions o;

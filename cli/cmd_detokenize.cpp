@@ -14,8 +14,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "server/model_files.h"
 #include "cli/jsonl.h"
+#include "cli/model_arg.h"
+#include "server/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {
@@ -54,14 +55,18 @@ Status parse_ids(const std::string& text, std::vector<int32_t>* ids) {
 }  // namespace
 
 int cmd_detokenize(int argc, char** argv) {
-  Args args({"model"}, {"jsonl"});
+  const char* usage = "usage: statebank detokenize --model DIR|FILE.gguf|demo (1,2,3 | --jsonl)";
+  Args args({"model"}, {"jsonl", "help"});
   if (Status st = args.parse(argc, argv); !st) return fail("detokenize", st.message());
-  if (!args.has("model")) return fail("detokenize", "--model DIR is required");
+  if (args.has("help")) return print_usage(usage);
+  if (!args.has("model")) return fail("detokenize", "--model is required");
   bool jsonl = args.has("jsonl");
   if (jsonl && !args.positional().empty()) return fail("detokenize", "--jsonl reads stdin; give no IDS");
   if (!jsonl && args.positional().size() != 1) return fail("detokenize", "give exactly one IDS argument (or --jsonl)");
   std::unique_ptr<Tokenizer> tok;
-  if (Status st = load_model_tokenizer(args.get("model"), &tok); !st) return fail("detokenize", st.to_string());
+  std::string model;
+  if (Status st = resolve_model_dir(args.get("model"), &model); !st) return fail("detokenize", st.to_string());
+  if (Status st = load_model_tokenizer(model, &tok); !st) return fail("detokenize", st.to_string());
 
   if (!jsonl) {
     std::vector<int32_t> ids;

@@ -10,12 +10,13 @@ namespace sb {
 
 int cmd_gen_model(int argc, char** argv) {
   const char* cmd = "gen-model";
-  Args args({"arch", "preset", "seed", "dtype", "tokenizer", "mtp-layers"}, {});
+  const char* usage =
+      "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|statebank_qsa "
+      "--preset tiny|small|0.8b|4b [--seed N] [--dtype bf16|f32] [--mtp-layers 0|1] [--tokenizer DIR] OUT_DIR";
+  Args args({"arch", "preset", "seed", "dtype", "tokenizer", "mtp-layers"}, {"help"});
   if (Status s = args.parse(argc, argv); !s) return fail(cmd, s.message());
-  if (args.positional().size() != 1)
-    return fail(cmd,
-                "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|statebank_qsa "
-                "--preset tiny|small|0.8b|4b [--seed N] [--dtype bf16|f32] [--mtp-layers 0|1] [--tokenizer DIR] OUT_DIR");
+  if (args.has("help")) return print_usage(usage);
+  if (args.positional().size() != 1) return fail(cmd, usage);
   if (!args.has("arch")) return fail(cmd, "--arch is required");
   if (!args.has("preset")) return fail(cmd, "--preset is required");
   Arch arch;

@@ -193,14 +193,20 @@ Status run_restored(const Model& model, const std::vector<int32_t>& prompt, cons
   return Status::ok();
 }
 
+const char* kUsage =
+    "usage: statebank run --model DIR|FILE.gguf|demo [--weights TYPE] (--prompt TEXT | --prompt-ids 1,2,3) "
+    "[--max-tokens 32] [--threads 2] [--precision bf16|f32] [--temperature 0] [--top-p 1] [--top-k 0] [--seed 0] "
+    "[--ids] [--logits-out FILE [--logits-rows N] [--split-at N] [--restore [--block-tokens 256]]]";
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "precision", "temperature", "top-p", "top-k", "seed",
-             "weights", "logits-out", "logits-rows", "split-at", "block-tokens"},
-            {"ids", "restore"});
+  Args args({"model", "prompt", "prompt-ids", "max-tokens", "threads", "precision", "temperature", "top-p", "top-k",
+             "seed", "weights", "logits-out", "logits-rows", "split-at", "block-tokens"},
+            {"ids", "restore", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("run", s.message());
+  if (args.has("help")) return print_usage(kUsage);
   if (args.has("prompt") == args.has("prompt-ids")) return fail("run", "give exactly one of --prompt and --prompt-ids");
   RunFlags f;
   int64_t threads, top_k, seed, split_at, block_tokens;

@@ -35,7 +35,8 @@ namespace sb {
 namespace {
 
 const char* kUsage =
-    "usage: statebank serve --model DIR|demo [--host 127.0.0.1] [--port 8000] [--bank-dir DIR] [--ram-bank SIZE] "
+    "usage: statebank serve --model DIR|FILE.gguf|demo [--weights TYPE] [--host 127.0.0.1] [--port 8000] [--bank-dir "
+    "DIR] [--ram-bank SIZE] "
     "[--ssd-bank SIZE] [--ssd on|off|read-only] [--block-tokens 256] [--snapshot-every 2048] [--threads N] "
     "[--precision bf16|f32] "
     "[--api-key KEY | --api-key-file FILE | --api-keys-file FILE [--shared-namespace TENANT]] "
@@ -319,9 +320,10 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control"});
+  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
+  if (args.has("help")) return print_usage(kUsage);
   if (!args.positional().empty()) return fail("serve", "unexpected argument '" + args.positional()[0] + "'\n" + kUsage);
   if (!args.has("model")) return fail("serve", std::string("--model is required\n") + kUsage);
 

@@ -12,21 +12,26 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "server/model_files.h"
 #include "cli/jsonl.h"
+#include "cli/model_arg.h"
+#include "server/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {
 
 int cmd_tokenize(int argc, char** argv) {
-  Args args({"model"}, {"jsonl", "no-special"});
+  const char* usage = "usage: statebank tokenize --model DIR|FILE.gguf|demo [--no-special] (TEXT | --jsonl)";
+  Args args({"model"}, {"jsonl", "no-special", "help"});
   if (Status st = args.parse(argc, argv); !st) return fail("tokenize", st.message());
-  if (!args.has("model")) return fail("tokenize", "--model DIR is required");
+  if (args.has("help")) return print_usage(usage);
+  if (!args.has("model")) return fail("tokenize", "--model is required");
   bool jsonl = args.has("jsonl");
   if (jsonl && !args.positional().empty()) return fail("tokenize", "--jsonl reads stdin; give no TEXT");
   if (!jsonl && args.positional().size() != 1) return fail("tokenize", "give exactly one TEXT argument (or --jsonl)");
   std::unique_ptr<Tokenizer> tok;
-  if (Status st = load_model_tokenizer(args.get("model"), &tok); !st) return fail("tokenize", st.to_string());
+  std::string model;
+  if (Status st = resolve_model_dir(args.get("model"), &model); !st) return fail("tokenize", st.to_string());
+  if (Status st = load_model_tokenizer(model, &tok); !st) return fail("tokenize", st.to_string());
   bool special = !args.has("no-special");
 
   if (!jsonl) {

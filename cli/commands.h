@@ -17,5 +17,7 @@ int cmd_bench(int argc, char** argv);
 
 // Prints "statebank <command>: <message>" to stderr and returns 2.
 int fail(const char* command, const std::string& message);
+// A command's --help: its usage on stdout; returns 0.
+int print_usage(const char* usage);
 
 }  // namespace sb

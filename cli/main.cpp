@@ -6,15 +6,6 @@
 #include "cli/commands.h"
 #include "common/memory_tuning.h"
 
-namespace sb {
-
-int fail(const char* command, const std::string& message) {
-  std::fprintf(stderr, "statebank %s: %s\n", command, message.c_str());
-  return 2;
-}
-
-}  // namespace sb
-
 namespace {
 
 struct Command {

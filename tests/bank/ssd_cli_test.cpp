@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -11,13 +10,6 @@
 #include "tests/bank/ssd_test_util.h"
 
 namespace sb {
-
-// main.cpp's, which this test does not link.
-int fail(const char* command, const std::string& message) {
-  std::fprintf(stderr, "statebank %s: %s\n", command, message.c_str());
-  return 2;
-}
-
 namespace {
 
 using namespace sb::testing;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/cli/statebank_cli.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
 
@@ -23,25 +24,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string out, err;
-};
-
+using sb::testing::Outcome;
 using sb::testing::read_file;
+using sb::testing::run_statebank;
 
 std::vector<float> read_floats(const fs::path& p) {
   const std::string bytes = read_file(p.string());
   std::vector<float> v(bytes.size() / sizeof(float));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
   return v;
-}
-
-Outcome run_statebank(const sb::testing::TempDir& dir, const std::string& args) {
-  const std::string cmd =
-      "'" SB_STATEBANK_BIN "' " + args + " >'" + dir.file("stdout.txt") + "' 2>'" + dir.file("stderr.txt") + "'";
-  const int st = std::system(cmd.c_str());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, read_file(dir.file("stdout.txt")), read_file(dir.file("stderr.txt"))};
 }
 
 std::string ids(int n) {
