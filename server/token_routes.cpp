@@ -1,9 +1,10 @@
-// POST /tokenize and /detokenize (docs/interface.md, "Tokens"): the ids a
+// POST /tokenize and /detokenize (docs/interface.md, "POST /tokenize"): the ids a
 // completion would prefill for a body, and the text of ids, for clients that
 // count or inspect tokens (the shapes vLLM gives them). A body is checked as
 // its completion route checks it, so the ids are the ones that route runs.
 #include <httplib.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,8 @@ DetokenizeParams parse_detokenize(const json& body, int64_t vocab_size, int64_t 
     fail("tokens", "'tokens' has " + std::to_string(tokens->size()) + " ids, more than the limit of " +
                        std::to_string(max_tokens));
   for (size_t i = 0; i < tokens->size(); ++i)
-    p.tokens.push_back(static_cast<int32_t>(as_int((*tokens)[i], "tokens." + std::to_string(i), 0, vocab_size - 1)));
+    p.tokens.push_back(
+        static_cast<int32_t>(as_int((*tokens)[i], "tokens[" + std::to_string(i) + "]", 0, vocab_size - 1)));
   return p;
 }
 

@@ -187,7 +187,7 @@ TEST_F(ServeE2E, TokenizeGivesTheIdsTheCompletionRoutesRun) {
   auto bad = c.Post("/detokenize", json{{"tokens", {1, 151936}}}.dump(), "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400) << bad->body;
-  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "tokens.1");
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "tokens[1]");
   EXPECT_EQ(server.stop(), 0);
 }
 
