@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -46,6 +47,22 @@ void expect_openai_error(const httplib::Result& r, int status, const std::string
     EXPECT_TRUE(e["param"].is_null()) << r->body;
   else
     EXPECT_EQ(e["param"], param) << r->body;
+}
+
+// Streams a 1000-token completion, runs `on_first_event` when its first
+// bytes arrive, then hangs up: the request is cancelled, not finished.
+void stream_then_hang_up(int port, const std::function<void()>& on_first_event) {
+  httplib::Client c("127.0.0.1", port);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}}.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    on_first_event();
+    return false;
+  };
+  c.send(req);
 }
 
 void expect_serving(httplib::Client& c) {
@@ -351,18 +368,8 @@ TEST(ServerHttp, ClientThatDisconnectsCancelsItsRequest) {
   ts.backend.per_token_sleep_us = 20000;  // 20 ms a token: 1000 tokens would take 20 s
   {
     // Streaming: read the first event, then hang up.
-    httplib::Client c("127.0.0.1", ts.port);
     bool got = false;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}}.dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-      got = true;
-      return false;  // abort
-    };
-    auto r = c.send(req);
+    stream_then_hang_up(ts.port, [&] { got = true; });
     EXPECT_TRUE(got);
   }
   for (int i = 0; i < 300 && ts.backend.cancelled.load() < 1; ++i)
@@ -420,17 +427,7 @@ TEST(ServerHttp, RequestIsCountedOnceItsAnswerIsSent) {
   ts.backend.per_token_sleep_us = 20000;  // 1000 tokens would take 20 s
   const std::string counted = "statebank_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 1\n";
   std::string metrics_mid_stream;
-  httplib::Client c("127.0.0.1", ts.port);
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = json{{"prompt", "go"}, {"max_tokens", 1000}, {"seed", 0}, {"stream", true}}.dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-    metrics_mid_stream = ts.client()->Get("/metrics")->body;
-    return false;  // hang up: the stream is cancelled, not finished
-  };
-  c.send(req);
+  stream_then_hang_up(ts.port, [&] { metrics_mid_stream = ts.client()->Get("/metrics")->body; });
   EXPECT_NE(metrics_mid_stream.find(counted), std::string::npos) << metrics_mid_stream;
   for (int i = 0; i < 300 && ts.backend.cancelled.load() < 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
