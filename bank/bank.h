@@ -1,4 +1,4 @@
-// Bank: an ordered list of tiers (RAM first, then SSD, later remote) behind
+// Bank: an ordered list of tiers (RAM first, then SSD, then the remote tier) behind
 // one lookup and one publish (docs/bank.md, "Lookup, restore, continue").
 //
 // Plan, then apply: plan_restore() finds, fetches and checks every object a

@@ -21,7 +21,7 @@ const Command kCommands[] = {
     {"quantize", sb::cmd_quantize, "write a checkpoint as a GGUF file (f32, bf16, q8_0, q4_k_m, ...)"},
     {"tokenize", sb::cmd_tokenize, "text to token ids"},
     {"detokenize", sb::cmd_detokenize, "token ids to text"},
-    {"bank", sb::cmd_bank, "inspect, verify and clean a bank directory (stats|ls|verify|gc)"},
+    {"bank", sb::cmd_bank, "inspect, verify and clean a bank directory (stats|ls|prefixes|verify|gc|flush)"},
     {"bench", sb::cmd_bench, "benchmarks"},
 };
 

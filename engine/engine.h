@@ -176,7 +176,7 @@ struct EngineOptions {
   // 0 = only batch_tokens bounds a step.
   double itl_ratio = 2.0;
   // Speculative decoding (engine/speculation.h): kAuto is what the checkpoint
-  // allows (ngram: no checkpoint has a usable MTP head yet); draft_max the
+  // allows (mtp with an MTP head loaded, else ngram); draft_max the
   // longest draft, 1..kMaxDraftTokens. A request may choose its own.
   SpeculativeMode speculative = SpeculativeMode::kAuto;
   int draft_max = 4;

@@ -4,9 +4,12 @@
 // and the counts. How it shows (OpenAI chunks, Anthropic events, a whole
 // body) is its Renderer's (server/renderer.h).
 //
-// Thread safety: on_token() runs on the model worker while the engine runs;
-// finish()/response() run after complete() returned, on whichever thread
-// waits for the job (the job's mutex orders them). Never concurrently.
+// Thread safety: start_stream() runs on the request's thread before the
+// request is submitted; on_token() on the engine's step thread (the
+// request's on_token callback, server/server.cpp); finish_stream() in the
+// engine's on_done callback, after the last on_token(); response() on the
+// request's thread once on_done has marked the call done (the call's mutex
+// orders them). Never concurrently.
 //
 // Responses are ResponseJson (server/sse.h): log-probabilities are stored as
 // the engine's float32 values and print as the shortest decimal (at most 9
