@@ -20,8 +20,8 @@
 namespace sb::cpu {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1,
-                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0,  DType::kQ5_1,   DType::kQ4_K, DType::kQ5_K,
+                            DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS};
 constexpr int64_t kCols = 1024, kOut = 37, kMaxRows = 511;
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
@@ -41,7 +41,8 @@ std::vector<uint8_t> random_weights(DType dtype, uint32_t seed) {
   for (int64_t j = 0; j < kOut; ++j)
     EXPECT_TRUE(quantize_row(dtype, w.data() + j * kCols, kCols, q.data() + j * row_bytes).is_ok());
   const uint16_t subnormal = 0x0123;
-  std::memcpy(q.data() + row_bytes + (dtype == DType::kQ6_K ? 208 : 0), &subnormal, 2);
+  const int d_at = dtype == DType::kQ6_K ? 208 : dtype == DType::kQ2_K ? 80 : dtype == DType::kQ3_K ? 108 : 0;
+  std::memcpy(q.data() + row_bytes + d_at, &subnormal, 2);
   return q;
 }
 
