@@ -221,7 +221,7 @@ struct TypePicker {
       return t;
     }
     if (name.find("attn_output.weight") != std::string::npos) {
-      if (n_experts == 8) return file_type == GgufFileType::kQ2_K || file_type == GgufFileType::kQ3_K_M || iq4 ? DType::kQ5_K : t;
+      if (n_experts == 8) return DType::kQ5_K;
       if (file_type == GgufFileType::kQ2_K) return DType::kQ3_K;
       if (file_type == GgufFileType::kQ3_K_M) return DType::kQ4_K;
     }
@@ -374,8 +374,8 @@ Status parse_gguf_file_type(const std::string& text, GgufFileType* out) {
       *out = t;
       return Status::ok();
     }
-  return Status::invalid("type '" + text + "' is not one of f32, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, q2_k, q3_k_m, iq4_nl, "
-                         "iq4_xs");
+  return Status::invalid("type '" + text +
+                         "' is not one of f32, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, q2_k, q3_k_m, iq4_nl, iq4_xs");
 }
 
 const char* gguf_file_type_name(GgufFileType t) {

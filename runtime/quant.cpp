@@ -4,12 +4,12 @@
 // llama.cpp builds ggml-base), halves round to nearest even.
 #include "runtime/quant.h"
 
-#include "runtime/quant_fit.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
+
+#include "runtime/quant_fit.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -17,8 +17,8 @@
 
 namespace sb {
 
-float quant_fit::fit_scale_min(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, float rmin,
-                    float rdelta, int nstep, bool mad) {
+float quant_fit::fit_scale_min(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                               float rmin, float rdelta, int nstep, bool mad) {
   float min = x[0], max = x[0], sum_w = weights[0], sum_x = sum_w * x[0];
   for (int i = 1; i < n; ++i) {
     if (x[i] < min) min = x[i];

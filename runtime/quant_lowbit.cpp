@@ -154,7 +154,8 @@ void quantize_q2_k(const float* x, BlockQ2_K* y) {
   }
   if (max_min > 0) {
     const float iscale = kQ4Scale / max_min;
-    for (int j = 0; j < 16; ++j) y->scales[j] = static_cast<uint8_t>(y->scales[j] | (nearest_int(iscale * mins[j]) << 4));
+    for (int j = 0; j < 16; ++j)
+      y->scales[j] = static_cast<uint8_t>(y->scales[j] | (nearest_int(iscale * mins[j]) << 4));
     y->dmin = f32_to_f16(max_min / kQ4Scale);
   }
   for (int j = 0; j < 16; ++j) {

@@ -158,14 +158,19 @@ TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
   EXPECT_TRUE(same_bits(ya.data(), a.want.data(), 5 * kOut));
   EXPECT_TRUE(same_bits(yb.data(), b.want.data(), 5 * kOut));
 
+  // An embedding table of each type (Qwen3.8-Flash-Next's n-gram table is
+  // IQ4_NL): the rows looked up are the dequantized rows.
   const int32_t tokens[] = {5, 0, 36, 5};
   std::vector<float> rows(4 * kCols), want(kCols);
-  k->embed_rows(a.ref(), tokens, rows.data());
-  for (int t = 0; t < 4; ++t) {
-    ASSERT_TRUE(dequantize_row(DType::kQ4_K, a.weights.data() + tokens[t] * dtype_row_bytes(DType::kQ4_K, kCols), kCols,
-                               want.data())
-                    .is_ok());
-    EXPECT_TRUE(same_bits(rows.data() + t * kCols, want.data(), kCols)) << "token " << tokens[t];
+  for (DType dtype : kTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::vector<uint8_t> table = random_weights(dtype, 11);
+    k->embed_rows(WeightRef{dtype, kOut, kCols, table.data(), nullptr}, tokens, rows.data());
+    for (int t = 0; t < 4; ++t) {
+      ASSERT_TRUE(
+          dequantize_row(dtype, table.data() + tokens[t] * dtype_row_bytes(dtype, kCols), kCols, want.data()).is_ok());
+      EXPECT_TRUE(same_bits(rows.data() + t * kCols, want.data(), kCols)) << "token " << tokens[t];
+    }
   }
 }
 
