@@ -278,14 +278,9 @@ float fit_scale_q6(const float* x, int8_t* L) {
 
 void quantize_q6_k(const float* x, BlockQ6_K* y) {
   int8_t L[kSuperBlock];
-  float scales[16], max_scale = 0, max_abs_scale = 0;
-  for (int ib = 0; ib < 16; ++ib) {
-    scales[ib] = fit_scale_q6(x + 16 * ib, L + 16 * ib);
-    if (std::fabs(scales[ib]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[ib]);
-      max_scale = scales[ib];
-    }
-  }
+  float scales[16], max_abs_scale;
+  for (int ib = 0; ib < 16; ++ib) scales[ib] = fit_scale_q6(x + 16 * ib, L + 16 * ib);
+  const float max_scale = quant_fit::largest_magnitude(scales, 16, &max_abs_scale);
   std::memset(y, 0, sizeof *y);
   if (max_abs_scale < 1e-15f) return;  // d = +0, every level 0
   const float iscale = -128.f / max_scale;

@@ -3,6 +3,7 @@
 // operation for operation so that the same floats give llama-quantize's bytes.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -16,6 +17,19 @@ inline int nearest_int(float v) {
   int32_t i;
   std::memcpy(&i, &shifted, 4);
   return (i & 0x007fffff) - 0x00400000;
+}
+
+// The value of v[n] of largest magnitude (the first of equals; +0 when all
+// are 0), its magnitude in *amax: the search every ggml quantizer opens with.
+inline float largest_magnitude(const float* v, int n, float* amax) {
+  float max = 0;
+  *amax = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(v[i]) > *amax) {
+      *amax = std::fabs(v[i]);
+      max = v[i];
+    }
+  return max;
 }
 
 // ggml's make_qkx2_quants: levels L[n] (n <= 32) in [0, nmax] and a scale and

@@ -33,12 +33,8 @@ void pack_two_bits(const uint8_t* L, uint8_t* qs) {
 // L + 4 in [0, 7] (all 0 for a block of zeros) and their scale.
 float fit_scale_q3(const float* x, uint8_t* out) {
   constexpr int n = 16, nmax = 4;
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
+  float amax;
+  const float max = largest_magnitude(x, n, &amax);
   if (amax < kAllZero) {
     std::fill(out, out + n, 0);
     return 0.0f;
@@ -95,12 +91,8 @@ int nearest_iq4(float x) {
 float fit_scale_iq4(const float* x, uint8_t* L) {
   constexpr int n = 32, ntry = 7;
   const int8_t* v = kIq4Values;
-  float amax = 0, max = 0;
-  for (int j = 0; j < n; ++j)
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
+  float amax;
+  const float max = largest_magnitude(x, n, &amax);
   if (amax < kAllZero) return 0.0f;
   float id = 1 / (-max / static_cast<float>(v[0]));
   float sumqx = 0, sumq2 = 0;
@@ -170,14 +162,9 @@ void quantize_q2_k(const float* x, BlockQ2_K* y) {
 
 void quantize_q3_k(const float* x, BlockQ3_K* y) {
   uint8_t L[kSuperBlock];
-  float scales[16], max_scale = 0, amax = 0;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = fit_scale_q3(x + 16 * j, L + 16 * j);
-    if (std::fabs(scales[j]) > amax) {
-      amax = std::fabs(scales[j]);
-      max_scale = scales[j];
-    }
-  }
+  float scales[16], amax;
+  for (int j = 0; j < 16; ++j) scales[j] = fit_scale_q3(x + 16 * j, L + 16 * j);
+  const float max_scale = largest_magnitude(scales, 16, &amax);
   std::memset(y->scales, 0, sizeof y->scales);
   y->d = f32_to_f16(0.f);
   if (max_scale != 0.0f) {
@@ -218,14 +205,9 @@ void quantize_iq4_nl(const float* x, BlockIQ4_NL* y) {
 
 void quantize_iq4_xs(const float* x, BlockIQ4_XS* y) {
   uint8_t L[32];
-  float scales[8], max_scale = 0, amax = 0;
-  for (int s = 0; s < 8; ++s) {
-    scales[s] = fit_scale_iq4(x + 32 * s, L);
-    if (std::fabs(scales[s]) > amax) {
-      amax = std::fabs(scales[s]);
-      max_scale = scales[s];
-    }
-  }
+  float scales[8], amax;
+  for (int s = 0; s < 8; ++s) scales[s] = fit_scale_iq4(x + 32 * s, L);
+  const float max_scale = largest_magnitude(scales, 8, &amax);
   const float d = -max_scale / 32;  // -0 when every sub-block is zero, as ggml stores it
   y->d = f32_to_f16(d);
   y->scales_h = 0;
