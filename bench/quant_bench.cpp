@@ -286,7 +286,8 @@ int main(int argc, char** argv) {
   std::printf("| format | rows | GB/s per shape (%s) | bytes per pass | tokens/s |\n|---|---|---|---|---|\n",
               shapes_text.c_str());
   std::mt19937 rng(1);
-  for (DType dtype : {DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0}) {
+  for (DType dtype : {DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0, DType::kQ3_K,
+                      DType::kQ2_K, DType::kIQ4_XS, DType::kIQ4_NL}) {
     std::vector<Weights> ws;
     std::vector<std::vector<WeightRef>> refs;  // per shape, per copy; bf16 prepared (packed) as the model runs it
     for (const auto& [n, k] : shapes) {

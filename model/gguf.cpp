@@ -173,6 +173,14 @@ uint32_t ggml_type_of(DType dtype) {
       return 13;
     case DType::kQ6_K:
       return 14;
+    case DType::kQ2_K:
+      return 10;
+    case DType::kQ3_K:
+      return 11;
+    case DType::kIQ4_NL:
+      return 20;
+    case DType::kIQ4_XS:
+      return 23;
     case DType::kBF16:
       return 30;
   }
@@ -181,15 +189,16 @@ uint32_t ggml_type_of(DType dtype) {
 
 Status gguf_tensor_dtype(uint32_t ggml_type, const std::string& tensor, const std::string& file, DType* out) {
   for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL,
+                  DType::kIQ4_XS}) {
     if (ggml_type_of(d) == ggml_type) {
       *out = d;
       return Status::ok();
     }
   }
   return Status::unsupported("tensor " + tensor + " in file " + file + " has type " + ggml_type_text(ggml_type) +
-                             ", which statebank does not read (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, "
-                             "Q5_K, Q6_K are)");
+                             ", which statebank does not read (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, "
+                             "Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS are)");
 }
 
 // Reads the file front to back; every read is checked against the bytes left.

@@ -10,7 +10,8 @@
 //    outside the data section or overlap another's, or whose offset is not
 //    aligned are errors naming the key or tensor;
 //  - a tensor of a type statebank does not compute with (F32, F16, BF16,
-//    Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K are accepted) is an unsupported error
+//    Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS are
+//    accepted) is an unsupported error
 //    naming the tensor and the type, raised while the tensor infos are read.
 // Tensors are TensorViews into the mapping (model/checkpoint.h) with the
 // shape in row-major order, outermost first: GGUF's ne = [cols, rows, ...]

@@ -162,6 +162,8 @@ DType fallback(DType t, int64_t cols) {
   if (t == DType::kQ4_K) smaller = DType::kQ5_0;
   if (t == DType::kQ5_K) smaller = DType::kQ5_1;
   if (t == DType::kQ6_K) smaller = DType::kQ8_0;
+  if (t == DType::kQ2_K || t == DType::kQ3_K) smaller = DType::kQ4_0;
+  if (t == DType::kIQ4_XS) smaller = DType::kIQ4_NL;
   return cols % dtype_block(smaller).elems == 0 ? smaller : DType::kF16;
 }
 
@@ -171,6 +173,8 @@ struct TypePicker {
   int64_t n_attention_v = 0;  // attn_v and attn_qkv tensors of the file
   int64_t i_attention_v = 0;
   bool tied = false;
+  int64_t n_gqa = 0;     // query heads per key-value head (llama.cpp's n_gqa())
+  int64_t n_experts = 0;
 
   DType base() const {
     switch (file_type) {
@@ -188,8 +192,44 @@ struct TypePicker {
         return DType::kQ5_K;
       case GgufFileType::kQ6_K:
         return DType::kQ6_K;
+      case GgufFileType::kQ2_K:
+        return DType::kQ2_K;
+      case GgufFileType::kQ3_K_M:
+        return DType::kQ3_K;
+      case GgufFileType::kIQ4_NL:
+        return DType::kIQ4_NL;
+      case GgufFileType::kIQ4_XS:
+        return DType::kIQ4_XS;
     }
     return DType::kF32;
+  }
+  // The low-bit mixes' rules for attn_v/attn_qkv, ffn_down and attn_output
+  // (llama_tensor_get_type_impl without an importance matrix); t otherwise.
+  DType pick_low_bit(const std::string& name, DType t, bool is_v) const {
+    const bool iq4 = file_type == GgufFileType::kIQ4_NL || file_type == GgufFileType::kIQ4_XS;
+    if (is_v) {
+      if (file_type == GgufFileType::kQ2_K) return n_gqa >= 4 ? DType::kQ4_K : DType::kQ3_K;
+      if (file_type == GgufFileType::kQ3_K_M) return i_attention_v < 2 ? DType::kQ5_K : DType::kQ4_K;
+      if (iq4 && n_gqa >= 4) return DType::kQ5_K;
+      return t;
+    }
+    if (name.find("ffn_down") != std::string::npos) {
+      const int64_t layer = std::stoll(name.substr(4, name.find('.', 4) - 4));
+      if (file_type == GgufFileType::kQ2_K) return DType::kQ3_K;
+      if (file_type == GgufFileType::kQ3_K_M) return layer < n_layers / 16 ? DType::kQ5_K : DType::kQ4_K;
+      if (iq4 && layer < n_layers / 8) return DType::kQ5_K;
+      return t;
+    }
+    if (name.find("attn_output.weight") != std::string::npos) {
+      if (n_experts == 8) return DType::kQ5_K;
+      if (file_type == GgufFileType::kQ2_K) return DType::kQ3_K;
+      if (file_type == GgufFileType::kQ3_K_M) return DType::kQ4_K;
+    }
+    return t;
+  }
+  bool low_bit() const {
+    return file_type == GgufFileType::kQ2_K || file_type == GgufFileType::kQ3_K_M ||
+           file_type == GgufFileType::kIQ4_NL || file_type == GgufFileType::kIQ4_XS;
   }
   // llama-quantize's choice for the mixes (its llama_tensor_get_type), then
   // the fallback for rows that are not whole blocks.
@@ -201,7 +241,10 @@ struct TypePicker {
     const bool is_v =
         name.find("attn_v.weight") != std::string::npos || name.find("attn_qkv.weight") != std::string::npos;
     if (name == "output.weight" || (tied && name == "token_embd.weight")) {
-      t = t == DType::kQ8_0 ? DType::kQ8_0 : DType::kQ6_K;
+      t = t == DType::kQ8_0 || shape.back() % dtype_block(t).elems != 0 ? DType::kQ8_0 : DType::kQ6_K;
+    } else if (low_bit()) {
+      t = pick_low_bit(name, t, is_v);
+      if (is_v) ++i_attention_v;
     } else if (is_v) {
       if (mix && use_more_bits(i_attention_v, n_attention_v)) t = DType::kQ6_K;
       ++i_attention_v;
@@ -269,6 +312,14 @@ uint32_t llama_file_type(GgufFileType t) {
       return 17;
     case GgufFileType::kQ6_K:
       return 18;
+    case GgufFileType::kQ2_K:
+      return 10;
+    case GgufFileType::kQ3_K_M:
+      return 12;
+    case GgufFileType::kIQ4_NL:
+      return 25;
+    case GgufFileType::kIQ4_XS:
+      return 30;
   }
   return 0;
 }
@@ -299,6 +350,8 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
   const std::vector<TensorSpec> specs = gguf_expected_tensors(c);
   TypePicker picker{type, c.n_layers + (nextn ? 1 : 0)};  // llama-quantize counts the nextn block's ffn_down
   picker.tied = c.tie_word_embeddings;
+  picker.n_gqa = c.n_kv_heads > 0 ? c.n_heads / c.n_kv_heads : 0;
+  picker.n_experts = c.n_experts;
   for (const TensorSpec& s : specs)
     if (s.name.find("attn_v.weight") != std::string::npos || s.name.find("attn_qkv.weight") != std::string::npos)
       ++picker.n_attention_v;
@@ -315,12 +368,14 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
 
 Status parse_gguf_file_type(const std::string& text, GgufFileType* out) {
   for (GgufFileType t : {GgufFileType::kF32, GgufFileType::kBF16, GgufFileType::kQ8_0, GgufFileType::kQ4_0,
-                         GgufFileType::kQ4_K_M, GgufFileType::kQ5_K_M, GgufFileType::kQ6_K})
+                         GgufFileType::kQ4_K_M, GgufFileType::kQ5_K_M, GgufFileType::kQ6_K, GgufFileType::kQ2_K,
+                         GgufFileType::kQ3_K_M, GgufFileType::kIQ4_NL, GgufFileType::kIQ4_XS})
     if (text == gguf_file_type_name(t)) {
       *out = t;
       return Status::ok();
     }
-  return Status::invalid("type '" + text + "' is not one of f32, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k");
+  return Status::invalid("type '" + text +
+                         "' is not one of f32, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k, q2_k, q3_k_m, iq4_nl, iq4_xs");
 }
 
 const char* gguf_file_type_name(GgufFileType t) {
@@ -339,6 +394,14 @@ const char* gguf_file_type_name(GgufFileType t) {
       return "q5_k_m";
     case GgufFileType::kQ6_K:
       return "q6_k";
+    case GgufFileType::kQ2_K:
+      return "q2_k";
+    case GgufFileType::kQ3_K_M:
+      return "q3_k_m";
+    case GgufFileType::kIQ4_NL:
+      return "iq4_nl";
+    case GgufFileType::kIQ4_XS:
+      return "iq4_xs";
   }
   return "?";
 }

@@ -53,8 +53,8 @@
 namespace sb {
 
 // What `statebank quantize --type` names: the type of every matrix, or a
-// llama-quantize mix (q4_k_m, q5_k_m).
-enum class GgufFileType { kF32, kBF16, kQ8_0, kQ4_0, kQ4_K_M, kQ5_K_M, kQ6_K };
+// llama-quantize mix (q2_k, q3_k_m, q4_k_m, q5_k_m, iq4_nl, iq4_xs).
+enum class GgufFileType { kF32, kBF16, kQ8_0, kQ4_0, kQ4_K_M, kQ5_K_M, kQ6_K, kQ2_K, kQ3_K_M, kIQ4_NL, kIQ4_XS };
 Status parse_gguf_file_type(const std::string& text, GgufFileType* out);
 const char* gguf_file_type_name(GgufFileType type);
 
@@ -63,7 +63,8 @@ const char* gguf_file_type_name(GgufFileType type);
 // Tensors that stay F32 in every type: norms, 1-D tensors, the conv weight,
 // the routers. Block types per tensor as llama-quantize chooses them for the
 // mix; a row that is not whole blocks of the chosen type falls back as
-// llama-quantize's does (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, then F16).
+// llama-quantize's does (Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1,
+// Q6_K to Q8_0, IQ4_XS to IQ4_NL, then F16).
 // statebank_qsa, dense qwen3_next layers and norm_topk_prob false
 // have no llama.cpp counterpart and are refused.
 Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path);

@@ -20,6 +20,10 @@ DTypeBlock dtype_block(DType dtype) {
     case DType::kQ4_K: return {256, 144};  // f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of 4-bit
     case DType::kQ5_K: return {256, 176};  // as Q4_K plus 32 bytes of high bits
     case DType::kQ6_K: return {256, 210};  // 128 low 4-bit, 64 high 2-bit, 16 int8 scales, f16 d
+    case DType::kQ2_K: return {256, 84};    // 16 4-bit scale/min pairs, 64 bytes of 2-bit, f16 d, dmin
+    case DType::kQ3_K: return {256, 110};   // 32 bytes of high bits, 64 of low 2-bit, 12 of 6-bit scales, f16 d
+    case DType::kIQ4_NL: return {32, 18};   // f16 scale, 32 4-bit indices into a 16-value table
+    case DType::kIQ4_XS: return {256, 136}; // f16 d, 8 6-bit scales (2 + 4 bytes), 128 bytes of 4-bit indices
     default: return {1, static_cast<int64_t>(dtype_size(dtype))};
   }
 }
@@ -43,6 +47,10 @@ const char* dtype_name(DType dtype) {
     case DType::kQ6_K: return "q6_k";
     case DType::kQ5_0: return "q5_0";
     case DType::kQ5_1: return "q5_1";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kIQ4_NL: return "iq4_nl";
+    case DType::kIQ4_XS: return "iq4_xs";
   }
   return "?";
 }

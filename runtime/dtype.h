@@ -28,7 +28,11 @@ enum class DType : uint8_t {
   kQ5_K = 7,
   kQ6_K = 8,
   kQ5_0 = 9,
-  kQ5_1 = 10
+  kQ5_1 = 10,
+  kQ2_K = 11,
+  kQ3_K = 12,
+  kIQ4_NL = 13,
+  kIQ4_XS = 14
 };
 
 // A block-quantized type's block: `elems` values in `bytes` bytes. Element
@@ -45,7 +49,7 @@ int64_t dtype_row_bytes(DType dtype, int64_t cols);
 // Bytes of one element; 0 for the block-quantized types (dtype_row_bytes).
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "f32", "bf16", "f16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k",
-                                      // "q5_0", "q5_1"
+                                      // "q5_0", "q5_1", "q2_k", "q3_k", "iq4_nl", "iq4_xs"
 
 // bf16 is the top half of an f32: widening is a shift (inline: the kernels'
 // scalar paths use it per element).

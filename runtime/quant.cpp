@@ -9,11 +9,74 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/quant_fit.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
 namespace sb {
+
+float quant_fit::fit_scale_min(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                               float rmin, float rdelta, int nstep, bool mad) {
+  float min = x[0], max = x[0], sum_w = weights[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += weights[i];
+    sum_x += weights[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    std::fill(L, L + n, 0);
+    *the_min = -min;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(nmax) / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
+    const float diff = scale * L[i] + min - x[i];
+    best_error += weights[i] * (mad ? std::fabs(diff) : diff * diff);
+  }
+  uint8_t aux[32];
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
+      aux[i] = static_cast<uint8_t>(l);
+      const float w = weights[i];
+      sum_l += w * l;
+      sum_l2 += w * l * l;
+      sum_xl += w * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(D > 0)) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float cur_error = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = this_scale * aux[i] + this_min - x[i];
+      cur_error += weights[i] * (mad ? std::fabs(diff) : diff * diff);
+    }
+    if (cur_error < best_error) {
+      std::copy(aux, aux + n, L);
+      best_error = cur_error;
+      scale = this_scale;
+      min = this_min;
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+
 namespace {
 
 // Sets the thread's subnormal handling for a scope: IEEE for the reference
@@ -36,13 +99,7 @@ class SubnormalMode {
 #endif
 };
 
-// ggml's rounding of a float (|v| < 2^22) to the nearest integer, ties to even.
-inline int nearest_int(float v) {
-  const float shifted = v + 12582912.f;
-  int32_t i;
-  std::memcpy(&i, &shifted, 4);
-  return (i & 0x007fffff) - 0x00400000;
-}
+using quant_fit::nearest_int;
 
 inline float half(uint16_t h) { return f16_to_f32(h); }
 
@@ -113,68 +170,6 @@ void quantize_q5_1(const float* x, BlockQ5_1* y) {
   pack_fifth_bits(levels, y->qs, y->qh);
 }
 
-// ggml's make_qkx2_quants: levels L[32] in [0, nmax] and a scale and min for
-// 32 values, the min searched over nstep + 1 trial scales.
-float fit_scale_min(int nmax, const float* x, const float* weights, uint8_t* L, float* the_min, float rmin,
-                    float rdelta, int nstep) {
-  constexpr int n = 32;
-  float min = x[0], max = x[0], sum_w = weights[0], sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += weights[i];
-    sum_x += weights[i] * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max == min) {
-    std::fill(L, L + n, 0);
-    *the_min = -min;
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1 / iscale;
-  float best_error = 0;
-  for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
-    const float diff = scale * L[i] + min - x[i];
-    best_error += weights[i] * (diff * diff);
-  }
-  uint8_t aux[n];
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
-      aux[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      sum_l += w * l;
-      sum_l2 += w * l * l;
-      sum_xl += w * l * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(D > 0)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-    if (this_min > 0) {
-      this_min = 0;
-      this_scale = sum_xl / sum_l2;
-    }
-    float cur_error = 0;
-    for (int i = 0; i < n; ++i) {
-      const float diff = this_scale * aux[i] + this_min - x[i];
-      cur_error += weights[i] * (diff * diff);
-    }
-    if (cur_error < best_error) {
-      std::copy(aux, aux + n, L);
-      best_error = cur_error;
-      scale = this_scale;
-      min = this_min;
-    }
-  }
-  *the_min = -min;
-  return scale;
-}
-
 // The shared front of Q4_K and Q5_K: sub-block scales and mins as 6-bit
 // numbers under the f16 d and dmin, then each value's level under them.
 void quantize_k_scales(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out, uint16_t* dmin_out,
@@ -185,7 +180,7 @@ void quantize_k_scales(const float* x, int nmax, float rmin, int nstep, uint16_t
     for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
     const float av_x = std::sqrt(sum_x2 / 32.0f);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = fit_scale_min(nmax, x + 32 * j, weights, L + 32 * j, &mins[j], rmin, 0.1f, nstep);
+    scales[j] = quant_fit::fit_scale_min(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], rmin, 0.1f, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
@@ -283,14 +278,9 @@ float fit_scale_q6(const float* x, int8_t* L) {
 
 void quantize_q6_k(const float* x, BlockQ6_K* y) {
   int8_t L[kSuperBlock];
-  float scales[16], max_scale = 0, max_abs_scale = 0;
-  for (int ib = 0; ib < 16; ++ib) {
-    scales[ib] = fit_scale_q6(x + 16 * ib, L + 16 * ib);
-    if (std::fabs(scales[ib]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[ib]);
-      max_scale = scales[ib];
-    }
-  }
+  float scales[16], max_abs_scale;
+  for (int ib = 0; ib < 16; ++ib) scales[ib] = fit_scale_q6(x + 16 * ib, L + 16 * ib);
+  const float max_scale = quant_fit::largest_magnitude(scales, 16, &max_abs_scale);
   std::memset(y, 0, sizeof *y);
   if (max_abs_scale < 1e-15f) return;  // d = +0, every level 0
   const float iscale = -128.f / max_scale;
@@ -375,12 +365,62 @@ void dequantize_block(DType dtype, const uint8_t* in, float* out) {
       }
       return;
     }
+    case DType::kQ2_K: {
+      BlockQ2_K b;
+      std::memcpy(&b, in, sizeof b);
+      int n[kSuperBlock];
+      block_levels(dtype, in, n);
+      for (int s = 0; s < 16; ++s) {
+        const float dl = half(b.d) * static_cast<float>(b.scales[s] & 0xF);
+        const float ml = half(b.dmin) * static_cast<float>(b.scales[s] >> 4);
+        for (int l = 0; l < 16; ++l) out[16 * s + l] = dl * static_cast<float>(n[16 * s + l]) - ml;
+      }
+      return;
+    }
+    case DType::kQ3_K: {
+      BlockQ3_K b;
+      std::memcpy(&b, in, sizeof b);
+      int n[kSuperBlock];
+      block_levels(dtype, in, n);
+      for (int s = 0; s < 16; ++s) {
+        const float dl = half(b.d) * static_cast<float>(q3k_scale(b.scales, s) - 32);
+        for (int l = 0; l < 16; ++l) out[16 * s + l] = dl * static_cast<float>(n[16 * s + l] - 4);
+      }
+      return;
+    }
+    case DType::kIQ4_NL: {
+      int n[32];
+      block_levels(dtype, in, n);
+      const float d = half(static_cast<uint16_t>(in[0] | (in[1] << 8)));
+      for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(kIq4Values[n[i]]);
+      return;
+    }
+    case DType::kIQ4_XS: {
+      int n[kSuperBlock];
+      block_levels(dtype, in, n);
+      const float d = half(static_cast<uint16_t>(in[0] | (in[1] << 8)));
+      for (int s = 0; s < 8; ++s) {
+        const float dl = d * static_cast<float>(iq4xs_scale(in, s) - 32);
+        for (int l = 0; l < 32; ++l) out[32 * s + l] = dl * static_cast<float>(kIq4Values[n[32 * s + l]]);
+      }
+      return;
+    }
     default:
       return;
   }
 }
 
 }  // namespace
+
+int q3k_scale(const uint8_t* scales, int j) {
+  const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+  return low | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+}
+
+int iq4xs_scale(const uint8_t* block, int j) {
+  const int high = static_cast<uint16_t>(block[2] | (block[3] << 8)) >> (2 * j) & 3;
+  return ((block[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (high << 4);
+}
 
 void block_levels(DType dtype, const uint8_t* in, int* n) {
   switch (dtype) {
@@ -420,6 +460,27 @@ void block_levels(DType dtype, const uint8_t* in, int* n) {
         n[e] = low | (((in[128 + 32 * h + l] >> (2 * quarter)) & 3) << 4);
       }
       return;
+    case DType::kQ2_K:
+    case DType::kQ3_K: {
+      const bool three = dtype == DType::kQ3_K;
+      const uint8_t* qs = in + (three ? 32 : 16);
+      for (int e = 0; e < kSuperBlock; ++e) {
+        const int h = e / 128, g = (e % 128) / 32, l = e % 32;
+        n[e] = ((qs[32 * h + l] >> (2 * g)) & 3) | (three ? ((in[l] >> (e / 32)) & 1) << 2 : 0);
+      }
+      return;
+    }
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: {
+      const bool xs = dtype == DType::kIQ4_XS;
+      const uint8_t* qs = in + (xs ? 8 : 2);
+      for (int s = 0; s < (xs ? 8 : 1); ++s)
+        for (int j = 0; j < 16; ++j) {
+          n[32 * s + j] = qs[16 * s + j] & 0xF;
+          n[32 * s + 16 + j] = qs[16 * s + j] >> 4;
+        }
+      return;
+    }
     default:
       return;
   }
@@ -438,8 +499,9 @@ float fold_block(DType dtype, const uint8_t* in, const int8_t* q, float dx, cons
   int n[kSuperBlock];
   block_levels(dtype, in, n);
   uint16_t d, dmin;
-  std::memcpy(&d, dtype == DType::kQ6_K ? in + 208 : in, 2);
-  std::memcpy(&dmin, in + 2, 2);
+  const int d_at = dtype == DType::kQ6_K ? 208 : dtype == DType::kQ2_K ? 80 : dtype == DType::kQ3_K ? 108 : 0;
+  std::memcpy(&d, in + d_at, 2);
+  std::memcpy(&dmin, in + d_at + 2, 2);
   switch (dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
@@ -468,6 +530,31 @@ float fold_block(DType dtype, const uint8_t* in, const int8_t* q, float dx, cons
     case DType::kQ6_K: {
       int64_t I = 0;
       for (int s = 0; s < 16; ++s) I += static_cast<int8_t>(in[192 + s]) * level_dot(n + 16 * s, q + 16 * s, 16, 32);
+      return std::fma(half(d) * dx, static_cast<float>(static_cast<int32_t>(I)), y);
+    }
+    case DType::kQ2_K: {
+      int64_t I = 0, M = 0;
+      for (int s = 0; s < 16; ++s) {
+        I += (in[s] & 0xF) * level_dot(n + 16 * s, q + 16 * s, 16, 0);
+        M += (in[s] >> 4) * sums[s];
+      }
+      y = std::fma(half(d) * dx, static_cast<float>(static_cast<int32_t>(I)), y);
+      return std::fma(-(half(dmin) * dx), static_cast<float>(static_cast<int32_t>(M)), y);
+    }
+    case DType::kQ3_K: {
+      int64_t I = 0;
+      for (int s = 0; s < 16; ++s) I += (q3k_scale(in + 96, s) - 32) * level_dot(n + 16 * s, q + 16 * s, 16, 4);
+      return std::fma(half(d) * dx, static_cast<float>(static_cast<int32_t>(I)), y);
+    }
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: {
+      const bool xs = dtype == DType::kIQ4_XS;
+      int64_t I = 0;
+      for (int s = 0; s < (xs ? 8 : 1); ++s) {
+        int64_t sub = 0;
+        for (int i = 32 * s; i < 32 * s + 32; ++i) sub += kIq4Values[n[i]] * q[i];
+        I += (xs ? iq4xs_scale(in, s) - 32 : 1) * sub;
+      }
       return std::fma(half(d) * dx, static_cast<float>(static_cast<int32_t>(I)), y);
     }
     default:
@@ -573,6 +660,10 @@ Status quantize_row(DType dtype, const float* x, int64_t n, void* out) {
       BlockQ4_K q4_k;
       BlockQ5_K q5_k;
       BlockQ6_K q6_k;
+      BlockQ2_K q2_k;
+      BlockQ3_K q3_k;
+      BlockIQ4_NL iq4_nl;
+      BlockIQ4_XS iq4_xs;
     } y;
     switch (dtype) {
       case DType::kQ8_0:
@@ -595,6 +686,18 @@ Status quantize_row(DType dtype, const float* x, int64_t n, void* out) {
         break;
       case DType::kQ6_K:
         quantize_q6_k(x, &y.q6_k);
+        break;
+      case DType::kQ2_K:
+        quant_fit::quantize_q2_k(x, &y.q2_k);
+        break;
+      case DType::kQ3_K:
+        quant_fit::quantize_q3_k(x, &y.q3_k);
+        break;
+      case DType::kIQ4_NL:
+        quant_fit::quantize_iq4_nl(x, &y.iq4_nl);
+        break;
+      case DType::kIQ4_XS:
+        quant_fit::quantize_iq4_xs(x, &y.iq4_xs);
         break;
       default:
         break;

@@ -1,5 +1,5 @@
-// The block-quantized weight formats (GGML's Q8_0, Q4_0, Q5_0, Q5_1, Q4_K,
-// Q5_K, Q6_K)
+// The block-quantized weight formats (GGML's Q8_0, Q4_0, Q5_0, Q5_1, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)
 // and their activations (docs/kernels.md "Quantized weights").
 //
 // Weights: quantize_row is the reference quantizer llama-quantize runs for
@@ -64,6 +64,34 @@ struct BlockQ6_K {
   int8_t scales[16];  // one per 16 values
   uint16_t d;         // f16
 };
+// Q2_K and Q3_K: sixteen sub-blocks of 16 values. Value e = 128h + 32g + l
+// (h < 2, g < 4, l < 32) has its two low bits at bits 2g of qs[32h + l].
+struct BlockQ2_K {
+  uint8_t scales[16];  // sub-block s: its 4-bit scale in the low nibble, its 4-bit min in the high
+  uint8_t qs[64];      // value = d * scale_s * n - dmin * min_s, n in [0, 3]
+  uint16_t d, dmin;    // f16
+};
+struct BlockQ3_K {
+  uint8_t hmask[32];   // bit j of byte l: the third bit of value 32j + l
+  uint8_t qs[64];      // the low two bits, as Q2_K; value = d * (scale_s - 32) * (n - 4), n in [0, 7]
+  uint8_t scales[12];  // sixteen 6-bit scales (q3k_scale)
+  uint16_t d;          // f16
+};
+// The IQ4 types: each 4-bit level n indexes a fixed table of 16 int8 values
+// (kIq4Values, GGML's kvalues_iq4nl); nibbles as Q4_0's in each 32 values.
+struct BlockIQ4_NL {
+  uint16_t d;      // f16 scale; value i = d * kIq4Values[n_i]
+  uint8_t qs[16];
+};
+struct BlockIQ4_XS {  // a super-block of 256: eight sub-blocks of 32
+  uint16_t d;            // f16; value = d * (scale_s - 32) * kIq4Values[n]
+  uint16_t scales_h;     // bits 2s and 2s + 1: the high two bits of sub-block s's 6-bit scale
+  uint8_t scales_l[4];   // nibble s (low nibble of byte s / 2 first): its low four bits
+  uint8_t qs[128];       // sub-block s at 16s, as an IQ4_NL block's
+};
+extern const int8_t kIq4Values[16];
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockIQ4_NL) == 18 &&
+              sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
               sizeof(BlockQ6_K) == 210);
@@ -71,8 +99,14 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(Block
 // Sub-block j's 6-bit scale and min (j < 8) of a Q4_K or Q5_K block.
 void kscale_min(const uint8_t* scales, int j, int* scale, int* min);
 
+// Sub-block j's 6-bit scale (j < 16, before its offset of 32) of a Q3_K
+// block's 12 scale bytes; sub-block j's (j < 8) of an IQ4_XS block.
+int q3k_scale(const uint8_t* scales, int j);
+int iq4xs_scale(const uint8_t* block, int j);
+
 // A block's levels n into n[block elems] (Q8_0's signed, the others
-// unsigned, before their offset: Q4_0 n - 8, Q5_0 n - 16, Q6_K n - 32).
+// unsigned, before their offset: Q4_0 n - 8, Q5_0 n - 16, Q6_K n - 32,
+// Q3_K n - 4; the IQ4 types' are indices into kIq4Values).
 void block_levels(DType dtype, const uint8_t* block, int* n);
 
 // Errors when dtype is not block-quantized or n is not a multiple of its block.
@@ -84,7 +118,7 @@ Status quantize_row(DType dtype, const float* x, int64_t n, void* out);
 Status dequantize_row(DType dtype, const void* in, int64_t n, float* out);
 
 // Activation rows quantized for products with `weight` blocks: per block of
-// B values (32 for Q8_0/Q4_0/Q5_0/Q5_1, 256 for the K types), the levels
+// B values (32 for Q8_0/Q4_0/Q5_0/Q5_1/IQ4_NL, 256 for the K types and IQ4_XS), the levels
 // q = round-half-even(x * (127 / amax)) in [-127, 127] (0 for a block of
 // zeros), the scale d of activation_block_scale, and the sums of q over each
 // 16 values (what the offsets and mins of the weights multiply). Quantized
@@ -117,7 +151,8 @@ void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, Qua
 
 // The product of weight row w (cols values of type dtype) and activation row
 // r, the bits every kernel gives. Per block b in ascending order (the block
-// of 32 for Q8_0/Q4_0/Q5_0/Q5_1, the super-block of 256 for the K types),
+// of 32 for Q8_0/Q4_0/Q5_0/Q5_1/IQ4_NL, the super-block of 256 for the K
+// types and IQ4_XS),
 // an exact integer I_b and
 //   Q8_0:  I = sum w_i q_i;                         y = fma(d_w * d_x, float(I), y)
 //   Q4_0:  I = sum (n_i - 8) q_i;                   y = fma(d_w * d_x, float(I), y)
@@ -126,6 +161,11 @@ void quantize_rows(DType weight, const float* x, int64_t rows, int64_t cols, Qua
 //   Q4_K, Q5_K: I = sum_s sc_s sum n_i q_i, M = sum_s m_s sum q_i (sub-blocks s of 32);
 //          y = fma(d * d_x, float(I), y); y = fma(-(dmin * d_x), float(M), y)
 //   Q6_K:  I = sum_s sc_s sum (n_i - 32) q_i (sub-blocks of 16); y = fma(d * d_x, float(I), y)
+//   Q2_K:  I = sum_s sc_s sum n_i q_i, M = sum_s m_s sum q_i (sub-blocks of 16);
+//          y = fma(d * d_x, float(I), y); y = fma(-(dmin * d_x), float(M), y)
+//   Q3_K:  I = sum_s (sc_s - 32) sum (n_i - 4) q_i (sub-blocks of 16); y = fma(d * d_x, float(I), y)
+//   IQ4_NL: I = sum v(n_i) q_i (v = kIq4Values); y = fma(d_w * d_x, float(I), y)
+//   IQ4_XS: I = sum_s (sc_s - 32) sum v(n_i) q_i (sub-blocks of 32); y = fma(d * d_x, float(I), y)
 // starting from y = +0, under the kernels' float mode (subnormals flushed).
 float quant_dot_ref(DType dtype, const void* w, const QuantizedRows& x, int64_t r);
 

@@ -160,7 +160,18 @@ void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t*
 
 // Q5_0 and Q5_1 (llama-quantize's fallback for a few narrow tensors) run in
 // the file's layout.
-bool quant_packs(DType dtype) { return dtype_is_quantized(dtype) && dtype != DType::kQ5_0 && dtype != DType::kQ5_1; }
+bool quant_packs(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;  // Q5_0, Q5_1, Q2_K, Q3_K and the IQ4 types run the file's layout
+  }
+}
 
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols) {
   return cols / dtype_block(dtype).elems * block_bytes(dtype);

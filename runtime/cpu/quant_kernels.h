@@ -5,12 +5,14 @@
 //
 //   avx2:        vpmaddubsw + vpmaddwd (the pair sums stay below 2^15)
 //   avx512vnni:  vpdpbusd (four u8 x s8 products per lane) for Q8_0, Q4_0,
-//                Q5_0 and Q5_1; vpmaddubsw + vpdpwssd for the K types' scaled sums
+//                Q5_0, Q5_1 and IQ4_NL; vpmaddubsw + vpdpwssd for the K types'
+//                and IQ4_XS's scaled sums
 // A file-layout tile computes 8 output features in the lanes of one float
 // vector (a repacked one 16), so that the fold of each element is one lane's
 // chain of fmas.
-// The weights' levels are the unsigned operand (Q8_0's as |w| with the
-// activation's sign flipped where w < 0), the activations the signed one.
+// The weights' levels are the unsigned operand (Q8_0's and the IQ4 types'
+// table values as |w| with the activation's sign flipped where w < 0), the
+// activations the signed one.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,7 @@ using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_byte
                                  int64_t i0, int rows, float* y, int64_t ldy);
 QuantTileKernel quant_tile_kernel(QuantIsa isa);
 
-// The repacked layout of the quantized types but Q5_0 and Q5_1 for
+// The repacked layout of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K for
 // AVX512-VNNI (matmul_quant_packed.cpp, made by prepare()): groups of
 // kQuantPackedRows weight rows.
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 4;

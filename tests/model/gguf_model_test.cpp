@@ -192,6 +192,74 @@ void expect_logits_near(const Model& q, const std::vector<float>& want, GgufFile
               std::sqrt(err / norm));
 }
 
+// The low-bit files (statebank quantize --type q2_k|q3_k_m|iq4_nl|iq4_xs):
+// each MLP up projection holds, byte for byte, the reference quantizer's
+// blocks of the checkpoint's rows (runtime_quant_test holds those equal to
+// llama-quantize's), the tensors llama-quantize gives more bits get them,
+// the model served from the file is a view into it, and its logits stay
+// near the f32 file's (uncorrelated ones are sqrt(2) apart).
+TEST(GgufQuantizedTest, LowBitFilesHoldTheReferenceBlocksAndServe) {
+  const testing::CheckpointSpec spec{Arch::kQwen35, "tiny", 1, DType::kBF16, "_k256", testing::widen_to_k_blocks};
+  std::unique_ptr<Checkpoint> source;
+  ASSERT_TRUE(Checkpoint::open(testing::checkpoint(spec), &source).is_ok());
+  std::vector<float> want;
+  ASSERT_NO_FATAL_FAILURE(f32_file_logits(spec, &want));
+  ModelConfig config;
+  ASSERT_TRUE(parse_config(testing::checkpoint(spec), &config).is_ok());
+  // llama-quantize's ffn_down of layer 0: Q3_K in Q2_K, Q5_K in the first
+  // sixteenth of the layers in Q3_K_M (else Q4_K), Q5_K in the first eighth
+  // in the IQ4 types (else their own).
+  const bool first_16th = 0 < config.n_layers / 16, first_8th = 0 < config.n_layers / 8;
+  struct Case {
+    GgufFileType type;
+    DType base, down;
+    double limit;
+  };
+  for (const Case& c :
+       {Case{GgufFileType::kQ2_K, DType::kQ2_K, DType::kQ3_K, 1.1},
+        Case{GgufFileType::kQ3_K_M, DType::kQ3_K, first_16th ? DType::kQ5_K : DType::kQ4_K, 0.85},
+        Case{GgufFileType::kIQ4_NL, DType::kIQ4_NL, first_8th ? DType::kQ5_K : DType::kIQ4_NL, 0.75},
+        Case{GgufFileType::kIQ4_XS, DType::kIQ4_XS, first_8th ? DType::kQ5_K : DType::kIQ4_XS, 0.75}}) {
+    SCOPED_TRACE(gguf_file_type_name(c.type));
+    const std::string path = testing::gguf_file(spec, c.type);
+    GgufModel gguf;
+    ASSERT_TRUE(open_gguf_model(path, &gguf).is_ok());
+    expect_views_into_the_file(gguf);
+    int checked = 0;
+    for (const auto& [name, t] : gguf.checkpoint->tensors()) {
+      if (name.find("mlp.up_proj.weight") == std::string::npos) continue;
+      ASSERT_EQ(t.dtype, c.base) << name;
+      const TensorView* s = source->find(name);
+      ASSERT_TRUE(s && s->shape == t.shape && s->dtype == DType::kBF16) << name;
+      const int64_t cols = t.shape.back(), rows = t.numel() / cols, row_bytes = dtype_row_bytes(c.base, cols);
+      std::vector<float> row(static_cast<size_t>(cols));
+      std::vector<uint8_t> blocks(static_cast<size_t>(row_bytes));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < cols; ++i) {
+          uint16_t h;
+          std::memcpy(&h, static_cast<const uint8_t*>(s->data) + 2 * (r * cols + i), 2);
+          row[static_cast<size_t>(i)] = bf16_to_f32(h);
+        }
+        ASSERT_TRUE(quantize_row(c.base, row.data(), cols, blocks.data()).is_ok());
+        ASSERT_EQ(0, std::memcmp(blocks.data(), static_cast<const uint8_t*>(t.data) + r * row_bytes, row_bytes))
+            << name << " row " << r;
+      }
+      ++checked;
+    }
+    EXPECT_GT(checked, 0);
+    std::unique_ptr<GgufFile> g;
+    ASSERT_TRUE(GgufFile::open(path, &g).is_ok());
+    const auto* down = g->find_tensor("blk.0.ffn_down.weight");
+    const auto* out = g->find_tensor(config.tie_word_embeddings ? "token_embd.weight" : "output.weight");
+    ASSERT_TRUE(down && out);
+    EXPECT_EQ(down->dtype, c.down);
+    EXPECT_EQ(out->dtype, DType::kQ6_K);
+    auto q = testing::load_model(path);
+    ASSERT_TRUE(q);
+    expect_logits_near(*q, want, c.type, c.limit);
+  }
+}
+
 // The frame of the two tests below, for the Q8_0 and the Q4_K_M file of
 // `spec`: every tensor the model binds is a view into the file, `check`
 // holds the family's own tensors, the loaded model's fingerprint records

@@ -291,6 +291,12 @@ INSTANTIATE_TEST_SUITE_P(Quantized, BatchInvariance,
                          ::testing::Combine(::testing::Values(Arch::kQwen35, Arch::kQwen3Next),
                                             ::testing::Values(testing::Weights::kQ8_0, testing::Weights::kQ4_K_M)),
                          case_name);
+// The low-bit mixes (Q2_K with Q3_K, IQ4_NL, IQ4_XS beside the K types).
+INSTANTIATE_TEST_SUITE_P(LowBit, BatchInvariance,
+                         ::testing::Combine(::testing::Values(Arch::kQwen35),
+                                            ::testing::Values(testing::Weights::kQ2_K, testing::Weights::kIQ4_NL,
+                                                              testing::Weights::kIQ4_XS)),
+                         case_name);
 
 }  // namespace
 }  // namespace sb

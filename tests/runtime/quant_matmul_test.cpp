@@ -20,8 +20,8 @@
 namespace sb::cpu {
 namespace {
 
-constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1,
-                            DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0,  DType::kQ5_1,   DType::kQ4_K, DType::kQ5_K,
+                            DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kIQ4_NL, DType::kIQ4_XS};
 constexpr int64_t kCols = 1024, kOut = 37, kMaxRows = 511;
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
@@ -41,7 +41,8 @@ std::vector<uint8_t> random_weights(DType dtype, uint32_t seed) {
   for (int64_t j = 0; j < kOut; ++j)
     EXPECT_TRUE(quantize_row(dtype, w.data() + j * kCols, kCols, q.data() + j * row_bytes).is_ok());
   const uint16_t subnormal = 0x0123;
-  std::memcpy(q.data() + row_bytes + (dtype == DType::kQ6_K ? 208 : 0), &subnormal, 2);
+  const int d_at = dtype == DType::kQ6_K ? 208 : dtype == DType::kQ2_K ? 80 : dtype == DType::kQ3_K ? 108 : 0;
+  std::memcpy(q.data() + row_bytes + d_at, &subnormal, 2);
   return q;
 }
 
@@ -157,14 +158,19 @@ TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
   EXPECT_TRUE(same_bits(ya.data(), a.want.data(), 5 * kOut));
   EXPECT_TRUE(same_bits(yb.data(), b.want.data(), 5 * kOut));
 
+  // An embedding table of each type (Qwen3.8-Flash-Next's n-gram table is
+  // IQ4_NL): the rows looked up are the dequantized rows.
   const int32_t tokens[] = {5, 0, 36, 5};
   std::vector<float> rows(4 * kCols), want(kCols);
-  k->embed_rows(a.ref(), tokens, rows.data());
-  for (int t = 0; t < 4; ++t) {
-    ASSERT_TRUE(dequantize_row(DType::kQ4_K, a.weights.data() + tokens[t] * dtype_row_bytes(DType::kQ4_K, kCols), kCols,
-                               want.data())
-                    .is_ok());
-    EXPECT_TRUE(same_bits(rows.data() + t * kCols, want.data(), kCols)) << "token " << tokens[t];
+  for (DType dtype : kTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::vector<uint8_t> table = random_weights(dtype, 11);
+    k->embed_rows(WeightRef{dtype, kOut, kCols, table.data(), nullptr}, tokens, rows.data());
+    for (int t = 0; t < 4; ++t) {
+      ASSERT_TRUE(
+          dequantize_row(dtype, table.data() + tokens[t] * dtype_row_bytes(dtype, kCols), kCols, want.data()).is_ok());
+      EXPECT_TRUE(same_bits(rows.data() + t * kCols, want.data(), kCols)) << "token " << tokens[t];
+    }
   }
 }
 

@@ -22,7 +22,8 @@ struct Type {
 };
 constexpr Type kTypes[] = {{DType::kQ8_0, "q8_0"}, {DType::kQ4_0, "q4_0"}, {DType::kQ4_K, "q4_k"},
                            {DType::kQ5_K, "q5_k"}, {DType::kQ6_K, "q6_k"}, {DType::kQ5_0, "q5_0"},
-                           {DType::kQ5_1, "q5_1"}};
+                           {DType::kQ5_1, "q5_1"}, {DType::kQ2_K, "q2_k"}, {DType::kQ3_K, "q3_k"},
+                           {DType::kIQ4_NL, "iq4_nl"}, {DType::kIQ4_XS, "iq4_xs"}};
 
 std::vector<uint8_t> fixture(const std::string& name) {
   const char* src = std::getenv("SB_SOURCE_DIR");

@@ -324,6 +324,11 @@ INSTANTIATE_TEST_SUITE_P(Quantized, SplitInvariance,
                                             ::testing::Values(Precision::kF32),
                                             ::testing::Values(Weights::kQ8_0, Weights::kQ4_K_M)),
                          case_name);
+// The low-bit mixes: Q2_K with Q3_K, IQ4_NL, IQ4_XS beside the K types.
+INSTANTIATE_TEST_SUITE_P(LowBit, SplitInvariance,
+                         ::testing::Combine(::testing::Values(Arch::kQwen35), ::testing::Values(Precision::kF32),
+                                            ::testing::Values(Weights::kQ2_K, Weights::kIQ4_NL, Weights::kIQ4_XS)),
+                         case_name);
 
 }  // namespace
 }  // namespace sb

@@ -58,6 +58,12 @@ const char* weights_name(Weights w) {
       return "q8_0";
     case Weights::kQ4_K_M:
       return "q4_k_m";
+    case Weights::kQ2_K:
+      return "q2_k";
+    case Weights::kIQ4_NL:
+      return "iq4_nl";
+    case Weights::kIQ4_XS:
+      return "iq4_xs";
   }
   return "?";
 }
@@ -70,7 +76,11 @@ std::string model_path(Arch arch, Weights w, uint64_t seed) {
     spec.seed = seed;
     return gguf_file(spec, GgufFileType::kQ8_0);
   }
-  return gguf_file(CheckpointSpec{arch, "tiny", seed, DType::kBF16, "_k256", widen_to_k_blocks}, GgufFileType::kQ4_K_M);
+  const GgufFileType type = w == Weights::kQ2_K     ? GgufFileType::kQ2_K
+                            : w == Weights::kIQ4_NL ? GgufFileType::kIQ4_NL
+                            : w == Weights::kIQ4_XS ? GgufFileType::kIQ4_XS
+                                                    : GgufFileType::kQ4_K_M;
+  return gguf_file(CheckpointSpec{arch, "tiny", seed, DType::kBF16, "_k256", widen_to_k_blocks}, type);
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, int threads, std::optional<Precision> precision) {

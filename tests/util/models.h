@@ -47,10 +47,10 @@ std::string gguf_file(const CheckpointSpec& spec, GgufFileType type);
 void widen_to_k_blocks(ModelConfig* config);
 
 // How a test's model is stored: the generated tiny checkpoint itself, or a
-// GGUF file statebank quantize made of it (q4_k_m from the preset widened by
-// widen_to_k_blocks, so that K-quant blocks are used).
-enum class Weights { kCheckpoint, kQ8_0, kQ4_K_M };
-const char* weights_name(Weights weights);  // "checkpoint", "q8_0", "q4_k_m"
+// GGUF file statebank quantize made of it (q4_k_m and the low-bit mixes from
+// the preset widened by widen_to_k_blocks, so that 256-blocks are used).
+enum class Weights { kCheckpoint, kQ8_0, kQ4_K_M, kQ2_K, kIQ4_NL, kIQ4_XS };
+const char* weights_name(Weights weights);  // "checkpoint", "q8_0", "q4_k_m", "q2_k", "iq4_nl", "iq4_xs"
 std::string model_path(Arch arch, Weights weights, uint64_t seed = 1);
 
 // A fresh Model of a checkpoint (tests that compare thread counts or

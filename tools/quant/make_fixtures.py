@@ -8,7 +8,9 @@ formats must agree with:
   input.f32       rows of random floats (several magnitudes, an all-zero block)
   <type>.quant    llama.cpp's quantize_row_<type>_ref() of input.f32: the
                   function llama-quantize calls for these types without an
-                  importance matrix, built here from ggml-quants.c with the
+                  importance matrix (for iq4_nl quantize_iq4_nl() with no
+                  importance matrix, which llama-quantize calls and whose
+                  scale search the _ref function leaves out), built here from ggml-quants.c with the
                   flags llama.cpp's own build gives ggml-base (-O3 -std=gnu11,
                   no -march: no fused multiply-adds, software half rounding).
 
@@ -33,9 +35,15 @@ TYPES = {  # name: (gguf type, elements per block, bytes per block)
     # Last, so that the fixtures of the types above keep their random draws.
     "q5_0": (T.Q5_0, 32, 22),
     "q5_1": (T.Q5_1, 32, 24),
+    # Added after those, for the same reason.
+    "q2_k": (T.Q2_K, 256, 84),
+    "q3_k": (T.Q3_K, 256, 110),
+    "iq4_nl": (T.IQ4_NL, 32, 18),
+    "iq4_xs": (T.IQ4_XS, 256, 136),
 }
 # Byte offsets of each type's f16 scales within a block.
-HALF_OFFSETS = {"q8_0": [0], "q4_0": [0], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208], "q5_0": [0], "q5_1": [0, 2]}
+HALF_OFFSETS = {"q8_0": [0], "q4_0": [0], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208], "q5_0": [0], "q5_1": [0, 2],
+                "q2_k": [80, 82], "q3_k": [108], "iq4_nl": [0], "iq4_xs": [0]}
 BLOCKS = 6
 INPUT_ROWS, INPUT_COLS = 4, 512
 
@@ -97,10 +105,13 @@ def main() -> None:
         blocks.tofile(os.path.join(out, name + ".blocks"))
         dequantize(blocks.reshape(-1), qtype).astype(np.float32).tofile(os.path.join(out, name + ".dequant"))
         q = np.zeros((INPUT_ROWS, INPUT_COLS // elems * size), dtype=np.uint8)
-        fn = getattr(lib, "quantize_row_%s_ref" % name.replace("_k", "_K"))
         for r in range(INPUT_ROWS):
             row = np.ascontiguousarray(x[r])
-            fn(row.ctypes.data_as(ctypes.c_void_p), q[r].ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(INPUT_COLS))
+            src, dst = row.ctypes.data_as(ctypes.c_void_p), q[r].ctypes.data_as(ctypes.c_void_p)
+            if name == "iq4_nl":
+                lib.quantize_iq4_nl(src, dst, ctypes.c_int64(1), ctypes.c_int64(INPUT_COLS), ctypes.c_void_p(None))
+            else:
+                getattr(lib, "quantize_row_%s_ref" % name.replace("_k", "_K"))(src, dst, ctypes.c_int64(INPUT_COLS))
         q.tofile(os.path.join(out, name + ".quant"))
 
 
