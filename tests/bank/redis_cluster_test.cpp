@@ -154,21 +154,13 @@ TEST(RedisCluster, AKilledMasterCostsMissesUntilItsReplicaIsPromoted) {
   publish_remote(*remote, schema, tokens);
 
   // The master holding most of the chain, once its replica holds as much.
-  const auto info = cluster.nodes_info();
-  int victim = -1, replica = -1;
-  for (int m : cluster.masters())
-    if (victim < 0 || cluster.keys_on(static_cast<size_t>(m)) > cluster.keys_on(static_cast<size_t>(victim))) victim = m;
-  ASSERT_GE(victim, 0);
-  const std::string victim_id = cluster.id_of(static_cast<size_t>(victim));
-  for (const auto& n : info)
-    if (n.master_id == victim_id) replica = cluster.index_of(n.port);
+  const size_t victim = cluster.busiest_master();
+  const int replica = cluster.replica_of(victim);
   ASSERT_GE(replica, 0);
-  ASSERT_TRUE(eventually([&] {
-    return cluster.keys_on(static_cast<size_t>(replica)) == cluster.keys_on(static_cast<size_t>(victim));
-  }));
-  ASSERT_GT(cluster.keys_on(static_cast<size_t>(victim)), 0);
+  ASSERT_TRUE(eventually([&] { return cluster.keys_on(static_cast<size_t>(replica)) == cluster.keys_on(victim); }));
+  ASSERT_GT(cluster.keys_on(victim), 0);
 
-  cluster.node(static_cast<size_t>(victim)).kill();
+  cluster.node(victim).kill();
   // Until the replica takes over: misses for the victim's slots, a cold-equal restore of what the rest hold.
   auto r = restore_from(*remote, schema, tokens);
   EXPECT_LT(r.plan.restore_point, 9 * kB);
@@ -202,15 +194,9 @@ TEST(RedisCluster, MovingSlotsDuringLookupsChangesNoRestore) {
     publish_remote(*remote, schema, chains.back());
   }
   // Every slot of the master holding most keys moves to another master while lookups run.
-  const auto masters = cluster.masters();
-  ASSERT_EQ(masters.size(), 3u);
-  size_t from = static_cast<size_t>(masters[0]);
-  for (int m : masters)
-    if (cluster.keys_on(static_cast<size_t>(m)) > cluster.keys_on(from)) from = static_cast<size_t>(m);
-  const size_t to = static_cast<size_t>(masters[0]) == from ? static_cast<size_t>(masters[1]) : static_cast<size_t>(masters[0]);
-  int slots = 0;
-  for (const auto& n : cluster.nodes_info())
-    if (cluster.index_of(n.port) == static_cast<int>(from)) slots = n.slots;
+  ASSERT_EQ(cluster.masters().size(), 3u);
+  const size_t from = cluster.busiest_master(), to = cluster.other_master(from);
+  const int slots = cluster.slots_of(from);
   auto reshard = std::async(std::launch::async, [&] { return cluster.reshard(from, to, slots); });
   int lookups = 0;
   const auto write_more = random_tokens(40, 10 * kB);

@@ -77,15 +77,9 @@ TEST_F(ServeCluster, ReplicasShareThroughAKilledMasterAndASlotMove) {
   // Prefixes 2..9 prefilled on A; B has seen none of them.
   for (int p = 2; p <= 9; ++p) turn(ca, p, 1);
   wait_written(*a);
-  const auto masters = cluster.masters();
-  ASSERT_EQ(masters.size(), 3u);
-  size_t victim = static_cast<size_t>(masters[0]);
-  for (int m : masters)
-    if (cluster.keys_on(static_cast<size_t>(m)) > cluster.keys_on(victim)) victim = static_cast<size_t>(m);
-  const std::string victim_id = cluster.id_of(victim);
-  int replica_of_victim = -1;
-  for (const auto& n : cluster.nodes_info())
-    if (n.master_id == victim_id) replica_of_victim = cluster.index_of(n.port);
+  ASSERT_EQ(cluster.masters().size(), 3u);
+  const size_t victim = cluster.busiest_master();
+  const int replica_of_victim = cluster.replica_of(victim);
   ASSERT_GE(replica_of_victim, 0);
   ASSERT_TRUE(eventually([&] { return cluster.keys_on(static_cast<size_t>(replica_of_victim)) == cluster.keys_on(victim); }));
 
@@ -96,10 +90,11 @@ TEST_F(ServeCluster, ReplicasShareThroughAKilledMasterAndASlotMove) {
     auto on_b_traffic = std::async(std::launch::async, [&] { return traffic(*b, 2, 5, stop); });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     cluster.node(victim).kill();
-    ASSERT_TRUE(eventually([&] { return cluster.settled(); }));
+    const bool promoted = eventually([&] { return cluster.settled(); });
     stop = true;
     on_a.get();
     on_b_traffic.get();
+    ASSERT_TRUE(promoted);
   }
   // The tier recovers once the replica is promoted: B restores whole what A
   // wrote before the kill (the replica held it) and after it.
@@ -118,22 +113,16 @@ TEST_F(ServeCluster, ReplicasShareThroughAKilledMasterAndASlotMove) {
   EXPECT_EQ(r["mac_failures"], 0);
 
   // Every slot of a master moved to another while both replicas serve.
-  const auto now_masters = cluster.masters();
-  ASSERT_EQ(now_masters.size(), 3u);
-  size_t from = static_cast<size_t>(now_masters[0]);
-  for (int m : now_masters)
-    if (cluster.keys_on(static_cast<size_t>(m)) > cluster.keys_on(from)) from = static_cast<size_t>(m);
-  const size_t to = static_cast<size_t>(now_masters[0]) == from ? static_cast<size_t>(now_masters[1])
-                                                                 : static_cast<size_t>(now_masters[0]);
-  int slots = 0;
-  for (const auto& n : cluster.nodes_info())
-    if (cluster.index_of(n.port) == static_cast<int>(from)) slots = n.slots;
+  ASSERT_EQ(cluster.masters().size(), 3u);
+  const size_t from = cluster.busiest_master(), to = cluster.other_master(from);
+  const int slots = cluster.slots_of(from);
   {
     std::atomic<bool> stop{false};
     auto on_a = std::async(std::launch::async, [&] { return traffic(*a, 30, 34, stop); });
     auto on_b_traffic = std::async(std::launch::async, [&] { return traffic(*b, 30, 34, stop); });
-    EXPECT_EQ(cluster.reshard(from, to, slots), 0);
+    const int moved = cluster.reshard(from, to, slots);
     stop = true;
+    EXPECT_EQ(moved, 0);
     std::printf("turns during the slot move: A %d, B %d\n", on_a.get(), on_b_traffic.get());
   }
   EXPECT_EQ(cluster.keys_on(from), 0);

@@ -112,6 +112,33 @@ class RedisTestCluster {
         return false;
     return true;
   }
+  // The live master holding the most keys.
+  size_t busiest_master() const {
+    const auto m = masters();
+    size_t best = static_cast<size_t>(m.at(0));
+    for (int i : m)
+      if (keys_on(static_cast<size_t>(i)) > keys_on(best)) best = static_cast<size_t>(i);
+    return best;
+  }
+  // The node replicating master `i`, or -1.
+  int replica_of(size_t i) const {
+    const std::string id = id_of(i);
+    for (const auto& n : nodes_info())
+      if (n.master_id == id) return index_of(n.port);
+    return -1;
+  }
+  // How many slots node `i` owns.
+  int slots_of(size_t i) const {
+    for (const auto& n : nodes_info())
+      if (index_of(n.port) == static_cast<int>(i)) return n.slots;
+    return 0;
+  }
+  // Another live master than `i`.
+  size_t other_master(size_t i) const {
+    for (int m : masters())
+      if (static_cast<size_t>(m) != i) return static_cast<size_t>(m);
+    return i;
+  }
   // Moves `slots` slots from node `from` to node `to` with redis-cli
   // --cluster reshard (MIGRATE of their keys, ASK then MOVED for clients);
   // redis-cli's exit code.
