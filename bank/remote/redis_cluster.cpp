@@ -68,6 +68,7 @@ struct RedisCluster::Group {
   std::vector<bool> asking;   // per item: send ASKING first
   // Filled by run_group: commands to send again, with the node an ASK named (null: by slot).
   std::vector<std::pair<size_t, Node*>> retry;
+  bool failed = false;  // the exchange with the node failed
 };
 
 RedisCluster::RedisCluster(RedisClusterOptions options) : options_(std::move(options)) {}
@@ -210,7 +211,12 @@ void RedisCluster::run_group(Group& g, std::span<const RedisCommand> commands, R
     batch.push_back(commands[g.items[k]]);
   }
   std::vector<RedisReplyPtr> got;
-  if (!call_node(g.node, batch, deadline, &got).is_ok()) return;
+  if (!call_node(g.node, batch, deadline, &got).is_ok()) {
+    // The node is gone (now tripped): its slots may have a new owner already.
+    g.failed = true;
+    for (size_t i : g.items) g.retry.emplace_back(i, nullptr);
+    return;
+  }
   for (size_t k = 0; k < g.items.size(); ++k) {
     RedisReplyPtr& r = got[reply_at[k]];
     if (r->type != REDIS_REPLY_ERROR) {
@@ -258,12 +264,12 @@ void RedisCluster::exchange(std::span<const RedisCommand> commands, std::vector<
   const RedisDeadline deadline = RedisClock::now() + options_.timeout;
   std::vector<std::pair<size_t, Node*>> pending;
   for (size_t i = 0; i < commands.size(); ++i) pending.emplace_back(i, nullptr);
-  bool kick = false;
+  bool kick = false, refreshed = false;
   for (int hop = 0; !pending.empty(); ++hop) {
     std::vector<Group> groups;
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (hop > kMaxRedirects) {
+      if (hop > kMaxRedirects || (hop > 0 && RedisClock::now() >= deadline)) {  // no hop may trip a node for lack of time
         stats_.unrouted += pending.size();
         break;
       }
@@ -279,7 +285,7 @@ void RedisCluster::exchange(std::span<const RedisCommand> commands, std::vector<
           continue;
         }
         auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.node == n; });
-        if (g == groups.end()) g = groups.insert(groups.end(), Group{n, {}, {}, {}});
+        if (g == groups.end()) g = groups.insert(groups.end(), Group{n, {}, {}, {}, false});
         g->items.push_back(i);
         g->asking.push_back(ask != nullptr);
       }
@@ -291,9 +297,24 @@ void RedisCluster::exchange(std::span<const RedisCommand> commands, std::vector<
     if (!groups.empty()) run_group(groups[0], commands, deadline, replies);
     for (auto& t : others) t.join();
     pending.clear();
+    bool node_failed = false;
     for (auto& g : groups) {
       if (!g.retry.empty()) kick = true;
+      node_failed = node_failed || g.failed;
       pending.insert(pending.end(), g.retry.begin(), g.retry.end());
+    }
+    // A master that just died has usually been replaced by its replica
+    // already (this replica had no reason to call it before): one map read,
+    // then its commands go once more, to the new owner or nowhere.
+    if (node_failed && !refreshed && RedisClock::now() < deadline) {
+      refreshed = true;
+      (void)refresh();
+    } else if (node_failed) {
+      std::erase_if(pending, [&](const auto& p) {
+        for (const auto& g : groups)
+          if (g.failed && std::find(g.items.begin(), g.items.end(), p.first) != g.items.end()) return true;
+        return false;
+      });
     }
   }
   if (kick) cv_.notify_all();

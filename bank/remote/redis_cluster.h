@@ -22,9 +22,12 @@
 //  4. A failed command has a null reply; a reply is always the node's own
 //     answer to that command. CLUSTERDOWN and TRYAGAIN (a slot without a
 //     master, a migration in progress) are failures of that command, not of
-//     the node. So a killed master costs misses for its slots until a replica
-//     is promoted and the map is refreshed (the background thread refreshes
-//     it every `retry_interval` while a slot's owner is down or unknown);
+//     the node. When an exchange with a node fails, the map is read once
+//     more and that node's commands are sent once more, to whoever owns their
+//     slots now (a replica promoted while nothing called the dead master).
+//     So a killed master costs misses for its slots until a replica is
+//     promoted and the map is refreshed (the background thread refreshes it
+//     every `retry_interval` while a slot's owner is down or unknown);
 //     nothing here ever turns one key's reply into another's.
 // Thread-safe.
 #pragma once

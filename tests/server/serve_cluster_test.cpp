@@ -101,7 +101,7 @@ TEST_F(ServeCluster, ReplicasShareThroughAKilledMasterAndASlotMove) {
   ASSERT_TRUE(eventually([&] { return remote_of(*b)["available"] == 1; }));
   json recovered = turn(cb, 6, 2);
   EXPECT_EQ(recovered["restore"]["mode"], "remote");
-  EXPECT_EQ(recovered["usage"]["prompt_tokens_details"]["cached_tokens"], 384);
+  EXPECT_EQ(recovered["usage"]["prompt_tokens_details"]["cached_tokens"], 384) << recovered["restore"].dump() << remote_of(*b).dump();
   turn(ca, 10, 1);
   wait_written(*a);
   json after = turn(cb, 10, 2);
