@@ -11,7 +11,7 @@ reports the share of prompt tokens served from the bank, time to first token
 p50/p99 (streamed, to the first content chunk), generated tokens per second,
 and where restores came from (ram / remote / cold), before and after the kill.
 Also the restore throughput from the cluster: bytes read from the remote tier
-over the time those restores took (`restore.restore_ms`).
+over the time those lookups and restores took (`restore.lookup_ms + restore.restore_ms`).
 
 usage: bench/cluster_bench.py --model DIR [--replicas 3] [--users 6] [--turns 6]
                               [--report docs/bench/cluster.md] [--base-port 7400]
@@ -72,24 +72,31 @@ def run_mode(args, affinity, model):
         raise SystemExit(f"local-cluster start failed: {start.stderr}{start.stdout}")
     pids = dict(line.split() for line in open(os.path.join(workdir, "pids")))
     proxy = base + 9
-    system = words(0, 300)
+    system = words(0, args.system_words)
     records, lock = [], threading.Lock()
     killed_at = [None]
+    failed = [0]
 
     def user(u):
         history = system
         for t in range(args.turns):
-            history += " user: " + words(u * 100 + t, 20)
+            history += " user: " + words(u * 100 + t, args.message_words)
             body = {"prompt": history, "max_tokens": args.reply_tokens, "temperature": 0}
             if affinity:
                 body["user"] = f"user-{u}"
             t0 = time.monotonic()
-            ttft, n, usage, restore = post_stream(proxy, body)
+            try:
+                ttft, n, usage, restore = post_stream(proxy, body)
+            except OSError:  # running on the replica that was killed: lost, and the user asks again
+                with lock:
+                    failed[0] += 1
+                ttft, n, usage, restore = post_stream(proxy, body)
             with lock:
                 records.append({"t": t0, "ttft": ttft, "tokens": n, "prompt": usage.get("prompt_tokens", 0),
                                 "cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
-                                "mode": restore.get("mode", "?"), "restore_ms": restore.get("restore_ms", 0.0),
-                                "bytes": restore.get("bytes_read", 0), "after_kill": killed_at[0] is not None,
+                                "mode": restore.get("mode", "?"), "restore_ms": restore.get("lookup_ms", 0.0) + restore.get("restore_ms", 0.0),
+                                "remote_bytes": ((restore.get("tiers") or {}).get("remote") or {}).get("bytes", 0),
+                                "after_kill": killed_at[0] is not None,
                                 "wall": time.monotonic() - t0})
             history += " assistant: " + words(u * 100 + t + 50, args.reply_tokens)
 
@@ -111,7 +118,9 @@ def run_mode(args, affinity, model):
         th.join()
     wall = time.monotonic() - started
     subprocess.run([os.path.join(ROOT, "deploy/local-cluster.sh"), "stop", workdir], capture_output=True)
-    return summarize(records, wall)
+    out = summarize(records, wall)
+    out["lost_running_requests"] = failed[0]
+    return out
 
 
 def pct(values, p):
@@ -128,11 +137,11 @@ def summarize(records, wall):
         return {"requests": len(rs), "bank_share": sum(r["cached"] for r in rs) / prompt if prompt else 0.0,
                 "ttft_p50_ms": pct([r["ttft"] for r in rs], 50) * 1000,
                 "ttft_p99_ms": pct([r["ttft"] for r in rs], 99) * 1000, "modes": modes}
-    remote = [r for r in records if r["mode"] == "remote" and r["restore_ms"] > 0]
+    remote = [r for r in records if r["remote_bytes"] > 0 and r["restore_ms"] > 0]
     out = {"all": part(records), "before_kill": part([r for r in records if not r["after_kill"]]),
            "after_kill": part([r for r in records if r["after_kill"]]),
            "tokens_per_s": sum(r["tokens"] for r in records) / wall, "wall_s": wall,
-           "remote_restore_mb_s": (sum(r["bytes"] for r in remote) / 1e6) / (sum(r["restore_ms"] for r in remote) / 1e3)
+           "remote_restore_mb_s": (sum(r["remote_bytes"] for r in remote) / 1e6) / (sum(r["restore_ms"] for r in remote) / 1e3)
            if remote else float("nan"), "remote_restores": len(remote)}
     return out
 
@@ -148,13 +157,14 @@ def report(args, results, path):
         "",
         "```sh",
         f"bench/cluster_bench.py --model DIR --replicas {args.replicas} --users {args.users} --turns {args.turns}"
-        f" --reply-tokens {args.reply_tokens} --report {path}",
+        f" --reply-tokens {args.reply_tokens} --system-words {args.system_words} --message-words {args.message_words}"
+        f" --report {path}",
         "```",
         "",
         f"Setup: deploy/local-cluster.sh (a Redis Cluster of 3 masters and 3 replicas, {args.replicas} statebank"
         f" replicas with `--block-tokens 64 --snapshot-every 128 --threads 1`, HAProxy with deploy/haproxy.cfg)."
-        f" {args.users} simulated users, each one conversation of {args.turns} turns on a shared 300-word system"
-        f" prompt, every turn adding a 20-word message to the whole history and asking for {args.reply_tokens}"
+        f" {args.users} simulated users, each one conversation of {args.turns} turns on a shared {args.system_words}-word system"
+        f" prompt, every turn adding a {args.message_words}-word message (a tool result) to the whole history and asking for {args.reply_tokens}"
         " tokens (greedy, streamed). Affinity: every request carries `user`; round robin: none does. Replica 1 is"
         " killed (SIGKILL) when half the turns are done.",
         "",
@@ -173,8 +183,10 @@ def report(args, results, path):
     row("generated tokens per second (all users)", f"{a['tokens_per_s']:.1f}", f"{r['tokens_per_s']:.1f}")
     row("restores by mode", json.dumps(a["all"]["modes"]), json.dumps(r["all"]["modes"]))
     row("  after the kill", json.dumps(a["after_kill"]["modes"]), json.dumps(r["after_kill"]["modes"]))
-    row("restore throughput from the cluster (MB/s, restores)",
+    row("restore throughput from the cluster: remote bytes / (lookup + restore time) (MB/s, restores)",
         f"{a['remote_restore_mb_s']:.1f} ({a['remote_restores']})", f"{r['remote_restore_mb_s']:.1f} ({r['remote_restores']})")
+    row("requests lost while running on the killed replica (asked again)", a["lost_running_requests"],
+        r["lost_running_requests"])
     row("wall time (s)", f"{a['wall_s']:.1f}", f"{r['wall_s']:.1f}")
     lines += ["", "Raw results:", "", "```json", json.dumps(results, indent=1), "```", ""]
     with open(path, "w") as f:
@@ -188,6 +200,8 @@ def main():
     p.add_argument("--users", type=int, default=6)
     p.add_argument("--turns", type=int, default=6)
     p.add_argument("--reply-tokens", type=int, default=8)
+    p.add_argument("--system-words", type=int, default=300)
+    p.add_argument("--message-words", type=int, default=20)
     p.add_argument("--base-port", type=int, default=7400)
     p.add_argument("--report", default=os.path.join(ROOT, "docs/bench/cluster.md"))
     p.add_argument("--statebank", default=os.path.join(ROOT, "build/release/statebank"))
