@@ -16,6 +16,7 @@
 #include "bank/ram_tier.h"
 #include "bank/remote/redis_tier.h"
 #include "tests/bank/bank_lookup_util.h"
+#include "tests/bank/remote_test_util.h"
 #include "tests/util/redis_cluster.h"
 
 namespace sb {
@@ -25,21 +26,6 @@ using namespace sb::testing;
 using std::chrono::milliseconds;
 
 constexpr char kSecret[] = "redis-cluster-test-secret-0123456789";
-
-std::unique_ptr<RedisTier> open_cluster(const RedisTestCluster& cluster, const StateSchema& schema) {
-  RedisOptions o;
-  EXPECT_TRUE(parse_redis_url(cluster.url(), &o.address).is_ok());
-  o.secret = kSecret;
-  o.timeout = milliseconds(2000);
-  o.retry_interval = milliseconds(50);
-  o.schema = schema;
-  o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
-  o.log = [](const std::string&) {};
-  std::unique_ptr<RedisTier> t;
-  Status s = RedisTier::open(std::move(o), &t);
-  EXPECT_TRUE(s.is_ok()) << s.to_string();
-  return t;
-}
 
 void publish_remote(RedisTier& remote, const StateSchema& schema, const std::vector<int32_t>& tokens) {
   Bank writer({&remote});
@@ -85,10 +71,15 @@ TEST(RedisClusterUrl, ParsesSeedsAndRefusesWhatAClusterHasNot) {
   EXPECT_EQ(why("redis-cluster://u:secretpw@10.0.0.1:7000").find("secretpw"), std::string::npos);
 }
 
-TEST(RedisCluster, KeysGoToTheirSlotsOwnersAndRestoreBitIdentical) {
+// A fresh 3+3 cluster per test and the tier on it.
+class RedisClusterTier : public ::testing::Test {
+ protected:
   RedisTestCluster cluster;
-  const auto schema = synthetic_schema();
-  auto remote = open_cluster(cluster, schema);
+  const StateSchema schema = synthetic_schema();
+  std::unique_ptr<RedisTier> remote = open_test_remote(cluster.url(), kSecret, schema, milliseconds(2000));
+};
+
+TEST_F(RedisClusterTier, KeysGoToTheirSlotsOwnersAndRestoreBitIdentical) {
   const auto tokens = random_tokens(11, 10 * kB);
   publish_remote(*remote, schema, tokens);
 
@@ -120,10 +111,7 @@ TEST(RedisCluster, KeysGoToTheirSlotsOwnersAndRestoreBitIdentical) {
 
 // Negative control: the cold comparison sees a value that was swapped for
 // another key's (bypassing the MAC by resealing it with the secret).
-TEST(RedisCluster, TheColdComparisonSeesAResealedForeignValue) {
-  RedisTestCluster cluster;
-  const auto schema = synthetic_schema();
-  auto remote = open_cluster(cluster, schema);
+TEST_F(RedisClusterTier, TheColdComparisonSeesAResealedForeignValue) {
   const auto tokens = random_tokens(12, 4 * kB);
   publish_remote(*remote, schema, tokens);
   // Block 2's name, holding block 2 with other numbers, sealed correctly: every check passes.
@@ -146,10 +134,7 @@ TEST(RedisCluster, TheColdComparisonSeesAResealedForeignValue) {
   EXPECT_NONFATAL_FAILURE(restore_from(*remote, schema, tokens), "restored state differs from cold");
 }
 
-TEST(RedisCluster, AKilledMasterCostsMissesUntilItsReplicaIsPromoted) {
-  RedisTestCluster cluster;
-  const auto schema = synthetic_schema();
-  auto remote = open_cluster(cluster, schema);
+TEST_F(RedisClusterTier, AKilledMasterCostsMissesUntilItsReplicaIsPromoted) {
   const auto tokens = random_tokens(13, 10 * kB);
   publish_remote(*remote, schema, tokens);
 
@@ -184,10 +169,7 @@ TEST(RedisCluster, AKilledMasterCostsMissesUntilItsReplicaIsPromoted) {
   EXPECT_EQ(s.mac_failures, 0u);
 }
 
-TEST(RedisCluster, MovingSlotsDuringLookupsChangesNoRestore) {
-  RedisTestCluster cluster;
-  const auto schema = synthetic_schema();
-  auto remote = open_cluster(cluster, schema);
+TEST_F(RedisClusterTier, MovingSlotsDuringLookupsChangesNoRestore) {
   std::vector<std::vector<int32_t>> chains;
   for (int i = 0; i < 6; ++i) {
     chains.push_back(random_tokens(20 + static_cast<uint64_t>(i), 10 * kB));
