@@ -225,22 +225,25 @@ TEST(ServeEvents, AReplayConsumersIndexEqualsTheListedPrefixesThroughEvictionsAn
   ASSERT_EQ(gen_model(model, "qwen3_next", "tiny", 5), 0) << kGenModelFailed;
   EventIndex index;
   ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", model, "--port", "0", "--bank-dir", root + "/bank",
-                       "--block-tokens", "64", "--snapshot-every", "128", "--threads", "1", "--ram-bank", "1M",
-                       "--ssd-bank", "1M", "--kv-events", index.endpoint()});
+                       "--block-tokens", "64", "--snapshot-every", "128", "--threads", "1", "--ram-bank", "512K",
+                       "--ssd-bank", "2M", "--kv-events", index.endpoint()});
   auto c = server.client();
 
   // ZMQ drops what a PUB sends before the subscription reaches it: turns
   // until one batch arrived, then a flush, so the index starts from nothing.
+  int warm_up = 0;  // a new prefix each time: only stores make events
   ASSERT_TRUE(eventually([&] {
-    served_equals_bypass(c, "/v1/completions", completion(concat(prefix(0), tail(0))));
+    served_equals_bypass(c, "/v1/completions", completion(concat(prefix(100 + warm_up++), tail(0))));
     return index.batches() > 0;
   }));
   flush_all(server);
   ASSERT_TRUE(eventually([&] { return index.size() == 0 && listed_prefixes(server).empty(); }));
 
   // Enough prefixes to evict from RAM and from SSD.
-  for (int p = 1; p <= 20; ++p) served_equals_bypass(c, "/v1/completions", completion(concat(prefix(p), tail(p))));
+  for (int p = 1; p <= 30; ++p) served_equals_bypass(c, "/v1/completions", completion(concat(prefix(p), tail(p))));
   for (int p = 1; p <= 3; ++p) served_equals_bypass(c, "/v1/completions", completion(concat(prefix(p), tail(20 + p))));
+  // The SSD tier writes (and so evicts) in the background.
+  EXPECT_TRUE(eventually([&] { return bank_of(server)["ssd"]["queued"] == 0; }));
   const json bank = bank_of(server);
   EXPECT_GT(bank["ram"]["evictions"].get<int64_t>(), 0) << bank.dump();
   EXPECT_GT(bank["ssd"]["evictions"].get<int64_t>(), 0) << bank.dump();
