@@ -34,6 +34,15 @@ Status TieredBank::open(BankOptions options, std::unique_ptr<TieredBank>* out) {
     SB_RETURN_IF_ERROR(RedisTier::open(std::move(o), &b->remote_));
     b->tiers_.push_back(b->remote_.get());
   }
+  if (!options.kv_events.empty()) {
+    KvEventsOptions o;
+    o.endpoint = options.kv_events;
+    o.log = options.log;
+    SB_RETURN_IF_ERROR(KvEventPublisher::open(std::move(o), &b->events_));
+    // The remote tier is shared: what it holds is not this replica's to announce.
+    for (Tier* t : {static_cast<Tier*>(b->ram_.get()), static_cast<Tier*>(b->ssd_.get())})
+      if (t) t->set_observer(b->events_.get());
+  }
   if (!b->tiers_.empty()) b->bank_ = std::make_unique<Bank>(b->tiers_);
   *out = std::move(b);
   return Status::ok();

@@ -28,6 +28,7 @@
 
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
+#include "bank/events/kv_events.h"
 #include "bank/remote/redis_tier.h"
 #include "bank/ssd_tier.h"
 #include "common/status.h"
@@ -55,6 +56,10 @@ struct BankOptions {
   std::chrono::seconds remote_ttl{86400};         // after the last use; 0: keys never expire
   std::chrono::milliseconds remote_timeout{500};  // every call to Redis, connecting included
   std::string remote_key_prefix;                  // empty: the tier's own ("statebank:")
+  // Where the RAM and SSD tiers' stores and removals are published as
+  // vLLM KV-cache events (bank/events/kv_events.h): tcp://HOST:PORT, or
+  // empty for none.
+  std::string kv_events;
 };
 
 class TieredBank {
@@ -71,6 +76,7 @@ class TieredBank {
   RamTier* ram() const { return ram_.get(); }  // null without a RAM tier
   SsdTier* ssd() const { return ssd_.get(); }  // null without an SSD tier
   RedisTier* remote() const { return remote_.get(); }  // null without a remote tier
+  KvEventPublisher* events() const { return events_.get(); }  // null without --kv-events
 
   // Waits until everything queued for the lower tiers is stored, at most
   // until `deadline`. Returns the first write failure, or kResourceExhausted
@@ -83,6 +89,7 @@ class TieredBank {
  private:
   TieredBank() = default;
 
+  std::unique_ptr<KvEventPublisher> events_;  // first: the tiers tell it things until they are gone
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SsdTier> ssd_;
   std::unique_ptr<RedisTier> remote_;

@@ -57,7 +57,8 @@ Status RamTier::put(const ObjectRef& object, Retention retention) {
   entry.retention = object->kind == ObjectKind::kBlock ? Retention::kBlock : std::max(retention, Retention::kThinFirst);
   entry.tick = ++tick_;
   entry.last_use_ms = wall_now_ms();
-  objects_.emplace(Name{object->kind, object->key}, entry);
+  auto placed = objects_.emplace(Name{object->kind, object->key}, entry).first;
+  if (observer_) observer_->stored(TierKind::kRam, entry_of(placed->second), object->tokens);
   bytes_ += size;
   stats_.bytes_written += size;
   if (object->kind == ObjectKind::kBlock) {
@@ -174,6 +175,7 @@ void RamTier::remove(ObjectKind kind, const Key& key, bool evicted) {
   const ObjectRef object = it->second.object;  // keeps the object alive for reorder_around
   bytes_ -= object->payload_bytes();
   objects_.erase(it);
+  if (observer_) observer_->removed(TierKind::kRam, kind, key);
   if (kind == ObjectKind::kBlock) {
     auto siblings = children_.find(object->parent);
     std::erase(siblings->second, key);
@@ -238,6 +240,13 @@ TierEntry RamTier::entry_of(const Entry& e) const {
   t.hits = e.hits;
   t.last_use_ms = e.last_use_ms;
   return t;
+}
+
+void RamTier::set_observer(TierObserver* observer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  observer_ = observer;
+  if (observer_)
+    for (const auto& [name, e] : objects_) observer_->stored(TierKind::kRam, entry_of(e), e.object->tokens);
 }
 
 std::vector<TierEntry> RamTier::entries() const {

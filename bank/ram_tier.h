@@ -72,6 +72,7 @@ class RamTier : public Tier {
   TierStats stats() const override;
 
   void set_eviction_guard(const EvictionGuard* guard) override;
+  void set_observer(TierObserver* observer) override;
   void guard_changed() override;
   std::vector<TierEntry> entries() const override;
   bool describe(ObjectKind kind, const Key& key, TierEntry* out) const override;
@@ -130,6 +131,7 @@ class RamTier : public Tier {
   std::vector<Name> evicted_;
   TierStats stats_;
   const EvictionGuard* guard_ = nullptr;
+  TierObserver* observer_ = nullptr;
 };
 
 }  // namespace sb

@@ -341,7 +341,7 @@ bool SsdTier::quarantine(ObjectKind kind, const Key& key, const std::string& why
   const auto id = std::make_pair(kind, key);
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (!index_.erase(kind, key)) return false;
+    if (!unindex(kind, key)) return false;
     ++tier_.quarantined;
     if (options_.mode != SsdMode::kOn) {
       log("damaged object " + object_path(kind, key) + " (" + why + "); read-only, left in place, not served again");
@@ -422,7 +422,7 @@ Status SsdTier::get(ObjectKind kind, const Key& key, ObjectRef* out) {
       // Only damage is quarantined; a vanished file (evicted meanwhile) or
       // an I/O error is a plain miss.
       if (s.code() == Code::kCorruption) ++tier_.check_failures;
-      if (s.code() == Code::kNotFound) index_.erase(kind, key);
+      if (s.code() == Code::kNotFound) unindex(kind, key);
     }
     if (s.code() == Code::kCorruption) (void)quarantine(kind, key, s.message());
     return s;
@@ -552,7 +552,7 @@ bool SsdTier::evict(const SsdEntry& v) {
     std::lock_guard<std::mutex> l(mu_);
     const SsdEntry* e = index_.find(v.kind, v.key);
     if (e == nullptr || !e->doomed) return false;
-    index_.erase(v.kind, v.key);
+    unindex(v.kind, v.key);
     ++tier_.evictions;
     removing_.insert(id);
   }
@@ -706,6 +706,7 @@ void SsdTier::publish_locked(const Job& job, uint64_t size) {
   e.tokens = static_cast<uint32_t>(job.object->tokens.size());
   e.last_use_ms = wall_now_ms();
   index_.insert(e);
+  note_stored(e, job.object->tokens);
   tier_.bytes_written += size;
 }
 
@@ -968,7 +969,7 @@ Status SsdTier::discard(ObjectKind kind, const Key& key) {
   const auto id = std::make_pair(kind, key);
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (!index_.erase(kind, key))
+    if (!unindex(kind, key))
       return Status::not_found(std::string("no ") + kind_tag(kind) + " " + key.hex() + " on SSD");
     // A put of the same name waits until the file is gone (as for eviction
     // and quarantine), so the removal cannot delete a fresh copy.
@@ -978,6 +979,23 @@ Status SsdTier::discard(ObjectKind kind, const Key& key) {
   std::lock_guard<std::mutex> l(mu_);
   removing_.erase(id);
   return s.code() == Code::kNotFound ? Status::ok() : s;
+}
+
+bool SsdTier::unindex(ObjectKind kind, const Key& key) {
+  if (!index_.erase(kind, key)) return false;
+  if (observer_) observer_->removed(TierKind::kSsd, kind, key);
+  return true;
+}
+
+void SsdTier::note_stored(const SsdEntry& e, std::span<const int32_t> tokens) {
+  if (observer_) observer_->stored(TierKind::kSsd, tier_entry(e), tokens);
+}
+
+void SsdTier::set_observer(TierObserver* observer) {
+  std::lock_guard<std::mutex> l(mu_);
+  observer_ = observer;
+  if (observer_)
+    for (const SsdEntry& e : index_.in_eviction_order()) note_stored(e, {});  // tokens stay on disk
 }
 
 }  // namespace sb

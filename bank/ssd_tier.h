@@ -143,6 +143,7 @@ class SsdTier : public Tier {
   Status close(std::chrono::steady_clock::time_point deadline);
 
   void set_eviction_guard(const EvictionGuard* guard) override;
+  void set_observer(TierObserver* observer) override;
   void guard_changed() override;
   bool writable() const override { return options_.mode == SsdMode::kOn; }
   std::vector<TierEntry> entries() const override;
@@ -252,6 +253,10 @@ class SsdTier : public Tier {
   std::deque<std::function<void()>> read_tasks_;
   std::vector<std::thread> readers_;  // started by the first get_many()
   const EvictionGuard* guard_ = nullptr;
+  TierObserver* observer_ = nullptr;  // guarded by mu_
+  // The index's changes, told to the observer; under mu_.
+  bool unindex(ObjectKind kind, const Key& key);
+  void note_stored(const SsdEntry& e, std::span<const int32_t> tokens);
 
   std::vector<std::thread> writers_;  // constant after open
 };

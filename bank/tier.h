@@ -131,6 +131,20 @@ class EvictionGuard {
   virtual bool protects(ObjectKind kind, const Key& key) const = 0;
 };
 
+// Told what a tier stores and removes, as it happens (the bank's events,
+// bank/events/kv_events.h). Called under the tier's own lock: an observer
+// must be cheap, must not block, and must never call into a tier.
+class TierObserver {
+ public:
+  virtual ~TierObserver() = default;
+  // A new object is in the tier (visible to contains()); `entry` as
+  // entries() lists it, `tokens` a block's token ids where the tier has them
+  // at hand (empty otherwise).
+  virtual void stored(TierKind tier, const TierEntry& entry, std::span<const int32_t> tokens) = 0;
+  // An object left the tier (evicted, discarded, quarantined, found gone).
+  virtual void removed(TierKind tier, ObjectKind kind, const Key& key) = 0;
+};
+
 class Tier {
  public:
   virtual ~Tier() = default;
@@ -171,6 +185,11 @@ class Tier {
   // The guard protects less than before (a pin expired or was removed):
   // evict to the budget now.
   virtual void guard_changed() {}
+  // Installs the observer told of every store and removal from now on
+  // (nullptr: none); it is first told of everything the tier holds. It must
+  // outlive its installation. Tiers that cannot enumerate what they hold (a
+  // shared remote store) tell nothing.
+  virtual void set_observer(TierObserver* observer) { (void)observer; }
   // Whether put() can store anything (false: a read-only SSD tier).
   virtual bool writable() const { return true; }
   // Waits until every put() made before the call is visible or has failed,

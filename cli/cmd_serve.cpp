@@ -47,8 +47,8 @@ const char* kUsage =
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
     "[--ignore-cache-control] "
-    "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
-    "[--remote-timeout-ms MS]]";
+    "[--remote redis://HOST:PORT[/DB]|redis-cluster://HOST:PORT[,HOST:PORT...] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
+    "[--remote-timeout-ms MS]] [--kv-events tcp://HOST:PORT]";
 
 // The flags that take a value.
 const std::set<std::string> kServeFlags = {"model",
@@ -86,6 +86,7 @@ const std::set<std::string> kServeFlags = {"model",
                                            "remote-secret-file",
                                            "remote-ttl",
                                            "remote-timeout-ms",
+                                           "kv-events",
                                            "served-model-name",
                                            "max-tokens-cap",
                                            "speculative",
@@ -333,6 +334,7 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = parse_flags(args, &f, &eo))) return fail("serve", s.message());
   if (!(s = parse_ssd_mode(args.get("ssd", "on"), &eo.bank.ssd_mode))) return fail("serve", "--ssd: " + s.message());
   if (!(s = parse_remote(args, f, &eo.bank))) return fail("serve", s.message());
+  eo.bank.kv_events = args.get("kv-events", "");  // checked when the bank opens
 
   if (!(s = server_options(args, f, &so))) return fail("serve", s.message());
   raise_file_limit(f.max_connections);

@@ -12,6 +12,8 @@ apt_packages=(
   nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev libssl-dev
   libhiredis-dev redis-server
+  # The bank's events (--kv-events): ZMQ and msgpack; the routing recipe: haproxy.
+  libzmq3-dev libmsgpack-cxx-dev haproxy
   # The fuzz targets (tools/fuzz.sh): clang with libFuzzer and its sanitizers.
   clang libclang-rt-dev
   nodejs npm

@@ -42,10 +42,51 @@ std::string reply_error(const redisReply* r) {
 
 void RedisReplyDeleter::operator()(redisReply* r) const { freeReplyObject(r); }
 
-std::string RedisAddress::url() const {
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return "redis://" + h + ":" + std::to_string(port) + "/" + std::to_string(db);
+std::string RedisEndpoint::text() const {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
+
+std::string RedisAddress::url() const {
+  if (!cluster) return "redis://" + RedisEndpoint{host, port}.text() + "/" + std::to_string(db);
+  std::string out = "redis-cluster://";
+  for (size_t i = 0; i < seeds.size(); ++i) out += (i ? "," : "") + seeds[i].text();
+  return out;
+}
+
+namespace {
+
+// HOST[:PORT] or [ADDR][:PORT]; "" when it parses, else why not.
+std::string parse_endpoint(std::string_view authority, bool port_required, RedisEndpoint* out) {
+  RedisEndpoint e;
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return "an IPv6 address is missing its ']'";
+    e.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && after.front() != ':') return "unexpected text after the IPv6 address";
+    if (after == ":") return "the port is empty";
+    if (!after.empty()) port_text = after.substr(1);
+  } else {
+    const size_t colon = authority.rfind(':');
+    e.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return "the port is empty";
+    }
+    if (e.host.find(':') != std::string::npos) return "write an IPv6 address in brackets, [addr]";
+  }
+  if (e.host.empty()) return "the host is empty";
+  for (char c : e.host)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_'))
+      return "the host holds a character that no host name has";
+  if (port_text.empty() && port_required) return "every cluster node needs its port";
+  if (!port_text.empty() && !parse_int(port_text, 1, 65535, &e.port)) return "the port must be a number from 1 to 65535";
+  *out = e;
+  return "";
+}
+
+}  // namespace
 
 Status parse_redis_url(std::string_view url, RedisAddress* out) {
   // Never echo credentials someone put in the URL.
@@ -55,44 +96,43 @@ Status parse_redis_url(std::string_view url, RedisAddress* out) {
     const size_t from = scheme_end == std::string::npos || scheme_end + 3 > at ? 0 : scheme_end + 3;
     shown.replace(from, at - from, "***");
   }
+  constexpr std::string_view scheme = "redis://", cluster_scheme = "redis-cluster://";
+  const bool cluster = url.substr(0, cluster_scheme.size()) == cluster_scheme;
   auto bad = [&](const std::string& why) {
-    return Status::invalid("remote URL '" + shown + "': " + why + " (expected redis://HOST:PORT[/DB])");
+    return Status::invalid("remote URL '" + shown + "': " + why +
+                           (cluster ? " (expected redis-cluster://HOST:PORT[,HOST:PORT...])"
+                                    : " (expected redis://HOST:PORT[/DB] or redis-cluster://HOST:PORT[,...])"));
   };
-  constexpr std::string_view scheme = "redis://";
-  if (url.substr(0, scheme.size()) != scheme) {
+  if (!cluster && url.substr(0, scheme.size()) != scheme) {
     if (url.substr(0, 9) == "rediss://") return bad("TLS (rediss://) is not supported");
-    return bad("it must start with redis://");
+    return bad("it must start with redis:// or redis-cluster://");
   }
-  std::string_view rest = url.substr(scheme.size());
+  std::string_view rest = url.substr(cluster ? cluster_scheme.size() : scheme.size());
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (authority.find('@') != std::string_view::npos)
     return bad("credentials do not go in the URL; put the password in a file and give --remote-password-file");
   RedisAddress a;
-  std::string_view port_text;
-  if (!authority.empty() && authority.front() == '[') {
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) return bad("an IPv6 address is missing its ']'");
-    a.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty() && after.front() != ':') return bad("unexpected text after the IPv6 address");
-    if (!after.empty()) port_text = after.substr(1);
-    if (after == ":") return bad("the port is empty");
-  } else {
-    const size_t colon = authority.rfind(':');
-    a.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) return bad("the port is empty");
+  a.cluster = cluster;
+  if (cluster) {
+    if (slash != std::string_view::npos) return bad("a cluster has only database 0: no /DB");
+    for (size_t at = 0; at <= authority.size();) {
+      const size_t comma = std::min(authority.find(',', at), authority.size());
+      RedisEndpoint e;
+      const std::string why = parse_endpoint(authority.substr(at, comma - at), true, &e);
+      if (!why.empty()) return bad(why);
+      a.seeds.push_back(e);
+      at = comma + 1;
     }
-    if (a.host.find(':') != std::string::npos) return bad("write an IPv6 address in brackets, [addr]");
+    a.host = a.seeds.front().host;
+    a.port = a.seeds.front().port;
+    *out = a;
+    return Status::ok();
   }
-  if (a.host.empty()) return bad("the host is empty");
-  for (char c : a.host)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_'))
-      return bad("the host holds a character that no host name has");
-  if (!port_text.empty() && !parse_int(port_text, 1, 65535, &a.port))
-    return bad("the port must be a number from 1 to 65535");
+  RedisEndpoint e;
+  if (const std::string why = parse_endpoint(authority, false, &e); !why.empty()) return bad(why);
+  a.host = e.host;
+  a.port = e.port;
   if (slash != std::string_view::npos) {
     std::string_view db = rest.substr(slash + 1);
     if (!db.empty() && !parse_int(db, 0, 1 << 20, &a.db)) return bad("the database must be a number (0, 1, ...)");

@@ -32,16 +32,29 @@ struct redisReply;
 
 namespace sb {
 
-// Where the remote tier lives: `redis://HOST[:PORT][/DB]`.
-struct RedisAddress {
-  std::string host;  // a name, an IPv4 address, or an IPv6 address (written [addr] in a URL)
+// One server: a name, an IPv4 address, or an IPv6 address (written [addr]
+// in a URL), and its port.
+struct RedisEndpoint {
+  std::string host;
   int port = 6379;
-  int db = 0;
+  std::string text() const;  // host:port, [addr]:port for IPv6
+};
+
+// Where the remote tier lives: `redis://HOST[:PORT][/DB]`, or a Redis
+// Cluster, `redis-cluster://HOST:PORT[,HOST:PORT...]` (any of its nodes; the
+// rest is learnt from them, bank/remote/redis_cluster.h).
+struct RedisAddress {
+  std::string host;  // the single server, or the first seed of a cluster
+  int port = 6379;
+  int db = 0;        // always 0 for a cluster
+  bool cluster = false;
+  std::vector<RedisEndpoint> seeds;  // a cluster's nodes as given
   std::string url() const;  // normalised, for logs
 };
 
-// Parses `redis://HOST[:PORT][/DB]`. A password never goes in the URL
-// (`redis://user:pass@...` is refused with a pointer to the password file).
+// Parses `redis://HOST[:PORT][/DB]` and `redis-cluster://HOST:PORT[,...]`.
+// A password never goes in the URL (`redis://user:pass@...` is refused with
+// a pointer to the password file).
 Status parse_redis_url(std::string_view url, RedisAddress* out);
 
 using RedisClock = std::chrono::steady_clock;

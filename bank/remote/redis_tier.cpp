@@ -56,6 +56,12 @@ Status RedisTier::open(RedisOptions options, std::unique_ptr<RedisTier>* out) {
   if (options.retry_interval.count() <= 0) options.retry_interval = options.timeout;
   if (options.max_idle_connections < 1) options.max_idle_connections = 1;
   std::unique_ptr<RedisTier> t(new RedisTier(std::move(options)));
+  if (t->options_.address.cluster) {
+    SB_RETURN_IF_ERROR(t->open_cluster());
+    t->worker_ = std::thread([p = t.get()] { p->worker_loop(); });
+    *out = std::move(t);
+    return Status::ok();
+  }
   SB_RETURN_IF_ERROR(resolve_redis_host(t->options_.address.host, &t->numeric_host_));
   std::unique_ptr<RedisConnection> first;
   Status s = t->connect(RedisClock::now() + t->options_.timeout, &first);
@@ -74,6 +80,22 @@ Status RedisTier::open(RedisOptions options, std::unique_ptr<RedisTier>* out) {
   }
   t->worker_ = std::thread([p = t.get()] { p->worker_loop(); });
   *out = std::move(t);
+  return Status::ok();
+}
+
+Status RedisTier::open_cluster() {
+  RedisClusterOptions c;
+  c.seeds = options_.address.seeds;
+  c.password = options_.password;
+  c.timeout = options_.timeout;
+  c.retry_interval = options_.retry_interval;
+  c.max_idle_connections = options_.max_idle_connections;
+  c.log = options_.log;
+  SB_RETURN_IF_ERROR(RedisCluster::open(std::move(c), &cluster_));
+  // The breaker is per node (invariant 8): the tier as a whole stays open.
+  available_ = true;
+  log("using " + options_.address.url() + " (time-out " + millis(options_.timeout) + " per call, " +
+      (ttl_text_.empty() ? std::string("no expiry") : "expiry " + ttl_text_ + " s after last use") + ")");
   return Status::ok();
 }
 
@@ -103,6 +125,10 @@ Status RedisTier::connect(RedisDeadline deadline, std::unique_ptr<RedisConnectio
 }
 
 void RedisTier::trip(const Status& why) const {
+  if (cluster_) {  // an error a node gave for one command: that command's miss, not the cluster's
+    log("redis cluster: " + why.message());
+    return;
+  }
   bool was_available;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -120,6 +146,10 @@ void RedisTier::trip(const Status& why) const {
 }
 
 Status RedisTier::call(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies) const {
+  if (cluster_) {
+    cluster_->exchange(commands, replies);  // a failed command's reply is null
+    return Status::ok();
+  }
   if (!available_.load()) {
     std::lock_guard<std::mutex> l(mu_);
     ++stats_.skipped_calls;
@@ -194,6 +224,7 @@ void RedisTier::contains_many(std::span<TierProbe> probes) const {
   if (!call(commands, &replies).is_ok()) return;
   for (size_t i = 0; i < probes.size(); ++i) {
     const redisReply* r = replies[i].get();
+    if (!r) continue;                    // its cluster node is unavailable: absent
     if (r->type == REDIS_REPLY_ERROR) {  // LOADING, NOAUTH after a restart, ...
       trip(Status::io_error("redis: " + error_text(r)));
       for (auto& p : probes) p.present = false;
@@ -217,6 +248,7 @@ Status RedisTier::decode_reply(ObjectKind kind, const Key& key, const redisReply
     return s;
   };
   const std::string name = redis_key(kind, key);
+  if (!r) return miss(Status::io_error("the cluster node holding " + name + " is unavailable"));
   if (r->type == REDIS_REPLY_NIL) return miss(Status::not_found("no " + name + " in the remote tier"));
   if (r->type != REDIS_REPLY_STRING) {
     const std::string e = error_text(r);
@@ -498,6 +530,11 @@ bool RedisTier::plan_writes(const std::vector<Job>& jobs, const std::vector<std:
     const Job& j = jobs[puts[k]];
     const std::string& name = names[puts[k]];
     const redisReply* r = exists[deletes + k].get();
+    if (!r) {  // its cluster node is unavailable
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.dropped_puts;
+      continue;
+    }
     if (r->type == REDIS_REPLY_ERROR) {
       trip(Status::io_error("redis: " + error_text(r)));
       std::lock_guard<std::mutex> l(mu_);
@@ -532,7 +569,9 @@ void RedisTier::count_write_replies(const WriteRound& round, const std::vector<R
     for (size_t c = 0; c < round.commands.size(); ++c) {
       const redisReply* r = replies[c].get();
       if (round.image_of[c] == std::string::npos) continue;
-      if (r->type == REDIS_REPLY_STATUS) {
+      if (!r) {
+        ++stats_.dropped_puts;  // its cluster node failed
+      } else if (r->type == REDIS_REPLY_STATUS) {
         stats_.tier.bytes_written += round.images[round.image_of[c]].size();
       } else {
         ++stats_.write_errors;
@@ -569,6 +608,17 @@ TierStats RedisTier::stats() const {
               {"skipped_writes", s.skipped_writes},
               {"deleted", s.deleted},
               {"mac_failures", s.mac_failures}};
+  if (s.cluster) {
+    const RedisClusterStats& c = s.nodes;
+    t.counts["available"] = c.available ? 1 : 0;
+    t.counts.insert({{"cluster_masters", c.masters},
+                     {"cluster_masters_down", c.masters_down},
+                     {"cluster_slots_covered", c.slots_covered},
+                     {"cluster_moved", c.moved},
+                     {"cluster_ask", c.ask},
+                     {"cluster_refreshes", c.refreshes},
+                     {"cluster_unrouted", c.unrouted}});
+  }
   return t;
 }
 
@@ -577,6 +627,22 @@ RedisStats RedisTier::redis_stats() const {
   RedisStats s = stats_;
   s.available = available_;
   s.queued = writing_ + queue_.size();
+  if (cluster_) {
+    // The node-level counters are the cluster's; the tier's own stay for what it judges itself.
+    const RedisClusterStats c = cluster_->stats();
+    s.cluster = true;
+    s.nodes = c;
+    s.available = c.available;
+    s.trips += c.trips;
+    s.timeouts += c.timeouts;
+    s.failures += c.failures;
+    s.skipped_calls += c.skipped_calls;
+    s.probes += c.probes;
+    s.round_trips += c.round_trips;
+    s.in_flight += c.in_flight;
+    s.wire_bytes_sent += c.wire_bytes_sent;
+    s.wire_bytes_received += c.wire_bytes_received;
+  }
   return s;
 }
 

@@ -69,6 +69,7 @@
 #include <thread>
 #include <vector>
 
+#include "bank/remote/redis_cluster.h"
 #include "bank/remote/redis_connection.h"
 #include "bank/tier.h"
 #include "runtime/state.h"
@@ -115,6 +116,8 @@ struct RedisStats {
   uint64_t skipped_writes = 0;  // objects Redis already held (only their expiry refreshed)
   uint64_t deleted = 0;         // bad values removed
   uint64_t mac_failures = 0;    // values read whose MAC was missing or wrong (misses, deleted)
+  bool cluster = false;         // the store is a Redis Cluster; the counters below are its
+  RedisClusterStats nodes;      // moved/ask redirections, map refreshes, masters and slots
 };
 
 class RedisTier : public Tier {
@@ -168,6 +171,7 @@ class RedisTier : public Tier {
     uint64_t bytes = 0;
   };
   explicit RedisTier(RedisOptions options);
+  Status open_cluster();
   // One exchange on a pooled connection, under the breaker. Not OK: the tier
   // is (now) unavailable, or the exchange failed and tripped it.
   Status call(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies) const;
@@ -195,6 +199,7 @@ class RedisTier : public Tier {
   std::string numeric_host_;
   uint64_t schema_digest_ = 0;
   std::string ttl_text_;  // seconds, "" without a ttl
+  std::unique_ptr<RedisCluster> cluster_;  // set for redis-cluster://: call() routes through it
 
   mutable std::mutex mu_;
   mutable std::condition_variable work_cv_, done_cv_;

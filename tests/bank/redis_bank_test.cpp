@@ -12,6 +12,7 @@
 #include "bank/ram_tier.h"
 #include "bank/remote/redis_tier.h"
 #include "tests/bank/bank_lookup_util.h"
+#include "tests/bank/remote_test_util.h"
 #include "tests/util/redis_server.h"
 
 namespace sb {
@@ -24,19 +25,7 @@ constexpr char kSecret[] = "redis-bank-test-secret-0123456789";
 
 std::unique_ptr<RedisTier> open_remote(const RedisServer& server, const StateSchema& schema,
                                        milliseconds timeout = milliseconds(5000), std::chrono::seconds ttl = {}) {
-  RedisOptions o;
-  EXPECT_TRUE(parse_redis_url(server.url(), &o.address).is_ok());
-  o.secret = kSecret;
-  o.timeout = timeout;
-  o.ttl = ttl;
-  o.retry_interval = milliseconds(50);
-  o.schema = schema;
-  o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
-  o.log = [](const std::string&) {};
-  std::unique_ptr<RedisTier> t;
-  Status s = RedisTier::open(std::move(o), &t);
-  EXPECT_TRUE(s.is_ok()) << s.to_string();
-  return t;
+  return open_test_remote(server.url(), kSecret, schema, timeout, ttl);
 }
 
 // Publishes a chain into the remote tier alone (another replica did it).

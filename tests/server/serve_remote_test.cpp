@@ -18,6 +18,7 @@
 
 #include "bank/format.h"
 #include "tests/server/bypass_compare.h"
+#include "tests/server/remote_replicas.h"
 #include "tests/server/serve_process.h"
 #include "tests/util/eventually.h"
 #include "tests/util/redis_server.h"
@@ -94,29 +95,6 @@ class ServeRemote : public ::testing::Test {
 };
 std::string ServeRemote::root_, ServeRemote::model_, ServeRemote::other_model_, ServeRemote::secret_,
     ServeRemote::other_secret_;
-
-json completion(const std::vector<int32_t>& prompt) {
-  return json{{"prompt", prompt}, {"max_tokens", 6}, {"logprobs", 5}, {"temperature", 0}};
-}
-
-// A 400-token shared prefix: blocks 1..6 of 64 tokens, snapshots at 128,
-// 256 and 384 (interval and prompt end), so a replica restores 384 tokens.
-std::vector<int32_t> prefix(int seed) { return ids(400, 1000 + 97 * seed, 7 + seed); }
-std::vector<int32_t> tail(int seed) { return ids(30, 50 + 13 * seed, 3 + seed); }
-
-json bank_of(const ServeProcess& server) {
-  auto c = server.client();
-  auto r = c.Get("/v1/bank");
-  if (!r) return json::object();
-  return json::parse(r->body);
-}
-
-json remote_of(const ServeProcess& server) { return bank_of(server)["remote"]; }
-
-// The replica's background writer has sent everything queued so far.
-void wait_written(const ServeProcess& server) {
-  ASSERT_TRUE(eventually([&] { return remote_of(server)["queued"] == 0; }));
-}
 
 std::string metrics_of(const ServeProcess& server) {
   auto c = server.client();

@@ -157,7 +157,7 @@ class RedisServer {
     return text.substr(p + at.size(), end - p - at.size());
   }
 
- private:
+  // A loopback port nothing listens on now.
   static int free_port() {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -172,6 +172,8 @@ class RedisServer {
     close(fd);
     return port;
   }
+
+ private:
 
   static std::string binary() {
     if (const char* b = std::getenv("SB_REDIS_SERVER"); b && *b) return b;

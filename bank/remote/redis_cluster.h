@@ -1,0 +1,128 @@
+// RedisCluster: sends single-key commands to a Redis (or Valkey) Cluster,
+// each to the master that owns its key's hash slot, so that the remote tier
+// spreads over several machines' memory and survives a master's loss
+// (docs/bank.md, "A Redis Cluster").
+//
+// Promises:
+//  1. Routing: a command's first argument after its name is its key; its
+//     slot is CRC16 (XMODEM) of the key, or of the text inside its first
+//     non-empty {hash tag}, modulo 16384, as every cluster node computes it.
+//     The slot map comes from CLUSTER SLOTS, asked of a seed at open and of
+//     any reachable node whenever it is known to be stale.
+//  2. Redirections are followed within the call's one deadline: MOVED updates
+//     the slot's owner (and asks for a fresh map); ASK sends ASKING and the
+//     command to the node named, for that command only. At most
+//     kMaxRedirects hops per command, then it fails.
+//  3. Per-node circuit breaker and time-out: the first failed exchange with
+//     a node (time-out, refused or reset connection, LOADING, MASTERDOWN)
+//     opens that node's breaker; commands for its slots then fail at once,
+//     touching no socket, until the background thread's PING every
+//     `retry_interval` answers. Other nodes' commands go on. A call never
+//     waits longer than `timeout` in all, whatever the nodes do.
+//  4. A failed command has a null reply; a reply is always the node's own
+//     answer to that command. CLUSTERDOWN and TRYAGAIN (a slot without a
+//     master, a migration in progress) are failures of that command, not of
+//     the node. When an exchange with a node fails, the map is read once
+//     more and that node's commands are sent once more, to whoever owns their
+//     slots now (a replica promoted while nothing called the dead master).
+//     So a killed master costs misses for its slots until a replica is
+//     promoted and the map is refreshed (the background thread refreshes it
+//     every `retry_interval` while a slot's owner is down or unknown);
+//     nothing here ever turns one key's reply into another's.
+// Thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "bank/remote/redis_connection.h"
+
+namespace sb {
+
+inline constexpr int kRedisClusterSlots = 16384;
+
+// The hash slot of `key` (promise 1).
+int redis_cluster_slot(std::string_view key);
+
+struct RedisClusterOptions {
+  std::vector<RedisEndpoint> seeds;
+  std::string password;  // empty: no AUTH
+  std::chrono::milliseconds timeout{500};
+  std::chrono::milliseconds retry_interval{1000};
+  size_t max_idle_connections = 8;  // per node
+  std::function<void(const std::string&)> log;
+};
+
+struct RedisClusterStats {
+  uint64_t trips = 0, timeouts = 0, failures = 0, skipped_calls = 0, probes = 0;
+  uint64_t round_trips = 0, in_flight = 0, wire_bytes_sent = 0, wire_bytes_received = 0;
+  uint64_t moved = 0, ask = 0;            // redirections followed
+  uint64_t refreshes = 0;                 // slot maps read (CLUSTER SLOTS answered)
+  uint64_t unrouted = 0;                  // commands failed: no known owner, CLUSTERDOWN, TRYAGAIN, too many hops
+  uint64_t masters = 0, masters_down = 0; // nodes owning slots now, and how many of them have an open breaker
+  uint64_t slots_covered = 0;             // slots with a known owner
+  bool available = false;                 // every slot has an owner whose breaker is closed
+};
+
+class RedisCluster {
+ public:
+  static constexpr int kMaxRedirects = 5;
+  // Resolves the seeds and reads the slot map from the first that answers.
+  // A refusal (wrong password) is an error; no seed answering is not: the
+  // cluster opens with an empty map and keeps trying.
+  static Status open(RedisClusterOptions options, std::unique_ptr<RedisCluster>* out);
+  ~RedisCluster();
+  RedisCluster(const RedisCluster&) = delete;
+  RedisCluster& operator=(const RedisCluster&) = delete;
+
+  // Sends every command to its slot's owner (one pipeline per node) and
+  // returns one reply per command, in command order; null where the command
+  // failed (promise 4).
+  void exchange(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies);
+
+  RedisClusterStats stats() const;
+  // Reads the slot map now (tests; the background thread does it on its own).
+  Status refresh();
+
+ private:
+  struct Node;
+  struct Group;  // one node's share of a call
+  explicit RedisCluster(RedisClusterOptions options);
+  // The node at host:port (numeric host), created when new; under mu_.
+  Node* node_at(const std::string& host, int port);
+  // Sends one node its commands; fills their replies, or group.retry on a redirection.
+  void run_group(Group& group, std::span<const RedisCommand> commands, RedisDeadline deadline,
+                 std::vector<RedisReplyPtr>* replies);
+  // One exchange with `node` under its breaker; not OK: the node failed (now tripped).
+  Status call_node(Node* node, std::span<const RedisCommand> commands, RedisDeadline deadline,
+                   std::vector<RedisReplyPtr>* replies);
+  void trip(Node* node, const Status& why);
+  Status read_slots(Node* node);
+  void maintain_loop();
+  bool stale_locked() const;
+  void log(const std::string& message) const;
+
+  RedisClusterOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // Guarded by mu_.
+  std::vector<std::unique_ptr<Node>> nodes_;  // never removed: routing entries point into it
+  std::array<Node*, kRedisClusterSlots> owner_{};
+  bool stale_ = true;
+  bool stop_ = false;
+  RedisClusterStats stats_;
+  std::thread maintainer_;
+};
+
+}  // namespace sb
