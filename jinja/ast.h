@@ -50,6 +50,10 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;
   bool negated = false;
+  // Levels from this node down to its deepest leaf (1 for a leaf); the
+  // parser keeps it within its nesting bound, so evaluating and freeing the
+  // tree recurse a bounded number of times.
+  int height = 1;
 };
 
 // A macro definition; Value::of(const MacroNode*) refers to it.

@@ -1,5 +1,6 @@
 #include "jinja/parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 
@@ -283,6 +284,21 @@ class Parser {
     return out;
   }
 
+  // Makes `e` one level taller than `child`, refusing a tree taller than
+  // kMaxNesting: evaluating and freeing a tree recurse once per level, and a
+  // left-leaning chain (`1 + 1 + ...`, `a.b.c...`) is built by a loop, not by
+  // the parser's recursion that Nested bounds.
+  static void grow(Expr& e, const Expr* child) {
+    if (!child) return;
+    e.height = std::max(e.height, child->height + 1);
+    if (e.height > kMaxNesting)
+      throw TemplateError(e.pos, "expression nested deeper than " + std::to_string(kMaxNesting) + " levels");
+  }
+  static void adopt(Expr& e, ExprPtr child) {
+    grow(e, child.get());
+    e.args.push_back(std::move(child));
+  }
+
   ExprPtr node(Expr::Kind k, Pos p) {
     auto e = std::make_unique<Expr>();
     e->kind = k;
@@ -296,10 +312,10 @@ class Parser {
     ExprPtr first = expression(with_cond);
     if (!is_op(",")) return first;
     auto t = node(Expr::Kind::kTuple, p);
-    t->args.push_back(std::move(first));
+    adopt(*t, std::move(first));
     while (skip_op(",")) {
       if (cur().type == Tok::kBlockEnd || cur().type == Tok::kVarEnd || is_op(")")) break;
-      t->args.push_back(expression(with_cond));
+      adopt(*t, expression(with_cond));
     }
     return t;
   }
@@ -310,13 +326,14 @@ class Parser {
     ExprPtr e = or_expr();
     while (is_name("if")) {
       Pos p = cur().pos;
+      Nested nested(this, p);
       next();
       auto c = node(Expr::Kind::kCond, p);
       ExprPtr test = or_expr();
       ExprPtr other = skip_name("else") ? cond_expr() : nullptr;
-      c->args.push_back(std::move(e));
-      c->args.push_back(std::move(test));
-      c->args.push_back(std::move(other));
+      adopt(*c, std::move(e));
+      adopt(*c, std::move(test));
+      adopt(*c, std::move(other));
       e = std::move(c);
     }
     return e;
@@ -325,8 +342,8 @@ class Parser {
   ExprPtr binary(Expr::Kind k, ExprPtr a, ExprPtr b, Pos p, std::string name = {}) {
     auto e = node(k, p);
     e->name = std::move(name);
-    e->args.push_back(std::move(a));
-    e->args.push_back(std::move(b));
+    adopt(*e, std::move(a));
+    adopt(*e, std::move(b));
     return e;
   }
 
@@ -353,9 +370,10 @@ class Parser {
   ExprPtr not_expr() {
     if (is_name("not")) {
       Pos p = cur().pos;
+      Nested nested(this, p);
       next();
       auto e = node(Expr::Kind::kNot, p);
-      e->args.push_back(not_expr());
+      adopt(*e, not_expr());
       return e;
     }
     return compare();
@@ -387,8 +405,8 @@ class Parser {
     }
     if (ops.empty()) return first;
     auto e = node(Expr::Kind::kCompare, p);
-    e->args.push_back(std::move(first));
-    for (auto& o : operands) e->args.push_back(std::move(o));
+    adopt(*e, std::move(first));
+    for (auto& o : operands) adopt(*e, std::move(o));
     e->ops = std::move(ops);
     return e;
   }
@@ -409,8 +427,8 @@ class Parser {
     ExprPtr first = math2();
     if (!is_op("~")) return first;
     auto e = node(Expr::Kind::kConcat, p);
-    e->args.push_back(std::move(first));
-    while (skip_op("~")) e->args.push_back(math2());
+    adopt(*e, std::move(first));
+    while (skip_op("~")) adopt(*e, math2());
     return e;
   }
 
@@ -441,10 +459,10 @@ class Parser {
     ExprPtr e;
     if (skip_op("-")) {
       e = node(Expr::Kind::kNeg, p);
-      e->args.push_back(unary(false));
+      adopt(*e, unary(false));
     } else if (skip_op("+")) {
       e = node(Expr::Kind::kPos, p);
-      e->args.push_back(unary(false));
+      adopt(*e, unary(false));
     } else {
       e = postfix(primary());
     }
@@ -497,10 +515,10 @@ class Parser {
       ExprPtr first = expression(true);
       if (skip_op(")")) return first;
       auto e = node(Expr::Kind::kTuple, p);
-      e->args.push_back(std::move(first));
+      adopt(*e, std::move(first));
       while (skip_op(",")) {
         if (is_op(")")) break;
-        e->args.push_back(expression(true));
+        adopt(*e, expression(true));
       }
       expect_op(")");
       return e;
@@ -508,7 +526,7 @@ class Parser {
     if (skip_op("[")) {
       auto e = node(Expr::Kind::kList, p);
       while (!is_op("]")) {
-        e->args.push_back(expression(true));
+        adopt(*e, expression(true));
         if (!skip_op(",")) break;
       }
       expect_op("]");
@@ -517,9 +535,9 @@ class Parser {
     if (skip_op("{")) {
       auto e = node(Expr::Kind::kDict, p);
       while (!is_op("}")) {
-        e->args.push_back(expression(true));
+        adopt(*e, expression(true));
         expect_op(":");
-        e->args.push_back(expression(true));
+        adopt(*e, expression(true));
         if (!skip_op(",")) break;
       }
       expect_op("}");
@@ -537,13 +555,13 @@ class Parser {
           auto idx = node(Expr::Kind::kLiteral, cur().pos);
           idx->literal = int_literal(cur());
           next();
-          g->args.push_back(std::move(e));
-          g->args.push_back(std::move(idx));
+          adopt(*g, std::move(e));
+          adopt(*g, std::move(idx));
           e = std::move(g);
         } else {
           auto g = node(Expr::Kind::kAttr, p);
           g->name = expect_name();
-          g->args.push_back(std::move(e));
+          adopt(*g, std::move(e));
           e = std::move(g);
         }
       } else if (skip_op("[")) {
@@ -568,11 +586,11 @@ class Parser {
     if (is_op(",")) fail("tuple subscripts are not supported");
     expect_op("]");
     auto e = node(is_slice ? Expr::Kind::kSlice : Expr::Kind::kItem, p);
-    e->args.push_back(std::move(obj));
+    adopt(*e, std::move(obj));
     if (is_slice) {
-      for (auto& part : parts) e->args.push_back(std::move(part));
+      for (auto& part : parts) adopt(*e, std::move(part));
     } else {
-      e->args.push_back(std::move(parts[0]));
+      adopt(*e, std::move(parts[0]));
     }
     return e;
   }
@@ -585,10 +603,12 @@ class Parser {
         std::string key = cur().text;
         next();
         next();
-        e->kwargs.emplace_back(key, expression(true));
+        ExprPtr value = expression(true);
+        grow(*e, value.get());
+        e->kwargs.emplace_back(key, std::move(value));
       } else {
         if (!e->kwargs.empty()) fail("a positional argument follows a keyword argument");
-        e->args.push_back(expression(true));
+        adopt(*e, expression(true));
       }
       if (!skip_op(",")) break;
     }
@@ -606,7 +626,7 @@ class Parser {
       fail("only functions, macros and methods can be called");
     }
     auto e = node(Expr::Kind::kCall, p);
-    e->args.push_back(std::move(callee));
+    adopt(*e, std::move(callee));
     call_args(e.get());
     return e;
   }
@@ -628,7 +648,7 @@ class Parser {
       auto f = node(Expr::Kind::kFilter, p);
       f->name = dotted_name();
       if (!is_filter(f->name)) throw TemplateError(p, "the filter '" + f->name + "' is not supported");
-      f->args.push_back(std::move(operand));
+      adopt(*f, std::move(operand));
       if (is_op("(")) call_args(f.get());
       operand = std::move(f);
       first = false;
@@ -648,14 +668,14 @@ class Parser {
         t->negated = skip_name("not");
         t->name = dotted_name();
         if (!is_test(t->name)) throw TemplateError(p, "the test '" + t->name + "' is not supported");
-        t->args.push_back(std::move(e));
+        adopt(*t, std::move(e));
         if (is_op("(")) {
           call_args(t.get());
         } else if ((cur().type == Tok::kName || cur().type == Tok::kString || cur().type == Tok::kInt ||
                     cur().type == Tok::kFloat || is_op("[") || is_op("{")) &&
                    !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if")) {
           if (is_name("is")) fail("tests cannot be chained with 'is'");
-          t->args.push_back(postfix(primary()));
+          adopt(*t, postfix(primary()));
         }
         e = std::move(t);
       } else if (is_op("(")) {

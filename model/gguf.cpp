@@ -524,6 +524,37 @@ Status lookup(const GgufFile& g, const std::string& key, const GgufValue** v) {
   return Status::ok();
 }
 
+// The format's strings are UTF-8; one that is not marks a damaged file, and
+// a tokenizer or template built from it would fail later without naming it.
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    int len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b < 0x80) len = 1;
+    else if (b >= 0xC2 && b <= 0xDF) len = 2;
+    else if (b == 0xE0) len = 3, lo = 0xA0;
+    else if (b == 0xED) len = 3, hi = 0x9F;
+    else if (b >= 0xE1 && b <= 0xEF) len = 3;
+    else if (b == 0xF0) len = 4, lo = 0x90;
+    else if (b >= 0xF1 && b <= 0xF3) len = 4;
+    else if (b == 0xF4) len = 4, hi = 0x8F;
+    else return false;
+    if (s.size() - i < static_cast<size_t>(len)) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += static_cast<size_t>(len);
+  }
+  return true;
+}
+
+Status not_utf8(const GgufFile& g, const std::string& key) {
+  return Status::corruption("metadata key " + key + " in file " + g.file() + " is not valid UTF-8");
+}
+
 Status wrong_type(const GgufFile& g, const std::string& key, const GgufValue& v, const char* want) {
   return Status::corruption("metadata key " + key + " in file " + g.file() + " is a " + gguf_type_name(v.type) +
                             ", expected " + want);
@@ -555,6 +586,7 @@ Status GgufFile::get_string(const std::string& key, std::string* out) const {
   const GgufValue* v;
   SB_RETURN_IF_ERROR(lookup(*this, key, &v));
   if (v->type != GgufType::kString) return wrong_type(*this, key, *v, "a string");
+  if (!valid_utf8(v->s)) return not_utf8(*this, key);
   *out = v->s;
   return Status::ok();
 }
@@ -576,6 +608,9 @@ Status GgufFile::get_array(const std::string& key, const char* elem_kind, const 
   const bool fits = v.type == GgufType::kArray && (kind == "string"  ? v.elem == GgufType::kString
                                                    : kind == "float" ? probe.is_float()
                                                                      : probe.is_integer());
+  if (fits && kind == "string")
+    for (size_t i = 0; i < v.strings.size(); ++i)
+      if (!valid_utf8(v.strings[i])) return not_utf8(*this, key + "[" + std::to_string(i) + "]");
   if (!fits) {
     const std::string has =
         v.type == GgufType::kArray ? std::string("array of ") + gguf_type_name(v.elem) : gguf_type_name(v.type);

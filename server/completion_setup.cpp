@@ -102,6 +102,28 @@ void set_decoding_rules(const Backend& backend, const CommonParams& common, Gram
   }
 }
 
+// Issue 47: the prompt and what is generated after it must fit in the
+// model's context. A prompt that leaves no room for one token is a 400;
+// otherwise generation stops at the context's end (a "length" ending), never
+// past the positions the model was built for. Kept apart from the operator's
+// --max-tokens-cap: the context is the model's bound, not a policy, so the
+// reply ends as a client's own limit would end it.
+void fit_to_context(const Backend& backend, int64_t n_prompt, bool chat, CompletionRequest* creq,
+                    GenerationSetup* setup) {
+  const int64_t context = backend.context_length();
+  if (context <= 0) return;
+  if (n_prompt >= context)
+    throw ApiException{bad_request(chat ? "messages" : "prompt",
+                                   "the prompt has " + std::to_string(n_prompt) +
+                                       " tokens, which leaves no room for a reply in the model's context length of " +
+                                       std::to_string(context),
+                                   "context_length_exceeded")};
+  if (creq->max_tokens > context - n_prompt) {
+    creq->max_tokens = context - n_prompt;
+    setup->max_tokens_capped = false;
+  }
+}
+
 // What every route does once its body is parsed: the model's name, the
 // prompt's length, sampling, decoding rules, cache mode and namespace.
 void prepare_common(const Backend& backend, const ParseLimits& limits, const CompletionInput& in,
@@ -115,16 +137,17 @@ void prepare_common(const Backend& backend, const ParseLimits& limits, const Com
   setup.model = common.model.empty() ? backend.model_id() : common.model;
   setup.stop_token_ids = backend.stop_token_ids();
   int64_t n_prompt = static_cast<int64_t>(creq.prompt.size());
-  if (limits.max_prompt_tokens > 0 && n_prompt > limits.max_prompt_tokens)
-    throw ApiException{too_large(chat ? "messages" : "prompt",
-                                 "the prompt has " + std::to_string(n_prompt) + " tokens, more than the limit of " +
-                                     std::to_string(limits.max_prompt_tokens),
-                                 "context_length_exceeded")};
   creq.max_tokens = common.max_tokens;
   if (in.max_tokens_cap > 0 && creq.max_tokens > in.max_tokens_cap) {
     creq.max_tokens = in.max_tokens_cap;
     setup.max_tokens_capped = true;
   }
+  fit_to_context(backend, n_prompt, chat, &creq, &setup);
+  if (limits.max_prompt_tokens > 0 && n_prompt > limits.max_prompt_tokens)
+    throw ApiException{too_large(chat ? "messages" : "prompt",
+                                 "the prompt has " + std::to_string(n_prompt) + " tokens, more than the limit of " +
+                                     std::to_string(limits.max_prompt_tokens),
+                                 "context_length_exceeded")};
   creq.sampling = common.sampling;
   if (!common.seed_given) {
     // A fresh seed per request, reported in the response so it can be
@@ -168,7 +191,11 @@ PreparedCompletion prepare_chat_completion(const Backend& backend, const ParseLi
 }
 
 PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in) {
-  nlohmann::ordered_json body = parse_body(in.body, limits);
+  return prepare_parsed_completion(backend, limits, in, parse_body(in.body, limits));
+}
+
+PreparedCompletion prepare_parsed_completion(const Backend& backend, const ParseLimits& limits,
+                                             const CompletionInput& in, const nlohmann::ordered_json& body) {
   parse_cache_mode(in.cache_mode_header);
   if (in.chat) return prepare_chat_completion(backend, limits, in, parse_chat_params(body, limits));
   PreparedCompletion out;

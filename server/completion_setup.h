@@ -46,6 +46,10 @@ struct PreparedCompletion {
 // Throws ApiException (400, 404 unknown model, 413 prompt over the limit)
 // naming the field at fault.
 PreparedCompletion prepare_completion(const Backend& backend, const ParseLimits& limits, const CompletionInput& in);
+// The same for a body a route has already parsed (with parse_body, or made
+// from one), so that no body is parsed twice; in.body is not read.
+PreparedCompletion prepare_parsed_completion(const Backend& backend, const ParseLimits& limits,
+                                             const CompletionInput& in, const nlohmann::ordered_json& body);
 
 // A chat request already parsed (another protocol's body made into ChatParams):
 // renders it and sets up everything prepare_completion does for chat.

@@ -1,5 +1,6 @@
 #include "server/request_parse.h"
 
+#include "common/json_shape.h"
 #include "server/json_fields.h"
 
 #include <cmath>
@@ -363,27 +364,22 @@ size_t prompt_bytes_limit(const ParseLimits& limits) {
   return limits.max_prompt_tokens > 0 ? static_cast<size_t>(limits.max_prompt_tokens) * kPromptBytesPerToken : 0;
 }
 
-int json_nesting_depth(std::string_view body) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
-    else if (c == ']' || c == '}') --depth;
-  }
-  return deepest;
-}
+int json_nesting_depth(std::string_view body) { return json_shape(body).depth; }
 
 json parse_body(std::string_view body, const ParseLimits& limits) {
-  if (json_nesting_depth(body) > limits.max_json_depth)
+  const JsonShape shape = json_shape(body);
+  if (shape.depth > limits.max_json_depth)
     throw ApiException{bad_request("", "the JSON body nests deeper than " + std::to_string(limits.max_json_depth) + " levels",
                                    "json_too_deep")};
+  // Refused before parsing: ordered_json inserts each key by a linear search.
+  if (shape.most_keys > limits.max_json_object_keys)
+    throw ApiException{bad_request("", "an object in the JSON body has " + std::to_string(shape.most_keys) +
+                                           " keys, more than the limit of " + std::to_string(limits.max_json_object_keys),
+                                   "json_too_many_keys")};
+  if (shape.keys > limits.max_json_keys)
+    throw ApiException{bad_request("", "the JSON body has " + std::to_string(shape.keys) +
+                                           " keys in all, more than the limit of " + std::to_string(limits.max_json_keys),
+                                   "json_too_many_keys")};
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
     // Parse again with exceptions for the position in the message.

@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_shape.h"
 #include "constrain/grammar.h"
 #include "engine/engine.h"
 #include "server/errors.h"
@@ -51,7 +52,9 @@ struct ParseLimits {
   int64_t max_prompt_tokens = 0;     // 0: unlimited (checked again after tokenising text)
   int64_t max_tokens_limit = 32768;  // upper bound of max_tokens
   int64_t default_chat_max_tokens = 1024;
-  int max_json_depth = 64;
+  int max_json_depth = kMaxJsonDepth;
+  size_t max_json_object_keys = kMaxJsonObjectKeys;  // keys in one object of a body
+  size_t max_json_keys = kMaxJsonKeys;               // keys in all of a body's objects
   size_t max_stop = 16;
   bool has_mtp = false;  // speculative mode mtp is refused without (the backend's checkpoint has no MTP head)
 };

@@ -111,13 +111,12 @@ json echo(const ojson& body, const ResponsesParams& p) {
 PreparedCompletion prepare(const Backend& backend, const ParseLimits& limits, const CompletionInput& in) {
   const ojson body = parse_body(in.body, limits);
   const ResponsesRequest request = translate_responses(body);
-  const std::string chat_body = request.chat_body.dump();
   CompletionInput chat_in = in;
-  chat_in.body = chat_body;
+  chat_in.body = {};
   chat_in.chat = true;
   PreparedCompletion out;
   try {
-    out = prepare_completion(backend, limits, chat_in);
+    out = prepare_parsed_completion(backend, limits, chat_in, request.chat_body);
   } catch (ApiException& e) {
     request.rename(&e.error);
     throw;

@@ -456,15 +456,19 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
     body_read = true;
     in.body = body;
     PreparedCompletion prepared = protocol.prepare(*backend_, options_.limits, in);
-    // A pin may name blocks not stored yet: they are kept once this request stores them.
-    for (const PinSpec& pin : options_.cache_control_pins ? prepared.pins : std::vector<PinSpec>{}) {
-      nlohmann::json ignored;
-      (void)bank_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
-    }
+    std::vector<PinSpec> pins;
+    if (options_.cache_control_pins) pins = std::move(prepared.pins);
     std::shared_ptr<Call> call = start_call(std::move(prepared), protocol, arrived, request_id);
     // The share applies between two or more tenants.
     if (in.tenant != nullptr && options_.keys.tenant_count() >= 2) call->tenant = in.tenant->name;
     submit(call, protocol);
+    // Only an admitted request pins (issue 47: refused ones pinned too). A
+    // pin may name blocks not stored yet: they are kept once this request
+    // stores them.
+    for (const PinSpec& pin : pins) {
+      nlohmann::json ignored;
+      (void)bank_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
+    }
     if (call->stream) {
       streaming = true;
       stream_response(call, res);  // the stream's end releases the response

@@ -50,9 +50,9 @@ void Server::install_token_routes() {
   http_->Post(
       "/tokenize", guarded_body([this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
         CompletionInput in = completion_input(req, res.get_header_value("X-Request-Id"));
-        in.body = body;
-        in.chat = parse_body(body, options_.limits).contains("messages");
-        const PreparedCompletion prepared = prepare_completion(*backend_, options_.limits, in);
+        const nlohmann::ordered_json parsed = parse_body(body, options_.limits);
+        in.chat = parsed.contains("messages");
+        const PreparedCompletion prepared = prepare_parsed_completion(*backend_, options_.limits, in, parsed);
         const std::vector<int32_t>& ids = prepared.request.prompt;
         const int64_t limit = options_.limits.max_prompt_tokens;
         res.set_content(dump_json(ResponseJson{{"count", static_cast<int64_t>(ids.size())},

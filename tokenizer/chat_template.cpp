@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/json_shape.h"
+
 namespace sb {
 
 namespace {
@@ -26,7 +28,8 @@ Status read_file(const std::string& path, std::string* out, bool* exists) {
 }
 
 // Tool-call arguments as servers hand them to templates: the object when
-// the text is a JSON object, else the text.
+// the text is a JSON object (within the bounds of a request body), else the
+// text.
 ojson normalise_messages(const ojson& messages) {
   ojson out = messages;
   for (auto& m : out) {
@@ -36,6 +39,9 @@ ojson normalise_messages(const ojson& messages) {
       ojson& fn = call["function"];
       if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
       const std::string& text = fn["arguments"].get_ref<const std::string&>();
+      // Text a client sent: held to the bounds of a request body
+      // (common/json_shape.h) before it is parsed, or given as the text.
+      if (!json_shape_within_bounds(json_shape(text))) continue;
       ojson parsed = ojson::parse(text.empty() ? std::string("{}") : text, nullptr, false);
       if (!parsed.is_discarded() && parsed.is_object()) fn["arguments"] = std::move(parsed);
     }

@@ -23,21 +23,25 @@ declare -A sources libs corpus
 sources[schema]="constrain/*.cpp common/status.cpp"
 sources[jinja]="jinja/*.cpp common/status.cpp"
 sources[request]="server/request_parse.cpp server/json_fields.cpp server/responses_parse.cpp server/messages_parse.cpp
-  engine/speculation.cpp constrain/*.cpp common/status.cpp"
+  engine/speculation.cpp constrain/*.cpp common/status.cpp common/json_shape.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
 sources[gguf]="model/gguf.cpp model/gguf_split.cpp model/gguf_writer.cpp model/mapped_file.cpp model/checkpoint.cpp model/gguf_import.cpp
   model/gguf_layout.cpp model/gguf_metadata.cpp model/mtp_head.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp
   runtime/quant.cpp common/status.cpp"
+sources[vocab]="model/gguf.cpp model/gguf_split.cpp model/mapped_file.cpp model/gguf_vocab.cpp runtime/dtype.cpp
+  tokenizer/*.cpp jinja/*.cpp common/status.cpp common/json_shape.cpp"
 libs[format]="-lxxhash -lcrypto"
 libs[gguf]="-lxxhash"
 libs[jinja]="-lutf8proc"
+libs[vocab]="-lxxhash -lutf8proc -lpcre2-8"
 corpus[schema]="fuzz/corpus-schema"
 corpus[jinja]="fuzz/corpus-jinja tests/tokenizer/data/templates"
 corpus[request]="fuzz/corpus-request"
 corpus[format]="fuzz/corpus"
 corpus[gguf]="fuzz/corpus-gguf"
+corpus[vocab]="fuzz/corpus-vocab"
 targets=("$@")
-((${#targets[@]})) || targets=(schema jinja request format gguf)
+((${#targets[@]})) || targets=(schema jinja request format gguf vocab)
 
 # Objects of the parts, compiled once for every target that links them.
 cd "$root" || exit 2

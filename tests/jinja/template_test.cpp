@@ -91,6 +91,33 @@ TEST(JinjaParse, NestingIsBounded) {
   EXPECT_NE(parse_error(ifs).find("nested deeper than 200"), std::string::npos);
 }
 
+// Issue 47, finding 1: expressions the parser builds by a loop (`1 + 1 +
+// ...`, an attribute chain) or by a recursion it did not bound (`not not
+// ...`, `a if b else c if ...`) were as tall as they were long, and
+// evaluating or freeing them ended the process on a stack overflow.
+TEST(JinjaParse, LongExpressionsAreBoundedInHeight) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::string deep[] = {
+      "{{ " + repeat("not ", 50000) + "1 }}",
+      "{{ 1" + repeat(" + 1", 50000) + " }}",
+      "{{ 2" + repeat(" * 1", 50000) + " }}",
+      "{{ x" + repeat(".a", 20000) + " }}",
+      "{{ x" + repeat("[0]", 20000) + " }}",
+      "{{ x" + repeat(" | trim", 20000) + " }}",
+      "{{ x" + repeat(" or x", 50000) + " }}",
+      "{{ 1" + repeat(" if 1 else 1", 20000) + " }}",
+      "{% set y = 1" + repeat(" - 1", 50000) + " %}",
+  };
+  for (const std::string& src : deep)
+    EXPECT_NE(parse_error(src).find("nested deeper than 200"), std::string::npos) << src.substr(0, 40);
+  EXPECT_EQ(render("{{ 1" + repeat(" + 1", 150) + " }}"), "151");
+  EXPECT_EQ(render("{{ " + repeat("not ", 150) + "1 }}"), "True");
+}
+
 // Found by jinja_fuzz: an integer literal beyond 64 bits escaped parse()
 // as std::out_of_range.
 TEST(JinjaParse, IntegerLiteralsBeyond64BitsAreAnError) {

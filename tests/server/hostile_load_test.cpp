@@ -2,7 +2,8 @@
 // 8 normal clients stream completions, 50 hostile requests (self-reaching
 // and overflowing schemas, an 8 MB cache_salt, a 10 MB text prompt, a
 // chunked upload without a key, over-long stop strings, a bodied request to
-// an unknown route) and 200 slowloris connections run. Asserted:
+// an unknown route, and from issue 47 a body with 120,000 keys in one
+// object) and 200 slowloris connections run. Asserted:
 //  - every normal reply equals, chunk for chunk (text, token ids' logprobs,
 //    finish reason), the same request's reply on the quiet server;
 //  - /health answers within 1 s throughout (polled every 100 ms);
@@ -88,7 +89,7 @@ int hostile(int port, int k) {
   c.set_write_timeout(30);
   const json any_self = {{"anyOf", {{{"$ref", "#"}}, {{"type", "string"}}}}};
   auto status = [](const httplib::Result& r) { return r ? r->status : 0; };
-  switch (k % 8) {
+  switch (k % 9) {
     case 0:
       return status(
           c.Post("/v1/chat/completions", with_key(), chat_with_schema({{"$ref", "#"}}).dump(), "application/json"));
@@ -121,6 +122,12 @@ int hostile(int port, int k) {
                                   "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                   "Transfer-Encoding: chunked\r\n\r\n",
                                   chunk(std::string(1 << 20, 'a')), 64, std::chrono::seconds(10)));
+    case 7: {  // issue 47: 120,000 keys in one object, 1.4 MB
+      std::string keys;
+      for (int i = 0; i < 120000; ++i) keys += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+      const std::string body = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2,"metadata":{)" + keys + "}}";
+      return status(c.Post("/v1/chat/completions", with_key(), body, "application/json"));
+    }
     default:
       return status(c.Post("/v1/nothing-here", with_key(), std::string(1 << 20, '{'), "application/json"));
   }

@@ -191,6 +191,47 @@ TEST_F(HostileRequests, OverLongStringFieldsAre400NamingTheField) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+// Issue 47, finding 5: a body with 120,000 keys in one object (1.4 MB,
+// inside the body limit) took 30-47 s to parse, on every POST route, and was
+// then served (an unknown key of `metadata` is ignored). Objects beyond
+// 1024 keys, and bodies beyond 131072 keys in all, are a 400 naming the
+// limit, before the body is parsed; /tokenize and /v1/responses too.
+TEST_F(HostileRequests, BodiesWithTooManyKeysAre400) {
+  ServeProcess server(args());
+  auto c = server.client();
+  auto object = [](int keys) {
+    std::string o = "{";
+    for (int i = 0; i < keys; ++i) o += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+    return o + "}";
+  };
+  const std::string one_big = object(120000);
+  std::string many = "[";
+  for (int i = 0; i < 140; ++i) many += (i ? "," : "") + object(1000);
+  many += "]";
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1,"metadata":)";
+  auto expect_400 = [&](const char* path, const std::string& body, const std::string& says) {
+    auto r = c.Post(path, body, "application/json");
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body.substr(0, 300);
+    const json e = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(e.is_object()) << r->body.substr(0, 300);
+    if (std::string(path) != "/v1/messages") {  // Anthropic's error shape has no code
+      EXPECT_EQ(e["error"]["code"], "json_too_many_keys") << path;
+    }
+    EXPECT_NE(e["error"]["message"].get<std::string>().find(says), std::string::npos) << e.dump();
+  };
+  expect_400("/v1/chat/completions", chat + one_big + "}", "an object in the JSON body has 120000 keys");
+  expect_400("/v1/chat/completions", chat + R"({"a":)" + many + "}}", "keys in all, more than the limit of 131072");
+  expect_400("/tokenize", chat + one_big + "}", "120000 keys");
+  expect_400("/v1/responses", R"({"input":"x","metadata":)" + one_big + "}", "120000 keys");
+  expect_400("/v1/messages", R"({"model":"m","max_tokens":1,"messages":[],"metadata":)" + one_big + "}", "120000 keys");
+  // 1024 keys in an object are read as before.
+  auto ok = c.Post("/v1/chat/completions", chat + object(1024) + "}", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body.substr(0, 300);
+  EXPECT_EQ(server.stop(), 0);
+}
+
 // Finding 5: a 10 MB text prompt was tokenised on an HTTP thread (3.7 s of
 // CPU) before its length was checked. Against the tiny model's 32k context
 // (at most 512 KiB of prompt text) a 10 MB body is refused on its

@@ -424,9 +424,12 @@ TEST(ServerLimits, ThePromptIsLimitedToTheContextLength) {
     auto r = post(*ts.client(), {{"prompt", prompt}, {"max_tokens", 1}});
     return r ? r->status : -1;
   };
+  // Issue 47: a prompt that leaves no room for a token in the context is a
+  // 400 (context_length_exceeded); --max-prompt-tokens below it is a 413.
   const TestServer by_default({}, /*context_length=*/8);
-  EXPECT_EQ(status(by_default, "123456789"), 413);
-  EXPECT_EQ(status(by_default, "12345678"), 200);
+  EXPECT_EQ(status(by_default, "123456789"), 400);
+  EXPECT_EQ(status(by_default, "12345678"), 400);
+  EXPECT_EQ(status(by_default, "1234567"), 200);
   ServerOptions o;
   o.limits.max_prompt_tokens = 4;  // lowers it
   const TestServer lowered(o, 8);
@@ -434,7 +437,7 @@ TEST(ServerLimits, ThePromptIsLimitedToTheContextLength) {
   EXPECT_EQ(status(lowered, "1234"), 200);
   o.limits.max_prompt_tokens = 100;  // never raises it
   const TestServer raised(o, 8);
-  EXPECT_EQ(status(raised, "123456789"), 413);
+  EXPECT_EQ(status(raised, "123456789"), 400);
 }
 
 }  // namespace
