@@ -46,7 +46,7 @@ const char* kUsage =
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
-    "[--ignore-cache-control] "
+    "[--ignore-cache-control] [--keep-billing-header] [--sampling-defaults model|greedy] "
     "[--remote redis://HOST:PORT[/DB] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
     "[--remote-timeout-ms MS]]";
 
@@ -278,6 +278,7 @@ Status server_options(const Args& args, const ServeFlags& f, ServerOptions* so) 
   so->limits.max_tokens_limit = f.max_tokens_limit;
   so->max_tokens_cap = f.max_tokens_cap;
   so->cache_control_pins = !args.has("ignore-cache-control");
+  so->limits.keep_billing_header = args.has("keep-billing-header");
   for (const std::string& name : args.get_all("served-model-name")) {
     if (name.empty() || name.size() > kMaxFieldBytes)
       return Status::invalid("--served-model-name must be 1 to 1024 bytes");
@@ -320,7 +321,7 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control", "help"});
+  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control", "keep-billing-header", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
   if (args.has("help")) return print_usage(kUsage);

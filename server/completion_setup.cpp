@@ -120,11 +120,12 @@ void prepare_common(const Backend& backend, const ParseLimits& limits, const Com
                                  "the prompt has " + std::to_string(n_prompt) + " tokens, more than the limit of " +
                                      std::to_string(limits.max_prompt_tokens),
                                  "context_length_exceeded")};
-  creq.max_tokens = common.max_tokens;
-  if (in.max_tokens_cap > 0 && creq.max_tokens > in.max_tokens_cap) {
-    creq.max_tokens = in.max_tokens_cap;
-    setup.max_tokens_capped = true;
-  }
+  // The server's limits (--max-tokens-limit, the operator's --max-tokens-cap)
+  // lower a larger max_tokens; a reply they cut ends as a normal end.
+  int64_t most = limits.max_tokens_limit;
+  if (in.max_tokens_cap > 0) most = std::min(most, in.max_tokens_cap);
+  creq.max_tokens = std::min(common.max_tokens, most);
+  if (common.max_tokens > most) setup.max_tokens_capped = creq.max_tokens;
   creq.sampling = common.sampling;
   if (!common.seed_given) {
     // A fresh seed per request, reported in the response so it can be

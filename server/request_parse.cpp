@@ -412,7 +412,7 @@ CompletionParams parse_completion_params(const json& body, const ParseLimits& li
   const json* prompt = field(body, "prompt");
   if (!prompt) fail("prompt", "'prompt' is required");
   parse_prompt(*prompt, limits, &p);
-  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, limits.max_tokens_limit);
+  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, kMaxTokensAccepted);
   if (const json* v = field(body, "logprobs")) {
     // OpenAI's legacy field is an integer; a boolean true means 0 alternatives.
     if (v->is_boolean()) p.logprobs = v->get<bool>() ? 0 : -1;
@@ -441,9 +441,9 @@ ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
   }
   if (const json* v = field(body, "parallel_tool_calls")) p.parallel_tool_calls = as_bool(*v, "parallel_tool_calls");
   p.max_tokens = std::min(limits.default_chat_max_tokens, limits.max_tokens_limit);
-  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, limits.max_tokens_limit);
+  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, kMaxTokensAccepted);
   if (const json* v = field(body, "max_completion_tokens"))
-    p.max_tokens = as_int(*v, "max_completion_tokens", 1, limits.max_tokens_limit);
+    p.max_tokens = as_int(*v, "max_completion_tokens", 1, kMaxTokensAccepted);
   const json* messages = field(body, "messages");
   if (!messages) fail("messages", "'messages' is required");
   if (!messages->is_array()) wrong_type("messages", "an array", *messages);

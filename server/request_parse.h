@@ -46,14 +46,21 @@ inline constexpr size_t kMaxFieldBytes = 1024;
 // bytes is over it in tokens too, and cheap to refuse before tokenising.
 inline constexpr size_t kPromptBytesPerToken = 16;
 
+// The largest max_tokens a body may ask for: more than --max-tokens-limit is
+// not refused but lowered to it (docs/interface.md, "A reply the server's
+// limit cuts"), so that a client retrying with a larger limit does not loop
+// into a 400. 2^53: what a JavaScript client can send exactly.
+inline constexpr int64_t kMaxTokensAccepted = int64_t{1} << 53;
+
 struct ParseLimits {
   int64_t vocab_size = 0;            // token ids must be in [0, vocab_size)
   int64_t max_prompt_tokens = 0;     // 0: unlimited (checked again after tokenising text)
-  int64_t max_tokens_limit = 32768;  // upper bound of max_tokens
+  int64_t max_tokens_limit = 32768;  // a larger max_tokens is lowered to it
   int64_t default_chat_max_tokens = 1024;
   int max_json_depth = 64;
   size_t max_stop = 16;
   bool has_mtp = false;  // speculative mode mtp is refused without (the backend's checkpoint has no MTP head)
+  bool keep_billing_header = false;  // --keep-billing-header (server/messages_parse.h)
 };
 
 // Fields shared by both endpoints.

@@ -1,5 +1,6 @@
 #include "server/responses_protocol.h"
 
+#include <cstdio>
 #include <memory>
 #include <utility>
 
@@ -58,6 +59,7 @@ class ResponsesRenderer : public Renderer {
     e.length = end.cause == EndCause::kLength;
     e.seed = seed_;
     e.restore = restore_json(end.result.restore);
+    e.capped_at = end.capped_at;
     return e;
   }
   // OpenAI's log-probability entries: token, logprob, bytes, top_logprobs.
@@ -133,6 +135,10 @@ PreparedCompletion prepare(const Backend& backend, const ParseLimits& limits, co
   setup.client_limit = !request.echo.max_output_tokens.is_null() &&
                        out.request.max_tokens == request.echo.max_output_tokens.get<int64_t>();
   setup.echo = echo(body, request.echo);
+  setup.namespaced = request.echo.namespaced;
+  setup.warnings = request.echo.warnings;
+  for (const std::string& w : setup.warnings)
+    std::fprintf(stderr, "statebank serve: request %s: %s\n", in.request_id.c_str(), w.c_str());
   out.renderer =
       std::make_unique<ResponsesRenderer>(backend, std::move(setup), std::max(0, out.setup.logprobs), out.setup.seed);
   return out;

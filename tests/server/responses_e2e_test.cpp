@@ -159,16 +159,12 @@ class Mutator {
     static const std::vector<std::string> item_types = {
         "web_search_call",       "file_search_call", "computer_call", "computer_call_output", "item_reference",
         "image_generation_call", "local_shell_call", "mcp_call",      "custom_tool_call",     "bogus"};
-    static const std::vector<std::string> builtins = {"web_search",
-                                                      "web_search_preview",
-                                                      "file_search",
-                                                      "computer_use_preview",
-                                                      "code_interpreter",
-                                                      "image_generation",
-                                                      "mcp",
-                                                      "local_shell",
-                                                      "namespace",
-                                                      "custom"};
+    // Tools of a shape no tool has (built-in tools are left out, not refused).
+    static const std::vector<json> bad_tools = {{{"type", "namespace"}, {"name", "n"}},
+                                                {{"type", "namespace"}, {"tools", json::array()}},
+                                                {{"type", "function"}},
+                                                {{"type", 3}},
+                                                {{"name", "f"}}};
     switch (pick(12)) {
       case 0: {
         const std::string& k = fields[pick(static_cast<int>(fields.size()))];
@@ -202,7 +198,7 @@ class Mutator {
                            {"content", {{{"type", pick(2) ? "input_image" : "input_video"}, {"image_url", "x"}}}}});
         return false;
       case 7:
-        (*body)["tools"] = json::array({{{"type", builtins[pick(static_cast<int>(builtins.size()))]}}});
+        (*body)["tools"] = json::array({bad_tools[pick(static_cast<int>(bad_tools.size()))]});
         return false;
       case 8: {
         static const std::vector<std::pair<std::string, json>> refused = {{"previous_response_id", "resp_1"},
