@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/model_arg.h"
 #include "server/engine_backend.h"
+#include "server/model_files.h"
 #include "server/server.h"
 
 namespace sb {
@@ -91,7 +92,8 @@ const std::set<std::string> kServeFlags = {"model",
                                            "speculative",
                                            "draft-max",
                                            "mtp-vocab",
-                                           "speculative-acceptance"};
+                                           "speculative-acceptance",
+                                           "sampling-defaults"};
 
 std::string base_name(const std::string& dir) {
   std::string d = dir;
@@ -309,6 +311,15 @@ Status backend_options(const Args& args, const ServeFlags& f, EngineBackendOptio
   return Status::ok();
 }
 
+// --sampling-defaults model (the model's recommended sampling for the fields
+// a request leaves out) or greedy (none: such a request decodes greedily).
+Status sampling_defaults(const Args& args, const std::string& model_dir, SamplingDefaults* out) {
+  const std::string mode = args.get("sampling-defaults", "model");
+  if (mode == "greedy") return Status::ok();
+  if (mode != "model") return Status::invalid("--sampling-defaults must be model or greedy, not '" + mode + "'");
+  return load_sampling_defaults(model_dir, out);
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -338,6 +349,7 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = server_options(args, f, &so))) return fail("serve", s.message());
   raise_file_limit(f.max_connections);
   if (!(s = backend_options(args, f, &eo))) return fail("serve", s.message());
+  if (!(s = sampling_defaults(args, eo.model_dir, &so.limits.sampling_defaults))) return fail("serve", s.message());
 
   std::unique_ptr<EngineBackend> backend;
   if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());

@@ -362,6 +362,7 @@ void parse_sampling(const json& body, const ParseLimits& limits, bool count_only
     p->max_tokens = as_int(*max_tokens, "max_tokens", 1, kMaxTokensAccepted);
   else if (!count_only)
     fail("max_tokens", "'max_tokens' is required");
+  apply_sampling_defaults(limits.sampling_defaults, p);
   if (const json* v = field(body, "temperature"))
     p->sampling.temperature = static_cast<float>(as_number(*v, "temperature", 0.0, 1.0));
   if (const json* v = field(body, "top_p")) {

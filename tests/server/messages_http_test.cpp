@@ -226,7 +226,7 @@ TEST(MessagesHttp, MaxTokensAboveTheLimitIsLoweredToIt) {
 TEST(MessagesHttp, KeysAliasesAndAnthropicErrors) {
   ServerOptions o;
   o.keys = ApiKeys::single("key-1");
-  o.served_model_names = {"claude-alias"};
+  o.served_model_names = {"claude-alias", "fake-model", "claude-alias"};
   TestServer ts(o);
   auto c = ts.client();
   json body = ask("Hello", 4);
@@ -250,9 +250,15 @@ TEST(MessagesHttp, KeysAliasesAndAnthropicErrors) {
   body["model"] = "claude-alias";
   body["max_tokens"] = "lots";
   expect_error(post(*c, body, {{"x-api-key", "key-1"}}), 400, "invalid_request_error");
-  // The alias is a model on the other routes too.
+  // The alias is a model on the other routes too; each name is listed once
+  // (the options name the model itself and the alias twice), with the context length.
   auto models = c->Get("/v1/models", {{"x-api-key", "key-1"}});
-  EXPECT_NE(models->body.find("claude-alias"), std::string::npos) << models->body;
+  const json listed = json::parse(models->body)["data"];
+  ASSERT_EQ(listed.size(), 2u) << models->body;
+  EXPECT_EQ(listed[0]["id"], "fake-model");
+  EXPECT_EQ(listed[1]["id"], "claude-alias");
+  EXPECT_GT(listed[1]["context_length"].get<int64_t>(), 0) << models->body;
+  EXPECT_EQ(listed[1]["max_model_len"], listed[1]["context_length"]);
   EXPECT_EQ(c->Get("/v1/models/claude-alias", {{"x-api-key", "key-1"}})->status, 200);
   auto count = c->Post("/v1/messages/count_tokens", {{"x-api-key", "key-1"}},
                        json{{"model", "claude-alias"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}}.dump(),

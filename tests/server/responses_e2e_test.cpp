@@ -5,9 +5,11 @@
 //    streams, bank == bypass bit for bit, an agent run with one tool;
 //  - 200 mutated bodies (fixed seed): every one a 4xx in OpenAI's error
 //    shape, none a 5xx, the server healthy and serving after them;
-//  - Codex CLI (`codex exec`, @openai/codex 0.171.0) configured as the
-//    README says: exits 0, prints the model's text, and its second run is
-//    served from the bank (cached_input_tokens covers the instructions and tools).
+//  - Codex CLI (`codex exec`, @openai/codex 0.171.0) with its default
+//    configuration (the provider only, as the README says: its namespace of
+//    sub-agent tools and its web_search included): exits 0, prints the
+//    model's text, and its second run is served from the bank
+//    (cached_input_tokens covers the instructions and tools).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -294,9 +296,7 @@ TEST(ResponsesE2E, DeadlineEndsWithAnErrorInEitherForm) {
 
 std::string codex_config(int port) {
   return "model = \"demo\"\n"
-         "model_provider = \"statebank\"\n"
-         "web_search = \"disabled\"\n\n"
-         "[agents]\nenabled = false\n\n"
+         "model_provider = \"statebank\"\n\n"
          "[model_providers.statebank]\n"
          "name = \"statebank\"\n"
          "base_url = \"http://127.0.0.1:" +
