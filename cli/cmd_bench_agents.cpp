@@ -5,7 +5,10 @@
 // as the agent gets it (the bank on: each session starts on an empty bank, so
 // its first turn is cold and later turns restore what earlier ones stored)
 // next to the same request with the bank bypassed, and whether the two
-// replies are equal bit for bit.
+// replies are equal bit for bit. A session's `next_sessions` are the first
+// turns of other sessions of the same agent (a new conversation, not a
+// continued one), run after its turns on the same bank: the cross-session
+// rows, what a new session gets from the bank.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -34,18 +37,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kDefaultSessions[] = {"tests/data/agents/claude-code-2.1.332", "tests/data/agents/codex-0.171.0"};
+const char* const kDefaultSessions[] = {"tests/data/agents/claude-code-2.1.332", "tests/data/agents/codex-0.171.0",
+                                        "tests/data/agents/claude-code-2.1.332-sessions",
+                                        "tests/data/agents/codex-0.171.0-sessions"};
 
 // A captured session: its turns in the order the agent sent them, and the
 // route they were sent to ("messages": /v1/messages, "responses": /v1/responses).
 struct Session {
   std::string dir, agent, protocol;
   std::vector<fs::path> turns;
+  std::vector<fs::path> next_sessions;  // first turns of other sessions, after `turns`
 };
 
 struct TurnResult {
   std::string agent, file;
   int turn = 0;
+  std::string phase;  // cold (turn 1), warm (a later turn), new session
   int64_t prompt = 0, restored = 0, stored = 0;
   std::string served;
   double bank_ms = 0, bypass_ms = 0;
@@ -82,11 +89,15 @@ Status load_session(const std::string& dir, Session* out) {
     return bad("\"protocol\" must be \"messages\" or \"responses\", not \"" + out->protocol + "\"");
   out->agent =
       j.contains("agent") && j["agent"].is_string() ? j["agent"].get<std::string>() : fs::path(dir).filename().string();
-  for (const auto& t : j["turns"]) {
-    if (!t.is_string()) return bad("every turn must be a file name");
-    const fs::path file = fs::path(dir) / t.get<std::string>();
-    if (!fs::is_regular_file(file, ec)) return bad("turn file " + file.string() + " does not exist");
-    out->turns.push_back(file);
+  for (const char* key : {"turns", "next_sessions"}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_array()) return bad(std::string("\"") + key + "\" must be an array of file names");
+    for (const auto& t : j[key]) {
+      if (!t.is_string()) return bad(std::string("every entry of \"") + key + "\" must be a file name");
+      const fs::path file = fs::path(dir) / t.get<std::string>();
+      if (!fs::is_regular_file(file, ec)) return bad("turn file " + file.string() + " does not exist");
+      (std::string(key) == "turns" ? out->turns : out->next_sessions).push_back(file);
+    }
   }
   return Status::ok();
 }
@@ -152,6 +163,15 @@ Status run_session(const EngineBackendOptions& eo, const Session& session, int64
     TurnResult r;
     SB_RETURN_IF_ERROR(run_turn(*backend, session, session.turns[i], max_tokens, &r));
     r.turn = static_cast<int>(i) + 1;
+    r.phase = i == 0 ? "cold" : "warm";
+    results->push_back(r);
+  }
+  for (const fs::path& file : session.next_sessions) {
+    std::fprintf(stderr, "statebank bench: agents: %s, new session %s\n", session.agent.c_str(), file.filename().c_str());
+    TurnResult r;
+    SB_RETURN_IF_ERROR(run_turn(*backend, session, file, max_tokens, &r));
+    r.turn = 1;
+    r.phase = "new session";
     results->push_back(r);
   }
   (void)backend->close_bank(std::chrono::milliseconds(1000));
@@ -165,7 +185,7 @@ std::string csv_text(const std::vector<TurnResult>& turns) {
   for (size_t i = 0; i < turns.size(); ++i) {
     const TurnResult& t = turns[i];
     std::snprintf(line, sizeof line, "%zu,%s,%d,%s,%s,%lld,%s,%lld,%lld,%.1f,%.1f,%.4f,%d\n", i, t.agent.c_str(),
-                  t.turn, t.file.c_str(), t.turn == 1 ? "cold" : "warm", static_cast<long long>(t.prompt),
+                  t.turn, t.file.c_str(), t.phase.c_str(), static_cast<long long>(t.prompt),
                   t.served.c_str(), static_cast<long long>(t.restored), static_cast<long long>(t.stored), t.bank_ms,
                   t.bypass_ms, t.ratio(), t.equal ? 1 : 0);
     out << line;
@@ -203,7 +223,9 @@ std::string report(const std::vector<TurnResult>& turns, const ReportContext& c)
         "(each session starts on an empty bank, so its turn 1 is *cold*: nothing to restore, its state stored; "
         "later turns restore what earlier turns stored), then with the bank bypassed. *ratio* is the bank's time "
         "to first token over the bypass's; the target is at most 10 % for every turn after the first. *equal*: "
-        "the two replies have the same tokens and logprobs, bit for bit.\n\n"
+        "the two replies have the same tokens and logprobs, bit for bit. A *new session* row is the first turn of "
+        "another session of the same agent (a new conversation, not `--continue`), run after the rows above it on "
+        "the same bank: *restored* over *prompt tokens* is the share a new session gets from the bank.\n\n"
      << "| agent | turn | phase | prompt tokens | served | restored | stored | ttft, bank | ttft, bypass | ratio | "
         "equal |\n"
      << "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
@@ -211,7 +233,7 @@ std::string report(const std::vector<TurnResult>& turns, const ReportContext& c)
   for (const auto& t : turns) {
     std::snprintf(
         line, sizeof line, "| %s | %d (`%s`) | %s | %lld | %s | %lld | %lld | %.0f ms | %.0f ms | %.1f %% | %s |\n",
-        t.agent.c_str(), t.turn, t.file.c_str(), t.turn == 1 ? "cold" : "warm", static_cast<long long>(t.prompt),
+        t.agent.c_str(), t.turn, t.file.c_str(), t.phase.c_str(), static_cast<long long>(t.prompt),
         t.served.c_str(), static_cast<long long>(t.restored), static_cast<long long>(t.stored), t.bank_ms, t.bypass_ms,
         100.0 * t.ratio(), t.equal ? "yes" : "**no**");
     md << line;

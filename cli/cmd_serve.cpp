@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/model_arg.h"
 #include "server/engine_backend.h"
+#include "server/model_files.h"
 #include "server/server.h"
 
 namespace sb {
@@ -46,7 +47,7 @@ const char* kUsage =
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
-    "[--ignore-cache-control] "
+    "[--ignore-cache-control] [--keep-billing-header] [--sampling-defaults model|greedy] "
     "[--remote redis://HOST:PORT[/DB]|redis-cluster://HOST:PORT[,HOST:PORT...] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
     "[--remote-timeout-ms MS]] [--kv-events tcp://HOST:PORT]";
 
@@ -92,7 +93,8 @@ const std::set<std::string> kServeFlags = {"model",
                                            "speculative",
                                            "draft-max",
                                            "mtp-vocab",
-                                           "speculative-acceptance"};
+                                           "speculative-acceptance",
+                                           "sampling-defaults"};
 
 std::string base_name(const std::string& dir) {
   std::string d = dir;
@@ -279,6 +281,7 @@ Status server_options(const Args& args, const ServeFlags& f, ServerOptions* so) 
   so->limits.max_tokens_limit = f.max_tokens_limit;
   so->max_tokens_cap = f.max_tokens_cap;
   so->cache_control_pins = !args.has("ignore-cache-control");
+  so->limits.keep_billing_header = args.has("keep-billing-header");
   for (const std::string& name : args.get_all("served-model-name")) {
     if (name.empty() || name.size() > kMaxFieldBytes)
       return Status::invalid("--served-model-name must be 1 to 1024 bytes");
@@ -309,6 +312,15 @@ Status backend_options(const Args& args, const ServeFlags& f, EngineBackendOptio
   return Status::ok();
 }
 
+// --sampling-defaults model (the model's recommended sampling for the fields
+// a request leaves out) or greedy (none: such a request decodes greedily).
+Status sampling_defaults(const Args& args, const std::string& model_dir, SamplingDefaults* out) {
+  const std::string mode = args.get("sampling-defaults", "model");
+  if (mode == "greedy") return Status::ok();
+  if (mode != "model") return Status::invalid("--sampling-defaults must be model or greedy, not '" + mode + "'");
+  return load_sampling_defaults(model_dir, out);
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
@@ -321,7 +333,7 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control", "help"});
+  Args args(kServeFlags, {"insecure-no-key", "ignore-cache-control", "keep-billing-header", "help"});
   Status s = args.parse(argc, argv);
   if (!s) return fail("serve", s.message() + "\n" + kUsage);
   if (args.has("help")) return print_usage(kUsage);
@@ -339,6 +351,7 @@ int cmd_serve(int argc, char** argv) {
   if (!(s = server_options(args, f, &so))) return fail("serve", s.message());
   raise_file_limit(f.max_connections);
   if (!(s = backend_options(args, f, &eo))) return fail("serve", s.message());
+  if (!(s = sampling_defaults(args, eo.model_dir, &so.limits.sampling_defaults))) return fail("serve", s.message());
 
   std::unique_ptr<EngineBackend> backend;
   if (!(s = EngineBackend::open(eo, &backend))) return fail("serve", s.to_string());

@@ -1,5 +1,7 @@
 #include "server/anthropic_renderer.h"
 
+#include <cstdio>
+
 #include <algorithm>
 
 #include "server/completion_setup.h"
@@ -148,12 +150,14 @@ void AnthropicRenderer::step(const GeneratedStep& s, std::vector<std::string>* e
 void AnthropicRenderer::close(const GeneratedStep& last, const GenerationEnd& end, std::vector<std::string>* events) {
   step(last, events);
   end_block(events);
-  events->push_back(anthropic_event(
-      "message_delta", json{{"type", "message_delta"},
-                            {"delta", {{"stop_reason", stop_reason(end)}, {"stop_sequence", stop_sequence(end)}}},
-                            {"usage", anthropic_usage(end)},
-                            {"seed", setup_.seed},
-                            {"restore", restore_json(end.result.restore)}}));
+  json delta = {{"type", "message_delta"},
+                {"delta", {{"stop_reason", stop_reason(end)}, {"stop_sequence", stop_sequence(end)}}},
+                {"usage", anthropic_usage(end)},
+                {"seed", setup_.seed},
+                {"restore", restore_json(end.result.restore)}};
+  if (end.capped_at > 0) delta["capped_at"] = end.capped_at;
+  if (!warnings_.empty()) delta["warnings"] = warnings_;
+  events->push_back(anthropic_event("message_delta", delta));
   events->push_back(anthropic_event("message_stop", json{{"type", "message_stop"}}));
 }
 
@@ -169,6 +173,8 @@ json AnthropicRenderer::body(const GenerationEnd& end) {
   message["usage"] = anthropic_usage(end);
   message["seed"] = setup_.seed;
   message["restore"] = restore_json(end.result.restore);
+  if (end.capped_at > 0) message["capped_at"] = end.capped_at;
+  if (!warnings_.empty()) message["warnings"] = warnings_;
   return message;
 }
 
@@ -210,7 +216,9 @@ PreparedCompletion prepare_messages(const Backend& backend, const ParseLimits& l
   PreparedCompletion out = prepare_chat_completion(backend, limits, in, params.chat);
   out.setup.id = "msg_" + in.request_id;
   if (out.request.cache_mode == CacheMode::kDefault) out.pins = breakpoint_pins(backend, params, out.request);
-  out.renderer = std::make_unique<AnthropicRenderer>(out.setup);
+  for (const std::string& w : params.warnings)
+    std::fprintf(stderr, "statebank serve: request %s: %s\n", in.request_id.c_str(), w.c_str());
+  out.renderer = std::make_unique<AnthropicRenderer>(out.setup, std::move(params.warnings));
   return out;
 }
 

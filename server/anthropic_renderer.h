@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/generation.h"
@@ -25,7 +26,8 @@ namespace sb {
 
 class AnthropicRenderer : public Renderer {
  public:
-  explicit AnthropicRenderer(const GenerationSetup& setup) : setup_(setup) {}
+  AnthropicRenderer(const GenerationSetup& setup, std::vector<std::string> warnings)
+      : setup_(setup), warnings_(std::move(warnings)) {}
 
   void open(std::vector<std::string>* events) override;
   void step(const GeneratedStep& s, std::vector<std::string>* events) override;
@@ -38,6 +40,7 @@ class AnthropicRenderer : public Renderer {
   void end_block(std::vector<std::string>* events);
 
   const GenerationSetup setup_;
+  const std::vector<std::string> warnings_;  // the message's `warnings` (server tools left out)
   Block open_ = Block::kNone;
   int index_ = -1;  // the current (or last) content block's index
 };

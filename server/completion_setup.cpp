@@ -120,7 +120,7 @@ void fit_to_context(const Backend& backend, int64_t n_prompt, bool chat, Complet
                                    "context_length_exceeded")};
   if (creq->max_tokens > context - n_prompt) {
     creq->max_tokens = context - n_prompt;
-    setup->max_tokens_capped = false;
+    setup->max_tokens_capped = 0;  // the context's end: "length", not the server's cap
   }
 }
 
@@ -137,11 +137,13 @@ void prepare_common(const Backend& backend, const ParseLimits& limits, const Com
   setup.model = common.model.empty() ? backend.model_id() : common.model;
   setup.stop_token_ids = backend.stop_token_ids();
   int64_t n_prompt = static_cast<int64_t>(creq.prompt.size());
-  creq.max_tokens = common.max_tokens;
-  if (in.max_tokens_cap > 0 && creq.max_tokens > in.max_tokens_cap) {
-    creq.max_tokens = in.max_tokens_cap;
-    setup.max_tokens_capped = true;
-  }
+  // The server's limits (--max-tokens-limit, the operator's --max-tokens-cap)
+  // lower a larger max_tokens; a reply they cut ends as a normal end. Then
+  // the context's end, which is the "length" a client's own limit gives.
+  int64_t most = limits.max_tokens_limit;
+  if (in.max_tokens_cap > 0) most = std::min(most, in.max_tokens_cap);
+  creq.max_tokens = std::min(common.max_tokens, most);
+  if (common.max_tokens > most) setup.max_tokens_capped = creq.max_tokens;
   fit_to_context(backend, n_prompt, chat, &creq, &setup);
   if (limits.max_prompt_tokens > 0 && n_prompt > limits.max_prompt_tokens)
     throw ApiException{too_large(chat ? "messages" : "prompt",

@@ -115,7 +115,7 @@ GenerationEnd Generation::end(const CompletionResult& result) const {
   else if (call_limit_reached())
     cause = EndCause::kToolCallLimit;
   else if (result.finish_reason == FinishReason::kLength)
-    cause = setup_.max_tokens_capped ? EndCause::kCapped : EndCause::kLength;
+    cause = setup_.max_tokens_capped > 0 ? EndCause::kCapped : EndCause::kLength;
   return GenerationEnd{result,
                        cause,
                        stops_.matched(),
@@ -125,7 +125,8 @@ GenerationEnd Generation::end(const CompletionResult& result) const {
                        tool_calls_,
                        entries_,
                        static_cast<int64_t>(setup_.prompt_ids.size()),
-                       static_cast<int64_t>(result.tokens.size())};
+                       static_cast<int64_t>(result.tokens.size()),
+                       cause == EndCause::kCapped ? setup_.max_tokens_capped : 0};
 }
 
 void Generation::finish_stream(const CompletionResult& result, std::vector<std::string>* events) {

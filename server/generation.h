@@ -52,7 +52,9 @@ struct GenerationSetup {
   std::vector<int32_t> stop_token_ids;  // ended generation; not shown as text
   std::vector<std::string> stop;
   uint64_t seed = 0;               // reported, so that a request can be replayed
-  bool max_tokens_capped = false;  // --max-tokens-cap lowered the request's max_tokens
+  // The server's limit that lowered the request's max_tokens (0: none lowered
+  // it): --max-tokens-cap or --max-tokens-limit. Shown as `capped_at`.
+  int64_t max_tokens_capped = 0;
   int max_tool_calls = -1;         // parallel_tool_calls false: 1 (generation ends after the first call)
 };
 

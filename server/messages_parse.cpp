@@ -79,7 +79,7 @@ int64_t cache_ttl(const json& v, const std::string& param) {
 // The conversation as it is built, and a copy of it at each cache_control.
 class Builder {
  public:
-  explicit Builder(MessagesParams* out) : out_(out) {}
+  Builder(MessagesParams* out, bool keep_billing_header) : out_(out), keep_billing_header_(keep_billing_header) {}
 
   // The top-level `system`, or a system message in `messages` (Claude Code
   // sends one after the first user message).
@@ -98,6 +98,7 @@ class Builder {
   [[noreturn]] void unsupported_block(const std::string& type, const std::string& param);
 
   MessagesParams* out_;
+  const bool keep_billing_header_;
   std::set<std::string> open_tool_uses_;  // ids of the last assistant message's tool_use blocks
 };
 
@@ -144,7 +145,9 @@ void Builder::system(const json& v, const std::string& param) {
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = param + "[" + std::to_string(i) + "]";
     if (block_type(v[i], p) != "text") fail(p + ".type", "system blocks must be text blocks");
-    parts.push_back(text_block(v[i], p));
+    std::string text = text_block(v[i], p);
+    if (!keep_billing_header_ && param == "system" && text.rfind(kBillingHeaderPrefix, 0) == 0) continue;
+    parts.push_back(std::move(text));
     breakpoint(v[i], p, json{{"role", "system"}, {"content", joined(parts)}});
   }
   if (!parts.empty()) out_->chat.messages.push_back({{"role", "system"}, {"content", joined(parts)}});
@@ -156,9 +159,11 @@ void Builder::tools(const json& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = "tools[" + std::to_string(i) + "]";
     if (!v[i].is_object()) wrong_type(p, "an object", v[i]);
-    if (const json* t = field(v[i], "type"); t && as_string(*t, p + ".type") != "custom")
-      fail(p + ".type", "server tools ('" + t->get<std::string>().substr(0, 64) +
-                            "') are not supported: only client tools with an input_schema");
+    if (const json* t = field(v[i], "type"); t && as_string(*t, p + ".type") != "custom") {
+      out_->warnings.push_back(p + ": the server tool '" + shown_key(t->get<std::string>()) +
+                               "' does not run on this server; it was left out of the prompt");
+      continue;
+    }
     check_keys(v[i], p, {"type", "name", "description", "input_schema", "cache_control", "defer_loading"});
     const json* name = field(v[i], "name");
     if (!name) fail(p + ".name", "'" + p + ".name' is required");
@@ -354,9 +359,10 @@ void parse_thinking(const json& v, ChatParams* p) {
 void parse_sampling(const json& body, const ParseLimits& limits, bool count_only, ChatParams* p) {
   const json* max_tokens = field(body, "max_tokens");
   if (max_tokens)
-    p->max_tokens = as_int(*max_tokens, "max_tokens", 1, limits.max_tokens_limit);
+    p->max_tokens = as_int(*max_tokens, "max_tokens", 1, kMaxTokensAccepted);
   else if (!count_only)
     fail("max_tokens", "'max_tokens' is required");
+  apply_sampling_defaults(limits.sampling_defaults, p);
   if (const json* v = field(body, "temperature"))
     p->sampling.temperature = static_cast<float>(as_number(*v, "temperature", 0.0, 1.0));
   if (const json* v = field(body, "top_p")) {
@@ -411,7 +417,7 @@ MessagesParams parse_messages_params(const json& body, const ParseLimits& limits
   if (p.model.empty()) fail("model", "'model' must not be empty");
   parse_sampling(body, limits, count_only, &p);
   check_noops(body);
-  Builder builder(&out);
+  Builder builder(&out, limits.keep_billing_header);
   // Tools first, then system, then messages: the order of Anthropic's cache prefixes.
   if (const json* v = field(body, "tools")) builder.tools(*v);
   if (const json* v = field(body, "system")) builder.system(*v, "system");

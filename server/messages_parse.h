@@ -17,8 +17,12 @@
 //     (metadata, service_tier, context_management, output_config,
 //     thinking.budget_tokens, tool_result is_error, redacted_thinking,
 //     citations), or is refused with a 400 naming it: image and document
-//     blocks, server tools, a tool_result without its tool_use, an unknown
-//     block type or field. Strings and prompt bytes are bounded as for chat.
+//     blocks, a tool_result without its tool_use, an unknown block type or
+//     field. Strings and prompt bytes are bounded as for chat. Server tools
+//     (a `type` other than custom: web_search_..., code_execution_..., ...)
+//     cannot run here: they are left out of the prompt with a warning.
+//  5. A system text block that starts with kBillingHeaderPrefix is left out
+//     (unless limits.keep_billing_header).
 //  4. cache_control {"type": "ephemeral", "ttl": "5m"|"1h"} marks a block;
 //     at most 4 per request. Each becomes a CacheBreakpoint: the conversation
 //     up to the end of that block, and the TTL, for the bank's pins.
@@ -26,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "server/request_parse.h"
@@ -40,7 +45,14 @@ struct CacheBreakpoint {
 struct MessagesParams {
   ChatParams chat;
   std::vector<CacheBreakpoint> breakpoints;  // in prompt order
+  std::vector<std::string> warnings;         // what was left out of the prompt, and why
 };
+
+// Claude Code's first system block starts so: billing metadata for
+// Anthropic's service whose suffix changes per conversation. It is left out
+// of the prompt unless ParseLimits::keep_billing_header (--keep-billing-header),
+// so that sessions share the system prompt and tools behind it.
+inline constexpr const char* kBillingHeaderPrefix = "x-anthropic-billing-header:";
 
 // `count_only`: /v1/messages/count_tokens (no max_tokens, no sampling fields).
 MessagesParams parse_messages_params(const nlohmann::ordered_json& body, const ParseLimits& limits,

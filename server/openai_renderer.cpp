@@ -68,7 +68,9 @@ void OpenAiRenderer::step(const GeneratedStep& s, std::vector<std::string>* even
 }
 
 std::string OpenAiRenderer::finish_reason(const GenerationEnd& end) const {
-  std::string reason = end.cause == EndCause::kLength || end.cause == EndCause::kCapped ? "length" : "stop";
+  // A reply the server's limit cut is a normal end: "length" would tell the
+  // client its own max_tokens did, and agents retry with a larger one.
+  std::string reason = end.cause == EndCause::kLength ? "length" : "stop";
   if (setup_.chat && !end.tool_calls.empty() && reason == "stop") reason = "tool_calls";
   return reason;
 }
@@ -93,6 +95,7 @@ void OpenAiRenderer::close(const GeneratedStep& last, const GenerationEnd& end, 
   closing["seed"] = setup_.seed;
   closing["restore"] = restore_json(end.result.restore);
   closing["speculative"] = speculative_json(end.result.speculative);
+  if (end.capped_at > 0) closing["capped_at"] = end.capped_at;
   events->push_back(sse_event(closing));
   if (setup_.include_usage) {
     json tail = closing;
@@ -172,15 +175,17 @@ json OpenAiRenderer::body(const GenerationEnd& end) {
     }
   }
   choice["finish_reason"] = finish_reason(end);
-  return json{{"id", setup_.id},
-              {"object", setup_.chat ? "chat.completion" : "text_completion"},
-              {"created", setup_.created},
-              {"model", setup_.model},
-              {"choices", json::array({std::move(choice)})},
-              {"usage", usage(end)},
-              {"seed", setup_.seed},
-              {"restore", restore_json(end.result.restore)},
-              {"speculative", speculative_json(end.result.speculative)}};
+  json body = {{"id", setup_.id},
+               {"object", setup_.chat ? "chat.completion" : "text_completion"},
+               {"created", setup_.created},
+               {"model", setup_.model},
+               {"choices", json::array({std::move(choice)})},
+               {"usage", usage(end)},
+               {"seed", setup_.seed},
+               {"restore", restore_json(end.result.restore)},
+               {"speculative", speculative_json(end.result.speculative)}};
+  if (end.capped_at > 0) body["capped_at"] = end.capped_at;
+  return body;
 }
 
 std::string openai_error_body(const ApiError& e) { return dump_json(e.to_json()); }

@@ -46,7 +46,7 @@ struct GeneratedStep {
 enum class EndCause {
   kEndOfTurn,      // the model's end token, or the engine ended it otherwise
   kLength,         // the request's max_tokens
-  kCapped,         // the server's --max-tokens-cap, below the request's max_tokens
+  kCapped,         // the server's limit (--max-tokens-cap, --max-tokens-limit), below the request's max_tokens
   kStopSequence,   // a stop string (GenerationEnd::stop_sequence)
   kToolCallLimit,  // parallel_tool_calls false: the first call ended it
 };
@@ -64,6 +64,9 @@ struct GenerationEnd {
   const std::vector<GeneratedEntry>& entries;
   int64_t prompt_tokens;
   int64_t completion_tokens;
+  // kCapped: the server's limit that cut the reply, shown as `capped_at` on
+  // every route (the end reason itself reads as a normal end); else 0.
+  int64_t capped_at = 0;
 };
 
 class Renderer {

@@ -135,6 +135,7 @@ float penalty(const json& body, const char* name, double lo, double hi, float df
 void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) {
   if (!body.is_object()) throw ApiException{bad_request("", "the request body must be a JSON object", "invalid_json")};
   if (const json* v = field(body, "model")) p->model = as_string(*v, "model");
+  apply_sampling_defaults(limits.sampling_defaults, p);
   if (const json* v = field(body, "temperature")) p->sampling.temperature = static_cast<float>(as_number(*v, "temperature", 0.0, 2.0));
   if (const json* v = field(body, "top_p")) {
     double top_p = as_number(*v, "top_p", 0.0, 1.0);
@@ -146,9 +147,9 @@ void parse_common(const json& body, const ParseLimits& limits, CommonParams* p) 
     p->sampling.top_k = k < 0 ? 0 : static_cast<int>(k);  // -1 means off, as in other servers
   }
   if (const json* v = field(body, "min_p")) p->sampling.min_p = static_cast<float>(as_number(*v, "min_p", 0.0, 1.0));
-  p->presence_penalty = penalty(body, "presence_penalty", -2.0, 2.0, 0.0f);
+  p->presence_penalty = penalty(body, "presence_penalty", -2.0, 2.0, p->presence_penalty);
   p->frequency_penalty = penalty(body, "frequency_penalty", -2.0, 2.0, 0.0f);
-  p->repetition_penalty = penalty(body, "repetition_penalty", 0.0, 2.0, 1.0f);
+  p->repetition_penalty = penalty(body, "repetition_penalty", 0.0, 2.0, p->repetition_penalty);
   if (p->repetition_penalty <= 0.0f) fail("repetition_penalty", "'repetition_penalty' must be greater than 0");
   if (const json* v = field(body, "logit_bias")) {
     if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to biases", *v);
@@ -395,6 +396,15 @@ json parse_body(std::string_view body, const ParseLimits& limits) {
   return parsed;
 }
 
+void apply_sampling_defaults(const SamplingDefaults& d, CommonParams* p) {
+  if (d.temperature) p->sampling.temperature = *d.temperature;
+  if (d.top_p) p->sampling.top_p = *d.top_p;
+  if (d.top_k) p->sampling.top_k = *d.top_k;
+  if (d.min_p) p->sampling.min_p = *d.min_p;
+  if (d.repetition_penalty) p->repetition_penalty = *d.repetition_penalty;
+  if (d.presence_penalty) p->presence_penalty = *d.presence_penalty;
+}
+
 CompletionParams parse_completion_params(const json& body, const ParseLimits& limits) {
   CompletionParams p;
   if (body.is_object()) check_fields(body, false);
@@ -408,7 +418,7 @@ CompletionParams parse_completion_params(const json& body, const ParseLimits& li
   const json* prompt = field(body, "prompt");
   if (!prompt) fail("prompt", "'prompt' is required");
   parse_prompt(*prompt, limits, &p);
-  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, limits.max_tokens_limit);
+  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, kMaxTokensAccepted);
   if (const json* v = field(body, "logprobs")) {
     // OpenAI's legacy field is an integer; a boolean true means 0 alternatives.
     if (v->is_boolean()) p.logprobs = v->get<bool>() ? 0 : -1;
@@ -437,9 +447,9 @@ ChatParams parse_chat_params(const json& body, const ParseLimits& limits) {
   }
   if (const json* v = field(body, "parallel_tool_calls")) p.parallel_tool_calls = as_bool(*v, "parallel_tool_calls");
   p.max_tokens = std::min(limits.default_chat_max_tokens, limits.max_tokens_limit);
-  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, limits.max_tokens_limit);
+  if (const json* v = field(body, "max_tokens")) p.max_tokens = as_int(*v, "max_tokens", 1, kMaxTokensAccepted);
   if (const json* v = field(body, "max_completion_tokens"))
-    p.max_tokens = as_int(*v, "max_completion_tokens", 1, limits.max_tokens_limit);
+    p.max_tokens = as_int(*v, "max_completion_tokens", 1, kMaxTokensAccepted);
   const json* messages = field(body, "messages");
   if (!messages) fail("messages", "'messages' is required");
   if (!messages->is_array()) wrong_type("messages", "an array", *messages);

@@ -47,16 +47,32 @@ inline constexpr size_t kMaxFieldBytes = 1024;
 // bytes is over it in tokens too, and cheap to refuse before tokenising.
 inline constexpr size_t kPromptBytesPerToken = 16;
 
+// The largest max_tokens a body may ask for: more than --max-tokens-limit is
+// not refused but lowered to it (docs/interface.md, "A reply the server's
+// limit cuts"), so that a client retrying with a larger limit does not loop
+// into a 400. 2^53: what a JavaScript client can send exactly.
+inline constexpr int64_t kMaxTokensAccepted = int64_t{1} << 53;
+
+// The model's recommended sampling (server/model_files.h reads it), used
+// for each field a request leaves out. Unset fields keep the API's own
+// defaults (greedy: temperature 0).
+struct SamplingDefaults {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty;
+  std::optional<int> top_k;
+};
+
 struct ParseLimits {
   int64_t vocab_size = 0;            // token ids must be in [0, vocab_size)
   int64_t max_prompt_tokens = 0;     // 0: unlimited (checked again after tokenising text)
-  int64_t max_tokens_limit = 32768;  // upper bound of max_tokens
+  int64_t max_tokens_limit = 32768;  // a larger max_tokens is lowered to it
   int64_t default_chat_max_tokens = 1024;
   int max_json_depth = kMaxJsonDepth;
   size_t max_json_object_keys = kMaxJsonObjectKeys;  // keys in one object of a body
   size_t max_json_keys = kMaxJsonKeys;               // keys in all of a body's objects
   size_t max_stop = 16;
   bool has_mtp = false;  // speculative mode mtp is refused without (the backend's checkpoint has no MTP head)
+  bool keep_billing_header = false;  // --keep-billing-header (server/messages_parse.h)
+  SamplingDefaults sampling_defaults;  // --sampling-defaults model: the model's; greedy: none
 };
 
 // Fields shared by both endpoints.
@@ -118,6 +134,9 @@ nlohmann::ordered_json parse_body(std::string_view body, const ParseLimits& limi
 // Throw ApiException on the first invalid field.
 CompletionParams parse_completion_params(const nlohmann::ordered_json& body, const ParseLimits& limits);
 ChatParams parse_chat_params(const nlohmann::ordered_json& body, const ParseLimits& limits);
+
+// The model's defaults into p (before a body's own fields overwrite them).
+void apply_sampling_defaults(const SamplingDefaults& d, CommonParams* p);
 
 // X-Cache-Mode header value (empty: default). Throws ApiException.
 CacheMode parse_cache_mode(const std::string& header);

@@ -118,12 +118,16 @@ void ResponsesOutput::add_call(const GeneratedToolCall& call, std::vector<std::s
   const std::string id = item_id("fc_", setup_.id, index);
   json item = {{"id", id},           {"type", "function_call"}, {"status", "in_progress"},
                {"call_id", call.id}, {"name", call.name},       {"arguments", ""}};
+  if (auto ns = setup_.namespaced.find(call.name); ns != setup_.namespaced.end()) {
+    item["name"] = ns->second.second;
+    item["namespace"] = ns->second.first;
+  }
   emit(events, "response.output_item.added", json{{"output_index", index}, {"item", item}});
   // The call was parsed whole: its arguments are one delta.
   emit(events, "response.function_call_arguments.delta",
        json{{"item_id", id}, {"output_index", index}, {"delta", call.arguments}});
   emit(events, "response.function_call_arguments.done",
-       json{{"item_id", id}, {"output_index", index}, {"name", call.name}, {"arguments", call.arguments}});
+       json{{"item_id", id}, {"output_index", index}, {"name", item["name"]}, {"arguments", call.arguments}});
   item["status"] = "completed";
   item["arguments"] = call.arguments;
   emit(events, "response.output_item.done", json{{"output_index", index}, {"item", item}});
@@ -188,6 +192,7 @@ json ResponsesOutput::object(const char* status, const ResponsesEnd* end) const 
   r["service_tier"] = "default";
   r["output"] = json::array();
   r["usage"] = nullptr;
+  if (!setup_.warnings.empty()) r["warnings"] = setup_.warnings;
   if (end == nullptr) return r;
   r["output"] = items_;
   if (open_ != Open::kNone)
@@ -196,6 +201,7 @@ json ResponsesOutput::object(const char* status, const ResponsesEnd* end) const 
   r["usage"] = usage(*end);
   r["seed"] = end->seed;
   r["restore"] = end->restore;
+  if (end->capped_at > 0) r["capped_at"] = end->capped_at;
   return r;
 }
 

@@ -29,7 +29,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/backend.h"
@@ -49,6 +51,10 @@ struct ResponsesSetup {
   // instructions, tools, tool_choice, text, reasoning, temperature, top_p,
   // parallel_tool_calls, max_output_tokens, metadata.
   ResponseJson echo = ResponseJson::object();
+  // A namespace's functions by their flat name: a call to one is an item
+  // with `name` and `namespace`, as OpenAI's API returns it.
+  std::map<std::string, std::pair<std::string, std::string>> namespaced;
+  std::vector<std::string> warnings;  // the response's `warnings` (tools left out)
 };
 
 // How the engine's run ended.
@@ -59,6 +65,7 @@ struct ResponsesEnd {
   bool length = false;  // max tokens ended it
   uint64_t seed = 0;
   ResponseJson restore;  // restore_json()
+  int64_t capped_at = 0;  // the server's limit cut the reply (GenerationEnd::capped_at)
 };
 
 class ResponsesOutput {

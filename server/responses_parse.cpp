@@ -213,11 +213,14 @@ void add_reasoning(const json& item, const std::string& at, Conversation* c) {
 }
 
 void add_function_call(const json& item, const std::string& at, Conversation* c) {
-  only_keys(item, at, {"type", "id", "call_id", "name", "arguments", "status"});
+  only_keys(item, at, {"type", "id", "call_id", "name", "namespace", "arguments", "status"});
   if (const json* id = field(item, "id")) as_string(*id, at + ".id");
   if (const json* st = field(item, "status")) as_string(*st, at + ".status");
   const std::string& call_id = as_string(need(item, "call_id", at), at + ".call_id");
-  const std::string& name = as_string(need(item, "name", at), at + ".name");
+  std::string name = as_string(need(item, "name", at), at + ".name");
+  // A namespaced call is shown as the model wrote it (the tool's flat name).
+  if (const json* ns = field(item, "namespace"); ns && !ns->is_null())
+    name = namespaced_tool_name(as_string(*ns, at + ".namespace"), name);
   const std::string& arguments = as_text(need(item, "arguments", at), at + ".arguments");
   json& m = c->assistant_for_call(at);
   if (!m.contains("tool_calls")) m["tool_calls"] = json::array();
@@ -227,7 +230,7 @@ void add_function_call(const json& item, const std::string& at, Conversation* c)
 }
 
 void add_function_output(const json& item, const std::string& at, Conversation* c) {
-  only_keys(item, at, {"type", "id", "call_id", "output", "status"});
+  only_keys(item, at, {"type", "id", "call_id", "output", "status", "namespace"});
   if (const json* id = field(item, "id")) as_string(*id, at + ".id");
   if (const json* st = field(item, "status")) as_string(*st, at + ".status");
   const std::string& call_id = as_string(need(item, "call_id", at), at + ".call_id");
@@ -272,6 +275,23 @@ Conversation conversation(const json& body, ResponsesParams* echo) {
   return c;
 }
 
+json function_tool(const json& t, const std::string& p, const std::string& flat_name) {
+  only_keys(t, p, {"type", "name", "description", "parameters", "strict"});
+  json fn = {{"name", flat_name}};
+  if (const json* d = field(t, "description")) fn["description"] = *d;
+  if (const json* params = field(t, "parameters")) fn["parameters"] = *params;
+  if (const json* st = field(t, "strict")) fn["strict"] = *st;
+  return json{{"type", "function"}, {"function", std::move(fn)}};
+}
+
+// A tool this server cannot run (web search, file search, computer use, a
+// hosted MCP server, ...): left out of the prompt, with a warning, so a client
+// that sends one by default still gets its turn (docs/interface.md).
+void leave_out(const std::string& type, const std::string& at, ResponsesParams* echo) {
+  echo->warnings.push_back(at + ": the built-in tool '" + shown_key(type) +
+                           "' does not run on this server; it was left out of the prompt");
+}
+
 json function_tools(const json& v, ResponsesParams* echo) {
   if (!v.is_array()) wrong_type("tools", "an array", v);
   json tools = json::array();
@@ -279,22 +299,34 @@ json function_tools(const json& v, ResponsesParams* echo) {
     const std::string p = index("tools", i);
     require_object(v[i], p);
     const std::string& type = as_string(need(v[i], "type", p), p + ".type");
-    if (type != "function") {
-      // Codex CLI sends these two unless its config turns them off (README).
-      const std::string hint = type == "web_search"  ? " (Codex CLI: web_search = \"disabled\" in config.toml)"
-                               : type == "namespace" ? " (Codex CLI: [agents] enabled = false in config.toml)"
-                                                     : "";
-      fail(p + ".type", "tools of type '" + shown_key(type) +
-                            "' are not supported: only function tools run here (built-in tools such as web search, "
-                            "file search and computer use do not)" +
-                            hint);
+    if (type == "function") {
+      tools.push_back(function_tool(v[i], p, as_string(need(v[i], "name", p), p + ".name")));
+      continue;
     }
-    only_keys(v[i], p, {"type", "name", "description", "parameters", "strict"});
-    json fn = {{"name", as_string(need(v[i], "name", p), p + ".name")}};
-    if (const json* d = field(v[i], "description")) fn["description"] = *d;
-    if (const json* params = field(v[i], "parameters")) fn["parameters"] = *params;
-    if (const json* st = field(v[i], "strict")) fn["strict"] = *st;
-    tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    if (type != "namespace") {
+      leave_out(type, p, echo);
+      continue;
+    }
+    // A namespace's functions are offered as functions named namespace__name
+    // (Codex CLI's own flat spelling); a call comes back split (name, namespace).
+    only_keys(v[i], p, {"type", "name", "description", "tools"});
+    const std::string& space = as_string(need(v[i], "name", p), p + ".name");
+    if (const json* d = field(v[i], "description")) as_string(*d, p + ".description");
+    const json& inner = need(v[i], "tools", p);
+    if (!inner.is_array()) wrong_type(p + ".tools", "an array", inner);
+    for (size_t j = 0; j < inner.size(); ++j) {
+      const std::string q = index(p + ".tools", j);
+      require_object(inner[j], q);
+      const std::string& inner_type = as_string(need(inner[j], "type", q), q + ".type");
+      if (inner_type != "function") {
+        leave_out(inner_type, q, echo);
+        continue;
+      }
+      const std::string& name = as_string(need(inner[j], "name", q), q + ".name");
+      const std::string flat = namespaced_tool_name(space, name);
+      echo->namespaced[flat] = {space, name};
+      tools.push_back(function_tool(inner[j], q, flat));
+    }
   }
   echo->tools = v;
   return tools;
@@ -439,6 +471,14 @@ json translate(const json& body, ResponsesParams* echo, std::vector<std::string>
 }
 
 }  // namespace
+
+std::string namespaced_tool_name(const std::string& space, const std::string& name) {
+  size_t end = space.size();
+  while (end > 0 && space[end - 1] == '_') --end;
+  size_t begin = 0;
+  while (begin < name.size() && name[begin] == '_') ++begin;
+  return space.substr(0, end) + "__" + name.substr(begin);
+}
 
 void ResponsesRequest::rename(ApiError* e) const {
   const std::string renamed = responses_name(e->param, origin);

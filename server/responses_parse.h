@@ -15,8 +15,13 @@
 //     function_call items join the assistant message before them as
 //     tool_calls (or open one); a function_call_output is a tool message and
 //     needs an earlier function_call with its call_id. Other item types,
-//     images and files, built-in tools, stored state (store: true,
-//     previous_response_id, conversation, item_reference) are 400s.
+//     images and files, stored state (store: true, previous_response_id,
+//     conversation, item_reference) are 400s.
+//  5. Tools: function tools as they are; a `namespace` tool's functions as
+//     functions named namespace__name (calls go back as name + namespace);
+//     any other tool (web_search, file_search, computer_use, mcp, ...) is
+//     left out of the prompt with a warning (`warnings`), not refused: it
+//     cannot run here, and clients send them by default.
 //  3. Errors name the Responses field (input[3].call_id, text.format.schema,
 //     max_output_tokens), also those the chat parser finds.
 //  4. `reasoning.effort` is the thinking switch: none and minimal turn it
@@ -24,8 +29,10 @@
 // Pure functions; safe from any thread.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/request_parse.h"
@@ -44,7 +51,15 @@ struct ResponsesParams {
   nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
   bool reasoning_summary = false;  // reasoning.summary asked: the reasoning is its own summary
   bool output_logprobs = false;    // include: message.output_text.logprobs
+  // A namespace tool's functions by the flat name the model sees: {namespace, name}.
+  std::map<std::string, std::pair<std::string, std::string>> namespaced;
+  std::vector<std::string> warnings;  // what was left out of the prompt, and why
 };
+
+// The name a namespace's function has in the prompt: namespace__name, as
+// Codex CLI spells it where a namespace cannot be kept (underscores at the
+// joint trimmed: "mcp__" + "_x" -> "mcp__x").
+std::string namespaced_tool_name(const std::string& space, const std::string& name);
 
 // A Responses body as the chat completions body that asks the same, with
 // what the response echoes. The route hands chat_body to the chat path

@@ -1,5 +1,6 @@
 #include "server/responses_protocol.h"
 
+#include <cstdio>
 #include <memory>
 #include <utility>
 
@@ -58,6 +59,7 @@ class ResponsesRenderer : public Renderer {
     e.length = end.cause == EndCause::kLength;
     e.seed = seed_;
     e.restore = restore_json(end.result.restore);
+    e.capped_at = end.capped_at;
     return e;
   }
   // OpenAI's log-probability entries: token, logprob, bytes, top_logprobs.
@@ -99,8 +101,6 @@ json echo(const ojson& body, const ResponsesParams& p) {
               {"tool_choice", to_response_json(p.tool_choice)},
               {"text", {{"format", to_response_json(p.text_format)}}},
               {"reasoning", to_response_json(reasoning)},
-              {"temperature", given("temperature", 0.0)},  // the server's default: greedy
-              {"top_p", given("top_p", 1.0)},
               {"parallel_tool_calls", given("parallel_tool_calls", true)},
               {"max_output_tokens", to_response_json(p.max_output_tokens)},
               {"top_logprobs", given("top_logprobs", 0)},
@@ -132,6 +132,13 @@ PreparedCompletion prepare(const Backend& backend, const ParseLimits& limits, co
   setup.client_limit = !request.echo.max_output_tokens.is_null() &&
                        out.request.max_tokens == request.echo.max_output_tokens.get<int64_t>();
   setup.echo = echo(body, request.echo);
+  // What ran: the request's own values, else the model's defaults (--sampling-defaults).
+  setup.echo["temperature"] = out.request.sampling.temperature;
+  setup.echo["top_p"] = out.request.sampling.top_p;
+  setup.namespaced = request.echo.namespaced;
+  setup.warnings = request.echo.warnings;
+  for (const std::string& w : setup.warnings)
+    std::fprintf(stderr, "statebank serve: request %s: %s\n", in.request_id.c_str(), w.c_str());
   out.renderer =
       std::make_unique<ResponsesRenderer>(backend, std::move(setup), std::max(0, out.setup.logprobs), out.setup.seed);
   return out;

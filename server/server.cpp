@@ -345,8 +345,12 @@ void Server::install_info_routes() {
     }
   });
   http_->Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
-               ResponseJson data = ResponseJson::array({model_json(backend_->model_id())});
-               for (const auto& alias : options_.served_model_names) data.push_back(model_json(alias));
+               // Each name once: an alias may repeat the model's own name or another alias.
+               std::vector<std::string> names = {backend_->model_id()};
+               for (const auto& alias : options_.served_model_names)
+                 if (std::find(names.begin(), names.end(), alias) == names.end()) names.push_back(alias);
+               ResponseJson data = ResponseJson::array();
+               for (const auto& name : names) data.push_back(model_json(name));
                res.set_content(dump_json(ResponseJson{{"object", "list"}, {"data", data}}), kJson);
              }));
   http_->Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
@@ -505,7 +509,10 @@ ResponseJson Server::model_json(const std::string& id) const {
                       {"owned_by", "statebank"},
                       // Anthropic's model object, for its clients
                       {"type", "model"},
-                      {"display_name", id}};
+                      {"display_name", id},
+                      // The prompt limit in tokens, under the names other servers use (vLLM, llama.cpp ...).
+                      {"context_length", options_.limits.max_prompt_tokens},
+                      {"max_model_len", options_.limits.max_prompt_tokens}};
 }
 
 void Server::handle_count_tokens(const httplib::Request& req, const httplib::ContentReader& reader,

@@ -112,6 +112,36 @@ TEST_F(BenchAgentsTest, BothSessionsRestoreLaterTurnsEqualToBypass) {
   EXPECT_EQ(turns_of["Codex CLI 0.171.0"], 3);
 }
 
+// The cross-session rows: a new session's first turn on the bank the first
+// session left. Claude Code in the same directory and Codex in another share
+// their system prompt and tools; Claude Code in another directory shares
+// less than a snapshot's worth (its memory path precedes the tools).
+TEST_F(BenchAgentsTest, NewSessionRowsRestoreTheSharedPrompt) {
+  const fs::path out = dir_ / "sessions";
+  const Outcome r = run_statebank(
+      dir_, "bench agents --model '" + model_ + "' --session '" + agents_data("claude-code-2.1.332-sessions").string() +
+                "' --session '" + agents_data("codex-0.171.0-sessions").string() +
+                "' --max-tokens 2 --no-plots --csv '" + (out / "agents.csv").string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::stringstream lines(read_text(out / "agents.csv"));
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  std::map<std::string, int64_t> restored;  // file -> restored tokens, new-session rows
+  int cold = 0;
+  while (std::getline(lines, line)) {
+    const auto row = split(line, ',');
+    ASSERT_EQ(row.size(), 13u) << line;
+    EXPECT_EQ(row[12], "1") << line;  // equal to bypass
+    if (row[4] == "cold") ++cold;
+    if (row[4] == "new session") restored[row[2] + "/" + row[3]] = std::stoll(row[7]);
+  }
+  EXPECT_EQ(cold, 2);
+  ASSERT_EQ(restored.size(), 3u);
+  EXPECT_GE(restored["1/session2-same-dir-turn1.json"], 8192);
+  EXPECT_GE(restored["1/session2-other-dir-turn1.json"], 8192);
+  EXPECT_LT(restored["1/session3-other-dir-turn1.json"], 2048);
+}
+
 TEST_F(BenchAgentsTest, BrokenSessionsFailWithOneLine) {
   const fs::path s = dir_ / "session";
   fs::create_directories(s);
@@ -123,6 +153,8 @@ TEST_F(BenchAgentsTest, BrokenSessionsFailWithOneLine) {
       {R"({"protocol": "grpc", "turns": ["turn.json"]})", "\"protocol\" must be"},
       {R"({"protocol": "responses", "turns": []})", "\"turns\" must be"},
       {R"({"protocol": "responses", "turns": ["missing.json"]})", "missing.json does not exist"},
+      {R"({"protocol": "responses", "turns": ["turn.json"], "next_sessions": "turn.json"})",
+       "\"next_sessions\" must be an array"},
       {R"({"protocol": "messages", "turns": ["turn.json"]})", "turn.json: "},  // a Responses body as Messages
       {R"({"protocol": "responses", "turns": ["empty.json"]})", "empty.json: 'input' is required"}};
   for (const auto& [manifest, why] : cases) {

@@ -3,7 +3,8 @@
 // create, stream, forced tools checked by ajv, count_tokens, errors,
 // chat-vs-Messages tokens, bank == bypass, 200 mutated bodies), and the real
 // Claude Code CLI (tools/server/claude_code.test.mjs: `claude -p`, then a
-// second turn with --continue whose prefix comes from the bank).
+// second turn with --continue whose prefix comes from the bank, then a new
+// session whose first turn restores the system prompt and tools).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -140,19 +140,93 @@ TEST(MessagesHttp, MaxTokensAndTheCap) {
   json m = json::parse(post(*c, ask("THINK", 3))->body);
   EXPECT_EQ(m["stop_reason"], "max_tokens");
   EXPECT_EQ(m["usage"]["output_tokens"], 3);
+  EXPECT_FALSE(m.contains("capped_at"));
   m = json::parse(post(*c, ask("THINK", 1000))->body);
   EXPECT_EQ(m["stop_reason"], "end_turn");
   EXPECT_EQ(m["usage"]["output_tokens"], 5);
-  // The OpenAI routes call either a length.
-  auto chat = c->Post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "THINK"}}}}}.dump(),
+  EXPECT_EQ(m["capped_at"], 5);
+}
+
+// One meaning of a reply the server's limit cut, on every route: a normal end
+// (stop, end_turn, completed) with `capped_at`; the request's own limit is
+// the route's length end. Streamed, the closing event says the same.
+TEST(MessagesHttp, AReplyTheServersLimitCutsEndsNormallyOnEveryRoute) {
+  ServerOptions o;
+  o.max_tokens_cap = 5;
+  TestServer ts(o);
+  auto c = ts.client();
+  const json user = {{{"role", "user"}, {"content", "THINK"}}};
+  struct Route {
+    const char* path;
+    json body;                 // without its limit
+    const char* limit;         // the limit's field
+    const char* capped_end;    // the end a cap cut shows
+    const char* own_end;       // the end the request's own limit shows
+  };
+  const std::vector<Route> routes = {
+      {"/v1/chat/completions", {{"messages", user}}, "max_tokens", "stop", "length"},
+      {"/v1/chat/completions", {{"messages", user}}, "max_completion_tokens", "stop", "length"},
+      {"/v1/completions", {{"prompt", "THINK THINK THINK"}, {"seed", 3}}, "max_tokens", "stop", "length"},
+      {"/v1/responses", {{"input", "THINK"}}, "max_output_tokens", "completed", "incomplete"},
+      {"/v1/messages", {{"model", "fake-model"}, {"messages", user}}, "max_tokens", "end_turn", "max_tokens"}};
+  const auto end_of = [](const std::string& path, const json& r) -> json {
+    if (path == "/v1/responses") return r["status"];
+    if (path == "/v1/messages") return r["stop_reason"];
+    return r["choices"][0]["finish_reason"];
+  };
+  for (const Route& route : routes) {
+    SCOPED_TRACE(std::string(route.path) + " " + route.limit);
+    json body = route.body;
+    body[route.limit] = 1000;
+    auto r = c->Post(route.path, body.dump(), "application/json");
+    ASSERT_EQ(r->status, 200) << r->body;
+    json whole = json::parse(r->body);
+    EXPECT_EQ(end_of(route.path, whole), route.capped_end) << r->body;
+    EXPECT_EQ(whole["capped_at"], 5) << r->body;
+    body[route.limit] = 3;
+    whole = json::parse(c->Post(route.path, body.dump(), "application/json")->body);
+    EXPECT_EQ(end_of(route.path, whole), route.own_end) << whole.dump();
+    EXPECT_FALSE(whole.contains("capped_at"));
+    // Streamed: the closing event carries the same end and capped_at.
+    body[route.limit] = 1000;
+    body["stream"] = true;
+    const std::string stream = c->Post(route.path, body.dump(), "application/json")->body;
+    const std::string capped = "\"capped_at\":5";
+    EXPECT_NE(stream.find(capped), std::string::npos) << stream.substr(stream.size() > 600 ? stream.size() - 600 : 0);
+    EXPECT_NE(stream.find(std::string("\"") + route.capped_end + "\""), std::string::npos);
+  }
+}
+
+// A max_tokens above --max-tokens-limit is lowered to it and said so, not
+// refused: a client that takes a cut for its own limit and retries with a
+// larger one (Qwen Code asks for 64000) gets its answer, not a 400.
+TEST(MessagesHttp, MaxTokensAboveTheLimitIsLoweredToIt) {
+  ServerOptions o;
+  o.limits.max_tokens_limit = 6;
+  TestServer ts(o);
+  auto c = ts.client();
+  auto chat = c->Post("/v1/chat/completions",
+                      json{{"messages", {{{"role", "user"}, {"content", "THINK"}}}}, {"max_tokens", 64000}}.dump(),
                       "application/json");
-  EXPECT_EQ(json::parse(chat->body)["choices"][0]["finish_reason"], "length");
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  const json r = json::parse(chat->body);
+  EXPECT_EQ(r["capped_at"], 6);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  json m = json::parse(post(*c, ask("THINK", 64000))->body);
+  EXPECT_EQ(m["stop_reason"], "end_turn");
+  EXPECT_EQ(m["capped_at"], 6);
+  // Still refused: no number, or none at all (JavaScript's exact integers end at 2^53).
+  EXPECT_EQ(post(*c, ask("THINK", 0))->status, 400);
+  json huge = ask("THINK");
+  huge["max_tokens"] = 1e300;
+  EXPECT_EQ(post(*c, huge)->status, 400);
 }
 
 TEST(MessagesHttp, KeysAliasesAndAnthropicErrors) {
   ServerOptions o;
   o.keys = ApiKeys::single("key-1");
-  o.served_model_names = {"claude-alias"};
+  o.served_model_names = {"claude-alias", "fake-model", "claude-alias"};
   TestServer ts(o);
   auto c = ts.client();
   json body = ask("Hello", 4);
@@ -176,9 +250,15 @@ TEST(MessagesHttp, KeysAliasesAndAnthropicErrors) {
   body["model"] = "claude-alias";
   body["max_tokens"] = "lots";
   expect_error(post(*c, body, {{"x-api-key", "key-1"}}), 400, "invalid_request_error");
-  // The alias is a model on the other routes too.
+  // The alias is a model on the other routes too; each name is listed once
+  // (the options name the model itself and the alias twice), with the context length.
   auto models = c->Get("/v1/models", {{"x-api-key", "key-1"}});
-  EXPECT_NE(models->body.find("claude-alias"), std::string::npos) << models->body;
+  const json listed = json::parse(models->body)["data"];
+  ASSERT_EQ(listed.size(), 2u) << models->body;
+  EXPECT_EQ(listed[0]["id"], "fake-model");
+  EXPECT_EQ(listed[1]["id"], "claude-alias");
+  EXPECT_GT(listed[1]["context_length"].get<int64_t>(), 0) << models->body;
+  EXPECT_EQ(listed[1]["max_model_len"], listed[1]["context_length"]);
   EXPECT_EQ(c->Get("/v1/models/claude-alias", {{"x-api-key", "key-1"}})->status, 200);
   auto count = c->Post("/v1/messages/count_tokens", {{"x-api-key", "key-1"}},
                        json{{"model", "claude-alias"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}}.dump(),

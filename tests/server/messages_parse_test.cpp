@@ -135,7 +135,6 @@ TEST(MessagesParse, RefusalsNameTheField) {
       {R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "prefill"}]})",
        "messages[1]"},
       {R"({"messages": [{"role": "tool", "content": "a"}]})", "messages[0].role"},
-      {R"({"tools": [{"type": "web_search_20250305", "name": "web_search"}]})", "tools[0].type"},
       {R"({"tools": [{"name": "t"}]})", "tools[0].input_schema"},
       {R"({"tool_choice": {"type": "tool", "name": "missing"}})", "tool_choice.name"},
       {R"({"thinking": {"type": "always"}})", "thinking.type"},
@@ -161,6 +160,46 @@ TEST(MessagesParse, AToolResultAnswersOnlyThePreviousAssistantsCalls) {
   EXPECT_EQ(error_of(body).param, "messages[3].content[0].tool_use_id");
   body["messages"].erase(3);
   EXPECT_EQ(error_of(body).status, 0) << error_of(body).message;
+}
+
+TEST(MessagesParse, ServerToolsAreLeftOutWithAWarning) {
+  json body = base();
+  body["tools"] = json::parse(R"([{"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+    {"name": "get_weather", "input_schema": {"type": "object"}},
+    {"type": "code_execution_20250522", "name": "code_execution"}])");
+  MessagesParams p = parse_messages_params(body, limits());
+  ASSERT_EQ(p.chat.tools.size(), 1u);
+  EXPECT_EQ(p.chat.tools[0]["function"]["name"], "get_weather");
+  ASSERT_EQ(p.warnings.size(), 2u);
+  EXPECT_EQ(p.warnings[0].rfind("tools[0]: ", 0), 0u) << p.warnings[0];
+  EXPECT_NE(p.warnings[1].find("code_execution_20250522"), std::string::npos) << p.warnings[1];
+  body["tools"].erase(2);
+  body["tools"].erase(0);
+  EXPECT_EQ(parse_messages_params(body, limits()).chat.tools, p.chat.tools);
+  EXPECT_TRUE(parse_messages_params(body, limits()).warnings.empty());
+}
+
+TEST(MessagesParse, ClaudeCodesBillingHeaderIsLeftOutOfThePrompt) {
+  json body = base();
+  body["system"] = json::parse(R"([
+    {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.0b8; cc_entrypoint=sdk-cli;"},
+    {"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}}])");
+  MessagesParams p = parse_messages_params(body, limits());
+  EXPECT_EQ(p.chat.messages[0], json::parse(R"({"role": "system", "content": "You are an agent."})"));
+  ASSERT_EQ(p.breakpoints.size(), 1u);
+  EXPECT_EQ(p.breakpoints[0].prefix.messages[0], p.chat.messages[0]);
+  // Another session's header (the suffix changes) gives the same prompt.
+  json other = body;
+  other["system"][0]["text"] = "x-anthropic-billing-header: cc_version=2.1.332.f3a; cc_entrypoint=sdk-cli;";
+  EXPECT_EQ(parse_messages_params(other, limits()).chat.messages, p.chat.messages);
+  // --keep-billing-header keeps it; elsewhere (a user's text) it is text like any other.
+  ParseLimits keep = limits();
+  keep.keep_billing_header = true;
+  EXPECT_EQ(parse_messages_params(body, keep).chat.messages[0]["content"].get<std::string>().rfind(
+                kBillingHeaderPrefix, 0),
+            0u);
+  body["messages"][0]["content"] = body["system"][0]["text"];
+  EXPECT_EQ(parse_messages_params(body, limits()).chat.messages[1]["content"], body["system"][0]["text"]);
 }
 
 TEST(MessagesParse, CountTokensNeedsNoMaxTokens) {

@@ -2,12 +2,14 @@
 // model/gguf_vocab.h): a GGUF written from a checkpoint gives the same ids as
 // the checkpoint's tokenizer.json on the whole tokenizer test corpus (with
 // and without special-token parsing), the same text back, and the same
-// rendered chat; a vocabulary it cannot read is a clear error.
+// rendered chat; a vocabulary it cannot read is a clear error. Sampling
+// defaults from generation_config.json and general.sampling.* keys.
 #include "server/model_files.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -96,6 +98,90 @@ TEST_F(GgufVocabTest, AVocabularyItCannotReadIsAClearError) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("tokenizer.ggml.pre"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("llama"), std::string::npos) << s.message();
+}
+
+// Sampling defaults: Qwen3's published generation_config.json, and the same
+// values as llama.cpp's general.sampling.* keys in a GGUF file.
+TEST(SamplingDefaults, FromGenerationConfigJson) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("ckpt");
+  std::filesystem::create_directories(dir);
+  SamplingDefaults d;
+  ASSERT_TRUE(load_sampling_defaults(dir, &d).is_ok());  // no file: no defaults
+  EXPECT_FALSE(d.temperature || d.top_p || d.top_k || d.min_p || d.repetition_penalty || d.presence_penalty);
+  std::ofstream(dir + "/generation_config.json")
+      << R"({"bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643], "pad_token_id": 151643,
+             "temperature": 0.6, "top_k": 20, "top_p": 0.95, "transformers_version": "4.51.0"})";
+  Status s = load_sampling_defaults(dir, &d);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(d.temperature, 0.6f);
+  EXPECT_EQ(d.top_p, 0.95f);
+  EXPECT_EQ(d.top_k, 20);
+  EXPECT_FALSE(d.min_p || d.repetition_penalty || d.presence_penalty);
+  std::ofstream(dir + "/generation_config.json") << R"({"do_sample": false, "temperature": 0.7, "repetition_penalty": 1.05})";
+  ASSERT_TRUE(load_sampling_defaults(dir, &d).is_ok());
+  EXPECT_EQ(d.temperature, 0.0f);  // do_sample false: greedy
+  EXPECT_EQ(d.repetition_penalty, 1.05f);
+  // Values no request could send are errors naming the file and key.
+  std::ofstream(dir + "/generation_config.json") << R"({"temperature": 7})";
+  s = load_sampling_defaults(dir, &d);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("generation_config.json: temperature"), std::string::npos) << s.message();
+  std::ofstream(dir + "/generation_config.json") << R"({"top_k": "twenty"})";
+  EXPECT_NE(load_sampling_defaults(dir, &d).message().find("top_k"), std::string::npos);
+  std::ofstream(dir + "/generation_config.json") << "{not json";
+  EXPECT_FALSE(load_sampling_defaults(dir, &d).is_ok());
+}
+
+TEST_F(GgufVocabTest, SamplingDefaultsFromGgufKeys) {
+  SamplingDefaults d;
+  ASSERT_TRUE(load_sampling_defaults(*gguf_, &d).is_ok());  // the export writes none
+  EXPECT_FALSE(d.temperature || d.top_p || d.top_k || d.min_p || d.repetition_penalty);
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string("qwen3"));
+  w.set("general.sampling.temp", GgufValue::f32(0.6f));
+  w.set("general.sampling.top_k", GgufValue::i32(20));
+  w.set("general.sampling.top_p", GgufValue::f32(0.95f));
+  w.set("general.sampling.min_p", GgufValue::f32(0.0f));
+  w.set("general.sampling.penalty_repeat", GgufValue::f32(1.05f));
+  const std::string path = tmp_->file("sampling.gguf");
+  ASSERT_TRUE(w.write(path).is_ok());
+  Status s = load_sampling_defaults(path, &d);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(d.temperature, 0.6f);
+  EXPECT_EQ(d.top_k, 20);
+  EXPECT_EQ(d.top_p, 0.95f);
+  EXPECT_EQ(d.min_p, 0.0f);  // a declared zero is a value
+  EXPECT_EQ(d.repetition_penalty, 1.05f);
+  GgufWriter bad;
+  bad.set("general.sampling.top_p", GgufValue::string("high"));
+  ASSERT_TRUE(bad.write(tmp_->file("bad-sampling.gguf")).is_ok());
+  s = load_sampling_defaults(tmp_->file("bad-sampling.gguf"), &d);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("general.sampling.top_p"), std::string::npos) << s.message();
+}
+
+// A request's own fields win over the defaults, each on its own.
+TEST(SamplingDefaults, ARequestsOwnFieldsWin) {
+  ParseLimits limits;
+  limits.sampling_defaults.temperature = 0.6f;
+  limits.sampling_defaults.top_k = 20;
+  limits.sampling_defaults.repetition_penalty = 1.05f;
+  const nlohmann::ordered_json user = {{{"role", "user"}, {"content", "hi"}}};
+  ChatParams p = parse_chat_params({{"messages", user}}, limits);
+  EXPECT_EQ(p.sampling.temperature, 0.6f);
+  EXPECT_EQ(p.sampling.top_k, 20);
+  EXPECT_EQ(p.sampling.top_p, 1.0f);  // not given by the model: the API's default
+  EXPECT_EQ(p.repetition_penalty, 1.05f);
+  p = parse_chat_params({{"messages", user}, {"temperature", 0}, {"top_k", 5}}, limits);
+  EXPECT_EQ(p.sampling.temperature, 0.0f);
+  EXPECT_EQ(p.sampling.top_k, 5);
+  EXPECT_EQ(p.repetition_penalty, 1.05f);
+  CompletionParams c = parse_completion_params({{"prompt", "x"}, {"repetition_penalty", 1.0}}, limits);
+  EXPECT_EQ(c.sampling.temperature, 0.6f);
+  EXPECT_EQ(c.repetition_penalty, 1.0f);
+  // Without defaults (--sampling-defaults greedy): greedy, as before.
+  EXPECT_EQ(parse_chat_params({{"messages", user}}, ParseLimits{}).sampling.temperature, 0.0f);
 }
 
 }  // namespace

@@ -196,7 +196,7 @@ TEST(RequestParse, RangesNegativeAndHugeNumbers) {
   const Case cases[] = {
       {{{"prompt", "a"}, {"max_tokens", 0}}, "max_tokens"},
       {{{"prompt", "a"}, {"max_tokens", -3}}, "max_tokens"},
-      {{{"prompt", "a"}, {"max_tokens", 4097}}, "max_tokens"},
+      {{{"prompt", "a"}, {"max_tokens", 1e16}}, "max_tokens"},  // above 2^53
       {{{"prompt", "a"}, {"max_tokens", 1e300}}, "max_tokens"},
       {{{"prompt", "a"}, {"seed", 9223372036854775808.0}}, "seed"},
       {{{"prompt", "a"}, {"max_tokens", 18446744073709551615ULL}}, "max_tokens"},
@@ -227,6 +227,8 @@ TEST(RequestParse, RangesNegativeAndHugeNumbers) {
   CompletionParams p = parse_completion_params(json{{"prompt", "a"}, {"max_tokens", 4096.0}, {"temperature", 2}}, limits());
   EXPECT_EQ(p.max_tokens, 4096);
   EXPECT_EQ(p.sampling.temperature, 2.0f);
+  // Above --max-tokens-limit is not a parse error: the route lowers it to the limit.
+  EXPECT_EQ(parse_completion_params(json{{"prompt", "a"}, {"max_tokens", 64000}}, limits()).max_tokens, 64000);
   EXPECT_EQ(parse_completion_params(json{{"prompt", "a"}, {"seed", -1}}, limits()).sampling.seed, ~uint64_t{0});
 }
 

@@ -5,9 +5,11 @@
 //    streams, bank == bypass bit for bit, an agent run with one tool;
 //  - 200 mutated bodies (fixed seed): every one a 4xx in OpenAI's error
 //    shape, none a 5xx, the server healthy and serving after them;
-//  - Codex CLI (`codex exec`, @openai/codex 0.171.0) configured as the
-//    README says: exits 0, prints the model's text, and its second run is
-//    served from the bank (cached_input_tokens covers the instructions and tools).
+//  - Codex CLI (`codex exec`, @openai/codex 0.171.0) with its default
+//    configuration (the provider only, as the README says: its namespace of
+//    sub-agent tools and its web_search included): exits 0, prints the
+//    model's text, and its second run is served from the bank
+//    (cached_input_tokens covers the instructions and tools).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -159,16 +161,12 @@ class Mutator {
     static const std::vector<std::string> item_types = {
         "web_search_call",       "file_search_call", "computer_call", "computer_call_output", "item_reference",
         "image_generation_call", "local_shell_call", "mcp_call",      "custom_tool_call",     "bogus"};
-    static const std::vector<std::string> builtins = {"web_search",
-                                                      "web_search_preview",
-                                                      "file_search",
-                                                      "computer_use_preview",
-                                                      "code_interpreter",
-                                                      "image_generation",
-                                                      "mcp",
-                                                      "local_shell",
-                                                      "namespace",
-                                                      "custom"};
+    // Tools of a shape no tool has (built-in tools are left out, not refused).
+    static const std::vector<json> bad_tools = {{{"type", "namespace"}, {"name", "n"}},
+                                                {{"type", "namespace"}, {"tools", json::array()}},
+                                                {{"type", "function"}},
+                                                {{"type", 3}},
+                                                {{"name", "f"}}};
     switch (pick(12)) {
       case 0: {
         const std::string& k = fields[pick(static_cast<int>(fields.size()))];
@@ -202,7 +200,7 @@ class Mutator {
                            {"content", {{{"type", pick(2) ? "input_image" : "input_video"}, {"image_url", "x"}}}}});
         return false;
       case 7:
-        (*body)["tools"] = json::array({{{"type", builtins[pick(static_cast<int>(builtins.size()))]}}});
+        (*body)["tools"] = json::array({bad_tools[pick(static_cast<int>(bad_tools.size()))]});
         return false;
       case 8: {
         static const std::vector<std::pair<std::string, json>> refused = {{"previous_response_id", "resp_1"},
@@ -298,9 +296,7 @@ TEST(ResponsesE2E, DeadlineEndsWithAnErrorInEitherForm) {
 
 std::string codex_config(int port) {
   return "model = \"demo\"\n"
-         "model_provider = \"statebank\"\n"
-         "web_search = \"disabled\"\n\n"
-         "[agents]\nenabled = false\n\n"
+         "model_provider = \"statebank\"\n\n"
          "[model_providers.statebank]\n"
          "name = \"statebank\"\n"
          "base_url = \"http://127.0.0.1:" +

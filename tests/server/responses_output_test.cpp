@@ -156,5 +156,38 @@ TEST(ResponsesOutput, OnlyTheClientsOwnLimitMakesItIncomplete) {
   EXPECT_NE(events.back().find("\"incomplete_details\":{\"reason\":\"max_output_tokens\"}"), std::string::npos);
 }
 
+// A call to a namespace's function comes back as OpenAI's API returns it:
+// the function's own name and its namespace; the warnings ride on the response.
+TEST(ResponsesOutput, ANamespacedCallIsSplitBackAndWarningsAreShown) {
+  for (bool stream : {true, false}) {
+    ResponsesSetup s = setup(stream);
+    s.namespaced["multi_agent_v1__spawn_agent"] = {"multi_agent_v1", "spawn_agent"};
+    s.warnings = {"tools[9]: left out"};
+    ResponsesOutput out(s);
+    std::vector<std::string> events;
+    out.start(&events);
+    ChatDelta call;
+    call.tool_calls.push_back(GeneratedToolCall{"call_1", "multi_agent_v1__spawn_agent", "{}"});
+    call.tool_calls.push_back(GeneratedToolCall{"call_2", "get_weather", "{}"});
+    out.push(call, json::array(), stream ? &events : nullptr);
+    ResponsesEnd end;
+    json r;
+    if (stream) {
+      out.finish(end, &events);
+      const std::string& last = events.back();
+      r = json::parse(last.substr(last.find("data: ") + 6))["response"];
+      EXPECT_NE(events[0].find("\"warnings\":[\"tools[9]: left out\"]"), std::string::npos) << events[0];
+    } else {
+      r = out.response(end);
+    }
+    ASSERT_EQ(r["output"].size(), 2u) << r.dump();
+    EXPECT_EQ(r["output"][0]["name"], "spawn_agent");
+    EXPECT_EQ(r["output"][0]["namespace"], "multi_agent_v1");
+    EXPECT_EQ(r["output"][1]["name"], "get_weather");
+    EXPECT_FALSE(r["output"][1].contains("namespace"));
+    EXPECT_EQ(r["warnings"], json::array({"tools[9]: left out"}));
+  }
+}
+
 }  // namespace
 }  // namespace sb

@@ -173,14 +173,67 @@ TEST(ResponsesParse, CodexBodiesAsSent) {
   EXPECT_EQ(resumed.chat.messages[6], (json{{"role", "assistant"}, {"content", "hello"}}));
   EXPECT_EQ(resumed.chat.messages[7], (json{{"role", "user"}, {"content", "again"}}));
   // Codex's defaults add the built-in web search and a namespace of sub-agent
-  // tools: refused, with the configuration that leaves them out.
+  // tools: the search is left out with a warning, the namespace's functions
+  // are offered under Codex's flat names.
   json with_defaults = codex_body("turn.json");
   with_defaults["tools"].push_back({{"type", "web_search"}, {"external_web_access", false}});
-  ApiError e = responses_error(with_defaults);
-  EXPECT_EQ(e.param, "tools[7].type");
-  EXPECT_NE(e.message.find("web_search = \"disabled\""), std::string::npos) << e.message;
-  with_defaults["tools"][7] = {{"type", "namespace"}, {"name", "multi_agent_v1"}, {"tools", json::array()}};
-  EXPECT_NE(responses_error(with_defaults).message.find("[agents] enabled = false"), std::string::npos);
+  with_defaults["tools"].push_back({{"type", "namespace"},
+                                    {"name", "multi_agent_v1"},
+                                    {"description", "Sub-agents."},
+                                    {"tools", json::array({{{"type", "function"},
+                                                            {"name", "spawn_agent"},
+                                                            {"parameters", {{"type", "object"}}}}})}});
+  ResponsesParams defaults = parse_responses_params(with_defaults, limits());
+  ASSERT_EQ(defaults.chat.tools.size(), 8u);
+  EXPECT_EQ(defaults.chat.tools[7]["function"]["name"], "multi_agent_v1__spawn_agent");
+  ASSERT_EQ(defaults.warnings.size(), 1u);
+  EXPECT_NE(defaults.warnings[0].find("tools[7]"), std::string::npos) << defaults.warnings[0];
+  EXPECT_NE(defaults.warnings[0].find("web_search"), std::string::npos) << defaults.warnings[0];
+  EXPECT_EQ(defaults.tools, with_defaults["tools"]);  // the response echoes what was sent
+}
+
+TEST(ResponsesParse, NamespaceFunctionsAreFlatFunctions) {
+  const json fn = {{"type", "function"}, {"name", "_send"}, {"parameters", {{"type", "object"}}}};
+  const json ns = {{"type", "namespace"}, {"name", "team__"}, {"tools", json::array({fn})}};
+  // A call back in the conversation carries its namespace: it is shown under the same flat name.
+  const json input = json::array({{{"role", "user"}, {"content", "go"}},
+                                  {{"type", "function_call"},
+                                   {"call_id", "c1"},
+                                   {"name", "_send"},
+                                   {"namespace", "team__"},
+                                   {"arguments", "{}"}},
+                                  {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "ok"}}});
+  ResponsesParams p = parse_responses_params(json{{"input", input}, {"tools", {ns}}}, limits());
+  ASSERT_EQ(p.chat.tools.size(), 1u);
+  EXPECT_EQ(p.chat.tools[0]["function"]["name"], "team__send");  // Codex trims the joint's underscores
+  EXPECT_EQ(p.namespaced.at("team__send"), (std::pair<std::string, std::string>{"team__", "_send"}));
+  EXPECT_EQ(p.chat.messages[1]["tool_calls"][0]["function"]["name"], "team__send");
+  EXPECT_TRUE(p.warnings.empty());
+  EXPECT_EQ(namespaced_tool_name("a", "b"), "a__b");
+  // What a namespace holds is checked like any tool.
+  json bad = ns;
+  bad["tools"][0].erase("name");
+  EXPECT_EQ(responses_error(json{{"input", "x"}, {"tools", {bad}}}).param, "tools[0].tools[0].name");
+  EXPECT_EQ(responses_error(json{{"input", "x"}, {"tools", {{{"type", "namespace"}, {"name", "n"}}}}}).param,
+            "tools[0].tools");
+}
+
+TEST(ResponsesParse, BuiltInToolsAreLeftOutWithAWarning) {
+  const json builtins = json::array({{{"type", "web_search"}},
+                                     {{"type", "file_search"}, {"vector_store_ids", {"v"}}},
+                                     {{"type", "computer_use_preview"}},
+                                     kWeatherTool,
+                                     {{"type", "code_interpreter"}},
+                                     {{"type", "mcp"}, {"server_label", "x"}}});
+  ResponsesParams p = parse_responses_params(json{{"input", "x"}, {"tools", builtins}}, limits());
+  ASSERT_EQ(p.chat.tools.size(), 1u);
+  EXPECT_EQ(p.chat.tools[0]["function"]["name"], "get_weather");
+  ASSERT_EQ(p.warnings.size(), 5u);
+  EXPECT_EQ(p.warnings[2].rfind("tools[2]: ", 0), 0u) << p.warnings[2];
+  EXPECT_NE(p.warnings[2].find("computer_use_preview"), std::string::npos);
+  // The same prompt as without them: the model is asked nothing about tools it cannot call.
+  ResponsesParams plain = parse_responses_params(json{{"input", "x"}, {"tools", {kWeatherTool}}}, limits());
+  EXPECT_EQ(p.chat.tools, plain.chat.tools);
 }
 
 TEST(ResponsesParse, StringInputIsOneUserMessage) {
@@ -221,7 +274,7 @@ TEST(ResponsesParse, TextFormatAndLogprobs) {
             nullptr);
 }
 
-TEST(ResponsesParse, StoredStateAndBuiltInsAreRefusedByName) {
+TEST(ResponsesParse, StoredStateIsRefusedByName) {
   const json in = "x";
   struct Case {
     json body;
@@ -238,9 +291,6 @@ TEST(ResponsesParse, StoredStateAndBuiltInsAreRefusedByName) {
       {{{"input", in}, {"service_tier", "flex"}}, "service_tier"},
       {{{"input", in}, {"frobnicate", 1}}, "frobnicate"},
       {{{"input", in}, {"messages", json::array()}}, "messages"},
-      {{{"input", in}, {"tools", {{{"type", "web_search"}}}}}, "tools[0].type"},
-      {{{"input", in}, {"tools", {{{"type", "file_search"}, {"vector_store_ids", {"v"}}}}}}, "tools[0].type"},
-      {{{"input", in}, {"tools", {{{"type", "computer_use_preview"}}}}}, "tools[0].type"},
       {{{"input", in}, {"tool_choice", {{"type", "web_search_preview"}}}}, "tool_choice.type"},
       {{{"input", in}, {"include", {"file_search_call.results"}}}, "include[0]"},
       {{{"input", in}, {"text", {{"verbosity", "low"}}}}, "text.verbosity"},

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <thread>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tests/server/bypass_compare.h"
@@ -226,6 +227,49 @@ TEST_F(ServeE2E, SigtermFinishesTheStreamThatRuns) {
   ASSERT_NE(body.find("data: [DONE]"), std::string::npos) << body.substr(0, 300);
   EXPECT_NE(body.find("\"finish_reason\":\"length\""), std::string::npos);
   EXPECT_NE(body.find("\"completion_tokens\":150"), std::string::npos);
+}
+
+// --sampling-defaults model: a checkpoint's generation_config.json samples
+// the requests that leave the fields out; a seeded one still equals its
+// bypass bit for bit, and equals the request that spells the same values.
+TEST_F(ServeE2E, SamplingDefaultsFromGenerationConfigKeepTheBankPromise) {
+  const std::string model = root_ + "/sampled";
+  fs::copy(model_, model, fs::copy_options::recursive);
+  std::ofstream(model + "/generation_config.json") << R"({"do_sample": true, "temperature": 0.9, "top_k": 20,
+    "top_p": 0.95, "repetition_penalty": 1.1})";
+  std::string system(1200, ' ');
+  for (size_t i = 0; i < system.size(); ++i) system[i] = "a system prompt every turn shares. "[i % 35];
+  const json messages = {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", "Tell me."}}};
+  const json seeded = {{"messages", messages}, {"max_tokens", 8}, {"seed", 11}, {"logprobs", true}};
+  json spelled = seeded;
+  spelled.update({{"temperature", 0.9}, {"top_k", 20}, {"top_p", 0.95}, {"repetition_penalty", 1.1}});
+  json greedy = seeded;
+  greedy["temperature"] = 0;
+  for (const char* mode : {"model", "greedy"}) {
+    SCOPED_TRACE(mode);
+    std::vector<std::string> args = serve_args(root_ + "/bank-sampled-" + mode);
+    args[3] = model;
+    args.insert(args.end(), {"--sampling-defaults", mode});
+    ServeProcess server(args);
+    httplib::Client c = server.client();
+    post(c, "/v1/chat/completions", seeded, false);  // stores the prefix
+    const json served = served_equals_bypass(c, "/v1/chat/completions", seeded);
+    EXPECT_GT(served["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << served.dump();
+    const json as_spelled = post(c, "/v1/chat/completions", spelled, true);
+    const json as_greedy = post(c, "/v1/chat/completions", greedy, true);
+    if (std::string(mode) == "model") {
+      EXPECT_EQ(served["choices"].dump(), as_spelled["choices"].dump());
+      EXPECT_NE(served["choices"].dump(), as_greedy["choices"].dump()) << "the defaults changed nothing";
+    } else {
+      EXPECT_EQ(served["choices"].dump(), as_greedy["choices"].dump());
+    }
+  }
+  // A generation_config.json no request could ask for stops the server with the file named.
+  std::ofstream(model + "/generation_config.json") << R"({"temperature": 9})";
+  std::string out;
+  const int rc = run_shell(std::string(SB_STATEBANK_BIN) + " serve --port 0 --ssd off --model " + model + " 2>&1", &out);
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_NE(out.find("generation_config.json: temperature"), std::string::npos) << out;
 }
 
 TEST(ServeCli, RefusesAnOpenHostWithoutAKey) {

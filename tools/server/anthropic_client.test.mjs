@@ -215,7 +215,7 @@ function mutations(pick) {
     (b) => { b.system = [{ type: 'text', text: 's', cache_control: { type: 'ephemeral', ttl: pick(['2h', '', 5]) } }]; },
     (b) => { b.messages.push({ role: 'assistant', content: 'prefill' }); },
     (b) => { b.messages[0].content = [{ type: 'text', text: pick([1, null, ['a']]) }]; },
-    (b) => { b.max_tokens = pick([0, -1, 1e9, 1.5]); },
+    (b) => { b.max_tokens = pick([0, -1, 1e17, 1.5]); },  // above 2^53: refused (a large one is lowered)
     (b) => { b.messages[0].content = Array.from({ length: 5 }, () => ({ type: 'text', text: 'c', cache_control: { type: 'ephemeral' } })); },
     (b) => { b.messages = []; },
   ];

@@ -40,7 +40,7 @@ async function systemAndToolTokens() {
   return (await count({ system: body.system, tools: body.tools })) - (await count({}));
 }
 
-test('claude -p answers, and its next turn (--continue) reads the system prompt and tools from the bank', async () => {
+test('claude -p answers, its next turn (--continue) and a new session read the system prompt and tools from the bank', async () => {
   const home = mkdtempSync(join(tmpdir(), 'sb-claude-'));
   try {
     const first = runClaude(home, ['Say hi']);
@@ -57,6 +57,18 @@ test('claude -p answers, and its next turn (--continue) reads the system prompt 
       `cache_read_input_tokens ${result.usage.cache_read_input_tokens} < ${prefix} (system prompt and tools)`);
     console.log(`# second turn: cache_read_input_tokens ${result.usage.cache_read_input_tokens}, ` +
       `input_tokens ${result.usage.input_tokens}; system prompt and tools ${prefix} tokens`);
+    // A new session (not --continue, another question: its billing header
+    // block differs) shares the system prompt and tools, as that block is
+    // left out of the prompt; the bank restores them up to the block
+    // boundary before the user's message (its snapshot).
+    const fresh = runClaude(home, ['What is 2+2?', '--output-format', 'json']);
+    assert.equal(fresh.status, 0, `exit ${fresh.status}: ${fresh.stdout}\n${fresh.stderr}`);
+    const u = JSON.parse(fresh.stdout).usage;
+    const least = prefix - Number(process.env.SB_BLOCK_TOKENS ?? 256);
+    assert.ok(u.cache_read_input_tokens >= least,
+      `new session: cache_read_input_tokens ${u.cache_read_input_tokens} < ${least} (system prompt and tools)`);
+    console.log(`# new session's first turn: cache_read_input_tokens ${u.cache_read_input_tokens} of ` +
+      `${u.cache_read_input_tokens + u.input_tokens + u.cache_creation_input_tokens}; system prompt and tools ${prefix} tokens`);
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
