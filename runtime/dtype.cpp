@@ -7,6 +7,7 @@ size_t dtype_size(DType dtype) {
     case DType::kF32: return 4;
     case DType::kBF16: return 2;
     case DType::kF16: return 2;
+    case DType::kI64: return 8;
     default: return 0;
   }
 }
@@ -43,6 +44,7 @@ const char* dtype_name(DType dtype) {
     case DType::kQ6_K: return "q6_k";
     case DType::kQ5_0: return "q5_0";
     case DType::kQ5_1: return "q5_1";
+    case DType::kI64: return "i64";
   }
   return "?";
 }

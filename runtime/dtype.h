@@ -28,7 +28,10 @@ enum class DType : uint8_t {
   kQ5_K = 7,
   kQ6_K = 8,
   kQ5_0 = 9,
-  kQ5_1 = 10
+  kQ5_1 = 10,
+  // Integers a checkpoint holds beside its weights (qwen4exp's n-gram hash
+  // constants); never a weight's type. Far from the block types' numbers.
+  kI64 = 32
 };
 
 // A block-quantized type's block: `elems` values in `bytes` bytes. Element
