@@ -14,9 +14,11 @@
 #include "model/gen_model.h"
 #include "model/model.h"
 #include "model/ngram_hash.h"
+#include "model/ngram_table.h"
 #include "model/qwen4exp.h"
 #include "model/weights.h"
 #include "runtime/cpu/backend.h"
+#include "runtime/threads.h"
 #include "tests/util/temp_dir.h"
 
 namespace sb {
@@ -320,6 +322,39 @@ TEST(Qwen4ExpConfigTest, GenModelCheckpointLoadsAndItsConstantsAreChecked) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("layer_multipliers"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("12345"), std::string::npos) << s.message();
+}
+
+// The table is read where the mapping has it: each shard's view is the
+// checkpoint's own bytes, and a gathered row is that row, across shard edges.
+TEST(Qwen4ExpConfigTest, NgramTableReadsRowsInPlace) {
+  testing::TempDir dir;
+  ModelConfig c;
+  ASSERT_TRUE(preset_config(Arch::kQwen4Exp, "tiny", &c).is_ok());
+  ASSERT_TRUE(write_random_checkpoint(c, 3, DType::kBF16, tokenizer_dir(), dir.path()).is_ok());
+  std::unique_ptr<Checkpoint> ck;
+  ASSERT_TRUE(Checkpoint::open(dir.path(), &ck).is_ok());
+  WeightSet ws;
+  ASSERT_TRUE(WeightSet::bind(*ck, c, &ws).is_ok());
+  NgramTable table;
+  ASSERT_TRUE(NgramTable::bind(ws, c, 0, &table).is_ok());
+  EXPECT_EQ(table.rows(), ngram_hash(c, 0).table_rows);
+  EXPECT_EQ(table.dim(), c.ple_embed_dim / c.ngram_heads());
+  const std::string S = "model.language_model.layers.1.ple.ple_embedding.ngram_embedding.shard_";
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(table.shards()[s].data, ck->find(S + std::to_string(s) + ".weight")->data);
+  ThreadPool pool(1);
+  auto kernels = make_cpu_kernels(&pool);
+  const std::vector<int64_t> rows = {0, 2047, 2048, 4095, 1638};
+  std::vector<float> got(rows.size() * table.dim());
+  table.gather(*kernels, rows, got.data());
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const TensorView& shard = *ck->find(S + std::to_string(rows[j] / 2048) + ".weight");
+    std::vector<float> want(table.dim());
+    convert_to_f32(shard.dtype, static_cast<const uint8_t*>(shard.data) + (rows[j] % 2048) * table.dim() * 2,
+                   table.dim(), want.data());
+    EXPECT_EQ(std::memcmp(want.data(), got.data() + j * table.dim(), want.size() * 4), 0) << "row " << rows[j];
+  }
+  NgramTable none;
+  EXPECT_FALSE(NgramTable::bind(ws, c, 1, &none).is_ok());
 }
 
 }  // namespace
