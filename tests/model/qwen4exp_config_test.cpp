@@ -324,6 +324,54 @@ TEST(Qwen4ExpConfigTest, GenModelCheckpointLoadsAndItsConstantsAreChecked) {
   EXPECT_NE(s.message().find("12345"), std::string::npos) << s.message();
 }
 
+// Qwen4ExpForCausalLM's layout (flat config, tensors under "model.") loads
+// as the composite one does; a hash constant stored as floats is refused.
+TEST(Qwen4ExpConfigTest, CausalLmLayoutLoadsAndConstantsMustBeIntegers) {
+  testing::TempDir flat, floats;
+  ModelConfig c;
+  ASSERT_TRUE(preset_config(Arch::kQwen4Exp, "tiny", &c).is_ok());
+  c.tensor_prefix = "model.";
+  ASSERT_TRUE(write_random_checkpoint(c, 5, DType::kBF16, tokenizer_dir(), flat.path()).is_ok());
+  ModelConfig back;
+  ASSERT_TRUE(parse_config(flat.path(), &back).is_ok());
+  EXPECT_EQ(back.tensor_prefix, "model.");
+  EXPECT_EQ(back.describe(), c.describe());
+  std::unique_ptr<Checkpoint> ck;
+  ASSERT_TRUE(Checkpoint::open(flat.path(), &ck).is_ok());
+  WeightSet ws;
+  Status s = WeightSet::bind(*ck, back, &ws);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_NE(ws.find("model.layers.1.ple.key_proj.weight"), nullptr);
+
+  // The same tensors, the multipliers as F32 (as a converter that casts every
+  // tensor to float would leave them): bind names the tensor and the type.
+  const std::string M = "model.layers.1.ple.ple_embedding.layer_multipliers";
+  SafetensorsWriter w;
+  for (const auto& [name, v] : ck->tensors()) {
+    const uint8_t* b = static_cast<const uint8_t*>(v.data);
+    if (name == M) {
+      std::vector<uint8_t> bytes(4 * 3);
+      for (int i = 0; i < 3; ++i) {
+        int64_t x;
+        std::memcpy(&x, b + 8 * i, 8);
+        const float f = static_cast<float>(x);
+        std::memcpy(bytes.data() + 4 * i, &f, 4);
+      }
+      w.add(name, DType::kF32, v.shape, std::move(bytes));
+    } else {
+      w.add(name, v.dtype, v.shape, std::vector<uint8_t>(b, b + v.nbytes));
+    }
+  }
+  ASSERT_TRUE(w.write(floats.path() + "/model.safetensors").is_ok());
+  std::unique_ptr<Checkpoint> fck;
+  ASSERT_TRUE(Checkpoint::open(floats.path(), &fck).is_ok());
+  WeightSet fws;
+  s = WeightSet::bind(*fck, back, &fws);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find(M), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("i64"), std::string::npos) << s.message();
+}
+
 // The table is read where the mapping has it: each shard's view is the
 // checkpoint's own bytes, and a gathered row is that row, across shard edges.
 TEST(Qwen4ExpConfigTest, NgramTableReadsRowsInPlace) {
