@@ -119,7 +119,8 @@ void Transformer::ple_layer(const LayerWeights& w, ForwardCall& call, float* h) 
   kernels_->ple_gate(key.data(), query.data(), value.data(), T, S, H, gated.data());
   kernels_->rms_norm_groups(gated.data(), T, S, H, p.norm_conv.data(), eps, true, conv_in.data());
   for (size_t i = 0; i < call.sequences.size(); ++i) ple_sequence(w, call.sequences[i], histories[i], conv_in.data(), conv_out.data());
-  kernels_->add(h, gated.data(), T * W);
+  // The layer's output (gated + conv, as the source sums it), then the residual.
+  kernels_->add(conv_out.data(), gated.data(), T * W);
   kernels_->add(h, conv_out.data(), T * W);
 }
 
