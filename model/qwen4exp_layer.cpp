@@ -9,17 +9,6 @@
 
 namespace sb {
 
-MixerWeights Transformer::bind_mixer(const std::string& prefix, bool inject) {
-  MixerWeights m;
-  m.norm = floats(weights_.get(prefix + "hc_norm.weight"));
-  std::vector<WeightRef> parts = {ref(weights_.get(prefix + "input_mix_weight_down.weight"), /*matmul=*/false)};
-  if (inject) parts.push_back(ref(weights_.get(prefix + "block_inject_weight.weight"), /*matmul=*/false));
-  m.down = kernels_->fuse(parts);
-  m.up = ref(weights_.get(prefix + "input_mix_weight_up.weight"));
-  m.inject = inject;
-  return m;
-}
-
 Status Transformer::bind_qwen4exp_layer(int64_t l, LayerWeights* w) {
   const ModelConfig& c = config_;
   const std::string L = c.tensor_prefix + "layers." + std::to_string(l) + ".";

@@ -112,6 +112,18 @@ std::vector<float> Transformer::floats(const TensorView& t) const {
   return v;
 }
 
+// qwen4exp's mixers (model/qwen4exp_layer.cpp); here for fuse_releasing.
+MixerWeights Transformer::bind_mixer(const std::string& prefix, bool inject) {
+  MixerWeights m;
+  m.norm = floats(weights_.get(prefix + "hc_norm.weight"));
+  std::vector<WeightRef> parts = {ref(weights_.get(prefix + "input_mix_weight_down.weight"), /*matmul=*/false)};
+  if (inject) parts.push_back(ref(weights_.get(prefix + "block_inject_weight.weight"), /*matmul=*/false));
+  m.down = fuse_releasing(*kernels_, parts);
+  m.up = ref(weights_.get(prefix + "input_mix_weight_up.weight"));
+  m.inject = inject;
+  return m;
+}
+
 FusedWeight Transformer::fused(int64_t layer, std::initializer_list<const char*> names) {
   std::vector<WeightRef> parts;
   for (const char* n : names) parts.push_back(ref(weights_.layer(layer, n), /*matmul=*/false));
