@@ -11,8 +11,8 @@ namespace sb {
 int cmd_gen_model(int argc, char** argv) {
   const char* cmd = "gen-model";
   const char* usage =
-      "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|statebank_qsa "
-      "--preset tiny|small|0.8b|4b [--seed N] [--dtype bf16|f32] [--mtp-layers 0|1] [--tokenizer DIR] OUT_DIR";
+      "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|qwen4exp|statebank_qsa "
+      "--preset tiny|small|0.8b|4b|bench [--seed N] [--dtype bf16|f32] [--mtp-layers 0|1] [--tokenizer DIR] OUT_DIR";
   Args args({"arch", "preset", "seed", "dtype", "tokenizer", "mtp-layers"}, {"help"});
   if (Status s = args.parse(argc, argv); !s) return fail(cmd, s.message());
   if (args.has("help")) return print_usage(usage);
@@ -29,6 +29,8 @@ int cmd_gen_model(int argc, char** argv) {
   if (Status s = args.get_int("mtp-layers", 0, 0, 1, &config.mtp_layers); !s) return fail(cmd, s.message());
   if (config.mtp_layers > 0 && (arch == Arch::kQwen3 || arch == Arch::kQsa))
     return fail(cmd, std::string("--mtp-layers: ") + arch_name(arch) + " checkpoints have no MTP head");
+  if (config.mtp_layers > 0 && arch == Arch::kQwen4Exp)
+    return fail(cmd, "--mtp-layers: qwen4exp's MTP head is not implemented yet");
   std::string dtype_name = args.get("dtype", "bf16");
   DType dtype;
   if (dtype_name == "bf16") dtype = DType::kBF16;

@@ -38,6 +38,7 @@ const char* safetensors_dtype_name(DType dtype) {
     case DType::kF32: return "F32";
     case DType::kBF16: return "BF16";
     case DType::kF16: return "F16";
+    case DType::kI64: return "I64";
     default: return "?";  // safetensors holds no block-quantized types
   }
 }
@@ -137,7 +138,8 @@ Status parse_entry(const std::string& name, const json& e, const std::string& fi
   if (dt == "F32") v->dtype = DType::kF32;
   else if (dt == "BF16") v->dtype = DType::kBF16;
   else if (dt == "F16") v->dtype = DType::kF16;
-  else return Status::unsupported(where + " has unsupported dtype " + dt + " (F32, BF16, F16 are accepted)");
+  else if (dt == "I64") v->dtype = DType::kI64;
+  else return Status::unsupported(where + " has unsupported dtype " + dt + " (F32, BF16, F16, I64 are accepted)");
   uint64_t numel = 1;
   for (const json& d : e["shape"]) {
     if (!d.is_number_unsigned()) return Status::corruption(where + ": shape " + e["shape"].dump() + " is not a list of sizes");

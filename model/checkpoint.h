@@ -5,7 +5,7 @@
 // Every inconsistency is an error naming the tensor and the file: a header
 // that is not JSON or lies about offsets (overlap, hole, past the end of the
 // file, span not matching shape x dtype), a truncated file, an unsupported
-// dtype (only F32, BF16, F16), an index naming a missing shard or a tensor its
+// dtype (only F32, BF16, F16, and I64 for integer constants), an index naming a missing shard or a tensor its
 // shard lacks, a shard holding a tensor the index does not list there.
 // A directory with model.safetensors uses it; otherwise the index. Views are
 // read-only mmaps; a tensor's data may be unaligned for its dtype (the data

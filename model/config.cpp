@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/config_reader.h"
+#include "model/qwen4exp.h"
+
 namespace sb {
 
 using nlohmann::json;
@@ -18,6 +21,7 @@ const char* arch_name(Arch arch) {
     case Arch::kQwen35: return "qwen3_5";
     case Arch::kQwen35Moe: return "qwen3_5_moe";
     case Arch::kQsa: return "statebank_qsa";
+    case Arch::kQwen4Exp: return "qwen4exp";
   }
   return "unknown";
 }
@@ -33,10 +37,16 @@ const char* layer_type_name(LayerType type) {
 
 bool ModelConfig::layer_is_moe(int64_t layer) const {
   if (n_experts <= 0) return false;
-  if (arch == Arch::kQwen35Moe) return true;
+  if (arch == Arch::kQwen35Moe || arch == Arch::kQwen4Exp) return true;
   for (int64_t l : mlp_only_layers)
     if (l == layer) return false;
   return decoder_sparse_step > 0 && (layer + 1) % decoder_sparse_step == 0;
+}
+
+bool ModelConfig::layer_has_ple(int64_t layer) const {
+  for (int64_t l : ple_layers)
+    if (l == layer) return true;
+  return false;
 }
 
 namespace {
@@ -48,51 +58,9 @@ std::string fmt_double(double v) {
 }
 
 bool is_hybrid(Arch a) { return a != Arch::kQwen3; }
-bool is_nested(Arch a) { return a == Arch::kQwen35 || a == Arch::kQwen35Moe; }
+bool is_nested(Arch a) { return a == Arch::kQwen35 || a == Arch::kQwen35Moe || a == Arch::kQwen4Exp; }
 
-// Reads fields of one JSON object, naming the field and the file in errors.
-class Reader {
- public:
-  Reader(const json& obj, std::string source, std::string where)
-      : obj_(obj), source_(std::move(source)), where_(std::move(where)) {}
-
-  bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
-  Status error(const std::string& field, const std::string& what) const {
-    return Status::invalid(source_ + ": field '" + where_ + field + "' " + what);
-  }
-  Status get_int(const char* key, int64_t* out, bool required, int64_t lo = 1) const {
-    if (!has(key)) return required ? error(key, "is missing") : Status::ok();
-    const json& v = obj_[key];
-    if (!v.is_number_integer()) return error(key, "must be an integer");
-    int64_t x = v.get<int64_t>();
-    if (x < lo) return error(key, "is " + std::to_string(x) + ", must be >= " + std::to_string(lo));
-    *out = x;
-    return Status::ok();
-  }
-  Status get_double(const char* key, double* out) const {
-    if (!has(key)) return Status::ok();
-    const json& v = obj_[key];
-    if (!v.is_number()) return error(key, "must be a number");
-    *out = v.get<double>();
-    return Status::ok();
-  }
-  Status get_bool(const char* key, bool* out) const {
-    if (!has(key)) return Status::ok();
-    const json& v = obj_[key];
-    if (!v.is_boolean()) return error(key, "must be true or false");
-    *out = v.get<bool>();
-    return Status::ok();
-  }
-  const json& obj() const { return obj_; }
-  const std::string& where() const { return where_; }
-
- private:
-  const json& obj_;
-  std::string source_;
-  std::string where_;
-};
-
-Status parse_layer_types(const Reader& r, Arch arch, ModelConfig* c) {
+Status parse_layer_types(const ConfigReader& r, Arch arch, ModelConfig* c) {
   c->layer_types.clear();
   if (!r.has("layer_types")) {
     if (arch == Arch::kQwen3) {
@@ -101,8 +69,10 @@ Status parse_layer_types(const Reader& r, Arch arch, ModelConfig* c) {
     }
     int64_t interval = 4;
     SB_RETURN_IF_ERROR(r.get_int("full_attention_interval", &interval, false));
+    // qwen4exp's attention layers are all QSA layers.
+    const LayerType attention = arch == Arch::kQwen4Exp ? LayerType::kSparseAttention : LayerType::kFullAttention;
     for (int64_t i = 0; i < c->n_layers; ++i)
-      c->layer_types.push_back((i + 1) % interval == 0 ? LayerType::kFullAttention : LayerType::kLinearAttention);
+      c->layer_types.push_back((i + 1) % interval == 0 ? attention : LayerType::kLinearAttention);
     return Status::ok();
   }
   const json& v = r.obj()["layer_types"];
@@ -111,7 +81,9 @@ Status parse_layer_types(const Reader& r, Arch arch, ModelConfig* c) {
     if (!v[i].is_string()) return r.error("layer_types", "entry " + std::to_string(i) + " is not a string");
     std::string name = v[i].get<std::string>();
     LayerType t;
-    if (name == "full_attention" || name == "attention") {
+    if (arch == Arch::kQwen4Exp && qwen4exp_attention_name(name)) {
+      t = LayerType::kSparseAttention;
+    } else if (name == "full_attention" || name == "attention") {
       t = LayerType::kFullAttention;
     } else if ((name == "linear_attention" || name == "mamba") && arch != Arch::kQwen3) {
       t = LayerType::kLinearAttention;
@@ -130,13 +102,13 @@ Status parse_layer_types(const Reader& r, Arch arch, ModelConfig* c) {
 }
 
 // Rope settings: the rope_parameters dict first, then top-level keys.
-Status parse_rope(const Reader& r, ModelConfig* c) {
+Status parse_rope(const ConfigReader& r, ModelConfig* c) {
   SB_RETURN_IF_ERROR(r.get_double("rope_theta", &c->rope_theta));
   SB_RETURN_IF_ERROR(r.get_double("partial_rotary_factor", &c->partial_rotary_factor));
   if (r.has("rope_parameters")) {
     const json& rp = r.obj()["rope_parameters"];
     if (!rp.is_object()) return r.error("rope_parameters", "must be an object");
-    Reader sub(rp, "", "");
+    ConfigReader sub(rp, "", "");
     auto wrap = [&](Status s, const char* key) {
       return s.is_ok() ? s : r.error(std::string("rope_parameters.") + key, "must be a number");
     };
@@ -164,7 +136,7 @@ Status parse_rope(const Reader& r, ModelConfig* c) {
 }
 
 // The Gated DeltaNet fields, when a layer uses them.
-Status parse_linear_attention(const Reader& r, ModelConfig* c) {
+Status parse_linear_attention(const ConfigReader& r, ModelConfig* c) {
   bool has_linear = false;
   for (LayerType t : c->layer_types) has_linear |= t == LayerType::kLinearAttention;
   if (has_linear) {
@@ -185,12 +157,12 @@ Status parse_linear_attention(const Reader& r, ModelConfig* c) {
 }
 
 // Mixture of experts.
-Status parse_experts(const Reader& r, Arch arch, ModelConfig* c) {
+Status parse_experts(const ConfigReader& r, Arch arch, ModelConfig* c) {
   c->n_experts = c->n_experts_per_tok = c->moe_intermediate_size = c->shared_expert_intermediate_size = 0;
   c->norm_topk_prob = true;
   c->decoder_sparse_step = 1;
   c->mlp_only_layers.clear();
-  if (arch == Arch::kQwen35Moe) {
+  if (arch == Arch::kQwen35Moe || arch == Arch::kQwen4Exp) {
     SB_RETURN_IF_ERROR(r.get_int("num_experts", &c->n_experts, true));
   } else if (arch == Arch::kQwen3Next || arch == Arch::kQsa) {
     SB_RETURN_IF_ERROR(r.get_int("num_experts", &c->n_experts, false, 0));
@@ -202,7 +174,8 @@ Status parse_experts(const Reader& r, Arch arch, ModelConfig* c) {
     if (c->n_experts_per_tok > c->n_experts)
       return r.error("num_experts_per_tok", "(" + std::to_string(c->n_experts_per_tok) + ") exceeds num_experts (" +
                                                 std::to_string(c->n_experts) + ")");
-    if (arch != Arch::kQwen35Moe) {
+    if (arch == Arch::kQwen4Exp) SB_RETURN_IF_ERROR(r.get_bool("norm_topk_prob", &c->norm_topk_prob));
+    if (arch != Arch::kQwen35Moe && arch != Arch::kQwen4Exp) {
       SB_RETURN_IF_ERROR(r.get_bool("norm_topk_prob", &c->norm_topk_prob));
       SB_RETURN_IF_ERROR(r.get_int("decoder_sparse_step", &c->decoder_sparse_step, false));
       if (r.has("mlp_only_layers")) {
@@ -221,7 +194,7 @@ Status parse_experts(const Reader& r, Arch arch, ModelConfig* c) {
 }
 
 // The sparse attention's indexer (statebank_qsa); the defaults elsewhere.
-Status parse_indexer(const Reader& r, Arch arch, ModelConfig* c) {
+Status parse_indexer(const ConfigReader& r, Arch arch, ModelConfig* c) {
   if (arch == Arch::kQsa) {
     SB_RETURN_IF_ERROR(r.get_int("index_n_heads", &c->index_n_heads, false));
     SB_RETURN_IF_ERROR(r.get_int("index_head_dim", &c->index_head_dim, false));
@@ -231,6 +204,8 @@ Status parse_indexer(const Reader& r, Arch arch, ModelConfig* c) {
       return r.error("index_compress_ratio", "(" + std::to_string(c->index_compress_ratio) +
                                                  ") must divide 64 (the prefill grid)");
     if (c->index_head_dim % 2 != 0) return r.error("index_head_dim", "must be even (RoPE pairs)");
+  } else if (arch == Arch::kQwen4Exp) {
+    return Status::ok();  // parse_qwen4exp reads the indexer under its own names
   } else {
     ModelConfig defaults;
     c->index_n_heads = defaults.index_n_heads;
@@ -241,7 +216,7 @@ Status parse_indexer(const Reader& r, Arch arch, ModelConfig* c) {
   return Status::ok();
 }
 
-Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
+Status parse_text(const ConfigReader& r, Arch arch, ModelConfig* c) {
   c->arch = arch;
   c->attention_gated = is_hybrid(arch);
   c->norm_weight_offset = is_hybrid(arch);
@@ -275,7 +250,8 @@ Status parse_text(const Reader& r, Arch arch, ModelConfig* c) {
   c->intermediate_size = 0;
   SB_RETURN_IF_ERROR(r.get_int("intermediate_size", &c->intermediate_size, has_dense));
 
-  return parse_indexer(r, arch, c);
+  SB_RETURN_IF_ERROR(parse_indexer(r, arch, c));
+  return arch == Arch::kQwen4Exp ? parse_qwen4exp(r, c) : Status::ok();
 }
 
 }  // namespace
@@ -302,6 +278,7 @@ std::string ModelConfig::describe() const {
   if (a_stored_negated) o << " a_stored_negated=1";  // absent otherwise: checkpoints' fingerprints unchanged
   if (value_heads_tiled) o << " value_heads_tiled=1";
   if (qkvz_split) o << " qkvz_split=1";
+  if (arch == Arch::kQwen4Exp) o << qwen4exp_describe(*this);
   return o.str();
 }
 
@@ -313,20 +290,24 @@ Status parse_config_json(const std::string& json_text, const std::string& source
     return Status::invalid(source + ": field 'model_type' is missing");
   std::string type = root["model_type"].get<std::string>();
   ModelConfig c;
-  if (type == "qwen3" || type == "qwen3_next" || type == "statebank_qsa") {
-    Arch arch = type == "qwen3" ? Arch::kQwen3 : type == "qwen3_next" ? Arch::kQwen3Next : Arch::kQsa;
-    SB_RETURN_IF_ERROR(parse_text(Reader(root, source, ""), arch, &c));
-  } else if (type == "qwen3_5" || type == "qwen3_5_moe") {
-    Arch arch = type == "qwen3_5" ? Arch::kQwen35 : Arch::kQwen35Moe;
+  if (type == "qwen3" || type == "qwen3_next" || type == "statebank_qsa" || type == "qwen4_exp_text") {
+    Arch arch = type == "qwen3"           ? Arch::kQwen3
+                : type == "qwen3_next"    ? Arch::kQwen3Next
+                : type == "statebank_qsa" ? Arch::kQsa
+                                          : Arch::kQwen4Exp;
+    SB_RETURN_IF_ERROR(parse_text(ConfigReader(root, source, ""), arch, &c));
+    if (arch == Arch::kQwen4Exp) c.tensor_prefix = "model.";  // Qwen4ExpForCausalLM: the text model alone
+  } else if (type == "qwen3_5" || type == "qwen3_5_moe" || type == "qwen4_exp") {
+    Arch arch = type == "qwen3_5" ? Arch::kQwen35 : type == "qwen3_5_moe" ? Arch::kQwen35Moe : Arch::kQwen4Exp;
     if (!root.contains("text_config") || !root["text_config"].is_object())
       return Status::invalid(source + ": field 'text_config' is missing (model_type " + type + " nests the text model)");
-    Reader text(root["text_config"], source, "text_config.");
+    ConfigReader text(root["text_config"], source, "text_config.");
     SB_RETURN_IF_ERROR(parse_text(text, arch, &c));
     // The top-level flag is the one the composite model applies.
-    SB_RETURN_IF_ERROR(Reader(root, source, "").get_bool("tie_word_embeddings", &c.tie_word_embeddings));
+    SB_RETURN_IF_ERROR(ConfigReader(root, source, "").get_bool("tie_word_embeddings", &c.tie_word_embeddings));
   } else {
     return Status::unsupported(source + ": field 'model_type' is '" + type +
-                               "', not one of qwen3, qwen3_next, qwen3_5, qwen3_5_moe, statebank_qsa");
+                               "', not one of qwen3, qwen3_next, qwen3_5, qwen3_5_moe, qwen4_exp, qwen4_exp_text, statebank_qsa");
   }
   *out = std::move(c);
   return Status::ok();
@@ -344,14 +325,17 @@ Status parse_config(const std::string& dir, ModelConfig* out) {
 
 std::string config_to_json(const ModelConfig& c) {
   ordered_json t;
-  bool nested = is_nested(c.arch);
+  const bool q4 = c.arch == Arch::kQwen4Exp;
+  // qwen4exp flat is Qwen4ExpForCausalLM's layout: the text model at "model.".
+  bool nested = is_nested(c.arch) && !(q4 && c.tensor_prefix == "model.");
   if (!nested) {
     t["architectures"] = json::array({c.arch == Arch::kQwen3       ? "Qwen3ForCausalLM"
                                       : c.arch == Arch::kQwen3Next ? "Qwen3NextForCausalLM"
+                                      : q4                         ? "Qwen4ExpForCausalLM"
                                                                    : "StatebankQsaForCausalLM"});
-    t["model_type"] = arch_name(c.arch);
+    t["model_type"] = q4 ? "qwen4_exp_text" : arch_name(c.arch);
   } else {
-    t["model_type"] = c.arch == Arch::kQwen35 ? "qwen3_5_text" : "qwen3_5_moe_text";
+    t["model_type"] = c.arch == Arch::kQwen35 ? "qwen3_5_text" : q4 ? "qwen4_exp_text" : "qwen3_5_moe_text";
   }
   t["vocab_size"] = c.vocab_size;
   t["hidden_size"] = c.hidden_size;
@@ -370,7 +354,8 @@ std::string config_to_json(const ModelConfig& c) {
                           {"rope_theta", c.rope_theta},
                           {"partial_rotary_factor", c.partial_rotary_factor}};
   json types = json::array();
-  for (LayerType lt : c.layer_types) types.push_back(layer_type_name(lt));
+  for (int64_t i = 0; i < c.n_layers; ++i)
+    types.push_back(q4 ? qwen4exp_layer_type_name(c, i) : layer_type_name(c.layer_types[i]));
   t["layer_types"] = types;
   if (c.arch != Arch::kQwen3) {
     t["linear_conv_kernel_dim"] = c.conv_kernel;
@@ -379,13 +364,14 @@ std::string config_to_json(const ModelConfig& c) {
     t["linear_num_key_heads"] = c.lin_n_key_heads;
     t["linear_num_value_heads"] = c.lin_n_value_heads;
   }
-  if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQsa || c.arch == Arch::kQwen35Moe) {
+  if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQsa || c.arch == Arch::kQwen35Moe || q4) {
     t["num_experts"] = c.n_experts;
     if (c.n_experts > 0) {
       t["num_experts_per_tok"] = c.n_experts_per_tok;
       t["moe_intermediate_size"] = c.moe_intermediate_size;
       t["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
-      if (c.arch != Arch::kQwen35Moe) {
+      if (q4) t["norm_topk_prob"] = c.norm_topk_prob;
+      if (c.arch != Arch::kQwen35Moe && !q4) {
         t["norm_topk_prob"] = c.norm_topk_prob;
         t["decoder_sparse_step"] = c.decoder_sparse_step;
         t["mlp_only_layers"] = c.mlp_only_layers;
@@ -398,11 +384,13 @@ std::string config_to_json(const ModelConfig& c) {
     t["index_compress_ratio"] = c.index_compress_ratio;
     t["index_topk_blocks"] = c.index_topk_blocks;
   }
+  if (q4) qwen4exp_to_json(c, &t);
   if (!nested) return t.dump(2) + "\n";
   ordered_json root;
-  root["architectures"] =
-      json::array({c.arch == Arch::kQwen35 ? "Qwen3_5ForConditionalGeneration" : "Qwen3_5MoeForConditionalGeneration"});
-  root["model_type"] = arch_name(c.arch);
+  root["architectures"] = json::array({c.arch == Arch::kQwen35      ? "Qwen3_5ForConditionalGeneration"
+                                       : c.arch == Arch::kQwen35Moe ? "Qwen3_5MoeForConditionalGeneration"
+                                                                    : "Qwen4ExpForConditionalGeneration"});
+  root["model_type"] = q4 ? "qwen4_exp" : arch_name(c.arch);
   root["tie_word_embeddings"] = c.tie_word_embeddings;
   root["text_config"] = t;
   return root.dump(2) + "\n";
@@ -413,17 +401,20 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   const std::string& P = c.tensor_prefix;
   const int64_t H = c.hidden_size;
   auto add = [&](std::string name, std::vector<int64_t> shape) { out.push_back({std::move(name), std::move(shape)}); };
+  // qwen4exp has hyper-connection mixers where the others have norms.
+  const bool q4 = c.arch == Arch::kQwen4Exp;
   add(P + "embed_tokens.weight", {c.vocab_size, H});
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string L = P + "layers." + std::to_string(i) + ".";
-    add(L + "input_layernorm.weight", {H});
+    if (q4) qwen4exp_layer_tensors(c, i, &out);
+    else add(L + "input_layernorm.weight", {H});
     LayerType type = c.layer_types[i];
     if (type == LayerType::kLinearAttention) {
       const int64_t key_dim = c.lin_n_key_heads * c.lin_key_head_dim;
       const int64_t value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
       const int64_t conv_dim = 2 * key_dim + value_dim;
       const std::string A = L + "linear_attn.";
-      const bool flat = c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe;
+      const bool flat = c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe || q4;
       if (flat || c.qkvz_split) {
         add(A + "in_proj_qkv.weight", {conv_dim, H});
         add(A + "in_proj_z.weight", {value_dim, H});
@@ -450,19 +441,23 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
       add(A + "o_proj.weight", {H, q_dim});
       add(A + "q_norm.weight", {c.head_dim});
       add(A + "k_norm.weight", {c.head_dim});
-      if (type == LayerType::kSparseAttention) {
+      if (type == LayerType::kSparseAttention && q4) {
+        add(A + "indexer.index_qk_proj.weight", {(c.index_n_heads + 1) * c.index_head_dim, H});
+        add(A + "indexer.q_layernorm.weight", {c.index_head_dim});
+        add(A + "indexer.k_layernorm.weight", {c.index_head_dim});
+      } else if (type == LayerType::kSparseAttention) {
         add(A + "indexer.wq.weight", {c.index_n_heads * c.index_head_dim, H});
         add(A + "indexer.wk.weight", {c.index_head_dim, H});
         add(A + "indexer.k_norm.weight", {c.index_head_dim});
         add(A + "indexer.weights_proj.weight", {c.index_n_heads, H});
       }
     }
-    add(L + "post_attention_layernorm.weight", {H});
+    if (!q4) add(L + "post_attention_layernorm.weight", {H});
     const std::string M = L + "mlp.";
     if (c.layer_is_moe(i)) {
       const int64_t E = c.n_experts, I = c.moe_intermediate_size, S = c.shared_expert_intermediate_size;
       add(M + "gate.weight", {E, H});
-      if (c.arch == Arch::kQwen35Moe) {
+      if (c.arch == Arch::kQwen35Moe || q4) {
         add(M + "experts.gate_up_proj", {E, 2 * I, H});
         add(M + "experts.down_proj", {E, H, I});
       } else {
@@ -483,7 +478,8 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
       add(M + "down_proj.weight", {H, c.intermediate_size});
     }
   }
-  add(P + "norm.weight", {H});
+  if (q4) qwen4exp_head_tensors(c, &out);
+  else add(P + "norm.weight", {H});
   if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, H});
   return out;
 }

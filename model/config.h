@@ -1,10 +1,11 @@
 // ModelConfig: everything the runtime needs from a checkpoint's config.json,
 // normalised across the families (spec: docs/model-spec.md section 1,
-// docs/qsa.md for statebank_qsa).
+// docs/qsa.md for statebank_qsa, docs/model-spec.md "qwen4exp").
 //
-// Accepted layouts: flat `qwen3`, `qwen3_next`, `statebank_qsa`; nested
-// `qwen3_5` / `qwen3_5_moe` (fields under `text_config`, tie flag at either
-// level); rope settings in `rope_parameters` first, then top-level keys.
+// Accepted layouts: flat `qwen3`, `qwen3_next`, `statebank_qsa`,
+// `qwen4_exp_text`; nested `qwen3_5` / `qwen3_5_moe` / `qwen4_exp` (fields
+// under `text_config`, tie flag at either level); rope settings in
+// `rope_parameters` first, then top-level keys.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +16,11 @@
 
 namespace sb {
 
-enum class Arch { kQwen3, kQwen3Next, kQwen35, kQwen35Moe, kQsa };
+enum class Arch { kQwen3, kQwen3Next, kQwen35, kQwen35Moe, kQsa, kQwen4Exp };
 enum class LayerType { kFullAttention, kLinearAttention, kSparseAttention };
 
-const char* arch_name(Arch arch);            // "qwen3", "qwen3_next", "qwen3_5", "qwen3_5_moe", "statebank_qsa"
+// "qwen3", "qwen3_next", "qwen3_5", "qwen3_5_moe", "statebank_qsa", "qwen4exp"
+const char* arch_name(Arch arch);
 const char* layer_type_name(LayerType type);  // "full_attention", ...
 
 struct ModelConfig {
@@ -56,11 +58,34 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
 
-  // Indexed sparse attention (statebank_qsa only; docs/qsa.md).
+  // Indexed sparse attention (statebank_qsa: docs/qsa.md; qwen4exp's QSA
+  // layers, whose config gives indexer_budget = index_topk_blocks * ratio).
   int64_t index_n_heads = 4;
   int64_t index_head_dim = 128;
   int64_t index_compress_ratio = 4;
   int64_t index_topk_blocks = 512;
+
+  // qwen4exp only (docs/model-spec.md "qwen4exp"); left at these values elsewhere.
+  // Hyper-connections: hc_count residual streams, mixers of rank hc_lowrank
+  // in place of every norm.
+  int64_t hc_count = 0;
+  int64_t hc_lowrank = 0;
+  // The PLE n-gram layers, 0-based (config.json's ple_layer_ids count from 1).
+  std::vector<int64_t> ple_layers;
+  int64_t ple_embed_dim = 0;       // the concatenated rows of all heads
+  int64_t ple_conv_kernel = 4;     // dilation is ngram_size
+  int64_t ngram_size = 3;          // 2- up to ngram_size-grams
+  int64_t heads_per_ngram = 8;
+  int64_t ngram_vocab_base = 20000000;
+  int64_t ngram_vocab_divisor = 128;
+  int64_t ngram_seed = 1234;
+  // How many safetensors tensors (`ngram_embedding.shard_<i>.weight`) hold
+  // the table's rows; a storage layout, not part of describe().
+  int64_t ngram_split_parts = 1;
+  // The id that cuts n-grams (the PLE hash reads tokens behind it as it);
+  // -1 when the config names none.
+  int64_t eos_token_id = -1;
+  bool gdn_gate_sigmoid = false;  // Gated DeltaNet's output gate: sigmoid instead of SiLU
 
   // Derived by parse_config from the family.
   bool attention_gated = true;   // per-head [query|gate] q_proj layout; false for qwen3
@@ -85,6 +110,8 @@ struct ModelConfig {
   int64_t mtp_layers = 0;
 
   int64_t rotary_dim() const { return static_cast<int64_t>(head_dim * partial_rotary_factor); }
+  bool layer_has_ple(int64_t layer) const;
+  int64_t ngram_heads() const { return (ngram_size - 1) * heads_per_ngram; }
   bool layer_is_moe(int64_t layer) const;
   // A stable text form of every field that changes the numbers (all but
   // max_position_embeddings); part of the model fingerprint.
@@ -103,10 +130,12 @@ std::string config_to_json(const ModelConfig& config);
 struct TensorSpec {
   std::string name;             // full safetensors name
   std::vector<int64_t> shape;
+  bool integer = false;         // I64 constants (qwen4exp's n-gram hash), not weights
 };
 // Every tensor of the text model, in a stable order. Routed experts use the
 // family's native layout (per-expert 2-D for qwen3_next, fused 3-D for
-// qwen3_5_moe); the loader also accepts the other layout.
+// qwen3_5_moe and qwen4exp); the loader also accepts the other layout.
+// qwen4exp's n-gram table is ngram_split_parts tensors of equal rows.
 std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
 
 }  // namespace sb

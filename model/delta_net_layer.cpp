@@ -65,9 +65,11 @@ void Transformer::delta_net_layer(const LayerWeights& w, ForwardCall& call, cons
     i = end;
   }
 
-  // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z), w not offset.
+  // Gated RMSNorm per value head: (w ⊙ normalised o) ⊙ SiLU(z) (qwen4exp:
+  // σ(z)), w not offset.
   kernels_->rms_norm(o.data(), T * nv, dv, dw.norm.data(), static_cast<float>(c.rms_norm_eps), false, o.data());
-  kernels_->mul_activation(o.data(), z.data(), T * value_dim, Activation::kSilu);
+  kernels_->mul_activation(o.data(), z.data(), T * value_dim,
+                           c.gdn_gate_sigmoid ? Activation::kSigmoid : Activation::kSilu);
   if (dw.tile_out_input) {
     tile_heads(o.data(), T, dv, z.data());  // z is read no more
     kernels_->matmul(z.data(), T, dw.out, out);

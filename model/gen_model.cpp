@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/checkpoint.h"
+#include "model/qwen4exp.h"
 #include "model/safetensors_format.h"
 
 namespace sb {
@@ -21,13 +22,13 @@ namespace sb {
 namespace fs = std::filesystem;
 
 Status parse_arch(const std::string& name, Arch* out) {
-  for (Arch a : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQsa}) {
+  for (Arch a : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQsa, Arch::kQwen4Exp}) {
     if (name == arch_name(a)) {
       *out = a;
       return Status::ok();
     }
   }
-  return Status::invalid("unknown arch '" + name + "' (qwen3, qwen3_next, qwen3_5, qwen3_5_moe, statebank_qsa)");
+  return Status::invalid("unknown arch '" + name + "' (qwen3, qwen3_next, qwen3_5, qwen3_5_moe, qwen4exp, statebank_qsa)");
 }
 
 namespace {
@@ -157,6 +158,12 @@ Status shape_4b(Arch arch, ModelConfig& c, std::vector<LayerType>& pattern) {
 }  // namespace
 
 Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
+  if (arch == Arch::kQwen4Exp) {
+    ModelConfig shape;
+    std::vector<LayerType> unused;
+    if (preset == "tiny" || preset == "small") small_shape(preset == "tiny", arch, true, shape, unused);
+    return qwen4exp_preset(preset, shape, out);
+  }
   ModelConfig c;
   c.arch = arch;
   c.attention_gated = arch != Arch::kQwen3;
@@ -251,6 +258,7 @@ void fill(uint64_t key, const Init& in, uint64_t begin, size_t n, float* out) {
 }
 
 DType stored_dtype(const TensorSpec& s, DType dtype) {
+  if (s.integer) return DType::kI64;
   return ends_with(s.name, "A_log") || ends_with(s.name, "dt_bias") ? DType::kF32 : dtype;
 }
 
@@ -286,7 +294,12 @@ Status write_random_weights(const ModelConfig& config, uint64_t seed, DType dtyp
     for (uint64_t begin = 0; begin < numel && ok; begin += kChunk) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, numel - begin));
       fill(key, in, begin, n, vals.data());
-      if (entries[t].dtype == DType::kF32) {
+      if (entries[t].dtype == DType::kI64) {
+        std::vector<int64_t> ints;  // constants, not random: the config defines them
+        qwen4exp_constant(config, s.name, &ints);
+        ints.resize(n);
+        ok = std::fwrite(ints.data(), 8, n, f) == n;
+      } else if (entries[t].dtype == DType::kF32) {
         ok = std::fwrite(vals.data(), 4, n, f) == n;
       } else {
         for (size_t i = 0; i < n; ++i) half[i] = entries[t].dtype == DType::kBF16 ? f32_to_bf16(vals[i]) : f32_to_f16(vals[i]);

@@ -14,7 +14,8 @@
 //     zero-centred (1 + w) norms w in [-0.2, 0.2]; plain norms (qwen3, and
 //     linear_attn.norm everywhere) 1 + [-0.2, 0.2].
 //  4. A_log and dt_bias are stored as F32 whatever the dtype, as in real
-//     checkpoints, so readers meet mixed dtypes.
+//     checkpoints, so readers meet mixed dtypes; qwen4exp's n-gram hash
+//     constants as I64, with the values the config defines.
 //  5. Writing streams tensor by tensor: memory stays small whatever the size.
 // Thread-safe: no shared state.
 #pragma once
@@ -31,8 +32,19 @@ namespace sb {
 Status parse_arch(const std::string& name, Arch* out);
 // Presets: "tiny" (fast tests), "small" (the demo model), "0.8b" (the shapes
 // of Qwen3.5-0.8B, or the nearest for the arch), "4b" (Qwen3.5-4B for
-// qwen3_5, Qwen3-4B for qwen3; no other family).
+// qwen3_5, Qwen3-4B for qwen3; no other family). qwen4exp has "tiny",
+// "small" and "bench" (qwen4exp_preset).
 Status preset_config(Arch arch, const std::string& preset, ModelConfig* out);
+// qwen4exp's presets (model/gen_model_qwen4exp.cpp), over `shape`, the
+// tiny or small preset's shape of the other families: "tiny" and "small"
+// for tests (every part: Gated DeltaNet, QSA with a budget small enough that
+// top-k drops blocks from 20 tokens on (tiny) or 68 (small), the PLE layer
+// with a small n-gram table, a few experts); "bench", Qwen3.8-Flash-Next's
+// per-token shape (hidden 2560, 48 layers, the real attention, indexer, GDN
+// and hyper-connection sizes) with 12 experts of which 10 per token, and an
+// n-gram table of 3.2M rows instead of 320M, so that the file fits a small
+// machine.
+Status qwen4exp_preset(const std::string& preset, ModelConfig shape, ModelConfig* out);
 
 // Writes model.safetensors with random weights for `config` to `path`
 // (written to path + ".tmp" and renamed into place).

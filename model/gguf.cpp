@@ -183,6 +183,8 @@ uint32_t ggml_type_of(DType dtype) {
       return 23;
     case DType::kBF16:
       return 30;
+    case DType::kI64:
+      return 27;  // GGML_TYPE_I64
   }
   return 0;
 }

@@ -279,6 +279,8 @@ Status encode(const std::string& name, DType t, const std::vector<float>& v, int
 }
 
 Status check_exportable(const ModelConfig& c, const std::string& dir) {
+  if (c.arch == Arch::kQwen4Exp)
+    return Status::unsupported(dir + ": qwen4exp's GGUF form (llama.cpp's qwen4exp) is not written yet");
   if (!gguf_arch_name(c.arch))
     return Status::unsupported(dir + ": statebank_qsa has no llama.cpp counterpart (docs/qsa.md); it has no GGUF form");
   if (c.arch != Arch::kQwen3) {

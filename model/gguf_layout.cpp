@@ -18,6 +18,8 @@ const char* gguf_arch_name(Arch arch) {
       return "qwen35moe";
     case Arch::kQsa:
       return nullptr;
+    case Arch::kQwen4Exp:
+      return nullptr;  // llama.cpp's "qwen4exp": its GGUF layout is not written yet (docs/model-spec.md)
   }
   return nullptr;
 }

@@ -12,7 +12,7 @@
 
 namespace sb {
 
-// "qwen3", "qwen3next", "qwen35", "qwen35moe"; nullptr for statebank_qsa.
+// "qwen3", "qwen3next", "qwen35", "qwen35moe"; nullptr for statebank_qsa and, until its GGUF layout lands, qwen4exp.
 const char* gguf_arch_name(Arch arch);
 // "blk.<layer>.<part>"
 std::string gguf_layer_name(int64_t layer, const std::string& part);

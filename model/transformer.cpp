@@ -39,7 +39,10 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   if (!m->kernels_) return Status::invalid("the kernels factory made no kernels");
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
-  if (options.mtp_head) SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
+  // qwen4exp's MTP head has its own hyper-connection mixer, not run yet: the
+  // model loads without one (no drafts; decoding is the plain one).
+  if (options.mtp_head && m->config_.arch != Arch::kQwen4Exp)
+    SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
 
   FingerprintFields& f = m->fingerprint_fields_;
   // The numerics version and instruction set live beside the kernels
@@ -75,6 +78,16 @@ FusedWeight fuse_releasing(Kernels& kernels, std::span<const WeightRef> parts) {
   return f;
 }
 
+// Rows [first, first + rows) of w, in place.
+WeightRef row_range(const WeightRef& w, int64_t first, int64_t rows) {
+  const int64_t row_bytes = dtype_is_quantized(w.dtype) ? dtype_row_bytes(w.dtype, w.cols)
+                                                        : w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+  WeightRef r = w;
+  r.rows = rows;
+  r.data = static_cast<const uint8_t*>(w.data) + first * row_bytes;
+  return r;
+}
+
 }  // namespace
 
 WeightRef Transformer::ref(const MatrixView& m, bool matmul) {
@@ -99,6 +112,18 @@ std::vector<float> Transformer::floats(const TensorView& t) const {
   return v;
 }
 
+// qwen4exp's mixers (model/qwen4exp_layer.cpp); here for fuse_releasing.
+MixerWeights Transformer::bind_mixer(const std::string& prefix, bool inject) {
+  MixerWeights m;
+  m.norm = floats(weights_.get(prefix + "hc_norm.weight"));
+  std::vector<WeightRef> parts = {ref(weights_.get(prefix + "input_mix_weight_down.weight"), /*matmul=*/false)};
+  if (inject) parts.push_back(ref(weights_.get(prefix + "block_inject_weight.weight"), /*matmul=*/false));
+  m.down = fuse_releasing(*kernels_, parts);
+  m.up = ref(weights_.get(prefix + "input_mix_weight_up.weight"));
+  m.inject = inject;
+  return m;
+}
+
 FusedWeight Transformer::fused(int64_t layer, std::initializer_list<const char*> names) {
   std::vector<WeightRef> parts;
   for (const char* n : names) parts.push_back(ref(weights_.layer(layer, n), /*matmul=*/false));
@@ -116,18 +141,34 @@ Status Transformer::bind_weights() {
   } else {
     lm_head_ = ref(weights_.lm_head());
   }
-  final_norm_ = floats(weights_.final_norm());
+  const bool q4 = c.arch == Arch::kQwen4Exp;
+  if (q4) head_mix_ = bind_mixer(c.tensor_prefix + "hyper_connection_mixer.", false);
+  else final_norm_ = floats(weights_.final_norm());
   layers_.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     LayerWeights& w = layers_[l];
     w.type = c.layer_types[l];
-    w.input_norm = floats(weights_.layer(l, "input_layernorm.weight"));
-    w.post_norm = floats(weights_.layer(l, "post_attention_layernorm.weight"));
+    if (q4) {
+      SB_RETURN_IF_ERROR(bind_qwen4exp_layer(l, &w));
+    } else {
+      w.input_norm = floats(weights_.layer(l, "input_layernorm.weight"));
+      w.post_norm = floats(weights_.layer(l, "post_attention_layernorm.weight"));
+    }
     if (w.type == LayerType::kLinearAttention) {
       bind_delta_net(l, &w.delta);
     } else {
       AttentionWeights& a = w.attn;
-      if (w.type == LayerType::kSparseAttention)
+      if (w.type == LayerType::kSparseAttention && q4) {
+        // One projection holds the indexer's query heads, then its key.
+        const WeightRef qk = ref(weights_.layer(l, "self_attn.indexer.index_qk_proj.weight"), /*matmul=*/false);
+        const int64_t q_rows = c.index_n_heads * c.index_head_dim;
+        const WeightRef parts[] = {ref(weights_.layer(l, "self_attn.q_proj.weight"), false),
+                                   ref(weights_.layer(l, "self_attn.k_proj.weight"), false),
+                                   ref(weights_.layer(l, "self_attn.v_proj.weight"), false),
+                                   row_range(qk, q_rows, c.index_head_dim), row_range(qk, 0, q_rows)};
+        a.in = fuse_releasing(*kernels_, parts);
+        a.unit_head_weights = true;
+      } else if (w.type == LayerType::kSparseAttention)
         a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
                          "self_attn.indexer.wk.weight", "self_attn.indexer.wq.weight",
                          "self_attn.indexer.weights_proj.weight"});
@@ -136,8 +177,12 @@ Status Transformer::bind_weights() {
       a.o = ref(weights_.layer(l, "self_attn.o_proj.weight"));
       a.q_norm = floats(weights_.layer(l, "self_attn.q_norm.weight"));
       a.k_norm = floats(weights_.layer(l, "self_attn.k_norm.weight"));
-      if (w.type == LayerType::kSparseAttention)
+      if (w.type == LayerType::kSparseAttention && q4) {
+        a.index_k_norm = floats(weights_.layer(l, "self_attn.indexer.k_layernorm.weight"));
+        a.index_q_norm = floats(weights_.layer(l, "self_attn.indexer.q_layernorm.weight"));
+      } else if (w.type == LayerType::kSparseAttention) {
         a.index_k_norm = floats(weights_.layer(l, "self_attn.indexer.k_norm.weight"));
+      }
     }
     FfnWeights& f = w.ffn;
     f.moe = c.layer_is_moe(l);
@@ -165,16 +210,6 @@ Status Transformer::bind_weights() {
 
 namespace {
 
-// Rows [first, first + rows) of w, in place.
-WeightRef row_range(const WeightRef& w, int64_t first, int64_t rows) {
-  const int64_t row_bytes = dtype_is_quantized(w.dtype) ? dtype_row_bytes(w.dtype, w.cols)
-                                                        : w.cols * static_cast<int64_t>(dtype_size(w.dtype));
-  WeightRef r = w;
-  r.rows = rows;
-  r.data = static_cast<const uint8_t*>(w.data) + first * row_bytes;
-  return r;
-}
-
 // Units of `width` floats: out unit i = v's unit map[i].
 std::vector<float> permuted(const std::vector<float>& v, const UnitMap& map, int64_t width) {
   std::vector<float> out(v.size());
@@ -188,7 +223,7 @@ std::vector<float> permuted(const std::vector<float>& v, const UnitMap& map, int
 void Transformer::bind_delta_net(int64_t l, DeltaNetWeights* d) {
   const ModelConfig& c = config_;
   auto t = [&](const char* name) -> const TensorView& { return weights_.layer(l, std::string("linear_attn.") + name); };
-  d->grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe);
+  d->grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe || c.arch == Arch::kQwen4Exp);
   d->qkvz_split = d->grouped && c.qkvz_split;
   d->tiled = c.value_heads_tiled;
   if (d->qkvz_split)
@@ -268,6 +303,14 @@ void Transformer::build_schema() {
   for (int64_t l = 0; l < c.n_layers; ++l) {
     LayerWeights& w = layers_[l];
     const std::string p = "layers." + std::to_string(l) + ".";
+    if (w.ple) {
+      // The ids the next token's n-grams read, and the conv's input rows.
+      const int64_t W = c.hc_count * c.hidden_size;
+      w.comp_ple_tokens = add(p + "ple_tokens", ComponentKind::kRecurrent, 0, c.ngram_size - 1);
+      w.rec_ple_tokens = recurrent++;
+      w.comp_ple_conv = add(p + "ple_conv", ComponentKind::kRecurrent, 0, (c.ple_conv_kernel - 1) * c.ngram_size * W);
+      w.rec_ple_conv = recurrent++;
+    }
     if (w.type == LayerType::kLinearAttention) {
       const int64_t conv_dim = 2 * c.lin_n_key_heads * c.lin_key_head_dim + c.lin_n_value_heads * c.lin_value_head_dim;
       w.comp_conv = add(p + "conv", ComponentKind::kRecurrent, 0, (c.conv_kernel - 1) * conv_dim);
@@ -299,6 +342,7 @@ Status Transformer::check_tokens(const State& state, std::span<const int32_t> to
 
 void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
   const int64_t H = config_.hidden_size, T = call.rows;
+  if (config_.hc_count > 0) return run_qwen4exp_layers(call, x);
   Rows xn(T * H), y(T * H);
   for (const LayerWeights& w : layers_) run_layer(w, call, x.data(), xn.data(), y.data());
 }
@@ -383,6 +427,7 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
   }
   seq.snapshots = &out->snapshots;
   for (int64_t p = start; p < end; ++p) call->positions.push_back(p);
+  call->tokens.insert(call->tokens.end(), step.tokens.begin(), step.tokens.end());
   call->rows += seq.rows;
   call->sequences.push_back(std::move(seq));
   return Status::ok();
@@ -404,8 +449,9 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
   }
   Rows xn(n * H), logits(n * V);
   kernels_->gather_rows(x.data(), rows.data(), n, H, xn.data());
-  kernels_->rms_norm(xn.data(), n, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
-                     config_.norm_weight_offset, xn.data());
+  if (!final_norm_.empty())  // qwen4exp's head mixer ran in run_layers
+    kernels_->rms_norm(xn.data(), n, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
+                       config_.norm_weight_offset, xn.data());
   kernels_->matmul(xn.data(), n, lm_head_, logits.data());
   std::vector<LogitStats> stats(n);
   kernels_->logit_stats(logits.data(), n, V, stats.data());

@@ -14,6 +14,8 @@
 
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "model/ngram_hash.h"
+#include "model/ngram_table.h"
 #include "model/rows.h"
 #include "model/weights.h"
 #include "runtime/kernels.h"
@@ -30,6 +32,30 @@ struct AttentionWeights {
   WeightRef o;
   std::vector<float> q_norm, k_norm;
   std::vector<float> index_k_norm;
+  // qwen4exp's indexer (docs/model-spec.md 7.3): parts q, k, v, indexer k,
+  // indexer q (one index_qk_proj split), no head weights (each head counts
+  // 1), and its query heads normed before RoPE.
+  bool unit_head_weights = false;
+  std::vector<float> index_q_norm;
+};
+
+// A qwen4exp hyper-connection mixer (docs/model-spec.md 7.3) over the
+// hc_count streams: per-stream norm, the low-rank gate, and (not at the
+// head) the weights that inject the layer's output into each stream.
+struct MixerWeights {
+  std::vector<float> norm;  // [hc_count * hidden], (1 + w)
+  FusedWeight down;         // parts: down [lowrank, W], then inject [hc_count, W] when present
+  WeightRef up;             // [W, lowrank]
+  bool inject = false;
+};
+
+// qwen4exp's PLE n-gram layer (docs/model-spec.md 7.3).
+struct PleWeights {
+  NgramHash hash;
+  NgramTable table;  // read in place
+  WeightRef key, value;
+  std::vector<float> norm_key, norm_query, norm_conv;  // [W] each, (1 + w)
+  std::vector<float> conv;                             // [kernel, W]: tap-major
 };
 
 struct DeltaNetWeights {
@@ -73,10 +99,15 @@ struct LayerWeights {
   AttentionWeights attn;
   DeltaNetWeights delta;
   FfnWeights ffn;
+  // qwen4exp: the mixers in place of the two norms, and the PLE layer.
+  MixerWeights attn_mix, mlp_mix;
+  std::shared_ptr<PleWeights> ple;
   // Indices into the state schema (-1 when absent) and, for recurrent
   // components, their ordinal among the schema's recurrent components.
   int comp_k = -1, comp_v = -1, comp_index_raw = -1, comp_index_pooled = -1;
   int comp_conv = -1, comp_ssm = -1, rec_conv = -1, rec_ssm = -1;
+  // The PLE layer's carried token ids and conv input history.
+  int comp_ple_tokens = -1, comp_ple_conv = -1, rec_ple_tokens = -1, rec_ple_conv = -1;
 };
 
 // One sequence's rows in a forward call: rows [first_row, first_row + rows)
@@ -100,6 +131,7 @@ struct SequenceRows {
 struct ForwardCall {
   int64_t rows = 0;                // over all sequences
   std::vector<int64_t> positions;  // per row: its absolute position in its sequence
+  std::vector<int32_t> tokens;     // per row: its token id (the PLE layer hashes them)
   std::vector<SequenceRows> sequences;
 };
 
@@ -134,6 +166,21 @@ class Transformer final : public Model {
   void run_layers(ForwardCall& call, std::vector<float>& x) const;
   // One decoder layer over x in place; xn and y are scratch rows of x's size.
   void run_layer(const LayerWeights& w, ForwardCall& call, float* x, float* xn, float* y) const;
+  // qwen4exp (model/qwen4exp_layer.cpp): x [rows, hidden] becomes the
+  // hc_count streams [rows, hc_count * hidden], each layer runs between its
+  // mixers, and the head's mixer leaves x [rows, hidden] again.
+  void run_qwen4exp_layers(ForwardCall& call, std::vector<float>& x) const;
+  void run_qwen4exp_layer(const LayerWeights& w, ForwardCall& call, float* h, float* normed, float* xin, float* y) const;
+  // normed = the streams' norm; xin = the layer input; inject [rows, hc_count]
+  // when the mixer has one.
+  void mixer_in(const MixerWeights& m, const float* h, int64_t rows, float* normed, float* xin, float* inject) const;
+  void ple_layer(const LayerWeights& w, ForwardCall& call, float* h) const;
+  // The PLE conv of one sequence's rows and its carried ids (history: the
+  // ids up to the call's end), keeping them at its captures and verify rows.
+  void ple_sequence(const LayerWeights& w, SequenceRows& seq, const std::vector<int64_t>& history,
+                    const float* conv_in, float* conv_out) const;
+  Status bind_qwen4exp_layer(int64_t layer, LayerWeights* w);
+  MixerWeights bind_mixer(const std::string& prefix, bool inject);
   // Final norm and LM head over the rows each sequence asked logits for.
   void logits_for_rows(std::span<const SequenceStep> batch, const ForwardCall& call, const std::vector<float>& x,
                        std::vector<SequenceOutput>* out) const;
@@ -244,6 +291,7 @@ class Transformer final : public Model {
   std::vector<std::shared_ptr<const void>> owned_;
   WeightRef embed_, lm_head_;
   std::vector<float> final_norm_;
+  MixerWeights head_mix_;  // qwen4exp, in place of the final norm
   std::vector<LayerWeights> layers_;
   std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<MtpHead> mtp_;

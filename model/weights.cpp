@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "model/qwen4exp.h"
 #include "runtime/math.h"
 #include "runtime/quant.h"
 
@@ -110,7 +111,7 @@ Status WeightSet::bind(const Checkpoint& ck, const ModelConfig& c, WeightSet* ou
   for (int64_t i = 0; i < c.n_layers; ++i) {
     if (!c.layer_is_moe(i)) continue;
     const std::string L = c.tensor_prefix + "layers." + std::to_string(i) + ".";
-    bool native_fused = c.arch == Arch::kQwen35Moe;
+    bool native_fused = c.arch == Arch::kQwen35Moe || c.arch == Arch::kQwen4Exp;
     bool fused = native_fused;
     if (native_fused && !ck.find(L + "mlp.experts.gate_up_proj") && ck.find(L + "mlp.experts.0.gate_proj.weight"))
       fused = false;
@@ -135,6 +136,9 @@ Status WeightSet::bind(const Checkpoint& ck, const ModelConfig& c, WeightSet* ou
     if (v->shape != s.shape)
       return Status::invalid("tensor " + s.name + " in file " + v->file + " has shape " + shape_text(v->shape) +
                              ", expected " + shape_text(s.shape));
+    if (s.integer != (v->dtype == DType::kI64))
+      return Status::invalid("tensor " + s.name + " in file " + v->file + " has dtype " + dtype_name(v->dtype) +
+                             (s.integer ? ", expected i64 (integer constants)" : ", expected a float type"));
     ws.tensors_[s.name] = v;
   }
   for (const auto& [name, v] : ck.tensors()) {
@@ -144,6 +148,7 @@ Status WeightSet::bind(const Checkpoint& ck, const ModelConfig& c, WeightSet* ou
     return Status::invalid("tensor " + name + " in file " + v.file + " is not part of this " + arch_name(c.arch) +
                            " model (unexpected tensor)");
   }
+  if (c.arch == Arch::kQwen4Exp) SB_RETURN_IF_ERROR(qwen4exp_check_constants(ck, c));
   if (c.tie_word_embeddings) ws.tensors_["lm_head.weight"] = ws.tensors_.at(c.tensor_prefix + "embed_tokens.weight");
 
   const int64_t I = c.moe_intermediate_size, H = c.hidden_size;

@@ -7,6 +7,7 @@ size_t dtype_size(DType dtype) {
     case DType::kF32: return 4;
     case DType::kBF16: return 2;
     case DType::kF16: return 2;
+    case DType::kI64: return 8;
     default: return 0;
   }
 }
@@ -51,6 +52,7 @@ const char* dtype_name(DType dtype) {
     case DType::kQ3_K: return "q3_k";
     case DType::kIQ4_NL: return "iq4_nl";
     case DType::kIQ4_XS: return "iq4_xs";
+    case DType::kI64: return "i64";
   }
   return "?";
 }

@@ -32,7 +32,10 @@ enum class DType : uint8_t {
   kQ2_K = 11,
   kQ3_K = 12,
   kIQ4_NL = 13,
-  kIQ4_XS = 14
+  kIQ4_XS = 14,
+  // Integers a checkpoint holds beside its weights (qwen4exp's n-gram hash
+  // constants); never a weight's type. Far from the block types' numbers.
+  kI64 = 32
 };
 
 // A block-quantized type's block: `elems` values in `bytes` bytes. Element

@@ -213,6 +213,36 @@ class Kernels {
                            const float* dt_bias, float* beta, float* g) = 0;
   // out = the mean of x's rows (summed in row order, then divided).
   virtual void mean_rows(const float* x, int64_t rows, int64_t dim, float* out) = 0;
+  // Hyper-connections (qwen4exp; docs/model-spec.md section 7.3): rows of
+  // `streams` residual streams of `dim`.
+  // x [rows, groups, dim]: each group normed alone, group g by the weights
+  // w + g * dim; the bits of rms_norm over that group.
+  virtual void rms_norm_groups(const float* x, int64_t rows, int64_t groups, int64_t dim, const float* w, float eps,
+                               bool offset, float* y) = 0;
+  // x[i] = act(x[i] * scale).
+  virtual void scale_activation(float* x, int64_t n, float scale, Activation act) = 0;
+  // A layer's input from its mixer: out[r, :] = (sum over s < streams,
+  // ascending from +0, of sigmoid(mix[r, s, :]) * normed[r, s, :], each
+  // product rounded) / streams.
+  virtual void hc_mix(const float* mix, const float* normed, int64_t rows, int64_t streams, int64_t dim,
+                      float* out) = 0;
+  // A layer's output y [rows, dim] into every stream:
+  // h[r, s, :] += (2 * sigmoid(inject[r, s] / streams)) * y[r, :], the
+  // product rounded, then the sum.
+  virtual void hc_inject(float* h, const float* y, const float* inject, int64_t rows, int64_t streams,
+                         int64_t dim) = 0;
+  // qwen4exp's PLE layer (docs/model-spec.md section 7.3), rows of
+  // `streams` streams of `dim`: per row and stream, t = dot(key, query) (as
+  // rms_norm's sum of squares) * (1 / sqrt(dim)), g = sigmoid(sign(t) *
+  // sqrt(max(|t|, 1e-6))), out[r, s, :] = g * value[r, :].
+  virtual void ple_gate(const float* key, const float* query, const float* value, int64_t rows, int64_t streams,
+                        int64_t dim, float* out) = 0;
+  // causal_conv_silu of one sequence with taps `dilation` rows apart: out
+  // row s = SiLU(sum over j < kernel, ascending fmas from +0, of weight[j] *
+  // input row s - (kernel - 1 - j) * dilation); state [(kernel - 1) *
+  // dilation, channels] holds the previous inputs and is advanced.
+  virtual void causal_conv_silu_dilated(const float* x, int64_t t, int64_t channels, const float* weight,
+                                        int64_t kernel, int64_t dilation, float* state, float* out) = 0;
   // MoE routing per row of `n_experts` router logits: softmax, the top_k
   // experts (ties to the lower index), their weights renormalised to sum 1
   // when asked. chosen and weights [rows, top_k].

@@ -77,6 +77,15 @@ class CpuKernels final : public Kernels {
   void delta_gates(const float* b, const float* a, int64_t rows, int64_t heads, const float* neg_exp_a,
                    const float* dt_bias, float* beta, float* g) override;
   void mean_rows(const float* x, int64_t rows, int64_t dim, float* out) override;
+  void rms_norm_groups(const float* x, int64_t rows, int64_t groups, int64_t dim, const float* w, float eps,
+                       bool offset, float* y) override;
+  void scale_activation(float* x, int64_t n, float scale, Activation act) override;
+  void hc_mix(const float* mix, const float* normed, int64_t rows, int64_t streams, int64_t dim, float* out) override;
+  void hc_inject(float* h, const float* y, const float* inject, int64_t rows, int64_t streams, int64_t dim) override;
+  void ple_gate(const float* key, const float* query, const float* value, int64_t rows, int64_t streams, int64_t dim,
+                float* out) override;
+  void causal_conv_silu_dilated(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
+                                int64_t dilation, float* state, float* out) override;
   void route(const float* logits, int64_t rows, int64_t n_experts, int64_t top_k, bool renormalise, int64_t* chosen,
              float* weights) override;
   void index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled, int64_t blocks,

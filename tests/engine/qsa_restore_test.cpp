@@ -1,4 +1,5 @@
-// The failure family of issue 7 on statebank_qsa models: a restore that
+// The failure family of issue 7 on statebank_qsa and qwen4exp models (the
+// latter's PLE ids and conv rows restored from snapshots too): a restore that
 // leaves the pooled block-key table inconsistent with K, V and the raw
 // indexer keys. Sub-prefix restores from a longer chain built by another
 // conversation, restores where the donor chain is much longer, the same
@@ -65,9 +66,12 @@ RestoreRecord expect_equal_to_bypass(const Engine& engine, const std::vector<int
   return served.restore;
 }
 
-const Model& qsa() { return testing::shared_model(Arch::kQsa); }
+class QsaRestore : public ::testing::TestWithParam<Arch> {
+ protected:
+  const Model& qsa() { return testing::shared_model(GetParam()); }
+};
 
-TEST(QsaRestore, SubPrefixOfALongerChainBuiltByAnotherConversation) {
+TEST_P(QsaRestore, SubPrefixOfALongerChainBuiltByAnotherConversation) {
   Stack s(qsa(), "");
   auto donor = tokens(1, 5 * kBlock + 10);
   expect_equal_to_bypass(*s.engine, donor);
@@ -80,7 +84,7 @@ TEST(QsaRestore, SubPrefixOfALongerChainBuiltByAnotherConversation) {
   EXPECT_EQ(r.restore_point, 2 * kBlock);
 }
 
-TEST(QsaRestore, BoundaryWhereTheDonorChainIsMuchLonger) {
+TEST_P(QsaRestore, BoundaryWhereTheDonorChainIsMuchLonger) {
   Stack s(qsa(), "");
   auto donor = tokens(3, 10 * kBlock + 3);
   expect_equal_to_bypass(*s.engine, donor);
@@ -91,8 +95,8 @@ TEST(QsaRestore, BoundaryWhereTheDonorChainIsMuchLonger) {
   }
 }
 
-TEST(QsaRestore, SameAfterARestart) {
-  const std::string dir = testing::process_temp_dir() + "/qsa_restart";
+TEST_P(QsaRestore, SameAfterARestart) {
+  const std::string dir = testing::process_temp_dir() + "/qsa_restart_" + arch_name(GetParam());
   std::filesystem::remove_all(dir);
   auto donor = tokens(4, 8 * kBlock + 7);
   { Stack s(qsa(), dir); expect_equal_to_bypass(*s.engine, donor); }
@@ -105,7 +109,7 @@ TEST(QsaRestore, SameAfterARestart) {
   }
 }
 
-TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
+TEST_P(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
   Stack s(qsa(), "");
   const Model& m = qsa();
   auto a = tokens(5, kBlock + 9), b = tokens(6, kBlock + 9);
@@ -135,6 +139,55 @@ TEST(QsaRestore, PooledRowsFromOtherTokensAreRefusedAndServedCold) {
   EXPECT_GE(served.restore.check_failures, 1);
   EXPECT_EQ(testing::compare_results(served, bypass), "");
 }
+
+// Shared prefixes ending one before, at and one after a bank block's edge,
+// and at lengths that are no multiple of the compression ratio: the restore
+// is at the last block edge within the prefix and the answer is bypass's
+// (a pooled table of another length fails Model::verify_state).
+TEST_P(QsaRestore, PromptsAroundBlockEdgesAndOffTheRatio) {
+  Stack s(qsa(), "");
+  const int64_t ratio = qsa().config().index_compress_ratio;
+  auto donor = tokens(7, 6 * kBlock + 3);
+  expect_equal_to_bypass(*s.engine, donor);
+  for (int64_t n : {2 * kBlock - 1, 2 * kBlock, 2 * kBlock + 1, 3 * kBlock + 2, 4 * kBlock + 3}) {
+    auto prompt = std::vector<int32_t>(donor.begin(), donor.begin() + n);
+    prompt.push_back(5);  // diverges from the donor after the shared prefix
+    RestoreRecord r = expect_equal_to_bypass(*s.engine, prompt);
+    EXPECT_EQ(r.restore_point, n / kBlock * kBlock) << "n=" << n;
+    EXPECT_EQ(r.restore_point % ratio, 0);
+  }
+}
+
+// The negative side for qwen4exp's PLE state: the same position's carried
+// ids and conv rows taken from another conversation change the next logits,
+// so a restore that installed them would fail the comparisons above.
+TEST(QsaRestoreQwen4Exp, PleStateOfAnotherConversationChangesTheAnswer) {
+  const Model& m = testing::shared_model(Arch::kQwen4Exp);
+  auto a = tokens(8, kBlock), b = tokens(9, kBlock);
+  State sa = m.new_state(), sb = m.new_state();
+  PrefillOutput ignored;
+  ASSERT_TRUE(m.prefill(sa, a, {}, &ignored).is_ok());
+  ASSERT_TRUE(m.prefill(sb, b, {}, &ignored).is_ok());
+  for (const char* part : {"ple_tokens", "ple_conv"}) {
+    State forged = sa;
+    size_t found = 0;
+    for (size_t c = 0; c < m.schema().components.size(); ++c)
+      if (m.schema().components[c].name.ends_with(part)) {
+        forged.storage(c) = sb.storage(c);
+        ++found;
+      }
+    ASSERT_EQ(found, 1u) << part;
+    State good = sa;
+    const std::vector<int32_t> next = {17};
+    PrefillOutput want, got;
+    ASSERT_TRUE(m.prefill(good, next, {}, &want).is_ok());
+    ASSERT_TRUE(m.prefill(forged, next, {}, &got).is_ok());
+    EXPECT_NE(want.logits, got.logits) << part;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, QsaRestore, ::testing::Values(Arch::kQsa, Arch::kQwen4Exp),
+                         [](const auto& info) { return std::string(arch_name(info.param)); });
 
 }  // namespace
 }  // namespace sb

@@ -220,11 +220,11 @@ TEST(CheckpointTest, HandBuiltGoodFileOpens) {
 TEST(CheckpointTest, UnsupportedDtypeNamesTensorAndFile) {
   testing::TempDir dir;
   json h = good_header();
-  h["idx"] = {{"dtype", "I64"}, {"shape", {1}}, {"data_offsets", {16, 24}}};
+  h["idx"] = {{"dtype", "I32"}, {"shape", {2}}, {"data_offsets", {16, 24}}};
   Status s = open_raw(dir, raw_file(h, good_data() + std::string(8, '\0')));
   expect_error_names(s, "idx", "model.safetensors");
   EXPECT_EQ(s.code(), Code::kUnsupported);
-  EXPECT_NE(s.message().find("I64"), std::string::npos);
+  EXPECT_NE(s.message().find("I32"), std::string::npos);
 }
 
 TEST(CheckpointTest, TruncatedFileNamesTensorAndFile) {

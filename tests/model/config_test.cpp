@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "tests/model/config_expect.h"
 #include "model/gen_model.h"
 #include "tests/util/temp_dir.h"
 
@@ -53,16 +54,8 @@ json qwen3_config() {
     "max_position_embeddings": 40960, "rope_scaling": null})");
 }
 
-Status parse(const json& j, ModelConfig* c) { return parse_config_json(j.dump(), "/m/config.json", c); }
-
-// Expects an error whose message names the file and `field`.
-void expect_error(const json& j, const std::string& field) {
-  ModelConfig c;
-  Status s = parse(j, &c);
-  ASSERT_FALSE(s.is_ok()) << "accepted a config with a bad " << field;
-  EXPECT_NE(s.message().find("/m/config.json"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find(field), std::string::npos) << "error does not name " << field << ": " << s.message();
-}
+Status parse(const json& j, ModelConfig* c) { return testing::parse_config_as(j, c); }
+void expect_error(const json& j, const std::string& field) { testing::expect_config_error(j, field); }
 
 TEST(ConfigTest, ParsesQwen3NextWithTopLevelRope) {
   ModelConfig c;

@@ -77,8 +77,12 @@ size_t component(const Model& m, const std::string& suffix) {
   return 0;
 }
 
-TEST(SparseAttention, PooledTableLongerThanTheKeysIsRejected) {
-  auto m = testing::load_model(testing::tiny_checkpoint(Arch::kQsa, 1));
+// On statebank_qsa and qwen4exp (whose pooled keys are normed with its
+// indexer's k_layernorm).
+class PooledTable : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(PooledTable, LongerThanTheKeysIsRejected) {
+  auto m = testing::load_model(testing::tiny_checkpoint(GetParam(), 1));
   State longer;
   last_logits(*m, prompt(96), &longer);
   State s;
@@ -97,8 +101,8 @@ TEST(SparseAttention, PooledTableLongerThanTheKeysIsRejected) {
   EXPECT_NE(st.message().find("index_pooled"), std::string::npos) << st.message();
 }
 
-TEST(SparseAttention, PooledTableBuiltFromOtherTokensIsRejected) {
-  auto m = testing::load_model(testing::tiny_checkpoint(Arch::kQsa, 1));
+TEST_P(PooledTable, BuiltFromOtherTokensIsRejected) {
+  auto m = testing::load_model(testing::tiny_checkpoint(GetParam(), 1));
   State s, other;
   last_logits(*m, prompt(64, 4), &s);
   last_logits(*m, prompt(64, 5), &other);
@@ -108,6 +112,9 @@ TEST(SparseAttention, PooledTableBuiltFromOtherTokensIsRejected) {
   ASSERT_TRUE(bad.check_consistent().is_ok()) << "lengths alone cannot see this";
   EXPECT_EQ(m->verify_state(bad).code(), Code::kCorruption);
 }
+
+INSTANTIATE_TEST_SUITE_P(Archs, PooledTable, ::testing::Values(Arch::kQsa, Arch::kQwen4Exp),
+                         [](const auto& info) { return std::string(arch_name(info.param)); });
 
 }  // namespace
 }  // namespace sb

@@ -1,5 +1,6 @@
 // An independent, deliberately naive forward pass in double precision,
-// written from docs/model-spec.md and docs/qsa.md token by token with
+// written from docs/model-spec.md (qwen4exp: section 7.3) and docs/qsa.md
+// token by token with
 // plain loops: no kernels, no chunking, no shared code with model/ beyond the
 // weight binding. Each numbered rule of the spec that reimplementations get
 // wrong can be switched off (Rules), so a test can show that breaking it
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -23,6 +25,8 @@ struct Rules {
   bool per_head_query_gate = true; // spec 6.2: q_proj rows are [query_h | gate_h] per head
   bool partial_rope = true;        // spec 6.3: rotate only the first rotary_dim dims, inv_freq over them
   bool moe_renormalise_topk = true;  // spec 6.11: softmax over all experts, top-k, renormalise when asked
+  bool qwen4exp_ple = true;          // spec 7.3: the PLE n-gram layer adds to the streams
+  bool sparse_selection = true;      // spec 7.3, docs/qsa.md: past the budget, only the top blocks are seen
   // Not a rule but the bf16 precision's one rounding (runtime/kernels.h):
   // the input of every matrix product rounded to bf16; the sums stay exact.
   bool bf16_product_inputs = false;
@@ -53,9 +57,14 @@ class ReferenceForward {
     std::vector<std::vector<double>> conv_hist;  // previous pre-conv inputs
     std::vector<double> S;                       // [n_v, dk, dv]
     std::vector<std::vector<double>> raw;        // qsa raw indexer keys
+    std::vector<std::vector<double>> ple_conv;   // qwen4exp PLE: every position's conv input
   };
 
   std::vector<double> head(std::vector<double> x) const {
+    if (c_.arch == Arch::kQwen4Exp) {
+      x = mixer(c_.tensor_prefix + "hyper_connection_mixer.", x, nullptr);
+      return matvec(c_.tie_word_embeddings ? w_.embed() : w_.lm_head(), x);
+    }
     rms(x.data(), c_.hidden_size, mat(w_.final_norm()), c_.norm_weight_offset);
     return matvec(c_.tie_word_embeddings ? w_.embed() : w_.lm_head(), x);
   }
@@ -145,15 +154,27 @@ class ReferenceForward {
   std::vector<bool> select_blocks(int64_t l, const std::vector<double>& x, int64_t pos) {
     const int64_t m = c_.index_compress_ratio, dI = c_.index_head_dim, HI = c_.index_n_heads;
     LayerState& st = layers_[l];
-    st.raw.push_back(proj(l, "self_attn.indexer.wk.weight", x));
+    const bool q4 = c_.arch == Arch::kQwen4Exp;
+    std::vector<double> iq, iw(HI, 1.0);
+    if (q4) {
+      // One projection: the query heads, then the key.
+      auto qk = proj(l, "self_attn.indexer.index_qk_proj.weight", x);
+      iq.assign(qk.begin(), qk.begin() + HI * dI);
+      st.raw.emplace_back(qk.begin() + HI * dI, qk.end());
+      auto qn = lw(l, "self_attn.indexer.q_layernorm.weight");
+      for (int64_t h = 0; h < HI; ++h) rms(&iq[h * dI], dI, qn, true);
+    } else {
+      st.raw.push_back(proj(l, "self_attn.indexer.wk.weight", x));
+      iq = proj(l, "self_attn.indexer.wq.weight", x);
+      iw = proj(l, "self_attn.indexer.weights_proj.weight", x);
+    }
     const int64_t closed = (pos + 1) / m;
     std::vector<bool> visible(pos + 1, false);
     std::vector<int64_t> chosen;
-    if (closed <= c_.index_topk_blocks) {
+    if (closed <= c_.index_topk_blocks || !rules_.sparse_selection) {
       for (int64_t b = 0; b < closed; ++b) chosen.push_back(b);
     } else {
-      auto iq = proj(l, "self_attn.indexer.wq.weight", x), iw = proj(l, "self_attn.indexer.weights_proj.weight", x);
-      auto kn = lw(l, "self_attn.indexer.k_norm.weight");
+      auto kn = lw(l, q4 ? "self_attn.indexer.k_layernorm.weight" : "self_attn.indexer.k_norm.weight");
       const int64_t rot = std::min(dI, c_.rotary_dim());
       std::vector<std::pair<double, int64_t>> scored;
       for (int64_t b = 0; b < closed; ++b) {
@@ -168,7 +189,7 @@ class ReferenceForward {
           rope_n(qh.data(), rot, pos);
           double dot = 0;
           for (int64_t i = 0; i < dI; ++i) dot += qh[i] * kb[i];
-          score += iw[h] / std::sqrt(double(HI)) * std::max(dot, 0.0);
+          score += (q4 ? 1.0 : iw[h] / std::sqrt(double(HI))) * std::max(dot, 0.0);
         }
         scored.emplace_back(score / std::sqrt(double(dI)), b);
       }
@@ -196,7 +217,7 @@ class ReferenceForward {
                   dv = c_.lin_value_head_dim, r = nv / nk, K = c_.conv_kernel;
     const int64_t kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd;
     std::vector<double> m(cd), z(vd), b(nv), a(nv);
-    if (c_.arch == Arch::kQwen35 || c_.arch == Arch::kQwen35Moe) {
+    if (c_.arch == Arch::kQwen35 || c_.arch == Arch::kQwen35Moe || c_.arch == Arch::kQwen4Exp) {
       m = proj(l, "linear_attn.in_proj_qkv.weight", x);
       z = proj(l, "linear_attn.in_proj_z.weight", x);
       b = proj(l, "linear_attn.in_proj_b.weight", x);
@@ -257,7 +278,8 @@ class ReferenceForward {
       for (int64_t i = 0; i < dk; ++i)
         for (int64_t e = 0; e < dv; ++e) o[e] += q[i] * S[i * dv + e];
       rms(o.data(), dv, nw, false);
-      for (int64_t e = 0; e < dv; ++e) out[h * dv + e] = o[e] * silu(z[h * dv + e]);
+      for (int64_t e = 0; e < dv; ++e)
+        out[h * dv + e] = o[e] * (c_.gdn_gate_sigmoid ? sigmoid(z[h * dv + e]) : silu(z[h * dv + e]));
     }
     return proj(l, "linear_attn.out_proj.weight", out);
   }
@@ -306,12 +328,125 @@ class ReferenceForward {
     return y;
   }
 
+  // qwen4exp (spec 7.3). Per-stream RMSNorm (1 + w) of the streams h [S * H].
+  std::vector<double> streams_normed(const std::vector<double>& h, const std::vector<double>& w) const {
+    const int64_t H = c_.hidden_size;
+    std::vector<double> n = h;
+    for (int64_t s = 0; s < c_.hc_count; ++s) {
+      std::vector<double> ws(w.begin() + s * H, w.begin() + (s + 1) * H);
+      rms(&n[s * H], H, ws, true);
+    }
+    return n;
+  }
+
+  // A mixer: the layer input [H] from the streams; with `inject`, also the
+  // weight of the layer's output in each stream.
+  std::vector<double> mixer(const std::string& p, const std::vector<double>& h, std::vector<double>* inject) const {
+    const int64_t H = c_.hidden_size, S = c_.hc_count;
+    auto n = streams_normed(h, mat(w_.get(p + "hc_norm.weight")));
+    auto d = matvec(w_.get(p + "input_mix_weight_down.weight"), n);
+    for (double& v : d) v = silu(v / S);
+    auto u = matvec(w_.get(p + "input_mix_weight_up.weight"), d);
+    std::vector<double> x(H, 0.0);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t i = 0; i < H; ++i) x[i] += sigmoid(u[s * H + i]) * n[s * H + i];
+    for (double& v : x) v /= S;
+    if (inject) {
+      *inject = matvec(w_.get(p + "block_inject_weight.weight"), n);
+      for (double& v : *inject) v = 2.0 * sigmoid(v / S);
+    }
+    return x;
+  }
+
+  // The PLE n-gram layer of layer l (PLE layer number k) at pos, into h.
+  void ple(int64_t l, int64_t k, std::vector<double>& h, int64_t pos) {
+    const int64_t H = c_.hidden_size, S = c_.hc_count, W = S * H, n_ctx = c_.ngram_size - 1;
+    const int64_t hpn = c_.heads_per_ngram, K = c_.ple_conv_kernel, dil = c_.ngram_size;
+    const std::string E = "ple.ple_embedding.";
+    auto ints = [&](const std::string& name) {
+      const TensorView& t = w_.layer(l, E + name);
+      std::vector<int64_t> v(t.numel());
+      std::memcpy(v.data(), t.data, v.size() * 8);
+      return v;
+    };
+    const auto mult = ints("layer_multipliers"), vocab = ints("ngram_heads_vocab_sizes"),
+               offset = ints("ngram_heads_offsets");
+    std::vector<uint64_t> ctx(n_ctx);
+    bool cut = false;
+    for (int64_t j = 0; j < n_ctx; ++j) {
+      const int64_t p = pos - 1 - j;
+      cut = cut || p < 0 || tokens_[p] == c_.eos_token_id;
+      ctx[j] = static_cast<uint64_t>(cut ? c_.eos_token_id : tokens_[p]);
+    }
+    const TensorView& shard0 = w_.layer(l, E + "ngram_embedding.shard_0.weight");
+    const int64_t shard_rows = shard0.shape[0], dim = shard0.shape[1];
+    std::vector<double> e;
+    uint64_t mixed = static_cast<uint64_t>(tokens_[pos]) * static_cast<uint64_t>(mult[0]);
+    for (int64_t o = 0; o < n_ctx; ++o) {
+      mixed ^= ctx[o] * static_cast<uint64_t>(mult[o + 1]);
+      for (int64_t g = o * hpn; g < (o + 1) * hpn; ++g) {
+        const int64_t row = static_cast<int64_t>(mixed % static_cast<uint64_t>(vocab[g])) + offset[g];
+        const TensorView& t = w_.layer(l, E + "ngram_embedding.shard_" + std::to_string(row / shard_rows) + ".weight");
+        std::vector<float> f(dim);
+        convert_to_f32(t.dtype, static_cast<const char*>(t.data) + (row % shard_rows) * dim * dtype_size(t.dtype), dim,
+                       f.data());
+        e.insert(e.end(), f.begin(), f.end());
+      }
+    }
+    auto key = streams_normed(proj(l, "ple.key_proj.weight", e), lw(l, "ple.norm_key.weight"));
+    auto value = proj(l, "ple.value_proj.weight", e);
+    auto query = streams_normed(h, lw(l, "ple.norm_query.weight"));
+    std::vector<double> gated(W);
+    for (int64_t s = 0; s < S; ++s) {
+      double t = 0;
+      for (int64_t i = 0; i < H; ++i) t += key[s * H + i] * query[s * H + i];
+      t /= std::sqrt(double(H));
+      const double m = std::sqrt(std::max(std::fabs(t), 1e-6));
+      const double g = sigmoid(t > 0 ? m : t < 0 ? -m : 0.0);
+      for (int64_t i = 0; i < H; ++i) gated[s * H + i] = g * value[i];
+    }
+    LayerState& st = layers_[l];
+    st.ple_conv.push_back(streams_normed(gated, lw(l, "ple.norm_conv.weight")));
+    auto cw = lw(l, "ple.conv1d.weight");
+    for (int64_t ch = 0; ch < W; ++ch) {
+      double acc = 0;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t p = pos - (K - 1 - j) * dil;
+        if (p >= 0) acc += cw[ch * K + j] * st.ple_conv[p][ch];
+      }
+      if (rules_.qwen4exp_ple) h[ch] += gated[ch] + silu(acc);
+    }
+  }
+
+  std::vector<double> step_qwen4exp(std::vector<double> e, int32_t token, int64_t pos) {
+    const int64_t H = c_.hidden_size, S = c_.hc_count;
+    tokens_.push_back(token);
+    std::vector<double> h(S * H);
+    for (int64_t s = 0; s < S; ++s) std::copy(e.begin(), e.end(), h.begin() + s * H);
+    for (int64_t l = 0; l < c_.n_layers; ++l) {
+      const std::string L = c_.tensor_prefix + "layers." + std::to_string(l) + ".";
+      for (size_t k = 0; k < c_.ple_layers.size(); ++k)
+        if (c_.ple_layers[k] == l) ple(l, static_cast<int64_t>(k), h, pos);
+      std::vector<double> inject;
+      auto x = mixer(L + "attn_hyper_connection.", h, &inject);
+      auto y = c_.layer_types[l] == LayerType::kLinearAttention ? delta_net(l, x) : attention(l, x, pos);
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t i = 0; i < H; ++i) h[s * H + i] += inject[s] * y[i];
+      x = mixer(L + "mlp_hyper_connection.", h, &inject);
+      y = ffn(l, x);
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t i = 0; i < H; ++i) h[s * H + i] += inject[s] * y[i];
+    }
+    return h;
+  }
+
   std::vector<double> step(int32_t token, int64_t pos) {
     const int64_t H = c_.hidden_size;
     const TensorView& emb = w_.embed();
     std::vector<float> row(H);
     convert_to_f32(emb.dtype, static_cast<const char*>(emb.data) + token * H * dtype_size(emb.dtype), H, row.data());
     std::vector<double> x(row.begin(), row.end());
+    if (c_.arch == Arch::kQwen4Exp) return step_qwen4exp(std::move(x), token, pos);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
       std::vector<double> h = x;
       rms(h.data(), H, lw(l, "input_layernorm.weight"), c_.norm_weight_offset);
@@ -329,6 +464,7 @@ class ReferenceForward {
   const WeightSet& w_;
   Rules rules_;
   std::vector<LayerState> layers_;
+  std::vector<int32_t> tokens_;  // qwen4exp: every token so far (the PLE layer's n-grams)
   int64_t position_ = 0;
 };
 

@@ -70,6 +70,8 @@ TEST_P(Reference, RuntimeMatchesTheNaiveForward) {
   const auto [arch, pc] = GetParam();
   Loaded l = load(testing::tiny_checkpoint(arch, 3, pc.checkpoint), pc.precision);
   auto tokens = prompt(70);
+  // qwen4exp's n-grams read an end-of-sequence token as a cut (spec 7.3).
+  if (arch == Arch::kQwen4Exp) tokens[30] = static_cast<int32_t>(l.config.eos_token_id);
   Rules rules;
   rules.bf16_product_inputs = pc.precision == Precision::kBF16;
   ReferenceForward ref(l.config, l.weights, rules);
@@ -78,12 +80,16 @@ TEST_P(Reference, RuntimeMatchesTheNaiveForward) {
   std::printf("%s %s: relative error %.2e\n", arch_name(arch), precision_name(pc.precision), err);
 }
 
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Arch, PrecisionCase>>& info) {
+  return std::string(arch_name(std::get<0>(info.param))) + "_" + precision_name(std::get<1>(info.param).precision);
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryArchAndPrecision, Reference,
                          ::testing::Combine(::testing::ValuesIn(testing::kAllArchs), ::testing::ValuesIn(kPrecisions)),
-                         [](const auto& info) {
-                           return std::string(arch_name(std::get<0>(info.param))) + "_" +
-                                  precision_name(std::get<1>(info.param).precision);
-                         });
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Qwen4Exp, Reference,
+                         ::testing::Combine(::testing::Values(Arch::kQwen4Exp), ::testing::ValuesIn(kPrecisions)),
+                         case_name);
 
 // Breaking a rule moves the reference's logits by far more than either
 // precision's tolerance, so the comparison above would catch the runtime
@@ -128,6 +134,20 @@ TEST(ReferenceRules, MoeRenormalisesTheTopK) {
   r.moe_renormalise_topk = false;
   expect_rule_matters(Arch::kQwen3Next, r, "MoE top-k renormalisation");
   expect_rule_matters(Arch::kQwen35Moe, r, "MoE top-k renormalisation (fused experts)");
+}
+
+TEST(ReferenceRules, Qwen4ExpAddsThePleLayer) {
+  Rules r;
+  r.qwen4exp_ple = false;
+  expect_rule_matters(Arch::kQwen4Exp, r, "qwen4exp's PLE n-gram layer");
+}
+
+// 24 tokens: past the tiny preset's budget (4 blocks of 4), so the top-k
+// really drops blocks, and attending to all of them instead moves the logits.
+TEST(ReferenceRules, Qwen4ExpTopKDropsBlocks) {
+  Rules r;
+  r.sparse_selection = false;
+  expect_rule_matters(Arch::kQwen4Exp, r, "qwen4exp's top-k block selection");
 }
 
 }  // namespace
