@@ -108,10 +108,7 @@ RedisCluster::~RedisCluster() {
 }
 
 void RedisCluster::log(const std::string& message) const {
-  if (options_.log)
-    options_.log(message);
-  else
-    std::fprintf(stderr, "statebank remote cluster: %s\n", message.c_str());
+  redis_log(options_.log, "remote cluster", message);
 }
 
 RedisCluster::Node* RedisCluster::node_at(const std::string& host, int port) {

@@ -61,7 +61,7 @@ struct RedisClusterOptions {
   std::chrono::milliseconds timeout{500};
   std::chrono::milliseconds retry_interval{1000};
   size_t max_idle_connections = 8;  // per node
-  std::function<void(const std::string&)> log;
+  RedisLog log;
 };
 
 struct RedisClusterStats {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 namespace sb {
@@ -311,6 +312,13 @@ Status RedisConnection::receive_some(size_t expected, std::vector<RedisReplyPtr>
     replies->emplace_back(static_cast<redisReply*>(reply));
   }
   return Status::ok();
+}
+
+void redis_log(const RedisLog& sink, std::string_view who, const std::string& message) {
+  if (sink)
+    sink(message);
+  else
+    std::fprintf(stderr, "statebank %.*s: %s\n", static_cast<int>(who.size()), who.data(), message.c_str());
 }
 
 }  // namespace sb

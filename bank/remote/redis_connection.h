@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,11 @@ struct RedisAddress {
 // A password never goes in the URL (`redis://user:pass@...` is refused with
 // a pointer to the password file).
 Status parse_redis_url(std::string_view url, RedisAddress* out);
+
+// Where the remote tier's operator messages go: the given sink, or stderr
+// after `statebank <who>: ` when there is none.
+using RedisLog = std::function<void(const std::string&)>;
+void redis_log(const RedisLog& sink, std::string_view who, const std::string& message);
 
 using RedisClock = std::chrono::steady_clock;
 using RedisDeadline = RedisClock::time_point;

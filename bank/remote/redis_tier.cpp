@@ -109,10 +109,7 @@ RedisTier::~RedisTier() {
 }
 
 void RedisTier::log(const std::string& message) const {
-  if (options_.log)
-    options_.log(message);
-  else
-    std::fprintf(stderr, "statebank remote: %s\n", message.c_str());
+  redis_log(options_.log, "remote", message);
 }
 
 std::string RedisTier::redis_key(ObjectKind kind, const Key& key) const {

@@ -96,7 +96,7 @@ struct RedisOptions {
   // When set, every block read is checked with it (the Bank passes
   // chain_key(parent, tokens) == key); false makes the read a corruption.
   std::function<bool(const Object&)> verify_block;
-  std::function<void(const std::string&)> log;  // nullptr: stderr
+  RedisLog log;  // nullptr: stderr
 };
 
 struct RedisStats {
