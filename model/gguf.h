@@ -13,7 +13,7 @@
 //    Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS are
 //    accepted) is an unsupported error
 //    naming the tensor and the type, raised while the tensor infos are read.
-// Tensors are TensorViews into the mapping (model/checkpoint.h) with the
+// Tensors are TensorViews into the mapping (runtime/tensor_view.h) with the
 // shape in row-major order, outermost first: GGUF's ne = [cols, rows, ...]
 // becomes [..., rows, cols]. Data may be unaligned for its type when the
 // file's alignment is smaller than the type's. Immutable after open; views
@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/checkpoint.h"
 #include "model/mapped_file.h"
+#include "runtime/tensor_view.h"
 
 namespace sb {
 
