@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 #include "model/safetensors_format.h"
 
 namespace sb {

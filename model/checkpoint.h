@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 #include "runtime/dtype.h"
 #include "runtime/state.h"
 #include "runtime/tensor_view.h"

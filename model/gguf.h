@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 #include "runtime/tensor_view.h"
 
 namespace sb {

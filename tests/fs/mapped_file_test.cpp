@@ -1,7 +1,7 @@
-// release_mapped_pages (model/mapped_file.h): the pages of a file mapping it
+// release_mapped_pages (fs/mapped_file.h): the pages of a file mapping it
 // drops leave the process (its resident file pages fall) and read back with
 // the file's bytes; memory that is not a live mapping is left alone.
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 
 #include <gtest/gtest.h>
 

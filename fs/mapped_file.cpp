@@ -1,4 +1,4 @@
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
