@@ -37,7 +37,8 @@ sb_part(fs        USES common)
 sb_part(jinja     USES common)           # the Jinja2 interpreter chat templates run in
 sb_part(constrain USES common)           # grammars and token masks for structured outputs
 sb_part(tokenizer USES jinja)
-sb_part(model     USES runtime fs)
+sb_part(gguf      USES runtime fs)        # the GGUF file format
+sb_part(model     USES gguf)
 sb_part(bank      USES runtime fs)        # runtime: the state schema
 sb_part(engine    USES bank model)
 sb_part(server    USES engine tokenizer constrain)

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "model/gguf_model.h"
-#include "model/gguf_vocab.h"
+#include "gguf/vocab.h"
 
 namespace sb {
 

@@ -1,6 +1,6 @@
 // The tokenizer and chat template of a --model: a checkpoint directory's
 // tokenizer.json / tokenizer_config.json (or chat_template.jinja), or a GGUF
-// file's tokenizer.ggml.* and tokenizer.chat_template (model/gguf_vocab.h).
+// file's tokenizer.ggml.* and tokenizer.chat_template (gguf/vocab.h).
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
 // The tokenizer and chat template of a GGUF file (server/model_files.h,
-// model/gguf_vocab.h): a GGUF written from a checkpoint gives the same ids as
+// gguf/vocab.h): a GGUF written from a checkpoint gives the same ids as
 // the checkpoint's tokenizer.json on the whole tokenizer test corpus (with
 // and without special-token parsing), the same text back, and the same
 // rendered chat; a vocabulary it cannot read is a clear error. Sampling
@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "model/gguf_model.h"
-#include "model/gguf_vocab.h"
+#include "gguf/vocab.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
 

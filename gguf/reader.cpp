@@ -1,4 +1,4 @@
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 #include <algorithm>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace sb {
 

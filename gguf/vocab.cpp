@@ -1,4 +1,4 @@
-#include "model/gguf_vocab.h"
+#include "gguf/vocab.h"
 
 #include <nlohmann/json.hpp>
 

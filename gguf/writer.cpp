@@ -1,11 +1,11 @@
-// GgufWriter (model/gguf.h).
+// GgufWriter (gguf/gguf.h).
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <tuple>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace sb {
 

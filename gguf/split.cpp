@@ -1,8 +1,8 @@
-// GgufFile::join_shards (model/gguf.h): a model that llama.cpp's gguf-split
+// GgufFile::join_shards (gguf/gguf.h): a model that llama.cpp's gguf-split
 // cut into shards, named PREFIX-%05d-of-%05d.gguf from 1, read as one file.
 #include <cstdio>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace sb {
 namespace {

@@ -2,7 +2,7 @@
 // and each damaged file (bad magic, every truncation, offsets outside the
 // file, unknown types, bad alignment, duplicates, absurd counts) giving one
 // clear error.
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 #include <gtest/gtest.h>
 
