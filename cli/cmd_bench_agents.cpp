@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "common/args.h"
 #include "server/completion_setup.h"
 #include "server/engine_backend.h"
 #include "server/messages_parse.h"

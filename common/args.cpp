@@ -1,4 +1,4 @@
-#include "cli/args.h"
+#include "common/args.h"
 
 #include <sys/stat.h>
 
