@@ -1,4 +1,4 @@
-#include "fs/fault_fs.h"
+#include "tests/util/fault_fs.h"
 
 #include <unistd.h>
 
