@@ -226,7 +226,7 @@ struct Bench {
     eo.block_tokens = o.block_tokens;
     eo.snapshot_every = o.snapshot_every;
     SB_RETURN_IF_ERROR(Engine::create(model, tiers->bank(), eo, &engine));
-    if (o.tamper_restored_state) engine->set_test_hooks(EngineTestHooks{o.tamper_restored_state});
+    if (o.on_engine) o.on_engine(*engine);
     return Status::ok();
   }
 

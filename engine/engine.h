@@ -304,6 +304,8 @@ class Engine {
   // Sequences in the step loop now (admitted, and waiting for a slot).
   size_t running() const;
   size_t waiting() const;
+  // Test-only: defined in test code (tests/util/engine_test_hooks.cpp), so
+  // the shipped binary has no way to break a restore.
   void set_test_hooks(EngineTestHooks hooks);
 
  private:
