@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "common/args.h"
 #include "engine/engine.h"
-#include "server/decoding_rules.h"
+#include "server/protocols/decoding_rules.h"
 
 namespace sb {
 

@@ -27,7 +27,7 @@
 #include "model/model.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/sampling.h"
-#include "server/model_files.h"
+#include "server/backend/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {

@@ -28,8 +28,8 @@
 #include "cli/commands.h"
 #include "cli/model_arg.h"
 #include "common/args.h"
-#include "server/engine_backend.h"
-#include "server/model_files.h"
+#include "server/backend/engine_backend.h"
+#include "server/backend/model_files.h"
 #include "server/server.h"
 
 namespace sb {

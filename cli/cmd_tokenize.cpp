@@ -14,7 +14,7 @@
 #include "cli/jsonl.h"
 #include "cli/model_arg.h"
 #include "common/args.h"
-#include "server/model_files.h"
+#include "server/backend/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {

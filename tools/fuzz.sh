@@ -22,7 +22,7 @@ cxx=(clang++ -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -D_FILE_O
 declare -A sources libs corpus
 sources[schema]="constrain/*.cpp common/status.cpp"
 sources[jinja]="jinja/*.cpp common/status.cpp"
-sources[request]="server/request_parse.cpp server/json_fields.cpp server/responses_parse.cpp server/messages_parse.cpp
+sources[request]="server/protocols/request_parse.cpp server/protocols/json_fields.cpp server/protocols/responses/responses_parse.cpp server/protocols/anthropic/messages_parse.cpp
   engine/speculation.cpp constrain/*.cpp common/status.cpp common/json_shape.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
 sources[gguf]="gguf/reader.cpp gguf/split.cpp gguf/writer.cpp fs/mapped_file.cpp runtime/tensor_view.cpp model/checkpoint.cpp model/gguf_import.cpp

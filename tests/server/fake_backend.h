@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "server/backend.h"
-#include "server/bank_admin.h"
-#include "server/chat_output.h"
-#include "server/request_parse.h"
+#include "server/backend/backend.h"
+#include "server/operator/bank_admin.h"
+#include "server/protocols/chat_output.h"
+#include "server/protocols/request_parse.h"
 
 namespace sb::testing {
 

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <random>
 
-#include "server/generation.h"
-#include "server/metrics.h"
 #include "server/namespace.h"
+#include "server/operator/metrics.h"
+#include "server/protocols/generation.h"
+#include "server/protocols/stop_matcher.h"
 #include "server/server.h"
-#include "server/sse.h"
-#include "server/stop_matcher.h"
+#include "server/transport/sse.h"
 
 namespace sb {
 namespace {
