@@ -46,22 +46,6 @@ json tier_json(const TierStats& s) {
   return j;
 }
 
-BankTierStats tier_view(TierKind kind, const TierStats& s) {
-  BankTierStats t;
-  t.tier = kind;
-  t.bytes["block"] = s.block_bytes;
-  t.bytes["snapshot"] = s.snapshot_bytes;
-  t.objects["block"] = s.blocks;
-  t.objects["snapshot"] = s.snapshots;
-  t.evictions = s.evictions;
-  t.quarantined = s.quarantined;
-  t.hits = s.hits;
-  t.misses = s.misses;
-  t.bytes_read = s.bytes_read;
-  t.bytes_written = s.bytes_written;
-  return t;
-}
-
 }  // namespace
 
 Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<EngineBackend>* out) {
@@ -175,25 +159,13 @@ BankStatsView EngineBackend::bank_stats() const {
   if (bank_) {
     for (const Tier* tier : bank_->tiers()) {
       const TierStats s = tier->stats();
-      v.tiers.push_back(tier_view(tier->kind(), s));
+      v.tiers.push_back({tier->kind(), s});
       v.check_failures[std::string(tier->name()) + "_read"] = s.check_failures;
     }
     v.check_failures["restore"] = bank_->stats().check_failures;
   }
   if (const RedisTier* remote = tiers_->remote()) {
-    const RedisStats s = remote->redis_stats();
-    RemoteTierView r;
-    r.available = s.available;
-    r.trips = s.trips;
-    r.timeouts = s.timeouts;
-    r.failures = s.failures;
-    r.skipped_calls = s.skipped_calls;
-    r.wire_bytes_sent = s.wire_bytes_sent;
-    r.wire_bytes_received = s.wire_bytes_received;
-    r.dropped_puts = s.dropped_puts;
-    r.write_errors = s.write_errors;
-    r.mac_failures = s.mac_failures;
-    v.remote = r;
+    v.remote = remote->redis_stats();
   }
   if (auditor_) {
     const AuditStats a = auditor_->stats();

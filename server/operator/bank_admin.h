@@ -15,37 +15,24 @@
 #include <string>
 #include <vector>
 
+#include "bank/remote/redis_tier.h"
 #include "bank/tier.h"
 #include "common/status.h"
 
 namespace sb {
 
-// Bank statistics as /metrics prints them.
+// One tier's statistics as /metrics prints them: the tier's own (one shape
+// for every tier, bank/tier.h), under its kind.
 struct BankTierStats {
-  TierKind tier = TierKind::kRam;           // its label: tier_kind_name(tier)
-  std::map<std::string, uint64_t> bytes;    // by object kind ("block", "snapshot")
-  std::map<std::string, uint64_t> objects;  // by object kind
-  uint64_t evictions = 0;
-  uint64_t quarantined = 0;  // objects taken out after a failed check
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t bytes_read = 0;
-  uint64_t bytes_written = 0;
+  TierKind tier = TierKind::kRam;  // its label: tier_kind_name(tier)
+  TierStats stats;
 };
 
-// The remote tier's health, when one is configured.
-struct RemoteTierView {
-  bool available = false;  // the circuit breaker is closed
-  uint64_t trips = 0, timeouts = 0, failures = 0, skipped_calls = 0;
-  uint64_t wire_bytes_sent = 0, wire_bytes_received = 0;
-  uint64_t dropped_puts = 0, write_errors = 0;
-  uint64_t mac_failures = 0;  // values whose MAC was missing or wrong (never installed)
-};
-
+// Bank statistics as /metrics prints them.
 struct BankStatsView {
   std::vector<BankTierStats> tiers;
   std::map<std::string, uint64_t> check_failures;  // by kind (checksum, tokens, position, ...)
-  std::optional<RemoteTierView> remote;
+  std::optional<RedisStats> remote;                // the remote tier's health, when one is configured
   uint64_t audits = 0;            // restored requests recomputed cold
   uint64_t audit_mismatches = 0;  // ... that differed (a broken promise)
   uint64_t audits_dropped = 0;    // sampled, but the audit queue was full or a request interrupted it

@@ -92,34 +92,38 @@ void histogram(std::string& out, const char* name, const std::array<double, N>& 
 
 // The bank's per-tier series.
 void render_tiers(std::string& out, const BankStatsView& bank) {
-  using Kinds = std::map<std::string, uint64_t>;
-  auto per_tier_kind = [&](const char* name, const char* help, Kinds BankTierStats::*field) {
+  // By object kind: the block and the snapshot field of TierStats.
+  auto per_tier_kind = [&](const char* name, const char* help, uint64_t TierStats::*block,
+                           uint64_t TierStats::*snapshot) {
     header(out, name, "gauge", help);
     for (const auto& t : bank.tiers)
-      for (const auto& [kind, v] : t.*field)
+      for (const auto& [kind, field] : {std::pair{"block", block}, std::pair{"snapshot", snapshot}})
         out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\",kind=\"" + label(kind) + "\"} " +
-               std::to_string(v) + "\n";
+               std::to_string(t.stats.*field) + "\n";
   };
-  auto per_tier = [&](const char* name, const char* help, uint64_t BankTierStats::*field) {
+  auto per_tier = [&](const char* name, const char* help, uint64_t TierStats::*field) {
     header(out, name, "counter", help);
     for (const auto& t : bank.tiers)
-      out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.*field) + "\n";
+      out += std::string(name) + "{tier=\"" + label(tier_kind_name(t.tier)) + "\"} " + std::to_string(t.stats.*field) +
+             "\n";
   };
-  per_tier_kind("statebank_bank_bytes", "Bytes held by the bank, by tier and object kind.", &BankTierStats::bytes);
-  per_tier_kind("statebank_bank_objects", "Objects held by the bank, by tier and object kind.", &BankTierStats::objects);
-  per_tier("statebank_bank_evictions_total", "Objects evicted, by tier.", &BankTierStats::evictions);
+  per_tier_kind("statebank_bank_bytes", "Bytes held by the bank, by tier and object kind.", &TierStats::block_bytes,
+                &TierStats::snapshot_bytes);
+  per_tier_kind("statebank_bank_objects", "Objects held by the bank, by tier and object kind.", &TierStats::blocks,
+                &TierStats::snapshots);
+  per_tier("statebank_bank_evictions_total", "Objects evicted, by tier.", &TierStats::evictions);
   per_tier("statebank_bank_quarantined_total",
            "Objects taken out of a tier after a failed check (checksum, tokens, compose, audit), by tier.",
-           &BankTierStats::quarantined);
-  per_tier("statebank_bank_hits_total", "Objects a tier served (its checks passed), by tier.", &BankTierStats::hits);
+           &TierStats::quarantined);
+  per_tier("statebank_bank_hits_total", "Objects a tier served (its checks passed), by tier.", &TierStats::hits);
   per_tier("statebank_bank_misses_total", "Reads a tier could not serve (absent, failed a check, unavailable), by tier.",
-           &BankTierStats::misses);
-  per_tier("statebank_bank_read_bytes_total", "Bytes read from the bank, by tier.", &BankTierStats::bytes_read);
-  per_tier("statebank_bank_written_bytes_total", "Bytes written to the bank, by tier.", &BankTierStats::bytes_written);
+           &TierStats::misses);
+  per_tier("statebank_bank_read_bytes_total", "Bytes read from the bank, by tier.", &TierStats::bytes_read);
+  per_tier("statebank_bank_written_bytes_total", "Bytes written to the bank, by tier.", &TierStats::bytes_written);
 }
 
 // The remote tier's own series.
-void render_remote(std::string& out, const RemoteTierView& r) {
+void render_remote(std::string& out, const RedisStats& r) {
   auto single = [&](const char* name, const char* type, const char* help, uint64_t v) {
     header(out, name, type, help);
     out += std::string(name) + " " + std::to_string(v) + "\n";
@@ -148,7 +152,7 @@ void render_ssd_and_audits(std::string& out, const BankStatsView& bank) {
   // The SSD tier's own series, kept for dashboards that predate the per-tier ones.
   uint64_t ssd_read = 0, ssd_written = 0;
   for (const auto& t : bank.tiers)
-    if (t.tier == TierKind::kSsd) ssd_read += t.bytes_read, ssd_written += t.bytes_written;
+    if (t.tier == TierKind::kSsd) ssd_read += t.stats.bytes_read, ssd_written += t.stats.bytes_written;
   header(out, "statebank_ssd_read_bytes_total", "counter", "Bytes read from the SSD tier.");
   out += "statebank_ssd_read_bytes_total " + std::to_string(ssd_read) + "\n";
   header(out, "statebank_ssd_written_bytes_total", "counter", "Bytes written to the SSD tier.");

@@ -224,7 +224,7 @@ class FakeBackend : public Backend, public BankAdmin {
     BankTierStats ram;
     ram.tier = TierKind::kRam;
     std::lock_guard<std::mutex> lock(mu_);
-    ram.objects["block"] = stored_.size();
+    ram.stats.blocks = stored_.size();
     v.tiers.push_back(ram);
     return v;
   }
