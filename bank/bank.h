@@ -1,53 +1,9 @@
-// Bank: an ordered list of tiers (RAM first, then SSD, then the remote tier) behind
-// one lookup and one publish (docs/bank.md, "Lookup, restore, continue").
-//
-// Plan, then apply: plan_restore() finds, fetches and checks every object a
-// restore needs and returns them in a RestorePlan; nothing live is touched.
-// The caller composes the State from the plan (bank/compose.h).
-//
-// Lookup rules:
-//  1. The walk goes over chain keys K(1), K(2), ... and stops at the first
-//     block that no tier holds: a hole (an evicted middle block) ends the
-//     walk; nothing after it is ever used.
-//  2. The restore point is the largest kB such that blocks 1..k were fetched
-//     and passed check_block (tokens compared with the prompt) and, when the
-//     schema has recurrent components, a snapshot at kB passed
-//     check_snapshot.
-//  3. A tier's get() failure (kCorruption: checksum) or a failed check is a
-//     miss for that copy: it is counted, the copy is quarantined in the tier
-//     that served it (Tier::quarantine), the next tier is asked for the same
-//     object, and if none has a good copy the walk falls back to the longest
-//     prefix that passes. A request after it computes the missing part cold
-//     and publishes it again (self-healing).
-//  4. An object served from a lower tier is promoted (put) into the first
-//     tier.
-//  5. Reads: which tier holds which object of the chain is asked once, one
-//     Tier::contains_many per tier (a tier below is asked only about what
-//     the tiers above lack), so that a remote tier answers in one round
-//     trip. The objects the walk most likely ends with are then requested
-//     first, one Tier::get_many per tier, so that a tier on a device or a
-//     network reads them concurrently; the rules above then apply to those
-//     copies unchanged. An object that vanished since it was seen (evicted,
-//     expired) is an ordinary miss.
-//  6. Miss reason: when the restore point is below the longest usable prefix
-//     (every block of `chain`), the plan names the first obstacle above it
-//     (bank/miss_reason.h), from what the walk saw and, only on such a miss,
-//     a few index lookups: later blocks of the chain (a hole), the stored
-//     siblings of the first absent block (their tokens, verified against
-//     their keys: where the prompt diverged), and, when the prompt's own
-//     namespace holds nothing, its first block under the roots of other
-//     namespaces looked up since start (operator-only, see MissReason).
-// publish() writes an object into every tier; a name already present is a
-// no-op there (first wins). quarantine() takes objects out of every tier
-// after a check made once the plan was handed out failed (compose,
-// Model::verify_state, the audit): which copy was wrong is not known then,
-// and a missing object only costs a recomputation.
-//
-// The operator's view (docs/bank.md, "The operator's view"): prefixes()
-// lists stored chains, pin_*() keep prefixes from eviction for a while
-// (bank/pins.h; the Bank hands its PinSet to every tier as their eviction
-// guard), flush() removes a namespace's objects or all of them. These walk
-// every tier's index: for an operator, not for the request path.
+// Bank: the tiers (RAM, then SSD, then the remote tier) behind one lookup
+// and one publish. plan_restore() finds, fetches and checks every object a
+// restore needs and returns them in a RestorePlan, touching nothing live;
+// the caller composes the State (bank/compose.h). The lookup rules, why a
+// plan names a miss reason, and the operator's calls (prefixes, pins,
+// flush): docs/bank.md, "The Bank's rules".
 //
 // Thread safety: all methods may be called concurrently; the tiers are
 // thread-safe and objects are immutable. The Bank does not own its tiers;
@@ -88,7 +44,8 @@ struct RestorePlan {
   int64_t checks = 0;                // objects checked (tier checksums and check_block/check_snapshot)
   int64_t check_failures = 0;
   int64_t promoted = 0;              // objects copied into the first tier
-  // Set when restore_point < (chain.size() - 1) * B (rule 6); else kNone.
+  // Set when restore_point < (chain.size() - 1) * B (docs/bank.md, "The
+  // Bank's rules", 6); else kNone.
   // Never kBypass, kEcho or kReadOnly (the engine knows those) nor
   // kOtherNamespace (that is the flag below).
   MissReason miss_reason = MissReason::kNone;

@@ -4,15 +4,16 @@
 #include <atomic>
 #include <bit>
 
+#include "bank/key_bits.h"
 #include "common/sha256.h"
 
 namespace sb {
 
 static_assert(std::endian::native == std::endian::little, "token ids are hashed as their little-endian bytes");
 
-namespace {
+std::atomic<int> g_key_bits_kept{0};
 
-std::atomic<int> g_key_bits{0};
+namespace {
 
 // Tagged, length-prefixed fields fed straight into SHA-256 (no buffer).
 class FieldHasher {
@@ -35,7 +36,7 @@ class FieldHasher {
   Key finish() {
     Key k;
     k.bytes = h_.finish();
-    if (const int bits = g_key_bits.load(std::memory_order_relaxed); bits > 0 && bits < 256) {
+    if (const int bits = g_key_bits_kept.load(std::memory_order_relaxed); bits > 0 && bits < 256) {
       for (int i = 0; i < 32; ++i) {
         const int keep = std::max(0, std::min(8, bits - 8 * i));
         k.bytes[i] &= static_cast<uint8_t>(0xff00 >> keep);
@@ -94,7 +95,5 @@ Key chain_key(const Key& parent, std::span<const int32_t> block_tokens) {
   h.add('T', block_tokens.data(), block_tokens.size_bytes());
   return h.finish();
 }
-
-void set_key_bits_for_testing(int bits) { g_key_bits.store(bits, std::memory_order_relaxed); }
 
 }  // namespace sb

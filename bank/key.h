@@ -52,10 +52,4 @@ Key root_key(uint32_t format_version, const std::string& model_fingerprint, cons
              uint32_t block_tokens);
 Key chain_key(const Key& parent, std::span<const int32_t> block_tokens);
 
-// Test hook, never set outside tests: from now on every key root_key() and
-// chain_key() compute keeps only its first `bits` bits (the rest zero), so a
-// test can forge collisions and see what else stops them. 0 restores full
-// keys. Process-wide.
-void set_key_bits_for_testing(int bits);
-
 }  // namespace sb

@@ -8,42 +8,12 @@
 // component floats). put() of an object larger than the whole budget fails
 // with kResourceExhausted and changes nothing.
 //
-// Recency: a tier-wide counter ("tick") advances on every put() and on every
-// successful get(); each object remembers the tick of its last put or get.
-// contains() does not touch recency.
-//
-// Terms, all relative to the objects present in this tier:
-//  - a block is a *leaf* when no block here names it as its parent;
-//  - a snapshot is *continued* when some block here names the snapshot's key
-//    as its parent (the chain goes on past the snapshot's position);
-//  - a snapshot is *attached* when a block with the same key (the block that
-//    ends at the snapshot's position) is here and is a leaf.
-//  - a snapshot's retention class (bank/tier.h) is the highest it was ever
-//    put with (thin-first < keep < anchor); re-putting only raises it.
-//
-// Eviction order. After each put() (the new object included), while bytes >
-// budget, the tier evicts the first candidate of the order below, then
-// recomputes it. A candidate is either a single object or a *unit*: a leaf
-// block together with its attached snapshot, evicted at once (a tail block
-// and the snapshot at its end are only useful together).
-//  1. continued snapshots of class thin-first or keep ("thinning the middle
-//     of long chains");
-//  2. units without an anchor snapshot (a leaf block, with its attached
-//     snapshot if it has one), and lone snapshots (neither continued nor
-//     attached) that are not anchors;
-//  3. units whose attached snapshot is an anchor, and lone or continued
-//     anchor snapshots whose block is absent;
-//  4. blocks that are not leaves (never reached while any block is here: every
-//     chain has a leaf; kept so the order is total). An anchor snapshot whose
-//     block is present and continued waits until that block becomes a leaf.
-// Within a class: the smallest last-use tick first (a unit's tick is the
-// larger of its two objects'); equal ticks cannot occur.
-// Consequences: snapshots in the middle of chains go first, then chains are
-// shortened from their least recently used tails, and a chain's middle block
-// is never evicted while its tail is here.
-// Pins: a candidate the eviction guard protects (either object of a unit) is
-// skipped, and the next one in the order is taken; when only protected
-// candidates are left, eviction stops (bank/tier.h, promise 4).
+// Eviction: after each put(), while bytes > budget, the tier evicts middle
+// snapshots first, then chains from their least recently used tails (a
+// tail block with the snapshot at its end at once), never a chain's middle
+// block while its tail is here, and never what the eviction guard protects
+// (bank/tier.h, promise 4). The order in full: docs/bank.md, "RamTier's
+// eviction order".
 #pragma once
 
 #include <cstdint>

@@ -226,7 +226,7 @@ struct Bench {
     eo.block_tokens = o.block_tokens;
     eo.snapshot_every = o.snapshot_every;
     SB_RETURN_IF_ERROR(Engine::create(model, tiers->bank(), eo, &engine));
-    if (o.tamper_restored_state) engine->set_test_hooks(EngineTestHooks{o.tamper_restored_state});
+    if (o.on_engine) o.on_engine(*engine);
     return Status::ok();
   }
 
@@ -374,16 +374,9 @@ struct Bench {
     return Status::ok();
   }
 
-  Status run() {
-    const auto t_start = Clock::now();
-    const StateSchema& schema = model.schema();
-    const int64_t B = o.block_tokens;
-    result->block_state_bytes = schema.block_bytes(B) + static_cast<uint64_t>(B) * sizeof(int32_t);
-    result->snapshot_state_bytes = schema.has_recurrent() ? schema.snapshot_bytes() : 0;
-    root = root_key(kBankFormatVersion, model.fingerprint(), "", o.block_tokens);
-    last_prompt_end.assign(static_cast<size_t>(o.projects), Key{});
-    has_prompt_end.assign(static_cast<size_t>(o.projects), false);
-
+  // An empty bank directory, and (with a remote tier) this run's own key
+  // prefix and secret.
+  Status prepare_bank_dir() {
     std::error_code ec;
     if (std::filesystem::exists(o.bank_dir, ec) && !std::filesystem::is_empty(o.bank_dir, ec))
       return Status::invalid("bank directory " + o.bank_dir + " is not empty; the benchmark starts from an empty bank");
@@ -404,30 +397,24 @@ struct Bench {
         remote_secret += part;
       }
     }
-    SB_RETURN_IF_ERROR(open_bank());
+    return Status::ok();
+  }
 
-    const int32_t limit = static_cast<int32_t>(std::min<int64_t>(model.vocab_size(), kPlainVocab));
-    const std::vector<int32_t> prefix = random_tokens(o.seed, kPrefixStream, o.prefix_tokens, limit);
-    // conversation[p]: the prompt of the last turn plus its reply.
-    std::vector<std::vector<int32_t>> conversation(static_cast<size_t>(o.projects));
-    for (int p = 0; p < o.projects; ++p) {
-      auto& c = conversation[static_cast<size_t>(p)];
-      c = prefix;
-      const auto data = random_tokens(o.seed, project_stream(p), o.project_tokens, limit);
-      c.insert(c.end(), data.begin(), data.end());
-    }
+  // Touches every weight once so the first measured request does not pay
+  // for page faults its bypass twin would not.
+  Status warm_up(int32_t limit) {
+    CompletionRequest warmup;
+    warmup.prompt = random_tokens(o.seed, 7, std::min<int64_t>(64, std::max<int64_t>(1, o.prefix_tokens)), limit);
+    warmup.max_tokens = 2;
+    warmup.cache_mode = CacheMode::kBypass;
+    CompletionResult ignored;
+    SB_RETURN_IF_ERROR(engine->complete(warmup, &ignored));
+    return Status::ok();
+  }
 
-    // Touch every weight once so the first measured request does not pay
-    // for page faults its bypass twin would not.
-    {
-      CompletionRequest warmup;
-      warmup.prompt = random_tokens(o.seed, 7, std::min<int64_t>(64, std::max<int64_t>(1, o.prefix_tokens)), limit);
-      warmup.max_tokens = 2;
-      warmup.cache_mode = CacheMode::kBypass;
-      CompletionResult ignored;
-      SB_RETURN_IF_ERROR(engine->complete(warmup, &ignored));
-    }
-
+  // Every turn of every project: before the restart, after it, and on the
+  // replica.
+  Status run_turns(int32_t limit, std::vector<std::vector<int32_t>>* conversation) {
     int request = 0;
     const int replica_turns = o.remote_url.empty() ? 0 : o.turns_after;
     const int total_turns = o.turns + o.turns_after + replica_turns;
@@ -447,7 +434,7 @@ struct Bench {
       }
       const char* phase = t < o.turns ? "before" : t < o.turns + o.turns_after ? "after" : "replica";
       for (int p = 0; p < o.projects; ++p) {
-        auto& c = conversation[static_cast<size_t>(p)];
+        auto& c = (*conversation)[static_cast<size_t>(p)];
         const auto boundary = static_cast<int64_t>(c.size());
         const auto message = random_tokens(o.seed, message_stream(p, t), o.message_tokens, limit);
         c.insert(c.end(), message.begin(), message.end());
@@ -456,11 +443,12 @@ struct Bench {
         c.insert(c.end(), reply.begin(), reply.end());
       }
     }
-    if (ssd) SB_RETURN_IF_ERROR(take_disk_figures());
-    SB_RETURN_IF_ERROR(flush_writes());
-    count_losses();
-    close_bank();
+    return Status::ok();
+  }
 
+  // dd reading a scratch file as large as the largest SSD restore: the
+  // baseline for the restore's read throughput.
+  void dd_baseline() {
     if (!o.dd_file.empty()) {
       // A file as large as the largest read of a request served from the SSD
       // tier alone, rounded up to dd's 4 MiB block.
@@ -474,6 +462,7 @@ struct Bench {
       if (s.is_ok())
         s = dd_read(o.dd_file, &result->dd_command, &result->dd_direct, &result->dd_bytes, &result->dd_seconds,
                     &result->dd_note);
+      std::error_code ec;
       std::filesystem::remove(o.dd_file, ec);
       if (s.is_ok()) {
         result->dd_ran = true;
@@ -484,6 +473,40 @@ struct Bench {
     } else {
       result->dd_note = "not measured (no scratch file given)";
     }
+  }
+
+  Status run() {
+    const auto t_start = Clock::now();
+    const StateSchema& schema = model.schema();
+    const int64_t B = o.block_tokens;
+    result->block_state_bytes = schema.block_bytes(B) + static_cast<uint64_t>(B) * sizeof(int32_t);
+    result->snapshot_state_bytes = schema.has_recurrent() ? schema.snapshot_bytes() : 0;
+    root = root_key(kBankFormatVersion, model.fingerprint(), "", o.block_tokens);
+    last_prompt_end.assign(static_cast<size_t>(o.projects), Key{});
+    has_prompt_end.assign(static_cast<size_t>(o.projects), false);
+
+    SB_RETURN_IF_ERROR(prepare_bank_dir());
+    SB_RETURN_IF_ERROR(open_bank());
+
+    const int32_t limit = static_cast<int32_t>(std::min<int64_t>(model.vocab_size(), kPlainVocab));
+    const std::vector<int32_t> prefix = random_tokens(o.seed, kPrefixStream, o.prefix_tokens, limit);
+    // conversation[p]: the prompt of the last turn plus its reply.
+    std::vector<std::vector<int32_t>> conversation(static_cast<size_t>(o.projects));
+    for (int p = 0; p < o.projects; ++p) {
+      auto& c = conversation[static_cast<size_t>(p)];
+      c = prefix;
+      const auto data = random_tokens(o.seed, project_stream(p), o.project_tokens, limit);
+      c.insert(c.end(), data.begin(), data.end());
+    }
+
+    SB_RETURN_IF_ERROR(warm_up(limit));
+    SB_RETURN_IF_ERROR(run_turns(limit, &conversation));
+    if (ssd) SB_RETURN_IF_ERROR(take_disk_figures());
+    SB_RETURN_IF_ERROR(flush_writes());
+    count_losses();
+    close_bank();
+
+    dd_baseline();
     result->wall_seconds = ms_since(t_start) / 1000.0;
     return Status::ok();
   }

@@ -49,6 +49,8 @@ namespace sb {
 
 class Model;
 
+class Engine;
+
 struct AgentWorkloadOptions {
   int64_t prefix_tokens = 8192;
   int64_t project_tokens = 1024;
@@ -74,9 +76,10 @@ struct AgentWorkloadOptions {
   // key prefix, with a random secret of its own.)
   std::chrono::milliseconds remote_timeout{5000};
   std::function<void(const std::string&)> progress;  // one line per step; may be null
-  // Tests only (EngineTestHooks::tamper_restored_state): breaks every
-  // restore on purpose, to prove the comparison with the bypass twin sees it.
-  std::function<void(State& restored)> tamper_restored_state;
+  // Tests only: called with each engine the run creates, before its first
+  // request (a test sets EngineTestHooks there to break every restore on
+  // purpose, proving the comparison with the bypass twin sees it).
+  std::function<void(Engine& engine)> on_engine;
 };
 
 // One request, as a CSV row.

@@ -19,7 +19,7 @@
 #include "bank/compose.h"
 #include "bank/key.h"
 #include "bank/ram_tier.h"
-#include "cli/args.h"
+#include "common/args.h"
 #include "common/memory_tuning.h"
 
 using namespace sb;

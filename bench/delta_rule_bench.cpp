@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "cli/args.h"
+#include "common/args.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench/bench_flags.h"
-#include "cli/args.h"
+#include "common/args.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/threads.h"

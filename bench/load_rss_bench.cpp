@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "common/args.h"
 #include "common/memory_tuning.h"
 #include "model/model.h"
 #include "runtime/cpu/backend.h"

@@ -32,7 +32,7 @@
 
 #include "bench/bench_flags.h"
 #include "bench/read_probe.h"
-#include "cli/args.h"
+#include "common/args.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/quant_kernels.h"

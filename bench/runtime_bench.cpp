@@ -37,7 +37,7 @@
 #include "bench/bench_flags.h"
 #include "bench/bench_model.h"
 #include "bench/read_probe.h"
-#include "cli/args.h"
+#include "common/args.h"
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
 #include "model/gguf_model.h"

@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
-#include "common/memory_tuning.h"
 #include "bank/format.h"
 #include "bank/ssd_tier.h"
+#include "common/args.h"
+#include "common/memory_tuning.h"
 #include "fs/fs.h"
 
 namespace {

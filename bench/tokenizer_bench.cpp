@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "common/args.h"
 #include "common/memory_tuning.h"
 #include "tokenizer/tokenizer.h"
 

@@ -18,7 +18,7 @@
 #include "bank/ram_tier.h"
 #include "bench/bench_flags.h"
 #include "bench/bench_model.h"
-#include "cli/args.h"
+#include "common/args.h"
 #include "common/memory_tuning.h"
 #include "engine/engine.h"
 #include "model/gen_model.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "common/args.h"
 #include "common/status.h"
 #include "model/model.h"
 

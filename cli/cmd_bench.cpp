@@ -16,10 +16,10 @@
 #include "bank/remote/redis_connection.h"
 #include "bench/agent_report.h"
 #include "bench/agent_workload.h"
-#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "common/args.h"
 #include "model/model.h"
 
 namespace sb {

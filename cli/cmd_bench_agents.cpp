@@ -16,14 +16,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "server/completion_setup.h"
-#include "server/engine_backend.h"
-#include "server/messages_parse.h"
-#include "server/responses_parse.h"
+#include "common/args.h"
+#include "server/backend/engine_backend.h"
+#include "server/protocols/anthropic/messages_parse.h"
+#include "server/protocols/completion_setup.h"
+#include "server/protocols/responses/responses_parse.h"
 
 namespace sb {
 
@@ -109,8 +109,8 @@ bool same_tokens(const CompletionResult& a, const CompletionResult& b) {
   return true;
 }
 
-// The turn's body as the chat request its route runs (server/messages_parse.h,
-// server/responses_parse.h), greedy and not streamed.
+// The turn's body as the chat request its route runs (server/protocols/anthropic/messages_parse.h,
+// server/protocols/responses/responses_parse.h), greedy and not streamed.
 ChatParams parse_turn(const std::string& protocol, const std::string& body, const ParseLimits& limits) {
   ChatParams chat = protocol == "messages" ? parse_messages_params(parse_body(body, limits), limits).chat
                                            : parse_responses_params(parse_body(body, limits), limits).chat;

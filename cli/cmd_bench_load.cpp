@@ -6,10 +6,10 @@
 #include <thread>
 
 #include "bench/load_workload.h"
-#include "cli/args.h"
 #include "cli/bench_util.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
+#include "common/args.h"
 #include "engine/step_budget.h"
 #include "model/model.h"
 

@@ -13,13 +13,13 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/args.h"
 #include "cli/bench_spec_llama.h"
 #include "cli/bench_spec_mtp.h"
 #include "cli/bench_util.h"
 #include "cli/commands.h"
+#include "common/args.h"
 #include "engine/engine.h"
-#include "server/decoding_rules.h"
+#include "server/protocols/decoding_rules.h"
 
 namespace sb {
 

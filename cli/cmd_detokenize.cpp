@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/jsonl.h"
 #include "cli/model_arg.h"
-#include "server/model_files.h"
+#include "common/args.h"
+#include "server/backend/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {

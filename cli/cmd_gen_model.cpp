@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "common/args.h"
 #include "model/gen_model.h"
 
 namespace sb {

@@ -2,8 +2,8 @@
 // (model/gguf_model.h) in one type or a llama-quantize mix.
 #include <cstdio>
 
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "common/args.h"
 #include "model/gguf_model.h"
 
 namespace sb {

@@ -20,14 +20,14 @@
 
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
-#include "cli/args.h"
 #include "cli/commands.h"
-#include "server/model_files.h"
 #include "cli/model_arg.h"
+#include "common/args.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/sampling.h"
+#include "server/backend/model_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {

@@ -25,11 +25,11 @@
 
 #include "bank/remote/redis_connection.h"
 #include "bank/ssd_tier.h"
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_arg.h"
-#include "server/engine_backend.h"
-#include "server/model_files.h"
+#include "common/args.h"
+#include "server/backend/engine_backend.h"
+#include "server/backend/model_files.h"
 #include "server/server.h"
 
 namespace sb {

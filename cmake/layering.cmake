@@ -6,15 +6,15 @@
 # The table. sb_part(NAME USES PART...) declares a part (a top-level folder)
 # and the parts it includes directly; what those may include it may include
 # too (the arrows are transitive), and every part may include `common`.
-# sb_part(NAME ANY) declares a part that may include anything (benchmarks,
-# tests, fuzzers). A new part is one more line here; a top-level folder with
+# sb_part(NAME ANY) declares a part that may include anything (tests,
+# fuzzers). A new part is one more line here; a top-level folder with
 # C++ files that is not in the table fails the check, so none slips past it.
 #
 # A folder inside a part may be private to it: sb_private(FOLDER USED_BY
 # PART...) lets only FOLDER's own part, the parts listed and the ANY parts
 # include from it. runtime/cpu/ (the CPU kernels) is one: the model reaches
 # kernels through runtime/kernels.h and a factory handed to Model::load, so
-# only what chooses the backend (server, cli) names it.
+# only what chooses the backend (server, cli, the benchmarks) names it.
 #
 # Run as a script (cmake -DSB_SOURCE_DIR=DIR -P cmake/layering.cmake) it
 # checks DIR; included from CMakeLists.txt it defines sb_check_layering().
@@ -37,12 +37,13 @@ sb_part(fs        USES common)
 sb_part(jinja     USES common)           # the Jinja2 interpreter chat templates run in
 sb_part(constrain USES common)           # grammars and token masks for structured outputs
 sb_part(tokenizer USES jinja)
-sb_part(model     USES runtime)
+sb_part(gguf      USES runtime fs)        # the GGUF file format
+sb_part(model     USES gguf)
 sb_part(bank      USES runtime fs)        # runtime: the state schema
 sb_part(engine    USES bank model)
 sb_part(server    USES engine tokenizer constrain)
-sb_part(cli       USES server bench)      # bench: `statebank bench agent` runs the agent workload
-sb_part(bench     ANY)
+sb_part(bench     USES engine tokenizer)  # the benchmark workloads and the *_bench programs
+sb_part(cli       USES server bench)      # bench: `statebank bench agent|load` run its workloads
 sb_part(tests     ANY)
 sb_part(fuzz      ANY)
 
@@ -53,7 +54,7 @@ macro(sb_private folder)
 endmacro()
 
 set(SB_PRIVATE "")
-sb_private(runtime/cpu USED_BY server cli)  # the CPU backend: chosen by what starts a model
+sb_private(runtime/cpu USED_BY server cli bench)  # the CPU backend: chosen by what starts a model
 
 # Folders at the top level that hold no part (no C++ of the product).
 set(SB_NOT_PARTS build cmake docs tools .git .ci)

@@ -17,7 +17,7 @@ struct JsonShape {
   size_t keys = 0;        // keys of all objects together
 };
 
-// Bounds every JSON text read from a request is held to (server/request_parse.h
+// Bounds every JSON text read from a request is held to (server/protocols/request_parse.h
 // applies them to bodies, tokenizer/chat_template.h to tool-call arguments):
 // with both, parsing costs at most kMaxJsonKeys * kMaxJsonObjectKeys / 2 key
 // comparisons (well under a second).

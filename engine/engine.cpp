@@ -90,7 +90,6 @@ Key Engine::namespace_root(const std::string& name_space) const {
 }
 size_t Engine::running() const { return loop_->running(); }
 size_t Engine::waiting() const { return loop_->waiting(); }
-void Engine::set_test_hooks(EngineTestHooks hooks) { context_->hooks = std::move(hooks); }
 
 Admission& Engine::admission() const { return *admission_; }
 

@@ -142,7 +142,7 @@ struct CompletionResult {
   FinishReason finish_reason = FinishReason::kNone;
   RestoreRecord restore;
   // The objects the restore installed (blocks 1..k, then the snapshot), for
-  // the audit (server/audit.h); empty when nothing was restored.
+  // the audit (server/operator/audit.h); empty when nothing was restored.
   std::vector<ObjectId> restored_objects;
   std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
   double queue_ms = 0;              // from submit() to the first step it ran in (restore included)
@@ -304,6 +304,8 @@ class Engine {
   // Sequences in the step loop now (admitted, and waiting for a slot).
   size_t running() const;
   size_t waiting() const;
+  // Test-only: defined in test code (tests/util/engine_test_hooks.cpp), so
+  // the shipped binary has no way to break a restore.
   void set_test_hooks(EngineTestHooks hooks);
 
  private:

@@ -1,6 +1,6 @@
 // Fs: every file-system call the bank makes goes through this one interface,
 // so tests can swap the real POSIX file system for one that injects faults
-// (fs/fault_fs.h) without touching the bank's code.
+// (tests/util/fault_fs.h) without touching the bank's code.
 //
 // Contract:
 //  1. Paths are used exactly as given; an Fs never builds, expands or

@@ -1,6 +1,6 @@
-// libFuzzer target for the GGUF reader (model/gguf.h).
+// libFuzzer target for the GGUF reader (gguf/gguf.h).
 //
-// Built and run by tools/fuzz.sh (fuzz/README.md); tests/model/gguf_test.cpp
+// Built and run by tools/fuzz.sh (fuzz/README.md); tests/gguf/gguf_test.cpp
 // runs the committed corpus (fuzz/corpus-gguf/) without clang.
 //
 // Beyond "does not crash": every byte of every accepted tensor is read (so
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/gguf_model.h"
 
 namespace {

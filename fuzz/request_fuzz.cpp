@@ -1,5 +1,5 @@
-// libFuzzer target: request parsing (server/request_parse.h,
-// server/responses_parse.h, server/messages_parse.h), every field of POST
+// libFuzzer target: request parsing (server/protocols/request_parse.h,
+// server/protocols/responses/responses_parse.h, server/protocols/anthropic/messages_parse.h), every field of POST
 // /v1/completions, /v1/chat/completions, /v1/responses and /v1/messages from
 // the raw body to the parameters, including response_format schemas and tools
 // (compiled through constrain/). The input is a body; the first byte chooses
@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/messages_parse.h"
-#include "server/request_parse.h"
-#include "server/responses_parse.h"
+#include "server/protocols/anthropic/messages_parse.h"
+#include "server/protocols/request_parse.h"
+#include "server/protocols/responses/responses_parse.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -1,6 +1,6 @@
-// libFuzzer target: a GGUF file's tokenizer metadata (model/gguf_vocab.h)
+// libFuzzer target: a GGUF file's tokenizer metadata (gguf/vocab.h)
 // made into a tokenizer and a chat template, as `serve` does with a GGUF
-// model (server/model_files.cpp). The input is a GGUF file; fuzz/corpus-vocab/
+// model (server/backend/model_files.cpp). The input is a GGUF file; fuzz/corpus-vocab/
 // holds files with only tokenizer.* metadata (fuzz/make_vocab_corpus.py):
 // healthy, deep templates, invalid UTF-8, inconsistent lists. Errors are
 // fine; a crash, an escaped exception, a leak or a stack overflow is not.
@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "model/gguf.h"
-#include "model/gguf_vocab.h"
+#include "gguf/gguf.h"
+#include "gguf/vocab.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 

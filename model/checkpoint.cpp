@@ -12,24 +12,12 @@
 #include <set>
 #include <sstream>
 
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 #include "model/safetensors_format.h"
 
 namespace sb {
 
 using nlohmann::json;
-
-int64_t TensorView::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s.append(i ? ", " : "").append(std::to_string(shape[i]));
-  return s + "]";
-}
 
 // ---- container format ------------------------------------------------------
 

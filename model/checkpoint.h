@@ -21,24 +21,12 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 #include "runtime/dtype.h"
 #include "runtime/state.h"
+#include "runtime/tensor_view.h"
 
 namespace sb {
-
-struct TensorView {
-  std::string name;
-  std::string file;  // shard file name, for error messages
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  const void* data = nullptr;
-  uint64_t nbytes = 0;
-  int64_t numel() const;
-};
-
-// "[2, 3]": a shape as error messages show it.
-std::string shape_text(const std::vector<int64_t>& shape);
 
 class Checkpoint {
  public:

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -396,11 +397,100 @@ std::string config_to_json(const ModelConfig& c) {
   return root.dump(2) + "\n";
 }
 
+namespace {
+
+// The tensors of layer `i` (names under `L`), by part: the mixer of a
+// linear-attention layer, of a full or sparse attention layer, and the MLP.
+using TensorAdder = std::function<void(std::string, std::vector<int64_t>)>;
+
+void linear_attention_tensors(const ModelConfig& c, const std::string& L, const TensorAdder& add) {
+  const int64_t H = c.hidden_size;
+  const bool q4 = c.arch == Arch::kQwen4Exp;
+  const int64_t key_dim = c.lin_n_key_heads * c.lin_key_head_dim;
+  const int64_t value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
+  const int64_t conv_dim = 2 * key_dim + value_dim;
+  const std::string A = L + "linear_attn.";
+  const bool flat = c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe || q4;
+  if (flat || c.qkvz_split) {
+    add(A + "in_proj_qkv.weight", {conv_dim, H});
+    add(A + "in_proj_z.weight", {value_dim, H});
+  } else {
+    add(A + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H});
+  }
+  if (flat) {
+    add(A + "in_proj_b.weight", {c.lin_n_value_heads, H});
+    add(A + "in_proj_a.weight", {c.lin_n_value_heads, H});
+  } else {
+    add(A + "in_proj_ba.weight", {2 * c.lin_n_value_heads, H});
+  }
+  add(A + "conv1d.weight", {conv_dim, 1, c.conv_kernel});
+  add(A + "dt_bias", {c.lin_n_value_heads});
+  add(A + (c.a_stored_negated ? "A" : "A_log"), {c.lin_n_value_heads});
+  add(A + "norm.weight", {c.lin_value_head_dim});
+  add(A + "out_proj.weight", {H, value_dim});
+}
+
+void attention_tensors(const ModelConfig& c, LayerType type, const std::string& L, const TensorAdder& add) {
+  const int64_t H = c.hidden_size;
+  const bool q4 = c.arch == Arch::kQwen4Exp;
+  const std::string A = L + "self_attn.";
+  const int64_t q_dim = c.n_heads * c.head_dim;
+  add(A + "q_proj.weight", {c.attention_gated ? 2 * q_dim : q_dim, H});
+  add(A + "k_proj.weight", {c.n_kv_heads * c.head_dim, H});
+  add(A + "v_proj.weight", {c.n_kv_heads * c.head_dim, H});
+  add(A + "o_proj.weight", {H, q_dim});
+  add(A + "q_norm.weight", {c.head_dim});
+  add(A + "k_norm.weight", {c.head_dim});
+  if (type == LayerType::kSparseAttention && q4) {
+    add(A + "indexer.index_qk_proj.weight", {(c.index_n_heads + 1) * c.index_head_dim, H});
+    add(A + "indexer.q_layernorm.weight", {c.index_head_dim});
+    add(A + "indexer.k_layernorm.weight", {c.index_head_dim});
+  } else if (type == LayerType::kSparseAttention) {
+    add(A + "indexer.wq.weight", {c.index_n_heads * c.index_head_dim, H});
+    add(A + "indexer.wk.weight", {c.index_head_dim, H});
+    add(A + "indexer.k_norm.weight", {c.index_head_dim});
+    add(A + "indexer.weights_proj.weight", {c.index_n_heads, H});
+  }
+}
+
+void mlp_tensors(const ModelConfig& c, int64_t i, const std::string& L, const TensorAdder& add) {
+  const int64_t H = c.hidden_size;
+  const bool q4 = c.arch == Arch::kQwen4Exp;
+  const std::string M = L + "mlp.";
+  if (c.layer_is_moe(i)) {
+    const int64_t E = c.n_experts, I = c.moe_intermediate_size, S = c.shared_expert_intermediate_size;
+    add(M + "gate.weight", {E, H});
+    if (c.arch == Arch::kQwen35Moe || q4) {
+      add(M + "experts.gate_up_proj", {E, 2 * I, H});
+      add(M + "experts.down_proj", {E, H, I});
+    } else {
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string X = M + "experts." + std::to_string(e) + ".";
+        add(X + "gate_proj.weight", {I, H});
+        add(X + "up_proj.weight", {I, H});
+        add(X + "down_proj.weight", {H, I});
+      }
+    }
+    add(M + "shared_expert.gate_proj.weight", {S, H});
+    add(M + "shared_expert.up_proj.weight", {S, H});
+    add(M + "shared_expert.down_proj.weight", {H, S});
+    add(M + "shared_expert_gate.weight", {1, H});
+  } else {
+    add(M + "gate_proj.weight", {c.intermediate_size, H});
+    add(M + "up_proj.weight", {c.intermediate_size, H});
+    add(M + "down_proj.weight", {H, c.intermediate_size});
+  }
+}
+
+}  // namespace
+
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   std::vector<TensorSpec> out;
   const std::string& P = c.tensor_prefix;
   const int64_t H = c.hidden_size;
-  auto add = [&](std::string name, std::vector<int64_t> shape) { out.push_back({std::move(name), std::move(shape)}); };
+  const TensorAdder add = [&](std::string name, std::vector<int64_t> shape) {
+    out.push_back({std::move(name), std::move(shape)});
+  };
   // qwen4exp has hyper-connection mixers where the others have norms.
   const bool q4 = c.arch == Arch::kQwen4Exp;
   add(P + "embed_tokens.weight", {c.vocab_size, H});
@@ -408,75 +498,11 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
     const std::string L = P + "layers." + std::to_string(i) + ".";
     if (q4) qwen4exp_layer_tensors(c, i, &out);
     else add(L + "input_layernorm.weight", {H});
-    LayerType type = c.layer_types[i];
-    if (type == LayerType::kLinearAttention) {
-      const int64_t key_dim = c.lin_n_key_heads * c.lin_key_head_dim;
-      const int64_t value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
-      const int64_t conv_dim = 2 * key_dim + value_dim;
-      const std::string A = L + "linear_attn.";
-      const bool flat = c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe || q4;
-      if (flat || c.qkvz_split) {
-        add(A + "in_proj_qkv.weight", {conv_dim, H});
-        add(A + "in_proj_z.weight", {value_dim, H});
-      } else {
-        add(A + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, H});
-      }
-      if (flat) {
-        add(A + "in_proj_b.weight", {c.lin_n_value_heads, H});
-        add(A + "in_proj_a.weight", {c.lin_n_value_heads, H});
-      } else {
-        add(A + "in_proj_ba.weight", {2 * c.lin_n_value_heads, H});
-      }
-      add(A + "conv1d.weight", {conv_dim, 1, c.conv_kernel});
-      add(A + "dt_bias", {c.lin_n_value_heads});
-      add(A + (c.a_stored_negated ? "A" : "A_log"), {c.lin_n_value_heads});
-      add(A + "norm.weight", {c.lin_value_head_dim});
-      add(A + "out_proj.weight", {H, value_dim});
-    } else {
-      const std::string A = L + "self_attn.";
-      const int64_t q_dim = c.n_heads * c.head_dim;
-      add(A + "q_proj.weight", {c.attention_gated ? 2 * q_dim : q_dim, H});
-      add(A + "k_proj.weight", {c.n_kv_heads * c.head_dim, H});
-      add(A + "v_proj.weight", {c.n_kv_heads * c.head_dim, H});
-      add(A + "o_proj.weight", {H, q_dim});
-      add(A + "q_norm.weight", {c.head_dim});
-      add(A + "k_norm.weight", {c.head_dim});
-      if (type == LayerType::kSparseAttention && q4) {
-        add(A + "indexer.index_qk_proj.weight", {(c.index_n_heads + 1) * c.index_head_dim, H});
-        add(A + "indexer.q_layernorm.weight", {c.index_head_dim});
-        add(A + "indexer.k_layernorm.weight", {c.index_head_dim});
-      } else if (type == LayerType::kSparseAttention) {
-        add(A + "indexer.wq.weight", {c.index_n_heads * c.index_head_dim, H});
-        add(A + "indexer.wk.weight", {c.index_head_dim, H});
-        add(A + "indexer.k_norm.weight", {c.index_head_dim});
-        add(A + "indexer.weights_proj.weight", {c.index_n_heads, H});
-      }
-    }
+    const LayerType type = c.layer_types[i];
+    if (type == LayerType::kLinearAttention) linear_attention_tensors(c, L, add);
+    else attention_tensors(c, type, L, add);
     if (!q4) add(L + "post_attention_layernorm.weight", {H});
-    const std::string M = L + "mlp.";
-    if (c.layer_is_moe(i)) {
-      const int64_t E = c.n_experts, I = c.moe_intermediate_size, S = c.shared_expert_intermediate_size;
-      add(M + "gate.weight", {E, H});
-      if (c.arch == Arch::kQwen35Moe || q4) {
-        add(M + "experts.gate_up_proj", {E, 2 * I, H});
-        add(M + "experts.down_proj", {E, H, I});
-      } else {
-        for (int64_t e = 0; e < E; ++e) {
-          const std::string X = M + "experts." + std::to_string(e) + ".";
-          add(X + "gate_proj.weight", {I, H});
-          add(X + "up_proj.weight", {I, H});
-          add(X + "down_proj.weight", {H, I});
-        }
-      }
-      add(M + "shared_expert.gate_proj.weight", {S, H});
-      add(M + "shared_expert.up_proj.weight", {S, H});
-      add(M + "shared_expert.down_proj.weight", {H, S});
-      add(M + "shared_expert_gate.weight", {1, H});
-    } else {
-      add(M + "gate_proj.weight", {c.intermediate_size, H});
-      add(M + "up_proj.weight", {c.intermediate_size, H});
-      add(M + "down_proj.weight", {H, c.intermediate_size});
-    }
+    mlp_tensors(c, i, L, add);
   }
   if (q4) qwen4exp_head_tensors(c, &out);
   else add(P + "norm.weight", {H});

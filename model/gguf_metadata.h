@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "model/config.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace sb {
 

@@ -48,7 +48,7 @@
 #include "common/status.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace sb {
 

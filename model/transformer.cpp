@@ -7,7 +7,7 @@
 
 #include "model/gguf_layout.h"
 #include "model/gguf_model.h"
-#include "model/mapped_file.h"
+#include "fs/mapped_file.h"
 #include "runtime/math.h"
 
 namespace sb {

@@ -92,17 +92,38 @@ std::vector<float> to_f32(const MatrixView& m) {
   return out;
 }
 
+namespace {
+
+// "a.safetensors, b.safetensors": the checkpoint's files, for messages.
+std::string files_of(const Checkpoint& ck) {
+  std::set<std::string> files;
+  for (const auto& [name, v] : ck.tensors()) files.insert(v.file);
+  std::string list;
+  for (const auto& f : files) list += (list.empty() ? "" : ", ") + f;
+  return list.empty() ? "no tensors" : list;
+}
+
+// `v` (null: absent) has the shape and kind of element `s` expects.
+Status check_expected(const TensorSpec& s, const TensorView* v, const std::string& file_list) {
+  if (!v) return Status::not_found("missing tensor " + s.name + " (shape " + shape_text(s.shape) + ") in " + file_list);
+  if (v->shape != s.shape)
+    return Status::invalid("tensor " + s.name + " in file " + v->file + " has shape " + shape_text(v->shape) +
+                           ", expected " + shape_text(s.shape));
+  if (s.integer != (v->dtype == DType::kI64))
+    return Status::invalid("tensor " + s.name + " in file " + v->file + " has dtype " + dtype_name(v->dtype) +
+                           (s.integer ? ", expected i64 (integer constants)" : ", expected a float type"));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status WeightSet::bind(const Checkpoint& ck, const ModelConfig& c, WeightSet* out) {
   WeightSet ws;
   ws.prefix_ = c.tensor_prefix;
   ws.experts_.assign(static_cast<size_t>(c.n_layers), {});
   ws.fused_.assign(static_cast<size_t>(c.n_layers), false);
 
-  std::set<std::string> files;
-  for (const auto& [name, v] : ck.tensors()) files.insert(v.file);
-  std::string file_list;
-  for (const auto& f : files) file_list += (file_list.empty() ? "" : ", ") + f;
-  if (file_list.empty()) file_list = "no tensors";
+  const std::string file_list = files_of(ck);
 
   // The expected list, with each MoE layer's routed experts in the layout the
   // checkpoint actually has.
@@ -131,14 +152,7 @@ Status WeightSet::bind(const Checkpoint& ck, const ModelConfig& c, WeightSet* ou
 
   for (const TensorSpec& s : want) {
     const TensorView* v = ck.find(s.name);
-    if (!v)
-      return Status::not_found("missing tensor " + s.name + " (shape " + shape_text(s.shape) + ") in " + file_list);
-    if (v->shape != s.shape)
-      return Status::invalid("tensor " + s.name + " in file " + v->file + " has shape " + shape_text(v->shape) +
-                             ", expected " + shape_text(s.shape));
-    if (s.integer != (v->dtype == DType::kI64))
-      return Status::invalid("tensor " + s.name + " in file " + v->file + " has dtype " + dtype_name(v->dtype) +
-                             (s.integer ? ", expected i64 (integer constants)" : ", expected a float type"));
+    SB_RETURN_IF_ERROR(check_expected(s, v, file_list));
     ws.tensors_[s.name] = v;
   }
   for (const auto& [name, v] : ck.tensors()) {

@@ -11,16 +11,16 @@
 #include <cstdio>
 #include <random>
 
-#include "server/anthropic_renderer.h"
-#include "server/connection_probe.h"
-#include "server/connections.h"
-#include "server/event_channel.h"
-#include "server/generation.h"
-#include "server/messages_parse.h"
 #include "server/namespace.h"
-#include "server/openai_renderer.h"
-#include "server/responses_protocol.h"
-#include "server/sse.h"
+#include "server/protocols/anthropic/anthropic_renderer.h"
+#include "server/protocols/anthropic/messages_parse.h"
+#include "server/protocols/generation.h"
+#include "server/protocols/openai/openai_renderer.h"
+#include "server/protocols/responses/responses_protocol.h"
+#include "server/transport/connection_probe.h"
+#include "server/transport/connections.h"
+#include "server/transport/event_channel.h"
+#include "server/transport/sse.h"
 
 namespace sb {
 
@@ -107,7 +107,7 @@ Server::Server(Backend* backend, BankAdmin* bank, ServerOptions options)
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   // Every running and queued completion holds a request thread; the spares
   // answer 429s, the other routes and bodies on their way. Idle and
-  // half-sent connections hold none (server/connections.h).
+  // half-sent connections hold none (server/transport/connections.h).
   ConnectionOptions co;
   co.threads = backend_->admission().capacity() + static_cast<size_t>(std::max(1, options_.spare_threads));
   co.max_open = std::max<size_t>(1, options_.max_connections);

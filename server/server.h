@@ -3,13 +3,13 @@
 // Routes: POST /v1/completions, POST /v1/chat/completions, POST /v1/messages
 // and POST /v1/messages/count_tokens (Anthropic's), GET /v1/models,
 // GET /v1/models/{id}, GET /health, GET /metrics, GET /v1/bank; the
-// operator's routes (server/bank_routes.cpp): GET /v1/bank/prefixes,
+// operator's routes (server/operator/bank_routes.cpp): GET /v1/bank/prefixes,
 // GET /v1/bank/requests, GET|POST /v1/bank/pins, DELETE /v1/bank/pins/{id},
 // POST /v1/bank/flush, and the page GET /bank (plus its assets /bank/NAME).
 //
 // Promises:
 //  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}};
-//     on the /v1/messages routes Anthropic-shaped, server/anthropic_renderer.h)
+//     on the /v1/messages routes Anthropic-shaped, server/protocols/anthropic/anthropic_renderer.h)
 //     with the status interface.md lists; a 500 is logged to stderr with the
 //     request id that the response (and its X-Request-Id header) carries.
 //  2. With API keys configured, every route but /health needs
@@ -26,7 +26,7 @@
 //     step; a request still running at its deadline (request_timeout from
 //     arrival) is cancelled there too and answered 504 (a stream ends with
 //     an error event).
-//  5. Connections (server/connections.h): at most max_connections stay open
+//  5. Connections (server/transport/connections.h): at most max_connections stay open
 //     (at the cap the longest-waiting one is closed with a 503 to make room); a connection holds a request thread only
 //     while one request whose header arrived whole (within header_timeout)
 //     is served; /health and /metrics have threads of their own, so they are
@@ -60,14 +60,14 @@
 #include <vector>
 
 #include "common/status.h"
-#include "server/activity.h"
-#include "server/backend.h"
-#include "server/bank_admin.h"
-#include "server/completion_setup.h"
-#include "server/metrics.h"
+#include "server/backend/backend.h"
 #include "server/namespace.h"
-#include "server/renderer.h"
-#include "server/request_parse.h"
+#include "server/operator/activity.h"
+#include "server/operator/bank_admin.h"
+#include "server/operator/metrics.h"
+#include "server/protocols/completion_setup.h"
+#include "server/protocols/renderer.h"
+#include "server/protocols/request_parse.h"
 
 namespace httplib {
 class ContentReader;
@@ -77,7 +77,7 @@ struct Response;
 
 namespace sb {
 
-class HttpServer;  // server/connections.h
+class HttpServer;  // server/transport/connections.h
 
 // Room in a body for everything beside its prompt text (messages' and
 // tools' JSON count as prompt text; every other string field is bounded).
@@ -149,7 +149,7 @@ class Server {
   void install_info_routes();  // /health, /v1/models, /metrics
   void install_completion_routes();
   void install_error_handlers();  // errors in OpenAI's shape; request metrics
-  void install_bank_routes();     // server/bank_routes.cpp
+  void install_bank_routes();     // server/operator/bank_routes.cpp
   void install_token_routes();    // /tokenize, /detokenize: server/token_routes.cpp
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
                          const Protocol& protocol);

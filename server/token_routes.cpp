@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "server/connections.h"
-#include "server/json_fields.h"
-#include "server/request_parse.h"
+#include "server/protocols/json_fields.h"
+#include "server/protocols/request_parse.h"
 #include "server/server.h"
-#include "server/sse.h"
+#include "server/transport/connections.h"
+#include "server/transport/sse.h"
 
 namespace sb {
 namespace {

@@ -61,7 +61,7 @@ check(allowed_includes EXPECT pass
         runtime/cpu/simd.h "#pragma once"
         runtime/sampling.cpp "#include \"runtime/cpu/simd.h\""
         model/transformer.cpp "#include \"runtime/kernels.h\""
-        server/engine_backend.cpp "#include \"model/model.h\"\n#include \"runtime/cpu/backend.h\""
+        server/backend/engine_backend.cpp "#include \"model/model.h\"\n#include \"runtime/cpu/backend.h\""
         cli/cmd_run.cpp "#include \"runtime/cpu/backend.h\""
         tests/kernels_test.cpp "#include \"runtime/cpu/simd.h\""
         bench/gemm_bench.cpp "#include \"runtime/cpu/backend.h\"")

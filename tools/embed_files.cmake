@@ -1,5 +1,5 @@
 # Writes a C++ header holding every file of a directory as bytes, for assets
-# served from the binary (server/page/: the /bank page). No build step beyond
+# served from the binary (server/operator/page/: the /bank page). No build step beyond
 # CMake: the files are plain HTML, CSS and JavaScript.
 #   cmake -DDIR=<dir> -DOUT=<header> -P embed_files.cmake
 file(GLOB files RELATIVE "${DIR}" "${DIR}/*")

@@ -22,13 +22,13 @@ cxx=(clang++ -std=c++20 -O1 -gline-tables-only -fno-omit-frame-pointer -D_FILE_O
 declare -A sources libs corpus
 sources[schema]="constrain/*.cpp common/status.cpp"
 sources[jinja]="jinja/*.cpp common/status.cpp"
-sources[request]="server/request_parse.cpp server/json_fields.cpp server/responses_parse.cpp server/messages_parse.cpp
+sources[request]="server/protocols/request_parse.cpp server/protocols/json_fields.cpp server/protocols/responses/responses_parse.cpp server/protocols/anthropic/messages_parse.cpp
   engine/speculation.cpp constrain/*.cpp common/status.cpp common/json_shape.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
-sources[gguf]="model/gguf.cpp model/gguf_split.cpp model/gguf_writer.cpp model/mapped_file.cpp model/checkpoint.cpp model/gguf_import.cpp
+sources[gguf]="gguf/reader.cpp gguf/split.cpp gguf/writer.cpp fs/mapped_file.cpp runtime/tensor_view.cpp model/checkpoint.cpp model/gguf_import.cpp
   model/gguf_layout.cpp model/gguf_metadata.cpp model/mtp_head.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp
   model/qwen4exp.cpp model/ngram_hash.cpp runtime/quant.cpp runtime/quant_lowbit.cpp common/status.cpp"
-sources[vocab]="model/gguf.cpp model/gguf_split.cpp model/mapped_file.cpp model/gguf_vocab.cpp runtime/dtype.cpp
+sources[vocab]="gguf/reader.cpp gguf/split.cpp fs/mapped_file.cpp runtime/tensor_view.cpp gguf/vocab.cpp runtime/dtype.cpp
   tokenizer/*.cpp jinja/*.cpp common/status.cpp common/json_shape.cpp"
 libs[format]="-lxxhash -lcrypto"
 libs[gguf]="-lxxhash"

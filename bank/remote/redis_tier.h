@@ -1,53 +1,14 @@
 // RedisTier: the bank's shared remote tier on a Redis (or Valkey) server, so
-// that several server replicas restore each other's prefixes
-// (docs/bank.md, "The remote tier").
-//
-// Values are object images in the SSD tier's self-checking format
-// (bank/format.h: header, checksums, stored tokens, key, schema digest),
-// under the names
-//     <prefix>blk:<64 hex of the key>    block objects
-//     <prefix>snp:<64 hex of the key>    snapshot objects
-// (the model fingerprint, the namespace and the format version are inside
-// every chain key, so replicas of different models never share a name).
-//
-// Promises (on top of bank/tier.h):
-//  1. Nothing read is trusted: every value is decoded and checked like an SSD
-//     file (header, exact size, payload checksum, kind and key against the
-//     name asked for, schema digest and part sizes, the block's key against
-//     its parent and tokens). A value that fails (garbage, truncated, another
-//     key's valid object, another model's object) is a miss: kCorruption,
-//     counted in check_failures, never returned, and deleted from Redis in
-//     the background so that the next publish can replace it. A value written
-//     by a newer format version is a counted miss and left alone.
-//  2. No call waits longer than `timeout`: connecting, sending a pipeline and
-//     reading every reply share one deadline (bank/remote/redis_connection.h).
-//  3. Circuit breaker: the first failed call (time-out, refused or reset
-//     connection, a server error such as LOADING) makes the tier
-//     unavailable: from then on every call is an immediate miss that touches
-//     no socket, and put() drops. A background thread tries a PING every
-//     `retry_interval` and makes the tier available again when it answers.
-//     So a request pays for a sick Redis at most once, at most `timeout`.
-//  4. Reads are pipelined: get_many() sends every GET of a batch and reads
-//     every reply in one round trip; contains_many() does the same with
-//     EXISTS. With a ttl, reads use GETEX, so a key's expiry counts from its
-//     last use.
-//  5. put() never blocks: it queues the object for the background writer or
-//     drops it (kResourceExhausted) when the bounded queue is full. The
-//     writer asks which queued objects Redis lacks (one EXISTS round trip),
-//     sends only those (one SET pipeline), and refreshes the expiry of the
-//     others. Redis may evict or expire any object at any time; a chain with
-//     a missing middle block restores only up to the gap (bank/bank.h).
-//  6. A password is only ever taken from options (read from a file by the
-//     caller), never from the URL, and never logged.
-//  7. Values are authenticated, not only checked: whoever can write Redis
-//     can also recompute checksums, so every value ends in an HMAC-SHA-256
-//     tag under `secret` over the Redis key it is stored under and the whole
-//     image (docs/bank-format.md, "Remote values"). A value whose tag is
-//     missing or wrong (rewritten, moved to another key, written by a
-//     replica with another secret) is a miss counted in mac_failures (and
-//     check_failures), never decoded further, never installed, and deleted
-//     like any bad value so that the next publish replaces it (whoever can
-//     write the value could delete it anyway). The secret is never logged.
+// that several server replicas restore each other's prefixes. Values are
+// object images in the SSD tier's self-checking format (bank/format.h),
+// authenticated with an HMAC under `secret`, under <prefix>blk:<key hex> and
+// <prefix>snp:<key hex>. Promises (on top of bank/tier.h): nothing read is
+// trusted (a value that fails a check or its MAC is a counted miss, deleted
+// in the background); no call waits longer than `timeout`; a failed call
+// opens a circuit breaker (every call an immediate miss until a PING
+// answers); reads are pipelined; put() never blocks; the password and the
+// secret are never logged. Each promise in full: docs/bank.md, "RedisTier's
+// promises".
 // Thread-safe. The destructor writes out what is queued while Redis answers
 // (each round trip bounded by `timeout`; nothing after close()), then stops
 // its thread.

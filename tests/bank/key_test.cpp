@@ -10,6 +10,7 @@
 
 #include "bank/chain.h"
 #include "common/sha256.h"
+#include "tests/util/key_bits.h"
 
 namespace sb {
 namespace {

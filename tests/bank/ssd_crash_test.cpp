@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "bank/ssd_tier.h"
-#include "fs/fault_fs.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/fault_fs.h"
 
 namespace sb {
 namespace {

@@ -3,15 +3,15 @@
 // deleted only after their replacement is published, or first when the file
 // system itself lacks the room; a failed or impossible write never costs a
 // published object; quarantined files count in the budget, go first and age
-// out. The small disk is FaultFs's capacity (fs/fault_fs.h).
+// out. The small disk is FaultFs's capacity (tests/util/fault_fs.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 
 #include "bank/ssd_tier.h"
-#include "fs/fault_fs.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/fault_fs.h"
 
 namespace sb {
 namespace {

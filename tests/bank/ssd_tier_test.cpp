@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "fs/fault_fs.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/fault_fs.h"
 
 namespace sb {
 namespace {

@@ -21,6 +21,7 @@
 #include "bench/agent_report.h"
 #include "bench/agent_workload.h"
 #include "bench/load_workload.h"
+#include "engine/engine.h"
 #include "model/gen_model.h"
 #include "model/model.h"
 #include "runtime/cpu/backend.h"
@@ -286,11 +287,13 @@ TEST_F(BenchAgentTest, BrokenRestoreIsReportedAsMismatch) {
   int tampered = 0;
   // Nudge the last row of the first component: a restored state that passed
   // every check but is not what a cold prefill gives.
-  o.tamper_restored_state = [&](sb::State& restored) {
-    ASSERT_FALSE(restored.bytes(0).empty());
-    const size_t last = sb::testing::stored_values(restored, 0) - 1;
-    sb::testing::set_stored_value(restored, 0, last, sb::testing::stored_value(restored, 0, last) + 0.5f);
-    ++tampered;
+  o.on_engine = [&](sb::Engine& engine) {
+    engine.set_test_hooks(sb::EngineTestHooks{[&](sb::State& restored) {
+      ASSERT_FALSE(restored.bytes(0).empty());
+      const size_t last = sb::testing::stored_values(restored, 0) - 1;
+      sb::testing::set_stored_value(restored, 0, last, sb::testing::stored_value(restored, 0, last) + 0.5f);
+      ++tampered;
+    }});
   };
   sb::AgentResult result;
   ASSERT_TRUE(sb::run_agent_workload(*model, o, &result).is_ok());

@@ -16,12 +16,12 @@
 #include "bank/key.h"
 #include "bank/ssd_tier.h"
 #include "engine/engine.h"
-#include "fs/fault_fs.h"
 #include "tests/bank/ssd_test_util.h"
-#include "tests/util/models.h"
-#include "tests/util/temp_dir.h"
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
+#include "tests/util/fault_fs.h"
+#include "tests/util/models.h"
+#include "tests/util/temp_dir.h"
 
 namespace sb {
 namespace {

@@ -1,5 +1,5 @@
 // Forged chain-key collisions (issue 17). With the test hook that keeps only
-// 16 bits of every key (bank/key.h, set_key_bits_for_testing), an attacker
+// 16 bits of every key (tests/util/key_bits.h), an attacker
 // in another namespace finds a block of tokens whose key equals a victim's
 // in a fraction of a second. Which defence stops what:
 //  - a block filed under a colliding name is caught by the remaining checks:
@@ -16,9 +16,10 @@
 #include "bank/key.h"
 #include "bank/ram_tier.h"
 #include "engine/engine.h"
+#include "tests/engine/equivalence.h"
+#include "tests/util/key_bits.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
-#include "tests/engine/equivalence.h"
 
 namespace sb {
 namespace {

@@ -21,7 +21,7 @@
 #include "engine/engine.h"
 #include "engine/mtp_drafter.h"
 #include "runtime/cpu/backend.h"
-#include "server/decoding_rules.h"
+#include "server/protocols/decoding_rules.h"
 #include "tests/engine/equivalence.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"

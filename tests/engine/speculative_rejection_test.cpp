@@ -14,7 +14,7 @@
 #include <random>
 
 #include "engine/engine.h"
-#include "server/decoding_rules.h"
+#include "server/protocols/decoding_rules.h"
 #include "tests/engine/equivalence.h"
 #include "tests/util/models.h"
 

@@ -1,6 +1,6 @@
 // The POSIX file system's error mapping and lock, and FaultFs's faults and
 // crash simulation, which every crash test of the bank relies on.
-#include "fs/fault_fs.h"
+#include "tests/util/fault_fs.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

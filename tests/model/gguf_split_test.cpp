@@ -1,4 +1,4 @@
-// Split GGUF models (model/gguf.h): the shards llama.cpp's gguf-split wrote
+// Split GGUF models (gguf/gguf.h): the shards llama.cpp's gguf-split wrote
 // open from the first as the file they were cut from, and shards that are
 // missing, misnamed or disagree are one clear error each.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <functional>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/gguf_model.h"
 #include "tests/util/temp_dir.h"
 

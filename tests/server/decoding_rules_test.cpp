@@ -3,7 +3,7 @@
 // generated tokens, presence and frequency penalties follow the generated
 // counts, and a grammar masks with -infinity while leaving allowed logits as
 // the other rules made them.
-#include "server/decoding_rules.h"
+#include "server/protocols/decoding_rules.h"
 
 #include <gtest/gtest.h>
 

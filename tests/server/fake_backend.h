@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "server/backend.h"
-#include "server/bank_admin.h"
-#include "server/chat_output.h"
-#include "server/request_parse.h"
+#include "server/backend/backend.h"
+#include "server/operator/bank_admin.h"
+#include "server/protocols/chat_output.h"
+#include "server/protocols/request_parse.h"
 
 namespace sb::testing {
 
@@ -224,7 +224,7 @@ class FakeBackend : public Backend, public BankAdmin {
     BankTierStats ram;
     ram.tier = TierKind::kRam;
     std::lock_guard<std::mutex> lock(mu_);
-    ram.objects["block"] = stored_.size();
+    ram.stats.blocks = stored_.size();
     v.tiers.push_back(ram);
     return v;
   }

@@ -1,7 +1,7 @@
 // Messages parsing: Anthropic's body into the chat request the template
 // renders (the same messages a chat completion of the conversation gives),
 // its fields' effects, and errors naming the field.
-#include "server/messages_parse.h"
+#include "server/protocols/anthropic/messages_parse.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-// The tokenizer and chat template of a GGUF file (server/model_files.h,
-// model/gguf_vocab.h): a GGUF written from a checkpoint gives the same ids as
+// The tokenizer and chat template of a GGUF file (server/backend/model_files.h,
+// gguf/vocab.h): a GGUF written from a checkpoint gives the same ids as
 // the checkpoint's tokenizer.json on the whole tokenizer test corpus (with
 // and without special-token parsing), the same text back, and the same
 // rendered chat; a vocabulary it cannot read is a clear error. Sampling
 // defaults from generation_config.json and general.sampling.* keys.
-#include "server/model_files.h"
+#include "server/backend/model_files.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "gguf/vocab.h"
 #include "model/gguf_model.h"
-#include "model/gguf_vocab.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "server/errors.h"
-#include "server/request_parse.h"
+#include "server/protocols/request_parse.h"
 
 namespace sb::testing {
 

@@ -1,5 +1,5 @@
 // Request parsing: every field's type and range, errors naming the field.
-#include "server/request_parse.h"
+#include "server/protocols/request_parse.h"
 
 #include <gtest/gtest.h>
 

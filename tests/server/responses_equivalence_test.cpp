@@ -8,11 +8,11 @@
 #include <memory>
 #include <string>
 
-#include "server/anthropic_renderer.h"
-#include "server/completion_setup.h"
-#include "server/engine_backend.h"
-#include "server/openai_renderer.h"
-#include "server/responses_protocol.h"
+#include "server/backend/engine_backend.h"
+#include "server/protocols/anthropic/anthropic_renderer.h"
+#include "server/protocols/completion_setup.h"
+#include "server/protocols/openai/openai_renderer.h"
+#include "server/protocols/responses/responses_protocol.h"
 #include "tests/util/models.h"
 
 namespace sb {

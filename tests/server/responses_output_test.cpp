@@ -1,6 +1,6 @@
 // The Responses renderer: the event sequence of a stream, and the response
 // object a stream ends with equal to the one a whole response gives.
-#include "server/responses_output.h"
+#include "server/protocols/responses/responses_output.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Responses request parsing: Responses bodies become the chat request that
 // asks for the same thing; every field is used or refused by its Responses name.
-#include "server/responses_parse.h"
+#include "server/protocols/responses/responses_parse.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <future>
 #include <thread>
 
-#include "server/generation.h"
+#include "server/protocols/generation.h"
 #include "tests/server/test_server.h"
 
 namespace sb::testing {

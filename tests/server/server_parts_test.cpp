@@ -6,12 +6,12 @@
 #include <cstring>
 #include <random>
 
-#include "server/generation.h"
-#include "server/metrics.h"
 #include "server/namespace.h"
+#include "server/operator/metrics.h"
+#include "server/protocols/generation.h"
+#include "server/protocols/stop_matcher.h"
 #include "server/server.h"
-#include "server/sse.h"
-#include "server/stop_matcher.h"
+#include "server/transport/sse.h"
 
 namespace sb {
 namespace {
@@ -118,13 +118,13 @@ TEST(Metrics, PrometheusTextHasEveryFamilyWithCounts) {
   BankStatsView bank;
   BankTierStats ram;
   ram.tier = TierKind::kRam;
-  ram.bytes["block"] = 1000;
-  ram.objects["block"] = 2;
-  ram.evictions = 3;
+  ram.stats.block_bytes = 1000;
+  ram.stats.blocks = 2;
+  ram.stats.evictions = 3;
   BankTierStats ssd;
   ssd.tier = TierKind::kSsd;
-  ssd.bytes_read = 77;
-  ssd.bytes_written = 88;
+  ssd.stats.bytes_read = 77;
+  ssd.stats.bytes_written = 88;
   bank.tiers = {ram, ssd};
   bank.check_failures["checksum"] = 4;
   std::string text = m.render(bank, 1, 2);

@@ -1,0 +1,67 @@
+#include "server/protocols/decoding_rules.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace sb {
+
+namespace {
+
+class RulesProcessor : public LogitsProcessor {
+ public:
+  explicit RulesProcessor(std::shared_ptr<const DecodingRules> rules) : rules_(std::move(rules)) {
+    if (rules_->repetition_penalty != 1.0f) seen_.insert(rules_->prompt.begin(), rules_->prompt.end());
+    if (rules_->grammar) constraint_ = std::make_unique<constrain::Constraint>(rules_->vocabulary, rules_->grammar);
+  }
+
+  Status process(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted) override {
+    const auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < logits.size(); };
+    for (const auto& [id, bias] : rules_->logit_bias)
+      if (in_range(id)) logits[static_cast<size_t>(id)] += bias;
+    if (rules_->repetition_penalty != 1.0f) {
+      const float r = rules_->repetition_penalty;
+      for (int32_t id : seen_) {
+        if (!in_range(id)) continue;
+        float& l = logits[static_cast<size_t>(id)];
+        l = l > 0.0f ? l / r : l * r;
+      }
+    }
+    if (rules_->presence_penalty != 0.0f || rules_->frequency_penalty != 0.0f) {
+      for (const auto& [id, count] : counts_) {
+        if (!in_range(id)) continue;
+        logits[static_cast<size_t>(id)] -= rules_->presence_penalty + rules_->frequency_penalty * static_cast<float>(count);
+      }
+    }
+    return constraint_ ? constraint_->mask(logits, tokens_left, interrupted) : Status::ok();
+  }
+
+  Status accept(int32_t token) override {
+    ++counts_[token];
+    if (rules_->repetition_penalty != 1.0f) seen_.insert(token);
+    return constraint_ ? constraint_->accept(token) : Status::ok();
+  }
+
+ private:
+  std::shared_ptr<const DecodingRules> rules_;
+  std::unordered_map<int32_t, int64_t> counts_;
+  std::unordered_set<int32_t> seen_;
+  std::unique_ptr<constrain::Constraint> constraint_;
+};
+
+}  // namespace
+
+std::unique_ptr<LogitsProcessor> DecodingRules::make() const {
+  return std::make_unique<RulesProcessor>(std::make_shared<const DecodingRules>(*this));
+}
+
+std::shared_ptr<const constrain::Vocabulary> make_vocabulary(const Tokenizer& tokenizer, int64_t logits_size) {
+  std::vector<std::string> bytes(static_cast<size_t>(logits_size));
+  std::vector<bool> special(bytes.size(), false);
+  for (const AddedToken& a : tokenizer.added_tokens())
+    if (a.special && a.id >= 0 && static_cast<size_t>(a.id) < special.size()) special[static_cast<size_t>(a.id)] = true;
+  for (size_t id = 0; id < bytes.size() && static_cast<int64_t>(id) < tokenizer.vocab_size(); ++id)
+    if (!special[id]) bytes[id] = std::string(tokenizer.token_bytes(static_cast<int32_t>(id)));
+  return std::make_shared<constrain::Vocabulary>(std::move(bytes), tokenizer.stop_tokens());
+}
+
+}  // namespace sb
