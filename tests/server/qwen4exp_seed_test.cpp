@@ -60,7 +60,7 @@ class Qwen4ExpSeed : public ::testing::Test {
     auto c = server.client();
     json donor = post(c, "/v1/completions", completion(kDonor), false);
     EXPECT_GT(donor["restore"]["stored_tokens"].get<int64_t>(), kRestorePoint);
-    for (int seed : {1, 2, 3}) {
+    for (int seed : {1, 2}) {
       bypass_[seed] = post(c, "/v1/completions", completion(new_conversation(seed), false), true);
       EXPECT_EQ(bypass_[seed]["speculative"]["drafted"], 0);
     }
@@ -92,11 +92,12 @@ class Qwen4ExpSeed : public ::testing::Test {
     return served;
   }
 
-  // Restored at 2048 exactly from `mode`, every check passed: the pooled
-  // tables hold 2048 / ratio rows, each derived from the restored keys.
+  // Restored at 2048 exactly from `mode` (any tier when empty), every check
+  // passed: the pooled tables hold 2048 / ratio rows, each derived from the
+  // restored keys.
   static void expect_seed_restore(const json& served, const std::string& mode) {
     const json& r = served["restore"];
-    EXPECT_EQ(r["mode"], mode) << r.dump();
+    if (!mode.empty()) EXPECT_EQ(r["mode"], mode) << r.dump();
     EXPECT_EQ(r["restore_point"], kRestorePoint) << r.dump();
     EXPECT_EQ(r["matched_tokens"], kRestorePoint) << "the donor's chain goes on past the shared prefix";
     EXPECT_EQ(r["blocks"], kRestorePoint / 64);
@@ -149,11 +150,11 @@ TEST_F(Qwen4ExpSeed, BitRotIsServedColdThenRestoredAgain) {
   ASSERT_GT(rotted, 0);
   ServeProcess server(args(bank));
   auto c = server.client();
-  json first = served_equals_bypass(c, 3, /*expect_no_check_failures=*/false);
+  json first = served_equals_bypass(c, 1, /*expect_no_check_failures=*/false);
   EXPECT_EQ(first["restore"]["restore_point"], 0) << first["restore"].dump();
   EXPECT_GT(first["restore"]["check_failures"].get<int64_t>(), 0) << "the rot was never read";
   // That cold request stored the prefix again.
-  json second = served_equals_bypass(c, 3);
+  json second = served_equals_bypass(c, 1);
   EXPECT_EQ(second["restore"]["mode"], "ram");
   EXPECT_EQ(second["restore"]["restore_point"], (kRestorePoint + kNewChunk - 1) / 64 * 64);
   EXPECT_EQ(server.stop(), 0);
@@ -179,14 +180,11 @@ TEST_F(Qwen4ExpSeed, RestoredAt2048FromRedisOnAnotherReplica) {
   EXPECT_EQ(reader.stop(), 0);
 }
 
-// Two new conversations at once, restored from RAM, prefilled in shared
-// steps and decoded with n-gram drafts (as every request here is).
+// Two new conversations at once, restored from the donor's entry (on SSD;
+// the second may find blocks the first brought into RAM), prefilled in
+// shared steps and decoded with n-gram drafts (as every request here is).
 TEST_F(Qwen4ExpSeed, TwoBatchedRestoresWithDraftsEqualBypass) {
-  ServeProcess server(args(root_ + "/batch", {"--max-running", "4", "--batch-tokens", "512"}));
-  {
-    auto c = server.client();
-    post(c, "/v1/completions", completion(kDonor), false);  // into RAM
-  }
+  ServeProcess server(args(donor_bank("batch"), {"--max-running", "4", "--batch-tokens", "512"}));
   auto send = [&](int seed) {
     auto c = server.client();
     return served_equals_bypass(c, seed);
@@ -195,7 +193,7 @@ TEST_F(Qwen4ExpSeed, TwoBatchedRestoresWithDraftsEqualBypass) {
   const json served[2] = {send(1), second.get()};
   int64_t accepted = 0;
   for (const json& s : served) {
-    expect_seed_restore(s, "ram");
+    expect_seed_restore(s, "");
     accepted += s["speculative"]["accepted"].get<int64_t>();
   }
   EXPECT_GT(accepted, 0) << "no draft was accepted: speculation was not exercised";
