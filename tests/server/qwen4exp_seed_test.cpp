@@ -1,13 +1,14 @@
-// The seed scenario of issue 7 on qwen4exp, over HTTP with the real binary:
-// a 2048-token shared prefix restored from a bank entry that holds another,
+// The seed scenario of issue 7 on qwen4exp, over HTTP with the real binary
+// and a checkpoint with its MTP head: a 2048-token shared prefix restored from a bank entry that holds another,
 // longer conversation, then a new chunk of 4096 tokens. The restore is at
 // 2048 exactly; the engine's check (Model::verify_state, run on every
 // restore: each QSA layer's pooled table holds position / ratio rows, each
 // row derived from the restored raw indexer keys) passes, and the answer
 // equals bypass bit for bit: from SSD after a restart, after a SIGKILL,
 // after bit rot (served cold, then whole again), from Redis on another
-// replica, two conversations batched; every one decoded with n-gram drafts
-// against a bypass answer with speculation off. The
+// replica (drafting with the MTP head there), two conversations batched;
+// the others decoded with n-gram drafts; each against a bypass answer with
+// speculation off. The
 // negative side (a donor's whole pooled table installed) is
 // engine_qsa_restore_test's, which reaches inside the engine.
 #include <gtest/gtest.h>
@@ -34,10 +35,10 @@ const std::vector<int32_t> kShared = ids(kRestorePoint, 1000, 7);
 const std::vector<int32_t> kDonor = concat(kShared, ids(1024, 3000, 11));
 std::vector<int32_t> new_conversation(int seed) { return concat(kShared, ids(kNewChunk, 5000 + 97 * seed, 13 + seed)); }
 
-// Greedy, with n-gram drafts (`off` for the bypass answers) and a bias
-// towards four of the new chunk's tokens, so that the random model's output
-// repeats them and drafts are accepted.
-json completion(const std::vector<int32_t>& prompt, bool speculate = true) {
+// Greedy, with n-gram drafts (`off` for the bypass answers, `mtp` for the
+// head's) and a bias towards four of the new chunk's tokens, so that the
+// random model's output repeats them and n-gram drafts are accepted.
+json completion(const std::vector<int32_t>& prompt, const std::string& speculative = "ngram") {
   json bias = json::object();
   for (size_t i = 0; i < 4 && kRestorePoint + i < prompt.size(); ++i) bias[std::to_string(prompt[kRestorePoint + i])] = 60;
   return json{{"prompt", prompt},
@@ -45,7 +46,7 @@ json completion(const std::vector<int32_t>& prompt, bool speculate = true) {
               {"logprobs", 3},
               {"temperature", 0},
               {"logit_bias", bias},
-              {"speculative", {{"mode", speculate ? "ngram" : "off"}, {"draft_max", 4}}}};
+              {"speculative", {{"mode", speculative}, {"draft_max", 4}}}};
 }
 
 class Qwen4ExpSeed : public ::testing::Test {
@@ -55,13 +56,14 @@ class Qwen4ExpSeed : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = make_temp_dir("sb_qwen4exp_seed");
     model_ = root_ + "/model";
-    ASSERT_EQ(gen_model(model_, "qwen4exp", "tiny", 3), 0) << kGenModelFailed;
+    // With its MTP head: the bank carries the head's rows too.
+    ASSERT_EQ(gen_model(model_, "qwen4exp", "tiny", 3, {"--mtp-layers", "1"}), 0) << kGenModelFailed;
     ServeProcess server(args(root_ + "/donor_bank"));
     auto c = server.client();
     json donor = post(c, "/v1/completions", completion(kDonor), false);
     EXPECT_GT(donor["restore"]["stored_tokens"].get<int64_t>(), kRestorePoint);
     for (int seed : {1, 2}) {
-      bypass_[seed] = post(c, "/v1/completions", completion(new_conversation(seed), false), true);
+      bypass_[seed] = post(c, "/v1/completions", completion(new_conversation(seed), "off"), true);
       EXPECT_EQ(bypass_[seed]["speculative"]["drafted"], 0);
     }
     EXPECT_EQ(server.stop(), 0);
@@ -86,8 +88,9 @@ class Qwen4ExpSeed : public ::testing::Test {
   }
 
   // Serves conversation `seed` and checks it against its bypass answer.
-  static json served_equals_bypass(httplib::Client& c, int seed, bool expect_no_check_failures = true) {
-    json served = post(c, "/v1/completions", completion(new_conversation(seed)), false);
+  static json served_equals_bypass(httplib::Client& c, int seed, bool expect_no_check_failures = true,
+                                   const std::string& speculative = "ngram") {
+    json served = post(c, "/v1/completions", completion(new_conversation(seed), speculative), false);
     expect_equal_to_bypass(served, bypass_.at(seed), expect_no_check_failures);
     return served;
   }
@@ -176,7 +179,11 @@ TEST_F(Qwen4ExpSeed, RestoredAt2048FromRedisOnAnotherReplica) {
   }
   ServeProcess reader(remote(root_ + "/redis_reader"));  // its own empty RAM and SSD
   auto c = reader.client();
-  expect_seed_restore(served_equals_bypass(c, 2), "remote");
+  // Drafted by the MTP head from the rows Redis gave back.
+  json served = served_equals_bypass(c, 2, true, "mtp");
+  expect_seed_restore(served, "remote");
+  EXPECT_EQ(served["speculative"]["mode"], "mtp");
+  EXPECT_GT(served["speculative"]["drafted"].get<int64_t>(), 0);
   EXPECT_EQ(reader.stop(), 0);
 }
 
