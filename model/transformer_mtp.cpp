@@ -128,18 +128,13 @@ void Transformer::add_mtp_schema() {
 }
 
 void Transformer::bind_mtp_layer(const std::map<std::string, const TensorView*>& t, LayerWeights* w) {
-  const ModelConfig& c = config_;
-  const std::string L = "mtp.layers.0.";
-  auto part = [&](const std::string& suffix) { return ref(*t.at(L + suffix), /*matmul=*/false); };
-  auto fuse = [&](std::initializer_list<const char*> names) {
-    std::vector<WeightRef> parts;
-    for (const char* n : names) parts.push_back(part(n));
-    return kernels_->fuse(parts);
-  };
+  const std::string L = "mtp.layers.0.", A = L + "self_attn.";
   w->type = LayerType::kFullAttention;
   w->input_norm = floats(*t.at(L + "input_layernorm.weight"));
   w->post_norm = floats(*t.at(L + "post_attention_layernorm.weight"));
-  w->attn.in = fuse({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
+  const WeightRef qkv[] = {ref(*t.at(A + "q_proj.weight"), false), ref(*t.at(A + "k_proj.weight"), false),
+                           ref(*t.at(A + "v_proj.weight"), false)};
+  w->attn.in = kernels_->fuse(qkv);
   w->attn.o = ref(*t.at(L + "self_attn.o_proj.weight"));
   w->attn.q_norm = floats(*t.at(L + "self_attn.q_norm.weight"));
   w->attn.k_norm = floats(*t.at(L + "self_attn.k_norm.weight"));

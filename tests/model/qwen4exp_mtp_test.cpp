@@ -1,6 +1,5 @@
-// qwen4exp's MTP head (docs/model-spec.md 7.7): gen-model writes it only when
-// asked and leaves the model's tensors' bytes as they were; the model loads
-// it and its own results keep every bit; the State holds, for every
+// qwen4exp's MTP head (docs/model-spec.md 7.7): gen-model writes its own
+// tensors; the model loads it and its own results keep every bit; the State holds, for every
 // position, the head's QSA rows (K, V, raw indexer keys, pooled keys) that
 // its direct forward over the pairs (the trunk's streams of position j - 1,
 // token j) gives, and the carried streams; a draft after the State equals
@@ -15,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/mtp_head.h"
 #include "tests/util/models.h"
+#include "tests/util/mtp_drafts.h"
 
 namespace sb {
 namespace {
@@ -29,52 +29,19 @@ const Model& head_model() {
   return *m;
 }
 
-size_t component(const State& s, const std::string& name) {
-  for (size_t c = 0; c < s.n_components(); ++c)
-    if (s.schema().components[c].name == name) return c;
-  ADD_FAILURE() << "no component " << name;
-  return 0;
-}
+using testing::component;
+using testing::draft_logits;
+using testing::some_tokens;
 
-std::vector<int32_t> some_tokens(const Model& m, int n, uint32_t seed) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((seed + 7919u * i) % m.vocab_size()));
-  return out;
-}
 
-// `depth` drafts after the State's last position, the first pairing its
-// carried streams with `token`: every depth's logits.
-std::vector<std::vector<float>> draft_logits(const Model& m, const State& s, int32_t token, int depth) {
-  State kv = m.new_mtp_state();
-  std::vector<float> hidden;
-  EXPECT_TRUE(m.mtp_sync(s, 0, &kv, &hidden).is_ok());
-  std::vector<std::vector<float>> out;
-  for (int d = 0; d < depth; ++d) {
-    MtpOutput o;
-    const MtpStep step{&kv, s.position() + d, s.position() + d, hidden, {&token, 1}};
-    EXPECT_TRUE(m.mtp_forward(step, &o).is_ok());
-    token = o.stats.argmax;
-    hidden = o.hidden;
-    out.push_back(std::move(o.logits));
-  }
-  return out;
-}
-
-TEST(Qwen4ExpMtp, GenModelWritesItOnlyWhenAskedAndKeepsTheModelsBytes) {
-  std::unique_ptr<Checkpoint> plain, head;
-  ASSERT_TRUE(Checkpoint::open(testing::tiny_checkpoint(Arch::kQwen4Exp, 7), &plain).is_ok());
+// Its own tensors (model_mtp_head_test checks that gen-model adds only the
+// head's and keeps the model's bytes, for every family).
+TEST(Qwen4ExpMtp, GenModelWritesTheHeadsOwnTensors) {
+  std::unique_ptr<Checkpoint> head;
   ASSERT_TRUE(Checkpoint::open(head_checkpoint(), &head).is_ok());
-  for (const auto& [name, t] : plain->tensors()) {
-    EXPECT_NE(name.rfind("mtp.", 0), 0u) << name;
-    const TensorView* h = head->find(name);
-    ASSERT_NE(h, nullptr) << name;
-    ASSERT_EQ(h->nbytes, t.nbytes) << name;
-    EXPECT_EQ(std::memcmp(h->data, t.data, t.nbytes), 0) << name;
-  }
   ModelConfig c;
   ASSERT_TRUE(parse_config(head_checkpoint(), &c).is_ok());
   EXPECT_EQ(c.mtp_layers, 1);
-  EXPECT_EQ(head->tensors().size(), plain->tensors().size() + mtp_tensors(c).size());
   const int64_t H = c.hidden_size;
   for (auto [name, shape] : {std::pair<const char*, std::vector<int64_t>>{kMtpFcHidden, {H, H}},
                              {kMtpFcEmbedding, {H, H}},
