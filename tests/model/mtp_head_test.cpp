@@ -148,19 +148,7 @@ TEST(MtpHead, PrefillSplitsGiveTheSameHeadStateAndDrafts) {
   const auto want = draft_logits(*m, whole, next, 3);
   for (std::vector<int64_t> cuts : std::vector<std::vector<int64_t>>{{64, 128}, {63}, {65, 129}, {1, 100, 199}}) {
     SCOPED_TRACE("first cut " + std::to_string(cuts[0]));
-    State s = m->new_state();
-    PrefillCarry carry;
-    PrefillOptions o;
-    o.carry = &carry;
-    cuts.push_back(static_cast<int64_t>(tokens.size()));
-    int64_t at = 0;
-    for (int64_t cut : cuts) {
-      PrefillOutput part;
-      ASSERT_TRUE(
-          m->prefill(s, std::span(tokens).subspan(static_cast<size_t>(at), static_cast<size_t>(cut - at)), o, &part)
-              .is_ok());
-      at = cut;
-    }
+    const State s = testing::prefill_in_pieces(*m, tokens, cuts);
     EXPECT_TRUE(s.bitwise_equal(whole));
     EXPECT_EQ(draft_logits(*m, s, next, 3), want);
   }

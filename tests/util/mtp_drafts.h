@@ -1,10 +1,11 @@
 // Helpers of the MTP head's tests (model_mtp_head_test,
 // model_qwen4exp_mtp_test): a State component by name, a deterministic
-// prompt, and the head's greedy drafts after a State.
+// prompt, the head's greedy drafts after a State, a prefill in pieces.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,23 @@ inline std::vector<std::vector<float>> draft_logits(const Model& m, const State&
     out.push_back(std::move(o.logits));
   }
   return out;
+}
+
+// A fresh State prefilled in pieces ending at `cuts` (ascending, inside the
+// prompt) and at the prompt's end, with a carry (cuts may be off the grid).
+inline State prefill_in_pieces(const Model& m, std::span<const int32_t> tokens, std::vector<int64_t> cuts) {
+  State s = m.new_state();
+  PrefillCarry carry;
+  PrefillOptions o;
+  o.carry = &carry;
+  cuts.push_back(static_cast<int64_t>(tokens.size()));
+  int64_t at = 0;
+  for (int64_t cut : cuts) {
+    PrefillOutput part;
+    EXPECT_TRUE(m.prefill(s, tokens.subspan(static_cast<size_t>(at), static_cast<size_t>(cut - at)), o, &part).is_ok());
+    at = cut;
+  }
+  return s;
 }
 
 }  // namespace sb::testing
