@@ -29,8 +29,6 @@ int cmd_gen_model(int argc, char** argv) {
   if (Status s = args.get_int("mtp-layers", 0, 0, 1, &config.mtp_layers); !s) return fail(cmd, s.message());
   if (config.mtp_layers > 0 && (arch == Arch::kQwen3 || arch == Arch::kQsa))
     return fail(cmd, std::string("--mtp-layers: ") + arch_name(arch) + " checkpoints have no MTP head");
-  if (config.mtp_layers > 0 && arch == Arch::kQwen4Exp)
-    return fail(cmd, "--mtp-layers: qwen4exp's MTP head is not implemented yet");
   std::string dtype_name = args.get("dtype", "bf16");
   DType dtype;
   if (dtype_name == "bf16") dtype = DType::kBF16;

@@ -48,7 +48,10 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
     seq.state->append_rows(w.comp_k, std::span<const float>(k).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
     seq.state->append_rows(w.comp_v, std::span<const float>(v).subspan(seq.first_row * nkv * d, seq.rows * nkv * d));
   }
-  if (keys_only) return;
+  if (keys_only) {
+    if (sparse) store_index_keys(w, call, raw.data());
+    return;
+  }
   kernels_->rms_norm(q.data(), T * nh, d, a.q_norm.data(), eps, c.norm_weight_offset, q.data());
   kernels_->rope(q.data(), T, nh, d, c.rotary_dim(), call.positions.data(), c.rope_theta);
   std::vector<std::vector<uint8_t>> masks;
@@ -100,7 +103,11 @@ Status Transformer::verify_state(const State& state) const {
   // from other tokens' keys is as wrong as one of the wrong length.
   const int64_t dI = config_.index_head_dim;
   std::vector<float> want(dI);
-  for (const LayerWeights& w : layers_) {
+  std::vector<const LayerWeights*> layers;
+  for (const LayerWeights& w : layers_) layers.push_back(&w);
+  if (mtp_) layers.push_back(&mtp_->state_layer);  // qwen4exp's head has a QSA layer too
+  for (const LayerWeights* layer : layers) {
+    const LayerWeights& w = *layer;
     if (w.comp_index_pooled < 0) continue;
     const ComponentSpec& spec = schema_.components[w.comp_index_pooled];
     const std::span<const uint8_t> pooled = state.bytes(w.comp_index_pooled);
@@ -116,12 +123,8 @@ Status Transformer::verify_state(const State& state) const {
   return Status::ok();
 }
 
-void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, const float* raw, float* iq,
-                                   const float* iw, std::vector<std::vector<uint8_t>>* masks) const {
-  const ModelConfig& c = config_;
-  const int64_t T = call.rows, m = c.index_compress_ratio, dI = c.index_head_dim, HI = c.index_n_heads;
-  const int64_t rot = std::min(dI, c.rotary_dim());
-
+void Transformer::store_index_keys(const LayerWeights& w, ForwardCall& call, const float* raw) const {
+  const int64_t m = config_.index_compress_ratio, dI = config_.index_head_dim;
   // Raw keys are stored per token, before any norm or RoPE.
   for (const SequenceRows& seq : call.sequences) {
     State& st = *seq.state;
@@ -135,6 +138,15 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
       st.append_rows(w.comp_index_pooled, pooled);
     }
   }
+}
+
+void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, const float* raw, float* iq,
+                                   const float* iw, std::vector<std::vector<uint8_t>>* masks) const {
+  const ModelConfig& c = config_;
+  const int64_t T = call.rows, dI = c.index_head_dim, HI = c.index_n_heads;
+  const int64_t rot = std::min(dI, c.rotary_dim());
+
+  store_index_keys(w, call, raw);
 
   if (!w.attn.index_q_norm.empty())
     kernels_->rms_norm(iq, T * HI, dI, w.attn.index_q_norm.data(), static_cast<float>(c.rms_norm_eps), true, iq);

@@ -95,9 +95,10 @@ struct PrefillOutput {
   std::vector<float> logits;   // n_rows * vocab
   std::vector<LogitStats> stats;  // n_rows: each row's logit_stats (runtime/sampling.h)
   std::vector<RecurrentSnapshot> snapshots;  // in position order
-  // Only for a model with an MTP head (Model::has_mtp): n_rows * hidden_size,
-  // each logit row's hidden state after the final norm (what the LM head
-  // reads, and what the head's MtpStep::hidden takes).
+  // Only for a model with an MTP head (Model::has_mtp): each logit row's
+  // hidden state after the final norm (what the LM head reads), hidden_size
+  // floats; qwen4exp: its hc_count streams before the output mixer,
+  // hc_count * hidden_size floats. What the head's MtpStep::hidden takes.
   std::vector<float> hidden;
 };
 
@@ -105,18 +106,20 @@ struct PrefillOutput {
 // pairs the hidden state h that predicted token t_i with t_i itself, runs
 // e = norm_e(embed(t_i)), h' = norm_h(h), fc([e ; h']), one full-attention
 // decoder layer over the head's own keys and values, the head's norm and
-// the shared LM head: logits for the token after t_i.
+// the shared LM head: logits for the token after t_i. qwen4exp's head
+// (docs/model-spec.md 7.7) pairs the trunk's streams, runs a QSA layer
+// between its own mixers and mixes the streams for the LM head.
 struct MtpStep {
   State* kv = nullptr;             // Model::new_mtp_state(); rows [0, keep) kept, then these appended
   int64_t keep = 0;                // REQUIRES: <= kv's rows (the rest are dropped first: a rejected draft)
   int64_t first_pos = 0;           // position of t_0 in its sequence (RoPE)
-  std::span<const float> hidden;   // tokens.size() * hidden_size
+  std::span<const float> hidden;   // tokens.size() rows as SequenceOutput::hidden's
   std::span<const int32_t> tokens;
 };
 struct MtpOutput {
   std::vector<float> logits;  // the last row's, over the draft vocabulary (RuntimeOptions::mtp_draft_vocab)
   LogitStats stats;           // its argmax and log-normaliser
-  std::vector<float> hidden;  // hidden_size: the last row's output after the head's norm (the next depth's h)
+  std::vector<float> hidden;  // the last row's output after the head's norm (qwen4exp: its streams before its mixer): the next depth's h
 };
 
 // Which rows of a sequence's tokens get logits in a forward step: none (a
@@ -193,7 +196,8 @@ class Model {
 
   // The MTP head, when the checkpoint has one (config mtp_layers > 0 and its
   // mtp.* tensors). Then the model's State has three more components
-  // (docs/model-spec.md 2.9): the head's keys and values of every consumed
+  // (docs/model-spec.md 2.9; qwen4exp five, 7.7: its QSA layer's raw
+  // indexer keys and pooled keys too): the head's keys and values of every consumed
   // position ("mtp.k", "mtp.v"; row j pairs the final-normed hidden row of
   // position j - 1, zeros for j = 0, with token j, at RoPE position j) and
   // the hidden row carried to the next position ("mtp.hidden", recurrent).

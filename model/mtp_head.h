@@ -16,6 +16,15 @@ namespace sb {
 
 // The head's input projection, the tensor whose presence makes a head.
 inline constexpr const char* kMtpFc = "mtp.fc.weight";
+// qwen4exp's head (docs/model-spec.md 7.7) projects the embedding and each
+// of the trunk's hyper-connection streams apart: fc_embedding and fc_hidden
+// [H, H] in place of fc, and its norm of the hidden streams is
+// [hc_count * H] wide. Its decoder layer is a QSA layer between its own
+// mixers, and `mtp.hyper_connection_mixer.*` replaces `mtp.norm`.
+inline constexpr const char* kMtpFcEmbedding = "mtp.fc_embedding.weight";
+inline constexpr const char* kMtpFcHidden = "mtp.fc_hidden.weight";
+// The tensor whose presence makes a head of this config's family.
+const char* mtp_key_tensor(const ModelConfig& config);
 
 // The head's tensors for config.mtp_layers == 1, in a stable order (what
 // gen-model writes after the model's tensors); empty when mtp_layers is 0.

@@ -48,7 +48,7 @@ void Transformer::mixer_in(const MixerWeights& m, const float* h, int64_t T, flo
   kernels_->hc_mix(up.data(), normed, T, S, H, xin);
 }
 
-void Transformer::run_qwen4exp_layers(ForwardCall& call, std::vector<float>& x) const {
+void Transformer::run_qwen4exp_layers(ForwardCall& call, std::vector<float>& x, std::vector<float>* streams) const {
   const int64_t S = config_.hc_count, H = config_.hidden_size, T = call.rows;
   std::vector<float> h(T * S * H);
   for (int64_t r = 0; r < T; ++r)
@@ -56,6 +56,7 @@ void Transformer::run_qwen4exp_layers(ForwardCall& call, std::vector<float>& x) 
   Rows normed(T * S * H), xin(T * H), y(T * H);
   for (const LayerWeights& w : layers_) run_qwen4exp_layer(w, call, h.data(), normed.data(), xin.data(), y.data());
   mixer_in(head_mix_, h.data(), T, normed.data(), x.data(), nullptr);
+  if (streams) *streams = std::move(h);
 }
 
 void Transformer::run_qwen4exp_layer(const LayerWeights& w, ForwardCall& call, float* h, float* normed, float* xin,

@@ -39,10 +39,7 @@ Status Transformer::create(const std::string& dir, const RuntimeOptions& options
   if (!m->kernels_) return Status::invalid("the kernels factory made no kernels");
   SB_RETURN_IF_ERROR(m->bind_weights());
   m->build_schema();
-  // qwen4exp's MTP head has its own hyper-connection mixer, not run yet: the
-  // model loads without one (no drafts; decoding is the plain one).
-  if (options.mtp_head && m->config_.arch != Arch::kQwen4Exp)
-    SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
+  if (options.mtp_head) SB_RETURN_IF_ERROR(m->bind_mtp(options.mtp_draft_vocab));
 
   FingerprintFields& f = m->fingerprint_fields_;
   // The numerics version and instruction set live beside the kernels
@@ -114,14 +111,27 @@ std::vector<float> Transformer::floats(const TensorView& t) const {
 
 // qwen4exp's mixers (model/qwen4exp_layer.cpp); here for fuse_releasing.
 MixerWeights Transformer::bind_mixer(const std::string& prefix, bool inject) {
+  return bind_mixer([&](const std::string& name) -> const TensorView& { return weights_.get(name); }, prefix, inject);
+}
+
+MixerWeights Transformer::bind_mixer(const TensorGetter& get, const std::string& prefix, bool inject) {
   MixerWeights m;
-  m.norm = floats(weights_.get(prefix + "hc_norm.weight"));
-  std::vector<WeightRef> parts = {ref(weights_.get(prefix + "input_mix_weight_down.weight"), /*matmul=*/false)};
-  if (inject) parts.push_back(ref(weights_.get(prefix + "block_inject_weight.weight"), /*matmul=*/false));
+  m.norm = floats(get(prefix + "hc_norm.weight"));
+  std::vector<WeightRef> parts = {ref(get(prefix + "input_mix_weight_down.weight"), /*matmul=*/false)};
+  if (inject) parts.push_back(ref(get(prefix + "block_inject_weight.weight"), /*matmul=*/false));
   m.down = fuse_releasing(*kernels_, parts);
-  m.up = ref(weights_.get(prefix + "input_mix_weight_up.weight"));
+  m.up = ref(get(prefix + "input_mix_weight_up.weight"));
   m.inject = inject;
   return m;
+}
+
+FusedWeight Transformer::qwen4exp_qsa_in(const TensorView& q, const TensorView& k, const TensorView& v,
+                                         const TensorView& qk) {
+  const int64_t q_rows = config_.index_n_heads * config_.index_head_dim;
+  const WeightRef heads = ref(qk, /*matmul=*/false);
+  const WeightRef parts[] = {ref(q, false), ref(k, false), ref(v, false), row_range(heads, q_rows, config_.index_head_dim),
+                             row_range(heads, 0, q_rows)};
+  return fuse_releasing(*kernels_, parts);
 }
 
 FusedWeight Transformer::fused(int64_t layer, std::initializer_list<const char*> names) {
@@ -159,14 +169,9 @@ Status Transformer::bind_weights() {
     } else {
       AttentionWeights& a = w.attn;
       if (w.type == LayerType::kSparseAttention && q4) {
-        // One projection holds the indexer's query heads, then its key.
-        const WeightRef qk = ref(weights_.layer(l, "self_attn.indexer.index_qk_proj.weight"), /*matmul=*/false);
-        const int64_t q_rows = c.index_n_heads * c.index_head_dim;
-        const WeightRef parts[] = {ref(weights_.layer(l, "self_attn.q_proj.weight"), false),
-                                   ref(weights_.layer(l, "self_attn.k_proj.weight"), false),
-                                   ref(weights_.layer(l, "self_attn.v_proj.weight"), false),
-                                   row_range(qk, q_rows, c.index_head_dim), row_range(qk, 0, q_rows)};
-        a.in = fuse_releasing(*kernels_, parts);
+        a.in = qwen4exp_qsa_in(weights_.layer(l, "self_attn.q_proj.weight"), weights_.layer(l, "self_attn.k_proj.weight"),
+                               weights_.layer(l, "self_attn.v_proj.weight"),
+                               weights_.layer(l, "self_attn.indexer.index_qk_proj.weight"));
         a.unit_head_weights = true;
       } else if (w.type == LayerType::kSparseAttention)
         a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
@@ -340,9 +345,9 @@ Status Transformer::check_tokens(const State& state, std::span<const int32_t> to
   return Status::ok();
 }
 
-void Transformer::run_layers(ForwardCall& call, std::vector<float>& x) const {
+void Transformer::run_layers(ForwardCall& call, std::vector<float>& x, std::vector<float>* streams) const {
   const int64_t H = config_.hidden_size, T = call.rows;
-  if (config_.hc_count > 0) return run_qwen4exp_layers(call, x);
+  if (config_.hc_count > 0) return run_qwen4exp_layers(call, x, streams);
   Rows xn(T * H), y(T * H);
   for (const LayerWeights& w : layers_) run_layer(w, call, x.data(), xn.data(), y.data());
 }
@@ -535,14 +540,25 @@ Status Transformer::forward_pass(std::span<const SequenceStep> batch, std::vecto
   std::vector<float> x(call.rows * config_.hidden_size);
   for (size_t i = 0; i < batch.size(); ++i)
     kernels_->embed_rows(embed_, batch[i].tokens, x.data() + call.sequences[i].first_row * config_.hidden_size);
-  run_layers(call, x);
-  if (mtp_) mtp_state_rows(batch, call, x);
+  std::vector<float> streams;
+  const bool mtp_streams = mtp_ && mtp_->streams;
+  run_layers(call, x, mtp_streams ? &streams : nullptr);
+  if (mtp_) mtp_state_rows(batch, call, mtp_streams ? streams : x);
   for (const SequenceRows& seq : call.sequences) {
     const int64_t end = seq.first_pos + seq.rows;
     seq.state->set_position(end);
     if (seq.carry) seq.carry->position = end % kGrid != 0 ? end : -1;
   }
   logits_for_rows(batch, call, x, &outs);
+  if (mtp_streams) {
+    // A draft's first pair reads the streams before the head's mixer.
+    const int64_t W = mtp_->width;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const SequenceRows& seq = call.sequences[i];
+      const int64_t k = outs[i].n_rows, first = seq.first_row + seq.rows - k;
+      outs[i].hidden.assign(streams.begin() + first * W, streams.begin() + (first + k) * W);
+    }
+  }
   *out = std::move(outs);
   return Status::ok();
 }

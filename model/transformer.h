@@ -7,6 +7,7 @@
 // Internal to model/: users hold a Model (model/model.h).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -162,14 +163,15 @@ class Transformer final : public Model {
   // Rows of one pass of forward() (see there).
   static constexpr int64_t kMaxPassRows = 512;
   Status forward_pass(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const;
-  // Runs every layer over x [rows, hidden] in place.
-  void run_layers(ForwardCall& call, std::vector<float>& x) const;
+  // Runs every layer over x [rows, hidden] in place; qwen4exp's streams
+  // before the head's mixer [rows, hc_count * hidden] into *streams when given.
+  void run_layers(ForwardCall& call, std::vector<float>& x, std::vector<float>* streams = nullptr) const;
   // One decoder layer over x in place; xn and y are scratch rows of x's size.
   void run_layer(const LayerWeights& w, ForwardCall& call, float* x, float* xn, float* y) const;
   // qwen4exp (model/qwen4exp_layer.cpp): x [rows, hidden] becomes the
   // hc_count streams [rows, hc_count * hidden], each layer runs between its
   // mixers, and the head's mixer leaves x [rows, hidden] again.
-  void run_qwen4exp_layers(ForwardCall& call, std::vector<float>& x) const;
+  void run_qwen4exp_layers(ForwardCall& call, std::vector<float>& x, std::vector<float>* streams) const;
   void run_qwen4exp_layer(const LayerWeights& w, ForwardCall& call, float* h, float* normed, float* xin, float* y) const;
   // normed = the streams' norm; xin = the layer input; inject [rows, hc_count]
   // when the mixer has one.
@@ -180,7 +182,13 @@ class Transformer final : public Model {
   void ple_sequence(const LayerWeights& w, SequenceRows& seq, const std::vector<int64_t>& history,
                     const float* conv_in, float* conv_out) const;
   Status bind_qwen4exp_layer(int64_t layer, LayerWeights* w);
+  // A tensor by its full name (the WeightSet's, or the MTP head's).
+  using TensorGetter = std::function<const TensorView&(const std::string&)>;
   MixerWeights bind_mixer(const std::string& prefix, bool inject);
+  MixerWeights bind_mixer(const TensorGetter& get, const std::string& prefix, bool inject);
+  // qwen4exp's QSA projections as one product: q (with its gate), k, v, the
+  // indexer's key, then its query heads (index_qk_proj holds the heads first).
+  FusedWeight qwen4exp_qsa_in(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qk);
   // Final norm and LM head over the rows each sequence asked logits for.
   void logits_for_rows(std::span<const SequenceStep> batch, const ForwardCall& call, const std::vector<float>& x,
                        std::vector<SequenceOutput>* out) const;
@@ -197,6 +205,9 @@ class Transformer final : public Model {
   // sequence.
   void sparse_selection(const LayerWeights& w, ForwardCall& call, const float* raw, float* iq, const float* iw,
                         std::vector<std::vector<uint8_t>>* masks) const;
+  // Appends the rows' raw indexer keys to their States and closes the
+  // pooled blocks they complete.
+  void store_index_keys(const LayerWeights& w, ForwardCall& call, const float* raw) const;
   void sparse_mask(const LayerWeights& w, const SequenceRows& seq, const float* iq, const float* iw,
                    std::vector<uint8_t>* mask) const;
   void delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
@@ -255,6 +266,13 @@ class Transformer final : public Model {
   struct MtpHead {
     WeightRef fc;  // [hidden, 2 * hidden] over [embedding ; hidden]
     std::vector<float> norm_embed, norm_hidden, norm;
+    // qwen4exp (docs/model-spec.md 7.7): fc's two halves apart, fc_hidden
+    // shared by the streams, and the head's mixer in place of norm.
+    WeightRef fc_embedding, fc_hidden;
+    MixerWeights head_mix;
+    bool streams = false;
+    // Floats of the hidden row a pair reads: hidden, or all hc_count streams.
+    int64_t width = 0;
     LayerWeights layer;
     StateSchema schema;
     // The same layer writing the model's State (its comp_k and comp_v are
@@ -269,6 +287,16 @@ class Transformer final : public Model {
   Status bind_mtp(int64_t draft_vocab);
   // The head's decoder layer from its tensors `t` (mtp_tensors() names).
   void bind_mtp_layer(const std::map<std::string, const TensorView*>& t, LayerWeights* w);
+  void bind_mtp_ffn(const std::map<std::string, const TensorView*>& t, FfnWeights* f);
+  // qwen4exp's head (model/qwen4exp_mtp.cpp): its projections, QSA layer and mixers.
+  void bind_qwen4exp_mtp(const std::map<std::string, const TensorView*>& t, MtpHead* m);
+  // The head's input streams x [n, hc_count * hidden] from tokens and the
+  // trunk's (or the last depth's) streams before the output mixer.
+  void qwen4exp_mtp_input(std::span<const int32_t> tokens, const float* hidden, int64_t n, float* x) const;
+  // qwen4exp's head over a draft's rows (Model::mtp_forward's work).
+  void qwen4exp_mtp_rows(ForwardCall& call, const MtpStep& step, MtpOutput* out) const;
+  // The head's keys of a forward call's rows from their input streams.
+  void qwen4exp_mtp_keys(ForwardCall& call, std::span<const int32_t> tokens, const float* prev) const;
   Status check_mtp_step(const MtpStep& step) const;
   // Adds the head's components to the model's schema (Model::has_mtp).
   void add_mtp_schema();
@@ -276,9 +304,10 @@ class Transformer final : public Model {
   void mtp_input(std::span<const int32_t> tokens, const float* hidden, int64_t n, float* x) const;
   // The head's rows of a forward call (after the model's layers, over x): the
   // keys and values of every row, the carried row and its snapshots.
+  // x: the layers' output rows, or qwen4exp's streams (run_layers).
   void mtp_state_rows(std::span<const SequenceStep> batch, ForwardCall& call, const std::vector<float>& x) const;
-  // Each row's predecessor hidden row for the head: the row above in its
-  // sequence, the State's carried row for a sequence's first row.
+  // Each row's predecessor hidden row (mtp_->width floats) for the head: the
+  // row above in its sequence, the State's carried row for a sequence's first row.
   void mtp_previous_rows(const ForwardCall& call, const float* normed, float* prev) const;
 
   ModelConfig config_;

@@ -52,7 +52,7 @@ Status Transformer::bind_mtp(int64_t draft_vocab) {
   const ModelConfig& c = config_;
   // A config that names a head whose tensors were left out of the files
   // (stripped checkpoints, GGUF files converted without it) loads without one.
-  if (c.mtp_layers == 0 || !checkpoint_->find(kMtpFc)) return Status::ok();
+  if (c.mtp_layers == 0 || !checkpoint_->find(mtp_key_tensor(c))) return Status::ok();
   if (c.mtp_layers != 1)
     return Status::invalid("mtp_num_hidden_layers is " + std::to_string(c.mtp_layers) +
                            "; an MTP head of one layer is supported");
@@ -67,19 +67,33 @@ Status Transformer::bind_mtp(int64_t draft_vocab) {
     t[s.name] = v;
   }
   auto mtp = std::make_unique<MtpHead>();
-  mtp->fc = ref(*t.at(kMtpFc));
+  LayerWeights& w = mtp->layer;
   mtp->norm_embed = floats(*t.at("mtp.pre_fc_norm_embedding.weight"));
   mtp->norm_hidden = floats(*t.at("mtp.pre_fc_norm_hidden.weight"));
-  mtp->norm = floats(*t.at("mtp.norm.weight"));
-  LayerWeights& w = mtp->layer;
-  bind_mtp_layer(t, &w);
-  // Keys and values in the dtype of the model's own attention rows.
+  mtp->width = c.hidden_size;
+  if (c.arch == Arch::kQwen4Exp) {
+    bind_qwen4exp_mtp(t, mtp.get());
+  } else {
+    mtp->fc = ref(*t.at(kMtpFc));
+    mtp->norm = floats(*t.at("mtp.norm.weight"));
+    bind_mtp_layer(t, &w);
+  }
+  // Keys and values (and a QSA layer's indexer rows) in the dtype of the
+  // model's own attention rows.
   const DType rows_dtype = kernels_->precision() == Precision::kBF16 ? DType::kBF16 : DType::kF32;
   const uint64_t kv = static_cast<uint64_t>(c.n_kv_heads * c.head_dim);
   mtp->schema.components = {{"mtp.k", ComponentKind::kSequence, 1, rows_dtype, kv},
                             {"mtp.v", ComponentKind::kSequence, 1, rows_dtype, kv}};
   w.comp_k = 0;
   w.comp_v = 1;
+  if (w.type == LayerType::kSparseAttention) {
+    const uint64_t dI = static_cast<uint64_t>(c.index_head_dim);
+    mtp->schema.components.push_back({"mtp.index_raw", ComponentKind::kSequence, 1, rows_dtype, dI});
+    mtp->schema.components.push_back({"mtp.index_pooled", ComponentKind::kPooled,
+                                      static_cast<uint32_t>(c.index_compress_ratio), rows_dtype, dI});
+    w.comp_index_raw = 2;
+    w.comp_index_pooled = 3;
+  }
   // The LM head's first rows, read in place (a tied head is the embedding).
   mtp->vocab = draft_vocab > 0 && draft_vocab < c.vocab_size ? draft_vocab : c.vocab_size;
   if (mtp->vocab == c.vocab_size) {
@@ -100,21 +114,34 @@ void Transformer::add_mtp_schema() {
   int recurrent = 0;
   for (const ComponentSpec& c : schema_.components) recurrent += c.kind == ComponentKind::kRecurrent;
   m.state_layer = m.layer;
-  for (int c = 0; c < 2; ++c) {
-    ComponentSpec spec = m.schema.components[c];
-    schema_.components.push_back(spec);
-    (c == 0 ? m.state_layer.comp_k : m.state_layer.comp_v) = static_cast<int>(schema_.components.size() - 1);
-  }
+  const int base = static_cast<int>(schema_.components.size());
+  for (const ComponentSpec& spec : m.schema.components) schema_.components.push_back(spec);
+  for (int* comp : {&m.state_layer.comp_k, &m.state_layer.comp_v, &m.state_layer.comp_index_raw,
+                    &m.state_layer.comp_index_pooled})
+    if (*comp >= 0) *comp += base;
   // The hidden row a position hands to the next one's pair: recurrent, so
   // the bank keeps it with each snapshot and a restored prefill goes on
   // from it.
-  schema_.components.push_back(
-      {"mtp.hidden", ComponentKind::kRecurrent, 0, DType::kF32, static_cast<uint64_t>(config_.hidden_size)});
+  schema_.components.push_back({"mtp.hidden", ComponentKind::kRecurrent, 0, DType::kF32, static_cast<uint64_t>(m.width)});
   m.comp_hidden = static_cast<int>(schema_.components.size() - 1);
   m.rec_hidden = recurrent;
 }
 
 void Transformer::bind_mtp_layer(const std::map<std::string, const TensorView*>& t, LayerWeights* w) {
+  const std::string L = "mtp.layers.0.", A = L + "self_attn.";
+  w->type = LayerType::kFullAttention;
+  w->input_norm = floats(*t.at(L + "input_layernorm.weight"));
+  w->post_norm = floats(*t.at(L + "post_attention_layernorm.weight"));
+  const WeightRef qkv[] = {ref(*t.at(A + "q_proj.weight"), false), ref(*t.at(A + "k_proj.weight"), false),
+                           ref(*t.at(A + "v_proj.weight"), false)};
+  w->attn.in = kernels_->fuse(qkv);
+  w->attn.o = ref(*t.at(L + "self_attn.o_proj.weight"));
+  w->attn.q_norm = floats(*t.at(L + "self_attn.q_norm.weight"));
+  w->attn.k_norm = floats(*t.at(L + "self_attn.k_norm.weight"));
+  bind_mtp_ffn(t, &w->ffn);
+}
+
+void Transformer::bind_mtp_ffn(const std::map<std::string, const TensorView*>& t, FfnWeights* ffn) {
   const ModelConfig& c = config_;
   const std::string L = "mtp.layers.0.";
   auto part = [&](const std::string& suffix) { return ref(*t.at(L + suffix), /*matmul=*/false); };
@@ -123,14 +150,7 @@ void Transformer::bind_mtp_layer(const std::map<std::string, const TensorView*>&
     for (const char* n : names) parts.push_back(part(n));
     return kernels_->fuse(parts);
   };
-  w->type = LayerType::kFullAttention;
-  w->input_norm = floats(*t.at(L + "input_layernorm.weight"));
-  w->post_norm = floats(*t.at(L + "post_attention_layernorm.weight"));
-  w->attn.in = fuse({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
-  w->attn.o = ref(*t.at(L + "self_attn.o_proj.weight"));
-  w->attn.q_norm = floats(*t.at(L + "self_attn.q_norm.weight"));
-  w->attn.k_norm = floats(*t.at(L + "self_attn.k_norm.weight"));
-  FfnWeights& f = w->ffn;
+  FfnWeights& f = *ffn;
   f.moe = mtp_layer_config(c).layer_is_moe(0);
   if (!f.moe) {
     f.in = fuse({"mlp.gate_proj.weight", "mlp.up_proj.weight"});
@@ -169,7 +189,7 @@ Status Transformer::check_mtp_step(const MtpStep& step) const {
                            std::to_string(step.kv->rows(0)));
   if (step.tokens.empty()) return Status::invalid("an MTP step needs at least one token");
   if (step.first_pos < 0) return Status::invalid("an MTP step's position is negative");
-  if (step.hidden.size() != step.tokens.size() * static_cast<size_t>(config_.hidden_size))
+  if (step.hidden.size() != step.tokens.size() * static_cast<size_t>(mtp_->width))
     return Status::invalid("an MTP step needs one hidden row per token");
   for (int32_t token : step.tokens)
     if (token < 0 || token >= config_.vocab_size)
@@ -202,22 +222,30 @@ Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
   const MtpHead& m = *mtp_;
   const int64_t H = config_.hidden_size, n = static_cast<int64_t>(step.tokens.size());
   State& kv = *step.kv;
-  for (size_t c = 0; c < 2; ++c)
-    kv.storage(c).resize(static_cast<size_t>(step.keep) * m.schema.components[c].row_bytes());
+  for (size_t c = 0; c < m.schema.components.size(); ++c) {
+    const ComponentSpec& spec = m.schema.components[c];
+    kv.storage(c).resize(static_cast<size_t>(spec.rows_at(step.keep) * spec.row_bytes()));
+  }
   kv.set_position(step.keep);
 
-  std::vector<float> x(n * H);
-  mtp_input(step.tokens, step.hidden.data(), n, x.data());
   // The head's rows attend over its own keys: key row j is the j-th pair it
   // kept, at the position RoPE gave it; first_pos only places the rows.
   ForwardCall call;
   call.rows = n;
   for (int64_t i = 0; i < n; ++i) call.positions.push_back(step.first_pos + i);
+  call.tokens.assign(step.tokens.begin(), step.tokens.end());
   SequenceRows seq;
   seq.state = &kv;
   seq.rows = n;
   seq.first_pos = step.keep;
   call.sequences.push_back(std::move(seq));
+  if (m.streams) {
+    qwen4exp_mtp_rows(call, step, out);
+    kv.set_position(step.keep + n);
+    return Status::ok();
+  }
+  std::vector<float> x(n * H);
+  mtp_input(step.tokens, step.hidden.data(), n, x.data());
   Rows xn(n * H), y(n * H);
   run_layer(m.layer, call, x.data(), xn.data(), y.data());
   kv.set_position(step.keep + n);
@@ -232,7 +260,7 @@ Status Transformer::mtp_forward(const MtpStep& step, MtpOutput* out) const {
 }
 
 void Transformer::mtp_previous_rows(const ForwardCall& call, const float* normed, float* prev) const {
-  const int64_t H = config_.hidden_size, S = static_cast<int64_t>(call.sequences.size());
+  const int64_t H = mtp_->width, S = static_cast<int64_t>(call.sequences.size());
   std::vector<int64_t> from, to, firsts;
   std::vector<float> carried(S * H);
   for (int64_t i = 0; i < S; ++i) {
@@ -256,24 +284,33 @@ void Transformer::mtp_previous_rows(const ForwardCall& call, const float* normed
 void Transformer::mtp_state_rows(std::span<const SequenceStep> batch, ForwardCall& call,
                                  const std::vector<float>& x) const {
   const MtpHead& m = *mtp_;
-  const int64_t H = config_.hidden_size, T = call.rows;
-  // Each row's final-normed hidden row, as the LM head reads it.
-  Rows normed(T * H), prev(T * H);
-  kernels_->rms_norm(x.data(), T, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
-                     config_.norm_weight_offset, normed.data());
-  mtp_previous_rows(call, normed.data(), prev.data());
+  const int64_t H = config_.hidden_size, W = m.width, T = call.rows;
+  // Each row's hidden row as the head pairs it: final-normed, as the LM head
+  // reads it, or qwen4exp's streams before the output mixer.
+  Rows normed, prev(T * W);
+  if (!m.streams) {
+    normed = Rows(T * H);
+    kernels_->rms_norm(x.data(), T, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
+                       config_.norm_weight_offset, normed.data());
+  }
+  const float* rows = m.streams ? x.data() : normed.data();
+  mtp_previous_rows(call, rows, prev.data());
   std::vector<int32_t> tokens;
   tokens.reserve(static_cast<size_t>(T));
   for (const SequenceStep& step : batch) tokens.insert(tokens.end(), step.tokens.begin(), step.tokens.end());
-  Rows hx(T * H), xn(T * H);
-  mtp_input(tokens, prev.data(), T, hx.data());
-  // Only the keys and values are kept (the rows' outputs would draft tokens
-  // the model itself has already predicted), so the layer stops there: its
-  // attention, output projection and FFN would cost a whole layer per row.
-  kernels_->rms_norm(hx.data(), T, H, m.state_layer.input_norm.data(), static_cast<float>(config_.rms_norm_eps),
-                     config_.norm_weight_offset, xn.data());
-  attention_layer(m.state_layer, call, xn.data(), nullptr, /*keys_only=*/true);
-  auto row = [&](int64_t r) { return std::span<const float>(normed.data() + r * H, static_cast<size_t>(H)); };
+  if (m.streams) {
+    qwen4exp_mtp_keys(call, tokens, prev.data());
+  } else {
+    Rows hx(T * H), xn(T * H);
+    mtp_input(tokens, prev.data(), T, hx.data());
+    // Only the keys and values are kept (the rows' outputs would draft tokens
+    // the model itself has already predicted), so the layer stops there: its
+    // attention, output projection and FFN would cost a whole layer per row.
+    kernels_->rms_norm(hx.data(), T, H, m.state_layer.input_norm.data(), static_cast<float>(config_.rms_norm_eps),
+                       config_.norm_weight_offset, xn.data());
+    attention_layer(m.state_layer, call, xn.data(), nullptr, /*keys_only=*/true);
+  }
+  auto row = [&](int64_t r) { return std::span<const float>(rows + r * W, static_cast<size_t>(W)); };
   for (SequenceRows& seq : call.sequences) {
     seq.state->set_recurrent(m.comp_hidden, row(seq.first_row + seq.rows - 1));
     for (RecurrentSnapshot& snap : *seq.snapshots) {
@@ -295,15 +332,17 @@ Status Transformer::mtp_sync(const State& state, int64_t valid, State* kv, std::
     return Status::invalid("the MTP state was not made by new_mtp_state()");
   const int64_t n = state.position();
   const int64_t keep = std::clamp<int64_t>(valid, 0, std::min<int64_t>(n, static_cast<int64_t>(kv->rows(0))));
-  const int comps[2] = {mtp_->state_layer.comp_k, mtp_->state_layer.comp_v};
-  for (size_t c = 0; c < 2; ++c) {
-    const uint64_t row_bytes = mtp_->schema.components[c].row_bytes();
-    const std::span<const uint8_t> from = state.bytes(static_cast<size_t>(comps[c]));
-    kv->storage(c).resize(static_cast<size_t>(keep) * row_bytes);
-    kv->append_bytes(c, from.subspan(static_cast<size_t>(keep) * row_bytes));
+  // The head's components sit in the model's schema in the same order, after mtp.k.
+  const size_t first = static_cast<size_t>(mtp_->state_layer.comp_k);
+  for (size_t c = 0; c < mtp_->schema.components.size(); ++c) {
+    const ComponentSpec& spec = mtp_->schema.components[c];
+    const size_t kept = static_cast<size_t>(spec.rows_at(keep) * spec.row_bytes());
+    const std::span<const uint8_t> from = state.bytes(first + c);
+    kv->storage(c).resize(kept);
+    kv->append_bytes(c, from.subspan(kept));
   }
   kv->set_position(n);
-  hidden->resize(static_cast<size_t>(config_.hidden_size));
+  hidden->resize(static_cast<size_t>(mtp_->width));
   state.read_rows(static_cast<size_t>(mtp_->comp_hidden), 0, 1, hidden->data());
   return Status::ok();
 }

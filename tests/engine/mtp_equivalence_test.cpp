@@ -39,6 +39,13 @@ const Model& head_model() {
   return *model;
 }
 
+// qwen4exp's head: its own QSA layer and mixers (docs/model-spec.md 7.7).
+const Model& qwen4exp_head_model() {
+  static const std::unique_ptr<Model> model =
+      testing::load_model(testing::tiny_checkpoint(Arch::kQwen4Exp, 7, DType::kBF16, "_mtp", with_head));
+  return *model;
+}
+
 EngineOptions engine_options(int64_t batch_tokens) {
   EngineOptions o = testing::block_options(kB);
   o.batch_tokens = batch_tokens;
@@ -252,13 +259,12 @@ TEST(MtpEquivalence, DraftsDoNotDependOnThePrefillSplit) {
 
 // A server restarted between requests restores from the SSD tier: the head's
 // components come back from disk, drafts and responses as a cold run's.
-TEST(MtpEquivalence, DraftsAfterARestartFromSsdEqualColdOnes) {
+void expect_drafts_after_a_restart_from_ssd_equal_cold_ones(const Model& model) {
   testing::TempDir dir(/*in_memory=*/true);
   BankOptions o;
   o.ram_bytes = 64ull << 20;
   o.ssd_mode = SsdMode::kOn;
   o.ssd_dir = dir.bank();
-  const Model& model = head_model();
   for (int n : {2 * static_cast<int>(kB) - 1, 2 * static_cast<int>(kB) + 1}) {
     SCOPED_TRACE("prompt of " + std::to_string(n));
     const CompletionRequest base = prompt_of(model.vocab_size(), n, 500 + n);
@@ -285,15 +291,23 @@ TEST(MtpEquivalence, DraftsAfterARestartFromSsdEqualColdOnes) {
   }
 }
 
+TEST(MtpEquivalence, DraftsAfterARestartFromSsdEqualColdOnes) {
+  expect_drafts_after_a_restart_from_ssd_equal_cold_ones(head_model());
+}
+
+TEST(MtpEquivalence, Qwen4ExpDraftsAfterARestartFromSsdEqualColdOnes) {
+  expect_drafts_after_a_restart_from_ssd_equal_cold_ones(qwen4exp_head_model());
+}
+
 // A head that can draft token 0 only (a draft vocabulary of one id), and a
 // logit bias that makes the target emit 0 always, or 0 or 1: drafts are
 // accepted, several tokens a step, cold and restored, and every result still
 // equals plain decoding's.
-TEST(MtpEquivalence, AcceptedDraftsEqualPlainDecodingToo) {
+void expect_accepted_drafts_equal_plain_decoding(Arch arch) {
   RuntimeOptions ro;
   ro.mtp_draft_vocab = 1;
   std::unique_ptr<Model> model;
-  ASSERT_TRUE(Model::load(testing::tiny_checkpoint(Arch::kQwen3Next, 7, DType::kBF16, "_mtp", with_head), ro,
+  ASSERT_TRUE(Model::load(testing::tiny_checkpoint(arch, 7, DType::kBF16, "_mtp", with_head), ro,
                           cpu_kernels_factory(), &model)
                   .is_ok());
   Fixture f(*model);
@@ -323,6 +337,50 @@ TEST(MtpEquivalence, AcceptedDraftsEqualPlainDecodingToo) {
   EXPECT_GT(total.acceptance(), 0.3);
   EXPECT_LT(total.acceptance(), 1.0);
   EXPECT_GT(total.tokens_per_step(), 1.5);
+}
+
+TEST(MtpEquivalence, AcceptedDraftsEqualPlainDecodingToo) { expect_accepted_drafts_equal_plain_decoding(Arch::kQwen3Next); }
+
+TEST(MtpEquivalence, Qwen4ExpAcceptedDraftsEqualPlainDecodingToo) {
+  expect_accepted_drafts_equal_plain_decoding(Arch::kQwen4Exp);
+}
+
+// qwen4exp, greedy and seeded, and a prompt just past a block edge (every
+// prompt here is past the tiny preset's indexer budget of 16 tokens): cold
+// and restored responses equal plain decoding, a restored conversation
+// drafts what a cold one drafts, and one whose head pooled keys or carried
+// streams were damaged drafts otherwise.
+TEST(MtpEquivalence, Qwen4ExpDraftsEqualPlainDecodingAndRestoreAsCold) {
+  Fixture f(qwen4exp_head_model());
+  std::vector<CompletionRequest> requests = make_requests(f.model.vocab_size());
+  requests.resize(2);
+  requests.push_back(prompt_of(f.model.vocab_size(), 2 * static_cast<int>(kB) + 1, 903));
+  for (const CompletionRequest& base : requests) {
+    const int64_t n = static_cast<int64_t>(base.prompt.size());
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    const auto [plain, cold, warm, cold_drafts, warm_drafts] = run_cold_then_warm(f, base);
+    EXPECT_EQ(warm.restore.restore_point, (n - 1) / kB * kB);
+    EXPECT_EQ(testing::compare_results(cold, plain), "");
+    EXPECT_EQ(testing::compare_results(warm, plain), "");
+    EXPECT_GT(cold_drafts.tokens.size(), 10u);
+    EXPECT_TRUE(cold_drafts == warm_drafts);
+  }
+  // Every pooled key of the head (its top-k selection reads them all), or
+  // the carried streams' last bytes.
+  for (auto [name, bytes_from_end] : {std::pair<const char*, size_t>{"mtp.index_pooled", SIZE_MAX}, {"mtp.hidden", 256}}) {
+    SCOPED_TRACE(name);
+    Fixture damaged(qwen4exp_head_model());
+    const std::string target = name;
+    const size_t span = bytes_from_end;
+    damaged.engine->set_test_hooks(EngineTestHooks{[target, span](State& s) {
+      std::vector<uint8_t>& bytes = s.storage(component(s, target));
+      std::fill(bytes.end() - static_cast<std::ptrdiff_t>(std::min(bytes.size(), span)), bytes.end(), uint8_t{0x3f});
+    }});
+    const auto [plain, cold, warm, cold_drafts, warm_drafts] = run_cold_then_warm(damaged, requests.back());
+    EXPECT_GT(warm.restore.restore_point, 0);
+    EXPECT_EQ(testing::compare_results(warm, plain), "");
+    EXPECT_FALSE(cold_drafts == warm_drafts);
+  }
 }
 
 TEST(MtpEquivalence, AutoMeansMtpWithAHeadAndNgramWithout) {

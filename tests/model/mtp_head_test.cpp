@@ -17,6 +17,7 @@
 #include "model/checkpoint.h"
 #include "runtime/cpu/backend.h"
 #include "tests/util/models.h"
+#include "tests/util/mtp_drafts.h"
 #include "tests/util/temp_dir.h"
 
 namespace sb {
@@ -37,7 +38,7 @@ std::vector<float> trunk_hidden(const Model& m, std::span<const int32_t> tokens)
 }
 
 TEST(MtpHead, GenModelWritesItOnlyWhenAskedAndKeepsTheModelsBytes) {
-  for (Arch arch : {Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe}) {
+  for (Arch arch : {Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen4Exp}) {
     SCOPED_TRACE(arch_name(arch));
     std::unique_ptr<Checkpoint> plain, head;
     ASSERT_TRUE(Checkpoint::open(testing::tiny_checkpoint(arch), &plain).is_ok());
@@ -95,36 +96,10 @@ TEST(MtpHead, LoadsForEveryFamilyWithAHead) {
   }
 }
 
-size_t component(const State& s, const std::string& name) {
-  for (size_t c = 0; c < s.n_components(); ++c)
-    if (s.schema().components[c].name == name) return c;
-  ADD_FAILURE() << "no component " << name;
-  return 0;
-}
+using testing::component;
+using testing::draft_logits;
+using testing::some_tokens;
 
-std::vector<int32_t> some_tokens(const Model& m, int n, uint32_t seed) {
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>((seed + 7919u * i) % m.vocab_size()));
-  return out;
-}
-
-// A draft of `depth` tokens after the State's last position, the first
-// pairing its carried row with `token`: every depth's logits.
-std::vector<std::vector<float>> draft_logits(const Model& m, const State& s, int32_t token, int depth) {
-  State kv = m.new_mtp_state();
-  std::vector<float> hidden;
-  EXPECT_TRUE(m.mtp_sync(s, 0, &kv, &hidden).is_ok());
-  std::vector<std::vector<float>> out;
-  for (int d = 0; d < depth; ++d) {
-    MtpOutput o;
-    const MtpStep step{&kv, s.position() + d, s.position() + d, hidden, {&token, 1}};
-    EXPECT_TRUE(m.mtp_forward(step, &o).is_ok());
-    token = o.stats.argmax;
-    hidden = o.hidden;
-    out.push_back(std::move(o.logits));
-  }
-  return out;
-}
 
 // Row j of the State's head keys and values is the head's pair (the
 // final-normed hidden row of position j - 1, zeros for j = 0; token j) at
@@ -173,19 +148,7 @@ TEST(MtpHead, PrefillSplitsGiveTheSameHeadStateAndDrafts) {
   const auto want = draft_logits(*m, whole, next, 3);
   for (std::vector<int64_t> cuts : std::vector<std::vector<int64_t>>{{64, 128}, {63}, {65, 129}, {1, 100, 199}}) {
     SCOPED_TRACE("first cut " + std::to_string(cuts[0]));
-    State s = m->new_state();
-    PrefillCarry carry;
-    PrefillOptions o;
-    o.carry = &carry;
-    cuts.push_back(static_cast<int64_t>(tokens.size()));
-    int64_t at = 0;
-    for (int64_t cut : cuts) {
-      PrefillOutput part;
-      ASSERT_TRUE(
-          m->prefill(s, std::span(tokens).subspan(static_cast<size_t>(at), static_cast<size_t>(cut - at)), o, &part)
-              .is_ok());
-      at = cut;
-    }
+    const State s = testing::prefill_in_pieces(*m, tokens, cuts);
     EXPECT_TRUE(s.bitwise_equal(whole));
     EXPECT_EQ(draft_logits(*m, s, next, 3), want);
   }
