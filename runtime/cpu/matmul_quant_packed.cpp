@@ -369,23 +369,29 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
       sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
-        // Two sub-blocks of 16 with signed scales; levels n - 32: the offset
-        // leaves each sum before its scale multiplies it.
+        // Two sub-blocks of 16 with signed scales; levels n - 32: the offset,
+        // -32 (sa s0 + sb s1) with s0, s1 the activations' two sums of 16,
+        // is one vpdpwssd against the scales as 16-bit pairs (sa, sb), not two
+        // moves from general registers per row.
         const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
+        const __m512i sab = _mm512_or_si512(_mm512_and_si512(sa, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sb, 16));
         for (int r = 0; r < R; ++r) {
-          const int16_t* sums = t.sums[r] + b * 16 + 2 * s;
           const int64_t at = b * kSuperBlock + 32 * s;
-          const __m512i da = dots(t, r, lev, 4, at, _mm512_set1_epi32(-32 * sums[0]));
-          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(-32 * sums[1]));
-          add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+          const __m512i da = dots(t, r, lev, 4, at, _mm512_setzero_si512());
+          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_setzero_si512());
+          const __m512i off = dpwssd_bcast(_mm512_setzero_si512(), sab, t.sums[r] + b * 16 + 2 * s);
+          add(I[r], _mm512_sub_epi32(_mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)),
+                                     _mm512_slli_epi32(off, 5)));
         }
       } else {
+        // The min times the sub-block's two sums of 16: one vpdpwssd against
+        // the min as a 16-bit pair (mn, mn).
         const __m512i sc = _mm512_cvtepu8_epi32(bytes16(64 + 16 * s)), mn = _mm512_cvtepu8_epi32(bytes16(192 + 16 * s));
+        const __m512i mn2 = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16));
         for (int r = 0; r < R; ++r) {
           const __m512i d = dots(t, r, lev, 8, b * kSuperBlock + 32 * s, _mm512_setzero_si512());
           add(I[r], _mm512_mullo_epi32(d, sc));
-          const int32_t S = t.sums[r][b * 16 + 2 * s] + t.sums[r][b * 16 + 2 * s + 1];
-          add(M[r], _mm512_mullo_epi32(mn, _mm512_set1_epi32(S)));
+          add(M[r], dpwssd_bcast(_mm512_setzero_si512(), mn2, t.sums[r] + b * 16 + 2 * s));
         }
       }
     }
