@@ -28,7 +28,10 @@ over the probe passes right before and after each of runtime_bench's decode
 chunks, the bandwidth of the same moment), and statebank's resident memory
 after loading the file and after the first decode, over the file's size.
 With --out DIR that table replaces the quantized section of DIR/runtime.md
-(the BF16 section stays). Progress goes to stderr. Wall-clock numbers move with load: compare ratios from one
+(the BF16 section stays). With --ik-llama-bin DIR as well, ik_llama.cpp's
+llama-bench runs on the same files, once with -rtr 0 and once with -rtr 1
+(its run-time repacking into its own interleaved layouts), and the table
+gains its two rates and statebank over the better one. Progress goes to stderr. Wall-clock numbers move with load: compare ratios from one
 run on a quiet machine; the report records the load average.
 """
 from __future__ import annotations
@@ -117,10 +120,16 @@ def measure_gguf(a, preset: str, gguf_type: str) -> dict:
           file=sys.stderr, flush=True)
     llama = json.loads(run([os.path.join(a.llama_bin, "llama-bench"), "-m", path, "-lm", "none", "-p", a.prefill,
                             "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"], quiet=True))
+    ik = {}
+    for rtr in (0, 1) if a.ik_llama_bin else ():  # ik_llama.cpp without and with its run-time repacking
+        print(f"compare_llama: {preset} {gguf_type}: ik_llama.cpp llama-bench -rtr {rtr}", file=sys.stderr, flush=True)
+        ik[rtr] = json.loads(run([os.path.join(a.ik_llama_bin, "llama-bench"), "-m", path, "-rtr", str(rtr), "-p",
+                                  a.prefill, "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"],
+                                 quiet=True))
     print(f"compare_llama: {preset} {gguf_type}: runtime_bench", file=sys.stderr, flush=True)
     ours = json.loads(run([a.runtime_bench, "--model", path, "--threads", a.threads, "--prefill", a.prefill,
                            "--decode", str(a.decode), "--reps", str(a.reps), "--json"]))
-    return {"preset": preset, "type": gguf_type, "path": path, "llama": llama, "ours": ours,
+    return {"preset": preset, "type": gguf_type, "path": path, "llama": llama, "ours": ours, "ik": ik,
             "llama_bytes": gguf_weight_bytes(path)}
 
 
@@ -138,14 +147,21 @@ def gguf_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
                 paired = sorted(ours.get("decode_over_adjacent_probe", {}).get(str(t), []))
                 if paired:
                     bound += f" (statebank, same moment: {paired[len(paired) // 2]:.0%})"
+            ik = ""
+            if m["ik"]:  # -rtr 0 / -rtr 1, and statebank over the better of the two
+                k0, k1 = (samples_of(m["ik"][r], test, t, "ik_llama.cpp llama-bench") for r in (0, 1))
+                ik = (f" {best(k0):.1f} / {best(k1):.1f} | "
+                      f"{best(s) / max(best(k0), best(k1)):.2f}x |")
             rows.append(f"| {m['preset']} | {m['type']} | {test} | {t} | {best(s):.1f} ({mean(s):.1f}) | "
-                        f"{best(ll):.1f} ({mean(ll):.1f}) | {best(s) / best(ll):.2f}x | {bound} |")
+                        f"{best(ll):.1f} ({mean(ll):.1f}) | {best(s) / best(ll):.2f}x |{ik} {bound} |")
     return rows
 
 
 def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], load: tuple, minutes: float) -> str:
-    lines = ["| preset | type | test | threads | statebank t/s | llama.cpp t/s | statebank / llama.cpp | "
-             "decode / read-bandwidth bound: statebank / llama.cpp |", "|---|---|---|---|---|---|---|---|"]
+    ik = " ik_llama.cpp t/s, -rtr 0 / 1 | statebank / ik_llama.cpp |" if a.ik_llama_bin else ""
+    lines = ["| preset | type | test | threads | statebank t/s | llama.cpp t/s | statebank / llama.cpp |" + ik +
+             " decode / read-bandwidth bound: statebank / llama.cpp |",
+             "|---|---|---|---|---|---|---|" + ("---|---|" if ik else "") + "---|"]
     for m in measured:
         lines += gguf_rows(m, tests, threads)
     lines += ["", "| preset | type | file | statebank reads per token | resident after load | after the first decode | "
@@ -248,9 +264,13 @@ def main():
     ap.add_argument("--out", default="", help="write runtime.md, runtime.csv, runtime.png here (e.g. docs/bench)")
     ap.add_argument("--note", default="", help="a line for the report (e.g. 'measured under load')")
     ap.add_argument("--gguf-types", default="", help="measure GGUF files of these types (q8_0,q4_k_m) instead of BF16")
+    ap.add_argument("--ik-llama-bin", default="", help="with --gguf-types: ik_llama.cpp's build/bin too, "
+                    "its llama-bench without and with -rtr on the same files (bench/compare_llama.sh --ik-llama)")
     a = ap.parse_args()
     if a.reps < 1:
         die("--reps must be at least 1")
+    if a.ik_llama_bin and not a.gguf_types:
+        die("--ik-llama-bin needs --gguf-types (ik_llama.cpp is compared on the GGUF files)")
     if a.gguf_types:
         for gguf_type in a.gguf_types.split(","):
             if gguf_type not in ("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"):

@@ -8,8 +8,24 @@
 #   bench/compare_llama.sh [--reps 3] [--threads 1,2] [--out docs/bench] [--note TEXT] [--work DIR]
 #   bench/compare_llama.sh --gguf-types q8_0,q4_k_m --preset 0.8b,4b --threads 2 [--reps 1] [--out docs/bench]
 #     (the same GGUF files, made by statebank quantize, in both programs; see the .py)
+#   bench/compare_llama.sh --ik-llama SRC_DIR --gguf-types q8_0,q4_k_m ...
+#     (ik_llama.cpp too, built from a checkout of github.com/ikawrakow/ik_llama.cpp
+#     at SRC_DIR by tools/llama/build_ik_llama.sh; by hand only, never in CI)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+args=()
+while [[ $# -gt 0 ]]; do
+  if [[ "$1" == "--ik-llama" ]]; then
+    [[ $# -ge 2 ]] || { echo "compare_llama: --ik-llama takes the ik_llama.cpp source directory" >&2; exit 2; }
+    "$root/tools/llama/build_ik_llama.sh" "$2" >&2
+    args+=(--ik-llama-bin "$("$root/tools/llama/build_ik_llama.sh" "$2" --print-bin)")
+    shift 2
+  else
+    args+=("$1")
+    shift
+  fi
+done
+set -- "${args[@]}"
 source "$root/tools/llama/env.sh"
 "$root/tools/llama/build_llama.sh" >&2
 [[ -n "$SB_PY" ]] || { echo "compare_llama: needs python3 with numpy (apt-get install python3-numpy)" >&2; exit 2; }

@@ -136,9 +136,14 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
       for (int64_t g = task * per; g < g1; ++g) {
         const int64_t j = g * kQuantPackedRows;
         const int cols = static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j));
-        for (int64_t i = i0; i < i1; i += kQuantPackedTileRows)
-          quant_packed_tile(w.dtype, data + g * group_bytes, xq, i,
-                            static_cast<int>(std::min<int64_t>(kQuantPackedTileRows, i1 - i)), y + i * N + j, N, cols);
+        // Tiles of equal size (a 9-row step as 5 and 4, not 8 and 1): each
+        // tile decodes the group's blocks once, and a lone row's tile is the
+        // slowest per row.
+        const int64_t tiles = (i1 - i0 + kQuantPackedTileRows - 1) / kQuantPackedTileRows;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t a = i0 + t * (i1 - i0) / tiles, e = i0 + (t + 1) * (i1 - i0) / tiles;
+          quant_packed_tile(w.dtype, data + g * group_bytes, xq, a, static_cast<int>(e - a), y + a * N + j, N, cols);
+        }
       }
     }
   });

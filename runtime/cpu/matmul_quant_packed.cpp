@@ -222,12 +222,29 @@ struct PackedTile {
       acc[r] = _mm512_setzero_ps();
     }
   }
-  __m512i x4(int r, int64_t at) const {
-    int32_t v;
-    std::memcpy(&v, q[r] + at, 4);
-    return _mm512_set1_epi32(v);
-  }
 };
+
+// acc + the lanes' four u8 levels of u times the four s8 activation levels at
+// s, broadcast by the instruction itself. In assembly: GCC's intrinsic form
+// copied each accumulator out and back around every vpdpbusd of a tile of 8
+// rows and spilled two of them, which cost a third of the tile's time.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* s) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
+  return acc;
+}
+
+// acc + the lanes' two s16 values of u times the two s16 values at s (broadcast).
+inline __m512i dpwssd_bcast(__m512i acc, __m512i u, const int16_t* s) {
+  __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
+  return acc;
+}
+
+// The weights' stream runs ahead of the tile by kAhead bytes: a tile of
+// several rows spends long enough on each line that the hardware prefetcher
+// alone left the loads waiting on memory (a fifth of an 8-row decode step's
+// samples sat on them).
+constexpr int64_t kAhead = 4096;
+inline void fetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0); }
 
 inline __m512 halves16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -242,26 +259,43 @@ inline void for_blocks(int64_t nb, DType dtype, Fold&& fold) {
   for (int64_t b = 0; b < nb; ++b) fold(b);
 }
 
+// Q8_0: the rows inside the loop over the block's 8 weight vectors, so that
+// one weight vector and two integer chains per row (k even, k odd) are live,
+// not all 8 vectors beside 16 chains and the rows' float sums (a tile of 8
+// spilled and ran no faster than two of 4).
 template <int R>
 void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+  const __m512i minus128 = _mm512_set1_epi16(-128);
   for_blocks<R>(nb, DType::kQ8_0, [&](int64_t b) {
     const uint8_t* blk = g + b * 544;
-    __m512i wk[8];
-    for (int k = 0; k < 8; ++k) wk[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
-    const __m512 dw = halves16(blk);
+    for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
+    __m512i I[R], J[R];
+    // The offset: -128 times the block's two sums of 16, in the vector unit.
     for (int r = 0; r < R; ++r) {
-      __m512i I = _mm512_set1_epi32(-128 * (t.sums[r][2 * b] + t.sums[r][2 * b + 1]));
-      for (int k = 0; k < 8; ++k) I = _mm512_dpbusd_epi32(I, wk[k], t.x4(r, 32 * b + 4 * k));
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(I), t.acc[r]);
+      I[r] = dpwssd_bcast(_mm512_setzero_si512(), minus128, t.sums[r] + 2 * b);
+      J[r] = _mm512_setzero_si512();
     }
+    for (int k = 0; k < 8; k += 2) {
+      const __m512i w0 = _mm512_loadu_si512(blk + 32 + 64 * k), w1 = _mm512_loadu_si512(blk + 96 + 64 * k);
+      for (int r = 0; r < R; ++r) {
+        I[r] = dpbusd_bcast(I[r], w0, t.q[r] + 32 * b + 4 * k);
+        J[r] = dpbusd_bcast(J[r], w1, t.q[r] + 32 * b + 4 * k + 4);
+      }
+    }
+    const __m512 dw = halves16(blk);
+    for (int r = 0; r < R; ++r)
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])),
+                                 _mm512_cvtepi32_ps(_mm512_add_epi32(I[r], J[r])), t.acc[r]);
   });
 }
 
 template <int R>
 void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+  const __m512i minus8 = _mm512_set1_epi16(-8);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for_blocks<R>(nb, DType::kQ4_0, [&](int64_t b) {
     const uint8_t* blk = g + b * 288;
+    for (int l = 0; l < 288; l += 64) fetch_ahead(blk + l);
     __m512i lev[8];
     for (int k = 0; k < 4; ++k) {
       const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
@@ -270,9 +304,14 @@ void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
     }
     const __m512 dw = halves16(blk);
     for (int r = 0; r < R; ++r) {
-      __m512i I = _mm512_set1_epi32(-8 * (t.sums[r][2 * b] + t.sums[r][2 * b + 1]));
-      for (int j = 0; j < 8; ++j) I = _mm512_dpbusd_epi32(I, lev[j], t.x4(r, 32 * b + 4 * j));
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(I), t.acc[r]);
+      __m512i I = dpwssd_bcast(_mm512_setzero_si512(), minus8, t.sums[r] + 2 * b), J = _mm512_setzero_si512();
+      const int8_t* q = t.q[r] + 32 * b;
+      for (int j = 0; j < 8; j += 2) {
+        I = dpbusd_bcast(I, lev[j], q + 4 * j);
+        J = dpbusd_bcast(J, lev[j + 1], q + 4 * j + 4);
+      }
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])),
+                                 _mm512_cvtepi32_ps(_mm512_add_epi32(I, J)), t.acc[r]);
     }
   });
 }
@@ -281,6 +320,7 @@ void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 template <DType kType>
 inline void sub_levels(const uint8_t* sub, __m512i* lev) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int l = 0; l < (kType == DType::kQ4_K ? 256 : kType == DType::kQ5_K ? 320 : 384); l += 64) fetch_ahead(sub + l);
   for (int k = 0; k < 4; ++k) {
     __m512i v = _mm512_loadu_si512(sub + 64 * k);
     __asm__("" : "+v"(v));  // one load for both uses (the compiler would fold it into each)
@@ -311,7 +351,7 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
 // Lane sums of lev[j0..j0+n) against row r's activation groups from `at`.
 template <int R>
 inline __m512i dots(const PackedTile<R>& t, int r, const __m512i* lev, int n, int64_t at, __m512i acc) {
-  for (int j = 0; j < n; ++j) acc = _mm512_dpbusd_epi32(acc, lev[j], t.x4(r, at + 4 * j));
+  for (int j = 0; j < n; ++j) acc = dpbusd_bcast(acc, lev[j], t.q[r] + at + 4 * j);
   return acc;
 }
 
@@ -321,94 +361,107 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
   const KLayout lay = k_layout(kType);
   for_blocks<R>(nb, kType, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
-    __m512i I[R], M[R];
-    for (int r = 0; r < R; ++r) I[r] = M[r] = _mm512_setzero_si512();
+    // In memory, once per sub-block: the registers are the levels'.
+    alignas(64) int32_t I[R][16] = {}, M[R][16] = {};
+    auto add = [](int32_t* at, __m512i v) { _mm512_store_si512(at, _mm512_add_epi32(_mm512_load_si512(at), v)); };
     for (int s = 0; s < 8; ++s) {
       __m512i lev[8];
       sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
-        // Two sub-blocks of 16 with signed scales; levels n - 32: the offset
-        // leaves each sum before its scale multiplies it.
+        // Two sub-blocks of 16 with signed scales; levels n - 32: the offset,
+        // -32 (sa s0 + sb s1) with s0, s1 the activations' two sums of 16,
+        // is one vpdpwssd against the scales as 16-bit pairs (sa, sb), not two
+        // moves from general registers per row.
         const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
+        const __m512i sab = _mm512_or_si512(_mm512_and_si512(sa, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sb, 16));
         for (int r = 0; r < R; ++r) {
-          const int16_t* sums = t.sums[r] + b * 16 + 2 * s;
           const int64_t at = b * kSuperBlock + 32 * s;
-          const __m512i da = dots(t, r, lev, 4, at, _mm512_set1_epi32(-32 * sums[0]));
-          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(-32 * sums[1]));
-          I[r] = _mm512_add_epi32(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+          const __m512i da = dots(t, r, lev, 4, at, _mm512_setzero_si512());
+          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_setzero_si512());
+          const __m512i off = dpwssd_bcast(_mm512_setzero_si512(), sab, t.sums[r] + b * 16 + 2 * s);
+          add(I[r], _mm512_sub_epi32(_mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)),
+                                     _mm512_slli_epi32(off, 5)));
         }
       } else {
+        // The min times the sub-block's two sums of 16: one vpdpwssd against
+        // the min as a 16-bit pair (mn, mn).
         const __m512i sc = _mm512_cvtepu8_epi32(bytes16(64 + 16 * s)), mn = _mm512_cvtepu8_epi32(bytes16(192 + 16 * s));
+        const __m512i mn2 = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16));
         for (int r = 0; r < R; ++r) {
           const __m512i d = dots(t, r, lev, 8, b * kSuperBlock + 32 * s, _mm512_setzero_si512());
-          I[r] = _mm512_add_epi32(I[r], _mm512_mullo_epi32(d, sc));
-          const int32_t S = t.sums[r][b * 16 + 2 * s] + t.sums[r][b * 16 + 2 * s + 1];
-          M[r] = _mm512_add_epi32(M[r], _mm512_mullo_epi32(mn, _mm512_set1_epi32(S)));
+          add(I[r], _mm512_mullo_epi32(d, sc));
+          add(M[r], dpwssd_bcast(_mm512_setzero_si512(), mn2, t.sums[r] + b * 16 + 2 * s));
         }
       }
     }
     const __m512 d = halves16(blk);
     for (int r = 0; r < R; ++r) {
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(I[r]), t.acc[r]);
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
       if constexpr (!kSix)
-        t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(halves16(blk + 32), dx), _mm512_cvtepi32_ps(M[r]), t.acc[r]);
+        t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(halves16(blk + 32), dx), _mm512_cvtepi32_ps(_mm512_load_si512(M[r])),
+                                    t.acc[r]);
     }
   });
 }
 
 // Q4_K in its paired layout: per pair of sub-blocks, eight loads, two ANDs
-// each, two vpdpbusd per row; the mins' sum is one vpdpwssd per pair against
-// the activations' two sub-block sums.
+// each, two vpdpbusd per row whose activation groups are broadcast from memory
+// (a load, not a move from a general register); each pair's two sums are
+// scaled into one running integer per row at once, and the mins' sum (one
+// vpdpwssd per pair against the activations' two sub-block sums) runs after
+// the levels, so that a tile of 8 rows keeps its 24 integer accumulators in
+// registers. Integer sums: exact in any order, so the bits are the others'.
 template <int R>
 void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
   const KLayout lay = k_layout(DType::kQ4_K);
   for_blocks<R>(nb, DType::kQ4_K, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
-    __m512i even[R], odd[R], M[R];
-    int16_t S[R][8];  // the activations' sums per sub-block of 32
-    for (int r = 0; r < R; ++r) {
-      even[r] = odd[r] = M[r] = _mm512_setzero_si512();
-      for (int s = 0; s < 8; ++s)
-        S[r][s] = static_cast<int16_t>(t.sums[r][b * 16 + 2 * s] + t.sums[r][b * 16 + 2 * s + 1]);
-    }
+    // In memory, once per pair: the registers are the inner loop's.
+    alignas(64) int32_t I[R][16] = {};
     for (int p = 0; p < 4; ++p) {
       const uint8_t* sub = blk + lay.header + 2 * lay.sub * p;  // the pair's two sub-blocks
       __m512i de[R], dodd[R];
       for (int r = 0; r < R; ++r) de[r] = dodd[r] = _mm512_setzero_si512();
+      const int64_t at0 = b * kSuperBlock + 64 * p;
       for (int k = 0; k < 8; ++k) {
+        fetch_ahead(sub + 64 * k);
         __m512i v = _mm512_loadu_si512(sub + 64 * k);
         __asm__("" : "+v"(v));  // one load for both ANDs (the compiler would fold it into each)
         const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(v, high4);
-        const int64_t at = b * kSuperBlock + 64 * p + 4 * k;
         for (int r = 0; r < R; ++r) {
-          de[r] = _mm512_dpbusd_epi32(de[r], lo, t.x4(r, at));
-          dodd[r] = _mm512_dpbusd_epi32(dodd[r], hi, t.x4(r, at + 32));
+          de[r] = dpbusd_bcast(de[r], lo, t.q[r] + at0 + 4 * k);
+          dodd[r] = dpbusd_bcast(dodd[r], hi, t.q[r] + at0 + 32 + 4 * k);
         }
       }
       auto scales = [&](int s) {
         return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 + 16 * s)));
       };
       const __m512i se = scales(2 * p), so = scales(2 * p + 1);
-      const __m512i mins =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
-      for (int r = 0; r < R; ++r) {
-        even[r] = _mm512_add_epi32(even[r], _mm512_mullo_epi32(de[r], se));
-        odd[r] = _mm512_add_epi32(odd[r], _mm512_mullo_epi32(dodd[r], so));
-        int32_t pair;
-        std::memcpy(&pair, &S[r][2 * p], 4);
-        M[r] = _mm512_dpwssd_epi32(M[r], mins, _mm512_set1_epi32(pair));
-      }
+      // The odd sums are 16 times the levels' (high nibbles): exact to divide.
+      for (int r = 0; r < R; ++r)
+        _mm512_store_si512(I[r], _mm512_add_epi32(_mm512_load_si512(I[r]),
+                                                  _mm512_add_epi32(_mm512_mullo_epi32(de[r], se),
+                                                                   _mm512_mullo_epi32(_mm512_srai_epi32(dodd[r], 4), so))));
     }
     const __m512 d = halves16(blk), dmin = halves16(blk + 32);
     for (int r = 0; r < R; ++r) {
-      // The odd sums are 16 times the levels' (high nibbles): exact to divide.
-      const __m512i I = _mm512_add_epi32(even[r], _mm512_srai_epi32(odd[r], 4));
+      const int16_t* sums = t.sums[r] + b * 16;
+      __m512i M = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const int16_t pair[2] = {static_cast<int16_t>(sums[4 * p] + sums[4 * p + 1]),
+                                 static_cast<int16_t>(sums[4 * p + 2] + sums[4 * p + 3])};
+        int32_t both;
+        std::memcpy(&both, pair, 4);
+        const __m512i mins =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
+        M = _mm512_dpwssd_epi32(M, mins, _mm512_set1_epi32(both));
+      }
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(I), t.acc[r]);
-      t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(M[r]), t.acc[r]);
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
+      t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(M), t.acc[r]);
     }
   });
 }

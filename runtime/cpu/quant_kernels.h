@@ -42,7 +42,7 @@ QuantTileKernel quant_tile_kernel(QuantIsa isa);
 // The repacked layout of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K for
 // AVX512-VNNI (matmul_quant_packed.cpp, made by prepare()): groups of
 // kQuantPackedRows weight rows.
-constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 4;
+constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 8;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
 // y[r * ldy + c] for c < cols of one group and rows <= kQuantPackedTileRows
