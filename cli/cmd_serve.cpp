@@ -46,6 +46,7 @@ const char* kUsage =
     "[--speculative-acceptance exact|rejection] [--mtp-vocab 32768] "
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
+    "[--write-timeout SECONDS] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
     "[--ignore-cache-control] [--keep-billing-header] [--sampling-defaults model|greedy] "
     "[--remote redis://HOST:PORT[/DB]|redis-cluster://HOST:PORT[,HOST:PORT...] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
@@ -81,6 +82,7 @@ const std::set<std::string> kServeFlags = {"model",
                                            "max-connections",
                                            "header-timeout",
                                            "body-timeout",
+                                           "write-timeout",
                                            "tenant-share",
                                            "remote",
                                            "remote-password-file",
@@ -107,7 +109,7 @@ std::string base_name(const std::string& dir) {
 // together; the engine's go straight into its options (engine_flags).
 struct ServeFlags {
   int64_t port, threads, max_prompt, max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl,
-      remote_timeout, max_connections, header_timeout_s, body_timeout_s;
+      remote_timeout, max_connections, header_timeout_s, body_timeout_s, write_timeout_s;
   uint64_t max_body;
   double audit;
 };
@@ -153,6 +155,7 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
       !(s = args.get_int("max-connections", 1024, 1, 1 << 20, &f->max_connections)) ||
       !(s = args.get_int("header-timeout", 10, 1, 3600, &f->header_timeout_s)) ||
       !(s = args.get_int("body-timeout", 60, 1, 86400, &f->body_timeout_s)) ||
+      !(s = args.get_int("write-timeout", 10, 1, 3600, &f->write_timeout_s)) ||
       !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &f->remote_ttl)) ||
       !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &f->remote_timeout)) ||
       !(s = args.get_size("max-body-bytes", 16u << 20, &f->max_body)) ||
@@ -292,6 +295,7 @@ Status server_options(const Args& args, const ServeFlags& f, ServerOptions* so) 
   so->max_connections = static_cast<size_t>(f.max_connections);
   so->header_timeout = std::chrono::seconds(f.header_timeout_s);
   so->body_timeout = std::chrono::seconds(f.body_timeout_s);
+  so->write_timeout = std::chrono::seconds(f.write_timeout_s);
   return Status::ok();
 }
 

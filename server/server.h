@@ -57,6 +57,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -99,7 +100,8 @@ struct ServerOptions {
   size_t max_connections = 1024;                    // open at once; at the cap the longest-waiting one makes room
   std::chrono::milliseconds header_timeout{10000};  // a request header, whole, from the accept or the last response
   std::chrono::milliseconds body_timeout{60000};    // a request body, whole, once its header is in
-  std::chrono::seconds io_timeout{10};              // one read or write on a connection
+  std::chrono::seconds io_timeout{10};              // one read on a connection
+  std::chrono::milliseconds write_timeout{10000};   // all a response may wait on its client (server/connections.h)
   std::chrono::seconds request_timeout{1800};       // a completion from arrival to its end; 0: none
   std::chrono::milliseconds shutdown_deadline{30000};
   // Other names the model answers to on every route (--served-model-name:
@@ -151,6 +153,11 @@ class Server {
   void install_error_handlers();  // errors in OpenAI's shape; request metrics
   void install_bank_routes();     // server/bank_routes.cpp
   void install_token_routes();    // /tokenize, /detokenize: server/token_routes.cpp
+  // The page's files as the poll thread answers them (Connections::Fixed;
+  // server/bank_routes.cpp); false for any other path.
+  static bool fixed_page_response(std::string_view path, std::string* head, std::string_view* body);
+  // /health and the page's files, answered without a request thread.
+  bool fixed_response(std::string_view method, std::string_view path, std::string* head, std::string_view* body);
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
                          const Protocol& protocol);
   // The body, read after the route's key check: at most max_body_bytes as
