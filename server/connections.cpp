@@ -75,6 +75,12 @@ constexpr size_t kAcceptSlack = 256;
 constexpr size_t kMaxResponseBuffer = 256 << 10;
 constexpr size_t kMaxBufferedTotal = 64 << 20;
 
+// The kernel's send buffer of a connection, fixed: Linux grows it on its own
+// up to 4 MiB (tcp_wmem) even toward a client that reads nothing, which
+// would let each slow reader park megabytes of kernel memory and hide from
+// the write deadline behind them. The kernel doubles what is asked.
+constexpr int kSocketSendBuffer = 128 << 10;
+
 std::string peer_address(int fd) {
   std::string ip;
   int port = 0;
@@ -170,7 +176,7 @@ class ConnStream : public httplib::Stream {
       const auto until = std::min(Clock::now() + io_, deadline_);
       for (;;) {
         const auto now = Clock::now();
-        if (now >= until || owner_.stopping_) return -1;
+        if (now >= until || owner_.stopping_ || owner_.draining_) return -1;
         const auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(until - now),
                                     std::chrono::milliseconds(200));
         pollfd p{c_.fd, POLLIN, 0};
@@ -375,6 +381,7 @@ void Connections::wake() {
 }
 
 void Connections::adopt(int fd) {
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketSendBuffer, sizeof kSocketSendBuffer);
   auto c = std::make_unique<Conn>(fd, &open_, &buffered_);
   // Up to the cap plus some slack the poll thread decides who stays (it makes
   // room by closing connections still waiting); beyond that, no one is read.
@@ -489,9 +496,9 @@ void Connections::serve_on_thread(std::unique_ptr<Conn> c) {
   const bool ok = serve_(stream, last, &closed);
   tl_close_after_response = nullptr;
   tl_fd = -1;
-  if (!ok || stopping_) return;  // c's destructor closes it
+  if (stopping_) return;  // c's destructor closes it
   stream.keep_rest();
-  if (c->unsent() > 0) {
+  if (ok && c->unsent() > 0) {
     // The rest goes out from the poll thread, within what is left of the
     // response's time; the next request waits for it (promise 4b).
     c->flushing = true;
@@ -504,7 +511,7 @@ void Connections::serve_on_thread(std::unique_ptr<Conn> c) {
     return;
   }
   if (close_after) return linger(std::move(c));  // a body may be on its way still
-  if (closed || last) return;
+  if (!ok || closed || last) return;
   c->since = Clock::now();
   c->kept_alive = true;
   c->scanned = 0;

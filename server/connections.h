@@ -28,7 +28,8 @@
 //  4. On its thread a request's body must arrive within `body_timeout` of the
 //     thread taking it (each read within `io_timeout`).
 //  4a. A response is written without waiting on its client: what the socket
-//     does not take at once is kept (up to kMaxResponseBuffer a connection,
+//     (whose kernel send buffer is fixed at 256 KiB, not grown by Linux up to
+//     4 MiB toward a client that reads nothing) does not take at once is kept (up to kMaxResponseBuffer a connection,
 //     kMaxBufferedTotal in all) and written by the poll thread once the
 //     handler returns, so a client that reads slowly, or not at all, holds
 //     no thread. The time a response waits on its client, added up over the
@@ -45,7 +46,10 @@
 //     is answered by the poll thread itself, without a request thread.
 //  5. A handler may call close_after_response() (e.g. when it left a body
 //     unread): the connection is closed once the response is written.
-//  6. shutdown() closes the waiting connections and joins every thread; a
+//  6. drain() (shutdown's first step) makes every body read from then on
+//     fail at once: a request still arriving is given up (its handler sees a
+//     broken body), so no upload, however slow, holds shutdown back.
+//     shutdown() closes the waiting connections and joins every thread; a
 //     request in progress ends first (and its connection is then closed).
 //
 // Thread safety: adopt() from the listening thread; close_after_response()
@@ -112,6 +116,7 @@ class Connections {
 
   // Takes an accepted socket (closes it in the end).
   void adopt(int fd);
+  void drain() { draining_ = true; }
   void shutdown();
 
   // On a request's thread: close the connection once the response is written.
@@ -172,6 +177,7 @@ class Connections {
   std::atomic<size_t> buffered_{0};  // response bytes kept for slow clients
   std::atomic<size_t> open_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};  // bodies are no longer read (promise 6)
   int wake_fd_ = -1;
   std::mutex mu_;                              // guards incoming_
   std::vector<std::unique_ptr<Conn>> incoming_;  // adopted or handed back, for the poll thread

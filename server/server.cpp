@@ -486,9 +486,21 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
     // Only an admitted request pins (issue 47: refused ones pinned too). A
     // pin may name blocks not stored yet: they are kept once this request
     // stores them.
-    for (const PinSpec& pin : pins) {
-      nlohmann::json ignored;
-      (void)bank_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
+    const int64_t now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    for (const PinSpec& spec : pins) {
+      const auto pin = [&](std::string* id, int64_t* expires_ms) {
+        nlohmann::json made;
+        // No bank, or a prefix under one block: nothing to keep.
+        if (!bank_->bank_pin(spec, &made)) return false;
+        *id = made["id"].get<std::string>();
+        *expires_ms = made["expires_ms"].get<int64_t>();
+        return true;
+      };
+      const auto bytes_of = [&](const std::string& id) { return bank_->bank_pinned_bytes(id); };
+      // Beyond the tenant's budget the request runs unpinned.
+      (void)pin_budget_.try_pin(in.tenant ? in.tenant->name : std::string(), now_ms, pin, bytes_of);
     }
     if (call->stream) {
       streaming = true;
@@ -753,6 +765,8 @@ Status Server::serve() {
 Status Server::shutdown() {
   const auto deadline = Clock::now() + options_.shutdown_deadline;
   draining_ = true;
+  // A body still arriving belongs to no accepted request: given up now.
+  http_->connections().drain();
   Admission& admission = backend_->admission();
   admission.close();
   auto left = [&] {

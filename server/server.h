@@ -31,8 +31,9 @@
 //     while one request whose header arrived whole (within header_timeout)
 //     is served; /health and /metrics have threads of their own, so they are
 //     answered under full load; with every request thread busy anything else
-//     is 503 at once. Reads and writes time out per call (io_timeout), a body
-//     as a whole (body_timeout).
+//     is 503 at once. Reads time out per call (io_timeout), a body as a
+//     whole (body_timeout), the time a response waits on its client as a
+//     whole (write_timeout); /health and the page's files take no thread.
 //  9. The key is checked before a body is read; a body is at most
 //     max_body_bytes as it arrives (chunked, compressed: decoded), else 413.
 //  10. With two or more tenants, one tenant holds at most the engine's
@@ -67,6 +68,7 @@
 #include "server/completion_setup.h"
 #include "server/metrics.h"
 #include "server/namespace.h"
+#include "server/pin_budget.h"
 #include "server/renderer.h"
 #include "server/request_parse.h"
 
@@ -115,6 +117,10 @@ struct ServerOptions {
   // budget until they expire (at most 1 h), so a server open to clients it
   // does not trust may turn this off.
   bool cache_control_pins = true;
+  // What one tenant's cache_control pins may hold (server/pin_budget.h);
+  // beyond either, a request is served unpinned.
+  size_t max_pins_per_tenant = 32;
+  uint64_t max_pinned_bytes_per_tenant = 512u << 20;
 };
 
 // Whether every address `host` resolves to (getaddrinfo, numeric or by name)
@@ -205,6 +211,7 @@ class Server {
   BankAdmin* bank_;
   ServerOptions options_;
   Metrics metrics_;
+  PinBudget pin_budget_{options_.max_pins_per_tenant, options_.max_pinned_bytes_per_tenant};
   Activity activity_;
   std::unique_ptr<HttpServer> http_;
   int64_t started_at_ = 0;
