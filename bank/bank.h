@@ -171,6 +171,7 @@ class Bank {
   Status pin_chain(const Key& tail, int64_t ttl_ms, Pin* out);
   bool unpin(const std::string& id);
   std::vector<Pin> pins() const { return pins_.list(); }
+  bool find_pin(const std::string& id, Pin* out) const { return pins_.find(id, out); }
   // Bytes and objects each tier holds under a pin's names.
   std::vector<TierShare> pinned_share(const Pin& pin) const;
   // Forgets expired pins and lets the tiers evict to their budgets.

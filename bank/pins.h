@@ -11,6 +11,10 @@
 //
 // Pins live in memory: a restart forgets them (docs/bank.md, "Pins").
 //
+// Cost: adding or removing a pin costs O(k log n) for its k names (the
+// names' expiries are kept incrementally, never rebuilt from every pin), so
+// a burst of pins holds the lock eviction asks under for a bounded time.
+//
 // Thread safety: every method locks one mutex; protects() never calls out,
 // so tiers may ask it under their own locks.
 #pragma once
@@ -18,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -53,6 +58,8 @@ class PinSet : public EvictionGuard {
   size_t clear();
   // Unexpired pins, soonest expiry first.
   std::vector<Pin> list() const;
+  // The unexpired pin `id` into *out; false when there is none.
+  bool find(const std::string& id, Pin* out) const;
   // Forgets expired pins; returns how many.
   size_t purge_expired();
   // Whether some pin has expired and not been purged (no lock: cheap enough
@@ -61,12 +68,17 @@ class PinSet : public EvictionGuard {
   int64_t now_ms() const { return clock_.now_ms(); }
 
  private:
-  void rebuild_locked();
+  // A pin's names and expiry into, or out of, the indexes below.
+  void index_locked(const Pin& pin);
+  void unindex_locked(const Pin& pin);
+  void erase_locked(std::map<std::string, Pin>::iterator it);
 
   const WallClock& clock_;
   mutable std::mutex mu_;
   std::map<std::string, Pin> pins_;
-  std::unordered_map<Key, int64_t, KeyHash> until_;  // name -> latest expiry of the pins holding it
+  // name -> the expiries of the pins holding it (the latest one protects)
+  std::unordered_map<Key, std::multiset<int64_t>, KeyHash> until_;
+  std::multiset<int64_t> expiries_;                  // of pins_
   std::atomic<int64_t> earliest_expiry_{INT64_MAX};  // of pins_; INT64_MAX when none
 };
 

@@ -46,6 +46,7 @@ const char* kUsage =
     "[--speculative-acceptance exact|rejection] [--mtp-vocab 32768] "
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
+    "[--write-timeout SECONDS] [--max-pins-per-tenant N] [--max-pinned-bytes SIZE] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
     "[--ignore-cache-control] [--keep-billing-header] [--sampling-defaults model|greedy] "
     "[--remote redis://HOST:PORT[/DB]|redis-cluster://HOST:PORT[,HOST:PORT...] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
@@ -81,6 +82,9 @@ const std::set<std::string> kServeFlags = {"model",
                                            "max-connections",
                                            "header-timeout",
                                            "body-timeout",
+                                           "write-timeout",
+                                           "max-pins-per-tenant",
+                                           "max-pinned-bytes",
                                            "tenant-share",
                                            "remote",
                                            "remote-password-file",
@@ -107,8 +111,8 @@ std::string base_name(const std::string& dir) {
 // together; the engine's go straight into its options (engine_flags).
 struct ServeFlags {
   int64_t port, threads, max_prompt, max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl,
-      remote_timeout, max_connections, header_timeout_s, body_timeout_s;
-  uint64_t max_body;
+      remote_timeout, max_connections, header_timeout_s, body_timeout_s, write_timeout_s, max_pins;
+  uint64_t max_pinned_bytes, max_body;
   double audit;
 };
 
@@ -153,11 +157,15 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
       !(s = args.get_int("max-connections", 1024, 1, 1 << 20, &f->max_connections)) ||
       !(s = args.get_int("header-timeout", 10, 1, 3600, &f->header_timeout_s)) ||
       !(s = args.get_int("body-timeout", 60, 1, 86400, &f->body_timeout_s)) ||
+      !(s = args.get_int("write-timeout", 10, 1, 3600, &f->write_timeout_s)) ||
+      !(s = args.get_int("max-pins-per-tenant", 32, 0, 1 << 20, &f->max_pins)) ||
       !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &f->remote_ttl)) ||
       !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &f->remote_timeout)) ||
       !(s = args.get_size("max-body-bytes", 16u << 20, &f->max_body)) ||
       !(s = args.get_size("ram-bank", 2ull << 30, &eo->bank.ram_bytes)) ||
-      !(s = args.get_size("ssd-bank", 0, &eo->bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &f->audit)))
+      !(s = args.get_size("ssd-bank", 0, &eo->bank.ssd_bytes)) || !(s = args.get_double("audit", 0.0, &f->audit)) ||
+      // A tenant's pins hold at most a quarter of the RAM tier by default.
+      !(s = args.get_size("max-pinned-bytes", eo->bank.ram_bytes / 4, &f->max_pinned_bytes)))
     return s;
   if (!(f->audit >= 0.0 && f->audit <= 1.0)) return Status::invalid("--audit must be a rate in [0, 1]");
   if (f->max_body < 1024) return Status::invalid("--max-body-bytes must be at least 1K");
@@ -292,6 +300,9 @@ Status server_options(const Args& args, const ServeFlags& f, ServerOptions* so) 
   so->max_connections = static_cast<size_t>(f.max_connections);
   so->header_timeout = std::chrono::seconds(f.header_timeout_s);
   so->body_timeout = std::chrono::seconds(f.body_timeout_s);
+  so->write_timeout = std::chrono::seconds(f.write_timeout_s);
+  so->max_pins_per_tenant = static_cast<size_t>(f.max_pins);
+  so->max_pinned_bytes_per_tenant = f.max_pinned_bytes;
   return Status::ok();
 }
 

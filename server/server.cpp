@@ -17,7 +17,6 @@
 #include "server/protocols/generation.h"
 #include "server/protocols/openai/openai_renderer.h"
 #include "server/protocols/responses/responses_protocol.h"
-#include "server/transport/connection_probe.h"
 #include "server/transport/connections.h"
 #include "server/transport/event_channel.h"
 #include "server/transport/sse.h"
@@ -114,13 +113,17 @@ Server::Server(Backend* backend, BankAdmin* bank, ServerOptions options)
   co.header_timeout = options_.header_timeout;
   co.body_timeout = options_.body_timeout;
   co.io_timeout = options_.io_timeout;
+  co.write_timeout = options_.write_timeout;
   http_ = std::make_unique<HttpServer>(
       co,
       [](std::string_view method, std::string_view path) {
         return method == "GET" && (path == "/health" || path == "/metrics");
       },
       // metrics_ outlives http_ (declared before it).
-      [this](int status) { metrics_.record_request("connection", status); });
+      [this](int status) { metrics_.record_request("connection", status); },
+      [this](std::string_view method, std::string_view path, std::string* head, std::string_view* body) {
+        return fixed_response(method, path, head, body);
+      });
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_keep_alive_timeout(2);
   http_->set_tcp_nodelay(true);  // a streamed token should not wait for an ACK
@@ -140,6 +143,20 @@ std::string Server::next_request_id() {
   std::snprintf(buf, sizeof buf, "%06llx%08llx", static_cast<unsigned long long>(++request_counter_ & 0xffffff),
                 static_cast<unsigned long long>(rng() & 0xffffffffULL));
   return buf;
+}
+
+bool Server::fixed_response(std::string_view method, std::string_view path, std::string* head,
+                            std::string_view* body) {
+  if (path == "/health") {
+    static constexpr std::string_view kOk = R"({"status":"ok"})", kDraining = R"({"status":"draining"})";
+    *head = std::string(draining_ ? "HTTP/1.1 503 Service Unavailable" : "HTTP/1.1 200 OK") +
+            "\r\nContent-Type: application/json";
+    *body = draining_ ? kDraining : kOk;
+  } else if (!fixed_page_response(path, head, body)) {
+    return false;
+  }
+  metrics_.record_request(endpoint_label(std::string(path)), draining_ && path == "/health" ? 503 : 200);
+  return true;
 }
 
 void Server::respond_error(httplib::Response& res, const ApiError& e) {
@@ -469,9 +486,21 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
     // Only an admitted request pins (issue 47: refused ones pinned too). A
     // pin may name blocks not stored yet: they are kept once this request
     // stores them.
-    for (const PinSpec& pin : pins) {
-      nlohmann::json ignored;
-      (void)bank_->bank_pin(pin, &ignored);  // no bank, or a prefix under one block: nothing to keep
+    const int64_t now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    for (const PinSpec& spec : pins) {
+      const auto pin = [&](std::string* id, int64_t* expires_ms) {
+        nlohmann::json made;
+        // No bank, or a prefix under one block: nothing to keep.
+        if (!bank_->bank_pin(spec, &made)) return false;
+        *id = made["id"].get<std::string>();
+        *expires_ms = made["expires_ms"].get<int64_t>();
+        return true;
+      };
+      const auto bytes_of = [&](const std::string& id) { return bank_->bank_pinned_bytes(id); };
+      // Beyond the tenant's budget the request runs unpinned.
+      (void)pin_budget_.try_pin(in.tenant ? in.tenant->name : std::string(), now_ms, pin, bytes_of);
     }
     if (call->stream) {
       streaming = true;
@@ -681,11 +710,10 @@ void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Respons
 }
 
 void Server::respond_when_done(Call& call, const httplib::Request& req, httplib::Response& res) {
-  ConnectionProbe probe(req.remote_addr, req.remote_port, req.local_port);
   std::unique_lock<std::mutex> lock(call.mu);
   while (!call.done) {
     call.cv.wait_for(lock, std::chrono::milliseconds(100));
-    if (!call.done && !call.cancelled && !probe.alive()) call.cancelled = true;
+    if (!call.done && !call.cancelled && Connections::client_gone()) call.cancelled = true;
   }
   if (call.cancelled) {
     res.status = 499;  // nobody is listening; nginx's code for it
@@ -724,7 +752,7 @@ Status Server::bind(int* port) {
   }
   // A burst of clients must reach the queue (and its 429), not wait in SYN
   // retries behind cpp-httplib's backlog of 5.
-  if (!widen_listen_backlog(*port))
+  if (!http_->widen_listen_backlog())
     std::fprintf(stderr, "statebank serve: could not widen the listen backlog of port %d\n", *port);
   return Status::ok();
 }
@@ -737,6 +765,8 @@ Status Server::serve() {
 Status Server::shutdown() {
   const auto deadline = Clock::now() + options_.shutdown_deadline;
   draining_ = true;
+  // A body still arriving belongs to no accepted request: given up now.
+  http_->connections().drain();
   Admission& admission = backend_->admission();
   admission.close();
   auto left = [&] {

@@ -31,8 +31,9 @@
 //     while one request whose header arrived whole (within header_timeout)
 //     is served; /health and /metrics have threads of their own, so they are
 //     answered under full load; with every request thread busy anything else
-//     is 503 at once. Reads and writes time out per call (io_timeout), a body
-//     as a whole (body_timeout).
+//     is 503 at once. Reads time out per call (io_timeout), a body as a
+//     whole (body_timeout), the time a response waits on its client as a
+//     whole (write_timeout); /health and the page's files take no thread.
 //  9. The key is checked before a body is read; a body is at most
 //     max_body_bytes as it arrives (chunked, compressed: decoded), else 413.
 //  10. With two or more tenants, one tenant holds at most the engine's
@@ -57,6 +58,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -65,6 +67,7 @@
 #include "server/operator/activity.h"
 #include "server/operator/bank_admin.h"
 #include "server/operator/metrics.h"
+#include "server/pin_budget.h"
 #include "server/protocols/completion_setup.h"
 #include "server/protocols/renderer.h"
 #include "server/protocols/request_parse.h"
@@ -99,7 +102,8 @@ struct ServerOptions {
   size_t max_connections = 1024;                    // open at once; at the cap the longest-waiting one makes room
   std::chrono::milliseconds header_timeout{10000};  // a request header, whole, from the accept or the last response
   std::chrono::milliseconds body_timeout{60000};    // a request body, whole, once its header is in
-  std::chrono::seconds io_timeout{10};              // one read or write on a connection
+  std::chrono::seconds io_timeout{10};              // one read on a connection
+  std::chrono::milliseconds write_timeout{10000};   // all a response may wait on its client (server/connections.h)
   std::chrono::seconds request_timeout{1800};       // a completion from arrival to its end; 0: none
   std::chrono::milliseconds shutdown_deadline{30000};
   // Other names the model answers to on every route (--served-model-name:
@@ -113,6 +117,10 @@ struct ServerOptions {
   // budget until they expire (at most 1 h), so a server open to clients it
   // does not trust may turn this off.
   bool cache_control_pins = true;
+  // What one tenant's cache_control pins may hold (server/pin_budget.h);
+  // beyond either, a request is served unpinned.
+  size_t max_pins_per_tenant = 32;
+  uint64_t max_pinned_bytes_per_tenant = 512u << 20;
 };
 
 // Whether every address `host` resolves to (getaddrinfo, numeric or by name)
@@ -151,6 +159,11 @@ class Server {
   void install_error_handlers();  // errors in OpenAI's shape; request metrics
   void install_bank_routes();     // server/operator/bank_routes.cpp
   void install_token_routes();    // /tokenize, /detokenize: server/token_routes.cpp
+  // The page's files as the poll thread answers them (Connections::Fixed;
+  // server/operator/bank_routes.cpp); false for any other path.
+  static bool fixed_page_response(std::string_view path, std::string* head, std::string_view* body);
+  // /health and the page's files, answered without a request thread.
+  bool fixed_response(std::string_view method, std::string_view path, std::string* head, std::string_view* body);
   void handle_completion(const httplib::Request& req, const httplib::ContentReader& reader, httplib::Response& res,
                          const Protocol& protocol);
   // The body, read after the route's key check: at most max_body_bytes as
@@ -198,6 +211,7 @@ class Server {
   BankAdmin* bank_;
   ServerOptions options_;
   Metrics metrics_;
+  PinBudget pin_budget_{options_.max_pins_per_tenant, options_.max_pinned_bytes_per_tenant};
   Activity activity_;
   std::unique_ptr<HttpServer> http_;
   int64_t started_at_ = 0;

@@ -343,6 +343,14 @@ Status EngineBackend::bank_pin(const PinSpec& spec, json* out) {
   return Status::ok();
 }
 
+uint64_t EngineBackend::bank_pinned_bytes(const std::string& id) const {
+  Pin pin;
+  if (!bank_ || !bank_->find_pin(id, &pin)) return 0;
+  uint64_t most = 0;
+  for (const TierShare& s : bank_->pinned_share(pin)) most = std::max(most, s.bytes);
+  return most;
+}
+
 Status EngineBackend::bank_unpin(const std::string& id) {
   if (!bank_) return no_bank();
   if (!bank_->unpin(id)) return Status::not_found("no pin has the id '" + id + "'");

@@ -73,6 +73,7 @@ class EngineBackend : public Backend, public BankAdmin {
   Status bank_prefixes(const std::string& sort, size_t limit, bool text, nlohmann::json* out) const override;
   Status bank_pins(nlohmann::json* out) const override;
   Status bank_pin(const PinSpec& spec, nlohmann::json* out) override;
+  uint64_t bank_pinned_bytes(const std::string& id) const override;
   Status bank_unpin(const std::string& id) override;
   Status bank_flush(const FlushSpec& spec, nlohmann::json* out) override;
 

@@ -79,6 +79,9 @@ class BankAdmin {
   virtual Status bank_pin(const PinSpec& spec, nlohmann::json* out) { return no_bank(); }
   // kNotFound when no pin has that id.
   virtual Status bank_unpin(const std::string& id) { return no_bank(); }
+  // The bytes stored under pin `id` in the tier where it holds most (0 when
+  // the pin has expired or there is no bank): what a tenant's pins hold.
+  virtual uint64_t bank_pinned_bytes(const std::string& id) const { return 0; }
   virtual Status bank_flush(const FlushSpec& spec, nlohmann::json* out) { return no_bank(); }
 
  protected:

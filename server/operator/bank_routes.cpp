@@ -121,17 +121,30 @@ const page::Asset* find_asset(const std::string& name) {
   return nullptr;
 }
 
+// Everything the page loads comes from this server; nothing inline.
+constexpr char kPagePolicy[] =
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
 void serve_asset(const page::Asset& a, httplib::Response& res) {
   res.set_content(reinterpret_cast<const char*>(a.data), a.size, a.content_type);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Content-Type-Options", "nosniff");
-  // Everything the page loads comes from this server; nothing inline.
-  res.set_header("Content-Security-Policy",
-                 "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
-                 "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+  res.set_header("Content-Security-Policy", kPagePolicy);
 }
 
 }  // namespace
+
+bool Server::fixed_page_response(std::string_view path, std::string* head, std::string_view* body) {
+  const page::Asset* a = path == "/bank"                ? find_asset("bank.html")
+                         : path.rfind("/bank/", 0) == 0 ? find_asset(std::string(path.substr(6)))
+                                                        : nullptr;
+  if (!a) return false;
+  *head = std::string("HTTP/1.1 200 OK\r\nContent-Type: ") + a->content_type +
+          "\r\nCache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\nContent-Security-Policy: " + kPagePolicy;
+  *body = std::string_view(reinterpret_cast<const char*>(a->data), a->size);
+  return true;
+}
 
 void Server::install_bank_routes() {
   const bool admin = true;

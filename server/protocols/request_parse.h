@@ -106,7 +106,8 @@ struct CompletionParams : CommonParams {
 
 struct ChatParams : CommonParams {
   // Normalised messages: role, content (string), and where given
-  // reasoning_content, tool_calls (id, type, function{name, arguments string}),
+  // reasoning_content, tool_calls (id, type, function{name, arguments: a JSON
+  // text, or from Messages' tool_use the object itself, parsed once}),
   // tool_call_id, name. Content arrays of text parts are joined.
   // In the request's key order: templates print schemas as the client sent them.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();

@@ -60,6 +60,7 @@ void address_of(int fd, bool peer, std::string& ip, int& port) {
 }
 
 thread_local bool* tl_close_after_response = nullptr;
+thread_local int tl_fd = -1;  // the connection of the request on this thread
 
 // What a refused connection may still send (and the poll thread drop) before
 // it is reset: enough for the rest of a request in flight, not a whole upload.
@@ -68,17 +69,78 @@ constexpr size_t kMaxDrainBytes = 1 << 20;
 // Connections accepted beyond the cap before the poll thread makes room.
 constexpr size_t kAcceptSlack = 256;
 
+// What a response may leave unwritten for the poll thread (promise 4a): a
+// page asset, /metrics or a completion's JSON fits; a long stream to a
+// client that does not read does not.
+constexpr size_t kMaxResponseBuffer = 256 << 10;
+constexpr size_t kMaxBufferedTotal = 64 << 20;
+
+// The kernel's send buffer of a connection, fixed: Linux grows it on its own
+// up to 4 MiB (tcp_wmem) even toward a client that reads nothing, which
+// would let each slow reader park megabytes of kernel memory and hide from
+// the write deadline behind them. The kernel doubles what is asked.
+constexpr int kSocketSendBuffer = 128 << 10;
+
+std::string peer_address(int fd) {
+  std::string ip;
+  int port = 0;
+  address_of(fd, true, ip, port);
+  return ip;
+}
+
+// Case-insensitive: whether the header block holds `needle` (lower case).
+bool header_has(std::string_view head, std::string_view needle) {
+  auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
+  return std::search(head.begin(), head.end(), needle.begin(), needle.end(),
+                     [&](char a, char b) { return lower(a) == b; }) != head.end();
+}
+
 }  // namespace
 
 struct Connections::Conn {
-  Conn(int fd_, std::atomic<size_t>* open_) : fd(fd_), open(open_) {}
+  Conn(int fd_, std::atomic<size_t>* open_, std::atomic<size_t>* buffered_total_)
+      : fd(fd_), open(open_), buffered_total(buffered_total_), peer(peer_address(fd_)) {}
   ~Conn() {
     ::shutdown(fd, SHUT_RDWR);
     ::close(fd);
+    buffered_total->fetch_sub(out.size() - out_sent);
     open->fetch_sub(1);
   }
+  // Sends what the socket takes of out, then tail, without waiting; false
+  // when the connection failed.
+  bool send_out() {
+    while (out_sent < out.size()) {
+      const ssize_t n = ::send(fd, out.data() + out_sent, out.size() - out_sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      out_sent += static_cast<size_t>(n);
+      buffered_total->fetch_sub(static_cast<size_t>(n));
+    }
+    std::string().swap(out);
+    out_sent = 0;
+    while (!tail.empty()) {
+      const ssize_t n = ::send(fd, tail.data(), tail.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      tail.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  size_t unsent() const { return out.size() - out_sent + tail.size(); }
+
   const int fd;
   std::atomic<size_t>* const open;
+  std::atomic<size_t>* const buffered_total;
+  const std::string peer;  // the client's address: what the slow-reader share counts by
+  // The response still owed: `out` (kept bytes) from out_sent, then `tail`
+  // (static bytes of a fixed response).
+  std::string out;
+  size_t out_sent = 0;
+  std::string_view tail;
+  Clock::duration waited{};  // this response's time waiting on its client
+  bool cheap = false;        // served on the cheap threads
+  enum class After { kKeepAlive, kLinger, kClose };
+  bool flushing = false;  // on the poll thread, writing out what is owed
+  After after = After::kKeepAlive;
+  Clock::time_point flush_until{};
   std::string buffered;  // read from the socket, not yet consumed
   size_t scanned = 0;    // where the search for the header's end resumes
   Clock::time_point since = Clock::now();  // accepted, or the previous response written
@@ -90,15 +152,23 @@ struct Connections::Conn {
 };
 
 // A request's bytes as cpp-httplib reads them: what the poll thread read
-// first, then the socket, within the body deadline.
+// first, then the socket, within the body deadline; its response as it
+// writes it: to the socket while it takes it, then kept (promise 4a).
 class ConnStream : public httplib::Stream {
  public:
-  ConnStream(Connections::Conn& c, std::chrono::milliseconds io, Clock::time_point read_deadline,
-             const std::atomic<bool>& stopping)
-      : c_(c), io_(io), deadline_(read_deadline), stopping_(stopping) {}
+  ConnStream(Connections& owner, Connections::Conn& c, std::chrono::milliseconds io, Clock::time_point read_deadline)
+      : owner_(owner), c_(c), io_(io), deadline_(read_deadline) {}
 
   bool is_readable() const override { return !c_.buffered.empty() || wait_for(c_.fd, POLLIN, io_); }
-  bool is_writable() const override { return wait_for(c_.fd, POLLOUT, io_); }
+
+  // Never waits while the response fits its buffer: a stream asks before
+  // each event, and a client that reads slowly must not hold it.
+  bool is_writable() const override {
+    if (!c_.send_out()) return false;
+    pollfd p{c_.fd, POLLOUT, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return false;
+    return c_.unsent() < kMaxResponseBuffer || wait_on_client();
+  }
 
   ssize_t read(char* ptr, size_t size) override {
     if (c_.buffered.empty()) {
@@ -106,7 +176,7 @@ class ConnStream : public httplib::Stream {
       const auto until = std::min(Clock::now() + io_, deadline_);
       for (;;) {
         const auto now = Clock::now();
-        if (now >= until || stopping_) return -1;
+        if (now >= until || owner_.stopping_ || owner_.draining_) return -1;
         const auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(until - now),
                                     std::chrono::milliseconds(200));
         pollfd p{c_.fd, POLLIN, 0};
@@ -129,10 +199,22 @@ class ConnStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    if (!wait_for(c_.fd, POLLOUT, io_)) return -1;
-    ssize_t n = ::send(c_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-    return n;
+    size_t done = 0;
+    for (;;) {
+      if (!c_.send_out()) return -1;
+      if (c_.unsent() == 0) {
+        const ssize_t n = ::send(c_.fd, ptr + done, size - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+        if (n > 0) done += static_cast<size_t>(n);
+        if (done == size) return static_cast<ssize_t>(size);
+      }
+      const size_t rest = size - done;
+      if (c_.unsent() + rest <= kMaxResponseBuffer && owner_.reserve_buffer(rest)) {
+        c_.out.append(ptr + done, rest);
+        return static_cast<ssize_t>(size);
+      }
+      if (!wait_on_client()) return -1;
+    }
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override { address_of(c_.fd, true, ip, port); }
@@ -146,10 +228,28 @@ class ConnStream : public httplib::Stream {
   }
 
  private:
+  // Waits until the client can take more, within what is left of the
+  // response's write_timeout, when this thread may (promise 4a).
+  bool wait_on_client() const {
+    const auto left = owner_.options_.write_timeout - c_.waited;
+    if (c_.cheap || left <= Clock::duration::zero() || !owner_.take_slow_reader_slot(c_.peer)) return false;
+    const auto from = Clock::now();
+    const auto until = from + left;
+    bool ready = false;
+    for (auto now = from; !ready && now < until && !owner_.stopping_; now = Clock::now()) {
+      const auto slice = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(until - now),
+                                  std::chrono::milliseconds(200));
+      ready = wait_for(c_.fd, POLLOUT, slice + std::chrono::milliseconds(1));
+    }
+    c_.waited += Clock::now() - from;
+    owner_.give_slow_reader_slot(c_.peer);
+    return ready;
+  }
+
+  Connections& owner_;
   Connections::Conn& c_;
   const std::chrono::milliseconds io_;
   const Clock::time_point deadline_;
-  const std::atomic<bool>& stopping_;
   size_t pos_ = 0;
 };
 
@@ -213,8 +313,16 @@ class Connections::Pool {
   std::vector<std::thread> threads_;
 };
 
-Connections::Connections(ConnectionOptions options, Serve serve, Cheap cheap, Refused refused)
-    : options_(options), serve_(std::move(serve)), cheap_(std::move(cheap)), refused_(std::move(refused)) {
+Connections::Connections(ConnectionOptions options, Serve serve, Cheap cheap, Refused refused, Fixed fixed)
+    : options_(options),
+      serve_(std::move(serve)),
+      cheap_(std::move(cheap)),
+      refused_(std::move(refused)),
+      fixed_(std::move(fixed)) {
+  slow_total_cap_ = options_.slow_reader_threads ? options_.slow_reader_threads
+                                                 : std::max<size_t>(1, options_.threads / 4);
+  slow_peer_cap_ = options_.slow_reader_threads_per_peer ? options_.slow_reader_threads_per_peer
+                                                         : std::max<size_t>(1, slow_total_cap_ / 4);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   auto run = [this](std::unique_ptr<Conn> c) { serve_on_thread(std::move(c)); };
   requests_ = std::make_unique<Pool>(std::max<size_t>(1, options_.threads), 0, run);
@@ -231,6 +339,41 @@ void Connections::close_after_response() {
   if (tl_close_after_response) *tl_close_after_response = true;
 }
 
+bool Connections::client_gone() {
+  if (tl_fd < 0) return false;
+  pollfd p{tl_fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  char ch;
+  return ::recv(tl_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;  // >0: a pipelined request; <0: nothing yet
+}
+
+bool Connections::take_slow_reader_slot(const std::string& peer) {
+  std::lock_guard<std::mutex> lock(slow_mu_);
+  size_t& mine = slow_by_peer_[peer];
+  if (slow_total_ >= slow_total_cap_ || mine >= slow_peer_cap_) {
+    if (mine == 0) slow_by_peer_.erase(peer);
+    return false;
+  }
+  ++mine;
+  ++slow_total_;
+  return true;
+}
+
+void Connections::give_slow_reader_slot(const std::string& peer) {
+  std::lock_guard<std::mutex> lock(slow_mu_);
+  --slow_total_;
+  if (--slow_by_peer_[peer] == 0) slow_by_peer_.erase(peer);
+}
+
+bool Connections::reserve_buffer(size_t n) {
+  size_t now = buffered_.load();
+  do {
+    if (now + n > kMaxBufferedTotal) return false;
+  } while (!buffered_.compare_exchange_weak(now, now + n));
+  return true;
+}
+
 void Connections::wake() {
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
@@ -238,7 +381,8 @@ void Connections::wake() {
 }
 
 void Connections::adopt(int fd) {
-  auto c = std::make_unique<Conn>(fd, &open_);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketSendBuffer, sizeof kSocketSendBuffer);
+  auto c = std::make_unique<Conn>(fd, &open_, &buffered_);
   // Up to the cap plus some slack the poll thread decides who stays (it makes
   // room by closing connections still waiting); beyond that, no one is read.
   if (open_.fetch_add(1) >= options_.max_open + kAcceptSlack || stopping_) {
@@ -289,24 +433,85 @@ void Connections::dispatch(std::unique_ptr<Conn> c) {
     path = head.substr(sp1 + 1, sp2 - sp1 - 1);
     path = path.substr(0, path.find('?'));
   }
-  Pool& pool = cheap_ && cheap_(method, path) ? *cheap_pool_ : *requests_;
+  if (fixed_ && answer_fixed(c, method, path, head.find("\r\n\r\n"))) {
+    if (c) flush(c);  // most often whole at once
+    if (!c) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      incoming_.push_back(std::move(c));  // back to the poll set: the rest, or the next request
+    }
+    wake();
+    return;
+  }
+  c->cheap = cheap_ && cheap_(method, path);
+  Pool& pool = c->cheap ? *cheap_pool_ : *requests_;
   if (pool.try_submit(c)) return;
   refuse(std::move(c), 503, "every request thread is busy; retry later");
+}
+
+bool Connections::answer_fixed(std::unique_ptr<Conn>& c, std::string_view method, std::string_view path,
+                               size_t header_end) {
+  if (method != "GET" || header_end == std::string::npos) return false;
+  const std::string_view head = std::string_view(c->buffered).substr(0, header_end + 2);
+  // A body (nobody would read it) or an upgrade goes the long way.
+  if (header_has(head, "\r\ncontent-length:") || header_has(head, "\r\ntransfer-encoding:") ||
+      header_has(head, "\r\nupgrade:"))
+    return false;
+  std::string response;
+  std::string_view body;
+  if (!fixed_(method, path, &response, &body)) return false;
+  const size_t line_end = head.find("\r\n");
+  ++c->served;
+  const bool close = stopping_ || c->served >= options_.keep_alive_max_requests ||
+                     header_has(head, "\r\nconnection: close") || head.substr(0, line_end).ends_with("HTTP/1.0");
+  response += "\r\nContent-Length: " + std::to_string(body.size()) +
+              (close ? "\r\nConnection: close\r\n\r\n" : "\r\nConnection: keep-alive\r\n\r\n");
+  c->buffered.erase(0, header_end + 4);
+  c->scanned = 0;
+  if (!reserve_buffer(response.size())) {
+    c.reset();
+    return true;
+  }
+  c->out = std::move(response);
+  c->out_sent = 0;
+  c->tail = body;
+  c->waited = {};
+  c->flushing = true;
+  c->after = close ? Conn::After::kClose : Conn::After::kKeepAlive;
+  c->flush_until = Clock::now() + options_.write_timeout;
+  return true;
 }
 
 void Connections::serve_on_thread(std::unique_ptr<Conn> c) {
   bool close_after = false;
   tl_close_after_response = &close_after;
+  tl_fd = c->fd;
   const auto taken = Clock::now();
-  ConnStream stream(*c, options_.io_timeout, taken + options_.body_timeout, stopping_);
+  c->waited = {};
+  ConnStream stream(*this, *c, options_.io_timeout, taken + options_.body_timeout);
   ++c->served;
   const bool last = stopping_ || c->served >= options_.keep_alive_max_requests;
   bool closed = false;
   const bool ok = serve_(stream, last, &closed);
   tl_close_after_response = nullptr;
-  if (close_after && !stopping_) return linger(std::move(c));  // a body may be on its way still
-  if (!ok || closed || last || stopping_) return;             // c's destructor closes it
+  tl_fd = -1;
+  if (stopping_) return;  // c's destructor closes it
   stream.keep_rest();
+  if (ok && c->unsent() > 0) {
+    // The rest goes out from the poll thread, within what is left of the
+    // response's time; the next request waits for it (promise 4b).
+    c->flushing = true;
+    c->after = close_after ? Conn::After::kLinger : closed || last ? Conn::After::kClose : Conn::After::kKeepAlive;
+    c->flush_until = Clock::now() + std::max(Clock::duration::zero(), options_.write_timeout - c->waited);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    incoming_.push_back(std::move(c));
+    wake();
+    return;
+  }
+  if (close_after) return linger(std::move(c));  // a body may be on its way still
+  if (!ok || closed || last) return;
   c->since = Clock::now();
   c->kept_alive = true;
   c->scanned = 0;
@@ -322,18 +527,18 @@ void Connections::make_room(std::vector<std::unique_ptr<Conn>>& waiting) {
   const size_t open = open_.load();
   if (open <= options_.max_open) return;
   size_t over = open - options_.max_open;
-  // Connections answered already (lingering) go first, then those that have
+  // Connections answered already (lingering, or writing to a slow client) go first, then those that have
   // waited longest for a request header: a client that sends its request as
   // it connects (a health check) always finds room, an idle crowd does not
   // keep it out. A connection on a thread is never closed here.
   for (auto& c : waiting)
-    if (over > 0 && c && c->lingering) {
+    if (over > 0 && c && (c->lingering || c->flushing)) {
       c.reset();
       --over;
     }
   std::vector<size_t> order;
   for (size_t i = 0; i < waiting.size(); ++i)
-    if (waiting[i] && !waiting[i]->lingering) order.push_back(i);
+    if (waiting[i] && !waiting[i]->lingering && !waiting[i]->flushing) order.push_back(i);
   const size_t evict = std::min(over, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(evict), order.end(),
                     [&](size_t a, size_t b) { return waiting[a]->since < waiting[b]->since; });
@@ -383,7 +588,9 @@ void Connections::poll_loop() {
     now = Clock::now();
     for (size_t i = 0; i < waiting.size(); ++i) {
       std::unique_ptr<Conn>& c = waiting[i];
-      if (c && (fds[i + 1].revents & (POLLIN | POLLERR | POLLHUP))) read_header_bytes(c);
+      const short revents = fds[i + 1].revents;
+      if (c && c->flushing && (revents & (POLLOUT | POLLERR | POLLHUP))) flush(c);
+      else if (c && !c->flushing && (revents & (POLLIN | POLLERR | POLLHUP))) read_header_bytes(c);
       if (c) expire_if_due(c, now);
     }
     waiting.erase(std::remove(waiting.begin(), waiting.end(), nullptr), waiting.end());
@@ -396,6 +603,11 @@ Clock::time_point Connections::poll_set(std::vector<std::unique_ptr<Conn>>& wait
   Clock::time_point next = now + std::chrono::seconds(1);
   fds->assign(1, pollfd{wake_fd_, POLLIN, 0});
   for (auto& c : waiting) {
+    if (c->flushing) {
+      next = std::min(next, c->flush_until);
+      fds->push_back(pollfd{c->fd, POLLOUT, 0});
+      continue;
+    }
     // A header left over from a pipelined request leaves at once.
     if (!c->lingering && !c->buffered.empty() && header_complete(*c)) {
       dispatch(std::move(c));
@@ -430,8 +642,26 @@ void Connections::read_header_bytes(std::unique_ptr<Conn>& c) {
   else if (c->buffered.size() > options_.max_header_bytes) refuse(std::move(c), 431, "the request header is too large");
 }
 
+void Connections::flush(std::unique_ptr<Conn>& c) {
+  if (!c->send_out()) return c.reset();
+  if (c->unsent() > 0) return;
+  c->flushing = false;
+  switch (c->after) {
+    case Conn::After::kClose:
+      return c.reset();
+    case Conn::After::kLinger:
+      return linger(std::move(c));
+    case Conn::After::kKeepAlive:
+      c->since = Clock::now();
+      c->kept_alive = true;
+      c->scanned = 0;
+  }
+}
+
 void Connections::expire_if_due(std::unique_ptr<Conn>& c, Clock::time_point now) {
-  if (c->lingering) {
+  if (c->flushing) {
+    if (now >= c->flush_until) c.reset();  // the response's time is up (promise 4a)
+  } else if (c->lingering) {
     if (now >= c->lingering_until) c.reset();
   } else if (c->kept_alive && c->buffered.empty() && now >= c->since + options_.keep_alive_timeout) {
     c.reset();  // an idle keep-alive connection
@@ -453,7 +683,8 @@ void Connections::shutdown() {
   incoming_.clear();
 }
 
-HttpServer::HttpServer(ConnectionOptions options, Connections::Cheap cheap, Connections::Refused refused) {
+HttpServer::HttpServer(ConnectionOptions options, Connections::Cheap cheap, Connections::Refused refused,
+                       Connections::Fixed fixed) {
   connections_ = std::make_unique<Connections>(
       options,
       [this](httplib::Stream& stream, bool close_connection, bool* closed) {
@@ -462,7 +693,13 @@ HttpServer::HttpServer(ConnectionOptions options, Connections::Cheap cheap, Conn
         *closed = connection_closed;
         return ok;
       },
-      std::move(cheap), std::move(refused));
+      std::move(cheap), std::move(refused), std::move(fixed));
+  // The listening socket is cpp-httplib's: known here as it is made (the
+  // last one made is the one bound; a failed one is closed and another made).
+  set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   // The listening thread hands each accepted socket over at once (adopt
   // never blocks), so cpp-httplib's own thread pool is never used.
   struct Handover : httplib::TaskQueue {
@@ -473,6 +710,11 @@ HttpServer::HttpServer(ConnectionOptions options, Connections::Cheap cheap, Conn
 }
 
 HttpServer::~HttpServer() { connections_->shutdown(); }
+
+bool HttpServer::widen_listen_backlog() {
+  const int fd = listen_fd_.load();
+  return fd >= 0 && ::listen(fd, SOMAXCONN) == 0;
+}
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
   connections_->adopt(sock);

@@ -26,10 +26,30 @@
 //     request is answered 503 (Retry-After: 1) at once and its connection is
 //     closed.
 //  4. On its thread a request's body must arrive within `body_timeout` of the
-//     thread taking it (each read and write within `io_timeout`).
+//     thread taking it (each read within `io_timeout`).
+//  4a. A response is written without waiting on its client: what the socket
+//     (whose kernel send buffer is fixed at 256 KiB, not grown by Linux up to
+//     4 MiB toward a client that reads nothing) does not take at once is kept (up to kMaxResponseBuffer a connection,
+//     kMaxBufferedTotal in all) and written by the poll thread once the
+//     handler returns, so a client that reads slowly, or not at all, holds
+//     no thread. The time a response waits on its client, added up over the
+//     whole response (on its thread and on the poll thread), is at most
+//     `write_timeout`; then the connection is closed. A thread waits on its
+//     client only when its response outgrows that buffer (a long stream, a
+//     large body) and only while the client's address holds fewer than
+//     `slow_reader_threads_per_peer` such threads and the server fewer than
+//     `slow_reader_threads`; else the response is cut and the connection
+//     closed. A cheap request's thread never waits on its client.
+//  4b. A connection's next (pipelined) request is not read before its
+//     previous response is written whole.
+//  4c. A request that `fixed` answers (GET of a static page asset, /health)
+//     is answered by the poll thread itself, without a request thread.
 //  5. A handler may call close_after_response() (e.g. when it left a body
 //     unread): the connection is closed once the response is written.
-//  6. shutdown() closes the waiting connections and joins every thread; a
+//  6. drain() (shutdown's first step) makes every body read from then on
+//     fail at once: a request still arriving is given up (its handler sees a
+//     broken body), so no upload, however slow, holds shutdown back.
+//     shutdown() closes the waiting connections and joins every thread; a
 //     request in progress ends first (and its connection is then closed).
 //
 // Thread safety: adopt() from the listening thread; close_after_response()
@@ -50,6 +70,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace sb {
@@ -63,6 +84,9 @@ struct ConnectionOptions {
   std::chrono::milliseconds keep_alive_timeout{2000};
   std::chrono::milliseconds body_timeout{60000};
   std::chrono::milliseconds io_timeout{10000};
+  std::chrono::milliseconds write_timeout{10000};  // all a response may wait on its client
+  size_t slow_reader_threads = 0;                  // 0: a quarter of `threads` (at least 1)
+  size_t slow_reader_threads_per_peer = 0;         // 0: a quarter of slow_reader_threads (at least 1)
   size_t keep_alive_max_requests = 100;
 };
 
@@ -79,15 +103,27 @@ class Connections {
   // answered without reaching a handler: 503, 408 or 431.
   using Refused = std::function<void(int status)>;
 
-  Connections(ConnectionOptions options, Serve serve, Cheap cheap, Refused refused = nullptr);
+  // A response the poll thread writes itself (promise 4c): `head` (status
+  // line and headers, without the blank line and without Connection or
+  // Content-Length, which are added) and `body`, whose bytes must outlive
+  // the server (static data). Called on the poll thread; false: not fixed.
+  using Fixed = std::function<bool(std::string_view method, std::string_view path, std::string* head,
+                                   std::string_view* body)>;
+
+  Connections(ConnectionOptions options, Serve serve, Cheap cheap, Refused refused = nullptr,
+              Fixed fixed = nullptr);
   ~Connections();  // shutdown()
 
   // Takes an accepted socket (closes it in the end).
   void adopt(int fd);
+  void drain() { draining_ = true; }
   void shutdown();
 
   // On a request's thread: close the connection once the response is written.
   static void close_after_response();
+  // On a request's thread: whether its client has certainly gone (closed
+  // or reset its connection); false when unknown.
+  static bool client_gone();
 
   size_t open() const { return open_.load(); }
 
@@ -95,6 +131,19 @@ class Connections {
 
  private:
   class Pool;
+  friend class ConnStream;
+
+  // A thread's permission to wait on a slow client (promise 4a); false when
+  // the peer or the server holds its share already.
+  bool take_slow_reader_slot(const std::string& peer);
+  void give_slow_reader_slot(const std::string& peer);
+  // Room for `n` more buffered response bytes (kMaxBufferedTotal).
+  bool reserve_buffer(size_t n);
+  // The poll thread's: writes what c still owes its client; on its end,
+  // keeps c for its next request, lingers or closes it.
+  void flush(std::unique_ptr<Conn>& c);
+  // The poll thread's: answers a request `fixed_` knows; false when not one.
+  bool answer_fixed(std::unique_ptr<Conn>& c, std::string_view method, std::string_view path, size_t header_end);
 
   void poll_loop();
   // The poll thread's: the pollfds of the waiting connections (after the
@@ -120,8 +169,15 @@ class Connections {
   const Serve serve_;
   const Cheap cheap_;
   const Refused refused_;
+  const Fixed fixed_;
+  size_t slow_total_cap_ = 1, slow_peer_cap_ = 1;
+  std::mutex slow_mu_;  // guards slow_*
+  size_t slow_total_ = 0;
+  std::unordered_map<std::string, size_t> slow_by_peer_;
+  std::atomic<size_t> buffered_{0};  // response bytes kept for slow clients
   std::atomic<size_t> open_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};  // bodies are no longer read (promise 6)
   int wake_fd_ = -1;
   std::mutex mu_;                              // guards incoming_
   std::vector<std::unique_ptr<Conn>> incoming_;  // adopted or handed back, for the poll thread
@@ -134,15 +190,23 @@ class Connections {
 // listening thread accepts, Connections does the rest.
 class HttpServer : public httplib::Server {
  public:
-  HttpServer(ConnectionOptions options, Connections::Cheap cheap, Connections::Refused refused = nullptr);
+  HttpServer(ConnectionOptions options, Connections::Cheap cheap, Connections::Refused refused = nullptr,
+             Connections::Fixed fixed = nullptr);
   ~HttpServer() override;
 
   Connections& connections() { return *connections_; }
+
+  // cpp-httplib listens with a backlog of 5: a burst of clients would wait
+  // for SYN retries (1 s, 3 s, ...) before the server sees them. After a
+  // bind, listens again with the system's largest backlog (Linux updates
+  // the backlog of a listening socket); false when that failed.
+  bool widen_listen_backlog();
 
  private:
   bool process_and_close_socket(socket_t sock) override;
 
   std::unique_ptr<Connections> connections_;
+  std::atomic<int> listen_fd_{-1};  // the socket cpp-httplib created last
 };
 
 }  // namespace sb

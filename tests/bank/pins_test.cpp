@@ -8,6 +8,7 @@
 
 #include "bank/bank.h"
 #include "bank/chain.h"
+#include "bank/pins.h"
 #include "bank/ram_tier.h"
 #include "tests/bank/ssd_test_util.h"
 #include "tests/util/temp_dir.h"
@@ -215,6 +216,52 @@ TEST(Pins, APinByChainWalksBackToTheRootAndANewPinReplacesTheTtl) {
   ASSERT_TRUE(bank.pin_chain(c.blocks.back()->key, kTtlMs, &pin).is_ok());
   EXPECT_FALSE(pin.has_root);
   EXPECT_EQ(pin.keys, (std::vector<Key>{c.blocks[2]->key, c.blocks[3]->key}));
+}
+
+// Issue 47: the names' expiries are kept per pin, not rebuilt from every
+// pin, and stay exact: two pins sharing names (a prefix and its extension),
+// one removed, one replaced by a shorter TTL, one expired.
+TEST(Pins, PinsSharingNamesKeepEachOthersProtectionExactly) {
+  ManualClock clock;
+  PinSet pins(clock);
+  const Key a{1, 1}, b{2, 2}, c{3, 3};
+  auto pin = [&](const std::string& id, std::vector<Key> keys, int64_t ttl) {
+    Pin p;
+    p.id = id;
+    p.keys = std::move(keys);
+    p.expires_ms = clock.now_ms() + ttl;
+    pins.add(std::move(p));
+  };
+  pin("short", {a, b}, 1000);
+  pin("long", {a, b, c}, 5000);
+  EXPECT_TRUE(pins.protects(ObjectKind::kBlock, a));
+  EXPECT_TRUE(pins.protects(ObjectKind::kBlock, c));
+  // The longer pin gone, the shorter still holds its own names, not c.
+  ASSERT_TRUE(pins.remove("long"));
+  EXPECT_TRUE(pins.protects(ObjectKind::kBlock, b));
+  EXPECT_FALSE(pins.protects(ObjectKind::kBlock, c));
+  // Both again; then the long one replaced by one shorter than "short".
+  pin("long", {a, b, c}, 5000);
+  pin("long", {a, b, c}, 500);
+  ASSERT_EQ(pins.list().size(), 2u);
+  clock.advance_ms(600);  // past the new "long", inside "short"
+  EXPECT_TRUE(pins.any_expired());
+  EXPECT_TRUE(pins.protects(ObjectKind::kBlock, a));
+  EXPECT_FALSE(pins.protects(ObjectKind::kBlock, c));
+  EXPECT_EQ(pins.purge_expired(), 1u);
+  EXPECT_FALSE(pins.any_expired());
+  Pin found;
+  EXPECT_TRUE(pins.find("short", &found));
+  EXPECT_FALSE(pins.find("long", &found));
+  clock.advance_ms(400);  // "short" ends
+  EXPECT_FALSE(pins.protects(ObjectKind::kBlock, a));
+  EXPECT_FALSE(pins.find("short", &found));
+  EXPECT_EQ(pins.purge_expired(), 1u);
+  EXPECT_TRUE(pins.list().empty());
+  // remove_root and clear leave nothing protected either.
+  pin("x", {a}, 1000);
+  EXPECT_EQ(pins.clear(), 1u);
+  EXPECT_FALSE(pins.protects(ObjectKind::kBlock, a));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -91,6 +92,56 @@ TEST(HostilePins, RefusedRequestsPinNothing) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body.substr(0, 300);
   EXPECT_GT(pin_count(c), 0u) << "an admitted request pins";
+  EXPECT_EQ(server.stop(), 0);
+  std::filesystem::remove_all(root);
+}
+
+// Issue 47, finding 6 (its second part): one tenant pinned without limit
+// (360 one-hour pins held the RAM tier at 189 MiB of 8 MiB). Now a tenant
+// holds at most --max-pins-per-tenant pins from cache_control; beyond, its
+// requests are served unpinned, and another tenant still pins.
+TEST(HostilePins, ATenantPinsAtMostItsBudget) {
+  const std::string root = make_temp_dir("sb_hostile_pin_budget");
+  ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 6), 0) << kGenModelFailed;
+  {
+    std::ofstream keys(root + "/keys");
+    keys << "alice alice-key-0123456789abcdef admin\nbob bob-key-0123456789abcdef\n";
+  }
+  std::filesystem::permissions(root + "/keys",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::replace);
+  ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
+                       root + "/bank", "--block-tokens", "64", "--threads", "1", "--ram-bank", "64M",
+                       "--api-keys-file", root + "/keys", "--max-pins-per-tenant", "3"});
+  auto c = server.client();
+  const httplib::Headers alice = {{"Authorization", "Bearer alice-key-0123456789abcdef"}};
+  const httplib::Headers bob = {{"Authorization", "Bearer bob-key-0123456789abcdef"}};
+  const std::string model = json::parse(c.Get("/v1/models", alice)->body)["data"][0]["id"];
+  auto pinning = [&](int i) {
+    return json{{"model", model},
+                {"max_tokens", 2},
+                {"system",
+                 {{{"type", "text"},
+                   {"text", "prompt " + std::to_string(i) + " " + std::string(2000, 'a')},
+                   {"cache_control", {{"type", "ephemeral"}}}}}},
+                {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+        .dump();
+  };
+  auto pins = [&] {
+    auto r = c.Get("/v1/bank/pins", alice);
+    EXPECT_TRUE(r);
+    return r ? json::parse(r->body)["pins"].size() : 0;
+  };
+  for (int i = 0; i < 8; ++i) {
+    auto r = c.Post("/v1/messages", bob, pinning(i), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << "request " << i << " (beyond the budget, served unpinned): " << r->body.substr(0, 300);
+  }
+  EXPECT_EQ(pins(), 3u) << "bob pinned beyond his budget";
+  auto r = c.Post("/v1/messages", alice, pinning(100), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(pins(), 4u) << "alice's pin counts against her budget, not bob's";
   EXPECT_EQ(server.stop(), 0);
   std::filesystem::remove_all(root);
 }

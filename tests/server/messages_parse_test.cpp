@@ -44,7 +44,7 @@ TEST(MessagesParse, ConversationWithToolsBecomesTheChatMessages) {
     {"role": "system", "content": "Be brief.\n\nBe kind."},
     {"role": "user", "content": "a\n\nb"},
     {"role": "assistant", "content": "Let me look.", "reasoning_content": "hmm",
-     "tool_calls": [{"type": "function", "id": "t1", "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+     "tool_calls": [{"type": "function", "id": "t1", "function": {"name": "weather", "arguments": {"city": "Oslo"}}}]},
     {"role": "tool", "content": "Snow", "tool_call_id": "t1"},
     {"role": "user", "content": "Thanks"}])");
   EXPECT_EQ(p.messages, want);

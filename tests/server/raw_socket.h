@@ -16,10 +16,14 @@
 
 namespace sb::testing {
 
-// A connected socket to 127.0.0.1:port, or -1.
-inline int connect_to(int port) {
+// A connected socket to 127.0.0.1:port, or -1. With `rcvbuf` > 0 its
+// receive buffer is about that many bytes (set before the connect, so the
+// window the server sees is that small too): a client that reads slowly, or
+// not at all.
+inline int connect_to(int port, int rcvbuf = 0) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
+  if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
@@ -40,6 +44,21 @@ inline bool send_all(int fd, const std::string& data) {
     off += static_cast<size_t>(n);
   }
   return true;
+}
+
+// `times` copies of `request` on one new connection with a ~1 KB receive
+// buffer, never read: the slow reader of issue 47 (findings 3 and 4). The
+// socket, or -1.
+inline int pipeline_unread(int port, const std::string& request, int times) {
+  const int fd = connect_to(port, 1024);
+  if (fd < 0) return -1;
+  std::string all;
+  for (int i = 0; i < times; ++i) all += request;
+  if (!send_all(fd, all)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // What the server sends until it closes, resets, or `within` passes.

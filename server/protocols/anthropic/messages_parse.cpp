@@ -268,9 +268,11 @@ void Builder::assistant_blocks(const json& content, const std::string& p) {
       if (!input || !input->is_object()) fail(bp + ".input", "'" + bp + ".input' must be an object");
       const std::string& use_id = as_string(*id, bp + ".id");
       open_tool_uses_.insert(use_id);
+      // The object itself, as the template would get it from the text: not
+      // dumped here to be parsed again on every render (issue 47).
       calls.push_back({{"type", "function"},
                        {"id", use_id},
-                       {"function", {{"name", as_string(*name, bp + ".name")}, {"arguments", input->dump()}}}});
+                       {"function", {{"name", as_string(*name, bp + ".name")}, {"arguments", *input}}}});
     } else {
       unsupported_block(type, bp);
     }
