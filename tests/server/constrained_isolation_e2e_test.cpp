@@ -36,7 +36,7 @@ json hundred_strings() {
 std::string sixteen_tokens(httplib::Client& c, double* seconds) {
   const json body = {{"prompt", "The quick brown fox"}, {"max_tokens", 16}, {"temperature", 0}, {"logprobs", 2}};
   const auto t0 = Clock::now();
-  auto r = c.Post("/v1/completions", httplib::Headers{{"Authorization", "Bearer key-b"}}, body.dump(),
+  auto r = c.Post("/v1/completions", httplib::Headers{{"Authorization", "Bearer tenant-b-key-0123456789"}}, body.dump(),
                   "application/json");
   *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!r || r->status != 200) return "failed: " + (r ? r->body : std::string("no answer"));
@@ -50,7 +50,8 @@ TEST(ConstrainedIsolationE2E, ASlowMaskDoesNotSlowAnotherTenant) {
   const std::string root = mkdtemp(tmpl);
   ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 3), 0)
       << "gen-model failed (is SB_TOKENIZER_DIR set? run through ctest)";
-  std::ofstream(root + "/keys") << "a key-a\nb key-b\n";
+  std::ofstream(root + "/keys") << "a tenant-a-key-0123456789\nb tenant-b-key-0123456789\n";
+  fs::permissions(root + "/keys", fs::perms::owner_read | fs::perms::owner_write);
   ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
                        root + "/bank", "--threads", "1", "--api-keys-file", root + "/keys"});
   auto c = server.client();
@@ -69,19 +70,20 @@ TEST(ConstrainedIsolationE2E, ASlowMaskDoesNotSlowAnotherTenant) {
   const std::string payload = slow.dump();
   const int fd = connect_to(server.port);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-a\r\n"
+  ASSERT_TRUE(send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tenant-a-key-0123456789\r\n"
                            "Content-Type: application/json\r\nContent-Length: " +
                                std::to_string(payload.size()) + "\r\n\r\n" + payload));
   std::string got;
   const auto started = Clock::now();
   char buf[4096];
-  // Two content deltas: the opening quote, then a token of the string.
+  // Three content deltas: the role's, the opening quote, then a token of
+  // the string (its mask walks all 100 alternatives).
   auto deltas = [&] {
     size_t n = 0;
     for (size_t at = 0; (at = got.find("\"content\":\"", at)) != std::string::npos; ++at) ++n;
     return n;
   };
-  while (deltas() < 2 && got.find("[DONE]") == std::string::npos) {
+  while (deltas() < 3 && got.find("[DONE]") == std::string::npos) {
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
     ASSERT_GT(n, 0) << "the constrained stream ended: " << got;
     got.append(buf, static_cast<size_t>(n));
@@ -89,21 +91,23 @@ TEST(ConstrainedIsolationE2E, ASlowMaskDoesNotSlowAnotherTenant) {
   const double first_tokens_s = std::chrono::duration<double>(Clock::now() - started).count();
   ASSERT_EQ(got.find("[DONE]"), std::string::npos) << got;
 
+  auto drain = [&] {
+    for (ssize_t n; (n = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0;) got.append(buf, static_cast<size_t>(n));
+  };
+  drain();
+  const size_t before = deltas();
   const std::string beside = sixteen_tokens(c, &beside_s);
   EXPECT_EQ(beside, quiet) << "the other tenant's reply changed beside the constrained stream";
-  // Still streaming: the 16 tokens came back before it ended.
-  const int flags = MSG_DONTWAIT;
-  while (true) {
-    const ssize_t n = recv(fd, buf, sizeof buf, flags);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
+  drain();
+  const size_t during = deltas() - before;
+  // Still streaming: the 16 tokens came back before it ended. With its masks
+  // on the step thread every one of the 16 steps waited for one of its masks
+  // (16 deltas or so); now they do not wait (a delta or two).
   EXPECT_EQ(got.find("[DONE]"), std::string::npos) << "the constrained stream ended before the other reply";
-  size_t tokens = 0;
-  for (size_t at = 0; (at = got.find("\"content\":\"", at)) != std::string::npos; ++at) ++tokens;
+  EXPECT_LT(during, 8u) << "the other reply's steps waited for the constrained stream's masks";
   std::printf("16-token completion: %.3f s quiet, %.3f s beside the constrained stream (%.2fx); the stream's "
-              "first 2 deltas took %.2f s, %zu deltas so far\n",
-              quiet_s, beside_s, beside_s / std::max(1e-9, quiet_s), first_tokens_s, tokens);
+              "first 3 deltas took %.2f s, %zu deltas came while the other reply ran, %zu so far\n",
+              quiet_s, beside_s, beside_s / std::max(1e-9, quiet_s), first_tokens_s, during, deltas());
   close(fd);  // cancels the stream
   auto h = c.Get("/health");
   ASSERT_TRUE(h);
