@@ -58,7 +58,11 @@ void StepLoop::loop() {
     retire_finished();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return stopping_ || !waiting_.empty() || mask_done_ || can_step(); });
+      // Not while every slot waits for its mask: that would spin.
+      const size_t slots = static_cast<size_t>(context_.options.max_running);
+      work_cv_.wait(lock, [&] {
+        return stopping_ || (!waiting_.empty() && running_.size() < slots) || mask_done_ || can_step();
+      });
       mask_done_ = false;
       if (stopping_ && waiting_.empty() && running_.empty()) return;
       admit();
