@@ -140,6 +140,13 @@ Status Constraint::fill(int64_t tokens_left, bool budget, const std::function<bo
 }
 
 Status Constraint::mask(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted) {
+  SB_RETURN_IF_ERROR(prepare(tokens_left, interrupted));
+  apply(logits);
+  return Status::ok();
+}
+
+Status Constraint::prepare(int64_t tokens_left, const std::function<bool()>& interrupted) {
+  prepared_ = false;
   allowed_.resize(vocab_->size());
   meter_.used = 0;
   size_t n = 0;
@@ -152,14 +159,19 @@ Status Constraint::mask(std::span<float> logits, int64_t tokens_left, const std:
   if (done || n == 0)
     for (int32_t s : vocab_->stops_)
       if (s >= 0 && static_cast<size_t>(s) < allowed_.size()) allowed_[static_cast<size_t>(s)] = 1;
+  prepared_ = true;
+  return Status::ok();
+}
+
+void Constraint::apply(std::span<float> logits) const {
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < logits.size(); ++i)
     if (i >= allowed_.size() || !allowed_[i]) logits[i] = kMasked;
-  return Status::ok();
 }
 
 Status Constraint::accept(int32_t token) {
   if (finished_) return Status::invalid("the constrained output has already ended");
+  prepared_ = false;
   if (std::find(vocab_->stops_.begin(), vocab_->stops_.end(), token) != vocab_->stops_.end()) {
     finished_ = true;
     return Status::ok();

@@ -76,6 +76,13 @@ class Constraint {
   // Bounded work: kCancelled as soon as `interrupted` (may be empty) says
   // so, kResourceExhausted past kMaxMaskWork; the logits are then unusable.
   Status mask(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted = {});
+  // mask() in two halves: prepare() finds the allowed tokens (the search,
+  // which needs no logits: it may run before they exist, on another
+  // thread), apply() masks logits with them (one pass). apply() REQUIRES a
+  // successful prepare() since the last accept().
+  Status prepare(int64_t tokens_left, const std::function<bool()>& interrupted = {});
+  void apply(std::span<float> logits) const;
+  bool prepared() const { return prepared_; }
   // The sampled token; kInvalidArgument if the mask did not allow it.
   Status accept(int32_t token);
 
@@ -95,6 +102,7 @@ class Constraint {
   std::vector<uint8_t> allowed_;
   Meter meter_;
   bool finished_ = false;
+  bool prepared_ = false;  // allowed_ holds the next token's set
 };
 
 }  // namespace sb::constrain

@@ -46,8 +46,8 @@ struct Stack {
 };
 
 // Work done by matchers, counted in frames entered and bytes fed: a budget
-// that one mask (or one accepted token) may not exceed, so the step thread
-// never runs unbounded work for one request. A matcher whose meter runs over
+// that one mask (or one accepted token) may not exceed, so no request runs
+// unbounded work (its mask runs on its own thread: engine/mask_worker.h). A matcher whose meter runs over
 // its limit stops taking bytes (advance() returns false) until reset.
 struct Meter {
   uint64_t used = 0;

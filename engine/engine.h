@@ -92,13 +92,16 @@ struct CompletionRequest {
   // operator's shared system-prompt namespace); empty: none.
   std::string shared_name_space;
   int64_t message_boundary = -1;  // first token of a chat's final user message, or -1
-  // Called for each generated token (streaming), on the engine's step
-  // thread; returning false cancels. Keep it short: every running sequence
-  // waits for it.
+  // Called for each generated token, on the engine's step thread;
+  // returning false cancels. Every running sequence waits for it: hand the
+  // token on (TokenQueue::push, engine/token_queue.h) and do the rest
+  // (text, stop strings, rendering) on the request's own thread.
   std::function<bool(const GeneratedToken&)> on_token;
   // Makes this request's logits processor (penalties, logit bias, a grammar
   // mask), one per run of the request; empty: none. Reported logprobs stay
-  // those of the model's raw distribution (logits_processor.h).
+  // those of the model's raw distribution (logits_processor.h). A grammar's
+  // mask runs on the sequence's own thread beside the forward pass: a slow
+  // one holds back only this request.
   std::function<std::unique_ptr<LogitsProcessor>()> make_processor;
   // Called with the whole logit vector of the model (before any logits processor)
   // for each generated token, before it is drawn (`statebank run --logits-out`, which tools/xcheck

@@ -9,8 +9,11 @@
 // never depend on it. Given the same sequence of calls it makes the same
 // changes: a processed request is as deterministic as any other, and served
 // from the bank it equals bypass.
-// Thread-safety: one sequence's object, called from the thread that decodes
-// that sequence.
+// Where it runs: a processor whose prepares() is true has its accept() and
+// prepare() run on its sequence's own thread (engine/mask_worker.h), beside
+// the next forward pass; process() always runs on the step thread, so it
+// must stay cheap (a pass over the logits), the search belonging in
+// prepare(). Calls never overlap: one sequence's object, one call at a time.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,15 @@ namespace sb {
 class LogitsProcessor {
  public:
   virtual ~LogitsProcessor() = default;
+  // True when prepare() does work worth a thread of its own (a grammar).
+  virtual bool prepares() const { return false; }
+  // What the next token's process() needs that does not depend on the
+  // logits (a grammar's allowed set), computed before they exist; the
+  // arguments are process()'s. Without it process() computes it itself.
+  virtual Status prepare(int64_t tokens_left, const std::function<bool()>& interrupted) {
+    (void)tokens_left, (void)interrupted;
+    return Status::ok();
+  }
   // tokens_left: this token and the ones after it that max_tokens allows.
   // interrupted (may be empty): the request's cancellation, for work long
   // enough to check it (a grammar mask); kCancelled when it said so.

@@ -34,7 +34,6 @@ Status next_token(Sequence& seq, GeneratedToken* out, const DraftToken* draft) {
     const int64_t left = req.max_tokens - static_cast<int64_t>(seq.result.tokens.size());
     SB_RETURN_IF_ERROR(seq.processor->process(seq.processed, left, req.cancelled));
     g.token = draft ? seq.sampler->sample_draft(seq.processed, nullptr, *draft) : seq.sampler->sample(seq.processed);
-    SB_RETURN_IF_ERROR(seq.processor->accept(g.token));
   } else {
     g.token = draft ? seq.sampler->sample_draft(seq.logits, &seq.logit_stats, *draft)
                     : seq.sampler->sample(seq.logits, &seq.logit_stats);
@@ -43,6 +42,26 @@ Status next_token(Sequence& seq, GeneratedToken* out, const DraftToken* draft) {
   g.logprob = logprob(seq.logits, static_cast<size_t>(g.token), log_norm);
   g.top = top_alternatives(seq.logits, log_norm, req.top_logprobs);
   *out = std::move(g);
+  return Status::ok();
+}
+
+Status accept_token(Sequence& seq, int32_t token, bool more) {
+  if (!seq.processor) return Status::ok();
+  const CompletionRequest& req = seq.request;
+  const int64_t left = req.max_tokens - static_cast<int64_t>(seq.result.tokens.size());
+  if (!seq.worker) {
+    SB_RETURN_IF_ERROR(seq.processor->accept(token));
+    return more ? seq.processor->prepare(left, req.cancelled) : Status::ok();
+  }
+  LogitsProcessor* processor = seq.processor.get();
+  MaskWorker* worker = seq.worker.get();
+  // The request (and its cancelled()) outlives the job: the loop retires a
+  // sequence only once its worker is idle.
+  std::function<bool()> interrupted = [worker, &req] { return worker->abandoned() || (req.cancelled && req.cancelled()); };
+  worker->post([processor, token, more, left, interrupted = std::move(interrupted)] {
+    SB_RETURN_IF_ERROR(processor->accept(token));
+    return more ? processor->prepare(left, interrupted) : Status::ok();
+  });
   return Status::ok();
 }
 

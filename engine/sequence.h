@@ -17,6 +17,7 @@
 
 #include "bank/key.h"
 #include "engine/engine.h"
+#include "engine/mask_worker.h"
 #include "model/model.h"
 #include "runtime/sampling.h"
 
@@ -55,6 +56,9 @@ struct Sequence {
   // Generation.
   std::optional<Sampler> sampler;
   std::unique_ptr<LogitsProcessor> processor;  // none without make_processor
+  // Runs the processor's accept() and prepare() off the step thread when it
+  // prepares(); declared after `processor`, so it stops first.
+  std::unique_ptr<MaskWorker> worker;
   std::vector<float> processed;                // the processor's copy of `logits`
   std::vector<float> logits;                   // the row the next token is sampled from
   LogitStats logit_stats;                      // its argmax and log-normaliser, from the forward pass
@@ -68,6 +72,19 @@ struct Sequence {
   std::vector<int32_t> draft;                 // this step's proposal
   std::vector<RecurrentSnapshot> row_states;  // the verify rows' states (reused buffers)
 
+  // The rows of the last step whose tokens are still to be drawn: a decode
+  // slice's verify rows, or a prompt's last row. They wait here while the
+  // worker prepares the next mask; the sequence sits out steps meanwhile.
+  struct Draw {
+    bool active = false;
+    bool decode = false;            // a decode slice (speculation's record counts it)
+    std::vector<int32_t> tokens;    // decode: the rows' input tokens (the draft after row 0)
+    std::vector<float> logits;      // rows x vocabulary
+    std::vector<LogitStats> stats;  // per row
+    size_t rows = 0, row = 0;       // rows in all; the next one to draw from
+    size_t before = 0;              // generated tokens before the slice
+  } draw;
+
   CompletionResult result;
   Status status;
   bool finished = false;  // step thread: leaves the loop at the end of this step
@@ -77,6 +94,8 @@ struct Sequence {
   std::function<void(Sequence&)> on_retired;
 
   int64_t prompt_tokens() const { return static_cast<int64_t>(request.prompt.size()); }
+  // The processor's work for the next token is done (or there is none).
+  bool mask_ready() const { return !worker || worker->idle(); }
   bool prefilling() const { return state.position() < prompt_tokens(); }
 };
 
@@ -94,8 +113,13 @@ void publish_prompt(const EngineContext& context, Sequence& seq);
 // logits processor, if any), its logprob in the model's raw distribution and
 // the top_logprobs alternatives. An error comes from the processor. With a
 // draft token (a verify row under rejection acceptance) the draw is
-// Sampler::sample_draft's against it.
+// Sampler::sample_draft's against it. The processor is not told the token:
+// that is accept_token()'s.
 Status next_token(Sequence& seq, GeneratedToken* out, const DraftToken* draft = nullptr);
+// Tells the processor the token drawn and, while more tokens may follow,
+// prepares the next one's mask: on the sequence's worker when the processor
+// prepares() (an error then surfaces through worker->take()), else here.
+Status accept_token(Sequence& seq, int32_t token, bool more);
 
 // Sets up speculation for an admitted sequence: its drafter (the request's
 // own, else the mode's; none when off or for echo) and its DraftControl.

@@ -52,16 +52,38 @@ void StepLoop::add_stats(EngineStats* stats) const {
 
 void StepLoop::loop() {
   for (;;) {
+    // Sequences whose mask came while the last step ran draw their tokens.
+    for (Sequence* seq : running_)
+      if (seq->draw.active && !seq->finished) draw_rows(*seq);
+    retire_finished();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      // Not while every slot waits for its mask: that would spin.
+      const size_t slots = static_cast<size_t>(context_.options.max_running);
+      work_cv_.wait(lock, [&] {
+        return stopping_ || (!waiting_.empty() && running_.size() < slots) || mask_done_ || can_step();
+      });
+      mask_done_ = false;
       if (stopping_ && waiting_.empty() && running_.empty()) return;
       admit();
     }
     std::vector<Slice> slices = next_step();
     if (!slices.empty()) run_step(slices);
-    retire_finished();
   }
+}
+
+bool StepLoop::can_step() const {
+  for (const Sequence* seq : running_)
+    if (seq->finished ? seq->mask_ready() : !seq->draw.active) return true;
+  return false;
+}
+
+void StepLoop::mask_done() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mask_done_ = true;
+  }
+  work_cv_.notify_all();
 }
 
 void StepLoop::admit() {
@@ -73,10 +95,23 @@ void StepLoop::admit() {
     const SamplingParams& sp = seq->request.sampling;
     seq->sampler.emplace(SamplerConfig{sp.temperature, sp.top_p, sp.top_k, sp.seed, sp.min_p});
     if (seq->request.make_processor) seq->processor = seq->request.make_processor();
+    if (seq->processor && seq->processor->prepares()) start_worker(*seq);
     start_speculation(context_, *seq);
     running_.push_back(seq);
   }
   n_running_ = running_.size();
+}
+
+void StepLoop::start_worker(Sequence& seq) {
+  seq.worker = std::make_unique<MaskWorker>([this] { mask_done(); });
+  // The first token's mask, while the prompt is restored and prefilled.
+  LogitsProcessor* processor = seq.processor.get();
+  MaskWorker* worker = seq.worker.get();
+  const CompletionRequest& req = seq.request;
+  worker->post([processor, worker, &req] {
+    return processor->prepare(req.max_tokens,
+                              [worker, &req] { return worker->abandoned() || (req.cancelled && req.cancelled()); });
+  });
 }
 
 std::vector<StepLoop::Slice> StepLoop::next_step() {
@@ -88,7 +123,8 @@ std::vector<StepLoop::Slice> StepLoop::next_step() {
   input.batch_tokens = context_.options.batch_tokens;
   input.budget = budget_.state();
   for (Sequence* seq : running_) {
-    if (seq->finished) continue;
+    // A sequence still waiting for its mask sits out this step.
+    if (seq->finished || seq->draw.active) continue;
     seq->draft_control.set_row_cost(row_cost_.value(), row_cost_.one_row_ms());
     if (seq->prefilling())
       seq->draft.clear();
@@ -185,41 +221,74 @@ void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
   if (seq.request.echo) record_prompt_logprobs(seq, slice.begin, out, vocab);
   if (seq.prefilling()) return;
   seq.result.restore.prefill_ms = ms_since(seq.prefill_started);
-  seq.logits.assign(out.logits.end() - vocab, out.logits.end());
-  seq.logit_stats = out.stats.back();
   if (seq.request.max_tokens == 0) {
     seq.result.ttft_ms = ms_since(seq.submitted);
     publish_prompt(context_, seq);
     finish(seq, FinishReason::kLength);
     return;
   }
-  emit_token(seq);
+  Sequence::Draw& d = seq.draw;
+  d.active = true;
+  d.decode = false;
+  d.tokens.clear();
+  d.logits.assign(out.logits.end() - vocab, out.logits.end());
+  d.stats.assign(1, out.stats.back());
+  d.rows = 1;
+  d.row = 0;
+  d.before = seq.generated.size();
+  draw_rows(seq);
 }
 
 void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
   Sequence& seq = *slice.seq;
+  Sequence::Draw& d = seq.draw;
+  d.active = true;
+  d.decode = true;
+  d.tokens = slice.tokens;
+  d.logits = std::move(out.logits);
+  d.stats = std::move(out.stats);
+  d.rows = slice.tokens.size();
+  d.row = 0;
+  d.before = seq.generated.size();
+  draw_rows(seq);
+}
+
+void StepLoop::draw_rows(Sequence& seq) {
+  Sequence::Draw& d = seq.draw;
   const size_t vocab = static_cast<size_t>(context_.model.vocab_size());
-  const size_t rows = slice.tokens.size(), before = seq.generated.size();
   const bool rejection = seq.acceptance == SpeculativeAcceptance::kRejection && seq.drafter;
-  for (size_t row = 0; row < rows; ++row) {
-    if (rows == 1)
-      seq.logits = std::move(out.logits);
+  while (d.row < d.rows) {
+    if (!seq.mask_ready()) return;  // resumed by loop() once the worker is done
+    if (seq.worker && !(seq.status = seq.worker->take())) {
+      finish(seq, FinishReason::kError);
+      break;
+    }
+    const size_t row = d.row++;
+    if (d.rows == 1)
+      seq.logits = std::move(d.logits);
     else
-      seq.logits.assign(out.logits.begin() + row * vocab, out.logits.begin() + (row + 1) * vocab);
-    seq.logit_stats = out.stats[row];
+      seq.logits.assign(d.logits.begin() + row * vocab, d.logits.begin() + (row + 1) * vocab);
+    seq.logit_stats = d.stats[row];
     // Rejection acceptance judges the row's draft token by p/q; exact
     // acceptance draws as plain decoding does and compares below.
     DraftToken draft;
-    const bool judged = rejection && row + 1 < rows;
-    if (judged) draft = DraftToken{slice.tokens[row + 1], seq.drafter->draft_probs(row)};
+    const bool judged = d.decode && rejection && row + 1 < d.rows;
+    if (judged) draft = DraftToken{d.tokens[row + 1], seq.drafter->draft_probs(row)};
     emit_token(seq, judged ? &draft : nullptr);
     // The next row is what plain decoding computes only if the token just
     // drawn is the draft's.
-    if (seq.finished || row + 1 == rows || seq.generated.back() != slice.tokens[row + 1]) break;
+    if (seq.finished || row + 1 == d.rows || seq.generated.back() != d.tokens[row + 1]) break;
   }
+  d.active = false;
+  if (d.decode) end_verify(seq);
+}
+
+void StepLoop::end_verify(Sequence& seq) {
+  const Sequence::Draw& d = seq.draw;
+  const size_t rows = d.rows, before = d.before;
   const size_t emitted = seq.generated.size() - before;
   size_t accepted = 0;
-  while (accepted < emitted && accepted + 1 < rows && seq.generated[before + accepted] == slice.tokens[accepted + 1])
+  while (accepted < emitted && accepted + 1 < rows && seq.generated[before + accepted] == d.tokens[accepted + 1])
     ++accepted;
   // Rows 0..emitted-1 are what plain decoding consumed; the rest roll back.
   if (emitted > 0 && emitted < rows && !context_.hooks.keep_rejected_rows)
@@ -263,12 +332,15 @@ void StepLoop::emit_token(Sequence& seq, const DraftToken* draft) {
   if (std::find(req.stop_tokens.begin(), req.stop_tokens.end(), g.token) != req.stop_tokens.end())
     return finish(seq, FinishReason::kStop);
   if (static_cast<int64_t>(seq.result.tokens.size()) >= req.max_tokens) return finish(seq, FinishReason::kLength);
+  if (!(seq.status = accept_token(seq, g.token, true))) return finish(seq, FinishReason::kError);
 }
 
 void StepLoop::finish(Sequence& seq, FinishReason reason) {
   if (seq.finished) return;
   seq.finished = true;
   seq.result.finish_reason = reason;
+  seq.draw.active = false;
+  if (seq.worker) seq.worker->abandon();
 }
 
 void StepLoop::retire_finished() {
@@ -283,8 +355,9 @@ void StepLoop::retire_finished() {
         retired.push_back(seq);
       }
     std::erase_if(waiting_, [](Sequence* seq) { return seq->done; });
+    // A worker still running its job holds the request: the sequence waits.
     for (Sequence* seq : running_)
-      if (seq->finished) {
+      if (seq->finished && seq->mask_ready()) {
         seq->done = true;
         retired.push_back(seq);
       }

@@ -24,6 +24,12 @@
 //  4. What a sequence gets never depends on the others (model/model.h
 //     promise 4; each sequence samples from its own logits with its own
 //     sampler).
+//  6. A sequence whose logits processor prepares() has its mask computed on
+//     its own worker (engine/mask_worker.h) while the next step runs; one
+//     whose mask is not ready when its logits are keeps them and sits out
+//     steps until it is. The step thread never waits for a mask, so a slow
+//     one holds back only its own sequence; nor does it retire a sequence
+//     whose worker still runs (the job reads the request).
 //  5. Speculation changes no result: a decoding sequence with a draft runs
 //     its k + 1 verify rows in the step (granted by the plan, promise 7 of
 //     engine/step_plan.h), emits the tokens its sampler draws from them up
@@ -88,6 +94,13 @@ class StepLoop {
   // after a row equals the token drawn from it, then rolls the State back to
   // the last row used (engine/speculation.h).
   void verify_rows(const Slice& slice, SequenceOutput& out);
+  // Draws seq.draw's rows while the sequence's mask is ready; the rest wait
+  // for the next call (loop() calls it again once the worker is done).
+  void draw_rows(Sequence& seq);
+  void end_verify(Sequence& seq);  // speculation's record and rollback of a drawn decode slice
+  void start_worker(Sequence& seq);
+  void mask_done();  // a worker's job ended: wakes the loop
+  bool can_step() const;  // step thread, under mu_: a running sequence is not waiting for its mask
   void emit_token(Sequence& seq, const DraftToken* draft = nullptr);
   void finish(Sequence& seq, FinishReason reason);
   void retire_finished();  // takes finished sequences out, calls their on_retired
@@ -102,6 +115,7 @@ class StepLoop {
   std::vector<Sequence*> running_;   // step thread only; its size mirrored in n_running_
   size_t n_running_ = 0;             // guarded by mu_
   bool stopping_ = false;            // guarded by mu_
+  bool mask_done_ = false;           // guarded by mu_: a worker finished a job since the loop last looked
   std::atomic<uint64_t> steps_{0}, step_tokens_{0}, peak_batch_{0};
   std::thread thread_;
 };

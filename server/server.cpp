@@ -8,9 +8,11 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <cstdio>
 #include <random>
 
+#include "engine/token_queue.h"
 #include "server/namespace.h"
 #include "server/protocols/anthropic/anthropic_renderer.h"
 #include "server/protocols/anthropic/messages_parse.h"
@@ -18,7 +20,6 @@
 #include "server/protocols/openai/openai_renderer.h"
 #include "server/protocols/responses/responses_protocol.h"
 #include "server/transport/connections.h"
-#include "server/transport/event_channel.h"
 #include "server/transport/sse.h"
 
 namespace sb {
@@ -433,12 +434,15 @@ void Server::install_error_handlers() {
   });
 }
 
-// One completion in flight: what was submitted, the response builder, for
-// a stream the channel its events travel through, and its outcome.
+// One completion in flight: what was submitted, the queue its tokens come
+// through, the response builder (the request's thread's alone), and its
+// outcome.
 struct Server::Call {
   CompletionRequest request;  // as submitted (the audit reruns it)
+  const Protocol* protocol = nullptr;
+  TokenQueue tokens;  // from the step thread; closed once the outcome is set
   std::shared_ptr<Generation> generation;
-  std::shared_ptr<EventChannel> events;  // streaming only
+  std::vector<std::string> opening;  // a stream's first events
   bool stream = false;
   std::string request_id;
   std::string tenant;                  // what the tenant share limits (empty: none)
@@ -448,7 +452,8 @@ struct Server::Call {
   std::atomic<int64_t> first_token_us{-1};  // from arrival: the queue is part of it
 
   bool past_deadline() const { return Clock::now() >= deadline; }
-  bool should_stop() const { return cancelled.load() || past_deadline(); }
+  // Gone, late, or stopped by a stop string or the tool-call limit.
+  bool should_stop() const { return cancelled.load() || past_deadline() || tokens.stopped(); }
 
   // Guarded by mu: the outcome, set once by end_call().
   std::mutex mu;
@@ -577,28 +582,21 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, co
   call->request_id = request_id;
   call->arrived = arrived;
   if (options_.request_timeout.count() > 0) call->deadline = arrived + options_.request_timeout;
+  call->protocol = &protocol;
   call->generation = std::make_shared<Generation>(*backend_, std::move(prepared.setup), std::move(prepared.chat_output),
                                                   std::move(prepared.renderer));
-  if (call->stream) call->events = std::make_shared<EventChannel>();
   call->request = std::move(prepared.request);
   // The engine's ticket holds the call (through on_done) for as long as it
-  // may call these.
+  // may call these. The step thread only queues the token: the text, stop
+  // strings and events are made on the request's thread (take_tokens).
   Call* c = call.get();
   call->request.cancelled = [c] { return c->should_stop(); };
   call->request.on_token = [c](const GeneratedToken& t) {
     if (c->first_token_us.load() < 0)
       c->first_token_us.store(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c->arrived).count());
-    if (c->cancelled) return false;
-    std::vector<std::string> out;
-    const bool more = c->generation->on_token(t, &out);
-    if (c->events) c->events->push(std::move(out));
-    return more && !c->cancelled;
+    return c->tokens.push(t) && !c->cancelled;
   };
-  if (call->stream) {
-    std::vector<std::string> opening;
-    call->generation->start_stream(&opening);
-    call->events->push(std::move(opening));
-  }
+  if (call->stream) call->generation->start_stream(&call->opening);
   return call;
 }
 
@@ -609,9 +607,7 @@ void Server::submit(const std::shared_ptr<Call>& call, const Protocol& protocol)
   }
   const Admit admit = backend_->submit(
       call->request,
-      [this, call, &protocol](Status status, CompletionResult result) {
-        end_call(*call, protocol, std::move(status), std::move(result));
-      },
+      [this, call](Status status, CompletionResult result) { end_call(*call, std::move(status), std::move(result)); },
       call->tenant);
   if (admit != Admit::kOk) {
     call_ended();
@@ -619,38 +615,52 @@ void Server::submit(const std::shared_ptr<Call>& call, const Protocol& protocol)
   }
 }
 
-void Server::end_call(Call& call, const Protocol& protocol, Status status, CompletionResult result) {
-  // A stop string ends generation through on_token; that is a normal end.
-  // The deadline ends it through cancelled(): a 504.
-  const bool cut = status.code() == Code::kCancelled || result.finish_reason == FinishReason::kCancelled;
-  if (cut && !call.cancelled && call.generation->stopped_early())
-    status = Status::ok();
-  else if (cut && !call.cancelled && call.past_deadline())
-    status = Status::exhausted("the request did not finish within its deadline of " +
-                               std::to_string(options_.request_timeout.count()) + " s");
-  if (status) {
-    record_completion(call, protocol, result);
-  } else if (is_internal(status)) {
-    log_internal(call.request_id, status.to_string());
-  }
-  if (call.events) {
-    std::vector<std::string> out;
-    if (status) {
-      call.generation->finish_stream(result, &out);
-    } else if (status.code() != Code::kCancelled) {
-      out = protocol.error_events(status_error(status, "", call.request_id));
-    }
-    call.events->push(std::move(out));
-    call.events->close();
-  }
+void Server::end_call(Call& call, Status status, CompletionResult result) {
   {
     std::lock_guard<std::mutex> lock(call.mu);
     call.status = std::move(status);
     call.result = std::move(result);
     call.done = true;
   }
-  call.cv.notify_all();
-  call_ended();  // the last use of this server
+  call.tokens.close();  // after the outcome: the request's thread reads it once the queue is closed
+  call_ended();         // the last use of this server
+}
+
+bool Server::take_tokens(Call& call, std::chrono::milliseconds wait, std::vector<std::string>* events) {
+  std::deque<GeneratedToken> got;
+  const bool closed = call.tokens.take(wait, &got);
+  for (const GeneratedToken& t : got)
+    if (!call.generation->on_token(t, events)) call.tokens.stop();  // the engine ends it at its next step
+  return closed;
+}
+
+void Server::conclude(Call& call, std::vector<std::string>* events) {
+  std::lock_guard<std::mutex> lock(call.mu);
+  Status& status = call.status;
+  CompletionResult& result = call.result;
+  // A stop string or the tool-call limit ended the reply: a normal end,
+  // whatever the engine did with the tokens after it (they are dropped).
+  // The deadline ends it through cancelled(): a 504.
+  const bool cut = status.code() == Code::kCancelled || result.finish_reason == FinishReason::kCancelled;
+  if (!call.cancelled && call.generation->stopped_early()) {
+    status = Status::ok();
+    call.generation->trim(&result);
+  } else if (cut && !call.cancelled && call.past_deadline()) {
+    status = Status::exhausted("the request did not finish within its deadline of " +
+                               std::to_string(options_.request_timeout.count()) + " s");
+  }
+  const Protocol& protocol = *call.protocol;
+  if (status) {
+    record_completion(call, protocol, result);
+  } else if (is_internal(status)) {
+    log_internal(call.request_id, status.to_string());
+  }
+  if (!events) return;
+  if (status) {
+    call.generation->finish_stream(result, events);
+  } else if (status.code() != Code::kCancelled) {
+    *events = protocol.error_events(status_error(status, "", call.request_id));
+  }
 }
 
 void Server::call_ended() {
@@ -679,10 +689,12 @@ void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Respons
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, call](size_t, httplib::DataSink& sink) {
+        std::vector<std::string> out = std::move(call->opening);
+        call->opening.clear();
         for (;;) {
-          bool closed = false;
-          const std::deque<std::string> batch = call->events->take(std::chrono::milliseconds(100), &closed);
-          for (const auto& e : batch) {
+          const bool closed = take_tokens(*call, std::chrono::milliseconds(100), &out);
+          if (closed) conclude(*call, &out);
+          for (const auto& e : out) {
             if (!sink.write(e.data(), e.size())) {
               call->cancelled = true;
               return false;
@@ -691,16 +703,14 @@ void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Respons
           if (closed) {
             sink.done();
             // The last event is written: only now may an audit look at it.
-            // (The channel closes just before the outcome is set: wait for it.)
-            std::unique_lock<std::mutex> lock(call->mu);
-            call->cv.wait(lock, [&] { return call->done; });
             if (call->status && !call->cancelled) backend_->response_finished(call->request, call->result);
             return true;
           }
-          if (batch.empty() && !sink.is_writable()) {
+          if (out.empty() && !sink.is_writable()) {
             call->cancelled = true;
             return false;
           }
+          out.clear();
         }
       },
       [this, call](bool) {
@@ -710,11 +720,11 @@ void Server::stream_response(const std::shared_ptr<Call>& call, httplib::Respons
 }
 
 void Server::respond_when_done(Call& call, const httplib::Request& req, httplib::Response& res) {
-  std::unique_lock<std::mutex> lock(call.mu);
-  while (!call.done) {
-    call.cv.wait_for(lock, std::chrono::milliseconds(100));
-    if (!call.done && !call.cancelled && Connections::client_gone()) call.cancelled = true;
+  std::vector<std::string> unused;  // no events: the body is made at the end
+  while (!take_tokens(call, std::chrono::milliseconds(100), &unused)) {
+    if (!call.cancelled && Connections::client_gone()) call.cancelled = true;
   }
+  conclude(call, nullptr);
   if (call.cancelled) {
     res.status = 499;  // nobody is listening; nginx's code for it
   } else if (!call.status) {

@@ -177,9 +177,17 @@ class Server {
                                    const std::string& request_id);
   // Hands the call to the engine's queue; throws 429 / 503 (admission_error).
   void submit(const std::shared_ptr<Call>& call, const Protocol& protocol);
-  // The call's end (on an engine thread): its outcome, metrics, a stream's
-  // last events, then the waiting HTTP thread is woken.
-  void end_call(Call& call, const Protocol& protocol, Status status, CompletionResult result);
+  // The call's end (on an engine thread): its outcome, then the token queue
+  // closes, which wakes the request's thread. Nothing else runs there.
+  void end_call(Call& call, Status status, CompletionResult result);
+  // On the request's thread: the tokens queued so far through the call's
+  // Generation (text, stop strings, a stream's events into *events); a stop
+  // goes back to the engine as a cancellation. True once the queue is
+  // closed and every token taken.
+  bool take_tokens(Call& call, std::chrono::milliseconds wait, std::vector<std::string>* events);
+  // On the request's thread once take_tokens() returned true: the outcome as
+  // the client sees it, metrics, and (events not null) a stream's last events.
+  void conclude(Call& call, std::vector<std::string>* events);
   void record_completion(const Call& call, const Protocol& protocol, const CompletionResult& result);
   void stream_response(const std::shared_ptr<Call>& call, httplib::Response& res);
   void respond_when_done(Call& call, const httplib::Request& req, httplib::Response& res);

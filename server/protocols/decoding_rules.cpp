@@ -14,6 +14,12 @@ class RulesProcessor : public LogitsProcessor {
     if (rules_->grammar) constraint_ = std::make_unique<constrain::Constraint>(rules_->vocabulary, rules_->grammar);
   }
 
+  bool prepares() const override { return constraint_ != nullptr; }
+
+  Status prepare(int64_t tokens_left, const std::function<bool()>& interrupted) override {
+    return constraint_ ? constraint_->prepare(tokens_left, interrupted) : Status::ok();
+  }
+
   Status process(std::span<float> logits, int64_t tokens_left, const std::function<bool()>& interrupted) override {
     const auto in_range = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < logits.size(); };
     for (const auto& [id, bias] : rules_->logit_bias)
@@ -32,7 +38,10 @@ class RulesProcessor : public LogitsProcessor {
         logits[static_cast<size_t>(id)] -= rules_->presence_penalty + rules_->frequency_penalty * static_cast<float>(count);
       }
     }
-    return constraint_ ? constraint_->mask(logits, tokens_left, interrupted) : Status::ok();
+    if (!constraint_) return Status::ok();
+    if (!constraint_->prepared()) SB_RETURN_IF_ERROR(constraint_->prepare(tokens_left, interrupted));
+    constraint_->apply(logits);
+    return Status::ok();
   }
 
   Status accept(int32_t token) override {

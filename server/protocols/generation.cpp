@@ -71,6 +71,7 @@ void Generation::absorb(const ChatDelta& d) {
 
 bool Generation::on_token(const GeneratedToken& token, std::vector<std::string>* events) {
   if (stopped_early()) return false;
+  ++used_;
   if (std::find(setup_.stop_token_ids.begin(), setup_.stop_token_ids.end(), token.token) != setup_.stop_token_ids.end())
     return true;  // the engine ends here by itself; end-of-turn is no text
   entries_.push_back(GeneratedEntry{token.token, token.logprob, token.top, text_bytes_});
@@ -86,6 +87,10 @@ bool Generation::on_token(const GeneratedToken& token, std::vector<std::string>*
   absorb(step.chat);
   if (setup_.stream) renderer_->step(step, events);
   return !stopped_early();
+}
+
+void Generation::trim(CompletionResult* result) const {
+  if (stopped_early() && result->tokens.size() > used_) result->tokens.resize(used_);
 }
 
 GeneratedStep Generation::drain() {

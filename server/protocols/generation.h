@@ -4,12 +4,10 @@
 // and the counts. How it shows (OpenAI chunks, Anthropic events, a whole
 // body) is its Renderer's (server/protocols/renderer.h).
 //
-// Thread safety: start_stream() runs on the request's thread before the
-// request is submitted; on_token() on the engine's step thread (the
-// request's on_token callback, server/server.cpp); finish_stream() in the
-// engine's on_done callback, after the last on_token(); response() on the
-// request's thread once on_done has marked the call done (the call's mutex
-// orders them). Never concurrently.
+// Thread safety: every call on the request's own thread (never the engine's:
+// the step thread only queues tokens, engine/token_queue.h): start_stream()
+// before the request is submitted, on_token() for each queued token,
+// finish_stream() or response() once the queue is closed.
 //
 // Responses are ResponseJson (server/transport/sse.h): log-probabilities are stored as
 // the engine's float32 values and print as the shortest decimal (at most 9
@@ -75,6 +73,10 @@ class Generation {
 
   // A stop string or the tool-call limit ended the text (a normal end, not a cancellation).
   bool stopped_early() const { return stops_.stopped() || call_limit_reached(); }
+  // After a stop: drops the tokens the engine made after the one that
+  // stopped the text (it learns of the stop a step or more later), so the
+  // result is what an immediate stop gives.
+  void trim(CompletionResult* result) const;
 
  private:
   void absorb(const ChatDelta& d);
@@ -92,6 +94,7 @@ class Generation {
   std::string text_;                     // emitted text (completions: after any echo)
   int64_t text_bytes_ = 0;               // offsets for text_offset, echo included
   std::vector<GeneratedEntry> entries_;  // generated tokens shown to the user
+  size_t used_ = 0;                      // tokens on_token() took, up to the stop
   // Chat: accumulated parts.
   std::string content_, reasoning_;
   std::vector<GeneratedToolCall> tool_calls_;
