@@ -159,13 +159,21 @@ Status Transformer::bind_weights() {
     } else {
       AttentionWeights& a = w.attn;
       if (w.type == LayerType::kSparseAttention && q4) {
-        // One projection holds the indexer's query heads, then its key.
-        const WeightRef qk = ref(weights_.layer(l, "self_attn.indexer.index_qk_proj.weight"), /*matmul=*/false);
+        // One projection holds the indexer's query heads, then its key (a
+        // GGUF file holds them as two: ModelConfig::index_qk_split).
         const int64_t q_rows = c.index_n_heads * c.index_head_dim;
+        WeightRef index_k, index_q;
+        if (c.index_qk_split) {
+          index_k = ref(weights_.layer(l, "self_attn.indexer.index_k_proj.weight"), false);
+          index_q = ref(weights_.layer(l, "self_attn.indexer.index_q_proj.weight"), false);
+        } else {
+          const WeightRef qk = ref(weights_.layer(l, "self_attn.indexer.index_qk_proj.weight"), /*matmul=*/false);
+          index_k = row_range(qk, q_rows, c.index_head_dim);
+          index_q = row_range(qk, 0, q_rows);
+        }
         const WeightRef parts[] = {ref(weights_.layer(l, "self_attn.q_proj.weight"), false),
                                    ref(weights_.layer(l, "self_attn.k_proj.weight"), false),
-                                   ref(weights_.layer(l, "self_attn.v_proj.weight"), false),
-                                   row_range(qk, q_rows, c.index_head_dim), row_range(qk, 0, q_rows)};
+                                   ref(weights_.layer(l, "self_attn.v_proj.weight"), false), index_k, index_q};
         a.in = fuse_releasing(*kernels_, parts);
         a.unit_head_weights = true;
       } else if (w.type == LayerType::kSparseAttention)

@@ -26,7 +26,7 @@ sources[request]="server/request_parse.cpp server/json_fields.cpp server/respons
   engine/speculation.cpp constrain/*.cpp common/status.cpp common/json_shape.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
 sources[gguf]="model/gguf.cpp model/gguf_split.cpp model/gguf_writer.cpp model/mapped_file.cpp model/checkpoint.cpp model/gguf_import.cpp
-  model/gguf_layout.cpp model/gguf_metadata.cpp model/mtp_head.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp
+  model/gguf_layout.cpp model/gguf_metadata.cpp model/gguf_qwen4exp.cpp model/mtp_head.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp
   model/qwen4exp.cpp model/ngram_hash.cpp runtime/quant.cpp runtime/quant_lowbit.cpp common/status.cpp"
 sources[vocab]="model/gguf.cpp model/gguf_split.cpp model/mapped_file.cpp model/gguf_vocab.cpp runtime/dtype.cpp
   tokenizer/*.cpp jinja/*.cpp common/status.cpp common/json_shape.cpp"
