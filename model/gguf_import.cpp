@@ -1,6 +1,8 @@
 // open_gguf_model (model/gguf_model.h): the file's tensors under the Hugging
 // Face names, each a view into the file.
+#include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "model/gguf_layout.h"
 #include "model/gguf_metadata.h"
@@ -99,16 +101,24 @@ class Importer {
     if (l < c_.n_layers && c_.layer_types[l] == LayerType::kLinearAttention) {
       SB_RETURN_IF_ERROR(delta_net(l));
     } else {
-      for (auto [hf, gguf] : {std::pair{"q_proj", "attn_q"},
-                              {"k_proj", "attn_k"},
-                              {"v_proj", "attn_v"},
-                              {"o_proj", "attn_output"},
-                              {"q_norm", "attn_q_norm"},
-                              {"k_norm", "attn_k_norm"}})
-        view(L(l, std::string("self_attn.") + hf + ".weight"), gguf_layer_name(l, std::string(gguf) + ".weight"));
+      attention(l);
     }
     ffn(l);
     return Status::ok();
+  }
+
+  // self_attn.<hf>.weight from blk.<l>.<gguf>.weight for each pair.
+  void self_attn(int64_t l, std::initializer_list<std::pair<const char*, const char*>> pairs) {
+    for (auto [hf, gguf] : pairs)
+      view(L(l, std::string("self_attn.") + hf + ".weight"), gguf_layer_name(l, std::string(gguf) + ".weight"));
+  }
+  void attention(int64_t l) {
+    self_attn(l, {{"q_proj", "attn_q"},
+                  {"k_proj", "attn_k"},
+                  {"v_proj", "attn_v"},
+                  {"o_proj", "attn_output"},
+                  {"q_norm", "attn_q_norm"},
+                  {"k_norm", "attn_k_norm"}});
   }
 
   void ffn(int64_t l) {
@@ -187,17 +197,11 @@ Status Importer::qwen4exp_layer(int64_t l) {
   if (c_.layer_types[l] == LayerType::kLinearAttention) {
     SB_RETURN_IF_ERROR(delta_net(l));
   } else {
-    for (auto [hf, gguf] : {std::pair{"q_proj", "attn_q"},
-                            {"k_proj", "attn_k"},
-                            {"v_proj", "attn_v"},
-                            {"o_proj", "attn_output"},
-                            {"q_norm", "attn_q_norm"},
-                            {"k_norm", "attn_k_norm"},
-                            {"indexer.index_q_proj", "indexer.q_proj"},
-                            {"indexer.index_k_proj", "indexer.k_proj"},
-                            {"indexer.q_layernorm", "indexer.q_norm"},
-                            {"indexer.k_layernorm", "indexer.k_norm"}})
-      view(L(l, std::string("self_attn.") + hf + ".weight"), g(std::string(gguf) + ".weight"));
+    attention(l);
+    self_attn(l, {{"indexer.index_q_proj", "indexer.q_proj"},
+                  {"indexer.index_k_proj", "indexer.k_proj"},
+                  {"indexer.q_layernorm", "indexer.q_norm"},
+                  {"indexer.k_layernorm", "indexer.k_norm"}});
   }
   if (c_.layer_has_ple(l)) ple(l);
   ffn(l);
