@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "model/gguf_model.h"
+#include "runtime/cpu/backend.h"
 #include "runtime/quant.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
@@ -42,7 +43,7 @@ std::vector<float> all_logits(const Model& m) {
   return out.logits;
 }
 
-const testing::CheckpointSpec kF32Spec{Arch::kQwen4Exp, "tiny", 3, DType::kF32};
+const testing::CheckpointSpec kF32Spec{Arch::kQwen4Exp, "tiny", 3, DType::kF32, "", nullptr};
 
 // statebank quantize's F32 file of the f32 tiny checkpoint, once per process.
 std::string f32_file() { return testing::gguf_file(kF32Spec, GgufFileType::kF32); }
@@ -76,7 +77,7 @@ TEST(GgufQwen4ExpTest, F32FileGivesTheCheckpointsLogitsBitForBit) {
 }
 
 TEST(GgufQwen4ExpTest, Bf16FileOfABf16CheckpointIsBitForBit) {
-  const testing::CheckpointSpec spec{Arch::kQwen4Exp, "tiny", 3, DType::kBF16};
+  const testing::CheckpointSpec spec{Arch::kQwen4Exp, "tiny", 3, DType::kBF16, "", nullptr};
   const std::string dir = testing::checkpoint(spec), path = testing::gguf_file(spec, GgufFileType::kBF16);
   auto a = testing::load_model(dir);
   auto b = testing::load_model(path);
@@ -244,6 +245,26 @@ TEST_F(GgufQwen4ExpDamageTest, BadValuesAreNamed) {
   // The table's shape must hold every head's rows.
   expect_error(open_edited("per_layer_token_embd.weight", "per_layer_token_embd.weighX"),
                "per_layer_token_embd.weight");
+}
+
+// A table in a type the row reader does not widen (F16: llama-quantize's
+// fallback for rows that are not whole 32-blocks) is refused at load, named.
+TEST_F(GgufQwen4ExpDamageTest, AnF16TableIsRefusedByName) {
+  const std::string name = "per_layer_token_embd.weight";
+  std::string b = *good_;
+  const size_t at = b.find(name) + name.size() + 4 + 2 * 8;  // n_dims, two dims, then the type (F32 = 0)
+  uint32_t type = 0;
+  std::memcpy(&type, b.data() + at, 4);
+  ASSERT_EQ(type, 0u);
+  type = 1;  // F16: half the bytes, still inside the file
+  std::memcpy(b.data() + at, &type, 4);
+  testing::TempDir tmp;
+  write_all(tmp.file("f16.gguf"), b);
+  std::unique_ptr<Model> m;
+  const Status s = Model::load(tmp.file("f16.gguf"), RuntimeOptions{}, cpu_kernels_factory(), &m);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("n-gram table"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("f16"), std::string::npos) << s.message();
 }
 
 }  // namespace
