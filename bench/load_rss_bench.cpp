@@ -55,8 +55,8 @@ void report(const char* when, double file, double table) {
               when, rss / 1048576, rss / file, status_bytes("RssFile") / 1048576, status_bytes("RssAnon") / 1048576,
               hwm / 1048576, hwm / file);
   if (table > 0)
-    std::printf("%-22s VmRSS %.3fx the file's bytes outside the n-gram table (%.1f MiB of %.1f MiB)\n", "", rss / (file - table),
-                (file - table) / 1048576, file / 1048576);
+    std::printf("%-22s VmRSS %.3fx the file's bytes outside the n-gram table (%.1f MiB of %.1f MiB)\n", "",
+                rss / (file - table), (file - table) / 1048576, file / 1048576);
 }
 
 }  // namespace

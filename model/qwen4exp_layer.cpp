@@ -39,7 +39,8 @@ void Transformer::mixer_in(const MixerWeights& m, const float* h, int64_t T, flo
                            float* inject) const {
   const ModelConfig& c = config_;
   const int64_t S = c.hc_count, H = c.hidden_size, R = c.hc_lowrank;
-  kernels_->rms_norm_groups(h, T, S, H, m.norm.data(), static_cast<float>(c.rms_norm_eps), c.norm_weight_offset, normed);
+  kernels_->rms_norm_groups(h, T, S, H, m.norm.data(), static_cast<float>(c.rms_norm_eps), c.norm_weight_offset,
+                            normed);
   Rows down(T * R), up(T * S * H);
   float* const outs[] = {down.data(), inject};
   kernels_->matmul(normed, T, m.down, std::span<float* const>(outs, m.inject ? 2 : 1));

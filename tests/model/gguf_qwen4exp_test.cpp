@@ -130,9 +130,9 @@ TEST(GgufQwen4ExpTest, TheNgramTableIsAViewIntoTheFile) {
 void expect_rows_near_the_checkpoints(const TensorView& table, const Checkpoint& source, const ModelConfig& c) {
   const int64_t rows = table.shape[0], cols = table.shape[1], row_bytes = dtype_row_bytes(table.dtype, cols);
   std::vector<float> want;
-  const std::string shard = "layers." + std::to_string(c.ple_layers[0]) + ".ple.ple_embedding.ngram_embedding.shard_";
-  for (int64_t p = 0; const TensorView* v = source.find("model.language_model." + shard + std::to_string(p) + ".weight");
-       ++p) {
+  const std::string shard = "model.language_model.layers." + std::to_string(c.ple_layers[0]) +
+                            ".ple.ple_embedding.ngram_embedding.shard_";
+  for (int64_t p = 0; const TensorView* v = source.find(shard + std::to_string(p) + ".weight"); ++p) {
     ASSERT_EQ(v->dtype, DType::kF32);
     const float* f = static_cast<const float*>(v->data);
     want.insert(want.end(), f, f + v->numel());
@@ -140,7 +140,8 @@ void expect_rows_near_the_checkpoints(const TensorView& table, const Checkpoint&
   ASSERT_EQ(static_cast<int64_t>(want.size()), rows * cols);
   std::vector<float> got(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    ASSERT_TRUE(dequantize_row(table.dtype, static_cast<const uint8_t*>(table.data) + r * row_bytes, cols, got.data()).is_ok());
+    const uint8_t* row = static_cast<const uint8_t*>(table.data) + r * row_bytes;
+    ASSERT_TRUE(dequantize_row(table.dtype, row, cols, got.data()).is_ok());
     float top = 0, miss = 0;
     for (int64_t i = 0; i < cols; ++i) {
       top = std::max(top, std::fabs(want[r * cols + i]));
@@ -196,7 +197,8 @@ class GgufQwen4ExpDamageTest : public ::testing::Test {
   static void TearDownTestSuite() { delete good_; }
   static Status open(const std::string& bytes) {
     std::unique_ptr<GgufFile> file;
-    SB_RETURN_IF_ERROR(GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "bad.gguf", &file));
+    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+    SB_RETURN_IF_ERROR(GgufFile::parse(data, bytes.size(), "bad.gguf", &file));
     GgufModel m;
     return gguf_model_from_file(std::move(file), &m);
   }
