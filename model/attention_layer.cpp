@@ -91,7 +91,8 @@ void Transformer::pooled_key(const LayerWeights& w, const State& state, int64_t 
   std::vector<float> raw(m * dI);
   state.read_rows(w.comp_index_raw, b * m, m, raw.data());
   kernels_->mean_rows(raw.data(), m, dI, out);
-  kernels_->rms_norm(out, 1, dI, w.attn.index_k_norm.data(), static_cast<float>(c.rms_norm_eps), true, out);
+  kernels_->rms_norm(out, 1, dI, w.attn.index_k_norm.data(), static_cast<float>(c.rms_norm_eps), c.norm_weight_offset,
+                     out);
   const int64_t pos = b * m;
   kernels_->rope(out, 1, 1, dI, std::min(dI, c.rotary_dim()), &pos, c.rope_theta);
 }
@@ -149,7 +150,8 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
   store_index_keys(w, call, raw);
 
   if (!w.attn.index_q_norm.empty())
-    kernels_->rms_norm(iq, T * HI, dI, w.attn.index_q_norm.data(), static_cast<float>(c.rms_norm_eps), true, iq);
+    kernels_->rms_norm(iq, T * HI, dI, w.attn.index_q_norm.data(), static_cast<float>(c.rms_norm_eps),
+                       c.norm_weight_offset, iq);
   kernels_->rope(iq, T, HI, dI, rot, call.positions.data(), c.rope_theta);
   masks->resize(call.sequences.size());
   for (size_t i = 0; i < call.sequences.size(); ++i) {

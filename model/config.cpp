@@ -279,6 +279,7 @@ std::string ModelConfig::describe() const {
   if (a_stored_negated) o << " a_stored_negated=1";  // absent otherwise: checkpoints' fingerprints unchanged
   if (value_heads_tiled) o << " value_heads_tiled=1";
   if (qkvz_split) o << " qkvz_split=1";
+  if (index_qk_split) o << " index_qk_split=1";
   if (arch == Arch::kQwen4Exp) o << qwen4exp_describe(*this);
   return o.str();
 }
@@ -441,8 +442,13 @@ void attention_tensors(const ModelConfig& c, LayerType type, const std::string& 
   add(A + "o_proj.weight", {H, q_dim});
   add(A + "q_norm.weight", {c.head_dim});
   add(A + "k_norm.weight", {c.head_dim});
-  if (type == LayerType::kSparseAttention && q4) {
+  if (type == LayerType::kSparseAttention && q4 && c.index_qk_split) {
+    add(A + "indexer.index_q_proj.weight", {c.index_n_heads * c.index_head_dim, H});
+    add(A + "indexer.index_k_proj.weight", {c.index_head_dim, H});
+  } else if (type == LayerType::kSparseAttention && q4) {
     add(A + "indexer.index_qk_proj.weight", {(c.index_n_heads + 1) * c.index_head_dim, H});
+  }
+  if (type == LayerType::kSparseAttention && q4) {
     add(A + "indexer.q_layernorm.weight", {c.index_head_dim});
     add(A + "indexer.k_layernorm.weight", {c.index_head_dim});
   } else if (type == LayerType::kSparseAttention) {

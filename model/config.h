@@ -103,6 +103,17 @@ struct ModelConfig {
   // split in two, in_proj_qkv [all q | all k | all v] (attn_qkv) and
   // in_proj_z (attn_gate), each in its own type; part of describe() when set.
   bool qkvz_split = false;
+  // qwen4exp from a GGUF file: the indexer's projection is held as the file
+  // holds it, two tensors (indexer.q_proj, indexer.k_proj) bound as
+  // self_attn.indexer.index_q_proj / index_k_proj; the layer fuses the same
+  // rows either way, so its numbers do not change.
+  bool index_qk_split = false;
+  // qwen4exp from a GGUF file: the n-gram hash constants as the file's
+  // metadata holds them (a file has no base, divisor or seed to derive them
+  // from) and the table's rows; empty otherwise (ngram_hash derives them).
+  // Part of describe() when set.
+  std::vector<int64_t> ngram_multipliers, ngram_head_vocab, ngram_head_offset;
+  int64_t ngram_table_rows = 0;
   // Multi-token-prediction layers (`mtp_num_hidden_layers`, or
   // `num_nextn_predict_layers`): the head's tensors are `mtp.*` (model/mtp_head.h).
   // 0: none. Not part of describe(): the head changes no logit of the model

@@ -83,7 +83,54 @@ std::vector<float> delta_net_values(const Source& s, int64_t l, const std::strin
   return tiled ? permute(out, c.hidden_size, heads) : out;
 }
 
+// Rows [begin, begin + n) of an f32 matrix of `cols` columns.
+std::vector<float> rows_of(const std::vector<float>& v, int64_t cols, int64_t begin, int64_t n) {
+  return std::vector<float>(v.begin() + begin * cols, v.begin() + (begin + n) * cols);
+}
+
+// qwen4exp's own tensors (model/gguf_layout.h); empty for any other name.
+std::vector<float> qwen4exp_layer_values(const Source& s, int64_t l, const std::string& part) {
+  const ModelConfig& c = s.c;
+  const std::string mixers[][2] = {{"hc_attn_", "attn_hyper_connection."}, {"hc_ffn_", "mlp_hyper_connection."}};
+  for (const auto& [g, hf_prefix] : mixers) {
+    if (part.rfind(g, 0) != 0) continue;
+    const std::string what = part.substr(g.size());
+    if (what == "norm.weight") return norm(s, s.ws.layer(l, hf_prefix + "hc_norm.weight"));
+    if (what == "down.weight") return hf(s, l, hf_prefix + "input_mix_weight_down.weight");
+    if (what == "up.weight") return hf(s, l, hf_prefix + "input_mix_weight_up.weight");
+    if (what == "inject.weight") return hf(s, l, hf_prefix + "block_inject_weight.weight");
+  }
+  const int64_t q_rows = c.index_n_heads * c.index_head_dim;
+  const std::string I = "self_attn.indexer.";
+  if (part == "indexer.q_proj.weight") return rows_of(hf(s, l, I + "index_qk_proj.weight"), c.hidden_size, 0, q_rows);
+  if (part == "indexer.k_proj.weight")
+    return rows_of(hf(s, l, I + "index_qk_proj.weight"), c.hidden_size, q_rows, c.index_head_dim);
+  if (part == "indexer.q_norm.weight") return norm(s, s.ws.layer(l, I + "q_layernorm.weight"));
+  if (part == "indexer.k_norm.weight") return norm(s, s.ws.layer(l, I + "k_layernorm.weight"));
+  if (part == "ple_key.weight") return hf(s, l, "ple.key_proj.weight");
+  if (part == "ple_value.weight") return hf(s, l, "ple.value_proj.weight");
+  if (part == "ple_conv1d.weight") return hf(s, l, "ple.conv1d.weight");  // [W, 1, K] is [W, K]
+  for (const char* n : {"norm_key", "norm_query", "norm_conv"})
+    if (part == std::string("ple_") + n + ".weight") return norm(s, s.ws.layer(l, std::string("ple.") + n + ".weight"));
+  return {};
+}
+
+// The n-gram table: the PLE layer's shards one after another.
+std::vector<float> ngram_table(const Source& s) {
+  std::vector<float> out;
+  const std::string prefix = "ple.ple_embedding.ngram_embedding.shard_";
+  for (int64_t p = 0; p < s.c.ngram_split_parts; ++p) {
+    const std::vector<float> shard = hf(s, s.c.ple_layers[0], prefix + std::to_string(p) + ".weight");
+    out.insert(out.end(), shard.begin(), shard.end());
+  }
+  return out;
+}
+
 std::vector<float> layer_values(const Source& s, int64_t l, const std::string& part) {
+  if (s.c.arch == Arch::kQwen4Exp) {
+    std::vector<float> v = qwen4exp_layer_values(s, l, part);
+    if (!v.empty()) return v;
+  }
   const std::string A = "self_attn.", M = "mlp.";
   if (part == "attn_norm.weight") return norm(s, s.ws.layer(l, "input_layernorm.weight"));
   if (part == "post_attention_norm.weight" || part == "ffn_norm.weight")
@@ -131,6 +178,11 @@ std::vector<float> values(const Source& s, const Head* head, const std::string& 
   if (name == "token_embd.weight") return to_f32(as_matrix(s.ws.embed()));
   if (name == "output_norm.weight") return norm(s, s.ws.final_norm());
   if (name == "output.weight") return to_f32(as_matrix(s.ws.lm_head()));
+  const std::string mixer = s.c.tensor_prefix + "hyper_connection_mixer.";
+  if (name == "output_hc_norm.weight") return norm(s, s.ws.get(mixer + "hc_norm.weight"));
+  if (name == "output_hc_down.weight") return to_f32(as_matrix(s.ws.get(mixer + "input_mix_weight_down.weight")));
+  if (name == "output_hc_up.weight") return to_f32(as_matrix(s.ws.get(mixer + "input_mix_weight_up.weight")));
+  if (name == "per_layer_token_embd.weight") return ngram_table(s);
   const size_t dot = name.find('.', 4);  // "blk.<layer>.<part>"
   const int64_t layer = std::stoll(name.substr(4, dot - 4));
   const std::string part = name.substr(dot + 1);
@@ -237,6 +289,13 @@ struct TypePicker {
     if (kept_f32(name, shape)) return DType::kF32;
     DType t = base();
     if (!dtype_is_quantized(t)) return t;
+    // The n-gram table as the published files store it: IQ4_NL, or F32
+    // where a row is not whole blocks (the table's row reader has no F16).
+    if (name == "per_layer_token_embd.weight")
+      return shape.back() % dtype_block(DType::kIQ4_NL).elems == 0 ? DType::kIQ4_NL : DType::kF32;
+    // llama-quantize leaves the indexer's projections unquantized (small).
+    if (name.find("indexer.q_proj") != std::string::npos || name.find("indexer.k_proj") != std::string::npos)
+      return DType::kF32;
     const bool mix = file_type == GgufFileType::kQ4_K_M || file_type == GgufFileType::kQ5_K_M;
     const bool is_v =
         name.find("attn_v.weight") != std::string::npos || name.find("attn_qkv.weight") != std::string::npos;
@@ -278,9 +337,24 @@ Status encode(const std::string& name, DType t, const std::vector<float>& v, int
   return Status::ok();
 }
 
+// llama.cpp's qwen4exp holds one set of n-gram hash constants, reads the PLE
+// conv history from a linear-attention layer's cache and projects the
+// n-gram rows from the hidden size.
+Status check_qwen4exp(const ModelConfig& c, const std::string& dir) {
+  if (c.ple_layers.size() > 1)
+    return Status::unsupported(dir + ": " + std::to_string(c.ple_layers.size()) +
+                               " PLE layers; llama.cpp's qwen4exp (and its GGUF keys) hold one");
+  if (!c.ple_layers.empty() && c.layer_types[c.ple_layers[0]] != LayerType::kLinearAttention)
+    return Status::unsupported(dir + ": the PLE layer " + std::to_string(c.ple_layers[0]) +
+                               " is not a linear-attention layer, as llama.cpp's qwen4exp requires");
+  if (!c.ple_layers.empty() && c.ple_embed_dim != c.hidden_size)
+    return Status::unsupported(dir + ": ple_embed_dim " + std::to_string(c.ple_embed_dim) +
+                               " is not hidden_size; llama.cpp's qwen4exp needs them equal");
+  return Status::ok();
+}
+
 Status check_exportable(const ModelConfig& c, const std::string& dir) {
-  if (c.arch == Arch::kQwen4Exp)
-    return Status::unsupported(dir + ": qwen4exp's GGUF form (llama.cpp's qwen4exp) is not written yet");
+  if (c.arch == Arch::kQwen4Exp) SB_RETURN_IF_ERROR(check_qwen4exp(c, dir));
   if (!gguf_arch_name(c.arch))
     return Status::unsupported(dir + ": statebank_qsa has no llama.cpp counterpart (docs/qsa.md); it has no GGUF form");
   if (c.arch != Arch::kQwen3) {
@@ -337,6 +411,7 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
   WeightSet ws;
   SB_RETURN_IF_ERROR(WeightSet::bind(*ck, c, &ws));
   if (!ck->find("mtp.fc.weight")) c.mtp_layers = 0;  // a config naming a head whose tensors were stripped
+  if (c.arch == Arch::kQwen4Exp) c.mtp_layers = 0;     // llama.cpp's converter leaves qwen4exp's head out
   const bool nextn = c.mtp_layers == 1 && c.arch != Arch::kQwen3;
   Head head;
   if (nextn) SB_RETURN_IF_ERROR(bind_head(*ck, c, &head));

@@ -1,6 +1,8 @@
 // open_gguf_model (model/gguf_model.h): the file's tensors under the Hugging
 // Face names, each a view into the file.
+#include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "model/gguf_layout.h"
 #include "model/gguf_metadata.h"
@@ -20,9 +22,10 @@ class Importer {
     SB_RETURN_IF_ERROR(check_tensors());
     const std::string& P = c_.tensor_prefix;
     view(P + "embed_tokens.weight", "token_embd.weight");
-    view(P + "norm.weight", "output_norm.weight");
+    if (q4()) mixer(P + "hyper_connection_mixer.", "output_hc", false);
+    else view(P + "norm.weight", "output_norm.weight");
     if (!c_.tie_word_embeddings) view("lm_head.weight", "output.weight");
-    for (int64_t l = 0; l < c_.n_layers; ++l) SB_RETURN_IF_ERROR(layer(l));
+    for (int64_t l = 0; l < c_.n_layers; ++l) SB_RETURN_IF_ERROR(q4() ? qwen4exp_layer(l) : layer(l));
     if (has_nextn()) SB_RETURN_IF_ERROR(nextn());
     *views = std::move(views_);
     return Status::ok();
@@ -44,7 +47,7 @@ class Importer {
       if (v->shape != s.shape)
         return Status::corruption("tensor " + s.name + " in file " + g_.file() + " has shape " + shape_text(v->shape) +
                                   ", but the metadata makes it " + shape_text(s.shape));
-      const bool floats = s.shape.size() == 1 || s.name.find("ssm_conv1d") != std::string::npos;
+      const bool floats = s.shape.size() == 1 || s.name.find("conv1d") != std::string::npos;
       if (floats && dtype_is_quantized(v->dtype))
         return Status::unsupported("tensor " + s.name + " in file " + g_.file() + " is " + dtype_name(v->dtype) +
                                    "; statebank reads it as floats (F32, F16 or BF16)");
@@ -58,7 +61,8 @@ class Importer {
 
   // The MTP head as one nextn block (model/gguf_layout.h), imported as the
   // checkpoint's mtp.* tensors.
-  bool has_nextn() const { return c_.mtp_layers == 1 && c_.arch != Arch::kQwen3; }
+  bool has_nextn() const { return c_.mtp_layers == 1 && c_.arch != Arch::kQwen3 && !q4(); }
+  bool q4() const { return c_.arch == Arch::kQwen4Exp; }
 
   // A tensor of a block past the trunk's layers in a file whose head is not
   // imported (more than one block, or qwen3): skipped, as a checkpoint's
@@ -97,16 +101,24 @@ class Importer {
     if (l < c_.n_layers && c_.layer_types[l] == LayerType::kLinearAttention) {
       SB_RETURN_IF_ERROR(delta_net(l));
     } else {
-      for (auto [hf, gguf] : {std::pair{"q_proj", "attn_q"},
-                              {"k_proj", "attn_k"},
-                              {"v_proj", "attn_v"},
-                              {"o_proj", "attn_output"},
-                              {"q_norm", "attn_q_norm"},
-                              {"k_norm", "attn_k_norm"}})
-        view(L(l, std::string("self_attn.") + hf + ".weight"), gguf_layer_name(l, std::string(gguf) + ".weight"));
+      attention(l);
     }
     ffn(l);
     return Status::ok();
+  }
+
+  // self_attn.<hf>.weight from blk.<l>.<gguf>.weight for each pair.
+  void self_attn(int64_t l, std::initializer_list<std::pair<const char*, const char*>> pairs) {
+    for (auto [hf, gguf] : pairs)
+      view(L(l, std::string("self_attn.") + hf + ".weight"), gguf_layer_name(l, std::string(gguf) + ".weight"));
+  }
+  void attention(int64_t l) {
+    self_attn(l, {{"q_proj", "attn_q"},
+                  {"k_proj", "attn_k"},
+                  {"v_proj", "attn_v"},
+                  {"o_proj", "attn_output"},
+                  {"q_norm", "attn_q_norm"},
+                  {"k_norm", "attn_k_norm"}});
   }
 
   void ffn(int64_t l) {
@@ -148,10 +160,71 @@ class Importer {
 
   Status delta_net(int64_t l);
 
+  // qwen4exp's mixer at gguf prefix `g` ("blk.<l>.hc_attn", "output_hc").
+  void mixer(const std::string& hf, const std::string& g, bool inject) {
+    view(hf + "hc_norm.weight", g + "_norm.weight");
+    view(hf + "input_mix_weight_down.weight", g + "_down.weight");
+    view(hf + "input_mix_weight_up.weight", g + "_up.weight");
+    if (inject) view(hf + "block_inject_weight.weight", g + "_inject.weight");
+  }
+  Status qwen4exp_layer(int64_t l);
+  void ple(int64_t l);
+  // An I64 hash constant of the metadata (ModelConfig::ngram_multipliers...)
+  // as the checkpoint's tensor, so that the weights bind as a checkpoint's.
+  void constant(const std::string& hf, const std::vector<int64_t>& values) {
+    auto held = std::make_shared<const std::vector<int64_t>>(values);
+    TensorView v;
+    v.file = g_.file();
+    v.dtype = DType::kI64;
+    v.data = held->data();
+    v.nbytes = held->size() * 8;
+    put(hf, v, {static_cast<int64_t>(held->size())});
+    constants_.push_back(std::move(held));
+  }
+
   const GgufFile& g_;
   const ModelConfig& c_;
   std::map<std::string, TensorView> views_;
+
+ public:
+  std::vector<std::shared_ptr<const void>> constants_;
 };
+
+Status Importer::qwen4exp_layer(int64_t l) {
+  auto g = [&](const std::string& part) { return gguf_layer_name(l, part); };
+  mixer(L(l, "attn_hyper_connection."), g("hc_attn"), true);
+  mixer(L(l, "mlp_hyper_connection."), g("hc_ffn"), true);
+  if (c_.layer_types[l] == LayerType::kLinearAttention) {
+    SB_RETURN_IF_ERROR(delta_net(l));
+  } else {
+    attention(l);
+    self_attn(l, {{"indexer.index_q_proj", "indexer.q_proj"},
+                  {"indexer.index_k_proj", "indexer.k_proj"},
+                  {"indexer.q_layernorm", "indexer.q_norm"},
+                  {"indexer.k_layernorm", "indexer.k_norm"}});
+  }
+  if (c_.layer_has_ple(l)) ple(l);
+  ffn(l);
+  return Status::ok();
+}
+
+// The PLE layer: the file's one table as the single shard
+// (ModelConfig::ngram_split_parts 1), the conv weight unsqueezed.
+void Importer::ple(int64_t l) {
+  auto g = [&](const std::string& part) { return gguf_layer_name(l, part); };
+  const std::string E = "ple.ple_embedding.";
+  view(L(l, E + "ngram_embedding.shard_0.weight"), "per_layer_token_embd.weight");
+  constant(L(l, E + "layer_multipliers"), c_.ngram_multipliers);
+  constant(L(l, E + "ngram_heads_vocab_sizes"), c_.ngram_head_vocab);
+  constant(L(l, E + "ngram_heads_offsets"), c_.ngram_head_offset);
+  view(L(l, "ple.key_proj.weight"), g("ple_key.weight"));
+  view(L(l, "ple.value_proj.weight"), g("ple_value.weight"));
+  view(L(l, "ple.norm_key.weight"), g("ple_norm_key.weight"));
+  view(L(l, "ple.norm_query.weight"), g("ple_norm_query.weight"));
+  view(L(l, "ple.norm_conv.weight"), g("ple_norm_conv.weight"));
+  const int64_t W = c_.hc_count * c_.hidden_size;
+  view_as(L(l, "ple.conv1d.weight"), g("ple_conv1d.weight"), {W, 1, c_.ple_conv_kernel});
+}
 
 Status Importer::delta_net(int64_t l) {
   auto g = [&](const char* part) { return gguf_layer_name(l, part); };
@@ -190,9 +263,12 @@ Status gguf_model_from_file(std::shared_ptr<const GgufFile> g, GgufModel* out) {
   ModelConfig c;
   SB_RETURN_IF_ERROR(read_config(*g, &c));
   std::map<std::string, TensorView> views;
-  SB_RETURN_IF_ERROR(Importer(*g, c).run(&views));
+  Importer importer(*g, c);
+  SB_RETURN_IF_ERROR(importer.run(&views));
+  std::vector<std::shared_ptr<const void>> owners = std::move(importer.constants_);
+  owners.push_back(g);
   out->config = std::move(c);
-  out->checkpoint = Checkpoint::adopt(std::move(views), g->weights_digest(), {g});
+  out->checkpoint = Checkpoint::adopt(std::move(views), g->weights_digest(), std::move(owners));
   out->file = std::move(g);
   return Status::ok();
 }

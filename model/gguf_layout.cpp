@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "model/mtp_head.h"
+#include "model/ngram_hash.h"
 
 namespace sb {
 
@@ -19,7 +20,7 @@ const char* gguf_arch_name(Arch arch) {
     case Arch::kQsa:
       return nullptr;
     case Arch::kQwen4Exp:
-      return nullptr;  // llama.cpp's "qwen4exp": its GGUF layout is not written yet (docs/model-spec.md)
+      return "qwen4exp";
   }
   return nullptr;
 }
@@ -86,9 +87,53 @@ void attention_tensors(const ModelConfig& c, int64_t i, std::vector<TensorSpec>*
   out->push_back({gguf_layer_name(i, "attn_k_norm.weight"), {c.head_dim}});
 }
 
+void mixer_tensors(const ModelConfig& c, const std::string& prefix, bool inject, std::vector<TensorSpec>* out) {
+  const int64_t W = c.hc_count * c.hidden_size;
+  out->push_back({prefix + "_norm.weight", {W}});
+  out->push_back({prefix + "_down.weight", {c.hc_lowrank, W}});
+  out->push_back({prefix + "_up.weight", {W, c.hc_lowrank}});
+  if (inject) out->push_back({prefix + "_inject.weight", {c.hc_count, W}});
+}
+
+// qwen4exp (llama.cpp's converter): no norms but the mixers'; the indexer's
+// projection split in two; the PLE layer's table one tensor of the whole
+// file, its hash constants metadata.
+std::vector<TensorSpec> qwen4exp_tensors(const ModelConfig& c) {
+  std::vector<TensorSpec> out;
+  const int64_t H = c.hidden_size, W = c.hc_count * H;
+  out.push_back({"token_embd.weight", {c.vocab_size, H}});
+  mixer_tensors(c, "output_hc", false, &out);
+  if (!c.tie_word_embeddings) out.push_back({"output.weight", {c.vocab_size, H}});
+  if (!c.ple_layers.empty())
+    out.push_back({"per_layer_token_embd.weight", {ngram_hash(c, 0).table_rows, c.ple_embed_dim / c.ngram_heads()}});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    mixer_tensors(c, gguf_layer_name(i, "hc_attn"), true, &out);
+    mixer_tensors(c, gguf_layer_name(i, "hc_ffn"), true, &out);
+    if (c.layer_types[i] == LayerType::kLinearAttention) {
+      delta_net_tensors(c, i, &out);
+    } else {
+      attention_tensors(c, i, &out);
+      out.push_back({gguf_layer_name(i, "indexer.q_proj.weight"), {c.index_n_heads * c.index_head_dim, H}});
+      out.push_back({gguf_layer_name(i, "indexer.k_proj.weight"), {c.index_head_dim, H}});
+      out.push_back({gguf_layer_name(i, "indexer.q_norm.weight"), {c.index_head_dim}});
+      out.push_back({gguf_layer_name(i, "indexer.k_norm.weight"), {c.index_head_dim}});
+    }
+    if (c.layer_has_ple(i)) {
+      out.push_back({gguf_layer_name(i, "ple_key.weight"), {W, c.ple_embed_dim}});
+      out.push_back({gguf_layer_name(i, "ple_value.weight"), {H, c.ple_embed_dim}});
+      for (const char* n : {"ple_norm_key.weight", "ple_norm_query.weight", "ple_norm_conv.weight"})
+        out.push_back({gguf_layer_name(i, n), {W}});
+      out.push_back({gguf_layer_name(i, "ple_conv1d.weight"), {W, c.ple_conv_kernel}});
+    }
+    ffn_tensors(c, i, true, &out);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<TensorSpec> gguf_expected_tensors(const ModelConfig& c) {
+  if (c.arch == Arch::kQwen4Exp) return qwen4exp_tensors(c);
   std::vector<TensorSpec> out;
   const int64_t H = c.hidden_size;
   out.push_back({"token_embd.weight", {c.vocab_size, H}});

@@ -1,5 +1,5 @@
-// The tensor layout of llama.cpp's qwen3 / qwen3next / qwen35 / qwen35moe
-// GGUF files and the permutations between it and the Hugging Face layout,
+// The tensor layout of llama.cpp's qwen3 / qwen3next / qwen35 / qwen35moe /
+// qwen4exp GGUF files and the permutations between it and the Hugging Face layout,
 // shared by the GGUF writer and loader (model/gguf_model.h). Internal to
 // model/.
 #pragma once
@@ -12,7 +12,7 @@
 
 namespace sb {
 
-// "qwen3", "qwen3next", "qwen35", "qwen35moe"; nullptr for statebank_qsa and, until its GGUF layout lands, qwen4exp.
+// "qwen3", "qwen3next", "qwen35", "qwen35moe", "qwen4exp"; nullptr for statebank_qsa.
 const char* gguf_arch_name(Arch arch);
 // "blk.<layer>.<part>"
 std::string gguf_layer_name(int64_t layer, const std::string& part);

@@ -69,20 +69,21 @@ void put_config(const ModelConfig& c, GgufWriter* w) {
   recurrent.insert(recurrent.end(), static_cast<size_t>(nextn), 0);  // llama.cpp reads one entry per block
   w->set(key(c, "full_attention_interval"), u32(interval > 0 ? interval : 4));
   w->set(key(c, "attention.recurrent_layers"), GgufValue::int_array(GgufType::kBool, recurrent));
-  if (c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe)
+  if (c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe || c.arch == Arch::kQwen4Exp)
     w->set(key(c, "rope.dimension_sections"), GgufValue::int_array(GgufType::kI32, rope_sections(c.rotary_dim())));
+  if (c.arch == Arch::kQwen4Exp) put_qwen4exp_config(c, w);
 }
 
 namespace {
 
 Status arch_of(const std::string& name, const std::string& file, Arch* out) {
-  for (Arch a : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe})
+  for (Arch a : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen4Exp})
     if (name == gguf_arch_name(a)) {
       *out = a;
       return Status::ok();
     }
   return Status::unsupported("file " + file + ": general.architecture is '" + name +
-                             "'; statebank serves qwen3, qwen3next, qwen35 and qwen35moe");
+                             "'; statebank serves qwen3, qwen3next, qwen35, qwen35moe and qwen4exp");
 }
 
 // Layer types: {arch}.attention.recurrent_layers when present, else every
@@ -184,14 +185,23 @@ Status read_config(const GgufFile& g, ModelConfig* out) {
   c.vocab_size = embd->shape[0];
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   SB_RETURN_IF_ERROR(layer_types(g, c, &c.layer_types));
-  if (c.arch == Arch::kQwen35Moe) c.intermediate_size = 0;
+  if (c.arch == Arch::kQwen35Moe || c.arch == Arch::kQwen4Exp) c.intermediate_size = 0;
+  if (c.arch == Arch::kQwen4Exp) SB_RETURN_IF_ERROR(read_qwen4exp_config(g, &c));
   // Through config.json's validation: one set of rules for every source.
   ModelConfig checked;
   SB_RETURN_IF_ERROR(parse_config_json(config_to_json(c), "metadata of " + g.file(), &checked));
   checked.norm_weight_offset = false;  // the file holds 1 + w
   checked.a_stored_negated = checked.arch != Arch::kQwen3;
-  checked.value_heads_tiled = checked.arch == Arch::kQwen35 || checked.arch == Arch::kQwen35Moe;
+  checked.value_heads_tiled =
+      checked.arch == Arch::kQwen35 || checked.arch == Arch::kQwen35Moe || checked.arch == Arch::kQwen4Exp;
   checked.qkvz_split = checked.arch == Arch::kQwen3Next;
+  if (checked.arch == Arch::kQwen4Exp) {  // what config.json cannot say (model/config.h)
+    checked.index_qk_split = true;
+    checked.ngram_multipliers = c.ngram_multipliers;
+    checked.ngram_head_vocab = c.ngram_head_vocab;
+    checked.ngram_head_offset = c.ngram_head_offset;
+    checked.ngram_table_rows = c.ngram_table_rows;
+  }
   *out = std::move(checked);
   return Status::ok();
 }

@@ -27,6 +27,13 @@ bool is_prime(int64_t v) {
 
 NgramHash ngram_hash(const ModelConfig& c, int64_t ple_index) {
   NgramHash h;
+  if (!c.ngram_multipliers.empty()) {  // a GGUF file's own (it holds one PLE layer)
+    h.multipliers = c.ngram_multipliers;
+    h.head_vocab = c.ngram_head_vocab;
+    h.head_offset = c.ngram_head_offset;
+    h.table_rows = c.ngram_table_rows;
+    return h;
+  }
   const int64_t heads = (c.ngram_size - 1) * c.heads_per_ngram;
   // Head g of the whole model (over all PLE layers) takes the (g+1)-th prime
   // at or above the base, so every head of every layer hashes differently.

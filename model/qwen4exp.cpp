@@ -135,7 +135,16 @@ std::string qwen4exp_describe(const ModelConfig& c) {
        " ngram_vocab_base=" + std::to_string(c.ngram_vocab_base) +
        " ngram_vocab_divisor=" + std::to_string(c.ngram_vocab_divisor) + " ngram_seed=" + std::to_string(c.ngram_seed) +
        " eos_token_id=" + std::to_string(c.eos_token_id) + " gdn_gate_sigmoid=" + std::to_string(c.gdn_gate_sigmoid);
-  return s;
+  if (c.ngram_multipliers.empty()) return s;  // derived from the fields above
+  auto list = [&](const char* name, const std::vector<int64_t>& v) {
+    s += std::string(" ") + name + "=[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    s += "]";
+  };
+  list("ngram_multipliers", c.ngram_multipliers);
+  list("ngram_head_vocab", c.ngram_head_vocab);
+  list("ngram_head_offset", c.ngram_head_offset);
+  return s + " ngram_table_rows=" + std::to_string(c.ngram_table_rows);
 }
 
 void qwen4exp_to_json(const ModelConfig& c, nlohmann::ordered_json* t) {

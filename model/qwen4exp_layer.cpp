@@ -39,7 +39,8 @@ void Transformer::mixer_in(const MixerWeights& m, const float* h, int64_t T, flo
                            float* inject) const {
   const ModelConfig& c = config_;
   const int64_t S = c.hc_count, H = c.hidden_size, R = c.hc_lowrank;
-  kernels_->rms_norm_groups(h, T, S, H, m.norm.data(), static_cast<float>(c.rms_norm_eps), true, normed);
+  kernels_->rms_norm_groups(h, T, S, H, m.norm.data(), static_cast<float>(c.rms_norm_eps), c.norm_weight_offset,
+                            normed);
   Rows down(T * R), up(T * S * H);
   float* const outs[] = {down.data(), inject};
   kernels_->matmul(normed, T, m.down, std::span<float* const>(outs, m.inject ? 2 : 1));
@@ -104,10 +105,10 @@ void Transformer::ple_layer(const LayerWeights& w, ForwardCall& call, float* h) 
   Rows key(T * W), value(T * H), query(T * W), gated(T * W), conv_in(T * W), conv_out(T * W);
   kernels_->matmul(e.data(), T, p.key, key.data());
   kernels_->matmul(e.data(), T, p.value, value.data());
-  kernels_->rms_norm_groups(key.data(), T, S, H, p.norm_key.data(), eps, true, key.data());
-  kernels_->rms_norm_groups(h, T, S, H, p.norm_query.data(), eps, true, query.data());
+  kernels_->rms_norm_groups(key.data(), T, S, H, p.norm_key.data(), eps, c.norm_weight_offset, key.data());
+  kernels_->rms_norm_groups(h, T, S, H, p.norm_query.data(), eps, c.norm_weight_offset, query.data());
   kernels_->ple_gate(key.data(), query.data(), value.data(), T, S, H, gated.data());
-  kernels_->rms_norm_groups(gated.data(), T, S, H, p.norm_conv.data(), eps, true, conv_in.data());
+  kernels_->rms_norm_groups(gated.data(), T, S, H, p.norm_conv.data(), eps, c.norm_weight_offset, conv_in.data());
   for (size_t i = 0; i < call.sequences.size(); ++i) ple_sequence(w, call.sequences[i], histories[i], conv_in.data(), conv_out.data());
   // The layer's output (gated + conv, as the source sums it), then the residual.
   kernels_->add(conv_out.data(), gated.data(), T * W);

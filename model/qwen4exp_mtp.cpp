@@ -23,8 +23,7 @@ void Transformer::bind_qwen4exp_mtp(const std::map<std::string, const TensorView
   w.attn_mix = bind_mixer(get, L + "attn_hyper_connection.", true);
   w.mlp_mix = bind_mixer(get, L + "mlp_hyper_connection.", true);
   AttentionWeights& a = w.attn;
-  a.in = qwen4exp_qsa_in(get(A + "q_proj.weight"), get(A + "k_proj.weight"), get(A + "v_proj.weight"),
-                         get(A + "indexer.index_qk_proj.weight"));
+  a.in = qwen4exp_qsa_in([&](const std::string& name) -> const TensorView& { return get(A + name); });
   a.unit_head_weights = true;
   a.o = ref(get(A + "o_proj.weight"));
   a.q_norm = floats(get(A + "q_norm.weight"));

@@ -125,12 +125,21 @@ MixerWeights Transformer::bind_mixer(const TensorGetter& get, const std::string&
   return m;
 }
 
-FusedWeight Transformer::qwen4exp_qsa_in(const TensorView& q, const TensorView& k, const TensorView& v,
-                                         const TensorView& qk) {
-  const int64_t q_rows = config_.index_n_heads * config_.index_head_dim;
-  const WeightRef heads = ref(qk, /*matmul=*/false);
-  const WeightRef parts[] = {ref(q, false), ref(k, false), ref(v, false), row_range(heads, q_rows, config_.index_head_dim),
-                             row_range(heads, 0, q_rows)};
+FusedWeight Transformer::qwen4exp_qsa_in(const TensorGetter& get) {
+  // A checkpoint holds the indexer's query heads and key as one projection
+  // (heads first); a GGUF file as two (ModelConfig::index_qk_split).
+  WeightRef index_k, index_q;
+  if (config_.index_qk_split) {
+    index_k = ref(get("indexer.index_k_proj.weight"), /*matmul=*/false);
+    index_q = ref(get("indexer.index_q_proj.weight"), /*matmul=*/false);
+  } else {
+    const int64_t q_rows = config_.index_n_heads * config_.index_head_dim;
+    const WeightRef heads = ref(get("indexer.index_qk_proj.weight"), /*matmul=*/false);
+    index_k = row_range(heads, q_rows, config_.index_head_dim);
+    index_q = row_range(heads, 0, q_rows);
+  }
+  const WeightRef parts[] = {ref(get("q_proj.weight"), false), ref(get("k_proj.weight"), false),
+                             ref(get("v_proj.weight"), false), index_k, index_q};
   return fuse_releasing(*kernels_, parts);
 }
 
@@ -169,9 +178,9 @@ Status Transformer::bind_weights() {
     } else {
       AttentionWeights& a = w.attn;
       if (w.type == LayerType::kSparseAttention && q4) {
-        a.in = qwen4exp_qsa_in(weights_.layer(l, "self_attn.q_proj.weight"), weights_.layer(l, "self_attn.k_proj.weight"),
-                               weights_.layer(l, "self_attn.v_proj.weight"),
-                               weights_.layer(l, "self_attn.indexer.index_qk_proj.weight"));
+        a.in = qwen4exp_qsa_in([&](const std::string& name) -> const TensorView& {
+          return weights_.layer(l, "self_attn." + name);
+        });
         a.unit_head_weights = true;
       } else if (w.type == LayerType::kSparseAttention)
         a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",

@@ -187,8 +187,9 @@ class Transformer final : public Model {
   MixerWeights bind_mixer(const std::string& prefix, bool inject);
   MixerWeights bind_mixer(const TensorGetter& get, const std::string& prefix, bool inject);
   // qwen4exp's QSA projections as one product: q (with its gate), k, v, the
-  // indexer's key, then its query heads (index_qk_proj holds the heads first).
-  FusedWeight qwen4exp_qsa_in(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qk);
+  // indexer's key, then its query heads; `get` names the attention's tensors
+  // without their prefix.
+  FusedWeight qwen4exp_qsa_in(const TensorGetter& get);
   // Final norm and LM head over the rows each sequence asked logits for.
   void logits_for_rows(std::span<const SequenceStep> batch, const ForwardCall& call, const std::vector<float>& x,
                        std::vector<SequenceOutput>* out) const;

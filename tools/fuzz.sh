@@ -26,7 +26,7 @@ sources[request]="server/protocols/request_parse.cpp server/protocols/json_field
   engine/speculation.cpp constrain/*.cpp common/status.cpp common/json_shape.cpp"
 sources[format]="bank/format.cpp bank/key.cpp runtime/state.cpp runtime/dtype.cpp common/status.cpp common/sha256.cpp"
 sources[gguf]="gguf/reader.cpp gguf/split.cpp gguf/writer.cpp fs/mapped_file.cpp runtime/tensor_view.cpp model/checkpoint.cpp model/gguf_import.cpp
-  model/gguf_layout.cpp model/gguf_metadata.cpp model/mtp_head.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp
+  model/gguf_layout.cpp model/gguf_metadata.cpp model/gguf_qwen4exp.cpp model/mtp_head.cpp model/config.cpp model/weights.cpp runtime/dtype.cpp
   model/qwen4exp.cpp model/ngram_hash.cpp runtime/quant.cpp runtime/quant_lowbit.cpp common/status.cpp"
 sources[vocab]="gguf/reader.cpp gguf/split.cpp fs/mapped_file.cpp runtime/tensor_view.cpp gguf/vocab.cpp runtime/dtype.cpp
   tokenizer/*.cpp jinja/*.cpp common/status.cpp common/json_shape.cpp"

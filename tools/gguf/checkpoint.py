@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 
-_DTYPES = {"F32": np.float32, "BF16": np.uint16, "F16": np.float16}
+_DTYPES = {"F32": np.float32, "BF16": np.uint16, "F16": np.float16, "I64": np.int64}
 
 
 class CheckpointError(Exception):
@@ -63,7 +63,7 @@ class Tensors:
                 if name == "__metadata__":
                     continue
                 if info["dtype"] not in _DTYPES:
-                    raise CheckpointError(f"{path}: tensor {name} has dtype {info['dtype']} (F32, BF16, F16 only)")
+                    raise CheckpointError(f"{path}: tensor {name} has dtype {info['dtype']} (F32, BF16, F16, I64 only)")
                 begin, end = info["data_offsets"]
                 self._where[name] = (data, info["dtype"], info["shape"], base + begin, base + end)
 
@@ -76,8 +76,14 @@ class Tensors:
     def dtype(self, name: str) -> str:
         return self._where[name][1]
 
+    def get_int64(self, name: str) -> np.ndarray:
+        """An I64 tensor's values (qwen4exp's n-gram hash constants)."""
+        if name not in self._where or self._where[name][1] != "I64":
+            raise CheckpointError(f"checkpoint has no I64 tensor {name}")
+        return self.get(name)
+
     def get(self, name: str) -> np.ndarray:
-        """The stored values: float32, float16, or uint16 bf16 bit patterns."""
+        """The stored values: float32, float16, uint16 bf16 bit patterns, or int64."""
         if name not in self._where:
             raise CheckpointError(f"checkpoint has no tensor {name}")
         data, dtype, shape, begin, end = self._where[name]

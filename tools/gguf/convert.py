@@ -6,8 +6,9 @@ the cross-check (tools/xcheck) and the speed comparison (bench/compare_llama.sh)
     convert.py --outtype f32|bf16 CHECKPOINT_DIR OUT.gguf
 
 Families: qwen3 (GGUF arch qwen3), qwen3_next (qwen3next, MoE only: llama.cpp
-has no dense Qwen3-Next), qwen3_5 (qwen35), qwen3_5_moe (qwen35moe).
-statebank_qsa has no llama.cpp counterpart and is refused.
+has no dense Qwen3-Next), qwen3_5 (qwen35), qwen3_5_moe (qwen35moe), qwen4_exp
+and qwen4_exp_text (qwen4exp). statebank_qsa has no llama.cpp counterpart and
+is refused.
 
 The file is written with llama.cpp's own gguf-py library (PYTHONPATH must hold
 the cached tree's gguf-py, tools/llama/env.sh sets it) and Debian's numpy. What
@@ -35,6 +36,17 @@ graphs; the facts, not their code, are here:
     decoder layer mtp.layers.0 under a full-attention layer's names, mtp.fc as
     nextn.eh_proj, pre_fc_norm_embedding as nextn.enorm, pre_fc_norm_hidden as
     nextn.hnorm and mtp.norm as nextn.shared_head_norm (each norm 1 + w);
+  * qwen4exp (llama.cpp's conversion/qwen4exp.py): no norms but the
+    hyper-connection mixers' (blk.<i>.hc_attn_* / hc_ffn_*, output_hc_*; the
+    mixer norms and the indexer's and PLE layer's norms stored as 1 + w);
+    index_qk_proj split into indexer.q_proj (the query heads) and
+    indexer.k_proj; the n-gram table's shards concatenated in index order
+    into one tensor, per_layer_token_embd, F32 (its rows padded as the
+    checkpoint pads them); the PLE conv weight squeezed [W, K]; the three I64
+    hash constants as u64 metadata arrays ({arch}.ple.layer_multipliers,
+    head_offsets, head_vocab_sizes), never as tensors; eos for the hash the
+    last id of an eos_token_id list; the MTP head left out, as llama.cpp's
+    converter at this release does;
   * the vocabulary is the checkpoint's byte-level BPE (tokenizer.json) as
     llama.cpp's gpt2 model with the qwen2 pre-tokenizer, padded with unused
     [PADi] entries to the model's vocab size.
@@ -63,7 +75,10 @@ ARCHES = {
     "qwen3_next": gguf.MODEL_ARCH.QWEN3NEXT,
     "qwen3_5": gguf.MODEL_ARCH.QWEN35,
     "qwen3_5_moe": gguf.MODEL_ARCH.QWEN35MOE,
+    "qwen4_exp": gguf.MODEL_ARCH.QWEN4EXP,
+    "qwen4_exp_text": gguf.MODEL_ARCH.QWEN4EXP,
 }
+QWEN35_LIKE = ("qwen3_5", "qwen3_5_moe", "qwen4_exp", "qwen4_exp_text")  # value heads tiled, M-RoPE sections
 # Tensors llama.cpp keeps in F32 whatever the file type (besides 1-D and norms).
 KEEP_F32 = {T.FFN_GATE_INP, T.FFN_GATE_INP_SHEXP, T.SSM_CONV1D}
 
@@ -123,7 +138,8 @@ class Converter:
         self.head_dim = int(c.get("head_dim") or self.hidden // int(c["num_attention_heads"]))
         self.hybrid = self.family != "qwen3"
         self.offset_norms = self.hybrid  # zero-centred (1 + w) RMSNorm
-        self.prefix = "model.language_model." if self.family in ("qwen3_5", "qwen3_5_moe") else "model."
+        self.q4 = self.family in ("qwen4_exp", "qwen4_exp_text")
+        self.prefix = "model.language_model." if self.family in ("qwen3_5", "qwen3_5_moe", "qwen4_exp") else "model."
         self.layer_types = c.get("layer_types") or (
             ["full_attention"] * self.n_layers if not self.hybrid else
             ["full_attention" if (i + 1) % int(c.get("full_attention_interval", 4)) == 0 else "linear_attention"
@@ -141,7 +157,7 @@ class Converter:
         self.partial = float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0 if not self.hybrid else 0.25)))
         self.mrope_section = rope.get("mrope_section")
         n_mtp = int(c.get("mtp_num_hidden_layers", c.get("num_nextn_predict_layers", 0)) or 0)
-        self.nextn = self.hybrid and n_mtp == 1 and self.tensors.has("mtp.fc.weight")
+        self.nextn = self.hybrid and n_mtp == 1 and self.tensors.has("mtp.fc.weight") and not self.q4
 
     # ---- tensors ----------------------------------------------------------------------------------------------
 
@@ -164,6 +180,8 @@ class Converter:
         return Weight(np.float32(1.0) + w.data, "F32")
 
     def convert_tensors(self):
+        if self.q4:
+            return self.convert_qwen4exp()
         p = self.prefix
         self.emit(T.TOKEN_EMBD, None, self.take(p + "embed_tokens.weight"))
         self.emit(T.OUTPUT_NORM, None, self.norm(p + "norm.weight"))
@@ -189,6 +207,107 @@ class Converter:
         if left:
             raise ConvertError(f"tensors not converted: {', '.join(sorted(left)[:8])}{' ...' if len(left) > 8 else ''}")
 
+    # ---- qwen4exp -----------------------------------------------------------------------------------------------
+
+    def q4_is_attention(self, i: int) -> bool:
+        return self.layer_types[i] in ("full_attention", "deepseek_sparse_attention", "hybrid_indexed")
+
+    def ple_layers(self) -> list[int]:
+        return [int(i) - 1 for i in self.cfg.get("ple_layer_ids") or []]
+
+    def mixer(self, prefix: str, kinds, inject: bool):
+        norm, down, up, inj = kinds
+        bid = None if norm == T.HC_HEAD_NORM else self.cur
+        self.emit(norm, bid, self.norm(prefix + "hc_norm.weight"))
+        self.emit(down, bid, self.take(prefix + "input_mix_weight_down.weight"))
+        self.emit(up, bid, self.take(prefix + "input_mix_weight_up.weight"))
+        if inject:
+            self.emit(inj, bid, self.take(prefix + "block_inject_weight.weight"))
+
+    def convert_qwen4exp(self):
+        p = self.prefix
+        ple = self.ple_layers()
+        if len(ple) > 1:
+            raise ConvertError(f"{len(ple)} PLE layers: llama.cpp's qwen4exp holds one")
+        self.emit(T.TOKEN_EMBD, None, self.take(p + "embed_tokens.weight"))
+        self.cur = None
+        self.mixer(p + "hyper_connection_mixer.", (T.HC_HEAD_NORM, T.HC_HEAD_DOWN, T.HC_HEAD_UP, None), False)
+        if not bool(self.cfg.get("tie_word_embeddings", False)):
+            self.emit(T.OUTPUT, None, self.take("lm_head.weight"))
+        if ple:
+            self.ngram_table(f"{p}layers.{ple[0]}.ple.ple_embedding.")
+        for i in range(self.n_layers):
+            lp = f"{p}layers.{i}."
+            self.cur = i
+            self.mixer(lp + "attn_hyper_connection.", (T.HC_ATTN_NORM, T.HC_ATTN_DOWN, T.HC_ATTN_UP, T.HC_ATTN_INJECT), True)
+            self.mixer(lp + "mlp_hyper_connection.", (T.HC_FFN_NORM, T.HC_FFN_DOWN, T.HC_FFN_UP, T.HC_FFN_INJECT), True)
+            if self.q4_is_attention(i):
+                ap = lp + "self_attn."
+                self.attention(i, ap)
+                qk = self.take(ap + "indexer.index_qk_proj.weight")
+                n_q = int(self.cfg["indexer_n_heads"]) * int(self.cfg["indexer_head_dim"])
+                self.emit(T.INDEXER_Q_PROJ, i, qk.map(lambda a: a[:n_q]))
+                self.emit(T.INDEXER_K_PROJ, i, qk.map(lambda a: a[n_q:]))
+                self.emit(T.INDEXER_Q_NORM, i, self.norm(ap + "indexer.q_layernorm.weight"))
+                self.emit(T.INDEXER_K_NORM, i, self.norm(ap + "indexer.k_layernorm.weight"))
+            elif self.layer_types[i] == "linear_attention":
+                self.delta_net(i, lp + "linear_attn.")
+            else:
+                raise ConvertError(f"layer {i}: type {self.layer_types[i]} is not a qwen4exp layer type")
+            if i in ple:
+                if self.layer_types[i] != "linear_attention":
+                    raise ConvertError(f"PLE layer {i} is not a linear-attention layer, as llama.cpp's qwen4exp requires")
+                pp = lp + "ple."
+                self.emit(T.PLE_KEY, i, self.take(pp + "key_proj.weight"))
+                self.emit(T.PLE_VALUE, i, self.take(pp + "value_proj.weight"))
+                self.emit(T.PLE_NORM_KEY, i, self.norm(pp + "norm_key.weight"))
+                self.emit(T.PLE_NORM_QUERY, i, self.norm(pp + "norm_query.weight"))
+                self.emit(T.PLE_NORM_CONV, i, self.norm(pp + "norm_conv.weight"))
+                self.emit(T.PLE_CONV1D, i, self.take(pp + "conv1d.weight").map(lambda a: a.reshape(a.shape[0], a.shape[-1])))
+            self.mlp(i, lp + "mlp.")
+        skipped = ("model.visual.", "mtp.", "model.mtp.")
+        left = [n for n in self.tensors.names() if n not in self.used and not n.startswith(skipped)]
+        if left:
+            raise ConvertError(f"tensors not converted: {', '.join(sorted(left)[:8])}{' ...' if len(left) > 8 else ''}")
+
+    def ngram_table(self, ep: str):
+        parts = int(self.cfg.get("split_ngram_parts", 1))
+        shards = [self.take(f"{ep}ngram_embedding.shard_{s}.weight").f32().data for s in range(parts)]
+        if len({a.shape[-1] for a in shards}) != 1:
+            raise ConvertError("the n-gram table's shards have different row sizes")
+        self.ple_row_dim = int(shards[0].shape[-1])
+        self.emit(T.PER_LAYER_TOKEN_EMBD, None, Weight(np.concatenate(shards), "F32"))
+        self.ple_constants = {}
+        for name in ("layer_multipliers", "ngram_heads_offsets", "ngram_heads_vocab_sizes"):
+            t = self.tensors.get_int64(ep + name)
+            self.used.add(ep + name)
+            self.ple_constants[name] = [int(x) for x in t]
+
+    def write_qwen4exp_metadata(self, w: "gguf.GGUFWriter"):
+        c = self.cfg
+        w.add_hyper_connection_count(int(c["hc_count"]))
+        w.add_hyper_connection_low_rank(int(c["hc_lowrank"]))
+        w.add_indexer_head_count(int(c["indexer_n_heads"]))
+        w.add_indexer_key_length(int(c["indexer_head_dim"]))
+        w.add_indexer_top_k(int(c["indexer_budget"]))
+        ratio = int(c["indexer_compress_ratio"])
+        w.add_attention_compress_ratios([ratio if self.q4_is_attention(i) else 0 for i in range(self.n_layers)])
+        ple = self.ple_layers()
+        if not ple:
+            return
+        w.add_ple_layers(ple)
+        w.add_ple_ngram_size(int(c.get("ngram_size", 3)))
+        w.add_ple_heads_per_ngram(int(c["heads_per_ngram"]))
+        w.add_ple_conv_kernel(int(c.get("ple_conv_kernel_size", 4)))
+        eos = c.get("eos_token_id")
+        if eos is None:
+            raise ConvertError("eos_token_id is missing (the PLE hash cuts n-grams on it)")
+        w.add_ple_eos_token_id(int(eos[-1] if isinstance(eos, list) else eos))
+        w.add_embedding_length_per_layer_input(self.ple_row_dim)
+        w.add_ple_layer_multipliers(self.ple_constants["layer_multipliers"])
+        w.add_ple_head_offsets(self.ple_constants["ngram_heads_offsets"])
+        w.add_ple_head_vocab_sizes(self.ple_constants["ngram_heads_vocab_sizes"])
+
     def mtp_block(self, i: int):
         lp = "mtp.layers.0."
         self.emit(T.ATTN_NORM, i, self.norm(lp + "input_layernorm.weight"))
@@ -211,7 +330,7 @@ class Converter:
     def delta_net(self, i: int, lp: str):
         n_k, r, d_k, d_v, H = self.n_k, self.r, self.d_k, self.d_v, self.hidden
         key_dim = n_k * d_k
-        tiled = self.family in ("qwen3_5", "qwen3_5_moe")
+        tiled = self.family in QWEN35_LIKE
         per_v = (lambda a, axis, head: to_grouped_tiled(a, axis, n_k, r, head)) if tiled else (lambda a, axis, head: a)
 
         if self.family == "qwen3_next":
@@ -318,8 +437,10 @@ class Converter:
             w.add_ssm_inner_size(self.n_v * self.d_v)
             w.add_full_attention_interval(int(c.get("full_attention_interval", 4)))
             w.add_recurrent_layers([t == "linear_attention" for t in self.layer_types] + [False] * int(self.nextn))
-        if self.family in ("qwen3_5", "qwen3_5_moe"):
+        if self.family in QWEN35_LIKE:
             w.add_rope_dimension_sections(self.rope_sections(rot))
+        if self.q4:
+            self.write_qwen4exp_metadata(w)
 
     def write_vocab(self, w: "gguf.GGUFWriter"):
         path = os.path.join(self.dir, "tokenizer.json")
