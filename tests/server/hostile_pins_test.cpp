@@ -48,10 +48,20 @@ TEST(HostilePins, RefusedRequestsPinNothing) {
   auto c = server.client();
   const std::string model = json::parse(c.Get("/v1/models", with_key())->body)["data"][0]["id"];
 
-  // Two long streams: the first runs, the second waits in the queue.
+  // Two long streams: the one admitted first runs, the other waits in the
+  // queue (either may be first).
   std::atomic<bool> stop{false};
   std::atomic<int> started{0};
   std::vector<std::thread> streams;
+  struct JoinAtExit {  // a failed ASSERT returns early: the streams stop first
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~JoinAtExit() {
+      stop = true;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } join_at_exit{stop, streams};
   for (int i = 0; i < 2; ++i)
     streams.emplace_back([&, i] {
       httplib::Client sc("127.0.0.1", server.port);
@@ -64,13 +74,13 @@ TEST(HostilePins, RefusedRequestsPinNothing) {
       req.body = body.dump();
       req.set_header("Content-Type", "application/json");
       req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-        if (i == 0 && started == 0) started = 1;
+        started = 1;
         return !stop.load();
       };
       (void)sc.send(req);
     });
   for (int i = 0; i < 600 && started == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_EQ(started.load(), 1) << "the first stream did not start";
+  ASSERT_EQ(started.load(), 1) << "no stream started";
   for (int i = 0; i < 600 && queue_depth(c) != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(queue_depth(c), 1) << "the second stream is not queued";
 
