@@ -30,17 +30,7 @@ const std::vector<int32_t>& prompt() {
   return ids;
 }
 
-std::vector<float> all_logits(const Model& m) {
-  State st = m.new_state();
-  PrefillOptions o;
-  o.all_logits = true;
-  PrefillOutput out;
-  EXPECT_TRUE(m.prefill(st, prompt(), o, &out).is_ok());
-  std::vector<float> next;
-  EXPECT_TRUE(m.decode(st, 7, &next).is_ok());
-  out.logits.insert(out.logits.end(), next.begin(), next.end());
-  return out.logits;
-}
+std::vector<float> all_logits(const Model& m) { return testing::prefill_and_step_logits(m, prompt(), 7); }
 
 std::string write(const std::string& dir, GgufFileType type, const testing::TempDir& tmp, const std::string& name) {
   const std::string path = tmp.file(name);

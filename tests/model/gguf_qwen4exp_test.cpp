@@ -30,18 +30,7 @@ std::vector<int32_t> prompt() {
   return ids;
 }
 
-std::vector<float> all_logits(const Model& m) {
-  State st = m.new_state();
-  PrefillOptions o;
-  o.all_logits = true;
-  PrefillOutput out;
-  const Status s = m.prefill(st, prompt(), o, &out);
-  EXPECT_TRUE(s.is_ok()) << s.to_string();
-  std::vector<float> next;
-  EXPECT_TRUE(m.decode(st, 7, &next).is_ok());
-  out.logits.insert(out.logits.end(), next.begin(), next.end());
-  return out.logits;
-}
+std::vector<float> all_logits(const Model& m) { return testing::prefill_and_step_logits(m, prompt(), 7); }
 
 const testing::CheckpointSpec kF32Spec{Arch::kQwen4Exp, "tiny", 3, DType::kF32, "", nullptr};
 

@@ -102,4 +102,17 @@ const Model& shared_model(Arch arch, uint64_t seed) {
   return *slot;
 }
 
+std::vector<float> prefill_and_step_logits(const Model& m, std::span<const int32_t> prompt, int32_t next) {
+  State st = m.new_state();
+  PrefillOptions o;
+  o.all_logits = true;
+  PrefillOutput out;
+  const Status s = m.prefill(st, prompt, o, &out);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  std::vector<float> step;
+  EXPECT_TRUE(m.decode(st, next, &step).is_ok());
+  out.logits.insert(out.logits.end(), step.begin(), step.end());
+  return out.logits;
+}
+
 }  // namespace sb::testing

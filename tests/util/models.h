@@ -12,7 +12,9 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "model/gen_model.h"
 #include "model/gguf_model.h"
@@ -61,6 +63,10 @@ std::unique_ptr<Model> load_model(const std::string& dir, int threads = 1,
 
 // The tiny checkpoint of `arch` with `seed`, loaded once per process.
 const Model& shared_model(Arch arch, uint64_t seed = 7);
+
+// Every row's logits of a prefill of `prompt` (all_logits), then those of
+// one decode step of `next`: what the file-equivalence tests compare.
+std::vector<float> prefill_and_step_logits(const Model& m, std::span<const int32_t> prompt, int32_t next);
 
 inline constexpr Arch kAllArchs[] = {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQsa};
 
