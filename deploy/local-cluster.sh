@@ -27,12 +27,24 @@ stop_all() {
   rm -f "$dir/pids"
 }
 
-wait_http() {  # url, seconds
+wait_http() {  # url, seconds, pid of the server (its exit fails the wait at once)
   for _ in $(seq $(($2 * 10))); do
     curl -sf -o /dev/null "$1" && return 0
+    kill -0 "$3" 2>/dev/null || break
     sleep 0.1
   done
   echo "local-cluster: $1 did not answer" >&2
+  return 1
+}
+
+wait_redis() {  # port, node dir: a node that cannot start (its port taken) fails the start at once
+  for _ in $(seq 100); do
+    timeout 2 redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
+    [[ -s "$2/redis.log" ]] && grep -q "Address already in use\|Could not create server" "$2/redis.log" && break
+    sleep 0.1
+  done
+  echo "local-cluster: the redis node on port $1 did not start:" >&2
+  tail -3 "$2/redis.log" >&2 2>/dev/null
   return 1
 }
 
@@ -69,10 +81,11 @@ start_all() {
     echo "redis$i $port" >>"$dir/ports"
     nodes+=("127.0.0.1:$port")
   done
-  for n in "${nodes[@]}"; do
-    for _ in $(seq 100); do redis-cli -p "${n#*:}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for i in "${!nodes[@]}"; do
+    wait_redis "${nodes[$i]#*:}" "$dir/redis$i"
   done
-  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1 ||
+    { echo "local-cluster: redis-cli --cluster create failed:" >&2; tail -5 "$dir/cluster-create.log" >&2; stop_all "$dir"; exit 1; }
   for n in "${nodes[@]}"; do
     for _ in $(seq 100); do
       redis-cli -p "${n#*:}" cluster info 2>/dev/null | grep -q cluster_state:ok && break
@@ -94,14 +107,18 @@ start_all() {
     echo "replica$r $port" >>"$dir/ports"
     servers+="  server replica$r 127.0.0.1:$port"$'\n'
   done
-  for ((r = 1; r <= replicas; r++)); do wait_http "http://127.0.0.1:$((base + 9 + r))/health" 300; done
+  for ((r = 1; r <= replicas; r++)); do
+    wait_http "http://127.0.0.1:$((base + 9 + r))/health" 300 "$(awk -v n="replica$r" '$1 == n {print $2}' "$dir/pids")" ||
+      { tail -3 "$dir/replica$r.log" >&2; stop_all "$dir"; exit 1; }
+  done
 
   # HAProxy in front.
   { cat "$root/deploy/haproxy.cfg"; printf '%s' "$servers"; } >"$dir/haproxy.cfg"
   SB_PROXY_BIND="127.0.0.1:$((base + 9))" haproxy -f "$dir/haproxy.cfg" -db </dev/null >"$dir/haproxy.log" 2>&1 &
   echo "haproxy $!" >>"$dir/pids"
   echo "haproxy $((base + 9))" >>"$dir/ports"
-  wait_http "http://127.0.0.1:$((base + 9))/health" 30
+  wait_http "http://127.0.0.1:$((base + 9))/health" 30 "$(awk '$1 == "haproxy" {print $2}' "$dir/pids")" ||
+    { tail -3 "$dir/haproxy.log" >&2; stop_all "$dir"; exit 1; }
   trap - ERR
   echo "local-cluster: http://127.0.0.1:$((base + 9)) -> $replicas replicas on redis-cluster://${nodes[0]},${nodes[1]} (state in $dir)"
 }

@@ -31,25 +31,34 @@ std::map<std::string, int> read_table(const std::string& path) {
 
 class LocalCluster {
  public:
+  // Starts the recipe on a port range of its own (nodes, bus, replicas, proxy:
+  // 26 ports). The ranges lie below the kernel's ephemeral ports (32768 and
+  // up), which the other tests' servers and every outgoing connection draw
+  // from; a range still found busy is given up for the next one.
   explicit LocalCluster(const std::string& model) : dir_(make_temp_dir("sb_haproxy_recipe")) {
-    // A port range of its own per process (nodes, bus, replicas, proxy: 26 ports).
-    const int base = 30000 + static_cast<int>(getpid() % 400) * 30;
-    const std::string cmd = "STATEBANK=" + std::string(SB_STATEBANK_BIN) + " " + SB_SOURCE_DIR +
-                            "/deploy/local-cluster.sh start " + dir_ + " --replicas 3 --model " + model +
-                            " --base-port " + std::to_string(base) +
-                            " -- --block-tokens 64 --snapshot-every 128 --threads 1 --ram-bank 256M"
-                            " --remote-timeout-ms 5000 > " + dir_ + "/start.log 2>&1";
-    started_ = std::system(cmd.c_str()) == 0;
-    ports_ = read_table(dir_ + "/ports");
-    pids_ = read_table(dir_ + "/pids");
+    for (int attempt = 0; attempt < 3 && !started_; ++attempt) {
+      if (attempt > 0) stop();
+      cluster_ = dir_ + "/attempt" + std::to_string(attempt);
+      const int base = 10000 + static_cast<int>((getpid() + attempt * 233) % 700) * 30;
+      const std::string cmd = "STATEBANK=" + std::string(SB_STATEBANK_BIN) + " " + SB_SOURCE_DIR +
+                              "/deploy/local-cluster.sh start " + cluster_ + " --replicas 3 --model " + model +
+                              " --base-port " + std::to_string(base) +
+                              " -- --block-tokens 64 --snapshot-every 128 --threads 1 --ram-bank 256M"
+                              " --remote-timeout-ms 5000 >> " + dir_ + "/start.log 2>&1";
+      started_ = std::system(cmd.c_str()) == 0;
+    }
+    ports_ = read_table(cluster_ + "/ports");
+    pids_ = read_table(cluster_ + "/pids");
   }
   ~LocalCluster() {
-    const std::string cmd = std::string(SB_SOURCE_DIR) + "/deploy/local-cluster.sh stop " + dir_;
-    (void)std::system(cmd.c_str());
+    stop();
     std::filesystem::remove_all(dir_);
   }
   bool started() const { return started_; }
-  const std::string& dir() const { return dir_; }
+  std::string start_log() const {
+    std::ifstream in(dir_ + "/start.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
   httplib::Client client(const std::string& name) const {
     httplib::Client c("127.0.0.1", ports_.at(name));
     c.set_read_timeout(120);
@@ -67,7 +76,13 @@ class LocalCluster {
   void kill(const std::string& name) const { ::kill(pids_.at(name), SIGKILL); }
 
  private:
-  std::string dir_;
+  void stop() const {
+    const std::string cmd = std::string(SB_SOURCE_DIR) + "/deploy/local-cluster.sh stop " + cluster_;
+    (void)std::system(cmd.c_str());
+  }
+
+  std::string dir_;      // start.log and one folder per attempt
+  std::string cluster_;  // the last attempt's folder
   bool started_ = false;
   std::map<std::string, int> ports_, pids_;
 };
@@ -91,7 +106,7 @@ TEST(HaproxyRecipe, ConversationsStickToAReplicaAndSurviveItsLoss) {
   const std::string model_dir = make_temp_dir("sb_haproxy_model");
   ASSERT_EQ(gen_model(model_dir + "/m", "qwen3_next", "tiny", 3), 0) << kGenModelFailed;
   LocalCluster cluster(model_dir + "/m");
-  ASSERT_TRUE(cluster.started()) << "see " << cluster.dir() << "/start.log";
+  ASSERT_TRUE(cluster.started()) << cluster.start_log();
   auto proxy = cluster.client("haproxy");
   const std::vector<std::string> replicas = {"replica1", "replica2", "replica3"};
 
