@@ -64,32 +64,41 @@ printf '%s\n' "${srcs[@]}" | xargs -P "$(nproc)" -I{} bash -c '
   o="$1/obj/$(echo "$2" | tr / _).o"
   [ "$o" -nt "$2" ] || exec "${@:3}" -fsanitize=fuzzer-no-link -c "$2" -o "$o"' _ "$out" {} "${cxx[@]}" || build_failed=1
 
-passed=0
-failed=0
-for t in "${targets[@]}"; do
-  bin="$out/${t}_fuzz"
+# One target: build it, run it on a copy of its corpus, write its line to $out/$t.result.
+fuzz_target() {
+  local t=$1 bin="$out/${1}_fuzz" work="$out/$1-corpus" log="$out/$1.log" seeds=0 d runs
   # shellcheck disable=SC2046,SC2086
   if ((build_failed)) || ! "${cxx[@]}" -fsanitize=fuzzer "fuzz/${t}_fuzz.cpp" $(objects "$t") ${libs[$t]:-} -o "$bin"; then
-    echo "fuzz $t: BUILD FAILED"
-    failed=$((failed + 1))
-    continue
+    echo "fuzz $t: BUILD FAILED" >"$out/$t.result"
+    return
   fi
-  work="$out/$t-corpus"
   rm -rf "$work" "$out/$t-crashes"
   mkdir -p "$work" "$out/$t-crashes"
-  seeds=0
   for d in ${corpus[$t]}; do cp "$d"/* "$work"/ && seeds=$((seeds + $(ls "$d" | wc -l))); done
-  log="$out/$t.log"
   if "$bin" -seed="$seed" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 \
       -artifact_prefix="$out/$t-crashes/" "$work" >"$log" 2>&1; then
     runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$')
-    echo "fuzz $t: ${secs} s, ${runs:-?} runs, corpus $seeds seeds -> $(ls "$work" | wc -l) inputs, no crash"
-    passed=$((passed + 1))
+    echo "fuzz $t: ${secs} s, ${runs:-?} runs, corpus $seeds seeds -> $(ls "$work" | wc -l) inputs, no crash" >"$out/$t.result"
   else
-    echo "fuzz $t: FAILED (log $log, input in $out/$t-crashes/)"
-    grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5
-    failed=$((failed + 1))
+    { echo "fuzz $t: FAILED (log $log, input in $out/$t-crashes/)"
+      grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -5; } >"$out/$t.result"
   fi
+}
+
+# libFuzzer runs one target on one core: as many targets at once as there are cores.
+rm -f "$out"/*.result
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= $(nproc))); then wait -n; running=$((running - 1)); fi
+  fuzz_target "$t" &
+  running=$((running + 1))
+done
+wait
+passed=0
+failed=0
+for t in "${targets[@]}"; do
+  cat "$out/$t.result"
+  if grep -q "no crash$" "$out/$t.result"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 echo "fuzz: $passed of $((passed + failed)) targets without a finding"
 ((failed == 0))
