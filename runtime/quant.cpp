@@ -498,10 +498,12 @@ int64_t level_dot(const int* n, const int8_t* q, int count, int offset) {
 float fold_block(DType dtype, const uint8_t* in, const int8_t* q, float dx, const int16_t* sums, float y) {
   int n[kSuperBlock];
   block_levels(dtype, in, n);
-  uint16_t d, dmin;
+  uint16_t d, dmin = 0;
   const int d_at = dtype == DType::kQ6_K ? 208 : dtype == DType::kQ2_K ? 80 : dtype == DType::kQ3_K ? 108 : 0;
   std::memcpy(&d, in + d_at, 2);
-  std::memcpy(&dmin, in + d_at + 2, 2);
+  // Only these blocks hold a min after d (Q6_K's and Q3_K's d ends the block).
+  if (dtype == DType::kQ5_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ2_K)
+    std::memcpy(&dmin, in + d_at + 2, 2);
   switch (dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:

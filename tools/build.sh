@@ -7,11 +7,16 @@ flavour="${1:-release}"
 shift || true
 case "$flavour" in
   release) opts=(-DCMAKE_BUILD_TYPE=Release) ;;
-  # -O1 without -g (the level ASan's authors recommend): the sanitizer build
-  # keeps its asserts, and its compile, most of CI's time, is far shorter.
-  asan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" -DSB_SANITIZE=address) ;;
-  # TSan likewise: -O1 compiles far faster and keeps stacks readable.
-  tsan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" -DSB_SANITIZE=thread) ;;
+  # The sanitizer flavours: -O1 without -g (the level ASan's authors
+  # recommend), compiled by Clang, the compiler libFuzzer's targets use too.
+  # Clang compiles the instrumented code in a fraction of GCC's time (a test
+  # file at -O0: 2.7 s against 10.2 s of CPU with ASan and UBSan), and the
+  # sanitizer builds were most of CI's compile time. The release flavour, what
+  # ships, stays GCC's.
+  asan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" -DSB_SANITIZE=address
+              -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang) ;;
+  tsan) opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1" -DSB_SANITIZE=thread
+              -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang) ;;
   *) echo "tools/build.sh: unknown flavour '$flavour' (release, asan, tsan)" >&2; exit 2 ;;
 esac
 # A compiler cache where one is installed (developer machines; CI has none).
@@ -24,7 +29,7 @@ stamp="$dir/.sb-configure-options"
 # build, not kept from the cache (objects whose command lines stay the same
 # are not rebuilt).
 if [[ ! -f "$dir/build.ninja" || "$(cat "$stamp" 2>/dev/null)" != "${opts[*]}" ]]; then
-  rm -f "$dir/CMakeCache.txt"
+  rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"  # a changed compiler is detected afresh
   cmake -S "$root" -B "$dir" -G Ninja "${opts[@]}" >/dev/null
   printf '%s' "${opts[*]}" >"$stamp"
 fi

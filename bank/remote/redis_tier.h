@@ -117,7 +117,7 @@ class RedisTier : public Tier {
   // failed, at most until `deadline`: kResourceExhausted when the deadline
   // came first. Objects Redis refused or that were dropped are not errors
   // here (they are counted): the remote tier is a cache.
-  Status flush(RedisDeadline deadline = RedisDeadline::max());
+  Status flush(RedisDeadline deadline = RedisDeadline::max()) override;
   // Shutdown: flush(deadline), then drops what is still queued (counted as
   // dropped puts) and stops writing; later put()s are dropped. Reads keep
   // working. Returns flush's status. Idempotent.

@@ -11,6 +11,10 @@
 #include "runtime/cpu/float_mode.h"
 #include "runtime/cpu/quant_kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace sb::cpu {
 namespace {
 
@@ -22,6 +26,14 @@ void tile_scalar(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, con
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) y[r * ldy + c] = quant_dot_ref(dtype, w + c * row_bytes, x, i0 + r);
 }
+
+#if defined(__x86_64__)
+// Clang's __builtin_cpu_supports knows no "f16c": CPUID leaf 1 says it.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
 
 }  // namespace
 
@@ -43,7 +55,7 @@ bool quant_isa_supported(QuantIsa isa) {
 #if defined(__x86_64__)
   switch (isa) {
     case QuantIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case QuantIsa::kAvx512Vnni:
       return quant_isa_supported(QuantIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -12,9 +12,10 @@
 #include "runtime/cpu/quant_kernels.h"
 
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
+
+#include "runtime/cpu/isa_target.h"
+SB_ISA_TARGET_BEGIN("avx2,fma,f16c")
 
 namespace sb::cpu::quant_avx2 {
 namespace {
@@ -78,5 +79,5 @@ inline int16_t sum16(const int8_t* q) {
 #define SB_QUANT_NS quant_avx2
 #include "runtime/cpu/quant_simd.inc"
 #undef SB_QUANT_NS
-#pragma GCC pop_options
+SB_ISA_TARGET_END
 #endif

@@ -201,9 +201,10 @@ std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* p
 }  // namespace sb::cpu
 
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
+
+#include "runtime/cpu/isa_target.h"
+SB_ISA_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
 namespace sb::cpu {
 namespace {
@@ -522,5 +523,5 @@ void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x
 }
 
 }  // namespace sb::cpu
-#pragma GCC pop_options
+SB_ISA_TARGET_END
 #endif

@@ -11,9 +11,10 @@
 #include "runtime/cpu/quant_kernels.h"
 
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 #include <immintrin.h>
+
+#include "runtime/cpu/isa_target.h"
+SB_ISA_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
 namespace sb::cpu::quant_vnni {
 namespace {
@@ -63,5 +64,5 @@ inline int16_t sum16(const int8_t* q) {
 #define SB_QUANT_NS quant_vnni
 #include "runtime/cpu/quant_simd.inc"
 #undef SB_QUANT_NS
-#pragma GCC pop_options
+SB_ISA_TARGET_END
 #endif

@@ -39,7 +39,9 @@ struct V16 {
 // GCC 12 takes the shift's _mm512_undefined_epi32() operand for an uninitialised read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
     even->v = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 #pragma GCC diagnostic pop
     odd->v = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
@@ -62,7 +64,9 @@ struct V16 {
 // GCC 12 takes these intrinsics' _mm512_undefined operand for an uninitialised read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   // a < b ? a : b and a > b ? a : b, lane by lane (a NaN in a gives b).
   friend V16 min(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
   friend V16 max(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
@@ -245,7 +249,9 @@ inline void hsum16(const V16* v, float* out) {
 // GCC 12 takes the shuffles' _mm512_undefined_ps() operand for an uninitialised read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   __m512 b[8], c[4], d[2];
   for (int i = 0; i < 8; ++i)  // level 1: lanes i and i+8 (x in lanes 0-7, y in 8-15)
     b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i].v, v[2 * i + 1].v, 0x44),

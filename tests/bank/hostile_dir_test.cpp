@@ -22,6 +22,7 @@
 #include "bank/bank.h"
 #include "bank/ssd_tier.h"
 #include "tests/bank/ssd_test_util.h"
+#include "tests/util/sanitizers.h"
 #include "tests/util/temp_dir.h"
 
 namespace sb {
@@ -95,7 +96,7 @@ TEST(HostileDir, ParentLinksThatFormACycleEndEveryWalk) {
   Bank bank({t.get()});
   const Key root = c.blocks[0]->parent;
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !SB_UNDER_ASAN && !SB_UNDER_TSAN
   // A walk that grows without end runs out of this, not of the machine.
   struct rlimit old_limit;
   ASSERT_EQ(getrlimit(RLIMIT_AS, &old_limit), 0);
@@ -114,7 +115,7 @@ TEST(HostileDir, ParentLinksThatFormACycleEndEveryWalk) {
   FlushResult flushed;
   Status flush;
   within(std::chrono::seconds(30), "flush(root)", [&] { flush = bank.flush(&root, &flushed); });
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !SB_UNDER_ASAN && !SB_UNDER_TSAN
   ASSERT_EQ(setrlimit(RLIMIT_AS, &old_limit), 0);
 #endif
 

@@ -25,6 +25,7 @@
 #include "tests/engine/equivalence.h"
 #include "tests/engine/workload.h"
 #include "tests/util/state_edit.h"
+#include "tests/util/sanitizers.h"
 
 namespace sb {
 namespace {
@@ -34,7 +35,7 @@ constexpr uint32_t kB = 64;
 // Under ThreadSanitizer (label tsan) the binary hunts races: one
 // architecture, a smaller mix, 8 in flight, no negative test. The full mix
 // and the negative test run in the release flavour.
-#ifdef __SANITIZE_THREAD__
+#if SB_UNDER_TSAN
 constexpr int kMixRequests = 12;
 constexpr bool kUnderTsan = true;
 #else
@@ -231,7 +232,7 @@ TEST_P(BatchingEquivalence, EveryResponseEqualsItselfAloneWithTheBankBypassed) {
   }
 }
 
-#ifndef __SANITIZE_THREAD__
+#if !SB_UNDER_TSAN
 // The comparison sees a wrong state: with every restored State tampered
 // (one value of its last block changed), some restored response differs
 // from bypass.
