@@ -372,16 +372,16 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
         // Two sub-blocks of 16 with signed scales; levels n - 32: the offset,
         // -32 (sa s0 + sb s1) with s0, s1 the activations' two sums of 16,
         // is one vpdpwssd against the scales as 16-bit pairs (sa, sb), not two
-        // moves from general registers per row.
+        // moves from general registers per row, summed over the block in M
+        // and taken off I once (times 32) at its end.
         const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
         const __m512i sab = _mm512_or_si512(_mm512_and_si512(sa, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sb, 16));
         for (int r = 0; r < R; ++r) {
           const int64_t at = b * kSuperBlock + 32 * s;
           const __m512i da = dots(t, r, lev, 4, at, _mm512_setzero_si512());
           const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_setzero_si512());
-          const __m512i off = dpwssd_bcast(_mm512_setzero_si512(), sab, t.sums[r] + b * 16 + 2 * s);
-          add(I[r], _mm512_sub_epi32(_mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)),
-                                     _mm512_slli_epi32(off, 5)));
+          add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+          _mm512_store_si512(M[r], dpwssd_bcast(_mm512_load_si512(M[r]), sab, t.sums[r] + b * 16 + 2 * s));
         }
       } else {
         // The min times the sub-block's two sums of 16: one vpdpwssd against
@@ -398,7 +398,9 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
     const __m512 d = halves16(blk);
     for (int r = 0; r < R; ++r) {
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
+      __m512i sum = _mm512_load_si512(I[r]);
+      if constexpr (kSix) sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(_mm512_load_si512(M[r]), 5));
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum), t.acc[r]);
       if constexpr (!kSix)
         t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(halves16(blk + 32), dx), _mm512_cvtepi32_ps(_mm512_load_si512(M[r])),
                                     t.acc[r]);
@@ -446,19 +448,23 @@ void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
                                                   _mm512_add_epi32(_mm512_mullo_epi32(de[r], se),
                                                                    _mm512_mullo_epi32(_mm512_srai_epi32(dodd[r], 4), so))));
     }
+    // The mins of each sub-block as a 16-bit pair (mn, mn) per lane, once
+    // for all rows: each row's M is then one vpdpwssd per sub-block against
+    // its two sums of 16, broadcast from memory (the pair sums formed in
+    // general registers and moved over cost more than the levels' products).
+    __m512i mn2[8];
+    for (int p = 0; p < 4; ++p) {
+      const __m512i both =
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
+      const __m512i lo = _mm512_and_si512(both, _mm512_set1_epi32(0xFFFF)), hi = _mm512_srli_epi32(both, 16);
+      mn2[2 * p] = _mm512_or_si512(lo, _mm512_slli_epi32(lo, 16));
+      mn2[2 * p + 1] = _mm512_or_si512(hi, _mm512_slli_epi32(hi, 16));
+    }
     const __m512 d = halves16(blk), dmin = halves16(blk + 32);
     for (int r = 0; r < R; ++r) {
       const int16_t* sums = t.sums[r] + b * 16;
       __m512i M = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p) {
-        const int16_t pair[2] = {static_cast<int16_t>(sums[4 * p] + sums[4 * p + 1]),
-                                 static_cast<int16_t>(sums[4 * p + 2] + sums[4 * p + 3])};
-        int32_t both;
-        std::memcpy(&both, pair, 4);
-        const __m512i mins =
-            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
-        M = _mm512_dpwssd_epi32(M, mins, _mm512_set1_epi32(both));
-      }
+      for (int s = 0; s < 8; ++s) M = dpwssd_bcast(M, mn2[s], sums + 2 * s);
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
       t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
       t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(M), t.acc[r]);
