@@ -173,6 +173,13 @@ bool quant_packs(DType dtype) {
   }
 }
 
+std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
+  if (dtype != DType::kQ6_K) return {};
+  std::vector<int32_t> out(x.sums.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = -32 * x.sums[i];
+  return out;
+}
+
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols) {
   return cols / dtype_block(dtype).elems * block_bytes(dtype);
 }
@@ -213,12 +220,14 @@ struct PackedTile {
   const int8_t* q[R];
   const float* d[R];
   const int16_t* sums[R];
+  const int32_t* offsets[R];  // Q6_K only
   __m512 acc[R];
-  PackedTile(const QuantizedRows& x, int64_t i0) {
+  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t i0) {
     for (int r = 0; r < R; ++r) {
       q[r] = x.row_q(i0 + r);
       d[r] = x.row_d(i0 + r);
       sums[r] = x.row_sums(i0 + r);
+      offsets[r] = offs ? offs + (i0 + r) * (x.cols / 16) : nullptr;
       acc[r] = _mm512_setzero_ps();
     }
   }
@@ -369,19 +378,17 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
       sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
-        // Two sub-blocks of 16 with signed scales; levels n - 32: the offset,
-        // -32 (sa s0 + sb s1) with s0, s1 the activations' two sums of 16,
-        // is one vpdpwssd against the scales as 16-bit pairs (sa, sb), not two
-        // moves from general registers per row, summed over the block in M
-        // and taken off I once (times 32) at its end.
+        // Two sub-blocks of 16 with signed scales; levels n - 32: each
+        // sub-block's sum starts from the offset, -32 times the activations'
+        // sum of 16 (the same for every lane, a broadcast from memory: one
+        // vpdpwssd per row against the scales cost a tenth of the tile).
         const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
-        const __m512i sab = _mm512_or_si512(_mm512_and_si512(sa, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sb, 16));
         for (int r = 0; r < R; ++r) {
           const int64_t at = b * kSuperBlock + 32 * s;
-          const __m512i da = dots(t, r, lev, 4, at, _mm512_setzero_si512());
-          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_setzero_si512());
+          const int32_t* off = t.offsets[r] + b * 16 + 2 * s;
+          const __m512i da = dots(t, r, lev, 4, at, _mm512_set1_epi32(off[0]));
+          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(off[1]));
           add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
-          _mm512_store_si512(M[r], dpwssd_bcast(_mm512_load_si512(M[r]), sab, t.sums[r] + b * 16 + 2 * s));
         }
       } else {
         // The min times the sub-block's two sums of 16: one vpdpwssd against
@@ -398,9 +405,7 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
     const __m512 d = halves16(blk);
     for (int r = 0; r < R; ++r) {
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
-      __m512i sum = _mm512_load_si512(I[r]);
-      if constexpr (kSix) sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(_mm512_load_si512(M[r]), 5));
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum), t.acc[r]);
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
       if constexpr (!kSix)
         t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(halves16(blk + 32), dx), _mm512_cvtepi32_ps(_mm512_load_si512(M[r])),
                                     t.acc[r]);
@@ -473,8 +478,9 @@ void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 }
 
 template <int R>
-void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t i0, float* y, int64_t ldy, int cols) {
-  PackedTile<R> t(x, i0);
+void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
+                 int64_t ldy, int cols) {
+  PackedTile<R> t(x, offsets, i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
     case DType::kQ8_0:
@@ -504,26 +510,26 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t 
 
 }  // namespace
 
-void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
-                       int64_t ldy, int cols) {
+void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets, int64_t i0,
+                       int rows, float* y, int64_t ldy, int cols) {
   static_assert(kQuantPackedTileRows <= 8);
   switch (rows) {
     case 1:
-      return packed_tile<1>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<1>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 2:
-      return packed_tile<2>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<2>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 3:
-      return packed_tile<3>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<3>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 4:
-      return packed_tile<4>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<4>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 5:
-      return packed_tile<5>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<5>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 6:
-      return packed_tile<6>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<6>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 7:
-      return packed_tile<7>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<7>(dtype, group, x, offsets, i0, y, ldy, cols);
     default:
-      return packed_tile<8>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<8>(dtype, group, x, offsets, i0, y, ldy, cols);
   }
 }
 
