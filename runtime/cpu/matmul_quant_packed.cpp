@@ -174,9 +174,15 @@ bool quant_packs(DType dtype) {
 }
 
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
-  if (dtype != DType::kQ6_K) return {};
-  std::vector<int32_t> out(x.sums.size());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = -32 * x.sums[i];
+  std::vector<int32_t> out;
+  if (dtype == DType::kQ6_K) {
+    out.resize(x.sums.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = -32 * x.sums[i];
+  } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) {
+    const int32_t by = dtype == DType::kQ8_0 ? -128 : -8;
+    out.resize(x.sums.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = by * (x.sums[2 * i] + x.sums[2 * i + 1]);
+  }
   return out;
 }
 
@@ -220,14 +226,14 @@ struct PackedTile {
   const int8_t* q[R];
   const float* d[R];
   const int16_t* sums[R];
-  const int32_t* offsets[R];  // Q6_K only
+  const int32_t* offsets[R];  // quant_packed_offsets' rows
   __m512 acc[R];
-  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t i0) {
+  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t per_row, int64_t i0) {
     for (int r = 0; r < R; ++r) {
       q[r] = x.row_q(i0 + r);
       d[r] = x.row_d(i0 + r);
       sums[r] = x.row_sums(i0 + r);
-      offsets[r] = offs ? offs + (i0 + r) * (x.cols / 16) : nullptr;
+      offsets[r] = offs ? offs + (i0 + r) * per_row : nullptr;
       acc[r] = _mm512_setzero_ps();
     }
   }
@@ -274,14 +280,13 @@ inline void for_blocks(int64_t nb, DType dtype, Fold&& fold) {
 // spilled and ran no faster than two of 4).
 template <int R>
 void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
-  const __m512i minus128 = _mm512_set1_epi16(-128);
   for_blocks<R>(nb, DType::kQ8_0, [&](int64_t b) {
     const uint8_t* blk = g + b * 544;
     for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
     __m512i I[R], J[R];
-    // The offset: -128 times the block's two sums of 16, in the vector unit.
+    // The offset, -128 times the activations' block sum, is where I starts.
     for (int r = 0; r < R; ++r) {
-      I[r] = dpwssd_bcast(_mm512_setzero_si512(), minus128, t.sums[r] + 2 * b);
+      I[r] = _mm512_set1_epi32(t.offsets[r][b]);
       J[r] = _mm512_setzero_si512();
     }
     for (int k = 0; k < 8; k += 2) {
@@ -300,7 +305,6 @@ void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 
 template <int R>
 void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
-  const __m512i minus8 = _mm512_set1_epi16(-8);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for_blocks<R>(nb, DType::kQ4_0, [&](int64_t b) {
     const uint8_t* blk = g + b * 288;
@@ -313,7 +317,7 @@ void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
     }
     const __m512 dw = halves16(blk);
     for (int r = 0; r < R; ++r) {
-      __m512i I = dpwssd_bcast(_mm512_setzero_si512(), minus8, t.sums[r] + 2 * b), J = _mm512_setzero_si512();
+      __m512i I = _mm512_set1_epi32(t.offsets[r][b]), J = _mm512_setzero_si512();  // from -8 times the block sum
       const int8_t* q = t.q[r] + 32 * b;
       for (int j = 0; j < 8; j += 2) {
         I = dpbusd_bcast(I, lev[j], q + 4 * j);
@@ -480,7 +484,7 @@ void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 template <int R>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
-  PackedTile<R> t(x, offsets, i0);
+  PackedTile<R> t(x, offsets, x.cols / (dtype == DType::kQ6_K ? 16 : 32), i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
     case DType::kQ8_0:

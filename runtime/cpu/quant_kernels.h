@@ -46,9 +46,11 @@ QuantTileKernel quant_tile_kernel(QuantIsa isa);
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 8;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
-// What the packed tiles of dtype read beside x: for Q6_K, -32 times each of
-// x's sums of 16 (the levels' offset, where each sub-block's sum starts);
-// empty for the other types.
+// What the packed tiles of dtype read beside x, the levels' offsets times
+// the activations' sums, where each integer sum starts (a broadcast from
+// memory; a vpdpwssd per row cost a tenth of a tile of 8 rows): for Q6_K
+// -32 times each of x's sums of 16, for Q8_0 -128 and for Q4_0 -8 times
+// each block's sum of 32; empty for the other types.
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x);
 // y[r * ldy + c] for c < cols of one group and rows <= kQuantPackedTileRows
 // activation rows, offsets = quant_packed_offsets(dtype, x).data(): the bits
