@@ -177,13 +177,15 @@ void packed_tile_rates(std::mt19937& rng) {
     xq.reset(dtype, 1, kCols);
     xq.quantize(row.data(), 0, 1);
     const int64_t group_bytes = cpu::quant_packed_group_bytes(dtype, kCols);
+    const std::vector<int32_t> offsets = cpu::quant_packed_offsets(dtype, xq);
     float y[cpu::kQuantPackedRows];
     double best = 1e30;
     for (int rep = 0; rep < 50; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int pass = 0; pass < 200; ++pass)
         for (int64_t g = 0; g < kGroups; ++g)
-          cpu::quant_packed_tile(dtype, packed->quant_bytes() + g * group_bytes, xq, 0, 1, y, 0, cpu::kQuantPackedRows);
+          cpu::quant_packed_tile(dtype, packed->quant_bytes() + g * group_bytes, xq, offsets.data(), 0, 1, y, 0,
+                                 cpu::kQuantPackedRows);
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     std::printf("| %s | %.1f |\n", dtype_name(dtype), 200.0 * kGroups * group_bytes / best / 1e9);

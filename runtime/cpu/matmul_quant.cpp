@@ -139,6 +139,7 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
   const int64_t m = xq.rows, N = w.rows, groups = (N + kQuantPackedRows - 1) / kQuantPackedRows;
   const int64_t group_bytes = quant_packed_group_bytes(w.dtype, w.cols);
   const uint8_t* data = w.packed->quant_bytes();
+  const std::vector<int32_t> offsets = quant_packed_offsets(w.dtype, xq);
   const int64_t per = std::max<int64_t>(1, groups / (4 * pool_->size()));
   constexpr int64_t kSlab = 64;
   pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
@@ -154,7 +155,7 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
         const int64_t tiles = (i1 - i0 + kQuantPackedTileRows - 1) / kQuantPackedTileRows;
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t a = i0 + t * (i1 - i0) / tiles, e = i0 + (t + 1) * (i1 - i0) / tiles;
-          quant_packed_tile(w.dtype, data + g * group_bytes, xq, a, static_cast<int>(e - a), y + a * N + j, N, cols);
+          quant_packed_tile(w.dtype, data + g * group_bytes, xq, offsets.data(), a, static_cast<int>(e - a), y + a * N + j, N, cols);
         }
       }
     }

@@ -173,6 +173,19 @@ bool quant_packs(DType dtype) {
   }
 }
 
+std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
+  std::vector<int32_t> out;
+  if (dtype == DType::kQ6_K) {
+    out.resize(x.sums.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = -32 * x.sums[i];
+  } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) {
+    const int32_t by = dtype == DType::kQ8_0 ? -128 : -8;
+    out.resize(x.sums.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = by * (x.sums[2 * i] + x.sums[2 * i + 1]);
+  }
+  return out;
+}
+
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols) {
   return cols / dtype_block(dtype).elems * block_bytes(dtype);
 }
@@ -214,12 +227,14 @@ struct PackedTile {
   const int8_t* q[R];
   const float* d[R];
   const int16_t* sums[R];
+  const int32_t* offsets[R];  // quant_packed_offsets' rows
   __m512 acc[R];
-  PackedTile(const QuantizedRows& x, int64_t i0) {
+  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t per_row, int64_t i0) {
     for (int r = 0; r < R; ++r) {
       q[r] = x.row_q(i0 + r);
       d[r] = x.row_d(i0 + r);
       sums[r] = x.row_sums(i0 + r);
+      offsets[r] = offs ? offs + (i0 + r) * per_row : nullptr;
       acc[r] = _mm512_setzero_ps();
     }
   }
@@ -266,14 +281,13 @@ inline void for_blocks(int64_t nb, DType dtype, Fold&& fold) {
 // spilled and ran no faster than two of 4).
 template <int R>
 void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
-  const __m512i minus128 = _mm512_set1_epi16(-128);
   for_blocks<R>(nb, DType::kQ8_0, [&](int64_t b) {
     const uint8_t* blk = g + b * 544;
     for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
     __m512i I[R], J[R];
-    // The offset: -128 times the block's two sums of 16, in the vector unit.
+    // The offset, -128 times the activations' block sum, is where I starts.
     for (int r = 0; r < R; ++r) {
-      I[r] = dpwssd_bcast(_mm512_setzero_si512(), minus128, t.sums[r] + 2 * b);
+      I[r] = _mm512_set1_epi32(t.offsets[r][b]);
       J[r] = _mm512_setzero_si512();
     }
     for (int k = 0; k < 8; k += 2) {
@@ -292,7 +306,6 @@ void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 
 template <int R>
 void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
-  const __m512i minus8 = _mm512_set1_epi16(-8);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for_blocks<R>(nb, DType::kQ4_0, [&](int64_t b) {
     const uint8_t* blk = g + b * 288;
@@ -305,7 +318,7 @@ void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
     }
     const __m512 dw = halves16(blk);
     for (int r = 0; r < R; ++r) {
-      __m512i I = dpwssd_bcast(_mm512_setzero_si512(), minus8, t.sums[r] + 2 * b), J = _mm512_setzero_si512();
+      __m512i I = _mm512_set1_epi32(t.offsets[r][b]), J = _mm512_setzero_si512();  // from -8 times the block sum
       const int8_t* q = t.q[r] + 32 * b;
       for (int j = 0; j < 8; j += 2) {
         I = dpbusd_bcast(I, lev[j], q + 4 * j);
@@ -370,19 +383,17 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
       sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
-        // Two sub-blocks of 16 with signed scales; levels n - 32: the offset,
-        // -32 (sa s0 + sb s1) with s0, s1 the activations' two sums of 16,
-        // is one vpdpwssd against the scales as 16-bit pairs (sa, sb), not two
-        // moves from general registers per row.
+        // Two sub-blocks of 16 with signed scales; levels n - 32: each
+        // sub-block's sum starts from the offset, -32 times the activations'
+        // sum of 16 (the same for every lane, a broadcast from memory: one
+        // vpdpwssd per row against the scales cost a tenth of the tile).
         const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
-        const __m512i sab = _mm512_or_si512(_mm512_and_si512(sa, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sb, 16));
         for (int r = 0; r < R; ++r) {
           const int64_t at = b * kSuperBlock + 32 * s;
-          const __m512i da = dots(t, r, lev, 4, at, _mm512_setzero_si512());
-          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_setzero_si512());
-          const __m512i off = dpwssd_bcast(_mm512_setzero_si512(), sab, t.sums[r] + b * 16 + 2 * s);
-          add(I[r], _mm512_sub_epi32(_mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)),
-                                     _mm512_slli_epi32(off, 5)));
+          const int32_t* off = t.offsets[r] + b * 16 + 2 * s;
+          const __m512i da = dots(t, r, lev, 4, at, _mm512_set1_epi32(off[0]));
+          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(off[1]));
+          add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
         }
       } else {
         // The min times the sub-block's two sums of 16: one vpdpwssd against
@@ -447,19 +458,23 @@ void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
                                                   _mm512_add_epi32(_mm512_mullo_epi32(de[r], se),
                                                                    _mm512_mullo_epi32(_mm512_srai_epi32(dodd[r], 4), so))));
     }
+    // The mins of each sub-block as a 16-bit pair (mn, mn) per lane, once
+    // for all rows: each row's M is then one vpdpwssd per sub-block against
+    // its two sums of 16, broadcast from memory (the pair sums formed in
+    // general registers and moved over cost more than the levels' products).
+    __m512i mn2[8];
+    for (int p = 0; p < 4; ++p) {
+      const __m512i both =
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
+      const __m512i lo = _mm512_and_si512(both, _mm512_set1_epi32(0xFFFF)), hi = _mm512_srli_epi32(both, 16);
+      mn2[2 * p] = _mm512_or_si512(lo, _mm512_slli_epi32(lo, 16));
+      mn2[2 * p + 1] = _mm512_or_si512(hi, _mm512_slli_epi32(hi, 16));
+    }
     const __m512 d = halves16(blk), dmin = halves16(blk + 32);
     for (int r = 0; r < R; ++r) {
       const int16_t* sums = t.sums[r] + b * 16;
       __m512i M = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p) {
-        const int16_t pair[2] = {static_cast<int16_t>(sums[4 * p] + sums[4 * p + 1]),
-                                 static_cast<int16_t>(sums[4 * p + 2] + sums[4 * p + 3])};
-        int32_t both;
-        std::memcpy(&both, pair, 4);
-        const __m512i mins =
-            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
-        M = _mm512_dpwssd_epi32(M, mins, _mm512_set1_epi32(both));
-      }
+      for (int s = 0; s < 8; ++s) M = dpwssd_bcast(M, mn2[s], sums + 2 * s);
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
       t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
       t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(M), t.acc[r]);
@@ -468,8 +483,9 @@ void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 }
 
 template <int R>
-void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t i0, float* y, int64_t ldy, int cols) {
-  PackedTile<R> t(x, i0);
+void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
+                 int64_t ldy, int cols) {
+  PackedTile<R> t(x, offsets, x.cols / (dtype == DType::kQ6_K ? 16 : 32), i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
     case DType::kQ8_0:
@@ -499,26 +515,26 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, int64_t 
 
 }  // namespace
 
-void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
-                       int64_t ldy, int cols) {
+void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets, int64_t i0,
+                       int rows, float* y, int64_t ldy, int cols) {
   static_assert(kQuantPackedTileRows <= 8);
   switch (rows) {
     case 1:
-      return packed_tile<1>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<1>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 2:
-      return packed_tile<2>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<2>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 3:
-      return packed_tile<3>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<3>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 4:
-      return packed_tile<4>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<4>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 5:
-      return packed_tile<5>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<5>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 6:
-      return packed_tile<6>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<6>(dtype, group, x, offsets, i0, y, ldy, cols);
     case 7:
-      return packed_tile<7>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<7>(dtype, group, x, offsets, i0, y, ldy, cols);
     default:
-      return packed_tile<8>(dtype, group, x, i0, y, ldy, cols);
+      return packed_tile<8>(dtype, group, x, offsets, i0, y, ldy, cols);
   }
 }
 

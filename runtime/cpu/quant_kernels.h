@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "runtime/kernels.h"
 #include "runtime/quant.h"
@@ -45,10 +46,17 @@ QuantTileKernel quant_tile_kernel(QuantIsa isa);
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 8;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
+// What the packed tiles of dtype read beside x, the levels' offsets times
+// the activations' sums, where each integer sum starts (a broadcast from
+// memory; a vpdpwssd per row cost a tenth of a tile of 8 rows): for Q6_K
+// -32 times each of x's sums of 16, for Q8_0 -128 and for Q4_0 -8 times
+// each block's sum of 32; empty for the other types.
+std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x);
 // y[r * ldy + c] for c < cols of one group and rows <= kQuantPackedTileRows
-// activation rows: the bits of the other kernels.
-void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, int64_t i0, int rows, float* y,
-                       int64_t ldy, int cols);
+// activation rows, offsets = quant_packed_offsets(dtype, x).data(): the bits
+// of the other kernels.
+void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets, int64_t i0,
+                       int rows, float* y, int64_t ldy, int cols);
 
 // Rows [r0, r1) of x (row r0 first) quantized into xq (sized by
 // xq->reset) with QuantizedRows::quantize's bits by a variant: kScalar is
