@@ -6,9 +6,6 @@
 // streams end, the same request is admitted and pins (so the test sees pins).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -174,18 +171,7 @@ TEST(HostilePins, HostileBudgetFlagsAreClearErrors) {
       {"--max-pinned-bytes 99999999999999T", "too large"},
       {"--max-pinned-bytes 184467440737095516160", "too large"},
   };
-  for (const auto& [flags, message] : cases) {
-    std::string err;
-    const int status = run_shell(std::string(SB_STATEBANK_BIN) + " serve --model demo --port 0 --ssd off " + flags +
-                                     " 2>&1 >/dev/null",
-                                 &err);
-    ASSERT_TRUE(WIFEXITED(status)) << flags;
-    EXPECT_EQ(WEXITSTATUS(status), 2) << flags << ": " << err;
-    const std::string flag = flags.substr(0, flags.find(' '));
-    EXPECT_EQ(err.rfind("statebank serve: " + flag, 0), 0u) << flags << ": " << err;
-    EXPECT_NE(err.find(message), std::string::npos) << flags << ": " << err;
-    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << flags << ": " << err;
-  }
+  for (const auto& [flags, message] : cases) expect_serve_refuses(flags, message);
 }
 
 int64_t metric(httplib::Client& c, const httplib::Headers& h, const std::string& line) {
