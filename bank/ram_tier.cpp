@@ -52,6 +52,11 @@ Status RamTier::put(const ObjectRef& object, Retention retention) {
   if (size > budget_)
     return Status::exhausted("ram tier: object of " + std::to_string(size) + " bytes exceeds the budget of " +
                              std::to_string(budget_));
+  // Pinned objects count in the budget like any other: a pinned object that
+  // does not fit beside the pinned ones already here is not stored (an
+  // unpinned one is stored and evicted first, below).
+  if (bytes_ + size > budget_ && guarded(object->kind, object->key) && guarded_bytes() + size > budget_)
+    return Status::exhausted("ram tier: the budget is held by pinned objects");
   Entry entry;
   entry.object = object;
   entry.retention = object->kind == ObjectKind::kBlock ? Retention::kBlock : std::max(retention, Retention::kThinFirst);
@@ -197,6 +202,13 @@ void RamTier::remove(ObjectKind kind, const Key& key, bool evicted) {
 
 bool RamTier::guarded(ObjectKind kind, const Key& key) const {
   return guard_ != nullptr && guard_->protects(kind, key);
+}
+
+uint64_t RamTier::guarded_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [name, e] : objects_)
+    if (guarded(name.first, name.second)) n += e.object->payload_bytes();
+  return n;
 }
 
 void RamTier::evict_to_budget() {

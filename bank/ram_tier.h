@@ -13,7 +13,10 @@
 // tail block with the snapshot at its end at once), never a chain's middle
 // block while its tail is here, and never what the eviction guard protects
 // (bank/tier.h, promise 4). The order in full: docs/bank.md, "RamTier's
-// eviction order".
+// eviction order". Protected objects count in the budget: a protected
+// object that does not fit beside the protected ones already here is not
+// stored (kResourceExhausted), so pins never hold the tier over its budget;
+// only set_budget() below them leaves them above it until they expire.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +83,9 @@ class RamTier : public Tier {
   TierEntry entry_of(const Entry& e) const;
   uint32_t child_count(const Key& key) const;
   bool guarded(ObjectKind kind, const Key& key) const;
+  // Bytes of the objects the guard protects now (a scan: asked only when a
+  // pinned object does not fit at once).
+  uint64_t guarded_bytes() const;
   // Class and tick of an object as a candidate, or class 0 = not a candidate
   // (an attached snapshot rides with its block).
   std::pair<int, uint64_t> place(ObjectKind kind, const Key& key);

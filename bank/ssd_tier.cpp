@@ -650,10 +650,9 @@ Status SsdTier::reserve_for_write(const Job& job, uint64_t size, std::vector<Qua
                           std::to_string(budget_));
   } else if (budget_) {
     pick_victims_locked(budget_, size, files, victims);
-    // Only objects the eviction guard protects are left to evict: a pinned
-    // object may still go over the budget, nothing else may.
-    if (index_.bytes() - index_.doomed_bytes() + quarantine_bytes_ + reserved_bytes_ + size > budget_ &&
-        !guarded_locked(job.object->kind, job.object->key))
+    // Only objects the eviction guard protects are left to evict: nothing,
+    // a pinned object included, goes over the budget beside them.
+    if (index_.bytes() - index_.doomed_bytes() + quarantine_bytes_ + reserved_bytes_ + size > budget_)
       s = Status::exhausted("the SSD budget is held by pinned objects");
   }
   reserved_bytes_ += size;

@@ -36,7 +36,7 @@
 //     published object. Victims the eviction guard protects (pins) are passed
 //     over; when only protected objects are left and the new object does not
 //     fit the budget, it is not stored (kResourceExhausted in the writer),
-//     unless it is protected itself.
+//     protected or not: pins never hold the tier over its budget.
 // Thread-safe. The destructor writes out the queue (unless close() dropped
 // it), then stops its threads.
 #pragma once

@@ -16,7 +16,9 @@
 //  5. Eviction skips what the eviction guard protects (pinned prefixes,
 //     bank/pins.h), for tiers that honour one (RAM, SSD); a tier that cannot
 //     (a shared remote store with its own eviction) ignores it. Protected
-//     objects may hold a tier above its budget; unprotected ones never do.
+//     objects count in the budget: a put() that would hold the tier above
+//     it beside them is not stored, protected or not (only an operator's
+//     smaller budget, RamTier::set_budget, may leave pins above it).
 //  6. The operator's methods (entries, describe, children, peek_tokens,
 //     discard) never count as a use: no hit, no change of eviction order.
 #pragma once

@@ -46,7 +46,8 @@ const char* kUsage =
     "[--speculative-acceptance exact|rejection] [--mtp-vocab 32768] "
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
-    "[--write-timeout SECONDS] [--max-pins-per-tenant N] [--max-pinned-bytes SIZE] "
+    "[--write-timeout SECONDS] [--slow-reader-threads N] [--slow-reader-threads-per-peer N] "
+    "[--response-buffer SIZE] [--response-buffer-total SIZE] [--max-pins-per-tenant N] [--max-pinned-bytes SIZE] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
     "[--ignore-cache-control] [--keep-billing-header] [--sampling-defaults model|greedy] "
     "[--remote redis://HOST:PORT[/DB]|redis-cluster://HOST:PORT[,HOST:PORT...] --remote-secret-file FILE [--remote-password-file FILE] [--remote-ttl SECONDS] "
@@ -83,6 +84,10 @@ const std::set<std::string> kServeFlags = {"model",
                                            "header-timeout",
                                            "body-timeout",
                                            "write-timeout",
+                                           "slow-reader-threads",
+                                           "slow-reader-threads-per-peer",
+                                           "response-buffer",
+                                           "response-buffer-total",
                                            "max-pins-per-tenant",
                                            "max-pinned-bytes",
                                            "tenant-share",
@@ -111,8 +116,9 @@ std::string base_name(const std::string& dir) {
 // together; the engine's go straight into its options (engine_flags).
 struct ServeFlags {
   int64_t port, threads, max_prompt, max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl,
-      remote_timeout, max_connections, header_timeout_s, body_timeout_s, write_timeout_s, max_pins;
-  uint64_t max_pinned_bytes, max_body;
+      remote_timeout, max_connections, header_timeout_s, body_timeout_s, write_timeout_s, max_pins, slow_readers,
+      slow_readers_per_peer;
+  uint64_t max_pinned_bytes, max_body, response_buffer, response_buffer_total;
   double audit;
 };
 
@@ -158,6 +164,11 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
       !(s = args.get_int("header-timeout", 10, 1, 3600, &f->header_timeout_s)) ||
       !(s = args.get_int("body-timeout", 60, 1, 86400, &f->body_timeout_s)) ||
       !(s = args.get_int("write-timeout", 10, 1, 3600, &f->write_timeout_s)) ||
+      // 0: the defaults (a quarter of the request threads; a quarter of that a client).
+      !(s = args.get_int("slow-reader-threads", 0, 0, 1 << 20, &f->slow_readers)) ||
+      !(s = args.get_int("slow-reader-threads-per-peer", 0, 0, 1 << 20, &f->slow_readers_per_peer)) ||
+      !(s = args.get_size("response-buffer", 256u << 10, &f->response_buffer)) ||
+      !(s = args.get_size("response-buffer-total", 64u << 20, &f->response_buffer_total)) ||
       !(s = args.get_int("max-pins-per-tenant", 32, 0, 1 << 20, &f->max_pins)) ||
       !(s = args.get_int("remote-ttl", 86400, 0, int64_t{1} << 31, &f->remote_ttl)) ||
       !(s = args.get_int("remote-timeout-ms", 500, 1, 600000, &f->remote_timeout)) ||
@@ -169,6 +180,10 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
     return s;
   if (!(f->audit >= 0.0 && f->audit <= 1.0)) return Status::invalid("--audit must be a rate in [0, 1]");
   if (f->max_body < 1024) return Status::invalid("--max-body-bytes must be at least 1K");
+  if (f->response_buffer < (4u << 10) || f->response_buffer > (1u << 30))
+    return Status::invalid("--response-buffer must be between 4K and 1G");
+  if (f->response_buffer_total < f->response_buffer || f->response_buffer_total > (64ull << 30))
+    return Status::invalid("--response-buffer-total must be between --response-buffer and 64G");
   return engine_flags(args, &eo->engine);
 }
 
@@ -301,6 +316,10 @@ Status server_options(const Args& args, const ServeFlags& f, ServerOptions* so) 
   so->header_timeout = std::chrono::seconds(f.header_timeout_s);
   so->body_timeout = std::chrono::seconds(f.body_timeout_s);
   so->write_timeout = std::chrono::seconds(f.write_timeout_s);
+  so->slow_reader_threads = static_cast<size_t>(f.slow_readers);
+  so->slow_reader_threads_per_peer = static_cast<size_t>(f.slow_readers_per_peer);
+  so->response_buffer_bytes = f.response_buffer;
+  so->response_buffer_total_bytes = f.response_buffer_total;
   so->max_pins_per_tenant = static_cast<size_t>(f.max_pins);
   so->max_pinned_bytes_per_tenant = f.max_pinned_bytes;
   return Status::ok();

@@ -90,13 +90,18 @@ bool utf8_continue(Frame& f, uint8_t b, bool* ok) {
   return *ok && --f.utf8_need == 0;
 }
 
-// Length of the longest suffix of (pat[0:k] + b) that is a prefix of pat.
-uint8_t kmp_step(const std::string& pat, uint8_t k, uint8_t b) {
+// Length of the longest suffix of (pat[0:k] + b) that is a prefix of pat;
+// adds the bytes it compared to *compared (the meter's charge).
+uint8_t kmp_step(const std::string& pat, uint8_t k, uint8_t b, uint64_t* compared) {
+  ++*compared;
+  if (pat.empty()) return 0;
   if (k < pat.size() && static_cast<uint8_t>(pat[k]) == b) return static_cast<uint8_t>(k + 1);
-  std::string s = pat.substr(0, k);
-  s.push_back(static_cast<char>(b));
-  for (size_t len = std::min(s.size(), pat.size() - 1); len > 0; --len)
-    if (s.compare(s.size() - len, len, pat, 0, len) == 0) return static_cast<uint8_t>(len);
+  // A suffix of length len ends in b and starts with pat[k + 1 - len, k).
+  for (size_t len = std::min<size_t>(k + 1, pat.size() - 1); len > 0; --len) {
+    *compared += len;
+    if (static_cast<uint8_t>(pat[len - 1]) == b && std::memcmp(pat.data() + k + 1 - len, pat.data(), len - 1) == 0)
+      return static_cast<uint8_t>(len);
+  }
   return 0;
 }
 
@@ -336,17 +341,30 @@ struct Walk {
   std::vector<Stack>* extra;
   Meter* meter;
   bool spent() const { return meter && ++meter->used > meter->limit; }
+  void charge(uint64_t work) const {
+    if (meter) meter->used += work;
+  }
 };
+
+// A stack's live frames into dst (never the whole array: an anyOf fork
+// costs what its stack holds); charged to the walk's meter.
+void copy_stack(Stack& dst, const Stack& src, const Walk* walk) {
+  dst.depth = src.depth;
+  std::memcpy(dst.f, src.f, sizeof(Frame) * static_cast<size_t>(src.depth));
+  walk->charge(static_cast<uint64_t>(src.depth));
+}
 
 bool feed(Stack& s, uint8_t b, Walk* extra);
 
 bool push_and_feed(Stack& s, const Node* n, uint8_t b, Walk* extra) {
   if (extra->spent()) return false;
   if (n->kind == Node::Kind::kAnyOf) {
-    const Stack base = s;
+    // s stays as it is until the first alternative takes it, last.
     for (size_t i = 1; i < n->alts.size(); ++i) {
-      Stack c = base;
-      if (push_and_feed(c, n->alts[i], b, extra) && extra->extra->size() < kMaxStacks) extra->extra->push_back(c);
+      Stack c;
+      copy_stack(c, s, extra);
+      if (push_and_feed(c, n->alts[i], b, extra) && extra->extra->size() < kMaxStacks)
+        copy_stack(extra->extra->emplace_back(), c, extra);
     }
     return push_and_feed(s, n->alts[0], b, extra);
   }
@@ -355,7 +373,7 @@ bool push_and_feed(Stack& s, const Node* n, uint8_t b, Walk* extra) {
   return feed(s, b, extra);
 }
 
-bool feed_text(Stack& s, Frame& f, uint8_t b) {
+bool feed_text(Stack& s, Frame& f, uint8_t b, const Walk* walk) {
   const Node& n = *f.node;
   if (f.utf8_need > 0) {
     bool ok;
@@ -370,7 +388,8 @@ bool feed_text(Stack& s, Frame& f, uint8_t b) {
   } else {
     f.used += b >= 0xF0 ? 2 : 1;  // UTF-16 units, for maxLength
   }
-  f.kmp[0] = kmp_step(n.terminator, f.kmp[0], b);
+  uint64_t compared = 0;
+  f.kmp[0] = kmp_step(n.terminator, f.kmp[0], b, &compared);
   if (f.kmp[0] == n.terminator.size()) {
     int64_t len = f.count - static_cast<int64_t>(n.terminator.size());
     int64_t units = static_cast<int64_t>(f.used) - static_cast<int64_t>(n.terminator.size());
@@ -379,9 +398,12 @@ bool feed_text(Stack& s, Frame& f, uint8_t b) {
     return true;
   }
   for (size_t i = 0; i < n.forbidden.size() && i < 2; ++i) {
-    f.kmp[i + 1] = kmp_step(n.forbidden[i], f.kmp[i + 1], b);
-    if (f.kmp[i + 1] == n.forbidden[i].size()) return false;
+    f.kmp[i + 1] = kmp_step(n.forbidden[i], f.kmp[i + 1], b, &compared);
+    if (f.kmp[i + 1] == n.forbidden[i].size()) break;
   }
+  walk->charge(compared);
+  for (size_t i = 0; i < n.forbidden.size() && i < 2; ++i)
+    if (f.kmp[i + 1] == n.forbidden[i].size()) return false;
   // Characters that may still turn out to be the terminator do not count yet.
   if (n.max_len >= 0 && static_cast<int64_t>(f.used) - f.kmp[0] > n.max_len) return false;
   return true;
@@ -679,7 +701,7 @@ bool feed(Stack& s, uint8_t b, Walk* extra) {
         }
         break;
       case Node::Kind::kText:
-        return feed_text(s, f, b);
+        return feed_text(s, f, b, extra);
       case Node::Kind::kAnyOf:
         // Only a grammar's root starts as an anyOf frame: expand it now.
         --s.depth;
@@ -723,10 +745,8 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(gr
 void Matcher::copy_from(const Matcher& other) {
   grammar_ = other.grammar_;
   stacks_.resize(other.stacks_.size());
-  for (size_t i = 0; i < stacks_.size(); ++i) {
-    stacks_[i].depth = other.stacks_[i].depth;
-    std::memcpy(stacks_[i].f, other.stacks_[i].f, sizeof(Frame) * static_cast<size_t>(other.stacks_[i].depth));
-  }
+  const Walk walk{nullptr, meter_};
+  for (size_t i = 0; i < stacks_.size(); ++i) copy_stack(stacks_[i], other.stacks_[i], &walk);
 }
 
 bool Matcher::advance(uint8_t b) {
@@ -735,13 +755,13 @@ bool Matcher::advance(uint8_t b) {
   size_t keep = 0;
   for (size_t i = 0; i < stacks_.size(); ++i) {
     if (feed(stacks_[i], b, &walk)) {
-      if (keep != i) stacks_[keep] = stacks_[i];
+      if (keep != i) copy_stack(stacks_[keep], stacks_[i], &walk);
       ++keep;
     }
   }
   stacks_.resize(keep);
-  for (auto& e : extra_)
-    if (stacks_.size() < kMaxStacks) stacks_.push_back(e);
+  for (const Stack& e : extra_)
+    if (stacks_.size() < kMaxStacks) copy_stack(stacks_.emplace_back(), e, &walk);
   return !stacks_.empty();
 }
 

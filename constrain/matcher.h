@@ -10,8 +10,9 @@
 // bound of it, never lower), which Constraint uses to keep every output
 // finishable within max_tokens.
 //
-// Copying is cheap (frames are plain values; copy_from() reuses storage), so
-// masks are computed by simulating each candidate token on a copy.
+// Copying is cheap (frames are plain values; copy_from() reuses storage and
+// moves only live frames), so masks are computed by simulating each
+// candidate token on a copy; the copy is charged to the meter all the same.
 // Not thread-safe; the Grammar must outlive it (it is held by shared_ptr).
 #pragma once
 
@@ -41,14 +42,20 @@ struct Frame {
 };
 
 struct Stack {
+  // Frames above `depth` are never read: left uninitialised, so a new
+  // stack costs nothing and copies move only the live frames.
+  Stack() {}
   int depth = 0;
   Frame f[kMaxDepth];
 };
 
-// Work done by matchers, counted in frames entered and bytes fed: a budget
+// Work done by matchers, counted in frames entered, frames copied (each
+// anyOf fork and each copy_from() copies a stack per live alternative) and
+// bytes compared (a text's terminator and forbidden strings): a budget
 // that one mask (or one accepted token) may not exceed, so no request runs
-// unbounded work (its mask runs on its own thread: engine/mask_worker.h). A matcher whose meter runs over
-// its limit stops taking bytes (advance() returns false) until reset.
+// unbounded work (its mask runs on its own thread: engine/mask_worker.h). A
+// matcher whose meter runs over its limit stops taking bytes (advance()
+// returns false) until reset.
 struct Meter {
   uint64_t used = 0;
   uint64_t limit = UINT64_MAX;
@@ -60,7 +67,7 @@ class Matcher {
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
 
   // Counts this matcher's work in *meter (null: uncounted). copy_from()
-  // keeps the matcher's own meter.
+  // keeps the matcher's own meter and charges it the frames copied.
   void set_meter(Meter* meter) { meter_ = meter; }
 
   bool advance(uint8_t b);

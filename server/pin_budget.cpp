@@ -11,8 +11,10 @@ bool PinBudget::try_pin(const std::string& tenant, int64_t now_ms, const Pin& pi
   auto& pins = tenants_[tenant];
   forget_expired_locked(pins, now_ms);
   uint64_t held = 0;
-  for (const auto& [id, expiry] : pins) held += bytes_of(id);
+  // Stops once the budget is reached: a refusal needs no more.
+  for (auto it = pins.begin(); it != pins.end() && held < max_bytes_; ++it) held += bytes_of(it->first);
   if (pins.size() >= max_pins_ || held >= max_bytes_) {
+    ++(pins.size() >= max_pins_ ? refused_.pins : refused_.bytes);
     if (pins.empty()) tenants_.erase(tenant);
     return false;
   }
@@ -21,6 +23,11 @@ bool PinBudget::try_pin(const std::string& tenant, int64_t now_ms, const Pin& pi
   if (pin(&id, &expires_ms)) pins[id] = expires_ms;
   if (pins.empty()) tenants_.erase(tenant);
   return true;
+}
+
+PinBudget::Refused PinBudget::refused() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refused_;
 }
 
 size_t PinBudget::pins_of(const std::string& tenant, int64_t now_ms) {

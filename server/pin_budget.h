@@ -37,12 +37,20 @@ class PinBudget {
   // Pins the tenant holds now (tests, metrics).
   size_t pins_of(const std::string& tenant, int64_t now_ms);
 
+  // Pins refused since the start (the request ran unpinned), by which
+  // budget was full: the tenant's count of pins, or its pinned bytes.
+  struct Refused {
+    uint64_t pins = 0, bytes = 0;
+  };
+  Refused refused();
+
  private:
   void forget_expired_locked(std::map<std::string, int64_t>& pins, int64_t now_ms);
 
   const size_t max_pins_;
   const uint64_t max_bytes_;
   std::mutex mu_;
+  Refused refused_;
   std::unordered_map<std::string, std::map<std::string, int64_t>> tenants_;  // tenant -> pin id -> expiry
 };
 

@@ -115,6 +115,10 @@ Server::Server(Backend* backend, BankAdmin* bank, ServerOptions options)
   co.body_timeout = options_.body_timeout;
   co.io_timeout = options_.io_timeout;
   co.write_timeout = options_.write_timeout;
+  co.slow_reader_threads = options_.slow_reader_threads;
+  co.slow_reader_threads_per_peer = options_.slow_reader_threads_per_peer;
+  co.response_buffer_bytes = options_.response_buffer_bytes;
+  co.response_buffer_total_bytes = options_.response_buffer_total_bytes;
   http_ = std::make_unique<HttpServer>(
       co,
       [](std::string_view method, std::string_view path) {
@@ -382,9 +386,13 @@ void Server::install_info_routes() {
   http_->Get("/metrics", guarded(
                              [this](const httplib::Request&, httplib::Response& res) {
                                const Admission& admission = backend_->admission();
-                               res.set_content(
-                                   metrics_.render(bank_->bank_stats(), admission.queued(), admission.running()),
-                                   "text/plain; version=0.0.4; charset=utf-8");
+                               const Connections::CutCounts cuts = http_->connections().cuts();
+                               const PinBudget::Refused pins = pin_budget_.refused();
+                               const ServingCounts counts{cuts.deadline, cuts.share, cuts.buffer, pins.pins,
+                                                          pins.bytes};
+                               res.set_content(metrics_.render(bank_->bank_stats(), admission.queued(),
+                                                               admission.running(), counts),
+                                               "text/plain; version=0.0.4; charset=utf-8");
                              },
                              /*admin=*/true));
 }

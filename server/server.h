@@ -104,6 +104,13 @@ struct ServerOptions {
   std::chrono::milliseconds body_timeout{60000};    // a request body, whole, once its header is in
   std::chrono::seconds io_timeout{10};              // one read on a connection
   std::chrono::milliseconds write_timeout{10000};   // all a response may wait on its client (server/connections.h)
+  // Request threads that may wait on slow clients, in all and per client
+  // address (0: ConnectionOptions' defaults), and the response bytes kept
+  // for them, per connection and in all (server/transport/connections.h).
+  size_t slow_reader_threads = 0;
+  size_t slow_reader_threads_per_peer = 0;
+  size_t response_buffer_bytes = 256 << 10;
+  size_t response_buffer_total_bytes = 64 << 20;
   std::chrono::seconds request_timeout{1800};       // a completion from arrival to its end; 0: none
   std::chrono::milliseconds shutdown_deadline{30000};
   // Other names the model answers to on every route (--served-model-name:
@@ -113,9 +120,9 @@ struct ServerOptions {
   // (its finish reason says length / max_tokens); 0: no cap.
   int64_t max_tokens_cap = 0;
   // Messages' cache_control pins its prefix (false: --ignore-cache-control,
-  // accepted with no effect). Pinned objects may hold a tier above its
-  // budget until they expire (at most 1 h), so a server open to clients it
-  // does not trust may turn this off.
+  // accepted with no effect). Pinned objects count in each tier's budget
+  // but keep others' prefixes out of it until they expire (at most 1 h), so
+  // a server open to clients it does not trust may turn this off.
   bool cache_control_pins = true;
   // What one tenant's cache_control pins may hold (server/pin_budget.h);
   // beyond either, a request is served unpinned.

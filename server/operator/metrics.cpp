@@ -192,7 +192,8 @@ void render_speculation(std::string& out, const SpeculativeRecord& s) {
 
 }  // namespace
 
-std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t running) const {
+std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t running,
+                            const ServingCounts& counts) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
   header(out, "statebank_requests_total", "counter", "HTTP requests by endpoint and status code.");
@@ -228,6 +229,15 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   render_tiers(out, bank);
   if (bank.remote) render_remote(out, *bank.remote);
   render_ssd_and_audits(out, bank);
+  header(out, "statebank_responses_cut_total", "counter",
+         "Responses cut off before they were written whole (the connection closed), by why.");
+  out += "statebank_responses_cut_total{reason=\"write_timeout\"} " + std::to_string(counts.cut_deadline) + "\n";
+  out += "statebank_responses_cut_total{reason=\"slow_reader_share\"} " + std::to_string(counts.cut_share) + "\n";
+  out += "statebank_responses_cut_total{reason=\"buffer_full\"} " + std::to_string(counts.cut_buffer) + "\n";
+  header(out, "statebank_pins_refused_total", "counter",
+         "cache_control pins refused (the request ran unpinned), by which budget of its tenant was full.");
+  out += "statebank_pins_refused_total{budget=\"pins\"} " + std::to_string(counts.pins_refused_count) + "\n";
+  out += "statebank_pins_refused_total{budget=\"bytes\"} " + std::to_string(counts.pins_refused_bytes) + "\n";
   header(out, "statebank_queue_depth", "gauge", "Requests waiting for a model worker.");
   out += "statebank_queue_depth " + std::to_string(queued) + "\n";
   header(out, "statebank_running_requests", "gauge", "Requests a model worker is running.");

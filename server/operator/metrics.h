@@ -18,6 +18,16 @@
 
 namespace sb {
 
+// What other parts count, sampled by the caller at render time.
+struct ServingCounts {
+  // Responses cut off before they were written whole, by why
+  // (Connections::cuts(), server/transport/connections.h).
+  uint64_t cut_deadline = 0, cut_share = 0, cut_buffer = 0;
+  // cache_control pins refused (the request ran unpinned), by which of the
+  // tenant's budgets was full (PinBudget::refused(), server/pin_budget.h).
+  uint64_t pins_refused_count = 0, pins_refused_bytes = 0;
+};
+
 class Metrics {
  public:
   // Upper bounds (seconds) of the time-to-first-token buckets; +Inf follows.
@@ -52,7 +62,7 @@ class Metrics {
   void record_speculation(const SpeculativeRecord& r);
 
   // `queued` and `running` are sampled by the caller at render time.
-  std::string render(const BankStatsView& bank, size_t queued, size_t running) const;
+  std::string render(const BankStatsView& bank, size_t queued, size_t running, const ServingCounts& counts = {}) const;
 
  private:
   mutable std::mutex mu_;

@@ -288,12 +288,14 @@ json parse_tool_calls(const json& v, const std::string& param) {
     if (!fn->is_object()) wrong_type(p + ".function", "an object", *fn);
     const json* name = field(*fn, "name");
     if (!name) fail(p + ".function.name", "'" + p + ".function.name' is required");
-    std::string arguments = "{}";
+    json arguments = "{}";
     if (const json* a = field(*fn, "arguments")) {
-      // OpenAI sends arguments as a JSON string; accept an object as well.
-      arguments = a->is_object() ? a->dump() : as_text(*a, p + ".function.arguments");
+      // OpenAI sends arguments as a JSON string; accept an object as well,
+      // kept as the object (the template takes it as it is: printing it
+      // here would have it parsed again at the render, issue 47).
+      arguments = a->is_object() ? *a : json(as_text(*a, p + ".function.arguments"));
     }
-    call["function"] = {{"name", as_string(*name, p + ".function.name")}, {"arguments", arguments}};
+    call["function"] = {{"name", as_string(*name, p + ".function.name")}, {"arguments", std::move(arguments)}};
     out.push_back(std::move(call));
   }
   return out;

@@ -69,12 +69,6 @@ constexpr size_t kMaxDrainBytes = 1 << 20;
 // Connections accepted beyond the cap before the poll thread makes room.
 constexpr size_t kAcceptSlack = 256;
 
-// What a response may leave unwritten for the poll thread (promise 4a): a
-// page asset, /metrics or a completion's JSON fits; a long stream to a
-// client that does not read does not.
-constexpr size_t kMaxResponseBuffer = 256 << 10;
-constexpr size_t kMaxBufferedTotal = 64 << 20;
-
 // The kernel's send buffer of a connection, fixed: Linux grows it on its own
 // up to 4 MiB (tcp_wmem) even toward a client that reads nothing, which
 // would let each slow reader park megabytes of kernel memory and hide from
@@ -149,6 +143,7 @@ struct Connections::Conn {
   Clock::time_point lingering_until{};  // answered and shut down: draining what the client sent
   bool lingering = false;
   size_t drained = 0;  // while lingering
+  bool cut = false;    // this response was cut off (counted once)
 };
 
 // A request's bytes as cpp-httplib reads them: what the poll thread read
@@ -167,7 +162,7 @@ class ConnStream : public httplib::Stream {
     if (!c_.send_out()) return false;
     pollfd p{c_.fd, POLLOUT, 0};
     if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return false;
-    return c_.unsent() < kMaxResponseBuffer || wait_on_client();
+    return c_.unsent() < owner_.options_.response_buffer_bytes || wait_on_client();
   }
 
   ssize_t read(char* ptr, size_t size) override {
@@ -209,7 +204,7 @@ class ConnStream : public httplib::Stream {
         if (done == size) return static_cast<ssize_t>(size);
       }
       const size_t rest = size - done;
-      if (c_.unsent() + rest <= kMaxResponseBuffer && owner_.reserve_buffer(rest)) {
+      if (c_.unsent() + rest <= owner_.options_.response_buffer_bytes && owner_.reserve_buffer(rest)) {
         c_.out.append(ptr + done, rest);
         return static_cast<ssize_t>(size);
       }
@@ -232,7 +227,8 @@ class ConnStream : public httplib::Stream {
   // response's write_timeout, when this thread may (promise 4a).
   bool wait_on_client() const {
     const auto left = owner_.options_.write_timeout - c_.waited;
-    if (c_.cheap || left <= Clock::duration::zero() || !owner_.take_slow_reader_slot(c_.peer)) return false;
+    if (left <= Clock::duration::zero()) return owner_.count_cut(c_, Connections::Cut::kDeadline);
+    if (c_.cheap || !owner_.take_slow_reader_slot(c_.peer)) return owner_.count_cut(c_, Connections::Cut::kShare);
     const auto from = Clock::now();
     const auto until = from + left;
     bool ready = false;
@@ -243,7 +239,7 @@ class ConnStream : public httplib::Stream {
     }
     c_.waited += Clock::now() - from;
     owner_.give_slow_reader_slot(c_.peer);
-    return ready;
+    return ready || owner_.stopping_ || owner_.count_cut(c_, Connections::Cut::kDeadline);
   }
 
   Connections& owner_;
@@ -369,9 +365,23 @@ void Connections::give_slow_reader_slot(const std::string& peer) {
 bool Connections::reserve_buffer(size_t n) {
   size_t now = buffered_.load();
   do {
-    if (now + n > kMaxBufferedTotal) return false;
+    if (now + n > options_.response_buffer_total_bytes) return false;
   } while (!buffered_.compare_exchange_weak(now, now + n));
   return true;
+}
+
+bool Connections::count_cut(Conn& c, Cut why) {
+  if (!c.cut) cuts_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  c.cut = true;
+  return false;
+}
+
+Connections::CutCounts Connections::cuts() const {
+  CutCounts n;
+  n.deadline = cuts_[static_cast<size_t>(Cut::kDeadline)].load(std::memory_order_relaxed);
+  n.share = cuts_[static_cast<size_t>(Cut::kShare)].load(std::memory_order_relaxed);
+  n.buffer = cuts_[static_cast<size_t>(Cut::kBuffer)].load(std::memory_order_relaxed);
+  return n;
 }
 
 void Connections::wake() {
@@ -470,6 +480,7 @@ bool Connections::answer_fixed(std::unique_ptr<Conn>& c, std::string_view method
   c->buffered.erase(0, header_end + 4);
   c->scanned = 0;
   if (!reserve_buffer(response.size())) {
+    count_cut(*c, Cut::kBuffer);
     c.reset();
     return true;
   }
@@ -477,6 +488,7 @@ bool Connections::answer_fixed(std::unique_ptr<Conn>& c, std::string_view method
   c->out_sent = 0;
   c->tail = body;
   c->waited = {};
+  c->cut = false;
   c->flushing = true;
   c->after = close ? Conn::After::kClose : Conn::After::kKeepAlive;
   c->flush_until = Clock::now() + options_.write_timeout;
@@ -489,6 +501,7 @@ void Connections::serve_on_thread(std::unique_ptr<Conn> c) {
   tl_fd = c->fd;
   const auto taken = Clock::now();
   c->waited = {};
+  c->cut = false;
   ConnStream stream(*this, *c, options_.io_timeout, taken + options_.body_timeout);
   ++c->served;
   const bool last = stopping_ || c->served >= options_.keep_alive_max_requests;
@@ -660,7 +673,10 @@ void Connections::flush(std::unique_ptr<Conn>& c) {
 
 void Connections::expire_if_due(std::unique_ptr<Conn>& c, Clock::time_point now) {
   if (c->flushing) {
-    if (now >= c->flush_until) c.reset();  // the response's time is up (promise 4a)
+    if (now >= c->flush_until) {  // the response's time is up (promise 4a)
+      count_cut(*c, Cut::kDeadline);
+      c.reset();
+    }
   } else if (c->lingering) {
     if (now >= c->lingering_until) c.reset();
   } else if (c->kept_alive && c->buffered.empty() && now >= c->since + options_.keep_alive_timeout) {

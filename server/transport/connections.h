@@ -29,8 +29,9 @@
 //     thread taking it (each read within `io_timeout`).
 //  4a. A response is written without waiting on its client: what the socket
 //     (whose kernel send buffer is fixed at 256 KiB, not grown by Linux up to
-//     4 MiB toward a client that reads nothing) does not take at once is kept (up to kMaxResponseBuffer a connection,
-//     kMaxBufferedTotal in all) and written by the poll thread once the
+//     4 MiB toward a client that reads nothing) does not take at once is
+//     kept (up to `response_buffer_bytes` a connection,
+//     `response_buffer_total_bytes` in all) and written by the poll thread once the
 //     handler returns, so a client that reads slowly, or not at all, holds
 //     no thread. The time a response waits on its client, added up over the
 //     whole response (on its thread and on the poll thread), is at most
@@ -39,7 +40,8 @@
 //     large body) and only while the client's address holds fewer than
 //     `slow_reader_threads_per_peer` such threads and the server fewer than
 //     `slow_reader_threads`; else the response is cut and the connection
-//     closed. A cheap request's thread never waits on its client.
+//     closed. A cheap request's thread never waits on its client. Each
+//     response cut off is counted once by why (cuts()).
 //  4b. A connection's next (pipelined) request is not read before its
 //     previous response is written whole.
 //  4c. A request that `fixed` answers (GET of a static page asset, /health)
@@ -87,6 +89,11 @@ struct ConnectionOptions {
   std::chrono::milliseconds write_timeout{10000};  // all a response may wait on its client
   size_t slow_reader_threads = 0;                  // 0: a quarter of `threads` (at least 1)
   size_t slow_reader_threads_per_peer = 0;         // 0: a quarter of slow_reader_threads (at least 1)
+  // What a response may leave unwritten for the poll thread (promise 4a):
+  // a page asset, /metrics or a completion's JSON fits; a long stream to a
+  // client that does not read does not.
+  size_t response_buffer_bytes = 256 << 10;
+  size_t response_buffer_total_bytes = 64 << 20;
   size_t keep_alive_max_requests = 100;
 };
 
@@ -127,6 +134,15 @@ class Connections {
 
   size_t open() const { return open_.load(); }
 
+  // Responses cut off before they were written whole (promise 4a), by why:
+  // the write deadline passed; the thread could not wait on its client (the
+  // peer's or the server's share of slow-reader threads was taken, or the
+  // request was a cheap one); no room was left in the response buffers.
+  struct CutCounts {
+    uint64_t deadline = 0, share = 0, buffer = 0;
+  };
+  CutCounts cuts() const;
+
   struct Conn;  // one connection (connections.cpp)
 
  private:
@@ -137,8 +153,11 @@ class Connections {
   // the peer or the server holds its share already.
   bool take_slow_reader_slot(const std::string& peer);
   void give_slow_reader_slot(const std::string& peer);
-  // Room for `n` more buffered response bytes (kMaxBufferedTotal).
+  // Room for `n` more buffered response bytes (response_buffer_total_bytes).
   bool reserve_buffer(size_t n);
+  enum class Cut : uint8_t { kDeadline, kShare, kBuffer };
+  // Counts c's response as cut (once a response); returns false.
+  bool count_cut(Conn& c, Cut why);
   // The poll thread's: writes what c still owes its client; on its end,
   // keeps c for its next request, lingers or closes it.
   void flush(std::unique_ptr<Conn>& c);
@@ -175,6 +194,7 @@ class Connections {
   size_t slow_total_ = 0;
   std::unordered_map<std::string, size_t> slow_by_peer_;
   std::atomic<size_t> buffered_{0};  // response bytes kept for slow clients
+  std::atomic<uint64_t> cuts_[3] = {};  // by Cut
   std::atomic<size_t> open_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};  // bodies are no longer read (promise 6)

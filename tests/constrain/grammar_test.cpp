@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "constrain/constraint.h"
@@ -341,6 +342,41 @@ TEST(Constraint, MaskWorkIsBoundedAndInterruptible) {
     EXPECT_EQ(st.code(), Code::kCancelled) << st.to_string();
     EXPECT_EQ(calls, 4);
   }
+}
+
+// Issue 47, finding 2: a mask's work was counted in frames entered only, so
+// a schema whose masks mostly copy stacks (an anyOf of many alternatives,
+// each a deep stack) ran far past what its budget meant. Each first byte of
+// a mask copies every live stack whole, so one mask copies at least
+// 256 x stacks x depth frames; the meter must count them, and a budget
+// below that ends the mask with kResourceExhausted.
+TEST(Constraint, StackCopiesCountAgainstTheMaskBudget) {
+  auto vocab = byte_vocabulary();
+  constexpr int kAlternatives = 100, kDepth = 8;
+  ojson alts = ojson::array();
+  for (int i = 0; i < kAlternatives; ++i) {
+    ojson s = {{"type", "string"}, {"minLength", 100}, {"maxLength", 3000 + i}};
+    for (int d = 1; d < kDepth; ++d) s = {{"type", "array"}, {"items", s}};
+    alts.push_back(s);
+  }
+  auto g = schema({{"anyOf", alts}});
+  // Into every alternative's string: kDepth - 1 brackets and the quote.
+  auto opened = [&](uint64_t max_work) {
+    auto c = std::make_unique<Constraint>(vocab, g, max_work);
+    for (int d = 1; d < kDepth; ++d) EXPECT_TRUE(c->accept('[').is_ok());
+    EXPECT_TRUE(c->accept('"').is_ok());
+    return c;
+  };
+  std::vector<float> logits(vocab->size(), 0.0f);
+  const uint64_t copied = uint64_t{256} * kAlternatives * kDepth;
+  auto c = opened(Constraint::kMaxMaskWork);
+  ASSERT_TRUE(c->mask(logits, 4000).is_ok());
+  EXPECT_GE(c->work(), copied) << "the mask's stack copies were not charged";
+  // Negative: the same mask under a budget below its copies alone.
+  auto tight = opened(copied / 2);
+  Status st = tight->mask(logits, 4000);
+  EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.to_string();
+  EXPECT_NE(st.message().find("matcher steps"), std::string::npos) << st.message();
 }
 
 }  // namespace

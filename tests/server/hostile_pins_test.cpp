@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -152,6 +153,115 @@ TEST(HostilePins, ATenantPinsAtMostItsBudget) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(pins(), 4u) << "alice's pin counts against her budget, not bob's";
+  EXPECT_EQ(server.stop(), 0);
+  std::filesystem::remove_all(root);
+}
+
+// The pin budget's flags take hostile values as clear errors: one line
+// naming the flag, exit 2, before anything starts.
+TEST(HostilePins, HostileBudgetFlagsAreClearErrors) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--max-pins-per-tenant -1", "must be in [0, 1048576]"},
+      {"--max-pins-per-tenant 1048577", "must be in [0, 1048576]"},
+      {"--max-pins-per-tenant abc", "wants an integer"},
+      {"--max-pins-per-tenant 99999999999999999999999", "wants an integer"},
+      {"--max-pins-per-tenant 1.5", "wants an integer"},
+      {"--max-pinned-bytes -5", "does not start with a number"},
+      {"--max-pinned-bytes 10Q", "unknown suffix"},
+      {"--max-pinned-bytes 99999999999999T", "too large"},
+      {"--max-pinned-bytes 184467440737095516160", "too large"},
+  };
+  for (const auto& [flags, message] : cases) expect_serve_refuses(flags, message);
+}
+
+int64_t metric(httplib::Client& c, const httplib::Headers& h, const std::string& line) {
+  auto r = c.Get("/metrics", h);
+  if (!r) return -1;
+  const size_t at = r->body.find("\n" + line + " ");
+  return at == std::string::npos ? -1 : std::atoll(r->body.c_str() + at + line.size() + 2);
+}
+
+json cache_control_request(const std::string& model, int i) {
+  return {{"model", model},
+          {"max_tokens", 2},
+          {"system",
+           {{{"type", "text"},
+             {"text", "prompt " + std::to_string(i) + " " + std::string(2000, 'a')},
+             {"cache_control", {{"type", "ephemeral"}, {"ttl", "1h"}}}}}},
+          {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+}
+
+// A zero budget (of pins, or of pinned bytes) is sensible: no client pins,
+// every request is served unpinned, and each refusal is counted by budget.
+TEST(HostilePins, ZeroBudgetsPinNothingAndCountTheRefusals) {
+  const std::string root = make_temp_dir("sb_hostile_pin_zero");
+  ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 6), 0) << kGenModelFailed;
+  for (const std::string budget : {"pins", "bytes"}) {
+    ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
+                         root + "/bank-" + budget, "--block-tokens", "64", "--threads", "1", "--ram-bank", "64M",
+                         "--api-key", kKey, budget == "pins" ? "--max-pins-per-tenant" : "--max-pinned-bytes", "0"});
+    auto c = server.client();
+    const std::string model = json::parse(c.Get("/v1/models", with_key())->body)["data"][0]["id"];
+    for (int i = 0; i < 3; ++i) {
+      auto r = c.Post("/v1/messages", with_key(), cache_control_request(model, i).dump(), "application/json");
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 200) << budget << ": " << r->body.substr(0, 300);
+    }
+    EXPECT_EQ(pin_count(c), 0u) << "a zero " << budget << " budget pinned";
+    EXPECT_EQ(metric(c, with_key(), "statebank_pins_refused_total{budget=\"" + budget + "\"}"), 3) << budget;
+    EXPECT_EQ(server.stop(), 0);
+  }
+  std::filesystem::remove_all(root);
+}
+
+// Issue 47, finding 6: pins held the RAM tier at 189 MiB of 8 MiB. Now
+// pinned bytes count in each tier's budget: with budgets that allow any
+// number of pins (an admin's pins through the API, a client's through
+// cache_control with a huge --max-pinned-bytes), RAM and SSD stay within
+// their budgets while far more prefixes are pinned than fit (each prefix is
+// four 64-token blocks and a snapshot, about 80 KiB in RAM: 24 of them held
+// the 400 KiB RAM tier at 3.2 MiB and the 40 KiB SSD tier at 115 KiB).
+TEST(HostilePins, PinsNeverHoldATierOverItsBudget) {
+  const std::string root = make_temp_dir("sb_hostile_pin_tiers");
+  ASSERT_EQ(gen_model(root + "/model", "qwen3_next", "tiny", 6), 0) << kGenModelFailed;
+  ServeProcess server({SB_STATEBANK_BIN, "serve", "--model", root + "/model", "--port", "0", "--bank-dir",
+                       root + "/bank", "--block-tokens", "64", "--threads", "1", "--ram-bank", "400K", "--ssd-bank",
+                       "40K", "--api-key", kKey, "--max-pins-per-tenant", "1048576", "--max-pinned-bytes", "16T"});
+  auto c = server.client();
+  const std::string model = json::parse(c.Get("/v1/models", with_key())->body)["data"][0]["id"];
+  auto tiers_within_budget = [&](const std::string& when) {
+    auto r = c.Get("/v1/bank", with_key());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json tiers = json::parse(r->body)["tiers"];
+    ASSERT_EQ(tiers.size(), 2u) << r->body.substr(0, 300);  // RAM and SSD
+    for (const auto& t : tiers) {
+      std::printf("%s: %s tier %llu of %llu bytes\n", when.c_str(), t["name"].get<std::string>().c_str(),
+                  static_cast<unsigned long long>(t["bytes"].get<uint64_t>()),
+                  static_cast<unsigned long long>(t["budget_bytes"].get<uint64_t>()));
+      EXPECT_GT(t["bytes"].get<uint64_t>(), 0u) << when << ": " << t.dump();
+      EXPECT_LE(t["bytes"].get<uint64_t>(), t["budget_bytes"].get<uint64_t>()) << when << ": " << t.dump();
+    }
+  };
+  for (int i = 0; i < 12; ++i) {
+    auto r = c.Post("/v1/messages", with_key(), cache_control_request(model, i).dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);
+  }
+  tiers_within_budget("cache_control pins");
+  // An admin's pins through the API, set before the prefixes are computed.
+  for (int i = 0; i < 12; ++i) {
+    const std::string prompt = "admin prompt " + std::to_string(i) + " " + std::string(3000, 'b');
+    auto p = c.Post("/v1/bank/pins", with_key(), json{{"prompt", prompt}, {"ttl_s", 3600}}.dump(), "application/json");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->status, 200) << p->body.substr(0, 300);
+    auto r = c.Post("/v1/completions", with_key(), json{{"prompt", prompt}, {"max_tokens", 2}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);
+  }
+  EXPECT_GE(pin_count(c), 12u);
+  tiers_within_budget("admin pins");
   EXPECT_EQ(server.stop(), 0);
   std::filesystem::remove_all(root);
 }

@@ -139,12 +139,32 @@ TEST_F(HostileReaders, AResponseWaitsOnItsClientAtMostTheWriteTimeoutInAll) {
   EXPECT_EQ(got.rfind("HTTP/1.1 200 OK", 0), 0u);
   EXPECT_LT(responses_in(got), 100) << "the connection was not cut: " << got.size() << " bytes";
   std::printf("trickle reader: %d answers (%zu bytes) before the cut\n", responses_in(got), got.size());
-  // The server itself is unharmed.
+  // The server itself is unharmed, and counted the cut.
   httplib::Client c("127.0.0.1", server.port);
   auto r = c.Get("/bank/bank.js");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("\nstatebank_responses_cut_total{reason=\"write_timeout\"} 1\n"), std::string::npos)
+      << m->body.substr(0, 2000);
   EXPECT_EQ(server.stop(), 0);
+}
+
+// The slow-reader limits' flags take hostile values as clear errors.
+TEST(HostileReaderFlags, HostileValuesAreClearErrors) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--slow-reader-threads -1", "must be in [0, 1048576]"},
+      {"--slow-reader-threads many", "wants an integer"},
+      {"--slow-reader-threads-per-peer 99999999999999999999", "wants an integer"},
+      {"--response-buffer 0", "between 4K and 1G"},
+      {"--response-buffer 2G", "between 4K and 1G"},
+      {"--response-buffer 1X", "unknown suffix"},
+      {"--response-buffer-total 64K --response-buffer 1M", "between --response-buffer and 64G"},
+      {"--response-buffer-total 65G", "between --response-buffer and 64G"},
+      {"--write-timeout 0", "must be in [1, 3600]"},
+  };
+  for (const auto& [flags, message] : cases) expect_serve_refuses(flags, message);
 }
 
 }  // namespace

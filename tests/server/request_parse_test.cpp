@@ -274,6 +274,14 @@ TEST(RequestParse, ChatMessagesToolsAndChoices) {
   EXPECT_EQ(p.messages[2]["content"], "");
   EXPECT_EQ(p.messages[2]["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
   EXPECT_EQ(p.messages[3]["tool_call_id"], "call_1");
+  // Arguments sent as an object stay the object, in its key order (issue 47:
+  // they were printed here and parsed again at the render).
+  json with_object = body;
+  with_object["messages"][2]["tool_calls"][0]["function"]["arguments"] = {{"z", 1}, {"a", {{"b", 2}}}};
+  const ChatParams q = parse_chat_params(with_object, limits());
+  const json& args = q.messages[2]["tool_calls"][0]["function"]["arguments"];
+  ASSERT_TRUE(args.is_object()) << args.dump();
+  EXPECT_EQ(args.dump(), R"({"z":1,"a":{"b":2}})");
   EXPECT_EQ(p.tools.size(), 1u);
   EXPECT_EQ(p.tool_choice, "f");
   EXPECT_EQ(p.max_tokens, 9);

@@ -45,6 +45,22 @@ inline int run_shell(const std::string& command, std::string* out) {
   return pclose(p);
 }
 
+// `statebank serve` with hostile flag values (checked before anything
+// starts, so no model is read): a case holds when serve exits 2 with one
+// line on stderr that starts with "statebank serve: FLAG" (the flag the
+// case begins with) and holds `message`.
+inline void expect_serve_refuses(const std::string& flags, const std::string& message) {
+  std::string err;
+  const int status =
+      run_shell(std::string(SB_STATEBANK_BIN) + " serve --model demo --port 0 --ssd off " + flags + " 2>&1 >/dev/null",
+                &err);
+  ASSERT_TRUE(WIFEXITED(status)) << flags;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << flags << ": " << err;
+  EXPECT_EQ(err.rfind("statebank serve: " + flags.substr(0, flags.find(' ')), 0), 0u) << flags << ": " << err;
+  EXPECT_NE(err.find(message), std::string::npos) << flags << ": " << err;
+  EXPECT_EQ(err.find('\n'), err.size() - 1) << flags << ": one line expected: " << err;
+}
+
 // Writes a generated checkpoint with the real Qwen3 tokenizer to `dir`
 // (statebank gen-model, given `extra` flags too, e.g. --mtp-layers 1);
 // gen-model's exit status, or -1 when SB_TOKENIZER_DIR is not set (the tests

@@ -85,7 +85,9 @@ class ResponsesRenderer : public Renderer {
   ResponsesOutput output_;
 };
 
-json to_response_json(const ojson& v) { return json::parse(v.dump()); }
+// The echo's fields as they were parsed, converted node by node (never
+// printed and parsed again: the body is parsed once).
+json to_response_json(const ojson& v) { return json(v); }
 
 // The request's settings as OpenAI's Response object echoes them.
 json echo(const ojson& body, const ResponsesParams& p) {
