@@ -87,6 +87,13 @@ class Admission {
 
   size_t queued() const;
   size_t running() const;
+  // queued() + running() under one lock: the one count of the requests the
+  // queue holds (the audit waits for it to be 0).
+  size_t held() const;
+  bool closed() const;  // close() was called: the server is draining
+  // Waits, without a deadline, until nothing waits or runs (every on_done
+  // has returned); abandons nothing.
+  void wait_idle();
   // The most requests held at once: slots + max_queue.
   size_t capacity() const { return static_cast<size_t>(limits_.slots) + limits_.max_queue; }
 

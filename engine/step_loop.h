@@ -68,8 +68,6 @@ class StepLoop {
   // on_retired and deletes it.
   void start(std::unique_ptr<Sequence> seq);
 
-  size_t running() const;
-  size_t waiting() const;
   // Adds the loop's counters (steps, step_tokens, peak_batch) and its
   // verify-row cost estimate to *stats.
   void add_stats(EngineStats* stats) const;

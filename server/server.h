@@ -145,7 +145,7 @@ class Server {
   Status shutdown();
   // After shutdown(): true when no request is queued or running (the model
   // workers can be joined). False only when requests outran the deadline.
-  bool idle() const { return backend_->admission().queued() == 0 && backend_->admission().running() == 0; }
+  bool idle() const { return backend_->admission().held() == 0; }
 
  private:
   struct Call;  // one completion in flight
@@ -212,8 +212,8 @@ class Server {
   using BodyRoute = std::function<void(const httplib::Request&, httplib::Response&, const httplib::ContentReader&)>;
   BodyRoute guarded_body(BodyRouteFn fn, bool admin = false);
   std::string next_request_id();
+  bool draining() const;  // the queue is closed (shutdown() began)
   void release_active();  // one completion response fully written
-  void call_ended();      // one call the engine held has ended
 
   Backend* backend_;
   BankAdmin* bank_;
@@ -224,15 +224,11 @@ class Server {
   std::unique_ptr<HttpServer> http_;
   int64_t started_at_ = 0;
   std::atomic<uint64_t> request_counter_{0};
-  std::atomic<bool> draining_{false};
   std::mutex active_mu_;
   std::condition_variable active_cv_;
-  int64_t active_ = 0;  // completion responses not yet fully written
-  // Calls the engine holds (submitted, not yet ended): their on_done uses
-  // this server, so the destructor waits for them.
-  std::mutex calls_mu_;
-  std::condition_variable calls_cv_;
-  int64_t calls_ = 0;
+  // Completion responses not yet fully written (a stream outlives its
+  // call's end in the queue): shutdown waits for them. Not a gate.
+  int64_t active_ = 0;
 };
 
 }  // namespace sb

@@ -10,7 +10,7 @@
 //     stream, its last event written); it takes a mutex, copies the request
 //     and result, and returns. Nothing else happens on the caller's thread.
 //  2. Jobs run on the auditor's own thread, at the lowest CPU priority
-//     (nice 19), and only start while `idle()` says no request is running or
+//     (nice 19), and only start while `held()` says no request is running or
 //     waiting. An audit still decoding when a request arrives stops at its
 //     next step (counted as interrupted, not compared). A full queue drops
 //     the newest offer (counted).
@@ -47,9 +47,11 @@ namespace sb {
 struct AuditOptions {
   double rate = 0.0;       // in [0, 1]
   size_t max_queue = 16;   // offers waiting beyond this are dropped
-  // May an audit run now? (The server: nothing running or queued.) Null:
-  // always. Polled while jobs wait, and at every token of a running audit.
-  std::function<bool()> idle;
+  // The requests the engine's queue holds now, waiting or running, the
+  // audit's own included (the server: Admission's one count). An audit
+  // starts when it is 0 and stops when another request joins its own. Null:
+  // none. Polled while jobs wait, and at every token of a running audit.
+  std::function<size_t()> held;
   std::function<void(const std::string&)> log;  // null: stderr
   // Test hook: runs on the audit thread just before each job starts.
   std::function<void()> before_job;
@@ -79,6 +81,8 @@ class Auditor {
   void drain();
 
  private:
+  // No request but the audit's own `own` (0 or 1) in the engine's queue.
+  bool others_idle(size_t own) const;
   struct Job {
     CompletionRequest request;
     CompletionResult served;
