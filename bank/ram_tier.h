@@ -12,7 +12,7 @@
 // snapshots first, then chains from their least recently used tails (a
 // tail block with the snapshot at its end at once), never a chain's middle
 // block while its tail is here, and never what the eviction guard protects
-// (bank/tier.h, promise 4). The order in full: docs/bank.md, "RamTier's
+// (bank/tier.h, the eviction guard). The order in full: docs/bank.md, "RamTier's
 // eviction order".
 #pragma once
 
