@@ -1,5 +1,7 @@
 #include "bank/bank_factory.h"
 
+#include <cstdlib>
+
 namespace sb {
 
 Status TieredBank::open(BankOptions options, std::unique_ptr<TieredBank>* out) {
@@ -64,6 +66,12 @@ Status TieredBank::close(std::chrono::steady_clock::time_point deadline) {
   Status s = ssd_ ? ssd_->close(deadline) : Status::ok();
   Status r = remote_ ? remote_->close(deadline) : Status::ok();
   return s.is_ok() ? r : s;
+}
+
+std::string default_bank_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";
+  return "";
 }
 
 }  // namespace sb

@@ -97,4 +97,8 @@ class TieredBank {
   std::unique_ptr<Bank> bank_;
 };
 
+// The default --bank-dir: $XDG_CACHE_HOME/statebank/bank, else
+// $HOME/.cache/statebank/bank; empty when neither variable is set.
+std::string default_bank_dir();
+
 }  // namespace sb

@@ -1,38 +1,9 @@
-// MissReason: why a request's restore point is below the longest prefix it
-// could have restored (docs/bank.md, "Why a request missed").
-//
-// The longest usable prefix of an n-token prompt is floor((n - 1) / B) * B:
-// whole blocks, keeping one token to prefill. A request that restored all of
-// it has no reason (kNone); one that restored less has exactly one, the first
-// obstacle above its restore point:
-//
-//  - kBypass: the bank was not consulted (X-Cache-Mode: bypass, or no bank).
-//  - kEcho: an echo request needs the logits of every prompt token, which a
-//    restored prefix does not have; it skips the lookup.
-//  - kCheckFailed: stored objects above the restore point failed a check
-//    (checksum, tokens, shapes, or the composed state) and no good copy was
-//    left.
-//  - kSnapshotMissing: the blocks above the restore point are stored, but no
-//    snapshot of the recurrent state sits at any boundary among them.
-//  - kEvicted: the first block the walk needed is in no tier while a later
-//    block of the same chain is (an evicted middle block: a hole).
-//  - kDiverged: a stored chain shares the prompt's blocks up to the restore
-//    point and then differs at token `diverged_at` (inside the next block, or
-//    at its first token).
-//  - kOtherNamespace: nothing is stored for the prompt in its own namespace,
-//    but its first block is stored under another namespace seen since start.
-//    Operator-only: a request's record carries its own-namespace reason
-//    (kNoEntry or kReadOnly) and a flag; operator_miss_reason() combines
-//    them for the operator's views (/metrics, /v1/bank/requests), and the
-//    client's response never shows the flag, so no tenant learns what
-//    another one stored.
-//  - kReadOnly: nothing is stored past the restore point and nothing will be:
-//    the request is X-Cache-Mode: read-only, or no tier of the bank accepts
-//    writes. The next identical request misses the same way.
-//  - kNoEntry: nothing is stored past the restore point.
-//
-// A reason is a small dense index (counters are arrays of kCount); names are
-// what users see in JSON and metric labels.
+// MissReason: why a request's restore point is below the longest usable
+// prefix of its n-token prompt, floor((n - 1) / B) * B (whole blocks,
+// keeping one token to prefill): kNone when it restored all of it, else
+// exactly one reason, the first obstacle above its restore point (docs/bank.md,
+// "Why a request missed"). A small dense index (counters are arrays of
+// kMissReasons); the names are what users see in JSON and metric labels.
 #pragma once
 
 #include <cstddef>
@@ -42,14 +13,30 @@ namespace sb {
 
 enum class MissReason : uint8_t {
   kNone = 0,
-  kNoEntry,
+  kNoEntry,  // nothing is stored past the restore point
+  // A stored chain shares the prompt's blocks up to the restore point, then
+  // differs at token `diverged_at` (inside the next block, or at its first).
   kDiverged,
+  // The first block the walk needed is in no tier while a later block of
+  // the same chain is (an evicted middle block: a hole).
   kEvicted,
+  // The blocks above the restore point are stored, but no snapshot of the
+  // recurrent state sits at any boundary among them.
   kSnapshotMissing,
+  // Stored objects above the restore point failed a check (checksum,
+  // tokens, shapes, the composed state) and no good copy was left.
   kCheckFailed,
+  // Operator-only: nothing stored in the prompt's own namespace, but its
+  // first block is under another namespace seen since start. A request's
+  // record keeps its own reason and a flag (operator_miss_reason()); no
+  // client's response shows it, so no tenant learns what another stored.
   kOtherNamespace,
+  // Nothing is stored past the restore point and nothing will be (the
+  // request is read-only, or no tier accepts writes).
   kReadOnly,
-  kBypass,
+  kBypass,  // the bank was not consulted (X-Cache-Mode: bypass, or no bank)
+  // An echo request needs every prompt token's logits, which a restored
+  // prefix lacks: it skips the lookup.
   kEcho,
 };
 inline constexpr size_t kMissReasons = 10;

@@ -1,7 +1,7 @@
 // PinSet: prefixes an operator keeps warm for a while (POST /v1/bank/pins).
 // A pin names the chain keys K(1)..K(k) of one prefix; every block and
 // snapshot stored under those names is protected from eviction in every
-// tier that honours the guard (bank/tier.h, promise 4) until the pin
+// tier that honours the guard (bank/tier.h, the eviction guard) until the pin
 // expires. A pin may name objects not stored yet: a prefix pinned before it
 // is computed is kept once it is.
 //

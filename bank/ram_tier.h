@@ -12,11 +12,10 @@
 // snapshots first, then chains from their least recently used tails (a
 // tail block with the snapshot at its end at once), never a chain's middle
 // block while its tail is here, and never what the eviction guard protects
-// (bank/tier.h, promise 4). The order in full: docs/bank.md, "RamTier's
-// eviction order". Protected objects count in the budget: a protected
-// object that does not fit beside the protected ones already here is not
-// stored (kResourceExhausted), so pins never hold the tier over its budget;
-// only set_budget() below them leaves them above it until they expire.
+// (bank/tier.h, the eviction guard). The order in full: docs/bank.md, "RamTier's
+// eviction order". Protected objects count in the budget: one that does not
+// fit beside the protected ones already here is not stored
+// (kResourceExhausted), so pins never hold the tier over its budget.
 #pragma once
 
 #include <cstdint>

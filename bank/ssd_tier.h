@@ -1,42 +1,18 @@
-// SsdTier: the bank's disk tier. One file per object, named by its key
-// (content address), under a 256-way fan-out directory; the format is
-// bank/format.h and docs/bank-format.md (version 2).
-//
-//   <dir>/LOCK                              flock: one writer, or any number of readers
-//   <dir>/v2/objects/<2 hex>/<64 hex>.blk   block objects
-//   <dir>/v2/objects/<2 hex>/<64 hex>.snp   snapshot objects
-//   <dir>/v2/objects/<2 hex>/<name>.tmp-*   being written (removed at open)
-//   <dir>/v2/quarantine/<name>.q<pid>-<n>   failed a check; aged out, or `bank gc`
-//   <dir>/objects/, <dir>/quarantine/       a version-1 bank: reported, never read
-//
-// Promises (on top of bank/tier.h):
-//  1. put() never blocks longer than SsdOptions::put_max_wait: it queues the
-//     object for a background writer, or drops it (kResourceExhausted) when
-//     the bounded queue stays full.
-//  2. An object becomes visible (contains/get) only once durable: written to a
-//     temporary name, fsynced, renamed, and its directory fsynced. Any failed
-//     step (a failed fsync included) leaves it unpublished.
-//  3. get() reads the whole file and checks the header, the exact size, the
-//     payload checksum (XXH3-64), the key and kind, the part table, and, when
-//     configured, the part sizes against the schema and the block's key
-//     against its tokens. A failure is a miss: kCorruption, the file moves to
-//     quarantine/ (left in place in read-only mode), and check_failures grows.
-//  4. Opening recovers the index from the files: temporary files are
-//     removed, damaged ones quarantined, foreign and future-version files left
-//     alone (all with a log line); another version's bank in the directory is
-//     reported once and ignored. A second writer on the same directory is
-//     refused with a clear message.
-//  5. Only paths under `dir` are touched; every name is built from a key.
-//  6. Space (docs/bank-format.md, "Space"): published objects plus
-//     quarantined files stay within the budget (by default half the file
-//     system), and no write leaves less than the free-space reserve (10 % of
-//     the file system). Victims are deleted after the object that needs their
-//     room is published; only when the file system itself lacks the room are
-//     they deleted first. A failed write (ENOSPC, EIO, fsync) never removes a
-//     published object. Victims the eviction guard protects (pins) are passed
-//     over; when only protected objects are left and the new object does not
-//     fit the budget, it is not stored (kResourceExhausted in the writer),
-//     protected or not: pins never hold the tier over its budget.
+// SsdTier: the bank's disk tier, one file per object named by its key under
+// a 256-way fan-out (the layout and its rules in full: docs/bank.md,
+// "SsdTier's rules"; the format: bank/format.h, docs/bank-format.md).
+// Contract, on top of bank/tier.h:
+//  - put() waits at most SsdOptions::put_max_wait, else drops the object;
+//  - an object is visible only once durable (temporary name, fsync, rename,
+//    directory fsync); a failed step leaves it unpublished;
+//  - get() checks everything it reads; a failure is a miss (kCorruption),
+//    the file is quarantined, check_failures grows;
+//  - opening recovers the index from the files; a second writer is refused;
+//  - only paths under `dir` are touched, every name built from a key;
+//  - the budget and the free-space reserve hold; a failed write never
+//    removes a published object; protected (pinned) objects are kept, but
+//    an object that fits only over the budget is not stored, protected or
+//    not: pins never hold the tier over its budget.
 // Thread-safe. The destructor writes out the queue (unless close() dropped
 // it), then stops its threads.
 #pragma once

@@ -1,37 +1,13 @@
 // The agent workload (`statebank bench agent`): what the bank buys on
-// prompts that share a long prefix, side by side with the same requests
-// served with the bank bypassed, in one run.
-//
-// Workload. A shared prefix P (system prompt and tool schemas), per-project
-// data D_p, and per turn a short user message M_{p,t}. Turn t of project p
-// sends
-//     P + D_p + M_{p,0} + R_{p,0} + M_{p,1} + ... + R_{p,t-1} + M_{p,t}
-// where R_{p,i} is the reply generated at turn i (a conversation growing
-// turn by turn), with message_boundary at the start of M_{p,t}. Token ids are
-// deterministic pseudo-random ids from the seed: the bank is content
-// addressed, so only the sharing structure matters. Turns run turn-major
-// (every project's turn 0, then every project's turn 1, ...). After `turns`
-// turns the bank restarts: the Engine, the Bank and both tiers are destroyed
-// (the SSD write queue flushed first), the SSD tier is reopened from its
-// directory and the RAM tier starts empty; then `turns_after` more turns.
-//
-// Every bank request (CacheMode::kDefault) has a twin with CacheMode::kBypass
-// run right after it; the two must give the same tokens and bit-identical
-// logprobs (top alternatives included). A difference is recorded in the
-// result (`mismatches`), never hidden; the caller fails on it.
-//
-// After each bank request the SSD write queue is flushed outside the timed
-// region, so the next request's timing does not include this one's writes
-// and the bytes on disk are known per request.
-//
-// With a remote tier (remote_url): every bank also has the Redis tier below
-// RAM and SSD (its write queue flushed outside the timed region too), and
-// after the turns that follow the restart a *replica* starts: a fresh engine
-// and bank with an empty RAM tier and the remote tier only, as a second
-// server on another machine would have; it runs `turns_after` more turns
-// (phase "replica"), restoring what the first one published. The run's keys
-// live under their own prefix and expire an hour after their last use.
-//
+// prompts that share a long prefix, beside the same requests served with the
+// bank bypassed, in one run (the workload, the restart and the replica:
+// docs/development.md, "The agent workload's design").
+// Contract:
+//  - every bank request has a bypass twin run right after it; a difference
+//    in tokens or logprob bits is recorded (`mismatches`), never hidden;
+//  - token ids are deterministic from the seed;
+//  - the SSD (and remote) write queues are flushed outside the timed region,
+//    so a request's time never includes another's writes.
 // Thread safety: run_agent_workload() uses the model it is given from one
 // thread; call it from one thread.
 #pragma once

@@ -23,7 +23,6 @@
 #include "bank/bank_factory.h"
 #include "bank/format.h"
 #include "cli/commands.h"
-#include "cli/model_arg.h"
 #include "common/args.h"
 
 namespace sb {

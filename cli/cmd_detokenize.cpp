@@ -14,7 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/jsonl.h"
-#include "cli/model_arg.h"
+#include "model/model_arg.h"
 #include "common/args.h"
 #include "server/backend/model_files.h"
 #include "tokenizer/tokenizer.h"

@@ -21,7 +21,7 @@
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
 #include "cli/commands.h"
-#include "cli/model_arg.h"
+#include "model/model_arg.h"
 #include "common/args.h"
 #include "engine/engine.h"
 #include "model/model.h"

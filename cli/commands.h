@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "common/args.h"  // fail(), print_usage()
+
 namespace sb {
 
 int cmd_serve(int argc, char** argv);
@@ -14,10 +16,5 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_bank(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
-
-// Prints "statebank <command>: <message>" to stderr and returns 2.
-int fail(const char* command, const std::string& message);
-// A command's --help: its usage on stdout; returns 0.
-int print_usage(const char* usage);
 
 }  // namespace sb

@@ -42,7 +42,7 @@ sb_part(model     USES gguf)
 sb_part(bank      USES runtime fs)        # runtime: the state schema
 sb_part(engine    USES bank model)
 sb_part(server    USES engine tokenizer constrain)
-sb_part(bench     USES engine tokenizer)  # the benchmark workloads and the *_bench programs
+sb_part(bench     USES server)          # the benchmark workloads, `statebank bench`'s commands, the *_bench programs
 sb_part(cli       USES server bench)      # bench: `statebank bench agent|load` run its workloads
 sb_part(tests     ANY)
 sb_part(fuzz      ANY)

@@ -143,4 +143,14 @@ Status read_private_secret_file(const std::string& flag, const std::string& path
   return Status::ok();
 }
 
+int fail(const char* command, const std::string& message) {
+  std::fprintf(stderr, "statebank %s: %s\n", command, message.c_str());
+  return 2;
+}
+
+int print_usage(const char* usage) {
+  std::printf("%s\n", usage);
+  return 0;
+}
+
 }  // namespace sb

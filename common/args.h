@@ -49,4 +49,10 @@ Status read_secret_file(const std::string& flag, const std::string& path, std::s
 // chmod 600 it) and a secret shorter than 16 characters.
 Status read_private_secret_file(const std::string& flag, const std::string& path, std::string* secret);
 
+// What every command prints on the way out: "statebank <command>: <message>"
+// on stderr, returning exit code 2; and a command's --help, its usage on
+// stdout, returning 0.
+int fail(const char* command, const std::string& message);
+int print_usage(const char* usage);
+
 }  // namespace sb

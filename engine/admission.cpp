@@ -27,10 +27,7 @@ Admission::~Admission() {
     abandon_all();
   }
   work_cv_.notify_all();
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
-  }
+  wait_idle();
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
@@ -107,6 +104,21 @@ size_t Admission::queued() const {
 size_t Admission::running() const {
   std::lock_guard<std::mutex> lock(mu_);
   return running_;
+}
+
+size_t Admission::held() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size() + running_;
+}
+
+bool Admission::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
+void Admission::wait_idle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
 }
 
 void Admission::abandon_all() {

@@ -1,29 +1,17 @@
 // Admission: the one queue in front of a runner (the engine's restore stage
-// and step loop; in the server's tests, a fake engine). A request is
-// submitted with its completion callback and ends by exactly one call of it.
-//
-// Promises:
-//  1. submit() never blocks: beyond `slots` running and `max_queue` waiting
-//     it is kFull (bounded submissions only), after close() kClosed. Full
-//     means max_queue requests wait beyond the slots, whether the workers
-//     have taken theirs yet or not.
-//  2. Every accepted request ends exactly once: its on_done runs (on the
-//     runner's thread, or on a worker when it never started), and only then
-//     does it leave the counts queued() and running().
-//  3. A request that is cancelled (request.cancelled() true, or abandoned by
-//     drain's deadline or the destructor) before a worker takes it never
-//     reaches the runner: it ends ok with finish_reason kCancelled, as the
-//     step loop ends one; one cancelled after sees request.cancelled() true,
-//     which the runner polls (the engine before every step).
-//  4. With a tenant limit (tenant_share < 1), one tenant holds at most
-//     ceil(tenant_share x (slots + max_queue)) requests, at least one,
-//     waiting and running together: one more of its own is kTenantFull while
-//     other tenants still get in. A request without a tenant is not limited.
-//  5. drain() returns true when nothing waits or runs, or false at its
-//     deadline, having abandoned what is left (each still ends, by 2).
-//  6. At most `slots` requests are running (taken by a worker and not yet
-//     ended); `workers` threads take them in arrival order and hand each to
-//     the runner's start function.
+// and step loop; in the server's tests, a fake engine), the server's one gate
+// with the one count of running and waiting requests (docs/batching.md,
+// "Admit"). Contract:
+//  - submit() never blocks: beyond `slots` running and `max_queue` waiting
+//    it is kFull (bounded submissions only), after close() kClosed; with a
+//    tenant limit (tenant_share < 1) one tenant holds at most
+//    ceil(tenant_share x (slots + max_queue)) requests, else kTenantFull;
+//  - every accepted request ends by exactly one on_done, and only then
+//    leaves the count (held() = queued() + running());
+//  - one cancelled (or abandoned by drain's deadline or the destructor)
+//    before a worker takes it never reaches the runner: it ends ok, kCancelled;
+//  - at most `slots` run; `workers` threads start them in arrival order;
+//  - drain() is true when nothing is held, else abandons what is left.
 // Thread safety: every method may be called from any thread.
 #pragma once
 
@@ -87,6 +75,13 @@ class Admission {
 
   size_t queued() const;
   size_t running() const;
+  // queued() + running() under one lock: the one count of the requests the
+  // queue holds (the audit waits for it to be 0).
+  size_t held() const;
+  bool closed() const;  // close() was called: the server is draining
+  // Waits, without a deadline, until nothing waits or runs (every on_done
+  // has returned); abandons nothing.
+  void wait_idle();
   // The most requests held at once: slots + max_queue.
   size_t capacity() const { return static_cast<size_t>(limits_.slots) + limits_.max_queue; }
 

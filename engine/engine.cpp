@@ -88,16 +88,20 @@ Bank* Engine::bank() const { return context_->bank; }
 Key Engine::namespace_root(const std::string& name_space) const {
   return root_key(kBankFormatVersion, context_->model.fingerprint(), name_space, context_->options.block_tokens);
 }
-size_t Engine::running() const { return loop_->running(); }
-size_t Engine::waiting() const { return loop_->waiting(); }
 
 Admission& Engine::admission() const { return *admission_; }
 
+Status Engine::check(const CompletionRequest& request) const {
+  return validate(request, context_->model.vocab_size(), context_->model.has_mtp());
+}
+
 Admit Engine::submit(CompletionRequest request, CompletionDone on_done, std::string tenant) const {
+  if (!check(request)) return Admit::kInvalid;
   return admission_->submit(std::move(request), std::move(on_done), std::move(tenant));
 }
 
 Status Engine::complete(const CompletionRequest& request, CompletionResult* out) const {
+  SB_RETURN_IF_ERROR(check(request));
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -121,8 +125,7 @@ Status Engine::complete(const CompletionRequest& request, CompletionResult* out)
 
 void Engine::start(const std::shared_ptr<Ticket>& ticket) const {
   auto seq = std::make_unique<Sequence>(ticket->request, ticket->submitted);
-  Status s = validate(ticket->request, context_->model.vocab_size(), context_->model.has_mtp());
-  if (s) s = restore_prefix(*context_, *seq);
+  Status s = restore_prefix(*context_, *seq);
   if (!s) return admission_->finish(*ticket, std::move(s), CompletionResult{});
   seq->on_retired = [this, ticket](Sequence& done) {
     if (done.status) count(done.request, done.result);

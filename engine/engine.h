@@ -155,7 +155,8 @@ struct CompletionResult {
 
 // How Engine::submit() answered: accepted, or refused because the queue is
 // full, the request's tenant holds its share, or the engine is closed.
-enum class Admit { kOk, kFull, kTenantFull, kClosed };
+// kInvalid: the request fails Engine::check() (never queued).
+enum class Admit { kOk, kFull, kTenantFull, kClosed, kInvalid };
 
 // A submitted request's end: its status (a validation or bank error, or ok)
 // and result (finish_reason kCancelled when it was cancelled, also before it
@@ -285,13 +286,18 @@ class Engine {
   static Status create(const Model& model, Bank* bank, const EngineOptions& options, std::unique_ptr<Engine>* out);
   ~Engine();
 
-  // Admits a request; on_done gets its end, exactly once when admitted
-  // (never when refused). `tenant` (empty: none) is what tenant_share
-  // limits. Returns at once, on any thread.
+  // Every rule a request must keep (a prompt inside the vocabulary,
+  // sampling ranges, a speculative mode the checkpoint runs), checked before
+  // it is admitted: an invalid request never takes a place in the queue.
+  Status check(const CompletionRequest& request) const;
+  // Admits a request that passes check() (else kInvalid); on_done gets its
+  // end, exactly once when admitted (never when refused). `tenant` (empty:
+  // none) is what tenant_share limits. Returns at once, on any thread.
   Admit submit(CompletionRequest request, CompletionDone on_done, std::string tenant = "") const;
   // The synchronous form, for callers that wait for the result (tools,
-  // tests, the audit): submit() and wait. Never refused for a full queue (it
-  // waits in it); a closed engine is kUnsupported. *out is set when ok.
+  // tests, the audit): check(), submit() and wait. Never refused for a full
+  // queue (it waits in it); a closed engine is kUnsupported. *out is set
+  // when ok.
   Status complete(const CompletionRequest& request, CompletionResult* out) const;
   // The queue itself: its counts (queued: waiting for a slot; running:
   // restoring or in the step loop), and close/drain at shutdown.
@@ -304,9 +310,6 @@ class Engine {
   const Model& model() const;
   Bank* bank() const;
   EngineStats stats() const;
-  // Sequences in the step loop now (admitted, and waiting for a slot).
-  size_t running() const;
-  size_t waiting() const;
   // Test-only: defined in test code (tests/util/engine_test_hooks.cpp), so
   // the shipped binary has no way to break a restore.
   void set_test_hooks(EngineTestHooks hooks);
@@ -314,8 +317,8 @@ class Engine {
  private:
   Engine() = default;
   void count(const CompletionRequest& request, const CompletionResult& result) const;
-  // The restore stage of an admitted request, on a restore thread: validate,
-  // restore, then hand it to the step loop.
+  // The restore stage of an admitted request, on a restore thread: restore,
+  // then hand it to the step loop.
   void start(const std::shared_ptr<Ticket>& ticket) const;
 
   std::unique_ptr<EngineContext> context_;

@@ -1,34 +1,17 @@
 // StepBudget: how many prefill rows a step may take beside running decodes,
-// so that their inter-token latency stays within a ratio of a decode-only
-// step's. A budget in tokens alone cannot do that: on a CPU one prefill row
-// costs as much as a whole decode step's weight read shared by all its rows,
-// and a row late in a long prompt costs more than an early one (attention
-// reads every key before it). So the loop measures its own steps.
-//
-// Promises:
-//  1. With no decode row in the step, or itl_ratio 0, the prefill may take
-//     all of max_rows (the token budget alone).
-//  2. Otherwise the rows allowed are those whose estimated cost fits in
-//     (itl_ratio - 1) decode-only steps, at least kMinRows and at most
-//     max_rows. Until both costs have been measured, kGrid rows.
-//  3. Estimates are moving averages of the steps the loop reports: a
-//     decode-only step's time, and a prefill row's time: the average of the
-//     steps' prefill time (a step's time less a decode-only step when
-//     decodes ran beside it) over the average of their prefill rows, so a
-//     step of a few rows moves it by what those rows are worth, not by the
-//     noise of a whole step; they follow a prompt as it grows. A decode-only
-//     step's time is kept per number of decode rows (the nearest measured
-//     number stands in for the others).
-//  4. After kRefreshAfter steps in a row with prefill rows beside decodes,
-//     the next step with decodes takes no prefill row: beside a long prompt
-//     no step is decode-only by itself, and without a fresh measure a
-//     slower machine would be charged to the prompt's rows alone (fewer and
-//     fewer of them would fit).
-// Which rows a step takes never changes a result (a PrefillCarry makes any
-// split equal to an unsplit prefill), only when each token comes.
+// so that their inter-token latency stays within `itl_ratio` decode-only
+// steps; it measures the loop's own steps, since a token count alone cannot
+// (why, and the estimates in full: docs/batching.md, `--itl-ratio`).
+// Contract (BoundRule names each case):
+//  - no decode row in the step, or itl_ratio 0: all of max_rows (kUnbounded);
+//  - else the rows whose estimated cost fits (itl_ratio - 1) decode-only
+//    steps, within [kMinRows, max_rows] (kMeasured); kGrid rows until both
+//    costs are measured (kUnmeasured);
+//  - after kRefreshAfter mixed steps in a row, one step with decodes takes
+//    no prefill row, to measure a decode-only step again (kRefresh).
+// Which rows a step takes never changes a result, only when tokens come.
 // The arithmetic is a pure function of the measures (BudgetState,
-// prefill_bound()), which the step plan takes as its input
-// (engine/step_plan.h); StepBudget keeps them up to date.
+// prefill_bound()), the step plan's input; StepBudget keeps them current.
 // Thread safety: none; the step thread owns it.
 #pragma once
 
@@ -48,12 +31,12 @@ struct BudgetState {
   double decode_step_ms(int64_t rows) const;
 };
 
-// Which of promises 1, 2 and 4 set a step's prefill rows.
+// Which rule set a step's prefill rows.
 enum class BoundRule {
-  kUnbounded,   // promise 1: no decode in the step, or the ratio is off
-  kRefresh,     // promise 4: a decode-only step, 0 rows
-  kUnmeasured,  // promise 2: costs not measured yet, kGrid rows
-  kMeasured,    // promise 2: what fits the ratio
+  kUnbounded,   // no decode in the step, or the ratio is off
+  kRefresh,     // a decode-only step, 0 rows
+  kUnmeasured,  // costs not measured yet, kGrid rows
+  kMeasured,    // what fits the ratio
 };
 
 struct PrefillBound {

@@ -33,16 +33,6 @@ void StepLoop::start(std::unique_ptr<Sequence> seq) {
   work_cv_.notify_one();
 }
 
-size_t StepLoop::running() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return n_running_;
-}
-
-size_t StepLoop::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return waiting_.size();
-}
-
 void StepLoop::add_stats(EngineStats* stats) const {
   stats->steps = steps_.load(std::memory_order_relaxed);
   stats->step_tokens = step_tokens_.load(std::memory_order_relaxed);

@@ -1,44 +1,19 @@
-// StepLoop: continuous batching. One thread runs steps; each step is one
-// Model::forward over the decode token of every running sequence plus
-// prefill chunks of the sequences still prefilling, within the token budget.
-//
-// Promises:
-//  1. At most options.max_running sequences run; the others wait in arrival
-//     order and are admitted as slots free up, at the start of a step.
-//  2. A step consumes at most options.batch_tokens tokens: every running
-//     decode first (one token each), then prefill chunks in admission order
-//     with what is left (echo chunks at most kGrid rows). Beside running
-//     decodes the prefill rows are also held to what fits in
-//     options.itl_ratio decode-only steps (engine/step_budget.h), except a
-//     prompt's first grid chunk, which runs whole; now and then a refresh
-//     step runs the decodes alone. Which rows a step takes is decided by
-//     plan_step() (engine/step_plan.h), a pure function of the running
-//     sequences, the token budget and the budget's measures, where these
-//     rules are written out and tested with tables of cases. Chunks end
-//     anywhere: each sequence's PrefillCarry keeps the bits those of an
-//     unsplit prefill. So a long prefill delays the running decodes by one
-//     step of bounded time at a time, never by its whole length.
-//  3. A sequence cancelled (request.cancelled(), on_token returning false),
-//     stopped or at max_tokens leaves at the end of the step that saw it; a
-//     waiting sequence cancelled before it starts never runs.
-//  4. What a sequence gets never depends on the others (model/model.h
-//     promise 4; each sequence samples from its own logits with its own
-//     sampler).
-//  6. A sequence whose logits processor prepares() has its mask computed on
-//     its own worker (engine/mask_worker.h) while the next step runs; one
-//     whose mask is not ready when its logits are keeps them and sits out
-//     steps until it is. The step thread never waits for a mask, so a slow
-//     one holds back only its own sequence; nor does it retire a sequence
-//     whose worker still runs (the job reads the request).
-//  5. Speculation changes no result: a decoding sequence with a draft runs
-//     its k + 1 verify rows in the step (granted by the plan, promise 7 of
-//     engine/step_plan.h), emits the tokens its sampler draws from them up
-//     to the first draw that differs from the draft, and rolls its State
-//     back to the row after the last emitted one (engine/speculation.h).
-// Thread safety: start() may be called from many threads at once and
-// returns at once; a sequence's on_retired runs on the step thread. The
-// destructor waits for nothing: call it when no sequence is left in the loop
-// (the engine's Admission waits for every one to end first).
+// StepLoop: continuous batching (docs/batching.md). One thread runs steps;
+// each is one Model::forward over every running decode (with its draft
+// rows) plus prefill chunks, as plan_step() (engine/step_plan.h) decides.
+// Contract:
+//  - at most options.max_running sequences run; the others wait in arrival
+//    order for a slot, admitted at the start of a step;
+//  - a sequence cancelled, stopped or at max_tokens leaves at the end of the
+//    step that saw it; one cancelled while waiting never runs;
+//  - what a sequence gets never depends on the others or on the plan (batch
+//    and split invariance, model/model.h; speculation emits only what the
+//    sampler draws, engine/speculation.h);
+//  - the step thread never waits for a logits processor's mask
+//    (engine/mask_worker.h): a sequence whose mask is late sits out steps.
+// Thread safety: start() from any thread, returns at once; on_retired runs
+// on the step thread. Destroy it only when no sequence is left (the
+// engine's Admission waits for every one to end first).
 #pragma once
 
 #include <atomic>
@@ -68,8 +43,6 @@ class StepLoop {
   // on_retired and deletes it.
   void start(std::unique_ptr<Sequence> seq);
 
-  size_t running() const;
-  size_t waiting() const;
   // Adds the loop's counters (steps, step_tokens, peak_batch) and its
   // verify-row cost estimate to *stats.
   void add_stats(EngineStats* stats) const;

@@ -1,32 +1,17 @@
 // GGUF: the file format of llama.cpp (one file: header, metadata, tensor
-// infos, aligned tensor data), read and written here.
-//
-// GgufFile::parse / open promise, or fail with one clear error:
-//  - the header is GGUF version 2 or 3 (little-endian);
-//  - every count, length, shape, offset and size is checked against the
-//    bytes that remain, with overflow-safe arithmetic, before anything is
-//    allocated for it; arrays of arrays, duplicate keys or tensor names, a
-//    `general.alignment` that is not a power of two, a tensor whose bytes lie
-//    outside the data section or overlap another's, or whose offset is not
-//    aligned are errors naming the key or tensor;
-//  - a tensor of a type statebank does not compute with (F32, F16, BF16,
-//    Q8_0, Q4_0, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS are
-//    accepted) is an unsupported error
-//    naming the tensor and the type, raised while the tensor infos are read.
-// Tensors are TensorViews into the mapping (runtime/tensor_view.h) with the
-// shape in row-major order, outermost first: GGUF's ne = [cols, rows, ...]
-// becomes [..., rows, cols]. Data may be unaligned for its type when the
-// file's alignment is smaller than the type's. Immutable after open; views
-// live as long as the GgufFile.
-//
-// A model that llama.cpp's gguf-split cut into shards (PREFIX-00001-of-
-// 0000N.gguf ... PREFIX-0000N-of-0000N.gguf; `split.count` N > 1) opens from
-// its first shard as one GgufFile: the first shard's metadata, every
-// shard's tensors (views into each shard's mapping), the digest over all
-// shards' bytes in order. A missing or unreadable shard, one whose
-// split.no or split.count disagrees with its name, a tensor in two shards,
-// a tensor count other than split.tensors.count, or opening any shard but
-// the first is an error naming the file.
+// infos, aligned tensor data), read and written here; a model gguf-split cut
+// into shards opens from its first shard as one GgufFile.
+// Contract of GgufFile::parse / open (what each check refuses, in full:
+// docs/models.md, "Reading a GGUF file"):
+//  - one clear error naming the key, tensor or file, or a whole file: every
+//    count, length, shape, offset and size is checked against the bytes that
+//    remain, overflow-safe, before anything is allocated for it;
+//  - a tensor type statebank does not compute with is refused while the
+//    tensor infos are read;
+//  - tensors are TensorViews into the mapping, shape row-major outermost
+//    first (GGUF's ne = [cols, rows, ...] becomes [..., rows, cols]), data
+//    possibly unaligned for its type; views live as long as the GgufFile.
+// Immutable after open.
 #pragma once
 
 #include <cstdint>

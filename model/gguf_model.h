@@ -3,43 +3,13 @@
 // tools/gguf/convert.py writes, plus the block-quantized types), and such a
 // file (ours or llama.cpp's) read back as a ModelConfig and a Checkpoint of
 // the Hugging Face names the model binds.
-//
-// The layout (facts from llama.cpp's converter and graphs):
-//  * zero-centred RMSNorm weights are stored as 1 + w (computed in f32, as
-//    the kernel's offset does); on load the config's norm_weight_offset is
-//    false, so the product is bit for bit the same;
-//  * A_log is stored as ssm_a = -exp(A_log), computed with statebank's exp;
-//    on load it is used as it is (ModelConfig::a_stored_negated);
-//  * the conv weight is stored squeezed [C, K]; Qwen3-Next's in_proj_qkvz is
-//    split into attn_qkv ([all q | all k | all v]) and attn_gate (all z);
-//    Qwen3.5's value heads are reordered from grouped by key head to tiled in
-//    every tensor indexed by value head; routed experts are stacked [E, out,
-//    in]; the shared expert's gate [1, H] is stored [H];
-//  * the MTP head (mtp.*, config.mtp_layers 1, hybrid families) is block
-//    blk.<n_layers> counted in block_count with nextn_predict_layers 1: its
-//    decoder layer under a trunk layer's names, mtp.fc as nextn.eh_proj and
-//    its norms as nextn.enorm, nextn.hnorm, nextn.shared_head_norm
-//    (model/gguf_layout.h); a quantized file types them as llama-quantize;
-//  * the vocabulary is the checkpoint's tokenizer.json as gpt2 BPE with the
-//    qwen2 pre-tokenizer, padded with [PADi] entries to the vocab size;
-//    tokenizer_config.json's chat template, eos and pad tokens come along.
-// Every rearrangement is a permutation of rows or of whole blocks; so a file
-// written here from a checkpoint and loaded back gives the checkpoint's
-// logits bit for bit in F32 (and in BF16 from a bf16 checkpoint). Loading
-// undoes neither: every tensor it returns is a view into the file, in the
-// file's order and type (a quantized one needs nothing held beside the
-// kernels' packed copy). Qwen3-Next's
-// attn_qkv and attn_gate are two products (ModelConfig::qkvz_split) whose
-// outputs are already the layer's q|k|v and z; each keeps its own type
-// (llama-quantize's Q4_K_M gives some layers' attn_qkv Q6_K beside attn_gate
-// Q4_K). Qwen3.5's tiled value heads (ModelConfig::value_heads_tiled) are
-// put in order by the layer after its input projections (a copy of
-// activations, not of weights). out_proj sums over the
-// value heads: an unquantized one has its columns put back in order (the
-// checkpoint's summation order, hence its bits); a quantized one is used as
-// it lies, since a 128-wide head is not whole 256-blocks, with its input
-// tiled instead (the file's summation order, as llama.cpp computes it).
-// value_heads_tiled and qkvz_split are part of the fingerprint.
+// Contract: every rearrangement is a permutation of rows or whole blocks, so
+// a file written here and loaded back gives the checkpoint's logits bit for
+// bit in F32 (and in BF16 from a bf16 checkpoint); loading undoes none of
+// them: each tensor it returns is a view into the file, in the file's order
+// and type, and the config says how the layers read it (qkvz_split,
+// value_heads_tiled, both part of the fingerprint). The layout, fact by
+// fact: docs/models.md, "The GGUF layout".
 #pragma once
 
 #include <memory>

@@ -1,30 +1,12 @@
 // statebank's own transcendental functions: every e^x, log, sin, cos and
-// power of the forward pass and the sampler (docs/kernels.md, "Our own
-// functions").
-//
-// The C library's are not named by the model fingerprint, and their bits
-// differ between libraries and versions; these are built only from +, -, *,
-// /, explicit fused multiply-adds (std::fma is correctly rounded everywhere)
-// and integer operations on the bits, so they give the same bits on every
-// machine, compiler and C library (the build never contracts a * b + c on its
-// own: -ffp-contract=off). Changing any of them changes what a restored
-// state means: bump the numerics version (runtime/kernels.h).
-//
-// Accuracy, measured against the C library in double (tests/runtime/
-// math_test.cpp asserts the bounds):
-//   exp_f    within 2 ulp for x in (-87, 88]; +0 for x <= -87 (and -inf);
-//            e^88 for x > 88 (and +inf); NaN stays NaN. The bits of a lane
-//            of vexp (runtime/cpu/simd.h).
-//   exp_d    within 2 ulp (double) for x in [-708, 709]; +0 below -708
-//            (never a subnormal), +inf above 709, NaN stays NaN.
-//   log_d    within 4 ulp (double) for x > 0; -inf at 0, NaN below 0,
-//            +inf at +inf.
-//   sincos_d within 4 ulp (double) for |x| <= 2^24 (the RoPE table's
-//            arguments: float positions times frequencies of at most 1);
-//            rounded to float, within 1 ulp of the float nearest the truth.
-//   softplus_f  log(1 + e^x) in double, rounded once: within 1 ulp (float);
-//            +0 where that is below the normal floats.
-//   theta^-e as exp_d(-e log_d(theta)), rounded to float: within 1 ulp.
+// power of the forward pass and the sampler, built only from +, -, *, /,
+// explicit fused multiply-adds and integer operations on the bits, so that
+// they give the same bits on every machine, compiler and C library (why, and
+// each function's accuracy: docs/kernels.md, "Our own functions").
+// Contract: the accuracy bounds docs/kernels.md lists (math_test asserts
+// them); exp_f is the bits of a lane of vexp (runtime/cpu/simd.h); NaN stays
+// NaN. Changing any of them changes what a restored state means: bump the
+// numerics version (runtime/kernels.h).
 // Pure functions; thread-safe.
 #pragma once
 

@@ -304,107 +304,125 @@ void quantize_q6_k(const float* x, BlockQ6_K* y) {
   }
 }
 
-// The value of each of a block's elements as ggml computes it (levels n and
-// their scales as below), in element order.
+// Each format's elements as ggml computes them (levels n and their scales
+// as below), in element order; dequantize_block picks one.
+void dequantize_q8_0(const uint8_t* in, float* out) {
+  BlockQ8_0 b;
+  std::memcpy(&b, in, sizeof b);
+  for (int i = 0; i < 32; ++i) out[i] = static_cast<float>(b.qs[i]) * half(b.d);
+}
+
+void dequantize_q4_0(const uint8_t* in, float* out) {
+  BlockQ4_0 b;
+  std::memcpy(&b, in, sizeof b);
+  for (int i = 0; i < 16; ++i) {
+    out[i] = half(b.d) * static_cast<float>((b.qs[i] & 0xF) - 8);
+    out[16 + i] = half(b.d) * static_cast<float>((b.qs[i] >> 4) - 8);
+  }
+}
+
+void dequantize_q5(DType dtype, const uint8_t* in, float* out) {
+  int n[32];
+  block_levels(dtype, in, n);
+  uint16_t d, m;
+  std::memcpy(&d, in, 2);
+  std::memcpy(&m, in + 2, 2);
+  for (int i = 0; i < 32; ++i)
+    out[i] = dtype == DType::kQ5_0 ? static_cast<float>(n[i] - 16) * half(d)
+                                   : static_cast<float>(n[i]) * half(d) + half(m);
+}
+
+void dequantize_q4_q5_k(DType dtype, const uint8_t* in, float* out) {
+  const bool five = dtype == DType::kQ5_K;
+  BlockQ5_K b{};  // Q4_K's fields are Q5_K's without qh
+  std::memcpy(&b, in, 16);
+  std::memcpy(b.qs, in + (five ? 48 : 16), 128);
+  if (five) std::memcpy(b.qh, in + 16, 32);
+  for (int s = 0; s < 8; ++s) {
+    int sc, m;
+    kscale_min(b.scales, s, &sc, &m);
+    const float d = half(b.d) * static_cast<float>(sc), dm = half(b.dmin) * static_cast<float>(m);
+    const int j = s / 2, shift = 4 * (s % 2);
+    for (int l = 0; l < 32; ++l) {
+      const int n = ((b.qs[32 * j + l] >> shift) & 0xF) | (five ? ((b.qh[l] >> s) & 1) << 4 : 0);
+      out[32 * s + l] = d * static_cast<float>(n) - dm;
+    }
+  }
+}
+
+void dequantize_q6_k(const uint8_t* in, float* out) {
+  BlockQ6_K b;
+  std::memcpy(&b, in, sizeof b);
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int h = e / 128, quarter = (e % 128) / 32, l = e % 32;
+    const int low = (b.ql[64 * h + l + 32 * (quarter % 2)] >> (4 * (quarter / 2))) & 0xF;
+    const int high = (b.qh[32 * h + l] >> (2 * quarter)) & 3;
+    out[e] = half(b.d) * static_cast<float>(b.scales[e / 16]) * static_cast<float>((low | (high << 4)) - 32);
+  }
+}
+
+void dequantize_q2_k(const uint8_t* in, float* out) {
+  BlockQ2_K b;
+  std::memcpy(&b, in, sizeof b);
+  int n[kSuperBlock];
+  block_levels(DType::kQ2_K, in, n);
+  for (int s = 0; s < 16; ++s) {
+    const float dl = half(b.d) * static_cast<float>(b.scales[s] & 0xF);
+    const float ml = half(b.dmin) * static_cast<float>(b.scales[s] >> 4);
+    for (int l = 0; l < 16; ++l) out[16 * s + l] = dl * static_cast<float>(n[16 * s + l]) - ml;
+  }
+}
+
+void dequantize_q3_k(const uint8_t* in, float* out) {
+  BlockQ3_K b;
+  std::memcpy(&b, in, sizeof b);
+  int n[kSuperBlock];
+  block_levels(DType::kQ3_K, in, n);
+  for (int s = 0; s < 16; ++s) {
+    const float dl = half(b.d) * static_cast<float>(q3k_scale(b.scales, s) - 32);
+    for (int l = 0; l < 16; ++l) out[16 * s + l] = dl * static_cast<float>(n[16 * s + l] - 4);
+  }
+}
+
+void dequantize_iq4_nl(const uint8_t* in, float* out) {
+  int n[32];
+  block_levels(DType::kIQ4_NL, in, n);
+  const float d = half(static_cast<uint16_t>(in[0] | (in[1] << 8)));
+  for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(kIq4Values[n[i]]);
+}
+
+void dequantize_iq4_xs(const uint8_t* in, float* out) {
+  int n[kSuperBlock];
+  block_levels(DType::kIQ4_XS, in, n);
+  const float d = half(static_cast<uint16_t>(in[0] | (in[1] << 8)));
+  for (int s = 0; s < 8; ++s) {
+    const float dl = d * static_cast<float>(iq4xs_scale(in, s) - 32);
+    for (int l = 0; l < 32; ++l) out[32 * s + l] = dl * static_cast<float>(kIq4Values[n[32 * s + l]]);
+  }
+}
+
 void dequantize_block(DType dtype, const uint8_t* in, float* out) {
   switch (dtype) {
-    case DType::kQ8_0: {
-      BlockQ8_0 b;
-      std::memcpy(&b, in, sizeof b);
-      for (int i = 0; i < 32; ++i) out[i] = static_cast<float>(b.qs[i]) * half(b.d);
-      return;
-    }
-    case DType::kQ4_0: {
-      BlockQ4_0 b;
-      std::memcpy(&b, in, sizeof b);
-      for (int i = 0; i < 16; ++i) {
-        out[i] = half(b.d) * static_cast<float>((b.qs[i] & 0xF) - 8);
-        out[16 + i] = half(b.d) * static_cast<float>((b.qs[i] >> 4) - 8);
-      }
-      return;
-    }
+    case DType::kQ8_0:
+      return dequantize_q8_0(in, out);
+    case DType::kQ4_0:
+      return dequantize_q4_0(in, out);
     case DType::kQ5_0:
-    case DType::kQ5_1: {
-      int n[32];
-      block_levels(dtype, in, n);
-      uint16_t d, m;
-      std::memcpy(&d, in, 2);
-      std::memcpy(&m, in + 2, 2);
-      for (int i = 0; i < 32; ++i)
-        out[i] = dtype == DType::kQ5_0 ? static_cast<float>(n[i] - 16) * half(d)
-                                       : static_cast<float>(n[i]) * half(d) + half(m);
-      return;
-    }
+    case DType::kQ5_1:
+      return dequantize_q5(dtype, in, out);
     case DType::kQ4_K:
-    case DType::kQ5_K: {
-      const bool five = dtype == DType::kQ5_K;
-      BlockQ5_K b{};  // Q4_K's fields are Q5_K's without qh
-      std::memcpy(&b, in, 16);
-      std::memcpy(b.qs, in + (five ? 48 : 16), 128);
-      if (five) std::memcpy(b.qh, in + 16, 32);
-      for (int s = 0; s < 8; ++s) {
-        int sc, m;
-        kscale_min(b.scales, s, &sc, &m);
-        const float d = half(b.d) * static_cast<float>(sc), dm = half(b.dmin) * static_cast<float>(m);
-        const int j = s / 2, shift = 4 * (s % 2);
-        for (int l = 0; l < 32; ++l) {
-          const int n = ((b.qs[32 * j + l] >> shift) & 0xF) | (five ? ((b.qh[l] >> s) & 1) << 4 : 0);
-          out[32 * s + l] = d * static_cast<float>(n) - dm;
-        }
-      }
-      return;
-    }
-    case DType::kQ6_K: {
-      BlockQ6_K b;
-      std::memcpy(&b, in, sizeof b);
-      for (int e = 0; e < kSuperBlock; ++e) {
-        const int h = e / 128, quarter = (e % 128) / 32, l = e % 32;
-        const int low = (b.ql[64 * h + l + 32 * (quarter % 2)] >> (4 * (quarter / 2))) & 0xF;
-        const int high = (b.qh[32 * h + l] >> (2 * quarter)) & 3;
-        out[e] = half(b.d) * static_cast<float>(b.scales[e / 16]) * static_cast<float>((low | (high << 4)) - 32);
-      }
-      return;
-    }
-    case DType::kQ2_K: {
-      BlockQ2_K b;
-      std::memcpy(&b, in, sizeof b);
-      int n[kSuperBlock];
-      block_levels(dtype, in, n);
-      for (int s = 0; s < 16; ++s) {
-        const float dl = half(b.d) * static_cast<float>(b.scales[s] & 0xF);
-        const float ml = half(b.dmin) * static_cast<float>(b.scales[s] >> 4);
-        for (int l = 0; l < 16; ++l) out[16 * s + l] = dl * static_cast<float>(n[16 * s + l]) - ml;
-      }
-      return;
-    }
-    case DType::kQ3_K: {
-      BlockQ3_K b;
-      std::memcpy(&b, in, sizeof b);
-      int n[kSuperBlock];
-      block_levels(dtype, in, n);
-      for (int s = 0; s < 16; ++s) {
-        const float dl = half(b.d) * static_cast<float>(q3k_scale(b.scales, s) - 32);
-        for (int l = 0; l < 16; ++l) out[16 * s + l] = dl * static_cast<float>(n[16 * s + l] - 4);
-      }
-      return;
-    }
-    case DType::kIQ4_NL: {
-      int n[32];
-      block_levels(dtype, in, n);
-      const float d = half(static_cast<uint16_t>(in[0] | (in[1] << 8)));
-      for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(kIq4Values[n[i]]);
-      return;
-    }
-    case DType::kIQ4_XS: {
-      int n[kSuperBlock];
-      block_levels(dtype, in, n);
-      const float d = half(static_cast<uint16_t>(in[0] | (in[1] << 8)));
-      for (int s = 0; s < 8; ++s) {
-        const float dl = d * static_cast<float>(iq4xs_scale(in, s) - 32);
-        for (int l = 0; l < 32; ++l) out[32 * s + l] = dl * static_cast<float>(kIq4Values[n[32 * s + l]]);
-      }
-      return;
-    }
+    case DType::kQ5_K:
+      return dequantize_q4_q5_k(dtype, in, out);
+    case DType::kQ6_K:
+      return dequantize_q6_k(in, out);
+    case DType::kQ2_K:
+      return dequantize_q2_k(in, out);
+    case DType::kQ3_K:
+      return dequantize_q3_k(in, out);
+    case DType::kIQ4_NL:
+      return dequantize_iq4_nl(in, out);
+    case DType::kIQ4_XS:
+      return dequantize_iq4_xs(in, out);
     default:
       return;
   }

@@ -11,6 +11,8 @@ ApiError admission_error(Admit admit) {
     case Admit::kTenantFull:
       return ApiError{429, "this key's tenant holds its share of the server's slots (--tenant-share); retry later",
                       "server_error", "", "tenant_share_exceeded"};
+    case Admit::kInvalid:  // Backend::check() refuses these first, with the reason
+      return bad_request("", "the request is invalid");
     case Admit::kClosed:
     case Admit::kOk:
       break;

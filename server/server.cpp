@@ -138,9 +138,12 @@ Server::Server(Backend* backend, BankAdmin* bank, ServerOptions options)
 }
 
 Server::~Server() {
-  std::unique_lock<std::mutex> lock(calls_mu_);
-  calls_cv_.wait(lock, [this] { return calls_ == 0; });
+  // A call's on_done uses this server; the queue counts it until on_done
+  // has returned.
+  backend_->admission().wait_idle();
 }
+
+bool Server::draining() const { return backend_->admission().closed(); }
 
 std::string Server::next_request_id() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -154,13 +157,14 @@ bool Server::fixed_response(std::string_view method, std::string_view path, std:
                             std::string_view* body) {
   if (path == "/health") {
     static constexpr std::string_view kOk = R"({"status":"ok"})", kDraining = R"({"status":"draining"})";
-    *head = std::string(draining_ ? "HTTP/1.1 503 Service Unavailable" : "HTTP/1.1 200 OK") +
+    const bool draining = this->draining();
+    *head = std::string(draining ? "HTTP/1.1 503 Service Unavailable" : "HTTP/1.1 200 OK") +
             "\r\nContent-Type: application/json";
-    *body = draining_ ? kDraining : kOk;
+    *body = draining ? kDraining : kOk;
   } else if (!fixed_page_response(path, head, body)) {
     return false;
   }
-  metrics_.record_request(endpoint_label(std::string(path)), draining_ && path == "/health" ? 503 : 200);
+  metrics_.record_request(endpoint_label(std::string(path)), draining() && path == "/health" ? 503 : 200);
   return true;
 }
 
@@ -359,7 +363,7 @@ void Server::install_gates() {
 
 void Server::install_info_routes() {
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining_) {
+    if (draining()) {
       res.status = 503;
       res.set_content(R"({"status":"draining"})", kJson);
     } else {
@@ -485,7 +489,7 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
   try {
     // The key before the body: a client without one sends nothing we keep.
     CompletionInput in = completion_input(req, request_id);
-    if (draining_) throw ApiException{overloaded(503, "the server is shutting down")};
+    if (draining()) throw ApiException{overloaded(503, "the server is shutting down")};
     const std::string body = read_body(req, reader);
     body_read = true;
     in.body = body;
@@ -609,18 +613,11 @@ std::shared_ptr<Server::Call> Server::start_call(PreparedCompletion prepared, co
 }
 
 void Server::submit(const std::shared_ptr<Call>& call, const Protocol& protocol) {
-  {
-    std::lock_guard<std::mutex> lock(calls_mu_);
-    ++calls_;
-  }
   const Admit admit = backend_->submit(
       call->request,
       [this, call](Status status, CompletionResult result) { end_call(*call, std::move(status), std::move(result)); },
       call->tenant);
-  if (admit != Admit::kOk) {
-    call_ended();
-    throw ApiException{admission_error(admit)};
-  }
+  if (admit != Admit::kOk) throw ApiException{admission_error(admit)};
 }
 
 void Server::end_call(Call& call, Status status, CompletionResult result) {
@@ -631,7 +628,6 @@ void Server::end_call(Call& call, Status status, CompletionResult result) {
     call.done = true;
   }
   call.tokens.close();  // after the outcome: the request's thread reads it once the queue is closed
-  call_ended();         // the last use of this server
 }
 
 bool Server::take_tokens(Call& call, std::chrono::milliseconds wait, std::vector<std::string>* events) {
@@ -669,13 +665,6 @@ void Server::conclude(Call& call, std::vector<std::string>* events) {
   } else if (status.code() != Code::kCancelled) {
     *events = protocol.error_events(status_error(status, "", call.request_id));
   }
-}
-
-void Server::call_ended() {
-  // Notified under the lock: the destructor may be waiting to end.
-  std::lock_guard<std::mutex> lock(calls_mu_);
-  --calls_;
-  calls_cv_.notify_all();
 }
 
 void Server::record_completion(const Call& call, const Protocol& protocol, const CompletionResult& result) {
@@ -776,7 +765,7 @@ Status Server::bind(int* port) {
 }
 
 Status Server::serve() {
-  if (!http_->listen_after_bind() && !draining_) return Status::io_error("the listening socket failed");
+  if (!http_->listen_after_bind() && !draining()) return Status::io_error("the listening socket failed");
   return Status::ok();
 }
 
@@ -785,11 +774,11 @@ Status Server::shutdown() {
   // a second) stays for what follows the bank's flush (joins, unmapping, exit).
   const auto reserve = std::min<std::chrono::milliseconds>(options_.shutdown_deadline / 10, std::chrono::seconds(1));
   const auto deadline = Clock::now() + options_.shutdown_deadline - reserve;
-  draining_ = true;
-  // A body still arriving belongs to no accepted request: given up now.
-  http_->connections().drain();
+  // The one gate closes: from now on the server is draining.
   Admission& admission = backend_->admission();
   admission.close();
+  // A body still arriving belongs to no accepted request: given up now.
+  http_->connections().drain();
   auto left = [&] {
     return std::max(std::chrono::milliseconds(0),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));

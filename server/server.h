@@ -1,51 +1,17 @@
-// Server: statebank's OpenAI-compatible HTTP API (docs: interface.md, HTTP).
-//
-// Routes: POST /v1/completions, POST /v1/chat/completions, POST /v1/messages
-// and POST /v1/messages/count_tokens (Anthropic's), GET /v1/models,
-// GET /v1/models/{id}, GET /health, GET /metrics, GET /v1/bank; the
-// operator's routes (server/operator/bank_routes.cpp): GET /v1/bank/prefixes,
-// GET /v1/bank/requests, GET|POST /v1/bank/pins, DELETE /v1/bank/pins/{id},
-// POST /v1/bank/flush, and the page GET /bank (plus its assets /bank/NAME).
-//
-// Promises:
-//  1. Every error is OpenAI-shaped ({"error": {message, type, param, code}};
-//     on the /v1/messages routes Anthropic-shaped, server/protocols/anthropic/anthropic_renderer.h)
-//     with the status interface.md lists; a 500 is logged to stderr with the
-//     request id that the response (and its X-Request-Id header) carries.
-//  2. With API keys configured, every route but /health needs
-//     `Authorization: Bearer KEY` or `x-api-key: KEY` (else 401); the key names a tenant, whose
-//     namespace the request's bank state lives in (server/namespace.h). The
-//     bank admin routes (/v1/bank, /metrics: they show every tenant's
-//     traffic) need an admin key (else 403); check_admin() is their guard.
-//  3. Completions are admitted by the engine's one queue (Backend::submit,
-//     engine/admission.h), which runs up to max_running of them in its step
-//     loop: a full queue is 429 with Retry-After, a server that is shutting
-//     down answers 503 (admission_error(), server/errors.h). No thread waits
-//     per running request but the HTTP thread that answers it.
-//  4. A client that disconnects cancels its request at the engine's next
-//     step; a request still running at its deadline (request_timeout from
-//     arrival) is cancelled there too and answered 504 (a stream ends with
-//     an error event).
-//  5. Connections (server/transport/connections.h): at most max_connections stay open
-//     (at the cap the longest-waiting one is closed with a 503 to make room); a connection holds a request thread only
-//     while one request whose header arrived whole (within header_timeout)
-//     is served; /health and /metrics have threads of their own, so they are
-//     answered under full load; with every request thread busy anything else
-//     is 503 at once. Reads time out per call (io_timeout), a body as a
-//     whole (body_timeout), the time a response waits on its client as a
-//     whole (write_timeout); /health and the page's files take no thread.
-//  9. The key is checked before a body is read; a body is at most
-//     max_body_bytes as it arrives (chunked, compressed: decoded), else 413.
-//  10. With two or more tenants, one tenant holds at most the engine's
-//     tenant_share of the running and queued slots (429
-//     tenant_share_exceeded beyond it); with fewer, no share applies.
-//  6. The prompt is limited to the model's context length, or less
-//     (limits.max_prompt_tokens).
-//  7. shutdown() finishes what was accepted, stops listening, then flushes
-//     the bank's SSD write queue, all within the deadline.
-//  8. The operator's routes need the admin key when keys are configured
-//     (check_admin); the page itself is static and public (it holds no data,
-//     and asks for the key when the API answers 401).
+// Server: statebank's HTTP API, every route of docs/interface.md (HTTP) and
+// the operator's (server/operator/bank_routes.cpp); the decisions behind it
+// are server/README.md's.
+// Contract:
+//  - every error is OpenAI-shaped (Anthropic-shaped on /v1/messages) with
+//    the status interface.md lists; a 500 is logged with its request id;
+//  - with keys, every route but /health needs one, checked before a body is
+//    read; /metrics and /v1/bank need an admin key (check_admin);
+//  - a completion is checked whole, then admitted by the engine's one queue
+//    (Backend::check, Backend::submit): 429 when full, 503 once shutdown()
+//    began; no thread waits per running request but the one answering it;
+//  - a client gone or a deadline passed cancels its request at the next step;
+//  - shutdown() finishes what was accepted, stops listening and flushes the
+//    bank's write queue, all within the deadline.
 // Thread safety: construct, bind() and serve() from one thread; shutdown()
 // from any thread.
 #pragma once
@@ -152,7 +118,7 @@ class Server {
   Status shutdown();
   // After shutdown(): true when no request is queued or running (the model
   // workers can be joined). False only when requests outran the deadline.
-  bool idle() const { return backend_->admission().queued() == 0 && backend_->admission().running() == 0; }
+  bool idle() const { return backend_->admission().held() == 0; }
 
  private:
   struct Call;  // one completion in flight
@@ -219,8 +185,8 @@ class Server {
   using BodyRoute = std::function<void(const httplib::Request&, httplib::Response&, const httplib::ContentReader&)>;
   BodyRoute guarded_body(BodyRouteFn fn, bool admin = false);
   std::string next_request_id();
+  bool draining() const;  // the queue is closed (shutdown() began)
   void release_active();  // one completion response fully written
-  void call_ended();      // one call the engine held has ended
 
   Backend* backend_;
   BankAdmin* bank_;
@@ -231,15 +197,11 @@ class Server {
   std::unique_ptr<HttpServer> http_;
   int64_t started_at_ = 0;
   std::atomic<uint64_t> request_counter_{0};
-  std::atomic<bool> draining_{false};
   std::mutex active_mu_;
   std::condition_variable active_cv_;
-  int64_t active_ = 0;  // completion responses not yet fully written
-  // Calls the engine holds (submitted, not yet ended): their on_done uses
-  // this server, so the destructor waits for them.
-  std::mutex calls_mu_;
-  std::condition_variable calls_cv_;
-  int64_t calls_ = 0;
+  // Completion responses not yet fully written (a stream outlives its
+  // call's end in the queue): shutdown waits for them. Not a gate.
+  int64_t active_ = 0;
 };
 
 }  // namespace sb

@@ -22,6 +22,8 @@ if [[ "$part" != npm ]]; then
     # The fuzz targets (tools/fuzz.sh): clang with libFuzzer and its sanitizers.
     clang libclang-rt-dev
     nodejs npm
+    # The function length check (tools/function_length.sh).
+    universal-ctags
     # The /bank page's browser test: headless Debian chromium, driven by
     # playwright-core from tools/npm (chromium-driver for WebDriver users).
     chromium chromium-driver

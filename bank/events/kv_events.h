@@ -1,32 +1,15 @@
 // KvEventPublisher: tells routers what this replica's bank holds, as vLLM's
-// KV-cache events (docs/bank.md, "Bank events"), so that a prefix-aware
-// router (llm-d's precise prefix-cache scorer, NVIDIA Dynamo's KV router)
-// can send a prompt where most of it can be restored.
-//
-// Wire format, as vLLM's vllm/distributed/kv_events.py publishes it: a ZMQ
-// PUB socket sends three-frame messages (topic, an 8-byte big-endian
-// sequence number counting from 0, a msgpack payload). The payload is an
-// EventBatch map {"ts": seconds since the epoch, "events": [...]}; each event
-// is a map tagged by "type": BlockStored {block_hashes, parent_block_hash,
-// token_ids, block_size, lora_id, medium, lora_name}, BlockRemoved
-// {block_hashes, medium}, AllBlocksCleared {}. Block hashes are our 32-byte
-// chain keys (msgpack bin); medium is the tier ("ram", "ssd").
-//
-// The extension (fields vLLM's decoders ignore, since its structs accept
-// unknown fields): every BlockStored carries "statebank_position" (the
-// block's first token); a batch carries "statebank_snapshots_stored"
-// ([[key, medium], ...]) and "statebank_snapshots_removed" for snapshots,
-// whose key is the key of the block they end. A prefix's namespace is the
-// parent_block_hash of its block at position 0 (the namespace's root K0).
-//
-// Promises:
-//  1. Never blocks the bank: an observer call appends to a bounded queue
-//     under a leaf lock; when the queue is full the event is dropped and
-//     counted (a router then sees a stale index until later events fix it).
-//  2. Events leave in the order the tiers made them, batched by a background
-//     thread (a batch waits at most `batch_window` for more).
-//  3. ZMQ PUB itself never blocks: a subscriber too slow to keep up loses
-//     messages beyond the high-water mark (the sequence numbers show it).
+// KV-cache events (ZMQ PUB, msgpack EventBatch; statebank's extension fields
+// for positions and snapshots), so that a prefix-aware router can send a
+// prompt where most of it can be restored. The wire format in full:
+// docs/bank.md, "Bank events".
+// Contract:
+//  - it never blocks the bank: an observer call appends to a bounded queue
+//    under a leaf lock; a full queue drops the event and counts it;
+//  - events leave in the order the tiers made them, batched by a background
+//    thread (a batch waits at most `batch_window`);
+//  - ZMQ PUB never blocks: a subscriber too slow loses messages beyond the
+//    high-water mark (the sequence numbers show it).
 // Thread-safe.
 #pragma once
 

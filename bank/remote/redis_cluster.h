@@ -1,34 +1,18 @@
 // RedisCluster: sends single-key commands to a Redis (or Valkey) Cluster,
 // each to the master that owns its key's hash slot, so that the remote tier
 // spreads over several machines' memory and survives a master's loss
-// (docs/bank.md, "A Redis Cluster").
-//
-// Promises:
-//  1. Routing: a command's first argument after its name is its key; its
-//     slot is CRC16 (XMODEM) of the key, or of the text inside its first
-//     non-empty {hash tag}, modulo 16384, as every cluster node computes it.
-//     The slot map comes from CLUSTER SLOTS, asked of a seed at open and of
-//     any reachable node whenever it is known to be stale.
-//  2. Redirections are followed within the call's one deadline: MOVED updates
-//     the slot's owner (and asks for a fresh map); ASK sends ASKING and the
-//     command to the node named, for that command only. At most
-//     kMaxRedirects hops per command, then it fails.
-//  3. Per-node circuit breaker and time-out: the first failed exchange with
-//     a node (time-out, refused or reset connection, LOADING, MASTERDOWN)
-//     opens that node's breaker; commands for its slots then fail at once,
-//     touching no socket, until the background thread's PING every
-//     `retry_interval` answers. Other nodes' commands go on. A call never
-//     waits longer than `timeout` in all, whatever the nodes do.
-//  4. A failed command has a null reply; a reply is always the node's own
-//     answer to that command. CLUSTERDOWN and TRYAGAIN (a slot without a
-//     master, a migration in progress) are failures of that command, not of
-//     the node. When an exchange with a node fails, the map is read once
-//     more and that node's commands are sent once more, to whoever owns their
-//     slots now (a replica promoted while nothing called the dead master).
-//     So a killed master costs misses for its slots until a replica is
-//     promoted and the map is refreshed (the background thread refreshes it
-//     every `retry_interval` while a slot's owner is down or unknown);
-//     nothing here ever turns one key's reply into another's.
+// (the routing, redirections and failures in full: docs/bank.md, "A Redis
+// Cluster").
+// Contract:
+//  - a command's key is its first argument; its slot is CRC16 (XMODEM) of
+//    the key or its first non-empty {hash tag}, modulo 16384, as the nodes
+//    compute it; the slot map comes from CLUSTER SLOTS, re-read when stale;
+//  - MOVED and ASK are followed, at most kMaxRedirects hops, all within the
+//    call's one deadline (`timeout` in all, whatever the nodes do);
+//  - a node that fails opens its own breaker (its commands fail at once until
+//    a background PING answers); other nodes' commands go on;
+//  - a failed command has a null reply; a reply is always the node's own
+//    answer to that command, never another key's.
 // Thread-safe.
 #pragma once
 

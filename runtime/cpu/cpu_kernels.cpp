@@ -35,7 +35,8 @@ CpuKernels::CpuKernels(std::unique_ptr<ThreadPool> pool, const KernelOptions& op
   owned_pool_ = std::move(pool);
 }
 
-CpuKernels::CpuKernels(ThreadPool* pool, const KernelOptions& options) : pool_(pool), options_(options) {
+CpuKernels::CpuKernels(ThreadPool* pool, const KernelOptions& options, BlockOrder order)
+    : pool_(pool), options_(options), block_order_(order) {
   name_ = std::string("cpu/") + precision_name(options.precision) + "/";
   if (options.precision == Precision::kBF16) {
     native_bf16_ = options.bf16_path != KernelOptions::Bf16Path::kFma && native_bf16_agrees();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/cpu/backend.h"
+#include "runtime/cpu/quant_kernels.h"
 #include "runtime/kernels.h"
 #include "runtime/quant.h"
 #include "runtime/threads.h"
@@ -50,7 +51,8 @@ namespace cpu {
 
 class CpuKernels final : public Kernels {
  public:
-  CpuKernels(ThreadPool* pool, const KernelOptions& options);
+  // `order` other than kReference: test code's mutated kernels (quant_kernels.h).
+  CpuKernels(ThreadPool* pool, const KernelOptions& options, BlockOrder order = BlockOrder::kReference);
   // On a pool of its own.
   CpuKernels(std::unique_ptr<ThreadPool> pool, const KernelOptions& options);
   const std::string& name() const override { return name_; }
@@ -115,6 +117,7 @@ class CpuKernels final : public Kernels {
   std::unique_ptr<ThreadPool> owned_pool_;  // when made on a pool of its own
   ThreadPool* pool_;
   KernelOptions options_;
+  BlockOrder block_order_;  // the quantized tiles' (quant_kernels.h)
   bool native_bf16_ = false;    // vdpbf16ps present, allowed, and agreeing with bf16.h
   bool fma_many_rows_ = false;  // with native_bf16_: the fma tiles for calls of kFmaMinRows rows or more
   std::string name_;

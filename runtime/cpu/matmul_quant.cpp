@@ -19,7 +19,6 @@ namespace sb::cpu {
 namespace {
 
 std::atomic<QuantIsa> forced_isa{QuantIsa::kAuto};
-std::atomic<DType> mutation{DType::kF32};
 
 void tile_scalar(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0,
                  int rows, float* y, int64_t ldy) {
@@ -75,13 +74,23 @@ QuantIsa quant_isa_best() {
   return best;
 }
 
-QuantTileKernel quant_tile_kernel(QuantIsa isa) {
+QuantTileKernel quant_tile_kernel(QuantIsa isa, BlockOrder order) {
   if (isa == QuantIsa::kAuto) isa = quant_isa_best();
+  const bool reversed = order == BlockOrder::kReversedInTiles;
 #if defined(__x86_64__)
-  if (isa == QuantIsa::kAvx512Vnni) return &quant_vnni::tile;
-  if (isa == QuantIsa::kAvx2) return &quant_avx2::tile;
+  if (isa == QuantIsa::kAvx512Vnni) return reversed ? &quant_vnni::tile_reversed : &quant_vnni::tile;
+  if (isa == QuantIsa::kAvx2) return reversed ? &quant_avx2::tile_reversed : &quant_avx2::tile;
 #endif
-  return &tile_scalar;
+  return &tile_scalar;  // the reference: one row at a time, nothing to reverse
+}
+
+QuantPackedTileKernel quant_packed_tile_kernel(BlockOrder order) {
+#if defined(__x86_64__)
+  return order == BlockOrder::kReversedInTiles ? &quant_packed_tile_reversed : &quant_packed_tile;
+#else
+  (void)order;
+  return nullptr;  // nothing is repacked without AVX512-VNNI
+#endif
 }
 
 void quantize_activations(QuantIsa isa, const float* x, int64_t r0, int64_t r1, QuantizedRows* xq) {
@@ -99,8 +108,6 @@ QuantIsa quant_isa_in_use() {
   return isa == QuantIsa::kAuto ? quant_isa_best() : isa;
 }
 
-void set_quant_mutation(DType dtype) { mutation.store(dtype); }
-DType quant_mutation() { return mutation.load(std::memory_order_relaxed); }
 
 void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y) {
   FlushSubnormals mode;
@@ -111,7 +118,7 @@ void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, flo
   for_ranges(m, K, [&](int64_t r0, int64_t r1) { quantize_activations(isa, x + r0 * K, r0, r1, &xq); });
   if (w.packed && w.packed->quant == w.dtype && quant_isa_in_use() == QuantIsa::kAvx512Vnni)
     return matmul_quant_packed(xq, w, y);
-  const QuantTileKernel kernel = quant_tile_kernel(quant_isa_in_use());
+  const QuantTileKernel kernel = quant_tile_kernel(quant_isa_in_use(), block_order_);
   const int64_t row_bytes = dtype_row_bytes(w.dtype, K);
   const uint8_t* data = static_cast<const uint8_t*>(w.data);
   // A task is a run of consecutive weight rows, whole tiles of them (one
@@ -140,6 +147,7 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
   const int64_t group_bytes = quant_packed_group_bytes(w.dtype, w.cols);
   const uint8_t* data = w.packed->quant_bytes();
   const std::vector<int32_t> offsets = quant_packed_offsets(w.dtype, xq);
+  const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
   const int64_t per = std::max<int64_t>(1, groups / (4 * pool_->size()));
   constexpr int64_t kSlab = 64;
   pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
@@ -155,7 +163,7 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
         const int64_t tiles = (i1 - i0 + kQuantPackedTileRows - 1) / kQuantPackedTileRows;
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t a = i0 + t * (i1 - i0) / tiles, e = i0 + (t + 1) * (i1 - i0) / tiles;
-          quant_packed_tile(w.dtype, data + g * group_bytes, xq, offsets.data(), a, static_cast<int>(e - a), y + a * N + j, N, cols);
+          tile(w.dtype, data + g * group_bytes, xq, offsets.data(), a, static_cast<int>(e - a), y + a * N + j, N, cols);
         }
       }
     }

@@ -222,8 +222,10 @@ SB_ISA_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 namespace sb::cpu {
 namespace {
 
-template <int R>
+template <int R, BlockOrder kOrder>
 struct PackedTile {
+  static constexpr int kRows = R;
+  static constexpr bool kReversed = kOrder == BlockOrder::kReversedInTiles && R > 1;
   const int8_t* q[R];
   const float* d[R];
   const int16_t* sums[R];
@@ -266,22 +268,25 @@ inline __m512 halves16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-template <int R, class Fold>
-inline void for_blocks(int64_t nb, DType dtype, Fold&& fold) {
-  if (R > 1 && quant_mutation() == dtype) {
+// Runs fold(b) over the blocks in quant_dot_ref's order (or the tile's
+// mutated order, fixed when it was compiled).
+template <class T, class Fold>
+inline void for_blocks(const T&, int64_t nb, Fold&& fold) {
+  if constexpr (T::kReversed) {
     for (int64_t b = nb - 1; b >= 0; --b) fold(b);
-    return;
+  } else {
+    for (int64_t b = 0; b < nb; ++b) fold(b);
   }
-  for (int64_t b = 0; b < nb; ++b) fold(b);
 }
 
 // Q8_0: the rows inside the loop over the block's 8 weight vectors, so that
 // one weight vector and two integer chains per row (k even, k odd) are live,
 // not all 8 vectors beside 16 chains and the rows' float sums (a tile of 8
 // spilled and ran no faster than two of 4).
-template <int R>
-void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
-  for_blocks<R>(nb, DType::kQ8_0, [&](int64_t b) {
+template <class T>
+void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
+  constexpr int R = T::kRows;
+  for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * 544;
     for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
     __m512i I[R], J[R];
@@ -304,10 +309,11 @@ void packed_q8_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
   });
 }
 
-template <int R>
-void packed_q4_0(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+template <class T>
+void packed_q4_0(const uint8_t* g, int64_t nb, T& t) {
+  constexpr int R = T::kRows;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  for_blocks<R>(nb, DType::kQ4_0, [&](int64_t b) {
+  for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * 288;
     for (int l = 0; l < 288; l += 64) fetch_ahead(blk + l);
     __m512i lev[8];
@@ -363,17 +369,18 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
 }
 
 // Lane sums of lev[j0..j0+n) against row r's activation groups from `at`.
-template <int R>
-inline __m512i dots(const PackedTile<R>& t, int r, const __m512i* lev, int n, int64_t at, __m512i acc) {
+template <class T>
+inline __m512i dots(const T& t, int r, const __m512i* lev, int n, int64_t at, __m512i acc) {
   for (int j = 0; j < n; ++j) acc = dpbusd_bcast(acc, lev[j], t.q[r] + at + 4 * j);
   return acc;
 }
 
-template <int R, DType kType>
-void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+template <DType kType, class T>
+void packed_k(const uint8_t* g, int64_t nb, T& t) {
+  constexpr int R = T::kRows;
   constexpr bool kSix = kType == DType::kQ6_K;
   const KLayout lay = k_layout(kType);
-  for_blocks<R>(nb, kType, [&](int64_t b) {
+  for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
     // In memory, once per sub-block: the registers are the levels'.
     alignas(64) int32_t I[R][16] = {}, M[R][16] = {};
@@ -425,11 +432,12 @@ void packed_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
 // vpdpwssd per pair against the activations' two sub-block sums) runs after
 // the levels, so that a tile of 8 rows keeps its 24 integer accumulators in
 // registers. Integer sums: exact in any order, so the bits are the others'.
-template <int R>
-void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
+template <class T>
+void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
+  constexpr int R = T::kRows;
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
   const KLayout lay = k_layout(DType::kQ4_K);
-  for_blocks<R>(nb, DType::kQ4_K, [&](int64_t b) {
+  for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
     // In memory, once per pair: the registers are the inner loop's.
     alignas(64) int32_t I[R][16] = {};
@@ -482,26 +490,26 @@ void packed_q4_k(const uint8_t* g, int64_t nb, PackedTile<R>& t) {
   });
 }
 
-template <int R>
+template <int R, BlockOrder kOrder>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
-  PackedTile<R> t(x, offsets, x.cols / (dtype == DType::kQ6_K ? 16 : 32), i0);
+  PackedTile<R, kOrder> t(x, offsets, x.cols / (dtype == DType::kQ6_K ? 16 : 32), i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
     case DType::kQ8_0:
-      packed_q8_0<R>(g, nb, t);
+      packed_q8_0(g, nb, t);
       break;
     case DType::kQ4_0:
-      packed_q4_0<R>(g, nb, t);
+      packed_q4_0(g, nb, t);
       break;
     case DType::kQ4_K:
-      packed_q4_k<R>(g, nb, t);
+      packed_q4_k(g, nb, t);
       break;
     case DType::kQ5_K:
-      packed_k<R, DType::kQ5_K>(g, nb, t);
+      packed_k<DType::kQ5_K>(g, nb, t);
       break;
     case DType::kQ6_K:
-      packed_k<R, DType::kQ6_K>(g, nb, t);
+      packed_k<DType::kQ6_K>(g, nb, t);
       break;
     default:
       break;
@@ -513,29 +521,40 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const in
   }
 }
 
+template <BlockOrder kOrder>
+void packed_tile_in_order(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets, int64_t i0,
+                          int rows, float* y, int64_t ldy, int cols) {
+  static_assert(kQuantPackedTileRows <= 8);
+  switch (rows) {
+    case 1:
+      return packed_tile<1, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+    case 2:
+      return packed_tile<2, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+    case 3:
+      return packed_tile<3, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+    case 4:
+      return packed_tile<4, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+    case 5:
+      return packed_tile<5, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+    case 6:
+      return packed_tile<6, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+    case 7:
+      return packed_tile<7, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+    default:
+      return packed_tile<8, kOrder>(dtype, group, x, offsets, i0, y, ldy, cols);
+  }
+}
+
 }  // namespace
 
 void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets, int64_t i0,
                        int rows, float* y, int64_t ldy, int cols) {
-  static_assert(kQuantPackedTileRows <= 8);
-  switch (rows) {
-    case 1:
-      return packed_tile<1>(dtype, group, x, offsets, i0, y, ldy, cols);
-    case 2:
-      return packed_tile<2>(dtype, group, x, offsets, i0, y, ldy, cols);
-    case 3:
-      return packed_tile<3>(dtype, group, x, offsets, i0, y, ldy, cols);
-    case 4:
-      return packed_tile<4>(dtype, group, x, offsets, i0, y, ldy, cols);
-    case 5:
-      return packed_tile<5>(dtype, group, x, offsets, i0, y, ldy, cols);
-    case 6:
-      return packed_tile<6>(dtype, group, x, offsets, i0, y, ldy, cols);
-    case 7:
-      return packed_tile<7>(dtype, group, x, offsets, i0, y, ldy, cols);
-    default:
-      return packed_tile<8>(dtype, group, x, offsets, i0, y, ldy, cols);
-  }
+  packed_tile_in_order<BlockOrder::kReference>(dtype, group, x, offsets, i0, rows, y, ldy, cols);
+}
+
+void quant_packed_tile_reversed(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets,
+                                int64_t i0, int rows, float* y, int64_t ldy, int cols) {
+  packed_tile_in_order<BlockOrder::kReversedInTiles>(dtype, group, x, offsets, i0, rows, y, ldy, cols);
 }
 
 }  // namespace sb::cpu

@@ -38,7 +38,15 @@ bool quant_isa_supported(QuantIsa isa);
 constexpr int kQuantTileRows = 4, kQuantTileCols = 8;
 using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x,
                                  int64_t i0, int rows, float* y, int64_t ldy);
-QuantTileKernel quant_tile_kernel(QuantIsa isa);
+
+// The order a tile folds its blocks in, fixed when a kernel is compiled:
+// kReference is quant_dot_ref's, the only one the product runs;
+// kReversedInTiles folds the blocks of a tile of several rows backwards, an
+// order that depends on the batch, which the invariance and reference tests
+// must catch. Kernels with it are made by test code alone
+// (tests/util/mutated_kernels.h hands them to CpuKernels).
+enum class BlockOrder : uint8_t { kReference, kReversedInTiles };
+QuantTileKernel quant_tile_kernel(QuantIsa isa, BlockOrder order = BlockOrder::kReference);
 
 // The repacked layout of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K for
 // AVX512-VNNI (matmul_quant_packed.cpp, made by prepare()): groups of
@@ -57,6 +65,11 @@ std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x);
 // of the other kernels.
 void quant_packed_tile(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets, int64_t i0,
                        int rows, float* y, int64_t ldy, int cols);
+using QuantPackedTileKernel = void (*)(DType dtype, const uint8_t* group, const QuantizedRows& x,
+                                       const int32_t* offsets, int64_t i0, int rows, float* y, int64_t ldy, int cols);
+QuantPackedTileKernel quant_packed_tile_kernel(BlockOrder order = BlockOrder::kReference);
+void quant_packed_tile_reversed(DType dtype, const uint8_t* group, const QuantizedRows& x, const int32_t* offsets,
+                                int64_t i0, int rows, float* y, int64_t ldy, int cols);
 
 // Rows [r0, r1) of x (row r0 first) quantized into xq (sized by
 // xq->reset) with QuantizedRows::quantize's bits by a variant: kScalar is
@@ -71,13 +84,6 @@ void quantize_activations(QuantIsa isa, const float* x, int64_t r0, int64_t r1, 
 void force_quant_isa(QuantIsa isa);
 QuantIsa quant_isa_in_use();
 
-// Test-only: while set to a quantized type, that type's SIMD kernel folds
-// the blocks of a tile of several rows in descending order, a reduction
-// order that depends on the batch, which the invariance and reference tests
-// must catch. kF32: none (the default).
-void set_quant_mutation(DType dtype);
-DType quant_mutation();
-
 // w repacked (REQUIRES quant_packs(w.dtype)), on the pool's threads.
 std::shared_ptr<const PackedWeight> pack_quant(const WeightRef& w, ThreadPool* pool);
 
@@ -85,11 +91,15 @@ namespace quant_avx2 {
 void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
 void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
           float* y, int64_t ldy);
+void tile_reversed(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0,
+                   int rows, float* y, int64_t ldy);
 }  // namespace quant_avx2
 namespace quant_vnni {
 void quantize_rows(const float* x, int64_t r0, int64_t r1, QuantizedRows* xq);
 void tile(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0, int rows,
           float* y, int64_t ldy);
+void tile_reversed(DType dtype, const uint8_t* w, int64_t row_bytes, int cols, const QuantizedRows& x, int64_t i0,
+                   int rows, float* y, int64_t ldy);
 }  // namespace quant_vnni
 
 }  // namespace sb::cpu

@@ -86,12 +86,18 @@ class Backend {
   // backend cannot constrain (requests that need it are refused).
   virtual std::shared_ptr<const constrain::Vocabulary> vocabulary() const = 0;
 
+  // The engine's rules for a request (Engine::check), asked before it is
+  // admitted, so that an invalid request is refused with its reason and
+  // never takes a place in the queue.
+  virtual Status check(const CompletionRequest& request) const = 0;
   // Admits one request into the engine's queue (Engine::submit's contract,
   // engine/admission.h): returns at once; on_done runs exactly once, on an
   // engine thread, when it is admitted. `tenant`: what the tenant share
   // limits (empty: not limited).
   virtual Admit submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) = 0;
-  // That queue: its counts for /metrics, close() and drain() at shutdown.
+  // That queue, the server's one gate: its count of running and waiting
+  // requests (/metrics, the audit), close() and drain() at shutdown (closed
+  // is draining).
   virtual Admission& admission() = 0;
   // The response to a completed request is finished (built, or its stream's
   // last event written): the audit's hook (server/operator/audit.h). Not called for

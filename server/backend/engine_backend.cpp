@@ -76,8 +76,8 @@ Status EngineBackend::open(const EngineBackendOptions& options, std::unique_ptr<
   if (options.audit_rate > 0 && b->bank_) {
     AuditOptions ao;
     ao.rate = options.audit_rate;
-    EngineBackend* self = b.get();
-    ao.idle = [self] { return self->running_.load() == 0; };
+    const Admission* admission = &b->engine_->admission();
+    ao.held = [admission] { return admission->held(); };
     b->auditor_ = std::make_unique<Auditor>(*b->engine_, b->bank_, ao);
   }
   *out = std::move(b);
@@ -138,16 +138,7 @@ Admit EngineBackend::submit(CompletionRequest request, CompletionDone on_done, c
     std::lock_guard<std::mutex> lock(namespaces_mu_);
     if (namespaces_.size() < 4096) namespaces_.emplace(root, request.name_space);
   }
-  running_.fetch_add(1);
-  const Admit admit = engine_->submit(
-      std::move(request),
-      [this, on_done = std::move(on_done)](Status s, CompletionResult result) {
-        running_.fetch_sub(1);
-        on_done(std::move(s), std::move(result));
-      },
-      tenant);
-  if (admit != Admit::kOk) running_.fetch_sub(1);
-  return admit;
+  return engine_->submit(std::move(request), std::move(on_done), tenant);
 }
 
 void EngineBackend::response_finished(const CompletionRequest& request, const CompletionResult& result) {
@@ -208,8 +199,6 @@ json EngineBackend::bank_stats_json() const {
                  {"cached_tokens", e.cached_tokens},
                  {"modes", modes},
                  {"check_failures", e.check_failures},
-                 {"running", engine_->running()},
-                 {"waiting", engine_->waiting()},
                  {"steps", e.steps},
                  {"step_tokens", e.step_tokens},
                  {"peak_batch", e.peak_batch},

@@ -61,6 +61,7 @@ class EngineBackend : public Backend, public BankAdmin {
   Status render_chat(const ChatParams& params, ChatPrompt* out) const override;
   std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override;
   std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return vocabulary_; }
+  Status check(const CompletionRequest& request) const override { return engine_->check(request); }
   Admit submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) override;
   Admission& admission() override { return engine_->admission(); }
   // The synchronous form (benches): Engine::complete().
@@ -95,7 +96,6 @@ class EngineBackend : public Backend, public BankAdmin {
   std::unique_ptr<TieredBank> tiers_;
   Bank* bank_ = nullptr;  // tiers_->bank(); null without tiers
   std::unique_ptr<Engine> engine_;
-  std::atomic<int> running_{0};  // submitted requests not yet ended: the audit runs when 0
   std::unique_ptr<Auditor> auditor_;
   // Root key -> namespace, for the operator's listings (bounded).
   mutable std::mutex namespaces_mu_;

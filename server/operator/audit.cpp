@@ -95,6 +95,8 @@ void Auditor::drain() {
   idle_cv_.wait(l, [&] { return stop_ || (queue_.empty() && !running_job_); });
 }
 
+bool Auditor::others_idle(size_t own) const { return !options_.held || options_.held() <= own; }
+
 void Auditor::run() {
   // The lowest priority for this thread (Linux: per thread).
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
@@ -104,7 +106,7 @@ void Auditor::run() {
       std::unique_lock<std::mutex> l(mu_);
       for (;;) {
         if (stop_) return;
-        if (!queue_.empty() && (!options_.idle || options_.idle())) break;
+        if (!queue_.empty() && others_idle(0)) break;
         // Waits for an offer; while jobs wait for idle time, looks again
         // every 20 ms (the server does not announce that it went idle).
         if (queue_.empty())
@@ -135,11 +137,11 @@ void Auditor::audit(const Job& job) {
   // being destroyed.
   std::atomic<bool> interrupted{false};
   cold.cancelled = [this, &interrupted] {
-    if (stopping_.load() || (options_.idle && !options_.idle())) interrupted = true;
+    if (stopping_.load() || !others_idle(1)) interrupted = true;
     return interrupted.load();
   };
   cold.on_token = [&](const GeneratedToken&) {
-    if (stopping_.load() || (options_.idle && !options_.idle())) interrupted = true;
+    if (stopping_.load() || !others_idle(1)) interrupted = true;
     return !interrupted.load();
   };
   CompletionResult again;

@@ -1,33 +1,19 @@
-// Auditor: `--audit RATE`, the server checking its own promise. A sampled
-// share of the requests that restored a prefix is recomputed with the bank
-// bypassed and compared bit for bit (tokens, logprob bits, top
-// alternatives). A mismatch takes every object the restore used out of every
-// tier (Bank::quarantine), is logged once with the chain, and is counted;
-// the next identical request is served cold and publishes correct objects.
-//
-// Never delaying a response, by construction:
-//  1. offer() is called once the response is finished (built, and for a
-//     stream, its last event written); it takes a mutex, copies the request
-//     and result, and returns. Nothing else happens on the caller's thread.
-//  2. Jobs run on the auditor's own thread, at the lowest CPU priority
-//     (nice 19), and only start while `idle()` says no request is running or
-//     waiting. An audit still decoding when a request arrives stops at its
-//     next step (counted as interrupted, not compared). A full queue drops
-//     the newest offer (counted).
-//  3. The audit holds what it needs by ownership: offer() copies the
-//     request's data and drops the caller's callbacks (on_token, cancelled,
-//     on_logits point into a response that is finished and may be freed);
-//     the cold run gets the auditor's own.
-//  4. The audit never destroys good state on weak evidence: a cold run that
-//     ended before its own end (interrupted, cancelled, an error) is counted
-//     as interrupted or as an error, never compared, never quarantines.
-// Sampling is a counter, not a clock or a random draw: every 1/RATE-th
-// eligible offer is audited, so a run is reproducible. Eligible: the bank
-// restored at least one block and at least one token was generated,
-// whatever ended generation (length, a stop token, a stop string).
-//
-// Thread safety: offer(), stats() and drain() may be called from any thread.
-// The Engine and Bank must outlive the Auditor.
+// Auditor: `--audit RATE`, the server checking its own promise: a sampled
+// share of the restored requests recomputed with the bank bypassed and
+// compared bit for bit; a mismatch quarantines every object the restore used
+// (docs/bank.md, "Audit").
+// Contract:
+//  - it never delays a response: offer() (called once a response is
+//    finished) copies and returns; jobs run on the auditor's own thread at
+//    nice 19, only while `held()` shows no other request, and stop at the
+//    next step when one arrives;
+//  - it holds what it needs by ownership, never the caller's callbacks;
+//  - a cold run cut short is counted as interrupted (or an error), never
+//    compared, never quarantines;
+//  - sampling is a counter (every 1/RATE-th eligible offer: restored at
+//    least one block and generated a token), so a run is reproducible.
+// Thread safety: offer(), stats() and drain() from any thread. The Engine
+// and Bank must outlive the Auditor.
 #pragma once
 
 #include <atomic>
@@ -47,9 +33,11 @@ namespace sb {
 struct AuditOptions {
   double rate = 0.0;       // in [0, 1]
   size_t max_queue = 16;   // offers waiting beyond this are dropped
-  // May an audit run now? (The server: nothing running or queued.) Null:
-  // always. Polled while jobs wait, and at every token of a running audit.
-  std::function<bool()> idle;
+  // The requests the engine's queue holds now, waiting or running, the
+  // audit's own included (the server: Admission's one count). An audit
+  // starts when it is 0 and stops when another request joins its own. Null:
+  // none. Polled while jobs wait, and at every token of a running audit.
+  std::function<size_t()> held;
   std::function<void(const std::string&)> log;  // null: stderr
   // Test hook: runs on the audit thread just before each job starts.
   std::function<void()> before_job;
@@ -79,6 +67,8 @@ class Auditor {
   void drain();
 
  private:
+  // No request but the audit's own `own` (0 or 1) in the engine's queue.
+  bool others_idle(size_t own) const;
   struct Job {
     CompletionRequest request;
     CompletionResult served;

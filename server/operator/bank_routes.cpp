@@ -1,4 +1,4 @@
-// The operator's routes (server/server.h, promise 6; docs/interface.md,
+// The operator's routes (server/server.h, check_admin; docs/interface.md,
 // "The operator's view"): the bank's prefixes, recent requests, pins and
 // flushes under /v1/bank/, and the /bank page served from the binary
 // (server/operator/page/, embedded at build time by tools/embed_files.cmake).

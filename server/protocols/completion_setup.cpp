@@ -171,6 +171,8 @@ void prepare_common(const Backend& backend, const ParseLimits& limits, const Com
   setup.include_usage = common.include_usage;
   setup.stop = common.stop;
   setup.prompt_ids = creq.prompt;
+  // The engine's own rules, before the request is admitted.
+  if (const Status s = backend.check(creq); !s) throw ApiException{bad_request("", s.message())};
 }
 
 }  // namespace

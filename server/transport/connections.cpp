@@ -148,7 +148,7 @@ struct Connections::Conn {
 
 // A request's bytes as cpp-httplib reads them: what the poll thread read
 // first, then the socket, within the body deadline; its response as it
-// writes it: to the socket while it takes it, then kept (promise 4a).
+// writes it: to the socket while it takes it, then kept (the write rule, connections.h).
 class ConnStream : public httplib::Stream {
  public:
   ConnStream(Connections& owner, Connections::Conn& c, std::chrono::milliseconds io, Clock::time_point read_deadline)
@@ -224,7 +224,7 @@ class ConnStream : public httplib::Stream {
 
  private:
   // Waits until the client can take more, within what is left of the
-  // response's write_timeout, when this thread may (promise 4a).
+  // response's write_timeout, when this thread may (the write rule, connections.h).
   bool wait_on_client() const {
     const auto left = owner_.options_.write_timeout - c_.waited;
     if (left <= Clock::duration::zero()) return owner_.count_cut(c_, Connections::Cut::kDeadline);
@@ -513,7 +513,7 @@ void Connections::serve_on_thread(std::unique_ptr<Conn> c) {
   stream.keep_rest();
   if (ok && c->unsent() > 0) {
     // The rest goes out from the poll thread, within what is left of the
-    // response's time; the next request waits for it (promise 4b).
+    // response's time; the next request waits for it (pipelined requests wait, connections.h).
     c->flushing = true;
     c->after = close_after ? Conn::After::kLinger : closed || last ? Conn::After::kClose : Conn::After::kKeepAlive;
     c->flush_until = Clock::now() + std::max(Clock::duration::zero(), options_.write_timeout - c->waited);
@@ -673,7 +673,7 @@ void Connections::flush(std::unique_ptr<Conn>& c) {
 
 void Connections::expire_if_due(std::unique_ptr<Conn>& c, Clock::time_point now) {
   if (c->flushing) {
-    if (now >= c->flush_until) {  // the response's time is up (promise 4a)
+    if (now >= c->flush_until) {  // the response's time is up (the write rule, connections.h)
       count_cut(*c, Cut::kDeadline);
       c.reset();
     }

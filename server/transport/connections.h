@@ -1,59 +1,18 @@
-// Connections: the HTTP server's accepted sockets, and the threads that
-// serve their requests (in place of cpp-httplib's thread per connection).
-//
-// cpp-httplib 0.11 gives each connection a thread for its whole life and
-// reads a request header with a per-call timeout only: a crowd of idle
-// keep-alive connections, or clients that trickle header bytes (slowloris),
-// hold every thread while /health waits behind them. Here a connection holds
-// a thread only while one request, whose header has arrived whole, is served.
-//
-// Promises:
-//  1. At most `max_open` connections stay open. At the cap, a new connection
-//     makes room: the connections that have waited longest for a request
-//     header (idle keep-alive ones, half-sent headers) are answered 503
-//     (Retry-After: 1) and closed; a connection being served on a thread is
-//     never closed for room, and when all of them are, the new one is the
-//     one answered 503, without being read.
-//  2. Between requests a connection waits on the one poll thread. Its request
-//     header must arrive whole within `header_timeout` of the accept (or of
-//     the end of the previous response) and within `max_header_bytes`; else
-//     it is answered 408 or 431 and closed. A kept-alive connection that
-//     sends nothing for `keep_alive_timeout` is closed.
-//  3. A complete header goes to a thread at once, never to a queue behind
-//     other connections: a request that `cheap` accepts (GET /health and
-//     GET /metrics) to `cheap_threads` threads of its own, any other to one
-//     of `threads` request threads. When every request thread is busy the
-//     request is answered 503 (Retry-After: 1) at once and its connection is
-//     closed.
-//  4. On its thread a request's body must arrive within `body_timeout` of the
-//     thread taking it (each read within `io_timeout`).
-//  4a. A response is written without waiting on its client: what the socket
-//     (whose kernel send buffer is fixed at 256 KiB, not grown by Linux up to
-//     4 MiB toward a client that reads nothing) does not take at once is
-//     kept (up to `response_buffer_bytes` a connection,
-//     `response_buffer_total_bytes` in all) and written by the poll thread once the
-//     handler returns, so a client that reads slowly, or not at all, holds
-//     no thread. The time a response waits on its client, added up over the
-//     whole response (on its thread and on the poll thread), is at most
-//     `write_timeout`; then the connection is closed. A thread waits on its
-//     client only when its response outgrows that buffer (a long stream, a
-//     large body) and only while the client's address holds fewer than
-//     `slow_reader_threads_per_peer` such threads and the server fewer than
-//     `slow_reader_threads`; else the response is cut and the connection
-//     closed. A cheap request's thread never waits on its client. Each
-//     response cut off is counted once by why (cuts()).
-//  4b. A connection's next (pipelined) request is not read before its
-//     previous response is written whole.
-//  4c. A request that `fixed` answers (GET of a static page asset, /health)
-//     is answered by the poll thread itself, without a request thread.
-//  5. A handler may call close_after_response() (e.g. when it left a body
-//     unread): the connection is closed once the response is written.
-//  6. drain() (shutdown's first step) makes every body read from then on
-//     fail at once: a request still arriving is given up (its handler sees a
-//     broken body), so no upload, however slow, holds shutdown back.
-//     shutdown() closes the waiting connections and joins every thread; a
-//     request in progress ends first (and its connection is then closed).
-//
+// Connections: the HTTP server's accepted sockets and the threads that
+// serve their requests, in place of cpp-httplib's thread per connection, so
+// that a connection holds a thread only while one request, whose header has
+// arrived whole, is served (why, and the rules in full: docs/serving.md,
+// "Connections").
+// Contract:
+//  - at most `max_open` connections; at the cap the longest-waiting one
+//    (never one being served) is answered 503 to make room;
+//  - a header must arrive whole within header_timeout and max_header_bytes
+//    (else 408 / 431); a complete one goes to a thread at once, or 503;
+//  - the write rule: a response never makes its thread wait on a slow client
+//    beyond the slow-reader share; what it leaves the poll thread writes,
+//    within write_timeout over the whole response; the next pipelined
+//    request waits for it; each response cut off is counted by why (cuts());
+//  - drain() fails every body read from then on; shutdown() joins every thread.
 // Thread safety: adopt() from the listening thread; close_after_response()
 // from a request's thread; shutdown() from any one thread.
 #pragma once
@@ -89,7 +48,7 @@ struct ConnectionOptions {
   std::chrono::milliseconds write_timeout{10000};  // all a response may wait on its client
   size_t slow_reader_threads = 0;                  // 0: a quarter of `threads` (at least 1)
   size_t slow_reader_threads_per_peer = 0;         // 0: a quarter of slow_reader_threads (at least 1)
-  // What a response may leave unwritten for the poll thread (promise 4a):
+  // What a response may leave unwritten for the poll thread (the write rule):
   // a page asset, /metrics or a completion's JSON fits; a long stream to a
   // client that does not read does not.
   size_t response_buffer_bytes = 256 << 10;
@@ -110,7 +69,7 @@ class Connections {
   // answered without reaching a handler: 503, 408 or 431.
   using Refused = std::function<void(int status)>;
 
-  // A response the poll thread writes itself (promise 4c): `head` (status
+  // A response the poll thread writes itself (GET of a page asset, /health): `head` (status
   // line and headers, without the blank line and without Connection or
   // Content-Length, which are added) and `body`, whose bytes must outlive
   // the server (static data). Called on the poll thread; false: not fixed.
@@ -134,7 +93,7 @@ class Connections {
 
   size_t open() const { return open_.load(); }
 
-  // Responses cut off before they were written whole (promise 4a), by why:
+  // Responses cut off before they were written whole (the write rule), by why:
   // the write deadline passed; the thread could not wait on its client (the
   // peer's or the server's share of slow-reader threads was taken, or the
   // request was a cheap one); no room was left in the response buffers.
@@ -149,7 +108,7 @@ class Connections {
   class Pool;
   friend class ConnStream;
 
-  // A thread's permission to wait on a slow client (promise 4a); false when
+  // A thread's permission to wait on a slow client (the write rule); false when
   // the peer or the server holds its share already.
   bool take_slow_reader_slot(const std::string& peer);
   void give_slow_reader_slot(const std::string& peer);
@@ -173,7 +132,7 @@ class Connections {
   void read_header_bytes(std::unique_ptr<Conn>& c);
   // The poll thread's: drops or refuses c when its time is up.
   void expire_if_due(std::unique_ptr<Conn>& c, std::chrono::steady_clock::time_point now);
-  // The poll thread's: back to max_open (promise 1).
+  // The poll thread's: back to max_open (the longest-waiting ones go).
   void make_room(std::vector<std::unique_ptr<Conn>>& waiting);
   void wake();
   // The poll thread's: a complete header in c->buffered; to a thread, or 503.
@@ -197,7 +156,7 @@ class Connections {
   std::atomic<uint64_t> cuts_[3] = {};  // by Cut
   std::atomic<size_t> open_{0};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> draining_{false};  // bodies are no longer read (promise 6)
+  std::atomic<bool> draining_{false};  // bodies are no longer read (drain())
   int wake_fd_ = -1;
   std::mutex mu_;                              // guards incoming_
   std::vector<std::unique_ptr<Conn>> incoming_;  // adopted or handed back, for the poll thread

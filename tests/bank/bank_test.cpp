@@ -374,7 +374,7 @@ TEST(RestoreMode, EveryTierHasItsOwnModeAndTheUserVisibleNamesStay) {
 
 // Miss reasons (docs/bank.md, "The Bank's rules", 6): each obstacle above the restore point, as
 // the plan names it. The engine adds bypass, echo and read-only, and a
-// composed state that fails its check (tests/server/miss_reasons_test.cpp).
+// composed state that fails its check (tests/server/operator/miss_reasons_test.cpp).
 TEST(BankMissReason, AFullRestoreHasNoReason) {
   const auto schema = synthetic_schema();
   RamTier ram(1 << 24);

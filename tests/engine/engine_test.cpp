@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <random>
@@ -13,6 +14,7 @@
 #include "bank/chain.h"
 #include "bank/key.h"
 #include "bank/ram_tier.h"
+#include "engine/admission.h"
 #include "tests/engine/equivalence.h"
 #include "tests/util/models.h"
 #include "tests/util/tokens.h"
@@ -268,6 +270,15 @@ TEST(Engine, RejectsBadRequestsAndBadOptions) {
   auto bad = request({1, 2});
   bad.top_logprobs = 21;
   EXPECT_EQ(f.engine->complete(bad, &r).code(), Code::kInvalidArgument);
+  // Checked before admission: refused at submit, never queued, never ended.
+  std::atomic<int> ended{0};
+  const auto count_end = [&](Status, CompletionResult) { ++ended; };
+  EXPECT_EQ(f.engine->check(request({1, 2, 151936})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(f.engine->submit(request({1, 2, 151936}), count_end), Admit::kInvalid);
+  EXPECT_EQ(f.engine->submit(bad, count_end), Admit::kInvalid);
+  EXPECT_EQ(f.engine->admission().held(), 0u);
+  EXPECT_EQ(ended.load(), 0);
+  EXPECT_TRUE(f.engine->check(request({1, 2})).is_ok());
   EXPECT_EQ(f.ram.stats().blocks, 0u);
 
   std::unique_ptr<Engine> e;

@@ -125,7 +125,7 @@ const Case kCases[] = {
      }(),
      {"d0", "b1:64-575"}, BoundRule::kUnbounded, 511, 0, 0},
     {"nothing to run", {}, 512, fits(5), {}, BoundRule::kUnbounded, 512, 512, 0},
-    // Speculative rows (promise 7): after the decode rows, before prefill;
+    // Speculative rows (docs/batching.md, "The plan's rules"): after the decode rows, before prefill;
     // they count as decode rows.
     {"drafts beside decodes", {decode(4), decode(), decode(2)}, 512, fits(5),
      {"d0+4", "d1", "d2+2"}, BoundRule::kMeasured, 5, 5, 0},

@@ -1,5 +1,5 @@
 // How the step loop shares a step between running decodes and prompts
-// (engine/step_loop.h, promise 2): beside a decode, the latency bound spreads
+// (engine/step_loop.h, docs/batching.md "The plan's rules"): beside a decode, the latency bound spreads
 // a prompt over steps, except its first grid chunk, which runs in one step.
 // Steps are counted by the engine's own counter; every result is also
 // compared with the same request run alone with the bank bypassed (one

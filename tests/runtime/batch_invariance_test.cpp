@@ -1,4 +1,4 @@
-// Batch invariance (model/model.h promise 4): a sequence run in one forward
+// Batch invariance (model/model.h): a sequence run in one forward
 // step with 1..7 others — prefill chunks and decode tokens, different
 // lengths, histories, captures and logit rows — gets bit for bit the logits,
 // snapshots and State it gets alone, on every architecture.

@@ -16,6 +16,7 @@
 #include "runtime/cpu/quant_kernels.h"
 #include "runtime/quant.h"
 #include "runtime/threads.h"
+#include "tests/util/mutated_kernels.h"
 
 namespace sb::cpu {
 namespace {
@@ -88,10 +89,7 @@ std::vector<int64_t> row_counts() {
 
 class QuantMatmulTest : public ::testing::Test {
  protected:
-  void TearDown() override {
-    force_quant_isa(QuantIsa::kAuto);
-    set_quant_mutation(DType::kF32);
-  }
+  void TearDown() override { force_quant_isa(QuantIsa::kAuto); }
   // prepared: as the model runs it (Q8_0 and Q4_K repacked where AVX512-VNNI
   // runs the products); else the file's blocks as they are.
   std::vector<float> run(Kernels& k, const Case& c, int64_t m, bool prepared = true) {
@@ -135,10 +133,12 @@ TEST_F(QuantMatmulTest, EveryVariantGivesTheReferenceBitsForEveryBatchAndThreadC
 }
 
 // Every SIMD kernel: each type, each variant (the file layout's avx2 and
-// avx512vnni, and the repacked avx512vnni one, which prepare() gives).
+// avx512vnni, and the repacked avx512vnni one, which prepare() gives), as
+// test code injects the mutated kernels (tests/util/mutated_kernels.h).
 TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool, {.precision = Precision::kF32});
+  auto mutated = make_mutated_cpu_kernels(&pool, {.precision = Precision::kF32});
   int kernels = 0;
   for (DType dtype : kTypes) {
     const Case c = make_case(dtype);
@@ -150,9 +150,7 @@ TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
         // 7: one tile; 8: the largest; 33: five tiles of 6 and 7 rows.
         for (int64_t m : {7, 8, 33}) {
           SCOPED_TRACE("rows " + std::to_string(m));
-          set_quant_mutation(dtype);
-          const std::vector<float> alone = run(*k, c, 1, prepared), batch = run(*k, c, m, prepared);
-          set_quant_mutation(DType::kF32);
+          const std::vector<float> alone = run(*mutated, c, 1, prepared), batch = run(*mutated, c, m, prepared);
           EXPECT_TRUE(same_bits(alone.data(), c.want.data(), kOut)) << "a lone row keeps the order";
           EXPECT_FALSE(same_bits(batch.data(), c.want.data(), m * kOut)) << "the reference comparison misses it";
           EXPECT_FALSE(same_bits(batch.data(), alone.data(), kOut)) << "the batch invariance comparison misses it";

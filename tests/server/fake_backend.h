@@ -136,7 +136,15 @@ class FakeBackend : public Backend, public BankAdmin {
     return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
   }
 
+  // The engine's prompt rule (the fake has no other).
+  Status check(const CompletionRequest& request) const override {
+    if (request.prompt.empty()) return Status::invalid("the prompt is empty");
+    for (int32_t id : request.prompt)
+      if (id < 0 || id >= kFakeVocab) return Status::invalid("a prompt token is outside the vocabulary");
+    return Status::ok();
+  }
   Admit submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) override {
+    if (!check(request)) return Admit::kInvalid;
     return admission_.submit(std::move(request), std::move(on_done), tenant);
   }
   Admission& admission() override { return admission_; }

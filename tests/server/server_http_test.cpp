@@ -411,12 +411,17 @@ TEST(ServerHttp, FullQueueAnswers429) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   expect_openai_error(post(*c, "/v1/completions", body), 429, "");
+  // Every check comes before admission: with the queue full, a prompt
+  // outside the vocabulary is still a 400 naming it, not a 429.
+  const json outside = {{"prompt", {1, kFakeVocab}}, {"max_tokens", 2}};
+  expect_openai_error(post(*c, "/v1/completions", outside), 400, "prompt[1]");
   ts.backend.release();
   EXPECT_EQ(a.get(), 200);
   EXPECT_EQ(b.get(), 200);
   std::string metrics = c->Get("/metrics")->body;
   EXPECT_NE(metrics.find("statebank_requests_total{endpoint=\"/v1/completions\",code=\"429\"} 1\n"), std::string::npos)
       << metrics;
+  EXPECT_EQ(ts.backend.admission().held(), 0u) << "the one count drops to zero once both ended";
 }
 
 // A request is counted when its status line goes out, not when its body

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """llama.cpp's n-gram decoding on `statebank bench spec`'s workload and weights.
 
-Called by `statebank bench spec` (cli/cmd_bench_spec.cpp), which passes the
+Called by `statebank bench spec` (bench/spec_command.cpp), which passes the
 bench's checkpoint and a JSON file {"prompt": [token ids], "n_predict": N,
 "logit_bias": [[id, bias], ...]}.
 The checkpoint is converted once to a BF16 GGUF (tools/gguf/convert.py, the

@@ -1,6 +1,6 @@
 // statebank's Anthropic Messages route seen through the official
 // `@anthropic-ai/sdk` client, against the real binary. Run by
-// tests/server/messages_client_test.cpp:
+// tests/server/protocols/anthropic/messages_client_test.cpp:
 //   SB_BASE_URL=http://127.0.0.1:PORT SB_API_KEY=KEY SB_MODEL=NAME SB_BLOCK_TOKENS=B \
 //     node --test tools/server/anthropic_client.test.mjs
 // SB_MODEL is a --served-model-name alias (an agent's own model name).

@@ -1,5 +1,5 @@
 // The /bank page in a real browser: Debian's chromium, headless, driven by
-// playwright-core. Run by tests/server/bank_page_test.cpp against a real
+// playwright-core. Run by tests/server/operator/bank_page_test.cpp against a real
 // server that served a known workload:
 //   SB_BASE_URL=http://127.0.0.1:PORT SB_API_KEY=KEY SB_ARTIFACT_DIR=DIR node --test bank_page.test.mjs
 // The page must show what the admin API says, follow new traffic (a page

@@ -1,5 +1,5 @@
 // The real Claude Code CLI (`claude -p`, non-interactive) against statebank's
-// Messages route. Run by tests/server/messages_client_test.cpp:
+// Messages route. Run by tests/server/protocols/anthropic/messages_client_test.cpp:
 //   SB_BASE_URL=http://127.0.0.1:PORT SB_API_KEY=KEY SB_MODEL=NAME node --test tools/server/claude_code.test.mjs
 // on a server with --served-model-name NAME and a small --max-tokens-cap
 // (the random-weight demo model rarely ends a turn by itself).

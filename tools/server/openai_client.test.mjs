@@ -1,5 +1,5 @@
 // statebank's HTTP API seen through the official `openai` npm client (v4).
-// Run by tests/server/openai_client_test.cpp against a running server:
+// Run by tests/server/protocols/openai/openai_client_test.cpp against a running server:
 //   SB_BASE_URL=http://127.0.0.1:PORT [SB_API_KEY=...] [SB_MODEL=...] node --test tools/server/openai_client.test.mjs
 // With SB_FAKE=1 the server runs the test backend (tests/server/fake_backend.h),
 // whose scripted replies make tool calls and reasoning appear.

@@ -3,7 +3,7 @@
 // the OpenAI Agents SDK (@openai/agents), against the real server on the
 // random-weight demo model. Forced function calls and json_schema outputs
 // must parse and validate: with random weights only the server's constraint
-// can make them so. Run by tests/server/responses_e2e_test.cpp:
+// can make them so. Run by tests/server/protocols/responses/responses_e2e_test.cpp:
 //   SB_BASE_URL=http://127.0.0.1:PORT node --test tools/server/responses.test.mjs
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

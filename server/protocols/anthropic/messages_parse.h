@@ -1,31 +1,16 @@
 // Messages parsing: the body of Anthropic's POST /v1/messages (and
 // /v1/messages/count_tokens) into the chat request every route renders
-// through the checkpoint's template (ChatParams, server/protocols/request_parse.h).
-//
-// Promises:
-//  1. The conversation becomes what the template expects: `system` (a string
-//     or text blocks, joined by blank lines) a system message; text blocks
-//     joined by blank lines; an assistant's `thinking` its reasoning_content
-//     and its `tool_use` blocks its tool_calls (input as compact JSON);
-//     each `tool_result` a `tool` message (before the user's text, in
-//     order); `tools` function tools with parameters = input_schema. The
-//     same conversation sent to /v1/chat/completions renders the same tokens.
-//  2. tool_choice: auto, any (-> required), tool (-> that function), none;
-//     disable_parallel_tool_use -> parallel_tool_calls false. thinking:
-//     enabled / disabled set the template's switch, adaptive leaves it.
-//  3. Every field has its effect, or is a no-op listed in docs/interface.md
-//     (metadata, service_tier, context_management, output_config,
-//     thinking.budget_tokens, tool_result is_error, redacted_thinking,
-//     citations), or is refused with a 400 naming it: image and document
-//     blocks, a tool_result without its tool_use, an unknown block type or
-//     field. Strings and prompt bytes are bounded as for chat. Server tools
-//     (a `type` other than custom: web_search_..., code_execution_..., ...)
-//     cannot run here: they are left out of the prompt with a warning.
-//  5. A system text block that starts with kBillingHeaderPrefix is left out
-//     (unless limits.keep_billing_header).
-//  4. cache_control {"type": "ephemeral", "ttl": "5m"|"1h"} marks a block;
-//     at most 4 per request. Each becomes a CacheBreakpoint: the conversation
-//     up to the end of that block, and the TTL, for the bank's pins.
+// through the checkpoint's template (ChatParams, request_parse.h); the
+// mapping, field by field: docs/interface.md, "HTTP (Anthropic Messages)".
+// Contract:
+//  - the same conversation sent to /v1/chat/completions renders the same
+//    tokens;
+//  - every field has its effect, is a documented no-op, or is a 400 naming
+//    it; server tools that cannot run here are left out with a warning;
+//  - a system block starting with kBillingHeaderPrefix is left out (unless
+//    limits.keep_billing_header);
+//  - at most 4 cache_control marks, each a CacheBreakpoint (the conversation
+//    up to that block, and its TTL) for the bank's pins.
 // Pure functions; safe from any thread. Throw ApiException.
 #pragma once
 

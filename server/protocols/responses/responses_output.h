@@ -1,30 +1,14 @@
 // ResponsesOutput: one request's reply in the shape of OpenAI's Responses
-// API, built from what the chat output parser makes of the generated text.
-//
-// Output items, in the order the text makes them: a `reasoning` item (the
-// thinking, as reasoning_text content; also as its summary when the request
-// asked for one), a `message` item with one `output_text` part, and one
-// `function_call` item per tool call. The stream is the Responses event
-// sequence, each event `event: TYPE` + `data: JSON` with a growing
-// `sequence_number`:
-//   response.created, response.in_progress,
-//   per item: response.output_item.added, then
-//     reasoning: response.reasoning_text.delta..., response.reasoning_text.done
-//                (with a summary asked, also response.reasoning_summary_part.added,
-//                response.reasoning_summary_text.delta / .done and
-//                response.reasoning_summary_part.done: the reasoning is its summary)
-//     message:   response.content_part.added, response.output_text.delta...,
-//                response.output_text.done, response.content_part.done
-//     call:      response.function_call_arguments.delta (the whole arguments:
-//                a call is parsed whole), response.function_call_arguments.done
-//   response.output_item.done,
-//   response.completed (or response.incomplete) with the whole response,
-//   usage (input_tokens_details.cached_tokens) and the restore record.
-//
-// Status: `incomplete` (reason max_output_tokens) only when the request's
-// own max_output_tokens ended the reply; a reply the server's limit ended is
-// `completed` (docs/interface.md says why).
-//
+// API, built from what the chat output parser makes of the generated text
+// (the items and the event sequence in full: docs/interface.md,
+// `POST /v1/responses`).
+// Contract:
+//  - output items in the order the text makes them: `reasoning` (also its
+//    summary when asked), one `message`, one `function_call` per tool call;
+//  - the stream is the Responses event sequence with a growing
+//    sequence_number, ending with response.completed (or .incomplete) that
+//    carries the whole response, its usage and the restore record;
+//  - `incomplete` only when the request's own max_output_tokens ended it.
 // Thread safety: one request's object, used by one thread at a time.
 #pragma once
 

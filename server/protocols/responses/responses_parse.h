@@ -1,31 +1,16 @@
 // Responses request parsing: a POST /v1/responses body (OpenAI's Responses
 // API) becomes the /v1/chat/completions body that asks for the same thing,
-// which parse_chat_params() then validates and normalises. One conversation
-// therefore renders the same prompt through either route.
-//
-// Promises:
-//  1. Every top-level field either has its effect or is refused with a 400
-//     naming it; the no-ops on purpose (prompt_cache_key, client_metadata,
-//     metadata, user, safety_identifier, store: false, service_tier
-//     auto/default, truncation: disabled, background: false,
-//     include reasoning.encrypted_content) are listed in docs/interface.md.
-//  2. Input items map to chat messages: `instructions` is the first system
-//     message; a message item keeps its role (developer is system); a
-//     reasoning item is the reasoning_content of the assistant turn after it;
-//     function_call items join the assistant message before them as
-//     tool_calls (or open one); a function_call_output is a tool message and
-//     needs an earlier function_call with its call_id. Other item types,
-//     images and files, stored state (store: true, previous_response_id,
-//     conversation, item_reference) are 400s.
-//  5. Tools: function tools as they are; a `namespace` tool's functions as
-//     functions named namespace__name (calls go back as name + namespace);
-//     any other tool (web_search, file_search, computer_use, mcp, ...) is
-//     left out of the prompt with a warning (`warnings`), not refused: it
-//     cannot run here, and clients send them by default.
-//  3. Errors name the Responses field (input[3].call_id, text.format.schema,
-//     max_output_tokens), also those the chat parser finds.
-//  4. `reasoning.effort` is the thinking switch: none and minimal turn it
-//     off, low to xhigh on; absent, the template's default holds.
+// which parse_chat_params() then validates, so one conversation renders the
+// same prompt through either route (the mapping, field by field:
+// docs/interface.md, `POST /v1/responses`).
+// Contract:
+//  - every top-level field has its effect, is a documented no-op, or is a 400
+//    naming it; errors name the Responses field (input[3].call_id,
+//    text.format.schema), also those the chat parser finds;
+//  - input items map to chat messages in order (instructions first; a
+//    function_call_output needs an earlier function_call with its call_id);
+//  - tools that cannot run here (web_search, mcp, ...) are left out of the
+//    prompt with a warning, not refused.
 // Pure functions; safe from any thread.
 #pragma once
 

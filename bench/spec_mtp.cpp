@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "cli/bench_spec_mtp.h"
+#include "bench/spec_mtp.h"
 
 namespace sb {
 namespace {

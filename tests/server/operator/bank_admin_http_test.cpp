@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "tests/server/bank_http_util.h"
+#include "tests/server/operator/bank_http_util.h"
 
 namespace sb::testing {
 namespace {

@@ -1,8 +1,8 @@
 // Resolves a --model argument: a checkpoint directory, a GGUF file (*.gguf,
 // model/gguf_model.h), or `demo` for the
-// built-in demo model (generated on first use, model/demo.h); where the bank
-// lives when --bank-dir is not given; and the --precision argument every
-// command that loads a model takes.
+// built-in demo model (generated on first use, model/demo.h), the --weights
+// argument, and the --precision argument every command that loads a model
+// takes: what the commands (cli/) and the benchmarks (bench/) share.
 #pragma once
 
 #include <optional>
@@ -23,9 +23,5 @@ Status apply_weights_arg(const std::string& weights, std::string* model);
 
 // "bf16" or "f32"; empty: unset (the checkpoint's default).
 Status parse_precision_arg(const std::string& arg, std::optional<Precision>* out);
-
-// The default --bank-dir: $XDG_CACHE_HOME/statebank/bank, else
-// $HOME/.cache/statebank/bank; empty when neither variable is set.
-std::string default_bank_dir();
 
 }  // namespace sb

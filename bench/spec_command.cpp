@@ -13,10 +13,10 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/bench_spec_llama.h"
-#include "cli/bench_spec_mtp.h"
-#include "cli/bench_util.h"
-#include "cli/commands.h"
+#include "bench/spec_llama.h"
+#include "bench/spec_mtp.h"
+#include "bench/command_util.h"
+#include "bench/commands.h"
 #include "common/args.h"
 #include "engine/engine.h"
 #include "server/protocols/decoding_rules.h"

@@ -1,4 +1,4 @@
-#include "cli/bench_util.h"
+#include "bench/command_util.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "cli/model_arg.h"
+#include "model/model_arg.h"
 #include "model/config.h"
 #include "model/demo.h"
 #include "model/gen_model.h"

@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/bench_util.h"
-#include "cli/commands.h"
-#include "cli/model_arg.h"
+#include "bench/command_util.h"
+#include "bench/commands.h"
+#include "model/model_arg.h"
 #include "common/args.h"
 #include "server/backend/engine_backend.h"
 #include "server/protocols/anthropic/messages_parse.h"

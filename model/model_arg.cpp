@@ -1,4 +1,4 @@
-#include "cli/model_arg.h"
+#include "model/model_arg.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -53,10 +53,5 @@ Status parse_precision_arg(const std::string& arg, std::optional<Precision>* out
   return Status::ok();
 }
 
-std::string default_bank_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/statebank/bank";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/statebank/bank";
-  return "";
-}
 
 }  // namespace sb

@@ -1,5 +1,5 @@
-// Helpers shared by the `statebank bench` subcommands: the generated
-// benchmark checkpoints, report metadata, files and plots.
+// Helpers shared by the `statebank bench` subcommands (bench/commands.h):
+// the generated benchmark checkpoints, report metadata, files and plots.
 #pragma once
 
 #include <filesystem>
@@ -56,12 +56,5 @@ Status parse_list(const std::string& flag, const std::string& text, const std::s
   if (out->empty()) return Status::invalid("--" + flag + " is empty");
   return Status::ok();
 }
-
-extern const char* const kLoadUsage;
-int bench_load(int argc, char** argv);
-extern const char* const kAgentsUsage;
-int bench_agents(int argc, char** argv);  // cli/cmd_bench_agents.cpp
-extern const char* const kSpecUsage;
-int bench_spec(int argc, char** argv);
 
 }  // namespace sb

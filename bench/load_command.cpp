@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "bench/load_workload.h"
-#include "cli/bench_util.h"
-#include "cli/commands.h"
-#include "cli/model_arg.h"
+#include "bench/command_util.h"
+#include "bench/commands.h"
+#include "model/model_arg.h"
 #include "common/args.h"
 #include "engine/step_budget.h"
 #include "model/model.h"

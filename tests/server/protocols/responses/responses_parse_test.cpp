@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "tests/server/parse_errors.h"
+#include "tests/server/protocols/parse_errors.h"
 
 namespace sb {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "tests/server/parse_errors.h"
+#include "tests/server/protocols/parse_errors.h"
 
 namespace sb {
 namespace {

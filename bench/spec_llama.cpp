@@ -1,11 +1,11 @@
-// Runs tools/bench/spec_llama.py for `statebank bench spec` (cli/bench_spec_llama.h).
+// Runs tools/bench/spec_llama.py for `statebank bench spec` (bench/spec_llama.h).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_spec_llama.h"
-#include "cli/bench_util.h"
+#include "bench/spec_llama.h"
+#include "bench/command_util.h"
 
 namespace sb {
 namespace {

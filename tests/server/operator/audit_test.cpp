@@ -161,7 +161,7 @@ TEST(Audit, WaitsForIdleTimeSamplesByCounterAndAuditsStoppedRequests) {
   std::atomic<bool> idle{false};
   AuditOptions ao;
   ao.rate = 0.5;
-  ao.idle = [&] { return idle.load(); };
+  ao.held = [&] { return idle.load() ? size_t{0} : size_t{1}; };  // one client request, or none
   Auditor auditor(*f.engine, &f.bank, ao);
   CompletionRequest req = request(3, 2 * kB + 9);
   f.run(req);
@@ -253,7 +253,7 @@ TEST(Audit, AColdRunCutShortIsInterruptedNotAMismatch) {
   std::atomic<bool> busy{false};
   AuditOptions ao;
   ao.rate = 1.0;
-  ao.idle = [&] { return !busy.load(); };
+  ao.held = [&] { return busy.load() ? size_t{2} : size_t{0}; };  // the audit's own and a client's
   ao.before_job = [&] { busy = true; };  // a request arrives as the job starts
   Auditor auditor(*f.engine, &f.bank, ao);
   const CompletionRequest req = request(5, 2 * kB + 11);

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tests/server/bank_http_util.h"
+#include "tests/server/operator/bank_http_util.h"
 
 namespace sb::testing {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "bank/format.h"
 #include "bank/key.h"
-#include "tests/server/bank_http_util.h"
+#include "tests/server/operator/bank_http_util.h"
 
 namespace sb::testing {
 namespace {
