@@ -88,9 +88,6 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<Arch, PrecisionC
 INSTANTIATE_TEST_SUITE_P(EveryArchAndPrecision, Reference,
                          ::testing::Combine(::testing::ValuesIn(testing::kAllArchs), ::testing::ValuesIn(kPrecisions)),
                          case_name);
-INSTANTIATE_TEST_SUITE_P(Qwen4Exp, Reference,
-                         ::testing::Combine(::testing::Values(Arch::kQwen4Exp), ::testing::ValuesIn(kPrecisions)),
-                         case_name);
 
 // Breaking a rule moves the reference's logits by far more than either
 // precision's tolerance, so the comparison above would catch the runtime
