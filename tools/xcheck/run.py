@@ -505,6 +505,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", default="", help="directory for checkpoints and GGUF files, kept (default: a temporary one)")
     ap.add_argument("--update-doc", default="", help="replace the <!-- xcheck:begin/end --> section of this file")
+    ap.add_argument("--doc-section", default="xcheck",
+                    help="the section --update-doc replaces (SECTION, and SECTION-quant for the quantized table)")
     a = ap.parse_args()
     archs, precisions = a.arch.split(","), a.precision.split(",")
     for arch in archs:
@@ -563,9 +565,9 @@ def main():
     print("\n\n".join(t for t in (text, quant_part) if t))
     if a.update_doc:  # the f32/bf16 tables and the quantized one each in their own section
         if text:
-            update_doc(a.update_doc, "xcheck", text)
+            update_doc(a.update_doc, a.doc_section, text)
         if quant_part:
-            update_doc(a.update_doc, "xcheck-quant", quant_part)
+            update_doc(a.update_doc, f"{a.doc_section}-quant", quant_part)
     bad = [r for r in all_results if not r["ok"]]
     if bad:
         print(f"xcheck: {len(bad)} of {len(all_results)} cases fail", file=sys.stderr)
