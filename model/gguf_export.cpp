@@ -289,10 +289,9 @@ struct TypePicker {
     if (kept_f32(name, shape)) return DType::kF32;
     DType t = base();
     if (!dtype_is_quantized(t)) return t;
-    // The n-gram table as the published files store it: IQ4_NL, or F32
-    // where a row is not whole blocks (the table's row reader has no F16).
-    if (name == "per_layer_token_embd.weight")
-      return shape.back() % dtype_block(DType::kIQ4_NL).elems == 0 ? DType::kIQ4_NL : DType::kF32;
+    // The n-gram table as the published files store it: IQ4_NL, or, where a
+    // row is not whole blocks, llama-quantize's fallback (F16).
+    if (name == "per_layer_token_embd.weight") return fallback(DType::kIQ4_NL, shape.back());
     // llama-quantize leaves the indexer's projections unquantized (small).
     if (name.find("indexer.q_proj") != std::string::npos || name.find("indexer.k_proj") != std::string::npos)
       return DType::kF32;

@@ -12,11 +12,11 @@ Status NgramTable::bind(const WeightSet& w, const ModelConfig& c, int64_t ple_in
   for (int64_t s = 0; s < c.ngram_split_parts; ++s) {
     const TensorView& v = w.layer(c.ple_layers[ple_index], prefix + std::to_string(s) + ".weight");
     const MatrixView m = as_matrix(v);
-    // The row reader (Kernels::embed_rows) widens F32, BF16 and whole blocks.
-    if (m.dtype != DType::kF32 && m.dtype != DType::kBF16 &&
+    // The row reader (Kernels::embed_rows) widens F32, BF16, F16 and whole blocks.
+    if (m.dtype != DType::kF32 && m.dtype != DType::kBF16 && m.dtype != DType::kF16 &&
         !(dtype_is_quantized(m.dtype) && m.cols % dtype_block(m.dtype).elems == 0))
       return Status::unsupported("n-gram table " + v.name + " in file " + v.file + " is " + dtype_name(m.dtype) +
-                                 "; its rows are read as F32, BF16 or whole quantized blocks");
+                                 "; its rows are read as F32, BF16, F16 or whole quantized blocks");
     t.shards_.push_back(WeightRef{m.dtype, m.rows, m.cols, m.data, nullptr});
   }
   t.shard_rows_ = t.shards_.front().rows;

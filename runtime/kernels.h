@@ -282,7 +282,7 @@ class Kernels {
   // output into q, k, v, the attention gate from the query).
   virtual void split_rows(const float* x, int64_t rows, int64_t groups, std::span<const RowPart> parts) = 0;
   // out[j, :] = row tokens[j] of table [vocab, dim], widened to f32 (bf16
-  // exactly, block-quantized rows as dequantize_row). REQUIRES: every token
+  // and f16 exactly, block-quantized rows as dequantize_row). REQUIRES: every token
   // in [0, table.rows).
   virtual void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* out) = 0;
 };

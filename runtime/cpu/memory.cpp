@@ -65,11 +65,12 @@ void CpuKernels::embed_rows(const WeightRef& table, std::span<const int32_t> tok
       float* o = out + j * dim;
       if (dtype_is_quantized(table.dtype)) {
         (void)dequantize_row(table.dtype, row, dim, o);  // dim is whole blocks: the loader checks every table
-      } else if (table.dtype == DType::kBF16) {
+      } else if (table.dtype == DType::kBF16 || table.dtype == DType::kF16) {
+        const bool bf16 = table.dtype == DType::kBF16;
         for (int64_t i = 0; i < dim; ++i) {
           uint16_t v;
           std::memcpy(&v, row + 2 * i, 2);  // the mmapped table may be unaligned
-          o[i] = bf16_to_f32(v);
+          o[i] = bf16 ? bf16_to_f32(v) : f16_to_f32(v);
         }
       } else {
         std::memcpy(o, row, dim * sizeof(float));

@@ -264,7 +264,7 @@ TEST(BatchingEquivalenceNegative, ATamperedRestoreIsNoticed) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, BatchingEquivalence,
                          ::testing::ValuesIn(kUnderTsan ? std::vector<Arch>{Arch::kQwen3Next}
-                                                        : std::vector<Arch>{Arch::kQwen3Next, Arch::kQsa}),
+                                                        : std::vector<Arch>{Arch::kQwen3Next, Arch::kQwen4Exp}),
                          [](const auto& info) { return std::string(arch_name(info.param)); });
 
 }  // namespace

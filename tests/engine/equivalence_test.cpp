@@ -56,8 +56,9 @@ void expect_equivalent(Arch arch, int requests, uint64_t seed) {
 
 TEST(Equivalence, Qwen3NextEveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen3Next, 300, 11); }
 TEST(Equivalence, Qwen3EveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen3, 250, 12); }
-// Indexed sparse attention: K, V, raw indexer keys and the pooled(4) table.
-TEST(Equivalence, QsaEveryResponseEqualsBypass) { expect_equivalent(Arch::kQsa, 100, 13); }
+// qwen4exp: K, V, raw indexer keys and the pooled(4) table of its QSA
+// layers, its GDN states, hyper-connection streams and PLE carry.
+TEST(Equivalence, Qwen4ExpEveryResponseEqualsBypass) { expect_equivalent(Arch::kQwen4Exp, 100, 13); }
 // Quantized GGUF files made by statebank quantize: the bank's promise holds
 // on block-quantized weights too.
 TEST(Equivalence, QuantizedGgufEveryResponseEqualsBypass) {
@@ -79,7 +80,7 @@ TEST(Equivalence, QuantizedGgufEveryResponseEqualsBypass) {
 // the State's own bytes, so composing it back gives the prefilled State bit
 // for bit, and the two precisions' schemas (so their banks) never mix.
 TEST(Equivalence, Bf16BlocksHoldHalfTheBytesPerTokenOfF32Blocks) {
-  for (Arch arch : {Arch::kQwen3Next, Arch::kQsa, Arch::kQwen3}) {
+  for (Arch arch : {Arch::kQwen3Next, Arch::kQwen4Exp, Arch::kQwen3}) {
     SCOPED_TRACE(arch_name(arch));
     const std::string dir = testing::tiny_checkpoint(arch, 1);
     auto bf16 = testing::load_model(dir, 1, Precision::kBF16);

@@ -111,7 +111,9 @@ TEST(SsdRestartEquivalence, Qwen3NextEveryResponseEqualsBypass) {
   expect_equivalent_across_restarts(Arch::kQwen3Next, 40, 21);
 }
 TEST(SsdRestartEquivalence, Qwen3EveryResponseEqualsBypass) { expect_equivalent_across_restarts(Arch::kQwen3, 30, 22); }
-TEST(SsdRestartEquivalence, QsaEveryResponseEqualsBypass) { expect_equivalent_across_restarts(Arch::kQsa, 30, 24); }
+TEST(SsdRestartEquivalence, Qwen4ExpEveryResponseEqualsBypass) {
+  expect_equivalent_across_restarts(Arch::kQwen4Exp, 30, 24);
+}
 TEST(SsdRestartEquivalence, Qwen3NextWithFilesRottingBetweenRestarts) {
   expect_equivalent_across_restarts(Arch::kQwen3Next, 40, 23, /*rot_every=*/2);
 }

@@ -14,6 +14,7 @@
 
 #include "model/gguf_model.h"
 #include "runtime/cpu/backend.h"
+#include "runtime/dtype.h"
 #include "runtime/quant.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
@@ -238,24 +239,45 @@ TEST_F(GgufQwen4ExpDamageTest, BadValuesAreNamed) {
                "per_layer_token_embd.weight");
 }
 
-// A table in a type the row reader does not widen (F16: llama-quantize's
-// fallback for rows that are not whole 32-blocks) is refused at load, named.
-TEST_F(GgufQwen4ExpDamageTest, AnF16TableIsRefusedByName) {
+// llama-quantize's type for table rows that are not whole 32-blocks (the
+// tiny preset's 16-wide rows) is F16, and so is statebank quantize's. Such a
+// table is read widened, exactly: the logits, bit for bit, of the F32 file
+// whose table holds the same values; and those values differ from the
+// unrounded ones enough to move the logits, so a table read as the wrong
+// type or from the unrounded bytes would be noticed.
+TEST_F(GgufQwen4ExpDamageTest, AnF16TableIsReadAsItsValuesWidened) {
   const std::string name = "per_layer_token_embd.weight";
-  std::string b = *good_;
-  const size_t at = b.find(name) + name.size() + 4 + 2 * 8;  // n_dims, two dims, then the type (F32 = 0)
+  std::string f16 = *good_, rounded = *good_;
+  const size_t type_at = f16.find(name) + name.size() + 4 + 2 * 8;  // n_dims, two dims, then the type (F32 = 0)
   uint32_t type = 0;
-  std::memcpy(&type, b.data() + at, 4);
+  std::memcpy(&type, f16.data() + type_at, 4);
   ASSERT_EQ(type, 0u);
-  type = 1;  // F16: half the bytes, still inside the file
-  std::memcpy(b.data() + at, &type, 4);
+  type = 1;  // F16: half the bytes, in the F32 table's place
+  std::memcpy(f16.data() + type_at, &type, 4);
+  std::unique_ptr<GgufFile> file;
+  ASSERT_TRUE(GgufFile::parse(reinterpret_cast<const uint8_t*>(good_->data()), good_->size(), "good.gguf", &file)
+                  .is_ok());
+  const TensorView* table = file->find_tensor(name);
+  ASSERT_TRUE(table && table->dtype == DType::kF32);
+  const size_t at = static_cast<size_t>(static_cast<const char*>(table->data) - good_->data());
+  for (int64_t i = 0; i < table->numel(); ++i) {
+    float v;
+    std::memcpy(&v, good_->data() + at + 4 * i, 4);
+    const uint16_t h = f32_to_f16(v);
+    const float w = f16_to_f32(h);
+    std::memcpy(f16.data() + at + 2 * i, &h, 2);
+    std::memcpy(rounded.data() + at + 4 * i, &w, 4);
+  }
   testing::TempDir tmp;
-  write_all(tmp.file("f16.gguf"), b);
-  std::unique_ptr<Model> m;
-  const Status s = Model::load(tmp.file("f16.gguf"), RuntimeOptions{}, cpu_kernels_factory(), &m);
-  ASSERT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("n-gram table"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("f16"), std::string::npos) << s.message();
+  write_all(tmp.file("f16.gguf"), f16);
+  write_all(tmp.file("rounded.gguf"), rounded);
+  auto a = testing::load_model(tmp.file("f16.gguf"));
+  auto b = testing::load_model(tmp.file("rounded.gguf"));
+  auto c = testing::load_model(f32_file());
+  ASSERT_TRUE(a && b && c);
+  const std::vector<float> rounded_logits = all_logits(*b);
+  EXPECT_TRUE(same_bits(all_logits(*a), rounded_logits));
+  EXPECT_FALSE(same_bits(all_logits(*c), rounded_logits));
 }
 
 }  // namespace

@@ -104,9 +104,6 @@ TEST_P(VerifyTest, RowStatesAreRefusedForAPrefill) {
 
 INSTANTIATE_TEST_SUITE_P(AllArchs, VerifyTest, ::testing::ValuesIn(testing::kAllArchs),
                          [](const auto& info) { return std::string(arch_name(info.param)); });
-// qwen4exp (not yet in kAllArchs): its PLE ids and conv rows kept per verify row.
-INSTANTIATE_TEST_SUITE_P(Qwen4Exp, VerifyTest, ::testing::Values(Arch::kQwen4Exp),
-                         [](const auto& info) { return std::string(arch_name(info.param)); });
 
 }  // namespace
 }  // namespace sb

@@ -1,5 +1,6 @@
 // An independent, deliberately naive forward pass in double precision,
-// written from docs/model-spec.md (qwen4exp: section 7.3) and docs/qsa.md
+// written from docs/model-spec.md (qwen4exp: section 7.3, its MTP head 7.7)
+// and docs/qsa.md
 // token by token with
 // plain loops: no kernels, no chunking, no shared code with model/ beyond the
 // weight binding. Each numbered rule of the spec that reimplementations get
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -27,6 +30,7 @@ struct Rules {
   bool moe_renormalise_topk = true;  // spec 6.11: softmax over all experts, top-k, renormalise when asked
   bool qwen4exp_ple = true;          // spec 7.3: the PLE n-gram layer adds to the streams
   bool sparse_selection = true;      // spec 7.3, docs/qsa.md: past the budget, only the top blocks are seen
+  bool mtp_one_hidden_norm = true;   // spec 7.7: the head norms all the streams of its hidden row at once
   // Not a rule but the bf16 precision's one rounding (runtime/kernels.h):
   // the input of every matrix product rounded to bf16; the sums stay exact.
   bool bf16_product_inputs = false;
@@ -35,7 +39,7 @@ struct Rules {
 class ReferenceForward {
  public:
   ReferenceForward(const ModelConfig& c, const WeightSet& w, Rules rules) : c_(c), w_(w), rules_(rules) {
-    layers_.resize(c.n_layers);
+    layers_.resize(c.n_layers + 1);  // the last: qwen4exp's MTP head's layer
   }
 
   // Consumes tokens one at a time; returns the logits after the last one.
@@ -49,6 +53,44 @@ class ReferenceForward {
   std::vector<double> next(int32_t token, bool want_logits = true) {
     std::vector<double> x = step(token, position_++);
     return want_logits ? head(std::move(x)) : std::vector<double>{};
+  }
+
+  // qwen4exp's MTP head (spec 7.7), its `mtp.*` tensors read from the
+  // checkpoint (WeightSet binds the trunk's only).
+  void bind_head(const Checkpoint& checkpoint) { head_ = &checkpoint; }
+  // qwen4exp: the trunk's streams [hc_count * H] after one more token (the
+  // head's hidden row of that position) and the logits they give.
+  std::vector<double> next_streams(int32_t token) { return step(token, position_++); }
+  std::vector<double> logits_of(std::vector<double> streams) const { return head(std::move(streams)); }
+  // The head at its next position p (from 0): the pair (streams of position
+  // p - 1, token p); returns its streams before its own mixer, the hidden
+  // row of the next depth. Its layer keeps K, V and the indexer's raw keys
+  // of every position it has run, as a trunk layer does.
+  std::vector<double> mtp_step(const std::vector<double>& prev, int32_t token) {
+    const int64_t H = c_.hidden_size, S = c_.hc_count, l = c_.n_layers;
+    std::vector<float> row(H);
+    const TensorView& emb = w_.embed();
+    convert_to_f32(emb.dtype, static_cast<const char*>(emb.data) + token * H * dtype_size(emb.dtype), H, row.data());
+    std::vector<double> e(row.begin(), row.end());
+    rms(e.data(), H, mat(tensor("mtp.pre_fc_norm_embedding.weight")), true);
+    e = matvec(tensor("mtp.fc_embedding.weight"), e);
+    std::vector<double> g = prev;
+    const std::vector<double> nw = mat(tensor("mtp.pre_fc_norm_hidden.weight"));
+    if (rules_.mtp_one_hidden_norm) {
+      rms(g.data(), S * H, nw, true);
+    } else {  // the other sources' reading: each stream apart
+      for (int64_t s = 0; s < S; ++s) rms(&g[s * H], H, std::vector<double>(nw.begin() + s * H, nw.begin() + (s + 1) * H), true);
+    }
+    std::vector<double> h(S * H);
+    for (int64_t s = 0; s < S; ++s) {
+      auto f = matvec(tensor("mtp.fc_hidden.weight"), std::vector<double>(g.begin() + s * H, g.begin() + (s + 1) * H));
+      for (int64_t i = 0; i < H; ++i) h[s * H + i] = f[i] + e[i];
+    }
+    return layer_qwen4exp(l, "mtp.layers.0.", std::move(h), mtp_position_++);
+  }
+  std::vector<double> mtp_logits(const std::vector<double>& streams) const {
+    return matvec(c_.tie_word_embeddings ? w_.embed() : w_.lm_head(),
+                  mixer("mtp.hyper_connection_mixer.", streams, nullptr));
   }
 
  private:
@@ -87,9 +129,20 @@ class ReferenceForward {
     return y;
   }
   std::vector<double> matvec(const TensorView& t, const std::vector<double>& x) const { return matvec(as_matrix(t), x); }
-  std::vector<double> lw(int64_t l, const std::string& s) const { return mat(w_.layer(l, s)); }
+  // Layer l's tensor; l == n_layers is the MTP head's layer.
+  bool is_head(int64_t l) const { return l == c_.n_layers; }
+  const TensorView& tensor(const std::string& name) const {
+    if (name.rfind("mtp.", 0) != 0) return w_.get(name);
+    const TensorView* t = head_ ? head_->find(name) : nullptr;
+    if (!t) std::fprintf(stderr, "ReferenceForward: no head tensor %s (bind_head first)\n", name.c_str()), std::abort();
+    return *t;
+  }
+  const TensorView& lt(int64_t l, const std::string& s) const {
+    return is_head(l) ? tensor("mtp.layers.0." + s) : w_.layer(l, s);
+  }
+  std::vector<double> lw(int64_t l, const std::string& s) const { return mat(lt(l, s)); }
   std::vector<double> proj(int64_t l, const std::string& s, const std::vector<double>& x) const {
-    return matvec(w_.layer(l, s), x);
+    return matvec(lt(l, s), x);
   }
 
   static double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -128,7 +181,7 @@ class ReferenceForward {
     st.k.push_back(k);
     st.v.push_back(v);
     std::vector<bool> visible(pos + 1, true);
-    if (c_.layer_types[l] == LayerType::kSparseAttention) visible = select_blocks(l, x, pos);
+    if (is_head(l) || c_.layer_types[l] == LayerType::kSparseAttention) visible = select_blocks(l, x, pos);
     std::vector<double> o(nh * d, 0.0);
     for (int64_t h = 0; h < nh; ++h) {
       const int64_t g = h / (nh / nkv);
@@ -291,10 +344,28 @@ class ReferenceForward {
     return matvec(d, a);
   }
 
+  // Expert e of layer l; the head's as the checkpoint holds them (fused:
+  // gate_up_proj [E, 2I, H], down_proj [E, H, I]; or one tensor each).
+  ExpertWeights expert(int64_t l, int64_t e) const {
+    if (!is_head(l)) return w_.expert(l, e);
+    const std::string X = "mtp.layers.0.mlp.experts.";
+    const TensorView* gu = head_->find(X + "gate_up_proj");
+    if (!gu) {
+      const std::string P = X + std::to_string(e) + ".";
+      return {as_matrix(tensor(P + "gate_proj.weight")), as_matrix(tensor(P + "up_proj.weight")),
+              as_matrix(tensor(P + "down_proj.weight"))};
+    }
+    const TensorView& dn = tensor(X + "down_proj");
+    const int64_t I = c_.moe_intermediate_size, H = c_.hidden_size, sz = dtype_size(gu->dtype);
+    const char* g = static_cast<const char*>(gu->data) + e * 2 * I * H * sz;
+    const char* d = static_cast<const char*>(dn.data) + e * H * I * sz;
+    return {MatrixView{gu->dtype, I, H, g}, MatrixView{gu->dtype, I, H, g + I * H * sz}, MatrixView{dn.dtype, H, I, d}};
+  }
+
   std::vector<double> ffn(int64_t l, const std::vector<double>& x) const {
-    if (!c_.layer_is_moe(l))
-      return swiglu(as_matrix(w_.layer(l, "mlp.gate_proj.weight")), as_matrix(w_.layer(l, "mlp.up_proj.weight")),
-                    as_matrix(w_.layer(l, "mlp.down_proj.weight")), x);
+    if (!(is_head(l) ? c_.n_experts > 0 : c_.layer_is_moe(l)))
+      return swiglu(as_matrix(lt(l, "mlp.gate_proj.weight")), as_matrix(lt(l, "mlp.up_proj.weight")),
+                    as_matrix(lt(l, "mlp.down_proj.weight")), x);
     const int64_t E = c_.n_experts, top = c_.n_experts_per_tok;
     auto logits = proj(l, "mlp.gate.weight", x);
     std::vector<double> p(E);
@@ -314,14 +385,14 @@ class ReferenceForward {
     }
     std::vector<double> y(c_.hidden_size, 0.0);
     for (int64_t i = 0; i < top; ++i) {
-      const ExpertWeights& ew = w_.expert(l, order[i]);
+      const ExpertWeights ew = expert(l, order[i]);
       auto out = swiglu(ew.gate, ew.up, ew.down, x);
       for (int64_t h = 0; h < c_.hidden_size; ++h) y[h] += weight[i] * out[h];
     }
     if (c_.shared_expert_intermediate_size > 0) {
-      auto sh = swiglu(as_matrix(w_.layer(l, "mlp.shared_expert.gate_proj.weight")),
-                       as_matrix(w_.layer(l, "mlp.shared_expert.up_proj.weight")),
-                       as_matrix(w_.layer(l, "mlp.shared_expert.down_proj.weight")), x);
+      auto sh = swiglu(as_matrix(lt(l, "mlp.shared_expert.gate_proj.weight")),
+                       as_matrix(lt(l, "mlp.shared_expert.up_proj.weight")),
+                       as_matrix(lt(l, "mlp.shared_expert.down_proj.weight")), x);
       const double g = sigmoid(proj(l, "mlp.shared_expert_gate.weight", x)[0]);
       for (int64_t h = 0; h < c_.hidden_size; ++h) y[h] += g * sh[h];
     }
@@ -343,16 +414,16 @@ class ReferenceForward {
   // weight of the layer's output in each stream.
   std::vector<double> mixer(const std::string& p, const std::vector<double>& h, std::vector<double>* inject) const {
     const int64_t H = c_.hidden_size, S = c_.hc_count;
-    auto n = streams_normed(h, mat(w_.get(p + "hc_norm.weight")));
-    auto d = matvec(w_.get(p + "input_mix_weight_down.weight"), n);
+    auto n = streams_normed(h, mat(tensor(p + "hc_norm.weight")));
+    auto d = matvec(tensor(p + "input_mix_weight_down.weight"), n);
     for (double& v : d) v = silu(v / S);
-    auto u = matvec(w_.get(p + "input_mix_weight_up.weight"), d);
+    auto u = matvec(tensor(p + "input_mix_weight_up.weight"), d);
     std::vector<double> x(H, 0.0);
     for (int64_t s = 0; s < S; ++s)
       for (int64_t i = 0; i < H; ++i) x[i] += sigmoid(u[s * H + i]) * n[s * H + i];
     for (double& v : x) v /= S;
     if (inject) {
-      *inject = matvec(w_.get(p + "block_inject_weight.weight"), n);
+      *inject = matvec(tensor(p + "block_inject_weight.weight"), n);
       for (double& v : *inject) v = 2.0 * sigmoid(v / S);
     }
     return x;
@@ -424,19 +495,26 @@ class ReferenceForward {
     std::vector<double> h(S * H);
     for (int64_t s = 0; s < S; ++s) std::copy(e.begin(), e.end(), h.begin() + s * H);
     for (int64_t l = 0; l < c_.n_layers; ++l) {
-      const std::string L = c_.tensor_prefix + "layers." + std::to_string(l) + ".";
       for (size_t k = 0; k < c_.ple_layers.size(); ++k)
         if (c_.ple_layers[k] == l) ple(l, static_cast<int64_t>(k), h, pos);
-      std::vector<double> inject;
-      auto x = mixer(L + "attn_hyper_connection.", h, &inject);
-      auto y = c_.layer_types[l] == LayerType::kLinearAttention ? delta_net(l, x) : attention(l, x, pos);
-      for (int64_t s = 0; s < S; ++s)
-        for (int64_t i = 0; i < H; ++i) h[s * H + i] += inject[s] * y[i];
-      x = mixer(L + "mlp_hyper_connection.", h, &inject);
-      y = ffn(l, x);
-      for (int64_t s = 0; s < S; ++s)
-        for (int64_t i = 0; i < H; ++i) h[s * H + i] += inject[s] * y[i];
+      h = layer_qwen4exp(l, c_.tensor_prefix + "layers." + std::to_string(l) + ".", std::move(h), pos);
     }
+    return h;
+  }
+
+  // One layer over the streams h (its tensors under L): mixer, GDN or QSA,
+  // inject; mixer, feed-forward, inject.
+  std::vector<double> layer_qwen4exp(int64_t l, const std::string& L, std::vector<double> h, int64_t pos) {
+    const int64_t H = c_.hidden_size, S = c_.hc_count;
+    std::vector<double> inject;
+    auto x = mixer(L + "attn_hyper_connection.", h, &inject);
+    auto y = !is_head(l) && c_.layer_types[l] == LayerType::kLinearAttention ? delta_net(l, x) : attention(l, x, pos);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t i = 0; i < H; ++i) h[s * H + i] += inject[s] * y[i];
+    x = mixer(L + "mlp_hyper_connection.", h, &inject);
+    y = ffn(l, x);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t i = 0; i < H; ++i) h[s * H + i] += inject[s] * y[i];
     return h;
   }
 
@@ -466,6 +544,8 @@ class ReferenceForward {
   std::vector<LayerState> layers_;
   std::vector<int32_t> tokens_;  // qwen4exp: every token so far (the PLE layer's n-grams)
   int64_t position_ = 0;
+  const Checkpoint* head_ = nullptr;  // qwen4exp's MTP head's tensors
+  int64_t mtp_position_ = 0;
 };
 
 }  // namespace sb::testing
