@@ -37,15 +37,19 @@ wait_http() {  # url, seconds, pid of the server (its exit fails the wait at onc
   return 1
 }
 
-wait_redis() {  # port, node dir: a node that cannot start (its port taken) fails the start at once
+wait_redis() {  # port, pid, node dir: a node that exits (its port taken) fails the start at once
   for _ in $(seq 100); do
     timeout 2 redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
-    [[ -s "$2/redis.log" ]] && grep -q "Address already in use\|Could not create server" "$2/redis.log" && break
+    kill -0 "$2" 2>/dev/null || break
     sleep 0.1
   done
   echo "local-cluster: the redis node on port $1 did not start:" >&2
-  tail -3 "$2/redis.log" >&2 2>/dev/null
+  tail -3 "$3/redis.log" >&2 2>/dev/null
   return 1
+}
+
+pid_of() {  # DIR NAME: NAME's pid from DIR/pids
+  awk -v n="$2" '$1 == n {print $2}' "$1/pids"
 }
 
 start_all() {
@@ -82,7 +86,7 @@ start_all() {
     nodes+=("127.0.0.1:$port")
   done
   for i in "${!nodes[@]}"; do
-    wait_redis "${nodes[$i]#*:}" "$dir/redis$i"
+    wait_redis "${nodes[$i]#*:}" "$(pid_of "$dir" "redis$i")" "$dir/redis$i"
   done
   redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1 ||
     { echo "local-cluster: redis-cli --cluster create failed:" >&2; tail -5 "$dir/cluster-create.log" >&2; stop_all "$dir"; exit 1; }
@@ -108,7 +112,7 @@ start_all() {
     servers+="  server replica$r 127.0.0.1:$port"$'\n'
   done
   for ((r = 1; r <= replicas; r++)); do
-    wait_http "http://127.0.0.1:$((base + 9 + r))/health" 300 "$(awk -v n="replica$r" '$1 == n {print $2}' "$dir/pids")" ||
+    wait_http "http://127.0.0.1:$((base + 9 + r))/health" 300 "$(pid_of "$dir" "replica$r")" ||
       { tail -3 "$dir/replica$r.log" >&2; stop_all "$dir"; exit 1; }
   done
 
@@ -117,7 +121,7 @@ start_all() {
   SB_PROXY_BIND="127.0.0.1:$((base + 9))" haproxy -f "$dir/haproxy.cfg" -db </dev/null >"$dir/haproxy.log" 2>&1 &
   echo "haproxy $!" >>"$dir/pids"
   echo "haproxy $((base + 9))" >>"$dir/ports"
-  wait_http "http://127.0.0.1:$((base + 9))/health" 30 "$(awk '$1 == "haproxy" {print $2}' "$dir/pids")" ||
+  wait_http "http://127.0.0.1:$((base + 9))/health" 30 "$(pid_of "$dir" haproxy)" ||
     { tail -3 "$dir/haproxy.log" >&2; stop_all "$dir"; exit 1; }
   trap - ERR
   echo "local-cluster: http://127.0.0.1:$((base + 9)) -> $replicas replicas on redis-cluster://${nodes[0]},${nodes[1]} (state in $dir)"
