@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights repacked at load for AVX512-VNNI
+// Q8_0, Q4_0, Q3_K, Q4_K, Q5_K and Q6_K weights repacked at load for AVX512-VNNI
 // (Kernels::prepare): 16 weight rows side by side, so that one vpdpbusd of a
 // broadcast group of four activation levels gives each row's partial sum in
 // its own lane. No horizontal sums remain, and a block's fold
@@ -27,7 +27,13 @@
 //        more 64 bytes of fifth bits (bit 2k and 2k + 1 of lane c byte t: the
 //        k-th chunk's two levels), Q6_K two of the top two bits (byte t of
 //        the h-th: chunk 2h's two levels in bits 0-3, chunk 2h + 1's in 4-7).
-//   Sizes: Q4_K 2368, Q5_K 2880, Q6_K 3360 bytes (the file's 16 x 144, 176, 210 + 64).
+//   Q3_K: 16 x f16 d; [16][16] int8 scales (the file's 6-bit scale - 32, as
+//        Q6_K's), then per sub-block s of 32 levels (0..7, the file's n + 4):
+//        2 x 64 bytes of the low two bits (bits 2m..2m+1 of lane c byte t of
+//        the h-th: level 32s + 4(4h + m) + t) and 64 bytes of the third bit
+//        (bit j of lane c byte t: level 32s + 4j + t).
+//   Sizes: Q3_K 1824, Q4_K 2368, Q5_K 2880, Q6_K 3360 bytes (the file's 16 x
+//   110, 144, 176, 210 + 64).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -53,6 +59,8 @@ KLayout k_layout(DType dtype) {
       return {320, 320};
     case DType::kQ6_K:
       return {288, 384};
+    case DType::kQ3_K:
+      return {288, 192};
     default:
       return {320, 256};
   }
@@ -123,6 +131,26 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
   }
 }
 
+// Q3_K's levels are three bits: two fields (the low two bits, the third) that
+// the tile joins with a shift, an AND and a masked add per level vector, so
+// that the copy is 1.04x the file's bytes (nibbles would be 1.33x).
+void pack_q3_k_lane(const uint8_t* blk, int c, uint8_t* out) {
+  std::memcpy(out + 2 * c, blk + 108, 2);
+  for (int s = 0; s < 16; ++s) out[32 + 16 * s + c] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(blk + 96, s) - 32));
+  int lev[kSuperBlock];
+  block_levels(DType::kQ3_K, blk, lev);
+  const KLayout lay = k_layout(DType::kQ3_K);
+  for (int s = 0; s < 8; ++s) {
+    uint8_t* sub = out + lay.header + lay.sub * s;
+    for (int j = 0; j < 8; ++j)
+      for (int t = 0; t < 4; ++t) {
+        const int e = lev[32 * s + 4 * j + t];
+        sub[64 * (j / 4) + 4 * c + t] |= static_cast<uint8_t>((e & 3) << (2 * (j % 4)));
+        sub[128 + 4 * c + t] |= static_cast<uint8_t>(((e >> 2) & 1) << j);
+      }
+  }
+}
+
 void pack_q4_k_lane(const uint8_t* blk, int c, uint8_t* out) {
   std::memcpy(out + 2 * c, blk, 2);
   std::memcpy(out + 32 + 2 * c, blk + 2, 2);
@@ -150,6 +178,8 @@ void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t*
       if (!rows[c]) continue;
       if (dtype == DType::kQ4_K)
         pack_q4_k_lane(rows[c] + b * in_bytes, c, out);
+      else if (dtype == DType::kQ3_K)
+        pack_q3_k_lane(rows[c] + b * in_bytes, c, out);
       else
         pack_k_lane(dtype, rows[c] + b * in_bytes, c, out);
     }
@@ -167,17 +197,19 @@ bool quant_packs(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ3_K:
       return true;
     default:
-      return false;  // Q5_0, Q5_1, Q2_K, Q3_K and the IQ4 types run the file's layout
+      return false;  // Q5_0, Q5_1, Q2_K and the IQ4 types run the file's layout
   }
 }
 
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
   std::vector<int32_t> out;
-  if (dtype == DType::kQ6_K) {
+  if (dtype == DType::kQ6_K || dtype == DType::kQ3_K) {
+    const int32_t by = dtype == DType::kQ6_K ? -32 : -4;
     out.resize(x.sums.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = -32 * x.sums[i];
+    for (size_t i = 0; i < out.size(); ++i) out[i] = by * x.sums[i];
   } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) {
     const int32_t by = dtype == DType::kQ8_0 ? -128 : -8;
     out.resize(x.sums.size() / 2);
@@ -340,7 +372,22 @@ void packed_q4_0(const uint8_t* g, int64_t nb, T& t) {
 template <DType kType>
 inline void sub_levels(const uint8_t* sub, __m512i* lev) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  for (int l = 0; l < (kType == DType::kQ4_K ? 256 : kType == DType::kQ5_K ? 320 : 384); l += 64) fetch_ahead(sub + l);
+  for (int l = 0; l < k_layout(kType).sub; l += 64) fetch_ahead(sub + l);
+  if constexpr (kType == DType::kQ3_K) {
+    // The low two bits moved down and masked, then 4 added where the third is set.
+    const __m512i low2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    const __m512i h = _mm512_loadu_si512(sub + 128);
+    for (int half = 0; half < 2; ++half) {
+      __m512i v = _mm512_loadu_si512(sub + 64 * half);
+      __asm__("" : "+v"(v));  // one load for its four uses
+      for (int m = 0; m < 4; ++m) {
+        const int j = 4 * half + m;
+        const __m512i l = _mm512_and_si512(m ? _mm512_srli_epi16(v, 2 * m) : v, low2);
+        lev[j] = _mm512_mask_add_epi8(l, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))), l, four);
+      }
+    }
+    return;
+  }
   for (int k = 0; k < 4; ++k) {
     __m512i v = _mm512_loadu_si512(sub + 64 * k);
     __asm__("" : "+v"(v));  // one load for both uses (the compiler would fold it into each)
@@ -378,7 +425,7 @@ inline __m512i dots(const T& t, int r, const __m512i* lev, int n, int64_t at, __
 template <DType kType, class T>
 void packed_k(const uint8_t* g, int64_t nb, T& t) {
   constexpr int R = T::kRows;
-  constexpr bool kSix = kType == DType::kQ6_K;
+  constexpr bool kSix = kType == DType::kQ6_K || kType == DType::kQ3_K;  // signed scales per 16, an offset
   const KLayout lay = k_layout(kType);
   for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
@@ -390,9 +437,9 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
       sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
-        // Two sub-blocks of 16 with signed scales; levels n - 32: each
-        // sub-block's sum starts from the offset, -32 times the activations'
-        // sum of 16 (the same for every lane, a broadcast from memory: one
+        // Two sub-blocks of 16 with signed scales; levels n - 32 (Q3_K n - 4):
+        // each sub-block's sum starts from the offset, -32 (-4) times the
+        // activations' sum of 16 (the same for every lane, a broadcast from memory: one
         // vpdpwssd per row against the scales cost a tenth of the tile).
         const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
         for (int r = 0; r < R; ++r) {
@@ -493,7 +540,7 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
 template <int R, BlockOrder kOrder>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
-  PackedTile<R, kOrder> t(x, offsets, x.cols / (dtype == DType::kQ6_K ? 16 : 32), i0);
+  PackedTile<R, kOrder> t(x, offsets, x.cols / (dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 16 : 32), i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
     case DType::kQ8_0:
@@ -510,6 +557,9 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const in
       break;
     case DType::kQ6_K:
       packed_k<DType::kQ6_K>(g, nb, t);
+      break;
+    case DType::kQ3_K:
+      packed_k<DType::kQ3_K>(g, nb, t);
       break;
     default:
       break;
