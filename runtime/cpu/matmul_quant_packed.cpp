@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q3_K, Q4_K, Q5_K and Q6_K weights repacked at load for AVX512-VNNI
+// Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load for AVX512-VNNI
 // (Kernels::prepare): 16 weight rows side by side, so that one vpdpbusd of a
 // broadcast group of four activation levels gives each row's partial sum in
 // its own lane. No horizontal sums remain, and a block's fold
@@ -32,9 +32,12 @@
 //        2 x 64 bytes of the low two bits (bits 2m..2m+1 of lane c byte t of
 //        the h-th: level 32s + 4(4h + m) + t) and 64 bytes of the third bit
 //        (bit j of lane c byte t: level 32s + 4j + t).
-//   Sizes: Q3_K 1824, Q4_K 2368, Q5_K 2880, Q6_K 3360 bytes (the file's 16 x
-//   110, 144, 176, 210 + 64).
+//   IQ4_XS: 16 x f16 d; [8][16] int8 scales (the file's 6-bit scale - 32),
+//        then per sub-block of 32 the table indices as Q6_K's low nibbles.
+//   Sizes: Q3_K 1824, IQ4_XS 2208, Q4_K 2368, Q5_K 2880, Q6_K 3360 bytes (the
+//   file's 16 x 110, 136, 144, 176, 210 + 64; IQ4_XS + 32).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -61,6 +64,8 @@ KLayout k_layout(DType dtype) {
       return {288, 384};
     case DType::kQ3_K:
       return {288, 192};
+    case DType::kIQ4_XS:
+      return {160, 256};
     default:
       return {320, 256};
   }
@@ -106,6 +111,8 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
   std::memcpy(out + 2 * c, blk + (six ? 208 : 0), 2);
   if (six) {
     for (int s = 0; s < 16; ++s) out[32 + 16 * s + c] = blk[192 + s];
+  } else if (dtype == DType::kIQ4_XS) {
+    for (int s = 0; s < 8; ++s) out[32 + 16 * s + c] = static_cast<uint8_t>(static_cast<int8_t>(iq4xs_scale(blk, s) - 32));
   } else {
     std::memcpy(out + 32 + 2 * c, blk + 2, 2);
     for (int s = 0; s < 8; ++s) {
@@ -198,9 +205,10 @@ bool quant_packs(DType dtype) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kQ3_K:
+    case DType::kIQ4_XS:
       return true;
     default:
-      return false;  // Q5_0, Q5_1, Q2_K and the IQ4 types run the file's layout
+      return false;  // Q5_0, Q5_1, Q2_K and IQ4_NL run the file's layout
   }
 }
 
@@ -210,8 +218,9 @@ std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
     const int32_t by = dtype == DType::kQ6_K ? -32 : -4;
     out.resize(x.sums.size());
     for (size_t i = 0; i < out.size(); ++i) out[i] = by * x.sums[i];
-  } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) {
-    const int32_t by = dtype == DType::kQ8_0 ? -128 : -8;
+  } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kIQ4_XS) {
+    // IQ4_XS's table values are stored + 128 (the unsigned operand).
+    const int32_t by = dtype == DType::kQ4_0 ? -8 : -128;
     out.resize(x.sums.size() / 2);
     for (size_t i = 0; i < out.size(); ++i) out[i] = by * (x.sums[2 * i] + x.sums[2 * i + 1]);
   }
@@ -401,6 +410,16 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
       lev[j] = _mm512_mask_add_epi8(lev[j], _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))),
                                     lev[j], sixteen);
   }
+  if constexpr (kType == DType::kIQ4_XS) {
+    // Each index to its table value + 128, one vpshufb (the table in every 128-bit lane).
+    alignas(16) static const std::array<uint8_t, 16> kTable = [] {
+      std::array<uint8_t, 16> v{};
+      for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIq4Values[i] + 128);
+      return v;
+    }();
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable.data())));
+    for (int j = 0; j < 8; ++j) lev[j] = _mm512_shuffle_epi8(table, lev[j]);
+  }
   if constexpr (kType == DType::kQ6_K) {
     // Bits 2m..2m+1 of a byte moved to bits 4-5 (a shift by 4 - 2m, whose
     // spill into the next byte the mask drops), then (h & 0x30) | nibble in
@@ -449,6 +468,14 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
           const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(off[1]));
           add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
         }
+      } else if constexpr (kType == DType::kIQ4_XS) {
+        // One signed scale per 32; the sum starts from the offset, -128 times
+        // the activations' sum of 32.
+        const __m512i sc = _mm512_cvtepi8_epi32(bytes16(32 + 16 * s));
+        for (int r = 0; r < R; ++r) {
+          const __m512i d = dots(t, r, lev, 8, b * kSuperBlock + 32 * s, _mm512_set1_epi32(t.offsets[r][b * 8 + s]));
+          add(I[r], _mm512_mullo_epi32(d, sc));
+        }
       } else {
         // The min times the sub-block's two sums of 16: one vpdpwssd against
         // the min as a 16-bit pair (mn, mn).
@@ -465,7 +492,7 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
     for (int r = 0; r < R; ++r) {
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
       t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
-      if constexpr (!kSix)
+      if constexpr (!kSix && kType != DType::kIQ4_XS)
         t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(halves16(blk + 32), dx), _mm512_cvtepi32_ps(_mm512_load_si512(M[r])),
                                     t.acc[r]);
     }
@@ -540,6 +567,7 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
 template <int R, BlockOrder kOrder>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
+  // quant_packed_offsets' rows: one offset per 16 activations for Q6_K and Q3_K, per 32 for the others.
   PackedTile<R, kOrder> t(x, offsets, x.cols / (dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 16 : 32), i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
@@ -560,6 +588,9 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const in
       break;
     case DType::kQ3_K:
       packed_k<DType::kQ3_K>(g, nb, t);
+      break;
+    case DType::kIQ4_XS:
+      packed_k<DType::kIQ4_XS>(g, nb, t);
       break;
     default:
       break;
