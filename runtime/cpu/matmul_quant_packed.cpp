@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load for AVX512-VNNI
+// Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load for AVX512-VNNI
 // (Kernels::prepare): 16 weight rows side by side, so that one vpdpbusd of a
 // broadcast group of four activation levels gives each row's partial sum in
 // its own lane. No horizontal sums remain, and a block's fold
@@ -32,10 +32,14 @@
 //        2 x 64 bytes of the low two bits (bits 2m..2m+1 of lane c byte t of
 //        the h-th: level 32s + 4(4h + m) + t) and 64 bytes of the third bit
 //        (bit j of lane c byte t: level 32s + 4j + t).
+//   Q2_K: 16 x f16 d, 16 x f16 dmin, the file's scale-and-min bytes as
+//        [8][16][2] (pair t of lane c: sub-blocks 2t and 2t + 1), then per
+//        sub-block of 32 levels (0..3) Q3_K's two vectors of low bits.
 //   IQ4_XS: 16 x f16 d; [8][16] int8 scales (the file's 6-bit scale - 32),
 //        then per sub-block of 32 the table indices as Q6_K's low nibbles.
-//   Sizes: Q3_K 1824, IQ4_XS 2208, Q4_K 2368, Q5_K 2880, Q6_K 3360 bytes (the
-//   file's 16 x 110, 136, 144, 176, 210 + 64; IQ4_XS + 32).
+//   Sizes: Q2_K 1344, Q3_K 1824, IQ4_XS 2208, Q4_K 2368, Q5_K 2880, Q6_K 3360
+//   bytes (the file's 16 x 84, 110, 136, 144, 176, 210 + 64; Q2_K + 0,
+//   IQ4_XS + 32).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -66,6 +70,8 @@ KLayout k_layout(DType dtype) {
       return {288, 192};
     case DType::kIQ4_XS:
       return {160, 256};
+    case DType::kQ2_K:
+      return {320, 128};
     default:
       return {320, 256};
   }
@@ -141,21 +147,33 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
 // Q3_K's levels are three bits: two fields (the low two bits, the third) that
 // the tile joins with a shift, an AND and a masked add per level vector, so
 // that the copy is 1.04x the file's bytes (nibbles would be 1.33x).
-void pack_q3_k_lane(const uint8_t* blk, int c, uint8_t* out) {
-  std::memcpy(out + 2 * c, blk + 108, 2);
-  for (int s = 0; s < 16; ++s) out[32 + 16 * s + c] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(blk + 96, s) - 32));
+// Lane c's low two bits of each level (and Q3_K's third) in Q2_K's and Q3_K's layout.
+void pack_low_bits_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
   int lev[kSuperBlock];
-  block_levels(DType::kQ3_K, blk, lev);
-  const KLayout lay = k_layout(DType::kQ3_K);
+  block_levels(dtype, blk, lev);
+  const KLayout lay = k_layout(dtype);
   for (int s = 0; s < 8; ++s) {
     uint8_t* sub = out + lay.header + lay.sub * s;
     for (int j = 0; j < 8; ++j)
       for (int t = 0; t < 4; ++t) {
         const int e = lev[32 * s + 4 * j + t];
         sub[64 * (j / 4) + 4 * c + t] |= static_cast<uint8_t>((e & 3) << (2 * (j % 4)));
-        sub[128 + 4 * c + t] |= static_cast<uint8_t>(((e >> 2) & 1) << j);
+        if (dtype == DType::kQ3_K) sub[128 + 4 * c + t] |= static_cast<uint8_t>(((e >> 2) & 1) << j);
       }
   }
+}
+
+void pack_q3_k_lane(const uint8_t* blk, int c, uint8_t* out) {
+  std::memcpy(out + 2 * c, blk + 108, 2);
+  for (int s = 0; s < 16; ++s) out[32 + 16 * s + c] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(blk + 96, s) - 32));
+  pack_low_bits_lane(DType::kQ3_K, blk, c, out);
+}
+
+void pack_q2_k_lane(const uint8_t* blk, int c, uint8_t* out) {
+  std::memcpy(out + 2 * c, blk + 80, 2);
+  std::memcpy(out + 32 + 2 * c, blk + 82, 2);
+  for (int s = 0; s < 16; ++s) out[64 + 32 * (s / 2) + 2 * c + s % 2] = blk[s];
+  pack_low_bits_lane(DType::kQ2_K, blk, c, out);
 }
 
 void pack_q4_k_lane(const uint8_t* blk, int c, uint8_t* out) {
@@ -187,6 +205,8 @@ void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t*
         pack_q4_k_lane(rows[c] + b * in_bytes, c, out);
       else if (dtype == DType::kQ3_K)
         pack_q3_k_lane(rows[c] + b * in_bytes, c, out);
+      else if (dtype == DType::kQ2_K)
+        pack_q2_k_lane(rows[c] + b * in_bytes, c, out);
       else
         pack_k_lane(dtype, rows[c] + b * in_bytes, c, out);
     }
@@ -204,11 +224,12 @@ bool quant_packs(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kIQ4_XS:
       return true;
     default:
-      return false;  // Q5_0, Q5_1, Q2_K and IQ4_NL run the file's layout
+      return false;  // Q5_0, Q5_1 and IQ4_NL run the file's layout
   }
 }
 
@@ -382,17 +403,20 @@ template <DType kType>
 inline void sub_levels(const uint8_t* sub, __m512i* lev) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   for (int l = 0; l < k_layout(kType).sub; l += 64) fetch_ahead(sub + l);
-  if constexpr (kType == DType::kQ3_K) {
-    // The low two bits moved down and masked, then 4 added where the third is set.
+  if constexpr (kType == DType::kQ3_K || kType == DType::kQ2_K) {
+    // The low two bits moved down and masked; for Q3_K 4 added where the third is set.
     const __m512i low2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
-    const __m512i h = _mm512_loadu_si512(sub + 128);
     for (int half = 0; half < 2; ++half) {
       __m512i v = _mm512_loadu_si512(sub + 64 * half);
       __asm__("" : "+v"(v));  // one load for its four uses
       for (int m = 0; m < 4; ++m) {
         const int j = 4 * half + m;
-        const __m512i l = _mm512_and_si512(m ? _mm512_srli_epi16(v, 2 * m) : v, low2);
-        lev[j] = _mm512_mask_add_epi8(l, _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))), l, four);
+        lev[j] = _mm512_and_si512(m ? _mm512_srli_epi16(v, 2 * m) : v, low2);
+        if constexpr (kType == DType::kQ3_K) {
+          const __m512i h = _mm512_loadu_si512(sub + 128);
+          lev[j] = _mm512_mask_add_epi8(lev[j], _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))),
+                                        lev[j], four);
+        }
       }
     }
     return;
@@ -467,6 +491,21 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
           const __m512i da = dots(t, r, lev, 4, at, _mm512_set1_epi32(off[0]));
           const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(off[1]));
           add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+        }
+      } else if constexpr (kType == DType::kQ2_K) {
+        // Unsigned scales per 16 (the bytes' low nibbles); the mins' sum one
+        // vpdpwssd per row against the two mins as a 16-bit pair (high nibbles).
+        const __m512i both =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * s)));
+        const __m512i low4 = _mm512_set1_epi32(0xF);
+        const __m512i sa = _mm512_and_si512(both, low4), sb = _mm512_and_si512(_mm512_srli_epi32(both, 16), low4);
+        const __m512i mn2 = _mm512_srli_epi16(both, 4);
+        for (int r = 0; r < R; ++r) {
+          const int64_t at = b * kSuperBlock + 32 * s;
+          const __m512i da = dots(t, r, lev, 4, at, _mm512_setzero_si512());
+          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_setzero_si512());
+          add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+          add(M[r], dpwssd_bcast(_mm512_setzero_si512(), mn2, t.sums[r] + b * 16 + 2 * s));
         }
       } else if constexpr (kType == DType::kIQ4_XS) {
         // One signed scale per 32; the sum starts from the offset, -128 times
@@ -591,6 +630,9 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const in
       break;
     case DType::kIQ4_XS:
       packed_k<DType::kIQ4_XS>(g, nb, t);
+      break;
+    case DType::kQ2_K:
+      packed_k<DType::kQ2_K>(g, nb, t);
       break;
     default:
       break;
