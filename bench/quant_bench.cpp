@@ -168,7 +168,7 @@ void packed_tile_rates(std::mt19937& rng) {
   constexpr int64_t kCols = 2560, kGroups = 8, kRows = kGroups * cpu::kQuantPackedRows;
   std::printf("\n| repacked tile, 1 row, in L2 | GB/s of weights per core |\n|---|---|\n");
   ThreadPool one(1);
-  for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
     const Weights w = make_weights(dtype, kRows, kCols, 0, rng);  // two copies; the first is packed
     const auto packed = cpu::pack_quant(w.ref(dtype, 0), &one);
     std::vector<float> row(kCols);

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights repacked at load for AVX512-VNNI
+// Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load for AVX512-VNNI
 // (Kernels::prepare): 16 weight rows side by side, so that one vpdpbusd of a
 // broadcast group of four activation levels gives each row's partial sum in
 // its own lane. No horizontal sums remain, and a block's fold
@@ -27,8 +27,21 @@
 //        more 64 bytes of fifth bits (bit 2k and 2k + 1 of lane c byte t: the
 //        k-th chunk's two levels), Q6_K two of the top two bits (byte t of
 //        the h-th: chunk 2h's two levels in bits 0-3, chunk 2h + 1's in 4-7).
-//   Sizes: Q4_K 2368, Q5_K 2880, Q6_K 3360 bytes (the file's 16 x 144, 176, 210 + 64).
+//   Q3_K: 16 x f16 d; [16][16] int8 scales (the file's 6-bit scale - 32, as
+//        Q6_K's), then per sub-block s of 32 levels (0..7, the file's n + 4):
+//        2 x 64 bytes of the low two bits (bits 2m..2m+1 of lane c byte t of
+//        the h-th: level 32s + 4(4h + m) + t) and 64 bytes of the third bit
+//        (bit j of lane c byte t: level 32s + 4j + t).
+//   Q2_K: 16 x f16 d, 16 x f16 dmin, the file's scale-and-min bytes as
+//        [8][16][2] (pair t of lane c: sub-blocks 2t and 2t + 1), then per
+//        sub-block of 32 levels (0..3) Q3_K's two vectors of low bits.
+//   IQ4_XS: 16 x f16 d; [8][16] int8 scales (the file's 6-bit scale - 32),
+//        then per sub-block of 32 the table indices as Q6_K's low nibbles.
+//   Sizes: Q2_K 1344, Q3_K 1824, IQ4_XS 2208, Q4_K 2368, Q5_K 2880, Q6_K 3360
+//   bytes (the file's 16 x 84, 110, 136, 144, 176, 210 + 64; Q2_K + 0,
+//   IQ4_XS + 32).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -53,6 +66,12 @@ KLayout k_layout(DType dtype) {
       return {320, 320};
     case DType::kQ6_K:
       return {288, 384};
+    case DType::kQ3_K:
+      return {288, 192};
+    case DType::kIQ4_XS:
+      return {160, 256};
+    case DType::kQ2_K:
+      return {320, 128};
     default:
       return {320, 256};
   }
@@ -98,6 +117,8 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
   std::memcpy(out + 2 * c, blk + (six ? 208 : 0), 2);
   if (six) {
     for (int s = 0; s < 16; ++s) out[32 + 16 * s + c] = blk[192 + s];
+  } else if (dtype == DType::kIQ4_XS) {
+    for (int s = 0; s < 8; ++s) out[32 + 16 * s + c] = static_cast<uint8_t>(static_cast<int8_t>(iq4xs_scale(blk, s) - 32));
   } else {
     std::memcpy(out + 32 + 2 * c, blk + 2, 2);
     for (int s = 0; s < 8; ++s) {
@@ -121,6 +142,38 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
           sub[256 + 64 * (k / 2) + 4 * c + t] |= static_cast<uint8_t>(((e0 >> 4) | ((e1 >> 4) << 2)) << (4 * (k % 2)));
       }
   }
+}
+
+// Q3_K's levels are three bits: two fields (the low two bits, the third) that
+// the tile joins with a shift, an AND and a masked add per level vector, so
+// that the copy is 1.04x the file's bytes (nibbles would be 1.33x).
+// Lane c's low two bits of each level (and Q3_K's third) in Q2_K's and Q3_K's layout.
+void pack_low_bits_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
+  int lev[kSuperBlock];
+  block_levels(dtype, blk, lev);
+  const KLayout lay = k_layout(dtype);
+  for (int s = 0; s < 8; ++s) {
+    uint8_t* sub = out + lay.header + lay.sub * s;
+    for (int j = 0; j < 8; ++j)
+      for (int t = 0; t < 4; ++t) {
+        const int e = lev[32 * s + 4 * j + t];
+        sub[64 * (j / 4) + 4 * c + t] |= static_cast<uint8_t>((e & 3) << (2 * (j % 4)));
+        if (dtype == DType::kQ3_K) sub[128 + 4 * c + t] |= static_cast<uint8_t>(((e >> 2) & 1) << j);
+      }
+  }
+}
+
+void pack_q3_k_lane(const uint8_t* blk, int c, uint8_t* out) {
+  std::memcpy(out + 2 * c, blk + 108, 2);
+  for (int s = 0; s < 16; ++s) out[32 + 16 * s + c] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(blk + 96, s) - 32));
+  pack_low_bits_lane(DType::kQ3_K, blk, c, out);
+}
+
+void pack_q2_k_lane(const uint8_t* blk, int c, uint8_t* out) {
+  std::memcpy(out + 2 * c, blk + 80, 2);
+  std::memcpy(out + 32 + 2 * c, blk + 82, 2);
+  for (int s = 0; s < 16; ++s) out[64 + 32 * (s / 2) + 2 * c + s % 2] = blk[s];
+  pack_low_bits_lane(DType::kQ2_K, blk, c, out);
 }
 
 void pack_q4_k_lane(const uint8_t* blk, int c, uint8_t* out) {
@@ -150,6 +203,10 @@ void pack_k_group(DType dtype, const uint8_t* rows[kLanes], int64_t nb, uint8_t*
       if (!rows[c]) continue;
       if (dtype == DType::kQ4_K)
         pack_q4_k_lane(rows[c] + b * in_bytes, c, out);
+      else if (dtype == DType::kQ3_K)
+        pack_q3_k_lane(rows[c] + b * in_bytes, c, out);
+      else if (dtype == DType::kQ2_K)
+        pack_q2_k_lane(rows[c] + b * in_bytes, c, out);
       else
         pack_k_lane(dtype, rows[c] + b * in_bytes, c, out);
     }
@@ -167,19 +224,24 @@ bool quant_packs(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kIQ4_XS:
       return true;
     default:
-      return false;  // Q5_0, Q5_1, Q2_K, Q3_K and the IQ4 types run the file's layout
+      return false;  // Q5_0, Q5_1 and IQ4_NL run the file's layout
   }
 }
 
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
   std::vector<int32_t> out;
-  if (dtype == DType::kQ6_K) {
+  if (dtype == DType::kQ6_K || dtype == DType::kQ3_K) {
+    const int32_t by = dtype == DType::kQ6_K ? -32 : -4;
     out.resize(x.sums.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = -32 * x.sums[i];
-  } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) {
-    const int32_t by = dtype == DType::kQ8_0 ? -128 : -8;
+    for (size_t i = 0; i < out.size(); ++i) out[i] = by * x.sums[i];
+  } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kIQ4_XS) {
+    // IQ4_XS's table values are stored + 128 (the unsigned operand).
+    const int32_t by = dtype == DType::kQ4_0 ? -8 : -128;
     out.resize(x.sums.size() / 2);
     for (size_t i = 0; i < out.size(); ++i) out[i] = by * (x.sums[2 * i] + x.sums[2 * i + 1]);
   }
@@ -340,7 +402,25 @@ void packed_q4_0(const uint8_t* g, int64_t nb, T& t) {
 template <DType kType>
 inline void sub_levels(const uint8_t* sub, __m512i* lev) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  for (int l = 0; l < (kType == DType::kQ4_K ? 256 : kType == DType::kQ5_K ? 320 : 384); l += 64) fetch_ahead(sub + l);
+  for (int l = 0; l < k_layout(kType).sub; l += 64) fetch_ahead(sub + l);
+  if constexpr (kType == DType::kQ3_K || kType == DType::kQ2_K) {
+    // The low two bits moved down and masked; for Q3_K 4 added where the third is set.
+    const __m512i low2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    for (int half = 0; half < 2; ++half) {
+      __m512i v = _mm512_loadu_si512(sub + 64 * half);
+      __asm__("" : "+v"(v));  // one load for its four uses
+      for (int m = 0; m < 4; ++m) {
+        const int j = 4 * half + m;
+        lev[j] = _mm512_and_si512(m ? _mm512_srli_epi16(v, 2 * m) : v, low2);
+        if constexpr (kType == DType::kQ3_K) {
+          const __m512i h = _mm512_loadu_si512(sub + 128);
+          lev[j] = _mm512_mask_add_epi8(lev[j], _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))),
+                                        lev[j], four);
+        }
+      }
+    }
+    return;
+  }
   for (int k = 0; k < 4; ++k) {
     __m512i v = _mm512_loadu_si512(sub + 64 * k);
     __asm__("" : "+v"(v));  // one load for both uses (the compiler would fold it into each)
@@ -353,6 +433,16 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
     for (int j = 0; j < 8; ++j)
       lev[j] = _mm512_mask_add_epi8(lev[j], _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j))),
                                     lev[j], sixteen);
+  }
+  if constexpr (kType == DType::kIQ4_XS) {
+    // Each index to its table value + 128, one vpshufb (the table in every 128-bit lane).
+    alignas(16) static const std::array<uint8_t, 16> kTable = [] {
+      std::array<uint8_t, 16> v{};
+      for (int i = 0; i < 16; ++i) v[i] = static_cast<uint8_t>(kIq4Values[i] + 128);
+      return v;
+    }();
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable.data())));
+    for (int j = 0; j < 8; ++j) lev[j] = _mm512_shuffle_epi8(table, lev[j]);
   }
   if constexpr (kType == DType::kQ6_K) {
     // Bits 2m..2m+1 of a byte moved to bits 4-5 (a shift by 4 - 2m, whose
@@ -378,7 +468,7 @@ inline __m512i dots(const T& t, int r, const __m512i* lev, int n, int64_t at, __
 template <DType kType, class T>
 void packed_k(const uint8_t* g, int64_t nb, T& t) {
   constexpr int R = T::kRows;
-  constexpr bool kSix = kType == DType::kQ6_K;
+  constexpr bool kSix = kType == DType::kQ6_K || kType == DType::kQ3_K;  // signed scales per 16, an offset
   const KLayout lay = k_layout(kType);
   for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
@@ -390,9 +480,9 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
       sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
-        // Two sub-blocks of 16 with signed scales; levels n - 32: each
-        // sub-block's sum starts from the offset, -32 times the activations'
-        // sum of 16 (the same for every lane, a broadcast from memory: one
+        // Two sub-blocks of 16 with signed scales; levels n - 32 (Q3_K n - 4):
+        // each sub-block's sum starts from the offset, -32 (-4) times the
+        // activations' sum of 16 (the same for every lane, a broadcast from memory: one
         // vpdpwssd per row against the scales cost a tenth of the tile).
         const __m512i sa = _mm512_cvtepi8_epi32(bytes16(32 + 32 * s)), sb = _mm512_cvtepi8_epi32(bytes16(48 + 32 * s));
         for (int r = 0; r < R; ++r) {
@@ -401,6 +491,29 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
           const __m512i da = dots(t, r, lev, 4, at, _mm512_set1_epi32(off[0]));
           const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_set1_epi32(off[1]));
           add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+        }
+      } else if constexpr (kType == DType::kQ2_K) {
+        // Unsigned scales per 16 (the bytes' low nibbles); the mins' sum one
+        // vpdpwssd per row against the two mins as a 16-bit pair (high nibbles).
+        const __m512i both =
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * s)));
+        const __m512i low4 = _mm512_set1_epi32(0xF);
+        const __m512i sa = _mm512_and_si512(both, low4), sb = _mm512_and_si512(_mm512_srli_epi32(both, 16), low4);
+        const __m512i mn2 = _mm512_srli_epi16(both, 4);
+        for (int r = 0; r < R; ++r) {
+          const int64_t at = b * kSuperBlock + 32 * s;
+          const __m512i da = dots(t, r, lev, 4, at, _mm512_setzero_si512());
+          const __m512i db = dots(t, r, lev + 4, 4, at + 16, _mm512_setzero_si512());
+          add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+          add(M[r], dpwssd_bcast(_mm512_setzero_si512(), mn2, t.sums[r] + b * 16 + 2 * s));
+        }
+      } else if constexpr (kType == DType::kIQ4_XS) {
+        // One signed scale per 32; the sum starts from the offset, -128 times
+        // the activations' sum of 32.
+        const __m512i sc = _mm512_cvtepi8_epi32(bytes16(32 + 16 * s));
+        for (int r = 0; r < R; ++r) {
+          const __m512i d = dots(t, r, lev, 8, b * kSuperBlock + 32 * s, _mm512_set1_epi32(t.offsets[r][b * 8 + s]));
+          add(I[r], _mm512_mullo_epi32(d, sc));
         }
       } else {
         // The min times the sub-block's two sums of 16: one vpdpwssd against
@@ -418,7 +531,7 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
     for (int r = 0; r < R; ++r) {
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
       t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
-      if constexpr (!kSix)
+      if constexpr (!kSix && kType != DType::kIQ4_XS)
         t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(halves16(blk + 32), dx), _mm512_cvtepi32_ps(_mm512_load_si512(M[r])),
                                     t.acc[r]);
     }
@@ -493,7 +606,8 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
 template <int R, BlockOrder kOrder>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
-  PackedTile<R, kOrder> t(x, offsets, x.cols / (dtype == DType::kQ6_K ? 16 : 32), i0);
+  // quant_packed_offsets' rows: one offset per 16 activations for Q6_K and Q3_K, per 32 for the others.
+  PackedTile<R, kOrder> t(x, offsets, x.cols / (dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 16 : 32), i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
     case DType::kQ8_0:
@@ -511,14 +625,22 @@ void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const in
     case DType::kQ6_K:
       packed_k<DType::kQ6_K>(g, nb, t);
       break;
+    case DType::kQ3_K:
+      packed_k<DType::kQ3_K>(g, nb, t);
+      break;
+    case DType::kIQ4_XS:
+      packed_k<DType::kIQ4_XS>(g, nb, t);
+      break;
+    case DType::kQ2_K:
+      packed_k<DType::kQ2_K>(g, nb, t);
+      break;
     default:
       break;
   }
-  alignas(64) float lanes[kQuantPackedRows];
-  for (int r = 0; r < R; ++r) {
-    _mm512_store_ps(lanes, t.acc[r]);
-    std::copy(lanes, lanes + cols, y + r * ldy);
-  }
+  // A masked store of the group's first `cols` lanes: the copy through a
+  // buffer it replaced was a call to memmove per row and tile.
+  const __mmask16 keep = static_cast<__mmask16>((1u << cols) - 1);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldy, keep, t.acc[r]);
 }
 
 template <BlockOrder kOrder>

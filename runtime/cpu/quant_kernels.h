@@ -48,7 +48,7 @@ using QuantTileKernel = void (*)(DType dtype, const uint8_t* w, int64_t row_byte
 enum class BlockOrder : uint8_t { kReference, kReversedInTiles };
 QuantTileKernel quant_tile_kernel(QuantIsa isa, BlockOrder order = BlockOrder::kReference);
 
-// The repacked layout of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K for
+// The repacked layout of Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS for
 // AVX512-VNNI (matmul_quant_packed.cpp, made by prepare()): groups of
 // kQuantPackedRows weight rows.
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 8;
@@ -57,8 +57,8 @@ int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
 // What the packed tiles of dtype read beside x, the levels' offsets times
 // the activations' sums, where each integer sum starts (a broadcast from
 // memory; a vpdpwssd per row cost a tenth of a tile of 8 rows): for Q6_K
-// -32 times each of x's sums of 16, for Q8_0 -128 and for Q4_0 -8 times
-// each block's sum of 32; empty for the other types.
+// -32 and for Q3_K -4 times each of x's sums of 16, for Q8_0 and IQ4_XS -128
+// and for Q4_0 -8 times each sum of 32; empty for the other types.
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x);
 // y[r * ldy + c] for c < cols of one group and rows <= kQuantPackedTileRows
 // activation rows, offsets = quant_packed_offsets(dtype, x).data(): the bits
