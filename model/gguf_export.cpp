@@ -354,8 +354,6 @@ Status check_qwen4exp(const ModelConfig& c, const std::string& dir) {
 
 Status check_exportable(const ModelConfig& c, const std::string& dir) {
   if (c.arch == Arch::kQwen4Exp) SB_RETURN_IF_ERROR(check_qwen4exp(c, dir));
-  if (!gguf_arch_name(c.arch))
-    return Status::unsupported(dir + ": statebank_qsa has no llama.cpp counterpart (docs/qsa.md); it has no GGUF form");
   if (c.arch != Arch::kQwen3) {
     if (c.lin_key_head_dim != c.lin_value_head_dim)
       return Status::unsupported(dir +
