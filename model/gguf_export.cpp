@@ -430,12 +430,13 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
     if (s.name.find("attn_v.weight") != std::string::npos || s.name.find("attn_qkv.weight") != std::string::npos)
       ++picker.n_attention_v;
   const Source src{c, ws};
+  // Each tensor is read, converted and encoded while the file is written,
+  // one at a time: a file of the bench preset (GBs) never sits in memory.
   for (const TensorSpec& s : specs) {
-    const std::vector<float> v = values(src, &head, s.name);
     const DType t = picker.pick(s.name, s.shape);
-    std::vector<uint8_t> bytes;
-    SB_RETURN_IF_ERROR(encode(s.name, t, v, s.shape.back(), &bytes));
-    w.add_tensor(s.name, t, s.shape, std::move(bytes));
+    w.add_tensor(s.name, t, s.shape, [&src, &head, name = s.name, t, cols = s.shape.back()](std::vector<uint8_t>* out) {
+      return encode(name, t, values(src, &head, name), cols, out);
+    });
   }
   return w.write(out_path);
 }
