@@ -157,6 +157,21 @@ def gguf_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
     return rows
 
 
+def ngram_rows(measured: list[dict]) -> list[str]:
+    """qwen4exp's n-gram table: mapped, read a few rows per token; resident memory against the rest of the file."""
+    with_table = [m for m in measured if m["ours"].get("ngram_table_bytes")]
+    if not with_table:
+        return []
+    rows = ["", "| preset | type | n-gram table | table bytes read per decoded token | file outside the table | "
+            "resident after load / file outside the table |", "|---|---|---|---|---|---|"]
+    for m in with_table:
+        o = m["ours"]
+        rest = o["file_bytes"] - o["ngram_table_bytes"]
+        rows.append(f"| {m['preset']} | {m['type']} | {o['ngram_table_bytes'] / 1e9:.2f} GB | "
+                    f"{o['ngram_bytes_per_token']} | {rest / 1e9:.2f} GB | {o['rss_after_load'] / rest:.2f}x |")
+    return rows
+
+
 def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], load: tuple, minutes: float) -> str:
     ik = " ik_llama.cpp t/s, -rtr 0 / 1 | statebank / ik_llama.cpp |" if a.ik_llama_bin else ""
     lines = ["| preset | type | test | threads | statebank t/s | llama.cpp t/s | statebank / llama.cpp |" + ik +
@@ -174,6 +189,7 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
                      f"{o['weight_bytes_per_token'] / 1e9:.2f} GB | "
                      f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
                      f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | {bws} |")
+    lines += ngram_rows(measured)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     lines += ["", f"Model: {a.arch}, random bf16 weights written by `statebank quantize`; both programs read the same "

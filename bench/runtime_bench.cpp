@@ -60,19 +60,39 @@ uint64_t resident_bytes() {
 // The weights a benchmark runs: a checkpoint directory (--dir, or the
 // preset's generated one) or a GGUF file (--model); its config and the bytes
 // read per decoded token (every matrix once; a tied embedding as the head,
-// an untied one not at all: a lookup reads one row).
+// an untied one not at all: a lookup reads one row; of qwen4exp's n-gram
+// table, the rows a token hashes to).
 struct Weights {
   std::string path;
   ModelConfig config;
   uint64_t bytes_per_token = 0;
   uint64_t file_bytes = 0;  // a GGUF file's size; 0 for a directory
+  // qwen4exp's n-gram tables (all PLE layers'), and what one decoded token
+  // reads of them: one row per n-gram head and PLE layer (model/ngram_table.h).
+  uint64_t ngram_table_bytes = 0;
+  uint64_t ngram_bytes_per_token = 0;
 };
 
-uint64_t bytes_per_token(const Checkpoint& ckpt, const ModelConfig& config) {
-  uint64_t bytes = 0;
-  for (const auto& [name, t] : ckpt.tensors()) bytes += t.nbytes;
+bool is_ngram_table(const std::string& name) {
+  return name == "per_layer_token_embd.weight" || name.find("ngram_embedding.shard_") != std::string::npos;
+}
+
+void count_bytes_per_token(const Checkpoint& ckpt, const ModelConfig& config, Weights* out) {
+  uint64_t bytes = 0, table_rows = 0;
+  for (const auto& [name, t] : ckpt.tensors()) {
+    if (!is_ngram_table(name)) {
+      bytes += t.nbytes;
+      continue;
+    }
+    out->ngram_table_bytes += t.nbytes;
+    table_rows += static_cast<uint64_t>(t.shape[0]);
+  }
   if (!config.tie_word_embeddings) bytes -= ckpt.find(config.tensor_prefix + "embed_tokens.weight")->nbytes;
-  return bytes;
+  if (table_rows) {  // every row of a table has the same bytes; a token reads ngram_heads() of each layer's
+    const uint64_t row_bytes = out->ngram_table_bytes / table_rows;
+    out->ngram_bytes_per_token = row_bytes * config.ngram_heads() * config.ple_layers.size();
+  }
+  out->bytes_per_token = bytes + out->ngram_bytes_per_token;
 }
 
 Status open_weights(const Args& args, const std::string& arch, const std::string& preset, Weights* out) {
@@ -83,7 +103,7 @@ Status open_weights(const Args& args, const std::string& arch, const std::string
     GgufModel gguf;
     SB_RETURN_IF_ERROR(open_gguf_model(out->path, &gguf));
     out->config = gguf.config;
-    out->bytes_per_token = bytes_per_token(*gguf.checkpoint, gguf.config);
+    count_bytes_per_token(*gguf.checkpoint, gguf.config, out);
     struct stat st {};
     if (stat(out->path.c_str(), &st) == 0) out->file_bytes = static_cast<uint64_t>(st.st_size);
     return Status::ok();
@@ -92,7 +112,7 @@ Status open_weights(const Args& args, const std::string& arch, const std::string
   std::unique_ptr<Checkpoint> ckpt;
   SB_RETURN_IF_ERROR(Checkpoint::open(out->path, &ckpt));
   SB_RETURN_IF_ERROR(parse_config(out->path, &out->config));  // --dir may hold another config than the preset
-  out->bytes_per_token = bytes_per_token(*ckpt, out->config);
+  count_bytes_per_token(*ckpt, out->config, out);
   return Status::ok();
 }
 
@@ -214,9 +234,11 @@ int main(int argc, char** argv) {
   if (args.has("json")) {
     std::printf(
         "{\"model\": \"%s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
-        "\"file_bytes\": %llu, \"rss_after_load\": %llu, \"rss_after_decode\": %llu, \"read_bandwidth\": {",
+        "\"file_bytes\": %llu, \"ngram_table_bytes\": %llu, \"ngram_bytes_per_token\": %llu, "
+        "\"rss_after_load\": %llu, \"rss_after_decode\": %llu, \"read_bandwidth\": {",
         model_name.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes),
-        static_cast<unsigned long long>(weights.file_bytes), static_cast<unsigned long long>(rss_after_load),
+        static_cast<unsigned long long>(weights.file_bytes), static_cast<unsigned long long>(weights.ngram_table_bytes),
+        static_cast<unsigned long long>(weights.ngram_bytes_per_token), static_cast<unsigned long long>(rss_after_load),
         static_cast<unsigned long long>(rss_after_decode));
     bool first = true;
     for (const auto& [t, bw] : bandwidth) {
@@ -265,6 +287,12 @@ int main(int argc, char** argv) {
   if (weights.file_bytes)
     std::printf("resident memory: %.1f MB after load, %.1f MB after the first decode; file %.1f MB\n",
                 rss_after_load / 1e6, rss_after_decode / 1e6, weights.file_bytes / 1e6);
+  if (weights.ngram_table_bytes)
+    std::printf("n-gram table: %.1f MB mapped, %llu bytes read per decoded token; resident after load over the "
+                "file outside it: %.2fx\n",
+                weights.ngram_table_bytes / 1e6, static_cast<unsigned long long>(weights.ngram_bytes_per_token),
+                weights.file_bytes ? static_cast<double>(rss_after_load) / (weights.file_bytes - weights.ngram_table_bytes)
+                                   : 0.0);
   for (const auto& [t, probe] : probes)
     std::printf(
         "read bandwidth, %lld threads: best %.1f GB/s (the bound), median %.1f, worst %.1f over %zu passes of %.1f "

@@ -11,7 +11,7 @@ namespace sb {
 int cmd_gen_model(int argc, char** argv) {
   const char* cmd = "gen-model";
   const char* usage =
-      "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|qwen4exp|statebank_qsa "
+      "usage: statebank gen-model --arch qwen3|qwen3_next|qwen3_5|qwen3_5_moe|qwen4exp "
       "--preset tiny|small|0.8b|4b|bench [--seed N] [--dtype bf16|f32] [--mtp-layers 0|1] [--tokenizer DIR] OUT_DIR";
   Args args({"arch", "preset", "seed", "dtype", "tokenizer", "mtp-layers"}, {"help"});
   if (Status s = args.parse(argc, argv); !s) return fail(cmd, s.message());
@@ -27,7 +27,7 @@ int cmd_gen_model(int argc, char** argv) {
   if (Status s = args.get_int("seed", 0, 0, INT64_MAX, &seed); !s) return fail(cmd, s.message());
   // An MTP head is opt-in: the presets' files stay what they were.
   if (Status s = args.get_int("mtp-layers", 0, 0, 1, &config.mtp_layers); !s) return fail(cmd, s.message());
-  if (config.mtp_layers > 0 && (arch == Arch::kQwen3 || arch == Arch::kQsa))
+  if (config.mtp_layers > 0 && arch == Arch::kQwen3)
     return fail(cmd, std::string("--mtp-layers: ") + arch_name(arch) + " checkpoints have no MTP head");
   std::string dtype_name = args.get("dtype", "bf16");
   DType dtype;

@@ -140,6 +140,11 @@ class GgufWriter {
   // shape row-major, outermost first (as TensorView); bytes must be exactly
   // what shape and dtype need.
   void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes);
+  // A tensor whose bytes `produce` makes only while the file is written,
+  // one tensor at a time, so a file larger than memory can be written. An
+  // error of `produce`, or bytes that do not fit the shape, fails the write.
+  using Producer = std::function<Status(std::vector<uint8_t>*)>;
+  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, Producer produce);
   Status write(const std::string& path) const;
   // The whole file in memory (tests and the fuzz corpus).
   Status serialize(std::string* out) const;
@@ -152,6 +157,8 @@ class GgufWriter {
     DType dtype;
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
+    Producer produce;    // set: bytes stay empty until emit()
+    uint64_t nbytes = 0;  // bytes.size(), or what produce must give
   };
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<Tensor> tensors_;

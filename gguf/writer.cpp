@@ -107,7 +107,13 @@ void GgufWriter::set(const std::string& key, GgufValue value) {
 
 void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                             std::vector<uint8_t> bytes) {
-  tensors_.push_back({name, dtype, std::move(shape), std::move(bytes)});
+  const uint64_t n = bytes.size();
+  tensors_.push_back({name, dtype, std::move(shape), std::move(bytes), nullptr, n});
+}
+
+void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, Producer produce) {
+  const uint64_t n = tensor_bytes(dtype, shape);
+  tensors_.push_back({name, dtype, std::move(shape), {}, std::move(produce), n});
 }
 
 namespace {
@@ -150,7 +156,7 @@ Status header_bytes(const std::vector<std::pair<std::string, GgufValue>>& metada
 
 Status GgufWriter::emit(const std::function<bool(const void*, size_t)>& sink) const {
   std::vector<std::tuple<std::string, DType, std::vector<int64_t>, uint64_t>> infos;
-  for (const auto& t : tensors_) infos.emplace_back(t.name, t.dtype, t.shape, t.bytes.size());
+  for (const auto& t : tensors_) infos.emplace_back(t.name, t.dtype, t.shape, t.nbytes);
   std::string header;
   SB_RETURN_IF_ERROR(header_bytes(metadata_, infos, &header));
   uint64_t align = kGgufDefaultAlignment;
@@ -159,8 +165,17 @@ Status GgufWriter::emit(const std::function<bool(const void*, size_t)>& sink) co
   bool ok = sink(header.data(), header.size());
   const std::vector<char> zeros(align, 0);
   for (const auto& t : tensors_) {
-    if (ok && !t.bytes.empty()) ok = sink(t.bytes.data(), t.bytes.size());
-    const uint64_t pad = (align - t.bytes.size() % align) % align;
+    std::vector<uint8_t> made;
+    if (ok && t.produce) {
+      SB_RETURN_IF_ERROR(t.produce(&made));
+      if (made.size() != t.nbytes)
+        return Status::invalid("tensor " + t.name + ": produced " + std::to_string(made.size()) + " bytes, its shape " +
+                               shape_text(t.shape) + " of " + dtype_name(t.dtype) + " takes " +
+                               std::to_string(t.nbytes));
+    }
+    const std::vector<uint8_t>& bytes = t.produce ? made : t.bytes;
+    if (ok && !bytes.empty()) ok = sink(bytes.data(), bytes.size());
+    const uint64_t pad = (align - bytes.size() % align) % align;
     if (ok && pad) ok = sink(zeros.data(), pad);
   }
   return ok ? Status::ok() : Status::io_error("write failed");

@@ -1,5 +1,5 @@
 // Gated full attention (docs/model-spec.md 2.4), dense Qwen3 attention (no gate,
-// plain norms), and indexed sparse attention (docs/qsa.md), which is gated
+// plain norms), and qwen4exp's QSA attention (docs/qsa.md), which is gated
 // attention restricted to the key blocks an indexer selects.
 #include <algorithm>
 #include <cmath>
@@ -25,12 +25,7 @@ void Transformer::attention_layer(const LayerWeights& w, ForwardCall& call, cons
     raw.resize(T * a.in.parts[P::kIndexK].rows);
     iq.resize(T * a.in.parts[P::kIndexQ].rows);
     outs.insert(outs.end(), {raw.data(), iq.data()});
-    if (a.unit_head_weights) {
-      iw.assign(T * c.index_n_heads, 1.0f);
-    } else {
-      iw.resize(T * a.in.parts[P::kIndexW].rows);
-      outs.push_back(iw.data());
-    }
+    iw.assign(T * c.index_n_heads, 1.0f);  // qwen4exp sums its indexer heads unweighted
   }
   kernels_->matmul(xn, T, a.in, outs);
   Rows q, gate;
@@ -149,9 +144,8 @@ void Transformer::sparse_selection(const LayerWeights& w, ForwardCall& call, con
 
   store_index_keys(w, call, raw);
 
-  if (!w.attn.index_q_norm.empty())
-    kernels_->rms_norm(iq, T * HI, dI, w.attn.index_q_norm.data(), static_cast<float>(c.rms_norm_eps),
-                       c.norm_weight_offset, iq);
+  kernels_->rms_norm(iq, T * HI, dI, w.attn.index_q_norm.data(), static_cast<float>(c.rms_norm_eps),
+                     c.norm_weight_offset, iq);
   kernels_->rope(iq, T, HI, dI, rot, call.positions.data(), c.rope_theta);
   masks->resize(call.sequences.size());
   for (size_t i = 0; i < call.sequences.size(); ++i) {
@@ -178,8 +172,6 @@ void Transformer::sparse_mask(const LayerWeights& w, const SequenceRows& seq, co
   in.pooled = pooled.data();
   in.block = c.index_compress_ratio;
   in.top_k = c.index_topk_blocks;
-  // qwen4exp sums the heads as they are; the stand-in scales its learned weights.
-  in.w_scale = w.attn.unit_head_weights ? 1.0f : static_cast<float>(1.0 / std::sqrt(static_cast<double>(HI)));
   in.s_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dI)));
   mask->resize(static_cast<size_t>(in.rows * in.stride()));
   kernels_->sparse_block_mask(in, mask->data());

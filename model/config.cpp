@@ -21,7 +21,6 @@ const char* arch_name(Arch arch) {
     case Arch::kQwen3Next: return "qwen3_next";
     case Arch::kQwen35: return "qwen3_5";
     case Arch::kQwen35Moe: return "qwen3_5_moe";
-    case Arch::kQsa: return "statebank_qsa";
     case Arch::kQwen4Exp: return "qwen4exp";
   }
   return "unknown";
@@ -88,8 +87,6 @@ Status parse_layer_types(const ConfigReader& r, Arch arch, ModelConfig* c) {
       t = LayerType::kFullAttention;
     } else if ((name == "linear_attention" || name == "mamba") && arch != Arch::kQwen3) {
       t = LayerType::kLinearAttention;
-    } else if (name == "sparse_attention" && arch == Arch::kQsa) {
-      t = LayerType::kSparseAttention;
     } else {
       return r.error("layer_types", "entry " + std::to_string(i) + " '" + name + "' is not a layer type of " +
                                         arch_name(arch));
@@ -165,7 +162,7 @@ Status parse_experts(const ConfigReader& r, Arch arch, ModelConfig* c) {
   c->mlp_only_layers.clear();
   if (arch == Arch::kQwen35Moe || arch == Arch::kQwen4Exp) {
     SB_RETURN_IF_ERROR(r.get_int("num_experts", &c->n_experts, true));
-  } else if (arch == Arch::kQwen3Next || arch == Arch::kQsa) {
+  } else if (arch == Arch::kQwen3Next) {
     SB_RETURN_IF_ERROR(r.get_int("num_experts", &c->n_experts, false, 0));
   }
   if (c->n_experts > 0) {
@@ -194,27 +191,14 @@ Status parse_experts(const ConfigReader& r, Arch arch, ModelConfig* c) {
   return Status::ok();
 }
 
-// The sparse attention's indexer (statebank_qsa); the defaults elsewhere.
-Status parse_indexer(const ConfigReader& r, Arch arch, ModelConfig* c) {
-  if (arch == Arch::kQsa) {
-    SB_RETURN_IF_ERROR(r.get_int("index_n_heads", &c->index_n_heads, false));
-    SB_RETURN_IF_ERROR(r.get_int("index_head_dim", &c->index_head_dim, false));
-    SB_RETURN_IF_ERROR(r.get_int("index_compress_ratio", &c->index_compress_ratio, false));
-    SB_RETURN_IF_ERROR(r.get_int("index_topk_blocks", &c->index_topk_blocks, false));
-    if (64 % c->index_compress_ratio != 0)
-      return r.error("index_compress_ratio", "(" + std::to_string(c->index_compress_ratio) +
-                                                 ") must divide 64 (the prefill grid)");
-    if (c->index_head_dim % 2 != 0) return r.error("index_head_dim", "must be even (RoPE pairs)");
-  } else if (arch == Arch::kQwen4Exp) {
-    return Status::ok();  // parse_qwen4exp reads the indexer under its own names
-  } else {
-    ModelConfig defaults;
-    c->index_n_heads = defaults.index_n_heads;
-    c->index_head_dim = defaults.index_head_dim;
-    c->index_compress_ratio = defaults.index_compress_ratio;
-    c->index_topk_blocks = defaults.index_topk_blocks;
-  }
-  return Status::ok();
+// Only qwen4exp has an indexer (parse_qwen4exp reads it under its own
+// names); the others keep the defaults, so their describe() stays the same.
+void default_indexer(ModelConfig* c) {
+  const ModelConfig defaults;
+  c->index_n_heads = defaults.index_n_heads;
+  c->index_head_dim = defaults.index_head_dim;
+  c->index_compress_ratio = defaults.index_compress_ratio;
+  c->index_topk_blocks = defaults.index_topk_blocks;
 }
 
 Status parse_text(const ConfigReader& r, Arch arch, ModelConfig* c) {
@@ -251,8 +235,9 @@ Status parse_text(const ConfigReader& r, Arch arch, ModelConfig* c) {
   c->intermediate_size = 0;
   SB_RETURN_IF_ERROR(r.get_int("intermediate_size", &c->intermediate_size, has_dense));
 
-  SB_RETURN_IF_ERROR(parse_indexer(r, arch, c));
-  return arch == Arch::kQwen4Exp ? parse_qwen4exp(r, c) : Status::ok();
+  if (arch == Arch::kQwen4Exp) return parse_qwen4exp(r, c);
+  default_indexer(c);
+  return Status::ok();
 }
 
 }  // namespace
@@ -292,11 +277,10 @@ Status parse_config_json(const std::string& json_text, const std::string& source
     return Status::invalid(source + ": field 'model_type' is missing");
   std::string type = root["model_type"].get<std::string>();
   ModelConfig c;
-  if (type == "qwen3" || type == "qwen3_next" || type == "statebank_qsa" || type == "qwen4_exp_text") {
-    Arch arch = type == "qwen3"           ? Arch::kQwen3
-                : type == "qwen3_next"    ? Arch::kQwen3Next
-                : type == "statebank_qsa" ? Arch::kQsa
-                                          : Arch::kQwen4Exp;
+  if (type == "statebank_qsa")  // the stand-in for qwen4exp written before the real model was public
+    return Status::unsupported(source + ": model_type statebank_qsa was retired; use qwen4exp (gen-model --arch qwen4exp)");
+  if (type == "qwen3" || type == "qwen3_next" || type == "qwen4_exp_text") {
+    Arch arch = type == "qwen3" ? Arch::kQwen3 : type == "qwen3_next" ? Arch::kQwen3Next : Arch::kQwen4Exp;
     SB_RETURN_IF_ERROR(parse_text(ConfigReader(root, source, ""), arch, &c));
     if (arch == Arch::kQwen4Exp) c.tensor_prefix = "model.";  // Qwen4ExpForCausalLM: the text model alone
   } else if (type == "qwen3_5" || type == "qwen3_5_moe" || type == "qwen4_exp") {
@@ -309,7 +293,7 @@ Status parse_config_json(const std::string& json_text, const std::string& source
     SB_RETURN_IF_ERROR(ConfigReader(root, source, "").get_bool("tie_word_embeddings", &c.tie_word_embeddings));
   } else {
     return Status::unsupported(source + ": field 'model_type' is '" + type +
-                               "', not one of qwen3, qwen3_next, qwen3_5, qwen3_5_moe, qwen4_exp, qwen4_exp_text, statebank_qsa");
+                               "', not one of qwen3, qwen3_next, qwen3_5, qwen3_5_moe, qwen4_exp, qwen4_exp_text");
   }
   *out = std::move(c);
   return Status::ok();
@@ -333,8 +317,7 @@ std::string config_to_json(const ModelConfig& c) {
   if (!nested) {
     t["architectures"] = json::array({c.arch == Arch::kQwen3       ? "Qwen3ForCausalLM"
                                       : c.arch == Arch::kQwen3Next ? "Qwen3NextForCausalLM"
-                                      : q4                         ? "Qwen4ExpForCausalLM"
-                                                                   : "StatebankQsaForCausalLM"});
+                                                                   : "Qwen4ExpForCausalLM"});
     t["model_type"] = q4 ? "qwen4_exp_text" : arch_name(c.arch);
   } else {
     t["model_type"] = c.arch == Arch::kQwen35 ? "qwen3_5_text" : q4 ? "qwen4_exp_text" : "qwen3_5_moe_text";
@@ -366,7 +349,7 @@ std::string config_to_json(const ModelConfig& c) {
     t["linear_num_key_heads"] = c.lin_n_key_heads;
     t["linear_num_value_heads"] = c.lin_n_value_heads;
   }
-  if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQsa || c.arch == Arch::kQwen35Moe || q4) {
+  if (c.arch == Arch::kQwen3Next || c.arch == Arch::kQwen35Moe || q4) {
     t["num_experts"] = c.n_experts;
     if (c.n_experts > 0) {
       t["num_experts_per_tok"] = c.n_experts_per_tok;
@@ -379,12 +362,6 @@ std::string config_to_json(const ModelConfig& c) {
         t["mlp_only_layers"] = c.mlp_only_layers;
       }
     }
-  }
-  if (c.arch == Arch::kQsa) {
-    t["index_n_heads"] = c.index_n_heads;
-    t["index_head_dim"] = c.index_head_dim;
-    t["index_compress_ratio"] = c.index_compress_ratio;
-    t["index_topk_blocks"] = c.index_topk_blocks;
   }
   if (q4) qwen4exp_to_json(c, &t);
   if (!nested) return t.dump(2) + "\n";
@@ -433,7 +410,6 @@ void linear_attention_tensors(const ModelConfig& c, const std::string& L, const 
 
 void attention_tensors(const ModelConfig& c, LayerType type, const std::string& L, const TensorAdder& add) {
   const int64_t H = c.hidden_size;
-  const bool q4 = c.arch == Arch::kQwen4Exp;
   const std::string A = L + "self_attn.";
   const int64_t q_dim = c.n_heads * c.head_dim;
   add(A + "q_proj.weight", {c.attention_gated ? 2 * q_dim : q_dim, H});
@@ -442,21 +418,15 @@ void attention_tensors(const ModelConfig& c, LayerType type, const std::string& 
   add(A + "o_proj.weight", {H, q_dim});
   add(A + "q_norm.weight", {c.head_dim});
   add(A + "k_norm.weight", {c.head_dim});
-  if (type == LayerType::kSparseAttention && q4 && c.index_qk_split) {
+  if (type != LayerType::kSparseAttention) return;  // only qwen4exp has QSA layers
+  if (c.index_qk_split) {
     add(A + "indexer.index_q_proj.weight", {c.index_n_heads * c.index_head_dim, H});
     add(A + "indexer.index_k_proj.weight", {c.index_head_dim, H});
-  } else if (type == LayerType::kSparseAttention && q4) {
+  } else {
     add(A + "indexer.index_qk_proj.weight", {(c.index_n_heads + 1) * c.index_head_dim, H});
   }
-  if (type == LayerType::kSparseAttention && q4) {
-    add(A + "indexer.q_layernorm.weight", {c.index_head_dim});
-    add(A + "indexer.k_layernorm.weight", {c.index_head_dim});
-  } else if (type == LayerType::kSparseAttention) {
-    add(A + "indexer.wq.weight", {c.index_n_heads * c.index_head_dim, H});
-    add(A + "indexer.wk.weight", {c.index_head_dim, H});
-    add(A + "indexer.k_norm.weight", {c.index_head_dim});
-    add(A + "indexer.weights_proj.weight", {c.index_n_heads, H});
-  }
+  add(A + "indexer.q_layernorm.weight", {c.index_head_dim});
+  add(A + "indexer.k_layernorm.weight", {c.index_head_dim});
 }
 
 void mlp_tensors(const ModelConfig& c, int64_t i, const std::string& L, const TensorAdder& add) {

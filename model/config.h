@@ -1,9 +1,8 @@
 // ModelConfig: everything the runtime needs from a checkpoint's config.json,
-// normalised across the families (spec: docs/model-spec.md section 1,
-// docs/qsa.md for statebank_qsa, docs/model-spec.md "qwen4exp").
+// normalised across the families (spec: docs/model-spec.md section 1 and
+// "qwen4exp").
 //
-// Accepted layouts: flat `qwen3`, `qwen3_next`, `statebank_qsa`,
-// `qwen4_exp_text`; nested `qwen3_5` / `qwen3_5_moe` / `qwen4_exp` (fields
+// Accepted layouts: flat `qwen3`, `qwen3_next`, `qwen4_exp_text`; nested `qwen3_5` / `qwen3_5_moe` / `qwen4_exp` (fields
 // under `text_config`, tie flag at either level); rope settings in
 // `rope_parameters` first, then top-level keys.
 #pragma once
@@ -16,10 +15,10 @@
 
 namespace sb {
 
-enum class Arch { kQwen3, kQwen3Next, kQwen35, kQwen35Moe, kQsa, kQwen4Exp };
+enum class Arch { kQwen3, kQwen3Next, kQwen35, kQwen35Moe, kQwen4Exp };
 enum class LayerType { kFullAttention, kLinearAttention, kSparseAttention };
 
-// "qwen3", "qwen3_next", "qwen3_5", "qwen3_5_moe", "statebank_qsa", "qwen4exp"
+// "qwen3", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen4exp"
 const char* arch_name(Arch arch);
 const char* layer_type_name(LayerType type);  // "full_attention", ...
 
@@ -58,8 +57,8 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
 
-  // Indexed sparse attention (statebank_qsa: docs/qsa.md; qwen4exp's QSA
-  // layers, whose config gives indexer_budget = index_topk_blocks * ratio).
+  // qwen4exp's QSA layers' indexer (docs/qsa.md), whose config gives
+  // indexer_budget = index_topk_blocks * ratio.
   int64_t index_n_heads = 4;
   int64_t index_head_dim = 128;
   int64_t index_compress_ratio = 4;

@@ -22,13 +22,14 @@ namespace sb {
 namespace fs = std::filesystem;
 
 Status parse_arch(const std::string& name, Arch* out) {
-  for (Arch a : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQsa, Arch::kQwen4Exp}) {
+  for (Arch a : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen4Exp}) {
     if (name == arch_name(a)) {
       *out = a;
       return Status::ok();
     }
   }
-  return Status::invalid("unknown arch '" + name + "' (qwen3, qwen3_next, qwen3_5, qwen3_5_moe, qwen4exp, statebank_qsa)");
+  if (name == "statebank_qsa") return Status::invalid("statebank_qsa was retired; use qwen4exp");
+  return Status::invalid("unknown arch '" + name + "' (qwen3, qwen3_next, qwen3_5, qwen3_5_moe, qwen4exp)");
 }
 
 namespace {
@@ -42,7 +43,6 @@ std::vector<LayerType> repeat(const std::vector<LayerType>& pattern, int64_t n) 
 
 constexpr LayerType kL = LayerType::kLinearAttention;
 constexpr LayerType kF = LayerType::kFullAttention;
-constexpr LayerType kS = LayerType::kSparseAttention;
 
 // The shapes of the presets. `c` holds the family's fixed fields; `pattern`
 // the repeating layer pattern (qwen3: full attention only).
@@ -68,7 +68,7 @@ void small_shape(bool tiny, Arch arch, bool moe, ModelConfig& c, std::vector<Lay
     c.moe_intermediate_size = tiny ? 32 : 64;
     c.shared_expert_intermediate_size = tiny ? 32 : 128;
   }
-  c.index_n_heads = 2;
+  c.index_n_heads = 2;  // qwen4exp's (preset_config gives the others the defaults)
   c.index_head_dim = tiny ? 32 : 64;
   c.index_compress_ratio = 4;
   c.index_topk_blocks = tiny ? 4 : 16;
@@ -102,10 +102,6 @@ void shape_0_8b(Arch arch, bool moe, bool qwen35, ModelConfig& c, std::vector<La
     c.moe_intermediate_size = 512;
     c.shared_expert_intermediate_size = 512;
   }
-  c.index_n_heads = 4;
-  c.index_head_dim = 128;
-  c.index_compress_ratio = 4;
-  c.index_topk_blocks = 512;
   if (arch == Arch::kQwen3) {
     c.n_layers = 28;
     c.n_heads = 16;
@@ -170,10 +166,9 @@ Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
   c.norm_weight_offset = arch != Arch::kQwen3;
   c.tensor_prefix = (arch == Arch::kQwen35 || arch == Arch::kQwen35Moe) ? "model.language_model." : "model.";
   c.rms_norm_eps = 1e-6;
-  const bool moe = arch == Arch::kQwen3Next || arch == Arch::kQwen35Moe || arch == Arch::kQsa;
+  const bool moe = arch == Arch::kQwen3Next || arch == Arch::kQwen35Moe;
   const bool qwen35 = arch == Arch::kQwen35 || arch == Arch::kQwen35Moe;
-  std::vector<LayerType> pattern = arch == Arch::kQsa ? std::vector<LayerType>{kL, kS, kL, kF}
-                                                       : std::vector<LayerType>{kL, kL, kL, kF};
+  std::vector<LayerType> pattern = {kL, kL, kL, kF};
   if (preset == "tiny" || preset == "small") small_shape(preset == "tiny", arch, moe, c, pattern);
   else if (preset == "0.8b") shape_0_8b(arch, moe, qwen35, c, pattern);
   else if (preset == "4b") SB_RETURN_IF_ERROR(shape_4b(arch, c, pattern));
@@ -182,8 +177,8 @@ Status preset_config(Arch arch, const std::string& preset, ModelConfig* out) {
     c.lin_n_key_heads = c.lin_n_value_heads = c.lin_key_head_dim = c.lin_value_head_dim = 0;
   }
   if (arch == Arch::kQwen35Moe) c.intermediate_size = 0;  // every layer is MoE
-  if (arch != Arch::kQsa) {
-    ModelConfig d;
+  {  // only qwen4exp has an indexer; the others keep the defaults, as parse_config gives them
+    const ModelConfig d;
     c.index_n_heads = d.index_n_heads;
     c.index_head_dim = d.index_head_dim;
     c.index_compress_ratio = d.index_compress_ratio;

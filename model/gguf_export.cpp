@@ -354,8 +354,6 @@ Status check_qwen4exp(const ModelConfig& c, const std::string& dir) {
 
 Status check_exportable(const ModelConfig& c, const std::string& dir) {
   if (c.arch == Arch::kQwen4Exp) SB_RETURN_IF_ERROR(check_qwen4exp(c, dir));
-  if (!gguf_arch_name(c.arch))
-    return Status::unsupported(dir + ": statebank_qsa has no llama.cpp counterpart (docs/qsa.md); it has no GGUF form");
   if (c.arch != Arch::kQwen3) {
     if (c.lin_key_head_dim != c.lin_value_head_dim)
       return Status::unsupported(dir +
@@ -432,12 +430,13 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
     if (s.name.find("attn_v.weight") != std::string::npos || s.name.find("attn_qkv.weight") != std::string::npos)
       ++picker.n_attention_v;
   const Source src{c, ws};
+  // Each tensor is read, converted and encoded while the file is written,
+  // one at a time: a file of the bench preset (GBs) never sits in memory.
   for (const TensorSpec& s : specs) {
-    const std::vector<float> v = values(src, &head, s.name);
     const DType t = picker.pick(s.name, s.shape);
-    std::vector<uint8_t> bytes;
-    SB_RETURN_IF_ERROR(encode(s.name, t, v, s.shape.back(), &bytes));
-    w.add_tensor(s.name, t, s.shape, std::move(bytes));
+    w.add_tensor(s.name, t, s.shape, [&src, &head, name = s.name, t, cols = s.shape.back()](std::vector<uint8_t>* out) {
+      return encode(name, t, values(src, &head, name), cols, out);
+    });
   }
   return w.write(out_path);
 }

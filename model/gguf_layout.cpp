@@ -17,8 +17,6 @@ const char* gguf_arch_name(Arch arch) {
       return "qwen35";
     case Arch::kQwen35Moe:
       return "qwen35moe";
-    case Arch::kQsa:
-      return nullptr;
     case Arch::kQwen4Exp:
       return "qwen4exp";
   }

@@ -12,7 +12,7 @@
 
 namespace sb {
 
-// "qwen3", "qwen3next", "qwen35", "qwen35moe", "qwen4exp"; nullptr for statebank_qsa.
+// "qwen3", "qwen3next", "qwen35", "qwen35moe", "qwen4exp" (general.architecture).
 const char* gguf_arch_name(Arch arch);
 // "blk.<layer>.<part>"
 std::string gguf_layer_name(int64_t layer, const std::string& part);

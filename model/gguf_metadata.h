@@ -12,7 +12,6 @@
 
 namespace sb {
 
-// REQUIRES: gguf_arch_name(config.arch) is not null.
 void put_config(const ModelConfig& config, GgufWriter* w);
 // The config of the file's metadata, validated as config.json would be;
 // norm_weight_offset false and a_stored_negated true for the hybrids (the

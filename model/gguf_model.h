@@ -35,8 +35,8 @@ const char* gguf_file_type_name(GgufFileType type);
 // mix; a row that is not whole blocks of the chosen type falls back as
 // llama-quantize's does (Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1,
 // Q6_K to Q8_0, IQ4_XS to IQ4_NL, then F16).
-// statebank_qsa, dense qwen3_next layers and norm_topk_prob false
-// have no llama.cpp counterpart and are refused.
+// Dense qwen3_next layers and norm_topk_prob false have no llama.cpp
+// counterpart and are refused.
 Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path);
 
 // The model in a GGUF file: its config from the metadata and its tensors

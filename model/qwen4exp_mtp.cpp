@@ -24,7 +24,6 @@ void Transformer::bind_qwen4exp_mtp(const std::map<std::string, const TensorView
   w.mlp_mix = bind_mixer(get, L + "mlp_hyper_connection.", true);
   AttentionWeights& a = w.attn;
   a.in = qwen4exp_qsa_in([&](const std::string& name) -> const TensorView& { return get(A + name); });
-  a.unit_head_weights = true;
   a.o = ref(get(A + "o_proj.weight"));
   a.q_norm = floats(get(A + "q_norm.weight"));
   a.k_norm = floats(get(A + "k_norm.weight"));

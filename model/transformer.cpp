@@ -177,25 +177,18 @@ Status Transformer::bind_weights() {
       bind_delta_net(l, &w.delta);
     } else {
       AttentionWeights& a = w.attn;
-      if (w.type == LayerType::kSparseAttention && q4) {
+      if (w.type == LayerType::kSparseAttention)  // only qwen4exp has QSA layers
         a.in = qwen4exp_qsa_in([&](const std::string& name) -> const TensorView& {
           return weights_.layer(l, "self_attn." + name);
         });
-        a.unit_head_weights = true;
-      } else if (w.type == LayerType::kSparseAttention)
-        a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                         "self_attn.indexer.wk.weight", "self_attn.indexer.wq.weight",
-                         "self_attn.indexer.weights_proj.weight"});
       else
         a.in = fused(l, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"});
       a.o = ref(weights_.layer(l, "self_attn.o_proj.weight"));
       a.q_norm = floats(weights_.layer(l, "self_attn.q_norm.weight"));
       a.k_norm = floats(weights_.layer(l, "self_attn.k_norm.weight"));
-      if (w.type == LayerType::kSparseAttention && q4) {
+      if (w.type == LayerType::kSparseAttention) {
         a.index_k_norm = floats(weights_.layer(l, "self_attn.indexer.k_layernorm.weight"));
         a.index_q_norm = floats(weights_.layer(l, "self_attn.indexer.q_layernorm.weight"));
-      } else if (w.type == LayerType::kSparseAttention) {
-        a.index_k_norm = floats(weights_.layer(l, "self_attn.indexer.k_norm.weight"));
       }
     }
     FfnWeights& f = w.ffn;

@@ -26,18 +26,15 @@ namespace sb {
 // Every projection of a layer's normed input is one fused product
 // (Kernels::fuse): the input is read once and the weights in one pass.
 struct AttentionWeights {
-  // Parts: q (with the per-head gate when gated), k, v; for indexed sparse
-  // attention (docs/qsa.md) also the indexer's k, q and head weights.
-  enum Part { kQ, kK, kV, kIndexK, kIndexQ, kIndexW };
+  // Parts: q (with the per-head gate when gated), k, v; for a qwen4exp QSA
+  // layer (docs/model-spec.md 7.3) also the indexer's k and q (one
+  // index_qk_proj split). The indexer has no head weights: each head counts 1.
+  enum Part { kQ, kK, kV, kIndexK, kIndexQ };
   FusedWeight in;
   WeightRef o;
   std::vector<float> q_norm, k_norm;
-  std::vector<float> index_k_norm;
-  // qwen4exp's indexer (docs/model-spec.md 7.3): parts q, k, v, indexer k,
-  // indexer q (one index_qk_proj split), no head weights (each head counts
-  // 1), and its query heads normed before RoPE.
-  bool unit_head_weights = false;
-  std::vector<float> index_q_norm;
+  // The indexer's norms: the pooled keys' and its query heads' (before RoPE).
+  std::vector<float> index_k_norm, index_q_norm;
 };
 
 // A qwen4exp hyper-connection mixer (docs/model-spec.md 7.3) over the

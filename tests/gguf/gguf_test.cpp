@@ -318,5 +318,35 @@ TEST(GgufTest, WriterRefusesBytesThatDoNotFitTheShape) {
   EXPECT_NE(s.message().find("bad"), std::string::npos);
 }
 
+// Tensors made while the file is written give the same file as tensors
+// handed over whole; a producer's error or a wrong byte count fails it.
+TEST(GgufTest, ProducedTensorsWriteTheSameFile) {
+  GgufWriter lazy;
+  lazy.set("general.architecture", GgufValue::string("qwen3"));
+  std::string eager_bytes, lazy_bytes;
+  GgufWriter small;
+  small.add_tensor("t.q8_0", DType::kQ8_0, {2, 64}, pattern(2 * 2 * 34, 3));
+  lazy.add_tensor("t.q8_0", DType::kQ8_0, {2, 64}, [](std::vector<uint8_t>* out) {
+    *out = pattern(2 * 2 * 34, 3);
+    return Status::ok();
+  });
+  small.set("general.architecture", GgufValue::string("qwen3"));
+  ASSERT_TRUE(small.serialize(&eager_bytes).is_ok());
+  ASSERT_TRUE(lazy.serialize(&lazy_bytes).is_ok());
+  EXPECT_EQ(lazy_bytes, eager_bytes);
+
+  GgufWriter failing;
+  failing.add_tensor("t.fails", DType::kF32, {4}, [](std::vector<uint8_t>*) { return Status::io_error("source gone"); });
+  std::string b;
+  EXPECT_NE(failing.serialize(&b).message().find("source gone"), std::string::npos);
+  GgufWriter short_one;
+  short_one.add_tensor("t.short", DType::kF32, {4}, [](std::vector<uint8_t>* out) {
+    out->assign(12, 0);
+    return Status::ok();
+  });
+  const Status s = short_one.serialize(&b);
+  EXPECT_NE(s.message().find("t.short"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace sb

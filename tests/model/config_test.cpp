@@ -212,26 +212,15 @@ TEST(ConfigTest, ParsesDenseQwen3) {
   EXPECT_EQ(c.rope_theta, 1e6);
 }
 
-TEST(ConfigTest, ParsesQsaWithSparseLayers) {
+// The stand-in for qwen4exp is gone; its configs get a message that says so
+// rather than the generic unknown-model_type one.
+TEST(ConfigTest, RetiredStatebankQsaIsNamed) {
   json j = next_config();
   j["model_type"] = "statebank_qsa";
-  j["layer_types"] = {"linear_attention", "sparse_attention", "linear_attention", "full_attention",
-                      "linear_attention", "sparse_attention", "linear_attention", "full_attention"};
-  j["index_n_heads"] = 2;
-  j["index_head_dim"] = 32;
-  j["index_compress_ratio"] = 8;
-  j["index_topk_blocks"] = 4;
   ModelConfig c;
-  ASSERT_TRUE(parse(j, &c).is_ok());
-  EXPECT_EQ(c.arch, Arch::kQsa);
-  EXPECT_EQ(c.layer_types[1], LayerType::kSparseAttention);
-  EXPECT_EQ(c.index_n_heads, 2);
-  EXPECT_EQ(c.index_head_dim, 32);
-  EXPECT_EQ(c.index_compress_ratio, 8);
-  EXPECT_EQ(c.index_topk_blocks, 4);
-  j.erase("index_n_heads");
-  ASSERT_TRUE(parse(j, &c).is_ok());
-  EXPECT_EQ(c.index_n_heads, 4);  // the documented default
+  Status s = parse(j, &c);
+  EXPECT_EQ(s.code(), Code::kUnsupported);
+  EXPECT_NE(s.message().find("statebank_qsa was retired; use qwen4exp"), std::string::npos) << s.message();
 }
 
 TEST(ConfigTest, ParseConfigReadsTheDirectory) {
@@ -301,17 +290,11 @@ TEST(ConfigTest, InconsistentFieldsAreNamed) {
   j["layer_types"] = std::vector<std::string>(8, "sliding_attention");
   expect_error(j, "layer_types");
   j = next_config();
-  j["layer_types"] = std::vector<std::string>(8, "sparse_attention");  // only statebank_qsa has it
+  j["layer_types"] = std::vector<std::string>(8, "sparse_attention");  // qwen4exp's QSA layers are named otherwise
   expect_error(j, "layer_types");
   j = qwen3_config();
   j["layer_types"] = std::vector<std::string>(28, "linear_attention");
   expect_error(j, "layer_types");
-  j = next_config();
-  j["model_type"] = "statebank_qsa";
-  j["index_compress_ratio"] = 3;
-  expect_error(j, "index_compress_ratio");
-  j["index_compress_ratio"] = 128;
-  expect_error(j, "index_compress_ratio");
   j = next_config();
   j["model_type"] = "llama";
   expect_error(j, "model_type");
@@ -322,7 +305,7 @@ TEST(ConfigTest, InconsistentFieldsAreNamed) {
 }
 
 TEST(ConfigTest, ConfigToJsonRoundTripsEveryPreset) {
-  for (Arch arch : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQsa}) {
+  for (Arch arch : {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe}) {
     for (const char* preset : {"tiny", "small", "0.8b"}) {
       ModelConfig c, back;
       ASSERT_TRUE(preset_config(arch, preset, &c).is_ok());
@@ -340,14 +323,15 @@ TEST(ConfigTest, ConfigToJsonRoundTripsEveryPreset) {
 
 TEST(ConfigTest, DescribeChangesWithEveryField) {
   ModelConfig base;
-  ASSERT_TRUE(preset_config(Arch::kQsa, "tiny", &base).is_ok());
-  std::vector<ModelConfig> variants(6, base);
+  ASSERT_TRUE(preset_config(Arch::kQwen4Exp, "tiny", &base).is_ok());
+  std::vector<ModelConfig> variants(7, base);
   variants[0].rope_theta = 1e6 + 1;
   variants[1].layer_types[0] = LayerType::kFullAttention;
   variants[2].index_topk_blocks += 1;
   variants[3].norm_topk_prob = !base.norm_topk_prob;
   variants[4].rms_norm_eps = 1e-5;
-  variants[5].mlp_only_layers = {1};
+  variants[5].index_compress_ratio = 8;
+  variants[6].mlp_only_layers = {1};
   for (const auto& v : variants) EXPECT_NE(v.describe(), base.describe());
 }
 

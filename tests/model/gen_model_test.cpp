@@ -21,7 +21,8 @@
 namespace sb {
 namespace {
 
-const Arch kArchs[] = {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQsa};
+// qwen4exp's checkpoints: Qwen4ExpConfigTest.GenModelCheckpointLoadsAndItsConstantsAreChecked.
+const Arch kArchs[] = {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe};
 
 std::string tokenizer_dir() {
   std::string dir;
@@ -98,20 +99,20 @@ TEST(GenModelTest, TensorNamesMatchTheFamilies) {
   auto q35moe = names(Arch::kQwen35Moe);
   EXPECT_TRUE(q35moe.count("model.language_model.layers.0.mlp.experts.gate_up_proj"));
   EXPECT_TRUE(q35moe.count("model.language_model.layers.0.mlp.experts.down_proj"));
-  auto qsa = names(Arch::kQsa);
-  EXPECT_TRUE(qsa.count("model.layers.1.self_attn.indexer.wq.weight"));
-  EXPECT_TRUE(qsa.count("model.layers.1.self_attn.indexer.k_norm.weight"));
-  EXPECT_FALSE(qsa.count("model.layers.3.self_attn.indexer.wq.weight"));  // full layer
+  auto q4 = names(Arch::kQwen4Exp);
+  EXPECT_TRUE(q4.count("model.language_model.layers.3.self_attn.indexer.index_qk_proj.weight"));
+  EXPECT_TRUE(q4.count("model.language_model.layers.3.self_attn.indexer.k_layernorm.weight"));
+  EXPECT_FALSE(q4.count("model.language_model.layers.2.self_attn.indexer.index_qk_proj.weight"));  // a GDN layer
   auto shape_of = [](const ModelConfig& c, const std::string& name) {
     for (const auto& s : expected_tensors(c))
       if (s.name == name) return s.shape;
     return std::vector<int64_t>{};
   };
-  ModelConfig c = tiny(Arch::kQsa);
-  EXPECT_EQ(shape_of(c, "model.layers.1.self_attn.q_proj.weight"), (std::vector<int64_t>{256, 64}));
-  EXPECT_EQ(shape_of(c, "model.layers.1.self_attn.indexer.wq.weight"), (std::vector<int64_t>{64, 64}));
-  EXPECT_EQ(shape_of(c, "model.layers.1.self_attn.indexer.wk.weight"), (std::vector<int64_t>{32, 64}));
-  EXPECT_EQ(shape_of(c, "model.layers.1.self_attn.indexer.weights_proj.weight"), (std::vector<int64_t>{2, 64}));
+  // The indexer's query heads, then its one key head, in one projection.
+  EXPECT_EQ(shape_of(tiny(Arch::kQwen4Exp), "model.language_model.layers.3.self_attn.indexer.index_qk_proj.weight"),
+            (std::vector<int64_t>{96, 64}));
+  ModelConfig c = tiny(Arch::kQwen3Next);
+  EXPECT_EQ(shape_of(c, "model.layers.3.self_attn.q_proj.weight"), (std::vector<int64_t>{256, 64}));
   EXPECT_EQ(shape_of(c, "model.layers.0.linear_attn.conv1d.weight"), (std::vector<int64_t>{128, 1, 4}));
   EXPECT_EQ(shape_of(c, "model.layers.0.linear_attn.in_proj_qkvz.weight"), (std::vector<int64_t>{192, 64}));
   EXPECT_EQ(shape_of(c, "model.layers.0.linear_attn.in_proj_ba.weight"), (std::vector<int64_t>{8, 64}));
@@ -125,7 +126,7 @@ TEST(GenModelTest, TensorNamesMatchTheFamilies) {
 }
 
 TEST(GenModelTest, SameSeedSameBytesOtherSeedOtherBytes) {
-  ModelConfig c = tiny(Arch::kQsa, 1000);
+  ModelConfig c = tiny(Arch::kQwen3Next, 1000);
   testing::TempDir dir;
   ASSERT_TRUE(write_random_weights(c, 5, DType::kBF16, dir.file("a.safetensors")).is_ok());
   ASSERT_TRUE(write_random_weights(c, 5, DType::kBF16, dir.file("b.safetensors")).is_ok());
@@ -142,9 +143,11 @@ TEST(GenModelTest, TensorValuesDependOnlyOnSeedAndName) {
   // Two configs that share a tensor name and shape but differ elsewhere (and
   // so in write order and offsets) give that tensor the same values.
   testing::TempDir a, b;
-  ModelConfig next = tiny(Arch::kQwen3Next, 1000), qsa = tiny(Arch::kQsa, 1000);
+  ModelConfig next = tiny(Arch::kQwen3Next, 1000), other = next;
+  other.mlp_only_layers = {1};  // layer 1 dense: other tensors before layer 2's
+  other.intermediate_size = 96;
   ASSERT_TRUE(write_random_weights(next, 3, DType::kF32, a.file("model.safetensors")).is_ok());
-  ASSERT_TRUE(write_random_weights(qsa, 3, DType::kF32, b.file("model.safetensors")).is_ok());
+  ASSERT_TRUE(write_random_weights(other, 3, DType::kF32, b.file("model.safetensors")).is_ok());
   std::unique_ptr<Checkpoint> ca, cb;
   ASSERT_TRUE(Checkpoint::open(a.path(), &ca).is_ok());
   ASSERT_TRUE(Checkpoint::open(b.path(), &cb).is_ok());
@@ -261,12 +264,14 @@ TEST(GenModelTest, PresetsHaveTheDocumentedShapes) {
   EXPECT_EQ(c.hidden_size, 256);
   EXPECT_EQ(c.n_layers, 8);
   EXPECT_EQ(c.layer_types[7], LayerType::kFullAttention);
-  ASSERT_TRUE(preset_config(Arch::kQsa, "tiny", &c).is_ok());
-  EXPECT_EQ(c.layer_types, (std::vector<LayerType>{LayerType::kLinearAttention, LayerType::kSparseAttention,
-                                                    LayerType::kLinearAttention, LayerType::kFullAttention}));
-  EXPECT_FALSE(preset_config(Arch::kQsa, "huge", &c).is_ok());
+  ASSERT_TRUE(preset_config(Arch::kQwen4Exp, "tiny", &c).is_ok());
+  EXPECT_EQ(c.layer_types, (std::vector<LayerType>{LayerType::kLinearAttention, LayerType::kLinearAttention,
+                                                    LayerType::kLinearAttention, LayerType::kSparseAttention}));
+  EXPECT_FALSE(preset_config(Arch::kQwen4Exp, "huge", &c).is_ok());
   Arch a;
   EXPECT_FALSE(parse_arch("llama", &a).is_ok());
+  Status retired = parse_arch("statebank_qsa", &a);
+  EXPECT_NE(retired.message().find("statebank_qsa was retired; use qwen4exp"), std::string::npos) << retired.message();
   ASSERT_TRUE(parse_arch("qwen3_5_moe", &a).is_ok());
   EXPECT_EQ(a, Arch::kQwen35Moe);
 }

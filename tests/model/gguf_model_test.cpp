@@ -454,11 +454,14 @@ TEST_F(GgufDamageTest, AnUnsupportedTypeNamesTensorAndType) {
   expect_error(s, "IQ2_XS");
 }
 
-TEST(GgufWriteTest, FamiliesWithoutALlamaCppCounterpartAreRefused) {
+void unnormalised_topk(ModelConfig* c) { c->norm_topk_prob = false; }
+
+TEST(GgufWriteTest, ConfigsWithoutALlamaCppCounterpartAreRefused) {
   testing::TempDir tmp;
-  const Status s =
-      write_gguf_model(testing::tiny_checkpoint(Arch::kQsa, 3, DType::kF32), GgufFileType::kF32, tmp.file("x.gguf"));
-  expect_error(s, "statebank_qsa");
+  const Status s = write_gguf_model(testing::tiny_checkpoint(Arch::kQwen3Next, 3, DType::kF32, "_unnormalised_topk",
+                                                             unnormalised_topk),
+                                    GgufFileType::kF32, tmp.file("x.gguf"));
+  expect_error(s, "norm_topk_prob false");
   GgufFileType t;
   expect_error(parse_gguf_file_type("q3_k", &t), "q4_k_m");
 }

@@ -126,6 +126,7 @@ TEST(Qwen4ExpConfigTest, BadFieldsAreNamed) {
   expect_error(without("indexer_budget"), "indexer_budget");
   expect_error(with("indexer_head_dim", 32), "indexer_head_dim");  // below the 64 rotary dims
   expect_error(with("indexer_compress_ratio", 3), "indexer_budget");
+  expect_error(with("indexer_compress_ratio", 128), "indexer_compress_ratio");  // does not divide the prefill grid
   expect_error(with("ple_layer_ids", json::array({0})), "ple_layer_ids");  // counts from 1
   expect_error(with("ple_layer_ids", json::array({49})), "ple_layer_ids");
   expect_error(with("ple_embed_dim", 2561), "ple_embed_dim");

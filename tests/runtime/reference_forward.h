@@ -207,27 +207,19 @@ class ReferenceForward {
   std::vector<bool> select_blocks(int64_t l, const std::vector<double>& x, int64_t pos) {
     const int64_t m = c_.index_compress_ratio, dI = c_.index_head_dim, HI = c_.index_n_heads;
     LayerState& st = layers_[l];
-    const bool q4 = c_.arch == Arch::kQwen4Exp;
-    std::vector<double> iq, iw(HI, 1.0);
-    if (q4) {
-      // One projection: the query heads, then the key.
-      auto qk = proj(l, "self_attn.indexer.index_qk_proj.weight", x);
-      iq.assign(qk.begin(), qk.begin() + HI * dI);
-      st.raw.emplace_back(qk.begin() + HI * dI, qk.end());
-      auto qn = lw(l, "self_attn.indexer.q_layernorm.weight");
-      for (int64_t h = 0; h < HI; ++h) rms(&iq[h * dI], dI, qn, true);
-    } else {
-      st.raw.push_back(proj(l, "self_attn.indexer.wk.weight", x));
-      iq = proj(l, "self_attn.indexer.wq.weight", x);
-      iw = proj(l, "self_attn.indexer.weights_proj.weight", x);
-    }
+    // One projection: the query heads, then the key.
+    auto qk = proj(l, "self_attn.indexer.index_qk_proj.weight", x);
+    std::vector<double> iq(qk.begin(), qk.begin() + HI * dI);
+    st.raw.emplace_back(qk.begin() + HI * dI, qk.end());
+    auto qn = lw(l, "self_attn.indexer.q_layernorm.weight");
+    for (int64_t h = 0; h < HI; ++h) rms(&iq[h * dI], dI, qn, true);
     const int64_t closed = (pos + 1) / m;
     std::vector<bool> visible(pos + 1, false);
     std::vector<int64_t> chosen;
     if (closed <= c_.index_topk_blocks || !rules_.sparse_selection) {
       for (int64_t b = 0; b < closed; ++b) chosen.push_back(b);
     } else {
-      auto kn = lw(l, q4 ? "self_attn.indexer.k_layernorm.weight" : "self_attn.indexer.k_norm.weight");
+      auto kn = lw(l, "self_attn.indexer.k_layernorm.weight");
       const int64_t rot = std::min(dI, c_.rotary_dim());
       std::vector<std::pair<double, int64_t>> scored;
       for (int64_t b = 0; b < closed; ++b) {
@@ -242,7 +234,7 @@ class ReferenceForward {
           rope_n(qh.data(), rot, pos);
           double dot = 0;
           for (int64_t i = 0; i < dI; ++i) dot += qh[i] * kb[i];
-          score += (q4 ? 1.0 : iw[h] / std::sqrt(double(HI))) * std::max(dot, 0.0);
+          score += std::max(dot, 0.0);  // the heads count alike
         }
         scored.emplace_back(score / std::sqrt(double(dI)), b);
       }

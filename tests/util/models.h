@@ -69,7 +69,7 @@ const Model& shared_model(Arch arch, uint64_t seed = 7);
 std::vector<float> prefill_and_step_logits(const Model& m, std::span<const int32_t> prompt, int32_t next);
 
 // The architectures every all-arch test runs: the four Qwen families and
-// qwen4exp (statebank_qsa, the stand-in qwen4exp replaced, is no longer one).
+// qwen4exp.
 inline constexpr Arch kAllArchs[] = {Arch::kQwen3, Arch::kQwen3Next, Arch::kQwen35, Arch::kQwen35Moe, Arch::kQwen4Exp};
 
 }  // namespace sb::testing

@@ -7,8 +7,7 @@ the cross-check (tools/xcheck) and the speed comparison (bench/compare_llama.sh)
 
 Families: qwen3 (GGUF arch qwen3), qwen3_next (qwen3next, MoE only: llama.cpp
 has no dense Qwen3-Next), qwen3_5 (qwen35), qwen3_5_moe (qwen35moe), qwen4_exp
-and qwen4_exp_text (qwen4exp). statebank_qsa has no llama.cpp counterpart and
-is refused.
+and qwen4_exp_text (qwen4exp).
 
 The file is written with llama.cpp's own gguf-py library (PYTHONPATH must hold
 the cached tree's gguf-py, tools/llama/env.sh sets it) and Debian's numpy. What
@@ -122,9 +121,6 @@ class Converter:
         self.outtype = outtype
         self.cfg = load_config(model_dir)
         self.family = self.cfg.get("model_type")
-        if self.family == "statebank_qsa":
-            raise ConvertError("statebank_qsa has no llama.cpp counterpart (its indexed sparse attention, docs/qsa.md, "
-                               "exists only in statebank); nothing to convert")
         if self.family not in ARCHES:
             raise ConvertError(f"model_type '{self.family}' is not one of {', '.join(ARCHES)}")
         self.arch = ARCHES[self.family]

@@ -5,7 +5,7 @@ as the third voice. docs/xcheck.md explains the tables; run it through
 tools/xcheck/run.sh, which finds the llama.cpp build and numpy.
 
 For every architecture llama.cpp also implements (qwen3, qwen3_next, qwen3_5,
-qwen3_5_moe, qwen4exp; statebank_qsa has no counterpart) the generated checkpoint is
+qwen3_5_moe, qwen4exp) the generated checkpoint is
 converted to GGUF (tools/gguf/convert.py) and every implementation runs the
 same prompts: token ids of lengths 1, 63, 64, 65, 257 and 1,100, a
 chat-templated conversation, a prompt restored from the bank
@@ -510,8 +510,6 @@ def main():
     a = ap.parse_args()
     archs, precisions = a.arch.split(","), a.precision.split(",")
     for arch in archs:
-        if arch == "statebank_qsa":
-            die("statebank_qsa has no llama.cpp counterpart (docs/qsa.md): nothing to compare")
         if arch not in ARCHES:
             die(f"unknown arch {arch} ({', '.join(ARCHES)})")
     for p in precisions:
