@@ -1,9 +1,19 @@
 #include "common/json_shape.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 namespace sb {
+namespace {
+
+std::atomic<uint64_t> json_parses_[2];
+
+}  // namespace
+
+void count_json_parse(JsonText what) { json_parses_[static_cast<size_t>(what)].fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t json_parses(JsonText what) { return json_parses_[static_cast<size_t>(what)].load(std::memory_order_relaxed); }
 
 JsonShape json_shape(std::string_view text) {
   constexpr size_t kArray = static_cast<size_t>(-1);

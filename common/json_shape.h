@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace sb {
@@ -33,5 +34,13 @@ JsonShape json_shape(std::string_view text);
 inline bool json_shape_within_bounds(const JsonShape& s) {
   return s.depth <= kMaxJsonDepth && s.most_keys <= kMaxJsonObjectKeys && s.keys <= kMaxJsonKeys;
 }
+
+// The JSON texts from requests that this process parsed, by kind, counted
+// by whoever parses one (thread-safe; /metrics shows them as
+// statebank_json_parses_total{text}): a request's body is parsed once, and
+// each of its tool calls' arguments once, however often it is rendered.
+enum class JsonText { kBody, kToolArguments };
+void count_json_parse(JsonText what);
+uint64_t json_parses(JsonText what);
 
 }  // namespace sb

@@ -16,6 +16,23 @@ void blend(double& average, double sample) {
   average = average == 0 ? sample : (1 - kNewest) * average + kNewest * sample;
 }
 
+// A decode-only step's wall time is its cost plus whatever the OS gave other
+// threads meanwhile (a busy machine, a request thread parsing a large body):
+// the average falls fast and rises slowly, so it follows the uncontended cost
+// and a preempted step moves it little. Were it inflated, the bound would
+// grant more rows and the rows' own cost (a step's time less this) would
+// look smaller: both errors in the direction that slows the decodes.
+constexpr double kFalling = 0.3, kRising = 0.05;
+
+void blend_lower(double& average, double sample) {
+  if (average == 0) {
+    average = sample;
+    return;
+  }
+  const double w = sample < average ? kFalling : kRising;
+  average = (1 - w) * average + w * sample;
+}
+
 }  // namespace
 
 double BudgetState::decode_step_ms(int64_t rows) const {
@@ -45,7 +62,7 @@ void StepBudget::observe(int64_t decode_rows, int64_t prefill_rows, double ms) {
     if (decode_rows <= 0) return;
     if (static_cast<int64_t>(s.decode_ms.size()) <= decode_rows)
       s.decode_ms.resize(static_cast<size_t>(decode_rows) + 1, 0);
-    blend(s.decode_ms[static_cast<size_t>(decode_rows)], ms);
+    blend_lower(s.decode_ms[static_cast<size_t>(decode_rows)], ms);
     return;
   }
   const double beside = decode_rows > 0 ? s.decode_step_ms(decode_rows) : 0;

@@ -9,6 +9,9 @@
 //    costs are measured (kUnmeasured);
 //  - after kRefreshAfter mixed steps in a row, one step with decodes takes
 //    no prefill row, to measure a decode-only step again (kRefresh).
+//  - a decode-only step's estimate follows the fastest recent steps (it
+//    falls fast, rises slowly): a step the OS preempted never widens the bound
+//    by much.
 // Which rows a step takes never changes a result, only when tokens come.
 // The arithmetic is a pure function of the measures (BudgetState,
 // prefill_bound()), the step plan's input; StepBudget keeps them current.

@@ -1,5 +1,7 @@
 #include "engine/step_loop.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "engine/step_plan.h"
@@ -12,7 +14,10 @@ StepLoop::StepLoop(const EngineContext& context)
       budget_(context.options.itl_ratio),
       row_cost_(context.options.verify_row_cost),
       row_cost_now_(row_cost_.value()) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sb-step");  // what `top -H` and the hostile-load test look for
+    loop();
+  });
 }
 
 StepLoop::~StepLoop() {

@@ -27,12 +27,10 @@ Status read_file(const std::string& path, std::string* out, bool* exists) {
   return Status::ok();
 }
 
-// Tool-call arguments as servers hand them to templates: the object when
-// the text is a JSON object (within the bounds of a request body), else the
-// text.
-ojson normalise_messages(const ojson& messages) {
-  ojson out = messages;
-  for (auto& m : out) {
+}  // namespace
+
+void ChatTemplate::parse_tool_arguments(ojson* messages) {
+  for (auto& m : *messages) {
     if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
     for (auto& call : m["tool_calls"]) {
       if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
@@ -42,12 +40,14 @@ ojson normalise_messages(const ojson& messages) {
       // Text a client sent: held to the bounds of a request body
       // (common/json_shape.h) before it is parsed, or given as the text.
       if (!json_shape_within_bounds(json_shape(text))) continue;
+      count_json_parse(JsonText::kToolArguments);
       ojson parsed = ojson::parse(text.empty() ? std::string("{}") : text, nullptr, false);
       if (!parsed.is_discarded() && parsed.is_object()) fn["arguments"] = std::move(parsed);
     }
   }
-  return out;
 }
+
+namespace {
 
 // bos_token, eos_token, ... of tokenizer_config.json (a string, or an
 // object with "content").
@@ -148,7 +148,12 @@ Status ChatTemplate::render(const ojson& raw_messages, const ojson& tools, const
                             RenderedChat* out) const {
   if (!raw_messages.is_array() || raw_messages.empty()) return Status::invalid("no messages");
   if (!tools.is_null() && !tools.is_array()) return Status::invalid("tools must be an array");
-  ojson messages = normalise_messages(raw_messages);
+  ojson normalised;
+  if (!options.tool_arguments_parsed) {
+    normalised = raw_messages;
+    parse_tool_arguments(&normalised);
+  }
+  const ojson& messages = options.tool_arguments_parsed ? raw_messages : normalised;
   RenderedChat r;
   SB_RETURN_IF_ERROR(render_text(messages, tools, options, &r.text));
 

@@ -59,6 +59,9 @@ struct ChatOptions {
   std::optional<bool> enable_thinking;  // passed to the template only when set
   // Other template variables (a request's chat_template_kwargs); an object.
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  // The messages went through ChatTemplate::parse_tool_arguments() already
+  // (a server does it once a request, however often it renders).
+  bool tool_arguments_parsed = false;
 };
 
 struct RenderedChat {
@@ -99,6 +102,12 @@ class ChatTemplate {
                 const ChatOptions& options, RenderedChat* out) const;
   Status render(const std::vector<ChatMessage>& messages, const nlohmann::ordered_json& tools,
                 const ChatOptions& options, RenderedChat* out) const;
+
+  // The normalisation above, in place: each tool call's arguments that are
+  // the text of a JSON object (within the bounds of a request body,
+  // common/json_shape.h) become the object; other texts stay. render() does
+  // it to a copy unless options.tool_arguments_parsed.
+  static void parse_tool_arguments(nlohmann::ordered_json* messages);
 
   // The OpenAI JSON form of ChatMessage values.
   static nlohmann::ordered_json to_json(const std::vector<ChatMessage>& messages);

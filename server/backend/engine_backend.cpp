@@ -108,6 +108,7 @@ Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) con
   ChatOptions options;
   options.enable_thinking = params.enable_thinking;
   options.kwargs = params.template_kwargs;
+  options.tool_arguments_parsed = params.tool_arguments_parsed;
   RenderedChat rendered;
   SB_RETURN_IF_ERROR(template_.render(
       params.messages, params.tool_choice != "none" ? params.tools : nlohmann::ordered_json(), options, &rendered));

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/json_shape.h"
+
 namespace sb {
 
 namespace {
@@ -234,6 +236,11 @@ std::string Metrics::render(const BankStatsView& bank, size_t queued, size_t run
   out += "statebank_responses_cut_total{reason=\"write_timeout\"} " + std::to_string(counts.cut_deadline) + "\n";
   out += "statebank_responses_cut_total{reason=\"slow_reader_share\"} " + std::to_string(counts.cut_share) + "\n";
   out += "statebank_responses_cut_total{reason=\"buffer_full\"} " + std::to_string(counts.cut_buffer) + "\n";
+  header(out, "statebank_json_parses_total", "counter",
+         "JSON texts from requests parsed: bodies, and tool calls' arguments given as text.");
+  out += "statebank_json_parses_total{text=\"body\"} " + std::to_string(json_parses(JsonText::kBody)) + "\n";
+  out += "statebank_json_parses_total{text=\"tool_arguments\"} " +
+         std::to_string(json_parses(JsonText::kToolArguments)) + "\n";
   header(out, "statebank_pins_refused_total", "counter",
          "cache_control pins refused (the request ran unpinned), by which budget of its tenant was full.");
   out += "statebank_pins_refused_total{budget=\"pins\"} " + std::to_string(counts.pins_refused_count) + "\n";

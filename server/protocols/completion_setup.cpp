@@ -7,6 +7,7 @@
 #include "constrain/grammar.h"
 #include "server/namespace.h"
 #include "server/protocols/decoding_rules.h"
+#include "tokenizer/chat_template.h"
 
 namespace sb {
 
@@ -25,6 +26,10 @@ GrammarRef prepare_chat(const Backend& backend, const CompletionInput& in, ChatP
   // for thinking, the template is told to leave it out.
   if ((calls_forced || chat_params->response_grammar) && !chat_params->enable_thinking.has_value())
     chat_params->enable_thinking = false;
+  if (!chat_params->tool_arguments_parsed) {
+    ChatTemplate::parse_tool_arguments(&chat_params->messages);
+    chat_params->tool_arguments_parsed = true;
+  }
   ChatPrompt rendered;
   Status s = backend.render_chat(*chat_params, &rendered);
   if (!s) throw ApiException{bad_request("messages", "cannot render the conversation: " + s.message())};

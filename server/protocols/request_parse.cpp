@@ -383,9 +383,11 @@ json parse_body(std::string_view body, const ParseLimits& limits) {
     throw ApiException{bad_request("", "the JSON body has " + std::to_string(shape.keys) +
                                            " keys in all, more than the limit of " + std::to_string(limits.max_json_keys),
                                    "json_too_many_keys")};
+  count_json_parse(JsonText::kBody);
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) {
     // Parse again with exceptions for the position in the message.
+    count_json_parse(JsonText::kBody);
     try {
       json again = json::parse(body);
       (void)again;

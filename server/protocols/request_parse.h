@@ -120,6 +120,9 @@ struct ChatParams : CommonParams {
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
   // Other chat_template_kwargs, passed to the template as variables.
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  // messages' tool-call arguments are parsed (ChatTemplate::parse_tool_arguments):
+  // done once a request, before its first render.
+  bool tool_arguments_parsed = false;
 };
 
 // kPromptBytesPerToken * max_prompt_tokens; 0 (no limit) when that is 0.

@@ -90,8 +90,26 @@ TEST(StepBudgetTest, ALongPrefillLetsADecodeOnlyStepThroughNowAndThen) {
   }
   EXPECT_EQ(b.prefill_rows(4, 508), 0);
   EXPECT_EQ(b.prefill_rows(0, 508), 508);  // nothing to measure without decodes
-  b.observe(4, 0, 180);  // the machine got slower: 0.75 x 100 + 0.25 x 180 = 120 ms
-  EXPECT_EQ(b.prefill_rows(4, 508), 12);
+  // A slower step rises the estimate slowly (it may be one the OS preempted):
+  // 0.95 x 100 + 0.05 x 180 = 104 ms.
+  b.observe(4, 0, 180);
+  EXPECT_EQ(b.prefill_rows(4, 508), 10);
+  for (int i = 0; i < 40; ++i) b.observe(4, 0, 180);  // the machine stays slower: it follows
+  EXPECT_EQ(b.prefill_rows(4, 508), 17);
+}
+
+// A decode-only step the OS preempted (a busy machine, another thread's work)
+// must not pass for the cost of one: the bound would grant more rows, and each
+// row, reckoned against it, would look cheaper.
+TEST(StepBudgetTest, APreemptedDecodeStepMovesTheEstimateLittle) {
+  StepBudget b(2.0);
+  b.observe(4, 0, 100);
+  b.observe(4, 10, 200);  // 10 ms a row: 10 rows fit
+  EXPECT_EQ(b.prefill_rows(4, 508), 10);
+  b.observe(4, 0, 1100);  // preempted for a second: 0.95 x 100 + 0.05 x 1100 = 150 ms
+  EXPECT_EQ(b.prefill_rows(4, 508), 15);  // an even average (0.25) would say 350 ms: 35 rows
+  b.observe(4, 0, 100);  // a faster step counts at once: 0.7 x 150 + 0.3 x 100 = 135 ms
+  EXPECT_EQ(b.prefill_rows(4, 508), 13);
 }
 
 TEST(StepBudgetTest, DecodeStepsAreKeptPerRowCountWithTheNearestStandingIn) {

@@ -232,6 +232,70 @@ TEST_F(HostileRequests, BodiesWithTooManyKeysAre400) {
   EXPECT_EQ(server.stop(), 0);
 }
 
+// Finding 5: /tokenize parsed its body three times and /v1/responses twice,
+// and a tool call's arguments text was parsed on every render. The server
+// counts what it parses (statebank_json_parses_total{text}): one request on
+// each route adds one body parse, and one arguments parse per tool call
+// given as text (Messages' tool_use input is an object already: none), also
+// where a route renders twice (a cache_control breakpoint's prefix).
+TEST_F(HostileRequests, EachBodyIsParsedOnceAndEachToolCallsArgumentsOnce) {
+  ServeProcess server(args());
+  auto c = server.client();
+  auto parses = [&](const char* text) {
+    auto r = c.Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    const std::string key = std::string("statebank_json_parses_total{text=\"") + text + "\"} ";
+    const size_t at = r ? r->body.find(key) : std::string::npos;
+    EXPECT_NE(at, std::string::npos) << key;
+    return at == std::string::npos ? int64_t{-1} : std::atoll(r->body.c_str() + at + key.size());
+  };
+  const json call = {{"id", "c1"},
+                     {"type", "function"},
+                     {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo", "days": 2})"}}}};
+  const json chat_messages = {{{"role", "user"}, {"content", "Weather?"}},
+                              {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}},
+                              {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "sunny"}},
+                              {{"role", "user"}, {"content", "And then?"}}};
+  const json anthropic_messages = {
+      {{"role", "user"}, {"content", "Weather?"}},
+      {{"role", "assistant"},
+       {"content", {{{"type", "tool_use"}, {"id", "t1"}, {"name", "get_weather"}, {"input", {{"city", "Oslo"}}}}}}},
+      {{"role", "user"},
+       {"content",
+        {{{"type", "tool_result"}, {"tool_use_id", "t1"}, {"content", "sunny"}},
+         {{"type", "text"}, {"text", "And then?"}, {"cache_control", {{"type", "ephemeral"}}}}}}}};
+  struct Case {
+    const char* path;
+    json body;
+    int64_t arguments;  // tool-call arguments parsed
+  };
+  const std::vector<Case> cases = {
+      {"/tokenize", {{"prompt", "Hello"}}, 0},
+      {"/tokenize", {{"messages", chat_messages}}, 1},
+      {"/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 1}}, 0},
+      {"/v1/chat/completions", {{"messages", chat_messages}, {"max_tokens", 1}}, 1},
+      {"/v1/chat/completions", {{"messages", chat_messages}, {"max_tokens", 2}, {"stream", true}}, 1},
+      {"/v1/responses",
+       {{"input",
+         {{{"role", "user"}, {"content", "Weather?"}},
+          {{"type", "function_call"}, {"call_id", "c1"}, {"name", "get_weather"}, {"arguments", R"({"city": "Oslo"})"}},
+          {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "sunny"}}}},
+        {"max_output_tokens", 16}},
+       1},
+      {"/v1/messages", {{"model", "model"}, {"max_tokens", 1}, {"messages", anthropic_messages}}, 0},
+      {"/v1/messages/count_tokens", {{"model", "model"}, {"messages", anthropic_messages}}, 0},
+  };
+  for (const Case& k : cases) {
+    const int64_t bodies = parses("body"), arguments = parses("tool_arguments");
+    auto r = c.Post(k.path, k.body.dump(), "application/json");
+    ASSERT_TRUE(r) << k.path;
+    EXPECT_EQ(r->status, 200) << k.path << ": " << r->body.substr(0, 300);
+    EXPECT_EQ(parses("body") - bodies, 1) << k.path << " " << k.body.dump().substr(0, 80);
+    EXPECT_EQ(parses("tool_arguments") - arguments, k.arguments) << k.path << " " << k.body.dump().substr(0, 80);
+  }
+  EXPECT_EQ(server.stop(), 0);
+}
+
 // Finding 5: a 10 MB text prompt was tokenised on an HTTP thread (3.7 s of
 // CPU) before its length was checked. Against the tiny model's 32k context
 // (at most 512 KiB of prompt text) a 10 MB body is refused on its
