@@ -1,8 +1,7 @@
 // RedisCluster: sends single-key commands to a Redis (or Valkey) Cluster,
-// each to the master that owns its key's hash slot, so that the remote tier
-// spreads over several machines' memory and survives a master's loss
-// (the routing, redirections and failures in full: docs/bank.md, "A Redis
-// Cluster").
+// each to the master owning its key's hash slot, so the remote tier spreads
+// over several machines' memory and survives a master's loss (in full:
+// docs/bank.md, "A Redis Cluster").
 // Contract:
 //  - a command's key is its first argument; its slot is CRC16 (XMODEM) of
 //    the key or its first non-empty {hash tag}, modulo 16384, as the nodes
