@@ -5,12 +5,8 @@
 # begins (only the opening counts); a header that is all comment is judged too.
 # usage: tests/header_openings_test.sh SOURCE_DIR WORK_DIR
 set -euo pipefail
-src="$1"
-work="$2"
-check="$src/tools/header_openings.sh"
-fail() { echo "header_openings_test: $*" >&2; exit 1; }
-
-"$check" "$src" || fail "the source tree has a header opening over the limit (above)"
+source "$(dirname "$0")/check_test_lib.sh"
+check_test_init header_openings_test header_openings.sh "$@"
 
 # A header opening with `lines` comment lines (a blank one among them, which
 # does not count), then code, then `after` more comment lines.
@@ -26,23 +22,14 @@ write_header() {
     echo "int f();"
   } >"$file"
 }
-rm -rf "$work"
 write_header "$work/engine/at_limit.h" 15 40
 "$check" "$work" engine || fail "an opening of 15 lines, or a comment after the code, was refused"
 write_header "$work/engine/over_limit.h" 16
-set +e
-out=$("$check" "$work" engine)
-rc=$?
-set -e
-[[ $rc -eq 1 ]] || fail "an opening of 16 lines passed (exit $rc)"
+out=$(refused "$work" engine) || exit 1
 grep -q "engine/over_limit.h: an opening comment of 16 lines" <<<"$out" || fail "the report does not name it: $out"
 ! grep -q "at_limit" <<<"$out" || fail "the report names a header within the rule: $out"
 rm "$work/engine/over_limit.h"
 for ((i = 1; i <= 16; ++i)); do echo "// only comment $i"; done >"$work/engine/all_comment.h"
-set +e
-out=$("$check" "$work" engine)
-rc=$?
-set -e
-[[ $rc -eq 1 ]] && grep -q "engine/all_comment.h: an opening comment of 16 lines" <<<"$out" ||
-  fail "a header of 16 comment lines and no code passed (exit $rc): $out"
+out=$(refused "$work" engine) || exit 1
+grep -q "engine/all_comment.h: an opening comment of 16 lines" <<<"$out" || fail "the report does not name it: $out"
 echo "header_openings_test: ok"

@@ -8,16 +8,8 @@
 #   ROOT: the tree (default: the repository); PART: folders under it
 #   (default: the product's parts, as tools/function_length.sh counts them).
 set -euo pipefail
-max=15
-if [[ "${1:-}" == --max ]]; then max="$2"; shift 2; fi
-root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
-shift || true
-parts=("$@")
-((${#parts[@]})) || parts=(bank bench cli common constrain engine fs gguf jinja model runtime server tokenizer)
-cd "$root"
-existing=()
-for p in "${parts[@]}"; do [[ -d "$p" ]] && existing+=("$p"); done
-((${#existing[@]})) || { echo "header_openings: none of ${parts[*]} is under $root" >&2; exit 2; }
+source "$(dirname "$0")/parts_args.sh"
+parse_parts_args header_openings 15 "$@"
 long=$(find "${existing[@]}" -name '*.h' -type f -print0 | sort -z |
   xargs -0 awk -v max="$max" '
     function judge() { if (file != "" && n > max) printf "%s: an opening comment of %d lines (limit %d)\n", file, n, max }
