@@ -78,7 +78,7 @@ struct PrefillCarry {
 struct PrefillOptions {
   std::vector<int64_t> capture_positions;  // absolute; kept if inside (start, end]
   bool all_logits = false;                 // logits for every row, else the last row only
-  // Optional: with it the prefill may start and end off the grid (promise 1).
+  // Optional: with it the prefill may start and end off the grid (split invariance).
   // REQUIRES: when the State's position is off the grid, the carry the
   // previous call of this sequence left.
   PrefillCarry* carry = nullptr;

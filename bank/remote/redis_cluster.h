@@ -35,7 +35,7 @@ namespace sb {
 
 inline constexpr int kRedisClusterSlots = 16384;
 
-// The hash slot of `key` (promise 1).
+// The hash slot of `key`, as the nodes compute it (see the contract above).
 int redis_cluster_slot(std::string_view key);
 
 struct RedisClusterOptions {
@@ -71,7 +71,7 @@ class RedisCluster {
 
   // Sends every command to its slot's owner (one pipeline per node) and
   // returns one reply per command, in command order; null where the command
-  // failed (promise 4).
+  // failed (never another key's reply).
   void exchange(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies);
 
   RedisClusterStats stats() const;
