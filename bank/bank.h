@@ -45,7 +45,7 @@ struct RestorePlan {
   int64_t check_failures = 0;
   int64_t promoted = 0;              // objects copied into the first tier
   // Set when restore_point < (chain.size() - 1) * B (docs/bank.md, "The
-  // Bank's rules", 6); else kNone.
+  // Bank's rules", the miss reason); else kNone.
   // Never kBypass, kEcho or kReadOnly (the engine knows those) nor
   // kOtherNamespace (that is the flag below).
   MissReason miss_reason = MissReason::kNone;
@@ -210,7 +210,8 @@ class Bank {
   size_t first_holder(Presence& presence, ObjectKind kind, const Key& key) const;
   // Asks the tiers directly (explain_miss runs after the walk, on a miss only).
   bool held_anywhere(ObjectKind kind, const Key& key) const;
-  // Rule 6, for a walk that ended at k blocks below m.
+  // The miss reason (docs/bank.md, "The Bank's rules"), for a walk that
+  // ended at k blocks below m.
   void explain_miss(std::span<const Key> chain, std::span<const int32_t> prompt, int64_t B, int64_t k,
                     int64_t top, bool lost_block, bool lost_snapshot, RestorePlan* plan) const;
   // The roots of other namespaces looked up recently, for the probe.

@@ -1,19 +1,13 @@
-// TieredBank: the one place that assembles the bank from options: the tiers
-// in lookup order (RAM, then SSD, then a shared remote store) and the
-// Bank over them. Server, benchmarks and CLI open their bank here, so the
-// tiers are configured the same way everywhere: block verification
-// (chain_key(parent, tokens) == key on every SSD block read) is on unless a
-// caller turns it off.
-//
-// Ownership: the TieredBank owns its tiers and its Bank and destroys the Bank
-// first. Anything holding bank() (an Engine) must be destroyed before it.
-//
-// Shutdown: close(deadline) waits until the SSD write queue is on disk, then
-// the remote one is written, or the deadline passes; what is still queued
-// then is dropped (publication is atomic, so a dropped object is simply
-// absent next time) and the writers stop. No thread outlives close() but the one finishing its current file,
-// which the destructor joins.
-//
+// TieredBank: the one place that assembles the bank from options: the tiers in
+// lookup order (RAM, SSD, a shared remote store) and the Bank over them, so
+// server, benchmarks and CLI configure them alike (block verification on
+// every SSD read unless a caller turns it off; docs/bank.md, "Tiers").
+// Ownership: it owns its tiers and its Bank and destroys the Bank first;
+// anything holding bank() (an Engine) must be destroyed before it.
+// Shutdown: close(deadline) waits until the SSD write queue, then the remote
+// one, is written, or the deadline passes; what is left is dropped (a dropped
+// object is simply absent next time) and no thread outlives close() but the
+// one finishing its current file, which the destructor joins.
 // Thread safety: open() and close() from one thread; bank() and the tier
 // accessors are constant after open() and may be used from any thread.
 #pragma once

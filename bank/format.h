@@ -1,20 +1,11 @@
-// The on-disk object format of the SSD tier, version 2. The prose
-// specification is docs/bank-format.md; this file and that one change
-// together.
-//
-// An object file is a 160-byte header followed by the payload, all integers
-// little-endian:
-//
-//   header   magic "STBANKOB", version, flags, kind, retention, dtype, key, parent,
-//            position, token and part counts, payload size, schema digest,
-//            XXH3-64 of the payload, XXH3-64 of header bytes [0, 152)
-//   payload  part table (u64 value count per part), token ids (i32),
-//            part data (values of the header's dtype, parts concatenated in
-//            table order)
-//
+// The on-disk object format of the SSD tier, version 2: a 160-byte header
+// (magic "STBANKOB", version, kinds, key, parent, counts, schema digest,
+// XXH3-64 of the payload and of the header) then the payload (part table,
+// token ids, part data), all integers little-endian. The specification is
+// docs/bank-format.md; this file and that one change together.
 // Every function here is pure (no I/O) and thread-safe. decode_* accept any
 // bytes at all: whatever they are given, they return a Status and never read
-// outside the span (this is what fuzz/format_fuzz.cpp exercises).
+// outside the span (fuzz/format_fuzz.cpp exercises this).
 #pragma once
 
 #include <cstdint>

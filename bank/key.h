@@ -1,21 +1,12 @@
-// Chain keys (docs/bank.md, "Keys").
-//
+// Chain keys (docs/bank.md, "Keys"):
 //   K0     = H(format version, model fingerprint, namespace, block tokens)
 //   K(k+1) = H(K(k), token ids of block k)
-//
-// H is SHA-256 (libcrypto) over tagged, length-prefixed fields, and a key is
-// all 256 bits of it. A key names a whole prefix, and clients choose the
-// tokens: a hash made to resist crafted collisions is what keeps one
-// conversation's state from being filed under another's name. The stored
-// tokens and parent of a block catch a collision at that block's own level,
-// but nothing stored can reveal a collision further up a chain, nor one on
-// a snapshot's name (snapshots carry no tokens); there only H stands
-// (tests/engine/key_collision_test.cpp shows which is which).
-//
-// Every field is written as one tag byte, a little-endian u64 byte length,
-// then the bytes, after a domain field naming the key's kind, so no two
-// different field lists hash the same bytes (a namespace equal to a
-// fingerprint still gives another key).
+// H is SHA-256 (libcrypto) over a domain field naming the key's kind, then
+// fields each written as a tag byte, a little-endian u64 length and the
+// bytes, so no two different field lists hash the same bytes; a key is all
+// 256 bits. Clients choose the tokens, so only a hash that resists crafted
+// collisions keeps one conversation's state from another's name (what stored
+// tokens catch and where only H stands: docs/bank.md, "Keys").
 // Pure functions; thread-safe.
 #pragma once
 

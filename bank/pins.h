@@ -1,20 +1,12 @@
-// PinSet: prefixes an operator keeps warm for a while (POST /v1/bank/pins).
-// A pin names the chain keys K(1)..K(k) of one prefix; every block and
-// snapshot stored under those names is protected from eviction in every
-// tier that honours the guard (bank/tier.h, the eviction guard) until the pin
-// expires. A pin may name objects not stored yet: a prefix pinned before it
-// is computed is kept once it is.
-//
-// Expiry is read from a WallClock at every question, so a pin stops
-// protecting the moment its TTL is over; purge_expired() then forgets it and
-// the Bank tells the tiers to evict down to their budgets (Bank::sweep_pins).
-//
-// Pins live in memory: a restart forgets them (docs/bank.md, "Pins").
-//
-// Cost: adding or removing a pin costs O(k log n) for its k names (the
-// names' expiries are kept incrementally, never rebuilt from every pin), so
-// a burst of pins holds the lock eviction asks under for a bounded time.
-//
+// PinSet: prefixes an operator keeps warm for a while (POST /v1/bank/pins;
+// docs/bank.md, "Pins"). A pin names the chain keys K(1)..K(k) of one
+// prefix; every block and snapshot stored under them, now or later, is
+// protected from eviction in every tier that honours the eviction guard until
+// the pin expires (read from a WallClock at every question; purge_expired()
+// then forgets it and Bank::sweep_pins evicts down to the budgets).
+// Pins live in memory: a restart forgets them. Adding or removing one costs
+// O(k log n) for its k names, so a burst of pins holds the lock eviction asks
+// under for a bounded time.
 // Thread safety: every method locks one mutex; protects() never calls out,
 // so tiers may ask it under their own locks.
 #pragma once

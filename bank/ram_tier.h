@@ -1,21 +1,14 @@
 // RamTier: the bank's first tier, a map from (kind, key) to a shared
 // immutable object under a byte budget.
-//
+//  - an object costs Object::payload_bytes(); one larger than the whole budget
+//    fails with kResourceExhausted and changes nothing;
+//  - after each put(), while over budget, it evicts middle snapshots first,
+//    then chains from their least recently used tails, never a middle block
+//    while its tail is here, never what the eviction guard protects (in
+//    full: docs/bank.md, "RamTier's eviction order"); an object that does
+//    not fit beside the protected ones is not stored (kResourceExhausted).
 // Thread safety: every method locks one mutex; objects are handed out as
 // shared references (no copy) and are never written after put().
-//
-// Accounting: an object costs Object::payload_bytes() (its token ids and
-// component floats). put() of an object larger than the whole budget fails
-// with kResourceExhausted and changes nothing.
-//
-// Eviction: after each put(), while bytes > budget, the tier evicts middle
-// snapshots first, then chains from their least recently used tails (a
-// tail block with the snapshot at its end at once), never a chain's middle
-// block while its tail is here, and never what the eviction guard protects
-// (bank/tier.h, the eviction guard). The order in full: docs/bank.md, "RamTier's
-// eviction order". Protected objects count in the budget: one that does not
-// fit beside the protected ones already here is not stored
-// (kResourceExhausted), so pins never hold the tier over its budget.
 #pragma once
 
 #include <cstdint>

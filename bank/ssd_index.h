@@ -1,18 +1,13 @@
 // SsdIndex: the SSD tier's in-memory index of published objects and its
-// eviction order. No I/O and no payloads, so it is tested on its own.
-//
-// Eviction order (the victim is always the first entry of this order):
-//   1. least recently accessed first. An access is a publish or a successful
-//      read in this process; objects found when the bank is opened are
-//      ordered by their file's modification time, which the tier refreshes on
-//      every read, so the order survives a restart;
-//   2. equal access: lower retention class first (blocks, then thin-first,
-//      keep and anchor snapshots);
-//   3. then blocks before snapshots, then the smaller key.
-// An entry may be *doomed*: chosen as a victim but still published (the tier
-// deletes it once the object that needs its room is written). Doomed entries
-// stay findable; doom_next() passes over them, and so over victims the
-// tier's eviction guard protects (its `evictable` predicate).
+// eviction order; no I/O and no payloads, so it is tested on its own.
+// Eviction order (the victim is the first entry; docs/bank-format.md,
+// "Eviction order"): least recently accessed first (a publish or a read in
+// this process; at opening, the file's modification time, which reads
+// refresh, so the order survives a restart), then the lower retention class,
+// then blocks before snapshots, then the smaller key.
+// An entry may be *doomed*: chosen as a victim but still published until the
+// object that needs its room is written. Doomed entries stay findable;
+// doom_next() passes over them and over what the eviction guard protects.
 // Not thread-safe: the tier guards it with its mutex.
 #pragma once
 

@@ -1,7 +1,6 @@
-// SsdTier: the bank's disk tier, one file per object named by its key under
-// a 256-way fan-out (the layout and its rules in full: docs/bank.md,
-// "SsdTier's rules"; the format: bank/format.h, docs/bank-format.md).
-// Contract, on top of bank/tier.h:
+// SsdTier: the bank's disk tier, one file per object named by its key (the
+// layout and its rules in full: docs/bank.md, "SsdTier's rules"; the format:
+// docs/bank-format.md). Contract, on top of bank/tier.h:
 //  - put() waits at most SsdOptions::put_max_wait, else drops the object;
 //  - an object is visible only once durable (temporary name, fsync, rename,
 //    directory fsync); a failed step leaves it unpublished;
@@ -10,9 +9,7 @@
 //  - opening recovers the index from the files; a second writer is refused;
 //  - only paths under `dir` are touched, every name built from a key;
 //  - the budget and the free-space reserve hold; a failed write never
-//    removes a published object; protected (pinned) objects are kept, but
-//    an object that fits only over the budget is not stored, protected or
-//    not: pins never hold the tier over its budget.
+//    removes a published object; pins never hold the tier over its budget.
 // Thread-safe. The destructor writes out the queue (unless close() dropped
 // it), then stops its threads.
 #pragma once

@@ -1,26 +1,17 @@
-// Tier: one storage level of the bank (RAM, SSD, a shared remote store).
-// The Bank composes tiers behind this one interface and never knows which
-// kind it talks to.
-//
-// Contract, for every implementation:
-//  1. get() returns only objects whose bytes were verified in this tier
-//     (checksum on every read for tiers that serialise; RAM objects are
-//     immutable). A failed check is a miss: the object is quarantined and
-//     counted, and get() returns kCorruption.
-//  2. put() of a name that is present is a no-op; an object is visible to
-//     contains()/get() only after it is complete (and durable, for SSD).
-//  3. All methods are thread-safe.
-//  4. quarantine() takes an object out for good: a copy that failed a check
-//     is never served again, and the next request computes it cold and
-//     publishes it afresh (docs/bank.md, "Self-healing").
-//  5. Eviction skips what the eviction guard protects (pinned prefixes,
-//     bank/pins.h), for tiers that honour one (RAM, SSD); a tier that cannot
-//     (a shared remote store with its own eviction) ignores it. Protected
-//     objects count in the budget: a put() that would hold the tier above
-//     it beside them is not stored, protected or not (only an operator's
-//     smaller budget, RamTier::set_budget, may leave pins above it).
-//  6. The operator's methods (entries, describe, children, peek_tokens,
-//     discard) never count as a use: no hit, no change of eviction order.
+// Tier: one storage level of the bank (RAM, SSD, a shared remote store),
+// composed by the Bank behind this one interface. Contract, for every
+// implementation (the reasons: docs/bank.md, "Tiers" and "Pins"):
+//  - get() returns only objects verified in this tier; a failed check is a
+//    miss (kCorruption), the object quarantined and counted;
+//  - put() of a present name is a no-op; an object is visible to contains()
+//    and get() only once complete (and durable, for SSD);
+//  - quarantine() takes an object out for good: the next request computes it
+//    cold and publishes it afresh;
+//  - eviction skips what the eviction guard protects (bank/pins.h) in tiers
+//    that honour it (RAM, SSD); protected objects count in the budget, so a
+//    put() that would hold the tier above it is not stored;
+//  - the operator's methods (entries, describe, children, peek_tokens,
+//    discard) never count as a use. Every method is thread-safe.
 #pragma once
 
 #include <chrono>

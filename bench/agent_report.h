@@ -1,25 +1,9 @@
 // The agent workload's outputs: the headline figures computed from one run
-// (bench/agent_workload.h), the per-request CSV and the markdown report.
-//
-// Definitions (also written into the report):
-//  - cold: the bypass twin of a request (CacheMode::kBypass), same prompt;
-//  - a ratio is the bank request's time to first token over its twin's;
-//  - restore read throughput: bytes_read / lookup_ms of the requests served
-//    from the SSD tier alone (the tier's reads and checks happen during the
-//    lookup), against dd's direct-I/O read of a file of about the same size
-//    on the same file system, in the same run; end to end it also counts
-//    restore_ms (composing the State);
-//  - naive bytes: the sum over bank requests of the state of their full
-//    blocks plus one snapshot, as if every prompt were stored alone;
-//  - ideal bytes: every distinct block once plus the snapshots actually
-//    needed (those some request restored from, and the last prompt end of
-//    each conversation, which its next turn needs);
-//  - dedup ratio: ideal bytes / bytes on disk (1 = nothing beyond the ideal);
-//  - remote (with --remote): the replica's requests served from the Redis
-//    tier alone; restore throughput as for SSD (bytes_read / lookup_ms, the
-//    tier's pipelined reads and checks happen during the lookup), and the
-//    bytes its sockets received for them (payload plus RESP framing and the
-//    presence probe).
+// (bench/agent_workload.h), the per-request CSV and the markdown report. The
+// figures' definitions (the cold twin, ratios, restore read throughput against
+// dd, naive and ideal bytes, the dedup ratio, the remote tier's figures) are
+// written into the report and in docs/development.md, "The agent workload's
+// figures".
 // Pure functions, thread-safe.
 #pragma once
 

@@ -1,24 +1,12 @@
 // The load benchmark (`statebank bench load`): concurrent clients against
-// one batching engine (engine/engine.h) with the bank bypassed, so what it
-// measures is continuous batching alone.
-//
-// Phases:
-//  1. For each client count c: c client threads, each sending
-//     `requests_per_client` requests one after another (a distinct prompt of
-//     `prompt_tokens` random tokens, `decode_tokens` greedy tokens). The sweep
-//     over the client counts runs `rounds` times, one count after the other
-//     in each round, so that a slow spell of the machine falls on every count
-//     alike instead of deciding a ratio. Aggregate decode throughput is every
-//     generated token over the runs' wall time, all rounds together; time to
-//     first token (from the request's submission, queue included) and
-//     inter-token latency (gaps between a request's consecutive tokens) are
-//     reported as p50 and p99 of all rounds' samples.
-//  2. For each step budget b (batch_tokens) and each latency ratio r
-//     (itl_ratio, engine/step_budget.h): `long_decoders` clients decode
-//     without end; their inter-token latency is measured idle (a window of
-//     `idle_tokens` tokens each), then while one request with a prompt of
-//     `long_prompt_tokens` tokens is admitted and prefilled (the gaps ending
-//     between its submission and its first token).
+// one batching engine (engine/engine.h) with the bank bypassed, so it
+// measures continuous batching alone (the phases in full: docs/development.md,
+// "The load benchmark's phases"):
+//  1. per client count, clients sending requests one after another, the sweep
+//     repeated `rounds` times so a slow spell falls on every count alike:
+//     aggregate decode tokens/s, TTFT and inter-token latency p50/p99;
+//  2. per step budget and latency ratio, `long_decoders` endless decoders'
+//     inter-token latency idle and while a long prompt is prefilled.
 // Timings are wall clock (steady_clock): run it on a quiet machine.
 #pragma once
 

@@ -1,20 +1,12 @@
 // Constrained decoding: a Grammar enforced on generated tokens by masking the
 // logits of every token that cannot continue a valid output.
-//
-// Vocabulary: the tokenizer's token bytes, indexed once per model (which
-// tokens start with which byte, which are "plain" text that any string body
-// accepts), shared by every request.
-//
-// Constraint: one request's state. mask() sets to -infinity the logit of
-// every token whose bytes would leave the grammar, or would leave it unable
-// to finish (the fewest bytes still needed, each at most one token, plus the
-// end-of-turn token, must fit in the tokens left), and of the stop tokens
-// until the output is complete; once it is complete only the stop tokens
-// and what may continue it stay. Allowed logits are never changed, so the
-// constrained distribution is the model's renormalised over the allowed set
-// and a constrained request is as deterministic as any other (bank restores
-// equal bypass). accept() advances the state by the chosen token.
-//
+//  - Vocabulary: the tokenizer's token bytes, indexed once per model, shared
+//    by every request;
+//  - Constraint: one request's state. mask() sets to -infinity every token
+//    that would leave the grammar or leave it unable to finish in the tokens
+//    left, and the stop tokens until the output is complete; allowed logits
+//    are never changed, so a constrained request is as deterministic as any
+//    other (docs/text.md, "Masks"). accept() advances by the chosen token.
 // Thread-safety: a Vocabulary is immutable and shared; a Constraint belongs
 // to one sequence.
 #pragma once

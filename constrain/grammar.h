@@ -1,34 +1,15 @@
 // Grammar: what a constrained output may be, compiled from a JSON Schema
 // (response_format json_schema / json_object, a tool's parameters) or built
 // for a template's tool-call syntax, as a graph of nodes that Matcher
-// (matcher.h) walks byte by byte.
-//
-// JSON Schema support (anything else is refused by compile, naming the
-// keyword and its JSON path, so a request never gets a constraint weaker
-// than it asked for):
-//   type (one name or a list), properties, required, additionalProperties
-//   (false, true or a schema), items, minItems, maxItems, minLength,
-//   maxLength, enum, const, anyOf, minimum 0 and numeric bounds no output
-//   can reach (zod's safe-integer bounds), $ref to "#/$defs/..", "#/definitions/.."
-//   or "#/" (recursion allowed), and annotations that do not constrain
-//   (title, description, default, examples, $schema, $id, $comment,
-//   deprecated, readOnly, writeOnly, strict).
-// Hostile schemas are refused, never compiled into unbounded work (a 400
-// naming the JSON path): a $ref that reaches itself without consuming input
-// (directly, through anyOf or through another $ref), more than kMaxNodes
-// nodes, schema nesting beyond kMaxSchemaDepth, more than kMaxLiteralBytes
-// of const/enum/key text, more than kMaxAlternatives ways to read one
-// position (nested anyOf), and minItems / minLength above kMaxMinCount.
-// Sizes (min_bytes) saturate instead of overflowing.
-// The JSON written is restricted to a canonical-enough subset that every
-// parser reads the same way: object keys exactly as declared (no escapes
-// beyond what the name needs, no duplicates), numbers in JSON's grammar
-// (integers without fraction or exponent; at most 15 integer and 15
-// fraction digits and a 2-digit exponent, so every parser reads a finite
-// double and integers exactly), whitespace between tokens limited
-// to one gap of "" | " " | "\n" followed by up to 20 spaces or tabs, and
-// nesting at most 32 deep.
-//
+// (matcher.h) walks byte by byte. Contract (the keywords, the limits and the
+// JSON written, in full: docs/text.md, "Grammars"):
+//  - compile() supports the keywords docs/text.md lists and refuses anything
+//    else, naming the keyword and its JSON path: a request never gets a
+//    constraint weaker than it asked for;
+//  - a hostile schema (a $ref loop that consumes nothing, beyond kMaxNodes,
+//    kMaxSchemaDepth, kMaxLiteralBytes, kMaxAlternatives or kMaxMinCount) is
+//    refused, never compiled into unbounded work; sizes saturate;
+//  - the JSON it admits is read the same way by every parser.
 // Thread-safety: immutable after building; one Grammar may back many
 // matchers on many threads.
 #pragma once

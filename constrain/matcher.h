@@ -1,18 +1,12 @@
 // Matcher: the byte-level automaton of a Grammar: which byte strings are
-// prefixes of a text the grammar matches. Its state is a small set of
-// stacks of frames (one stack per live alternative of an anyOf), each frame
-// the progress inside one node: an object's keys seen, a string's code
-// points, a number's part, a trie position in a key or literal.
-//
-// advance() takes bytes one at a time; a byte no stack can take kills the
-// matcher. can_end() tells whether the text so far is a complete match.
-// min_rest() is the fewest further bytes that complete a match (an upper
-// bound of it, never lower), which Constraint uses to keep every output
-// finishable within max_tokens.
-//
-// Copying is cheap (frames are plain values; copy_from() reuses storage and
-// moves only live frames), so masks are computed by simulating each
-// candidate token on a copy; the copy is charged to the meter all the same.
+// prefixes of a text the grammar matches (its state: docs/text.md, "The
+// matcher").
+//  - advance() takes bytes one at a time; a byte no stack can take kills it;
+//  - can_end(): the text so far is a complete match;
+//  - min_rest(): the fewest further bytes that complete a match, or more,
+//    never fewer (Constraint keeps every output finishable with it);
+//  - copying is cheap (copy_from() reuses storage), so masks simulate each
+//    candidate token on a copy; the copy is charged to the meter all the same.
 // Not thread-safe; the Grammar must outlive it (it is held by shared_ptr).
 #pragma once
 

@@ -266,8 +266,8 @@ struct EngineStats {
 //     stop token, max_tokens, or cancellation (on_token returning false,
 //     cancelled() true), which frees its slot at the next step; its
 //     on_done runs on the step thread.
-// Every sequence's rows in a step get the bits they get alone (model/model.h
-// promise 4), so batching never changes a result.
+// Every sequence's rows in a step get the bits they get alone (batch
+// invariance, model/model.h), so batching never changes a result.
 // Echo requests need the logits of every prompt row, which a restored prefix
 // does not have: they skip the restore (lookup included) and prefill cold,
 // at most kGrid rows per step so that memory stays kGrid x vocabulary

@@ -1,19 +1,15 @@
-// LogitsProcessor: one sequence's change to its logits before sampling:
-// penalties, logit bias, a grammar mask. The engine creates one per sequence
-// (CompletionRequest::make_processor), hands it a private copy of each step's
-// logits right before the sampler, and tells it the token chosen.
-//
-// Contract: process() may only lower or shift the logits it is given (its
-// copy); the model's own logits are untouched, so reported log-probabilities
-// (the raw model distribution, see docs/interface.md) and the bank's state
-// never depend on it. Given the same sequence of calls it makes the same
-// changes: a processed request is as deterministic as any other, and served
-// from the bank it equals bypass.
-// Where it runs: a processor whose prepares() is true has its accept() and
-// prepare() run on its sequence's own thread (engine/mask_worker.h), beside
-// the next forward pass; process() always runs on the step thread, so it
-// must stay cheap (a pass over the logits), the search belonging in
-// prepare(). Calls never overlap: one sequence's object, one call at a time.
+// LogitsProcessor: one sequence's change to its logits before sampling
+// (penalties, logit bias, a grammar mask), made per sequence by
+// CompletionRequest::make_processor, given a private copy of each step's
+// logits right before the sampler, and told the token chosen.
+// Contract: process() may only lower or shift its copy; the model's own
+// logits are untouched, so reported log-probabilities and the bank's state
+// never depend on it. The same calls make the same changes: a processed
+// request is as deterministic as any other, and from the bank equals bypass.
+// Where it runs: with prepares() true, accept() and prepare() run on the
+// sequence's own thread (engine/mask_worker.h) beside the next forward pass;
+// process() always runs on the step thread, so it stays cheap (a pass over
+// the logits), the search belonging in prepare(). Calls never overlap.
 #pragma once
 
 #include <cstdint>

@@ -1,25 +1,15 @@
 // RowCostEstimate: what one more verify row adds to a decode step, as a share
 // of a one-row step: the row_cost DraftControl weighs draft depths with
-// (engine/speculation.h). On a CPU a step's weights are read once for all its
-// rows, so a row costs a fraction of a step; how much depends on the machine,
-// the model and the threads, so the step loop measures it while it serves.
-//
-// Promises:
-//  1. Only decode-only steps are fitted (decode and verify rows, no prefill
-//     row: a prefill chunk's attention over a long prompt would be charged to
-//     the rows). Per row count the step time is a moving average that falls
-//     fast (kDown) and rises slowly (kUp): it follows the machine's
-//     uncontended time, and a step the OS preempted (on a shared machine,
-//     tens of ms) moves it little. Step time = base + per_row * rows is
-//     fitted by least squares over the row counts seen at least twice, and
-//     value() = per_row / (base + per_row), clamped to [kMin, kMax].
-//  2. Until kMinSteps steps with at least two such row counts were seen (a
-//     slope needs them), and whenever the fit is degenerate (a slope at or
-//     below 0), value() is the last good value, at first the prior
-//     DraftControl::kRowCost.
-//  3. A pinned value (EngineOptions::verify_row_cost > 0) is value() always,
-//     so tests and benches can fix depth choices.
-// The estimate moves only depth choices, never a token or a logit.
+// (engine/speculation.h), measured while the step loop serves (the fit and
+// why: docs/batching.md, "Speculative decoding").
+// Contract:
+//  - only decode-only steps are fitted: step time = base + per_row * rows by
+//    least squares over per-row-count averages that fall fast and rise
+//    slowly; value() = per_row / (base + per_row), clamped to [kMin, kMax];
+//  - before kMinSteps steps over two row counts, or while the slope is not
+//    positive, value() is the last good value (first DraftControl::kRowCost);
+//  - a pinned value (EngineOptions::verify_row_cost > 0) is value() always;
+//  - it moves only depth choices, never a token or a logit.
 // Thread safety: none; the step thread owns it.
 #pragma once
 

@@ -1,20 +1,14 @@
 // Speculative decoding that changes no bit (docs/batching.md, "Speculative
 // decoding"): a drafter proposes the next tokens of a sequence, one step
-// verifies them in the model's verify form (model/model.h, SequenceStep), and
-// a draft token is accepted only when it equals the token the sequence's own
-// sampler draws at that position. The sampler draws once per emitted token,
-// in order, from the verify row that plain decoding's step would have
-// computed with the same bits, and stops drawing at the first mismatch (whose
-// draw is the emitted token, as in plain decoding). So greedy and seeded
-// sampling, logits processors (a grammar mask) included, give exactly the
-// tokens and logprobs of plain decoding; speculation changes only how many
-// tokens a step emits.
-//
-// Drafters implement Drafter. Here: n-gram lookup over the prompt and the
-// output so far (NgramDrafter), and for tests and benches an oracle that
-// proposes a recorded run's tokens with a chosen share corrupted
-// (OracleDrafter); the MTP head's drafter is engine/mtp_drafter.h, fed the
-// sequence's State through DraftContext.
+// verifies them in the model's verify form, and a draft token is accepted only
+// when it equals the token the sequence's own sampler draws at that position
+// from the row plain decoding would have computed with the same bits. So
+// greedy and seeded sampling, logits processors included, give exactly plain
+// decoding's tokens and logprobs; speculation changes only how many tokens a
+// step emits.
+// Drafters implement Drafter: NgramDrafter (n-gram lookup over the prompt and
+// the output so far), OracleDrafter (tests and benches: a recorded run with a
+// share corrupted); the MTP head's is engine/mtp_drafter.h (DraftContext).
 #pragma once
 
 #include <cstdint>

@@ -12,8 +12,7 @@
 //  - the step thread never waits for a logits processor's mask
 //    (engine/mask_worker.h): a sequence whose mask is late sits out steps.
 // Thread safety: start() from any thread, returns at once; on_retired runs
-// on the step thread. Destroy it only when no sequence is left (the
-// engine's Admission waits for every one to end first).
+// on the step thread. Destroy it only when no sequence is left.
 #pragma once
 
 #include <atomic>

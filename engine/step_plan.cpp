@@ -11,8 +11,9 @@ namespace {
 // stays kEchoRows x vocabulary floats whatever the prompt's length.
 constexpr int64_t kEchoRows = kGrid;
 
-// Promise 7: each decode slice's draft rows, cut to what the token budget
-// leaves after the decode rows and, while a prompt waits, its next rows.
+// Speculative rows (docs/batching.md, "The plan's rules"): each decode
+// slice's draft rows, cut to what the token budget leaves after the decode
+// rows and, while a prompt waits, its next rows.
 int64_t grant_drafts(const PlanInput& input, int64_t decode_rows, std::vector<PlannedSlice>& slices) {
   int64_t keep_for_prefill = 0;
   for (const PlanSequence& seq : input.running)

@@ -1,6 +1,5 @@
 // Fs: every file-system call the bank makes goes through this one interface,
-// so tests can swap the real POSIX file system for one that injects faults
-// (tests/util/fault_fs.h) without touching the bank's code.
+// so tests can swap in one that injects faults (tests/util/fault_fs.h).
 //
 // Contract:
 //  1. Paths are used exactly as given; an Fs never builds, expands or

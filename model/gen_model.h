@@ -1,22 +1,13 @@
 // Deterministic random-weight checkpoints in Hugging Face format, for tests,
-// benchmarks and the demo model (`statebank gen-model`).
-//
-// Promises:
-//  1. Same (config, seed, dtype) gives the same bytes. Each tensor's values
-//     come from a counter-based generator keyed by (seed, tensor name), so a
-//     tensor does not depend on any other tensor or on the write order.
-//  2. The tensors written are exactly expected_tensors(config), in that order
-//     and with those shapes, in one model.safetensors; config.json is
-//     config_to_json(config), so parse_config reads the same config back.
-//  3. Values are scaled so that activations stay O(1) through the layers:
-//     matrices uniform with the std of randn / sqrt(in_features); A_log =
-//     log(uniform(1, 16)); dt_bias uniform with std 0.5; conv1d std 0.3;
-//     zero-centred (1 + w) norms w in [-0.2, 0.2]; plain norms (qwen3, and
-//     linear_attn.norm everywhere) 1 + [-0.2, 0.2].
-//  4. A_log and dt_bias are stored as F32 whatever the dtype, as in real
-//     checkpoints, so readers meet mixed dtypes; qwen4exp's n-gram hash
-//     constants as I64, with the values the config defines.
-//  5. Writing streams tensor by tensor: memory stays small whatever the size.
+// benchmarks and the demo model (`statebank gen-model`). Promises:
+//  - same (config, seed, dtype), same bytes: each tensor comes from a
+//    counter-based generator keyed by (seed, tensor name), whatever the order;
+//  - the tensors are exactly expected_tensors(config), in that order, in one
+//    model.safetensors; config.json is config_to_json(config);
+//  - values keep activations O(1) through the layers; A_log and dt_bias are
+//    F32 whatever the dtype, as in real checkpoints (the scales and dtypes:
+//    docs/models.md, "Random-weight checkpoints");
+//  - writing streams tensor by tensor: memory stays small whatever the size.
 // Thread-safe: no shared state.
 #pragma once
 

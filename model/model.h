@@ -1,24 +1,18 @@
 // Model: a loaded checkpoint that runs prefill and decode on the kernels
-// handed to load().
-//
-// Thread safety: immutable after load(); forward(), prefill() and decode()
-// may be called from many threads at once, each call with its own States.
-//
-// Promises (tests/model/split_invariance_test.cpp and friends):
-//  1. Split invariance: prefill of [0, n) in one call gives bit for bit the
-//     same logits and State as any sequence of calls split at multiples of
-//     kGrid, for a fixed thread count; and as any sequence of calls split
-//     anywhere when each call gets the sequence's PrefillCarry.
-//  2. Prefill runs the chunked Gated DeltaNet form on the absolute kGrid grid;
-//     decode runs the recurrent form. Both agree within ~1e-5 relative.
-//  3. Capture: a prefill hands out the recurrent state at each requested
-//     position on the way (positions inside the call's range, multiples of
-//     kGrid, or its end), without another pass.
-//  4. Batch invariance: forward() over several sequences gives each one, bit
-//     for bit, the logits, snapshots and State it gets alone (its own
-//     prefill() or decode() call), whatever the other sequences, their
-//     number, order, lengths and modes. prefill() and decode() are the
-//     one-sequence case of forward().
+// handed to load(). Promises (tests/model/split_invariance_test.cpp and
+// friends; why batching cannot change a result: docs/batching.md):
+//  - split invariance: prefill of [0, n) in one call gives bit for bit the
+//    logits and State of any split at multiples of kGrid (a fixed thread
+//    count), or anywhere when each call gets the sequence's PrefillCarry;
+//  - prefill runs the chunked Gated DeltaNet form on the absolute kGrid grid,
+//    decode the recurrent form; both agree within ~1e-5 relative;
+//  - capture: a prefill hands out the recurrent state at requested positions
+//    (multiples of kGrid inside its range, or its end) without another pass;
+//  - batch invariance: forward() over several sequences gives each, bit for
+//    bit, what it gets alone, whatever the others; prefill() and decode()
+//    are its one-sequence case.
+// Thread safety: immutable after load(); calls may run on many threads at
+// once, each with its own States.
 #pragma once
 
 #include <cstdint>
@@ -84,7 +78,7 @@ struct PrefillCarry {
 struct PrefillOptions {
   std::vector<int64_t> capture_positions;  // absolute; kept if inside (start, end]
   bool all_logits = false;                 // logits for every row, else the last row only
-  // Optional: with it the prefill may start and end off the grid (promise 1).
+  // Optional: with it the prefill may start and end off the grid (split invariance).
   // REQUIRES: when the State's position is off the grid, the carry the
   // previous call of this sequence left.
   PrefillCarry* carry = nullptr;

@@ -1,18 +1,11 @@
 // WeightSet: the checkpoint's tensors checked against a ModelConfig and
-// bound by name, for the forward pass.
-//
-// bind() promises, or fails with an error naming the tensor and the file:
-//  1. every tensor of expected_tensors(config) is present with its shape
-//     (routed experts in either layout, see 3);
-//  2. every other tensor is an error, except the ones real checkpoints carry
-//     for parts we do not run: `model.visual.*`, `mtp.*`, and `lm_head.weight`
-//     of a tied model (ignored: tied means the embedding is the head);
-//  3. MoE experts: per-expert 2-D tensors (`mlp.experts.{e}.gate_proj.weight`
-//     [I_e, H], `up_proj` [I_e, H], `down_proj` [H, I_e]) and fused 3-D
-//     tensors (`mlp.experts.gate_up_proj` [E, 2*I_e, H], gate rows first, and
-//     `mlp.experts.down_proj` [E, H, I_e]) are both accepted, per layer,
-//     whatever the family's native layout. expert() hides the difference.
-//
+// bound by name, for the forward pass. bind() promises, or fails with an
+// error naming the tensor and the file:
+//  - every tensor of expected_tensors(config) is present with its shape;
+//  - every other tensor is an error, except those real checkpoints carry for
+//    parts we do not run (`model.visual.*`, `mtp.*`, a tied `lm_head.weight`);
+//  - MoE experts are accepted in either layout, per layer (docs/models.md,
+//    "MoE experts"); expert() hides the difference.
 // Views point into the Checkpoint's mapping: the Checkpoint must outlive the
 // WeightSet. Immutable after bind(); safe to read from many threads.
 #pragma once

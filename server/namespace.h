@@ -1,27 +1,15 @@
-// Tenants, their API keys and their bank namespaces (docs/bank.md, "Keys":
+// Tenants, their API keys and their bank namespaces (docs/bank.md, "Tenants";
 // the namespace is inside the root of every chain key, so two namespaces
 // never share state).
-//
-//  - ApiKeys: the configured keys, each naming its tenant. `--api-keys-file`
-//    gives many (load_file); `--api-key` / `--api-key-file` give one, for
-//    the tenant "default", which is also the admin. Only SHA-256 digests of
-//    the keys are kept, and a presented key is compared with every one of
-//    them in constant time.
-//  - A request's namespace (request_namespace): with keys configured,
-//    "t<len>:<tenant>" for the tenant its key names, then, when the body
-//    has a cache_salt, "s<len>:<salt>". Without keys: the salt part alone;
-//    no salt is the empty (single-user) namespace. Every part is tagged and
-//    length-prefixed, so a salt can never spell a tenant or another salt.
-//    The namespace follows the tenant, not the key: a tenant's keys (say an
-//    old and a new one while rotating) share its cached state.
-//  - The shared namespace (opt-in, `--shared-namespace TENANT`): the
-//    unsalted namespace of one tenant, which every other tenant may also
-//    restore from but never publish to; that tenant's requests publish the
-//    public system prompt there. It opens a side channel: a tenant learns,
-//    from cached_tokens, restore.mode and timings, whether a prefix is in
-//    the shared namespace and whether other tenants used it recently (it is
-//    in RAM rather than on SSD, or was not yet evicted). Put only public
-//    text there.
+//  - ApiKeys: the configured keys, each naming its tenant; only SHA-256
+//    digests are kept, and a presented key is compared with every one of them
+//    in constant time;
+//  - request_namespace(): the tenant's part (with keys), then the
+//    cache_salt's, each tagged and length-prefixed so a salt never spells a
+//    tenant or another salt; it follows the tenant, not the key;
+//  - the shared namespace (--shared-namespace TENANT): one tenant's unsalted
+//    namespace every tenant may restore from but only it publishes to; a
+//    side channel, so for public text only.
 // Pure functions and an immutable ApiKeys after loading; thread-safe.
 #pragma once
 

@@ -1,7 +1,6 @@
 // Server: statebank's HTTP API, every route of docs/interface.md (HTTP) and
-// the operator's (server/operator/bank_routes.cpp); the decisions behind it
-// are server/README.md's.
-// Contract:
+// the operator's (server/operator/bank_routes.cpp); its decisions are
+// server/README.md's. Contract:
 //  - every error is OpenAI-shaped (Anthropic-shaped on /v1/messages) with
 //    the status interface.md lists; a 500 is logged with its request id;
 //  - with keys, every route but /health needs one, checked before a body is

@@ -4,12 +4,8 @@
 # a long one under runtime/cpu/ (the kernels) is not counted.
 # usage: tests/function_length_test.sh SOURCE_DIR WORK_DIR
 set -euo pipefail
-src="$1"
-work="$2"
-check="$src/tools/function_length.sh"
-fail() { echo "function_length_test: $*" >&2; exit 1; }
-
-"$check" "$src" || fail "the source tree has a function over the limit (above)"
+source "$(dirname "$0")/check_test_lib.sh"
+check_test_init function_length_test function_length.sh "$@"
 
 # A function whose signature, body and closing brace take `lines` lines.
 write_function() {
@@ -22,16 +18,11 @@ write_function() {
     echo "}"
   } >>"$file"
 }
-rm -rf "$work"
 write_function "$work/engine/long.cpp" at_limit 80
 write_function "$work/runtime/cpu/kernel.cpp" long_kernel 200
 "$check" "$work" engine runtime || fail "a function of 80 lines, or a kernel, was refused"
 write_function "$work/engine/long.cpp" over_limit 81
-set +e
-out=$("$check" "$work" engine runtime)
-rc=$?
-set -e
-[[ $rc -eq 1 ]] || fail "a function of 81 lines passed (exit $rc)"
+out=$(refused "$work" engine runtime) || exit 1
 grep -q "engine/long.cpp:[0-9]*: over_limit is 81 lines" <<<"$out" || fail "the report does not name it: $out"
 ! grep -q "at_limit\|long_kernel" <<<"$out" || fail "the report names a function within the rules: $out"
 echo "function_length_test: ok"

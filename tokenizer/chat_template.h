@@ -1,22 +1,13 @@
 // ChatTemplate: renders OpenAI-style chat messages into a checkpoint's prompt
-// text by running the checkpoint's own Jinja chat template (jinja/), as
-// Hugging Face transformers' apply_chat_template does: the same variables
-// (messages, tools, add_generation_prompt, enable_thinking and any other
-// chat_template_kwargs, bos_token/eos_token from tokenizer_config.json) and
-// the same environment, so the text is byte for byte what transformers
-// gives (tests compare against Python's jinja2 on the real Qwen3,
-// Qwen3-Next, Qwen3.5 and Qwen3-Coder templates and a customised one).
-//
-// Messages reach the template as OpenAI sends them, with one normalisation
-// every OpenAI-compatible server makes: tool-call arguments that are a JSON
-// object text are passed as the object (templates iterate over them or print
-// them with tojson), others as the string.
-//
-// load() refuses a template the interpreter cannot run (jinja/template.h
-// lists what it implements) or that fails on a one-message conversation,
-// naming the file, the construct and its position: a server starts with a
-// template it can run or not at all.
-//
+// text by running its own Jinja chat template (jinja/) with the variables and
+// environment of transformers' apply_chat_template, so the text is byte for
+// byte transformers' (docs/text.md, "Chat templates").
+// Contract:
+//  - tool-call arguments that are a JSON object text reach the template as
+//    the object, others as the string;
+//  - load() refuses a template the interpreter cannot run or that fails on a
+//    one-message conversation, naming the file, the construct and its
+//    position: a server starts with a template it can run or not at all.
 // Thread-safety: immutable after load(); render() is const and reentrant.
 #pragma once
 

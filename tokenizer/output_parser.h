@@ -1,26 +1,16 @@
 // OutputParser: turns generated text of a Qwen model into OpenAI message
-// fields, incrementally: reasoning between <think> and </think> becomes
-// reasoning_content, <tool_call>...</tool_call> blocks become tool_calls (JSON
-// body for kQwen3Json, <function=NAME><parameter=K>V</parameter> for
-// kQwen35Xml), the rest is content.
-//
-// Streaming contract: push() takes text pieces of any size (split anywhere,
-// even inside a tag) and returns what is certain so far; text that could
-// still turn into a tag is held back until the next piece decides. The
-// concatenation of all deltas' content (and reasoning_content) equals what a
-// single push() of the whole text followed by finish() gives, and equals
-// result(). A tool call is emitted whole, as one delta, when its closing tag
-// arrives (or at finish() if the closing tag never came but the body parses).
-//
-// Normalisation, chosen so that re-rendering the parsed message with the
-// chat template reproduces the model's own text: reasoning loses leading and
-// trailing newlines (the template writes "<think>\n" + r + "\n</think>");
-// content loses the newlines right after </think> and the whitespace right
-// before a <tool_call>; whitespace-only content after the last tool call is
-// dropped. A <think> opens reasoning only at the very start of the output
-// (after optional whitespace); elsewhere it is content. A tool call whose
-// body does not parse is kept verbatim as content, never lost.
-//
+// fields, incrementally: <think>...</think> becomes reasoning_content,
+// <tool_call>...</tool_call> blocks tool_calls (a JSON body for kQwen3Json,
+// <function=NAME><parameter=K>V</parameter> for kQwen35Xml), the rest content.
+// Contract:
+//  - push() takes pieces split anywhere and returns what is certain; the
+//    deltas concatenated equal one push() of the whole text plus finish(),
+//    and result();
+//  - a tool call is emitted whole when its closing tag arrives (or at
+//    finish() if its body parses); one whose body does not parse stays as
+//    content, never lost;
+//  - whitespace is normalised so that re-rendering the message with the chat
+//    template gives the model's own text (docs/text.md, "Output parsing").
 // Not thread-safe: one parser per generated message.
 #pragma once
 

@@ -1,16 +1,10 @@
 // SplitRegex: the pre-tokenizer's "Split, behaviour Isolated" step, on PCRE2
 // (UTF + Unicode properties, JIT-compiled).
-//
 // Contract: split(text) cuts valid UTF-8 `text` into consecutive pieces whose
 // concatenation is `text`: every leftmost match of the pattern is a piece, and
-// so is every non-empty gap between matches.
-//
-// The patterns come from tokenizer.json, written for Hugging Face tokenizers,
-// whose Rust library runs them on Oniguruma. The two engines agree on the
-// Qwen patterns except for `\s`: PCRE2 in UCP mode also counts U+180E as
-// space. translate_pattern() therefore spells `\s` / `\S` out as Oniguruma's
-// Unicode set (TAB..CR, U+0085 and General_Category Z).
-//
+// so is every non-empty gap between matches. translate_pattern() makes PCRE2
+// read tokenizer.json's patterns as Oniguruma, the engine they were written
+// for, does (docs/text.md, "Tokenizer").
 // Thread-safety: a compiled SplitRegex is immutable; split() may run on any
 // number of threads at once (each thread keeps its own match data and JIT
 // stack).

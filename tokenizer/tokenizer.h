@@ -1,31 +1,16 @@
 // Tokenizer: the byte-level BPE of the Qwen families, loaded from a
-// checkpoint's tokenizer.json, giving the same ids as Hugging Face tokenizers.
-//
-// encode(text):
-//   1. Invalid UTF-8 is first repaired (one U+FFFD per ill-formed subpart), as
-//      a Rust String built with from_utf8_lossy would be.
-//   2. Added tokens are cut out verbatim, leftmost-longest, before anything
-//      else (they are stored with normalized=false). With parse_special=false
-//      the tokens flagged "special" (<|im_start|>, <|endoftext|>, ...) are left
-//      in the text as ordinary characters, while the non-special added tokens
-//      (<think>, <tool_call>, ...) are still matched, exactly like HF's
-//      split_special_tokens=True.
-//   3. Each remaining segment is NFC-normalised (utf8proc), split by the
-//      pre-tokenizer regex (split_regex.h), and each piece's bytes are merged
-//      by BPE rank (lowest rank first, leftmost on ties). No BOS/EOS is added.
-// decode(ids): the concatenated token bytes, repaired to valid UTF-8 (so a
-//   sequence cut inside a character shows U+FFFD; StreamDecoder avoids that).
-//   Ids that name no token are skipped; decode_checked() reports them.
-//
-// Boundary property (engine relies on it): because an added token is always a
-// piece of its own, for any offset `o` at which an added token starts (or
-// ends), encode(t) == encode(t[0:o]) + encode(t[o:]). RenderedChat's
-// final_user_offset is such an offset.
-//
-// Thread-safety: after load() a Tokenizer is immutable; every const method
-// may be called from many threads at once. encode() keeps a per-thread word
-// cache (no locks; a thread caches one tokenizer at a time, up to 128k words
-// and about 8 MiB, then starts over).
+// checkpoint's tokenizer.json, giving the same ids as Hugging Face tokenizers
+// (encode's steps as HF takes them: docs/text.md, "Tokenizer").
+// Contract:
+//  - encode(text) repairs invalid UTF-8, cuts added tokens out first (the
+//    special ones only with parse_special), then normalises, pre-splits and
+//    merges by BPE rank; no BOS/EOS is added;
+//  - decode(ids): the token bytes repaired to valid UTF-8; ids that name no
+//    token are skipped (decode_checked() reports them);
+//  - the boundary property the engine relies on: at any offset `o` where an
+//    added token starts or ends, encode(t) == encode(t[0:o]) + encode(t[o:]).
+// Thread-safety: immutable after load(); every const method may run on many
+// threads at once (encode() keeps a bounded per-thread word cache).
 #pragma once
 
 #include <cstdint>

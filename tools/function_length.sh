@@ -10,17 +10,9 @@
 #   (*_bench.cpp) are measurements, not what ships, and are not counted;
 #   its workloads (`statebank bench`) are.
 set -euo pipefail
-max=80
-if [[ "${1:-}" == --max ]]; then max="$2"; shift 2; fi
-root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
-shift || true
-parts=("$@")
-((${#parts[@]})) || parts=(bank bench cli common constrain engine fs gguf jinja model runtime server tokenizer)
+source "$(dirname "$0")/parts_args.sh"
+parse_parts_args function_length 80 "$@"
 command -v ctags >/dev/null || { echo "function_length: ctags is missing (apt install universal-ctags)" >&2; exit 2; }
-cd "$root"
-existing=()
-for p in "${parts[@]}"; do [[ -d "$p" ]] && existing+=("$p"); done
-((${#existing[@]})) || { echo "function_length: none of ${parts[*]} is under $root" >&2; exit 2; }
 long=$(ctags -R --languages=C++ --langmap=C++:+.h --kinds-C++=f --fields=+ne --exclude=runtime/cpu --exclude='bench/*_bench.cpp' -o - "${existing[@]}" |
   awk -F'\t' -v max="$max" '{
     first = 0; last = 0

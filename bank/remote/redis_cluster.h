@@ -1,8 +1,7 @@
 // RedisCluster: sends single-key commands to a Redis (or Valkey) Cluster,
-// each to the master that owns its key's hash slot, so that the remote tier
-// spreads over several machines' memory and survives a master's loss
-// (the routing, redirections and failures in full: docs/bank.md, "A Redis
-// Cluster").
+// each to the master owning its key's hash slot, so the remote tier spreads
+// over several machines' memory and survives a master's loss (in full:
+// docs/bank.md, "A Redis Cluster").
 // Contract:
 //  - a command's key is its first argument; its slot is CRC16 (XMODEM) of
 //    the key or its first non-empty {hash tag}, modulo 16384, as the nodes
@@ -36,7 +35,7 @@ namespace sb {
 
 inline constexpr int kRedisClusterSlots = 16384;
 
-// The hash slot of `key` (promise 1).
+// The hash slot of `key`, as the nodes compute it (see the contract above).
 int redis_cluster_slot(std::string_view key);
 
 struct RedisClusterOptions {
@@ -72,7 +71,7 @@ class RedisCluster {
 
   // Sends every command to its slot's owner (one pipeline per node) and
   // returns one reply per command, in command order; null where the command
-  // failed (promise 4).
+  // failed (never another key's reply).
   void exchange(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies);
 
   RedisClusterStats stats() const;

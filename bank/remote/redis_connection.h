@@ -1,18 +1,14 @@
 // RedisConnection: one TCP connection to a Redis (or Valkey) server, where
-// every exchange ends by a deadline whatever the server does.
-//
-// hiredis formats the commands and parses the replies (its redisReader); the
-// socket I/O is here, driven by poll() against the deadline, so that sending
-// a pipeline and reading all of its replies together take no longer than the
-// time left: a stopped, slow or vanished server costs the caller at most
-// that, never more. Commands and replies travel in RESP over the socket; the
-// bytes counted are exactly those that crossed it.
-//
-// A failed exchange (time-out, reset, end of stream, protocol error) leaves
-// the connection broken(): its replies are out of step and it must be
-// dropped. An error reply ("-ERR ...") is a reply, not a failure; the caller
-// judges it.
-//
+// every exchange ends by a deadline whatever the server does (docs/bank.md,
+// "The remote tier").
+// Contract:
+//  - hiredis formats commands and parses replies; the socket I/O is poll()
+//    against the deadline, so sending a pipeline and reading all its replies
+//    take at most the time left, whatever a stopped, slow or gone server does;
+//  - the bytes counted are exactly those that crossed the socket (RESP);
+//  - a failed exchange (time-out, reset, end of stream, protocol error)
+//    leaves it broken(): its replies are out of step, drop it. An error reply
+//    ("-ERR ...") is a reply, not a failure; the caller judges it.
 // Not thread-safe: one thread uses a connection at a time (RedisTier keeps a
 // pool of them).
 #pragma once

@@ -1,7 +1,6 @@
-// Auditor: `--audit RATE`, the server checking its own promise: a sampled
-// share of the restored requests recomputed with the bank bypassed and
-// compared bit for bit; a mismatch quarantines every object the restore used
-// (docs/bank.md, "Audit").
+// Auditor: `--audit RATE`, a sampled share of the restored requests
+// recomputed with the bank bypassed and compared bit for bit; a mismatch
+// quarantines every object the restore used (docs/bank.md, "Audit").
 // Contract:
 //  - it never delays a response: offer() (called once a response is
 //    finished) copies and returns; jobs run on the auditor's own thread at

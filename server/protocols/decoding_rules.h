@@ -1,18 +1,12 @@
 // DecodingRules: what a request asks of decoding beyond the sampler's own
-// knobs — OpenAI's presence/frequency penalties, the repetition penalty,
-// logit_bias, and a grammar the output must match (response_format,
-// tool_choice) — made into the engine's per-sequence LogitsProcessor.
-//
+// knobs (presence/frequency and repetition penalties, logit_bias, a grammar
+// from response_format or tool_choice), made into the engine's per-sequence
+// LogitsProcessor.
 // Each step, on the sequence's own copy of the logits, in this order:
-//  1. logit_bias: logit += bias (OpenAI's semantics; -100 bans, +100 forces);
-//  2. repetition_penalty r over the prompt and generated tokens: a positive
-//     logit is divided by r, a negative one multiplied (Hugging Face, vLLM);
-//  3. presence p and frequency f over the generated tokens:
-//     logit -= p * (count > 0) + f * count (OpenAI);
-//  4. the grammar mask (constrain/constraint.h): tokens that cannot continue
-//     a valid, finishable output get -infinity; allowed ones keep their value.
-// Reported logprobs stay the raw model's (engine/logits_processor.h).
-//
+// logit_bias, repetition_penalty, presence and frequency penalties, then the
+// grammar mask (-infinity for tokens that cannot continue a valid, finishable
+// output; allowed ones keep their value). The formulas: docs/serving.md,
+// "Request validation". Reported logprobs stay the raw model's.
 // Thread-safety: immutable once built; make() may be called from any thread
 // (once per run of the request: the audit's bypass rerun gets a fresh one).
 #pragma once

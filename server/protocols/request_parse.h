@@ -1,27 +1,17 @@
 // Request parsing: JSON bodies of /v1/completions and /v1/chat/completions
-// into validated structs, before anything touches a model.
-//
-// Promises:
-//  1. Every field the server uses is type- and range-checked; a violation is an
-//     ApiError (400, or 413 for an over-long prompt) whose `param` names the
-//     field, e.g. "max_tokens" or "messages[1].content".
-//  2. Every field of OpenAI's request either does what it says or is refused
-//     with a 400 naming it; a field OpenAI does not define is refused too.
-//     The few accepted as no-ops (user, metadata, store: false, service_tier
-//     auto/default, prompt_cache_key, safety_identifier, modalities ["text"])
-//     are listed with the reason in docs/interface.md.
-//  3. Token ids in a prompt or logit_bias are checked against the vocabulary
-//     here, so the engine's REQUIRES (ids in [0, vocab)) holds for every
-//     request it gets.
-//  4. Strings are bounded before anything keeps or tokenises them: a string
-//     field that is a name, id or setting (cache_salt, stop[i], model, tool
-//     and function names, ids, roles, user, ...) is at most kMaxFieldBytes
-//     (else 400 `string_too_long` naming it); the prompt's text (a text
-//     prompt; for chat the messages, tools and template kwargs as JSON) is at
-//     most prompt_bytes_limit() bytes (else 413 `context_length_exceeded`).
-//  5. response_format json_schema is compiled here (constrain/grammar.h); a
-//     schema using what the constraint does not support is a 400 naming the
-//     keyword and its path.
+// into validated structs, before anything touches a model (the rules in full:
+// docs/serving.md, "Request validation").
+// Contract:
+//  - every field used is type- and range-checked; a violation is an ApiError
+//    (400, or 413 for an over-long prompt) whose `param` names the field;
+//  - every OpenAI field does what it says or is refused naming it, a field
+//    OpenAI does not define too; the accepted no-ops: docs/interface.md;
+//  - token ids (a prompt's, logit_bias's) are checked against the vocabulary,
+//    so every id the engine gets is in [0, vocab);
+//  - strings are bounded before anything keeps or tokenises them
+//    (kMaxFieldBytes, prompt_bytes_limit());
+//  - response_format json_schema is compiled here; what the constraint does
+//    not support is a 400 naming the keyword and its path.
 // Pure functions of their inputs; safe from any thread.
 #pragma once
 

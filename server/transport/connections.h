@@ -1,8 +1,6 @@
-// Connections: the HTTP server's accepted sockets and the threads that
-// serve their requests, in place of cpp-httplib's thread per connection, so
-// that a connection holds a thread only while one request, whose header has
-// arrived whole, is served (why, and the rules in full: docs/serving.md,
-// "Connections").
+// Connections: the HTTP server's accepted sockets and the threads that serve
+// their requests: a connection holds a thread only while one request, whose
+// header has arrived whole, is served (docs/serving.md, "Connections").
 // Contract:
 //  - at most `max_open` connections; at the cap the longest-waiting one
 //    (never one being served) is answered 503 to make room;

@@ -372,7 +372,7 @@ TEST(RestoreMode, EveryTierHasItsOwnModeAndTheUserVisibleNamesStay) {
   EXPECT_FALSE(RestoreMode::mixed().tier().has_value());
 }
 
-// Miss reasons (docs/bank.md, "The Bank's rules", 6): each obstacle above the restore point, as
+// Miss reasons (docs/bank.md, "The Bank's rules", the miss reason): each obstacle above the restore point, as
 // the plan names it. The engine adds bypass, echo and read-only, and a
 // composed state that fails its check (tests/server/operator/miss_reasons_test.cpp).
 TEST(BankMissReason, AFullRestoreHasNoReason) {

@@ -225,7 +225,7 @@ TEST(StepPlanPureTest, AtTheDefaultTokenBudgetNoStepIsReSplitByTheModel) {
   EXPECT_EQ(plan_step(PlanInput{{prompt(0, 5000)}, 1024, ratio_off()}).rows(), 1024);
 }
 
-// Promises 1-7 of step_plan.h over random inputs.
+// The plan's rules (step_plan.h; docs/batching.md, "The plan's rules") over random inputs.
 TEST(StepPlanPureTest, PromisesHoldOverRandomInputs) {
   std::mt19937 rng(35);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
