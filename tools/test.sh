@@ -2,9 +2,9 @@
 # The README's test command: installs what is missing, builds the release and
 # the sanitizer flavours, and runs the test suite (label `fast`; pass
 # `--long` for the longer labelled runs too): release with `fast`, ASan+UBSan
-# with `sanitize`, ThreadSanitizer with `tsan` (the concurrency tests; only
-# their binaries are built), and the libFuzzer targets of fuzz/ under ASan and
-# UBSan for 15 s each (300 s with --long; tools/fuzz.sh). Prints one closing
+# with `sanitize`, the libFuzzer targets of fuzz/ under ASan and UBSan for
+# 15 s each (300 s with --long; tools/fuzz.sh), and ThreadSanitizer with
+# `tsan` (the concurrency tests; only their binaries are built). Prints one closing
 # line "N passed, N failed" over every ctest run and fuzz target.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -69,8 +69,9 @@ run_fuzz() {  # the libFuzzer targets (tools/fuzz.sh), a bounded time each
 labels="fast"
 ((long)) && labels="fast|long"
 run_suite release "$labels"
-run_fuzz "$( ((long)) && echo 300 || echo 15)"
 run_suite asan "sanitize"
+# After the ASan suite: the fuzz targets link that build's libraries.
+run_fuzz "$( ((long)) && echo 300 || echo 15)"
 run_suite tsan "tsan"
 npm_ready
 echo "$passed passed, $failed failed"
