@@ -1,21 +1,18 @@
 // StepBudget: how many prefill rows a step may take beside running decodes,
 // so that their inter-token latency stays within `itl_ratio` decode-only
-// steps; it measures the loop's own steps, since a token count alone cannot
-// (why, and the estimates in full: docs/batching.md, `--itl-ratio`).
+// steps, measured on the loop's own steps (docs/batching.md, `--itl-ratio`).
 // Contract (BoundRule names each case):
 //  - no decode row in the step, or itl_ratio 0: all of max_rows (kUnbounded);
 //  - else the rows whose estimated cost fits (itl_ratio - 1) decode-only
 //    steps, within [kMinRows, max_rows] (kMeasured); kGrid rows until both
 //    costs are measured (kUnmeasured);
 //  - after kRefreshAfter mixed steps in a row, one step with decodes takes
-//    no prefill row, to measure a decode-only step again (kRefresh).
-//  - a decode-only step's estimate follows the fastest recent steps (it
-//    falls fast, rises slowly): a step the OS preempted never widens the bound
-//    by much.
+//    no prefill row, to measure a decode-only step again (kRefresh);
+//  - a decode-only step's estimate falls fast and rises slowly, so a step
+//    the OS preempted barely widens the bound.
 // Which rows a step takes never changes a result, only when tokens come.
-// The arithmetic is a pure function of the measures (BudgetState,
-// prefill_bound()), the step plan's input; StepBudget keeps them current.
-// Thread safety: none; the step thread owns it.
+// The arithmetic is pure (BudgetState, prefill_bound()); StepBudget keeps
+// the measures current. Thread safety: none; the step thread owns it.
 #pragma once
 
 #include <cstdint>
