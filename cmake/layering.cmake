@@ -16,6 +16,13 @@
 # kernels through runtime/kernels.h and a factory handed to Model::load, so
 # only what chooses the backend (server, cli, the benchmarks) names it.
 #
+# A part's sub-folders may be ordered the same way: sb_layers(PART SUB...)
+# lists them from the bottom up. A file in one (at any depth) may include
+# only its own sub-folder and those listed before it, never PART's top-level
+# files: those are the part's top, which wires the sub-folders together. A
+# sub-folder holding C++ that is not listed fails the check. server/ is one
+# (server/README.md, "Layout", argues its order).
+#
 # Run as a script (cmake -DSB_SOURCE_DIR=DIR -P cmake/layering.cmake) it
 # checks DIR; included from CMakeLists.txt it defines sb_check_layering().
 
@@ -55,6 +62,17 @@ endmacro()
 
 set(SB_PRIVATE "")
 sb_private(runtime/cpu USED_BY server cli bench)  # the CPU backend: chosen by what starts a model
+
+macro(sb_layers part)
+  list(APPEND SB_LAYERED ${part})
+  set(SB_LAYERS_${part} ${ARGN})
+endmacro()
+
+set(SB_LAYERED "")
+# The HTTP server: bytes and connections; the model, bank and engine behind
+# the serving and admin interfaces; the three APIs' parsing and rendering;
+# the operator's metrics, activity and page. Above them, server/*.{h,cpp}.
+sb_layers(server transport backend protocols operator)
 
 # Folders at the top level that hold no part (no C++ of the product).
 set(SB_NOT_PARTS build cmake docs tools .git .ci)
@@ -131,9 +149,49 @@ function(sb_check_layering source_dir)
       endforeach()
     endforeach()
   endforeach()
+  foreach(part ${SB_LAYERED})
+    sb_check_layers(${source_dir} ${part} layer_errors)
+    string(APPEND errors "${layer_errors}")
+  endforeach()
   if(errors)
     message(FATAL_ERROR "layering: forbidden include arrows (rules: cmake/layering.cmake):${errors}")
   endif()
+endfunction()
+
+# ${out} = the errors of `part`'s sub-folder order (sb_layers).
+function(sb_check_layers source_dir part out)
+  set(errors "")
+  set(layers ${SB_LAYERS_${part}})
+  file(GLOB subs LIST_DIRECTORIES true RELATIVE ${source_dir}/${part} ${source_dir}/${part}/*)
+  foreach(sub ${subs})
+    if(IS_DIRECTORY ${source_dir}/${part}/${sub} AND NOT sub IN_LIST layers)
+      file(GLOB_RECURSE cxx ${source_dir}/${part}/${sub}/*.h ${source_dir}/${part}/${sub}/*.cpp)
+      if(cxx)
+        string(APPEND errors "\n  ${part}/${sub}/: a sub-folder with C++ files that is not in sb_layers(${part} ...)")
+      endif()
+    endif()
+  endforeach()
+  foreach(sub ${layers})
+    list(FIND layers ${sub} own)
+    math(EXPR below "${own} + 1")
+    list(SUBLIST layers 0 ${below} allowed)
+    list(JOIN allowed ", " allowed_text)
+    file(GLOB_RECURSE files ${source_dir}/${part}/${sub}/*.h ${source_dir}/${part}/${sub}/*.cpp)
+    foreach(f ${files})
+      file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"${part}/")
+      foreach(line ${lines})
+        string(REGEX MATCH "\"${part}/([^\"]+)\"" _ "${line}")
+        string(REGEX MATCH "^[^/]+/" target "${CMAKE_MATCH_1}")
+        string(REGEX REPLACE "/$" "" target "${target}")
+        if(NOT target IN_LIST allowed)
+          file(RELATIVE_PATH rel ${source_dir} ${f})
+          string(STRIP "${line}" line)
+          string(APPEND errors "\n  ${rel}: ${line}: ${part}/${sub}/ may include only ${part}/'s ${allowed_text}")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  set(${out} "${errors}" PARENT_SCOPE)
 endfunction()
 
 if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
