@@ -128,7 +128,7 @@ class Bank {
   // leaves at least one prompt token after K(m)). `prompt` holds at least
   // m * block_tokens tokens. `shared`, when given, is the same prompt's
   // chain under a namespace this request may also read (a shared system
-  // prompt, server/namespace.h): each position's block and snapshot may
+  // prompt, server/protocols/namespace.h): each position's block and snapshot may
   // then come from either chain, checked against its own (a block's
   // content depends on its tokens only, not on the namespace).
   Status plan_restore(const StateSchema& schema, std::span<const Key> chain, std::span<const int32_t> prompt,

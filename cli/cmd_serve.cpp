@@ -11,7 +11,7 @@
 // that is not a loopback address needs API keys (--api-key, --api-key-file,
 // or --api-keys-file with one key per tenant), or --insecure-no-key to serve
 // an open port on purpose. Tenants and the shared namespace:
-// server/namespace.h.
+// server/protocols/namespace.h.
 #include <signal.h>
 #include <sys/resource.h>
 

@@ -16,6 +16,13 @@
 # kernels through runtime/kernels.h and a factory handed to Model::load, so
 # only what chooses the backend (server, cli, the benchmarks) names it.
 #
+# A part's sub-folders may be ordered the same way: sb_layers(PART SUB...)
+# lists them from the bottom up. A file in one (at any depth) may include
+# only its own sub-folder and those listed before it, never PART's top-level
+# files: those are the part's top, which wires the sub-folders together. A
+# sub-folder holding C++ that is not listed fails the check. server/ is one
+# (server/README.md, "Layout", argues its order).
+#
 # Run as a script (cmake -DSB_SOURCE_DIR=DIR -P cmake/layering.cmake) it
 # checks DIR; included from CMakeLists.txt it defines sb_check_layering().
 
@@ -56,8 +63,35 @@ endmacro()
 set(SB_PRIVATE "")
 sb_private(runtime/cpu USED_BY server cli bench)  # the CPU backend: chosen by what starts a model
 
+macro(sb_layers part)
+  list(APPEND SB_LAYERED ${part})
+  set(SB_LAYERS_${part} ${ARGN})
+endmacro()
+
+set(SB_LAYERED "")
+# The HTTP server: bytes and connections; the model, bank and engine behind
+# the serving and admin interfaces; the three APIs' parsing and rendering;
+# the operator's metrics, activity and page. Above them, server/*.{h,cpp}.
+sb_layers(server transport backend protocols operator)
+
 # Folders at the top level that hold no part (no C++ of the product).
 set(SB_NOT_PARTS build cmake docs tools .git .ci)
+
+# ${out} = the folders directly in `dir` that hold C++ files (at any depth)
+# and are not in `listed`.
+function(sb_unlisted_folders dir listed out)
+  set(found "")
+  file(GLOB subs LIST_DIRECTORIES true RELATIVE ${dir} ${dir}/*)
+  foreach(sub ${subs})
+    if(IS_DIRECTORY ${dir}/${sub} AND NOT sub IN_LIST listed)
+      file(GLOB_RECURSE cxx ${dir}/${sub}/*.h ${dir}/${sub}/*.cpp)
+      if(cxx)
+        list(APPEND found ${sub})
+      endif()
+    endif()
+  endforeach()
+  set(${out} ${found} PARENT_SCOPE)
+endfunction()
 
 # ${out} = every part `part` may include, itself and common included.
 function(sb_part_closure part out)
@@ -84,14 +118,9 @@ function(sb_check_layering source_dir)
     endforeach()
   endforeach()
   # Every top-level folder holding C++ is a declared part.
-  file(GLOB tops LIST_DIRECTORIES true RELATIVE ${source_dir} ${source_dir}/*)
-  foreach(top ${tops})
-    if(IS_DIRECTORY ${source_dir}/${top} AND NOT top IN_LIST SB_PARTS AND NOT top IN_LIST SB_NOT_PARTS)
-      file(GLOB_RECURSE cxx ${source_dir}/${top}/*.h ${source_dir}/${top}/*.cpp)
-      if(cxx)
-        string(APPEND errors "\n  ${top}/: a folder with C++ files that is not a part: declare it in cmake/layering.cmake")
-      endif()
-    endif()
+  sb_unlisted_folders(${source_dir} "${SB_PARTS};${SB_NOT_PARTS}" unlisted)
+  foreach(top ${unlisted})
+    string(APPEND errors "\n  ${top}/: a folder with C++ files that is not a part: declare it in cmake/layering.cmake")
   endforeach()
   foreach(folder ${SB_PRIVATE})
     string(REGEX MATCH "^[^/]+" owner "${folder}")
@@ -131,9 +160,44 @@ function(sb_check_layering source_dir)
       endforeach()
     endforeach()
   endforeach()
+  foreach(part ${SB_LAYERED})
+    sb_check_layers(${source_dir} ${part} layer_errors)
+    string(APPEND errors "${layer_errors}")
+  endforeach()
   if(errors)
     message(FATAL_ERROR "layering: forbidden include arrows (rules: cmake/layering.cmake):${errors}")
   endif()
+endfunction()
+
+# ${out} = the errors of `part`'s sub-folder order (sb_layers).
+function(sb_check_layers source_dir part out)
+  set(errors "")
+  set(layers ${SB_LAYERS_${part}})
+  sb_unlisted_folders(${source_dir}/${part} "${layers}" unlisted)
+  foreach(sub ${unlisted})
+    string(APPEND errors "\n  ${part}/${sub}/: a sub-folder with C++ files that is not in sb_layers(${part} ...)")
+  endforeach()
+  foreach(sub ${layers})
+    list(FIND layers ${sub} own)
+    math(EXPR below "${own} + 1")
+    list(SUBLIST layers 0 ${below} allowed)
+    list(JOIN allowed ", " allowed_text)
+    file(GLOB_RECURSE files ${source_dir}/${part}/${sub}/*.h ${source_dir}/${part}/${sub}/*.cpp)
+    foreach(f ${files})
+      file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"${part}/")
+      foreach(line ${lines})
+        string(REGEX MATCH "\"${part}/([^\"]+)\"" _ "${line}")
+        string(REGEX MATCH "^[^/]+/" target "${CMAKE_MATCH_1}")
+        string(REGEX REPLACE "/$" "" target "${target}")
+        if(NOT target IN_LIST allowed)
+          file(RELATIVE_PATH rel ${source_dir} ${f})
+          string(STRIP "${line}" line)
+          string(APPEND errors "\n  ${rel}: ${line}: ${part}/${sub}/ may include only ${part}/'s ${allowed_text}")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+  set(${out} "${errors}" PARENT_SCOPE)
 endfunction()
 
 if(CMAKE_SCRIPT_MODE_FILE AND CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)

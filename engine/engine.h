@@ -145,7 +145,7 @@ struct CompletionResult {
   FinishReason finish_reason = FinishReason::kNone;
   RestoreRecord restore;
   // The objects the restore installed (blocks 1..k, then the snapshot), for
-  // the audit (server/operator/audit.h); empty when nothing was restored.
+  // the audit (server/backend/audit.h); empty when nothing was restored.
   std::vector<ObjectId> restored_objects;
   std::vector<Key> restored_chain;  // K0..Kk of the restore (the audit's log line)
   double queue_ms = 0;              // from submit() to the first step it ran in (restore included)

@@ -68,7 +68,7 @@ Status restore_from_bank(const EngineContext& context, Sequence& seq, EngineCloc
   const std::span<const int32_t> prompt(req.prompt);
   RestoreRecord& rec = seq.result.restore;
   const int64_t m = (n - 1) / B;
-  // The shared namespace (server/namespace.h): each position may also be
+  // The shared namespace (server/protocols/namespace.h): each position may also be
   // served under its name there.
   std::vector<Key> shared;
   if (!req.shared_name_space.empty())

@@ -1,6 +1,8 @@
 // write_gguf_model (model/gguf_model.h): each GGUF tensor's values computed
 // in f32 from the checkpoint, then stored in the type the file type picks.
+#include <cctype>
 #include <cstring>
+#include <filesystem>
 
 #include "model/gguf_layout.h"
 #include "model/gguf_metadata.h"
@@ -481,6 +483,14 @@ const char* gguf_file_type_name(GgufFileType t) {
   return "?";
 }
 
-bool is_gguf_path(const std::string& path) { return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0; }
+bool is_gguf_path(const std::string& path) {
+  static constexpr char kSuffix[] = ".gguf";
+  const size_t n = sizeof kSuffix - 1;
+  bool suffix = path.size() > n;
+  for (size_t i = 0; suffix && i < n; ++i)
+    suffix = std::tolower(static_cast<unsigned char>(path[path.size() - n + i])) == kSuffix[i];
+  std::error_code ec;
+  return suffix || std::filesystem::is_regular_file(path, ec);
+}
 
 }  // namespace sb

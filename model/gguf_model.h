@@ -53,7 +53,8 @@ Status open_gguf_model(const std::string& path, GgufModel* out);
 // The same from a parsed file (the fuzz target's entry).
 Status gguf_model_from_file(std::shared_ptr<const GgufFile> file, GgufModel* out);
 
-// Whether a --model argument names a GGUF file (ends in .gguf).
+// Whether a --model argument names a GGUF file: it ends in .gguf (any case),
+// or it is a file (a checkpoint is a directory), whatever its name.
 bool is_gguf_path(const std::string& path);
 
 }  // namespace sb

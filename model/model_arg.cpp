@@ -13,12 +13,11 @@ Status resolve_model_dir(const std::string& arg, std::string* dir) {
   if (arg.empty()) return Status::invalid("--model is required (a checkpoint directory, or demo)");
   if (arg == "demo") return ensure_demo_model(dir);
   std::error_code ec;
-  if (is_gguf_path(arg)) {
-    if (!std::filesystem::is_regular_file(arg, ec)) return Status::not_found("model file " + arg + " does not exist");
-    *dir = arg;
-    return Status::ok();
-  }
-  if (!std::filesystem::is_directory(arg, ec)) return Status::not_found("model directory " + arg + " does not exist");
+  // A file is read as GGUF whatever its name (is_gguf_path); a directory as a checkpoint.
+  if (!std::filesystem::is_regular_file(arg, ec) && !std::filesystem::is_directory(arg, ec))
+    return Status::not_found("--model " + arg + ": no such " +
+                             (is_gguf_path(arg) ? std::string("file") : "file or directory") +
+                             " (--model takes a checkpoint directory, a GGUF file, or demo)");
   *dir = arg;
   return Status::ok();
 }

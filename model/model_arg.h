@@ -1,5 +1,5 @@
-// Resolves a --model argument: a checkpoint directory, a GGUF file (*.gguf,
-// model/gguf_model.h), or `demo` for the
+// Resolves a --model argument: a checkpoint directory, a GGUF file (any
+// file, model/gguf_model.h), or `demo` for the
 // built-in demo model (generated on first use, model/demo.h), the --weights
 // argument, and the --precision argument every command that loads a model
 // takes: what the commands (cli/) and the benchmarks (bench/) share.

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "engine/token_queue.h"
-#include "server/namespace.h"
+#include "server/protocols/namespace.h"
 #include "server/protocols/anthropic/anthropic_renderer.h"
 #include "server/protocols/anthropic/messages_parse.h"
 #include "server/protocols/generation.h"

@@ -1,5 +1,5 @@
 // Server: statebank's HTTP API, every route of docs/interface.md (HTTP) and
-// the operator's (server/operator/bank_routes.cpp); its decisions are
+// the operator's (server/bank_routes.cpp); its decisions are
 // server/README.md's. Contract:
 //  - every error is OpenAI-shaped (Anthropic-shaped on /v1/messages) with
 //    the status interface.md lists; a 500 is logged with its request id;
@@ -28,9 +28,9 @@
 
 #include "common/status.h"
 #include "server/backend/backend.h"
-#include "server/namespace.h"
+#include "server/protocols/namespace.h"
 #include "server/operator/activity.h"
-#include "server/operator/bank_admin.h"
+#include "server/backend/bank_admin.h"
 #include "server/operator/metrics.h"
 #include "server/pin_budget.h"
 #include "server/protocols/completion_setup.h"
@@ -56,7 +56,7 @@ struct ServerOptions {
   int port = 8000;  // 0: any free port
   ApiKeys keys;     // empty: no keys (loopback, single user)
   // A tenant whose unsalted namespace every other tenant may restore from
-  // (server/namespace.h); empty: none. REQUIRES: a tenant of `keys`.
+  // (server/protocols/namespace.h); empty: none. REQUIRES: a tenant of `keys`.
   std::string shared_tenant;
   // At most this, and at most prompt_bytes_limit() + kBodyBeyondPrompt (the
   // server lowers it to that when it starts).
@@ -129,10 +129,10 @@ class Server {
   void install_info_routes();  // /health, /v1/models, /metrics
   void install_completion_routes();
   void install_error_handlers();  // errors in OpenAI's shape; request metrics
-  void install_bank_routes();     // server/operator/bank_routes.cpp
+  void install_bank_routes();     // server/bank_routes.cpp
   void install_token_routes();    // /tokenize, /detokenize: server/token_routes.cpp
   // The page's files as the poll thread answers them (Connections::Fixed;
-  // server/operator/bank_routes.cpp); false for any other path.
+  // server/bank_routes.cpp); false for any other path.
   static bool fixed_page_response(std::string_view path, std::string* head, std::string_view* body);
   // /health and the page's files, answered without a request thread.
   bool fixed_response(std::string_view method, std::string_view path, std::string* head, std::string_view* body);

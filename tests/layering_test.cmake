@@ -65,6 +65,29 @@ check(allowed_includes EXPECT pass
         cli/cmd_run.cpp "#include \"runtime/cpu/backend.h\""
         tests/kernels_test.cpp "#include \"runtime/cpu/simd.h\""
         bench/gemm_bench.cpp "#include \"runtime/cpu/backend.h\"")
+# server/'s sub-folders (sb_layers): a back arrow, an arrow to the part's
+# top, and a sub-folder not in the order each fail; arrows down pass.
+check(server_backend_includes_protocols EXPECT fail
+  MATCH "server/backend/engine_backend.cpp" "server/backend/ may include only server/'s transport, backend"
+  FILES server/protocols/request_parse.h "#pragma once"
+        server/backend/engine_backend.cpp "#include \"server/protocols/request_parse.h\"")
+check(server_protocols_includes_operator EXPECT fail
+  MATCH "server/protocols/anthropic/messages_parse.cpp" "server/protocols/ may include only"
+  FILES server/operator/metrics.h "#pragma once"
+        server/protocols/anthropic/messages_parse.cpp "#include \"server/operator/metrics.h\"")
+check(server_operator_includes_top EXPECT fail
+  MATCH "server/operator/activity.cpp" "server/operator/ may include only"
+  FILES server/server.h "#pragma once"
+        server/operator/activity.cpp "#include \"server/server.h\"")
+check(server_unlisted_folder EXPECT fail
+  MATCH "server/misc/: a sub-folder with C[+][+] files that is not in sb_layers"
+  FILES server/misc/util.h "#pragma once")
+check(server_allowed_includes EXPECT pass
+  FILES server/transport/connections.h "#pragma once"
+        server/backend/backend.h "#pragma once"
+        server/protocols/renderer.h "#include \"server/backend/backend.h\"\n#include \"server/transport/connections.h\""
+        server/operator/activity.cpp "#include \"server/protocols/renderer.h\""
+        server/server.cpp "#include \"server/operator/activity.h\"\n#include \"server/backend/backend.h\"")
 
 # The real tree passes (what every build checks too).
 execute_process(COMMAND ${CMAKE_COMMAND} -DSB_SOURCE_DIR=${SB_SOURCE_DIR} -P ${SB_SOURCE_DIR}/cmake/layering.cmake

@@ -21,8 +21,6 @@ uint16_t crc16(std::string_view bytes) {
 
 bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 
-std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
 // "MOVED 3999 127.0.0.1:6381" / "ASK ...": the slot and the node named.
 bool parse_redirect(std::string_view text, int* slot, std::string* host, int* port) {
   const size_t a = text.find(' '), b = a == std::string_view::npos ? a : text.find(' ', a + 1);
@@ -54,12 +52,14 @@ int redis_cluster_slot(std::string_view key) {
 }
 
 struct RedisCluster::Node {
+  Node(RedisCluster* cluster, RedisPool::Server server)
+      : host(server.host),
+        port(server.port),
+        pool(std::move(server), true, [cluster, this](const Status& why) { cluster->tripped(this, why); }) {}
   std::string host;  // numeric
   int port = 0;
-  std::string name;  // host:port, for logs
-  bool up = true;
-  RedisClock::time_point next_probe{};
-  std::vector<std::unique_ptr<RedisConnection>> idle;
+  RedisPool pool;
+  RedisClock::time_point next_probe{};  // guarded by the cluster's mu_
 };
 
 struct RedisCluster::Group {
@@ -92,7 +92,7 @@ Status RedisCluster::open(RedisClusterOptions options, std::unique_ptr<RedisClus
   }
   if (!last.is_ok())
     c->log("no cluster node answered (" + last.message() + "); serving without it, retrying every " +
-           millis(c->options_.retry_interval));
+           redis_millis(c->options_.retry_interval));
   c->maintainer_ = std::thread([p = c.get()] { p->maintain_loop(); });
   *out = std::move(c);
   return Status::ok();
@@ -114,87 +114,21 @@ void RedisCluster::log(const std::string& message) const {
 RedisCluster::Node* RedisCluster::node_at(const std::string& host, int port) {
   for (auto& n : nodes_)
     if (n->host == host && n->port == port) return n.get();
-  auto n = std::make_unique<Node>();
-  n->host = host;
-  n->port = port;
-  n->name = RedisEndpoint{host, port}.text();
-  nodes_.push_back(std::move(n));
+  nodes_.push_back(
+      std::make_unique<Node>(this, RedisPool::Server{host, port, 0, options_.password, options_.max_idle_connections}));
   return nodes_.back().get();
 }
 
-void RedisCluster::trip(Node* node, const Status& why) {
+void RedisCluster::tripped(Node* node, const Status& why) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (!node->up) return;
-    node->up = false;
-    node->idle.clear();
     node->next_probe = RedisClock::now() + options_.retry_interval;
-    ++stats_.trips;
     stale_ = true;
   }
   cv_.notify_all();
-  log("node " + node->name + " unavailable: " + why.message() + "; its slots miss at once until it answers again " +
-      "or the map names another owner (retrying every " + millis(options_.retry_interval) + ")");
-}
-
-Status RedisCluster::call_node(Node* node, std::span<const RedisCommand> commands, RedisDeadline deadline,
-                               std::vector<RedisReplyPtr>* replies) {
-  for (int attempt = 0;; ++attempt) {
-    std::unique_ptr<RedisConnection> conn;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!node->up) {
-        ++stats_.skipped_calls;
-        return Status::io_error("redis node " + node->name + " is unavailable");
-      }
-      if (attempt == 0 && !node->idle.empty()) {
-        conn = std::move(node->idle.back());
-        node->idle.pop_back();
-      }
-    }
-    const bool reused = conn != nullptr;
-    if (!conn) {
-      Status s = RedisConnection::open(node->host, node->port, 0, options_.password, deadline, &conn);
-      if (!s.is_ok()) {
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          ++(RedisClock::now() >= deadline ? stats_.timeouts : stats_.failures);
-        }
-        trip(node, s);
-        return s;
-      }
-    }
-    const uint64_t sent = conn->bytes_sent(), received = conn->bytes_received();
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      ++stats_.round_trips;
-      ++stats_.in_flight;
-    }
-    Status s = conn->exchange(commands, deadline, replies);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      --stats_.in_flight;
-      stats_.wire_bytes_sent += conn->bytes_sent() - sent;
-      stats_.wire_bytes_received += conn->bytes_received() - received;
-      if (s.is_ok()) {
-        if (node->up && node->idle.size() < options_.max_idle_connections) node->idle.push_back(std::move(conn));
-        return s;
-      }
-    }
-    // A pooled connection the node closed while idle fails at once with no
-    // byte back: its siblings are as old; once more on a fresh one.
-    if (reused && attempt == 0 && !conn->timed_out() && conn->bytes_received() == received) {
-      std::lock_guard<std::mutex> l(mu_);
-      node->idle.clear();
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      ++(conn->timed_out() ? stats_.timeouts : stats_.failures);
-    }
-    trip(node, s);
-    return s;
-  }
+  log("node " + node->pool.name() + " unavailable: " + why.message() +
+      "; its slots miss at once until it answers again or the map names another owner (retrying every " +
+      redis_millis(options_.retry_interval) + ")");
 }
 
 void RedisCluster::run_group(Group& g, std::span<const RedisCommand> commands, RedisDeadline deadline,
@@ -208,7 +142,7 @@ void RedisCluster::run_group(Group& g, std::span<const RedisCommand> commands, R
     batch.push_back(commands[g.items[k]]);
   }
   std::vector<RedisReplyPtr> got;
-  if (!call_node(g.node, batch, deadline, &got).is_ok()) {
+  if (!g.node->pool.call(batch, deadline, &got).is_ok()) {
     // The node is gone (now tripped): its slots may have a new owner already.
     g.failed = true;
     for (size_t i : g.items) g.retry.emplace_back(i, nullptr);
@@ -248,7 +182,7 @@ void RedisCluster::run_group(Group& g, std::span<const RedisCommand> commands, R
       continue;
     }
     if (starts_with(text, "LOADING") || starts_with(text, "MASTERDOWN") || starts_with(text, "NOAUTH")) {
-      trip(g.node, Status::io_error("redis: " + std::string(text)));
+      g.node->pool.trip(Status::io_error("redis: " + std::string(text)));
       continue;
     }
     (*replies)[g.items[k]] = std::move(r);  // the command's own error (WRONGTYPE, OOM): the caller's to judge
@@ -277,7 +211,7 @@ void RedisCluster::exchange(std::span<const RedisCommand> commands, std::vector<
           kick = stale_ = true;
           continue;
         }
-        if (!n->up) {
+        if (!n->pool.up()) {
           ++stats_.skipped_calls;
           continue;
         }
@@ -320,11 +254,11 @@ void RedisCluster::exchange(std::span<const RedisCommand> commands, std::vector<
 Status RedisCluster::read_slots(Node* node) {
   static const RedisCommand kSlots = {"CLUSTER", "SLOTS"};
   std::vector<RedisReplyPtr> got;
-  SB_RETURN_IF_ERROR(call_node(node, std::span<const RedisCommand>(&kSlots, 1), RedisClock::now() + options_.timeout,
-                               &got));
+  SB_RETURN_IF_ERROR(node->pool.call(std::span<const RedisCommand>(&kSlots, 1), RedisClock::now() + options_.timeout,
+                                     &got));
   const redisReply* r = got[0].get();
   if (r->type != REDIS_REPLY_ARRAY)
-    return Status::io_error("redis node " + node->name + " answered CLUSTER SLOTS with " +
+    return Status::io_error("redis node " + node->pool.name() + " answered CLUSTER SLOTS with " +
                             (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "no list") +
                             " (is it a cluster node?)");
   struct Range {
@@ -339,7 +273,7 @@ Status RedisCluster::read_slots(Node* node) {
         e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY ||
         e->element[2]->elements < 2 || e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
         e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
-      return Status::io_error("redis node " + node->name + ": malformed CLUSTER SLOTS reply");
+      return Status::io_error("redis node " + node->pool.name() + ": malformed CLUSTER SLOTS reply");
     const redisReply* m = e->element[2];
     std::string host(m->element[0]->str, m->element[0]->len);
     if (host.empty() || host == "?") host = node->host;  // "the address you reached me at"
@@ -347,7 +281,7 @@ Status RedisCluster::read_slots(Node* node) {
     SB_RETURN_IF_ERROR(resolve_redis_host(host, &numeric));
     const long long from = e->element[0]->integer, to = e->element[1]->integer;
     if (from < 0 || to >= kRedisClusterSlots || from > to)
-      return Status::io_error("redis node " + node->name + ": CLUSTER SLOTS names slots out of range");
+      return Status::io_error("redis node " + node->pool.name() + ": CLUSTER SLOTS names slots out of range");
     ranges.push_back({from, to, numeric, static_cast<int>(m->element[1]->integer)});
   }
   {
@@ -366,7 +300,7 @@ Status RedisCluster::read_slots(Node* node) {
 bool RedisCluster::stale_locked() const {
   if (stale_) return true;
   for (Node* n : owner_)
-    if (!n || !n->up) return true;
+    if (!n || !n->pool.up()) return true;
   return false;
 }
 
@@ -375,7 +309,7 @@ Status RedisCluster::refresh() {
   {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& n : nodes_)
-      if (n->up) candidates.push_back(n.get());
+      if (n->pool.up()) candidates.push_back(n.get());
   }
   Status last = Status::io_error("no cluster node is reachable");
   for (Node* n : candidates)
@@ -391,25 +325,18 @@ void RedisCluster::maintain_loop() {
     std::vector<Node*> due;
     const auto now = RedisClock::now();
     for (auto& n : nodes_)
-      if (!n->up && now >= n->next_probe) due.push_back(n.get());
+      if (!n->pool.up() && now >= n->next_probe) due.push_back(n.get());
     l.unlock();
     for (Node* n : due) {
-      std::unique_ptr<RedisConnection> conn;
-      Status s = RedisConnection::open(n->host, n->port, 0, options_.password, RedisClock::now() + options_.timeout,
-                                       &conn);  // connects, authenticates, PINGs
-      bool back = false;
+      const Status s = n->pool.probe(RedisClock::now() + options_.timeout);
       {
         std::lock_guard<std::mutex> g(mu_);
-        ++stats_.probes;
-        if (s.is_ok()) {
-          n->idle.push_back(std::move(conn));
-          back = n->up = true;
+        if (s.is_ok())
           stale_ = true;  // whatever it is now (a master again, a replica), the map says
-        } else {
+        else
           n->next_probe = RedisClock::now() + options_.retry_interval;
-        }
       }
-      if (back) log("node " + n->name + " answers again");
+      if (s.is_ok()) log("node " + n->pool.name() + " answers again");
     }
     l.lock();
     if (!stale_locked()) continue;
@@ -422,17 +349,18 @@ void RedisCluster::maintain_loop() {
 RedisClusterStats RedisCluster::stats() const {
   std::lock_guard<std::mutex> l(mu_);
   RedisClusterStats s = stats_;
+  for (const auto& n : nodes_) s += n->pool.stats();
   std::vector<const Node*> owners;
   s.slots_covered = 0;
   bool all_up = true;
   for (const Node* n : owner_) {
     if (!n) continue;
     ++s.slots_covered;
-    all_up = all_up && n->up;
+    all_up = all_up && n->pool.up();
     if (std::find(owners.begin(), owners.end(), n) == owners.end()) owners.push_back(n);
   }
   s.masters = owners.size();
-  s.masters_down = static_cast<uint64_t>(std::count_if(owners.begin(), owners.end(), [](const Node* n) { return !n->up; }));
+  s.masters_down = static_cast<uint64_t>(std::count_if(owners.begin(), owners.end(), [](const Node* n) { return !n->pool.up(); }));
   s.available = all_up && s.slots_covered == kRedisClusterSlots;
   return s;
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bank/remote/redis_connection.h"
+#include "bank/remote/redis_pool.h"
 
 namespace sb {
 
@@ -47,9 +48,9 @@ struct RedisClusterOptions {
   RedisLog log;
 };
 
-struct RedisClusterStats {
-  uint64_t trips = 0, timeouts = 0, failures = 0, skipped_calls = 0, probes = 0;
-  uint64_t round_trips = 0, in_flight = 0, wire_bytes_sent = 0, wire_bytes_received = 0;
+// The call counters: the nodes' pools summed, plus the commands skipped for a
+// node whose breaker was open.
+struct RedisClusterStats : RedisCallStats {
   uint64_t moved = 0, ask = 0;            // redirections followed
   uint64_t refreshes = 0;                 // slot maps read (CLUSTER SLOTS answered)
   uint64_t unrouted = 0;                  // commands failed: no known owner, CLUSTERDOWN, TRYAGAIN, too many hops
@@ -87,10 +88,8 @@ class RedisCluster {
   // Sends one node its commands; fills their replies, or group.retry on a redirection.
   void run_group(Group& group, std::span<const RedisCommand> commands, RedisDeadline deadline,
                  std::vector<RedisReplyPtr>* replies);
-  // One exchange with `node` under its breaker; not OK: the node failed (now tripped).
-  Status call_node(Node* node, std::span<const RedisCommand> commands, RedisDeadline deadline,
-                   std::vector<RedisReplyPtr>* replies);
-  void trip(Node* node, const Status& why);
+  // `node`'s breaker opened: its slots' map is stale, its probe scheduled.
+  void tripped(Node* node, const Status& why);
   Status read_slots(Node* node);
   void maintain_loop();
   bool stale_locked() const;

@@ -10,8 +10,6 @@
 namespace sb {
 namespace {
 
-std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
 bool is_integer_one(const redisReply* r) { return r && r->type == REDIS_REPLY_INTEGER && r->integer == 1; }
 
 std::string error_text(const redisReply* r) {
@@ -62,21 +60,23 @@ Status RedisTier::open(RedisOptions options, std::unique_ptr<RedisTier>* out) {
     *out = std::move(t);
     return Status::ok();
   }
-  SB_RETURN_IF_ERROR(resolve_redis_host(t->options_.address.host, &t->numeric_host_));
+  const RedisAddress& a = t->options_.address;
+  RedisPool::Server server{"", a.port, a.db, t->options_.password, t->options_.max_idle_connections};
+  SB_RETURN_IF_ERROR(resolve_redis_host(a.host, &server.host));
+  t->pool_ = std::make_unique<RedisPool>(std::move(server), false, [p = t.get()](const Status& why) { p->tripped(why); });
   std::unique_ptr<RedisConnection> first;
-  Status s = t->connect(RedisClock::now() + t->options_.timeout, &first);
+  Status s = t->pool_->connect(RedisClock::now() + t->options_.timeout, &first);
   // A refusal (password, database) will not heal by retrying: say so now.
   if (s.code() == Code::kInvalidArgument) return s;
   const std::string where = t->options_.address.url();
   if (s.is_ok()) {
-    t->available_ = true;
-    t->idle_.push_back(std::move(first));
-    t->log("using " + where + " (time-out " + millis(t->options_.timeout) + ", " +
+    t->pool_->adopt(std::move(first));
+    t->log("using " + where + " (time-out " + redis_millis(t->options_.timeout) + ", " +
            (t->ttl_text_.empty() ? std::string("no expiry") : "expiry " + t->ttl_text_ + " s after last use") + ")");
   } else {
     t->next_probe_ = RedisClock::now() + t->options_.retry_interval;
     t->log(where + " is unreachable (" + s.message() + "); serving without it, retrying every " +
-           millis(t->options_.retry_interval));
+           redis_millis(t->options_.retry_interval));
   }
   t->worker_ = std::thread([p = t.get()] { p->worker_loop(); });
   *out = std::move(t);
@@ -93,8 +93,7 @@ Status RedisTier::open_cluster() {
   c.log = options_.log;
   SB_RETURN_IF_ERROR(RedisCluster::open(std::move(c), &cluster_));
   // The breaker is per node (invariant 8): the tier as a whole stays open.
-  available_ = true;
-  log("using " + options_.address.url() + " (time-out " + millis(options_.timeout) + " per call, " +
+  log("using " + options_.address.url() + " (time-out " + redis_millis(options_.timeout) + " per call, " +
       (ttl_text_.empty() ? std::string("no expiry") : "expiry " + ttl_text_ + " s after last use") + ")");
   return Status::ok();
 }
@@ -116,30 +115,22 @@ std::string RedisTier::redis_key(ObjectKind kind, const Key& key) const {
   return options_.key_prefix + (kind == ObjectKind::kBlock ? "blk:" : "snp:") + key.hex();
 }
 
-Status RedisTier::connect(RedisDeadline deadline, std::unique_ptr<RedisConnection>* out) const {
-  const auto& a = options_.address;
-  return RedisConnection::open(numeric_host_, a.port, a.db, options_.password, deadline, out);
-}
-
 void RedisTier::trip(const Status& why) const {
   if (cluster_) {  // an error a node gave for one command: that command's miss, not the cluster's
     log("redis cluster: " + why.message());
     return;
   }
-  bool was_available;
+  pool_->trip(why);
+}
+
+void RedisTier::tripped(const Status& why) {
   {
-    std::lock_guard<std::mutex> l(mu_);
-    was_available = available_.exchange(false);
-    if (was_available) {
-      ++stats_.trips;
-      idle_.clear();  // after a failure the others are suspect too
-      next_probe_ = RedisClock::now() + options_.retry_interval;
-    }
+    std::lock_guard<std::mutex> l(mu_);  // the writer waits on the breaker under mu_
+    next_probe_ = RedisClock::now() + options_.retry_interval;
   }
-  if (!was_available) return;
   work_cv_.notify_all();
   log("unavailable: " + why.message() + "; every lookup misses at once until it answers again (retrying every " +
-      millis(options_.retry_interval) + ")");
+      redis_millis(options_.retry_interval) + ")");
 }
 
 Status RedisTier::call(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies) const {
@@ -147,66 +138,7 @@ Status RedisTier::call(std::span<const RedisCommand> commands, std::vector<Redis
     cluster_->exchange(commands, replies);  // a failed command's reply is null
     return Status::ok();
   }
-  if (!available_.load()) {
-    std::lock_guard<std::mutex> l(mu_);
-    ++stats_.skipped_calls;
-    return Status::io_error("the remote tier is unavailable");
-  }
-  const RedisDeadline deadline = RedisClock::now() + options_.timeout;
-  for (int attempt = 0;; ++attempt) {
-    std::unique_ptr<RedisConnection> conn;
-    if (attempt == 0) {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!idle_.empty()) {
-        conn = std::move(idle_.back());
-        idle_.pop_back();
-      }
-    }
-    const bool reused = conn != nullptr;
-    if (!conn) {
-      Status s = connect(deadline, &conn);
-      if (!s.is_ok()) {
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          ++(RedisClock::now() >= deadline ? stats_.timeouts : stats_.failures);
-        }
-        trip(s);
-        return s;
-      }
-    }
-    const uint64_t sent = conn->bytes_sent(), received = conn->bytes_received();
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      ++stats_.round_trips;
-      ++stats_.in_flight;
-    }
-    Status s = conn->exchange(commands, deadline, replies);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      --stats_.in_flight;
-      stats_.wire_bytes_sent += conn->bytes_sent() - sent;
-      stats_.wire_bytes_received += conn->bytes_received() - received;
-      if (s.is_ok()) {
-        if (available_ && idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(conn));
-        return s;
-      }
-    }
-    // A pooled connection that the server closed while it sat idle (a
-    // restart, an idle-client time-out) fails at once without a byte back;
-    // the other idle ones are as old: drop them, and try once more on a
-    // fresh connection, under the same deadline.
-    if (reused && attempt == 0 && !conn->timed_out() && conn->bytes_received() == received) {
-      std::lock_guard<std::mutex> l(mu_);
-      idle_.clear();
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      ++(conn->timed_out() ? stats_.timeouts : stats_.failures);
-    }
-    trip(s);
-    return s;
-  }
+  return pool_->call(commands, RedisClock::now() + options_.timeout, replies);
 }
 
 void RedisTier::contains_many(std::span<TierProbe> probes) const {
@@ -349,7 +281,7 @@ Status RedisTier::put(const ObjectRef& object, Retention retention) {
   if (!object) return Status::ok();
   const uint64_t bytes = encoded_size(*object);
   std::lock_guard<std::mutex> l(mu_);
-  if (!available_ || closed_) {
+  if (!available() || closed_) {
     ++stats_.dropped_puts;
     return Status::exhausted(closed_ ? "the remote tier is closed; object not stored there"
                                      : "the remote tier is unavailable; object not stored there");
@@ -390,7 +322,7 @@ bool RedisTier::quarantine(ObjectKind kind, const Key& key, const std::string& w
 void RedisTier::schedule_delete(ObjectKind kind, const Key& key) const {
   std::lock_guard<std::mutex> l(mu_);
   // Unavailable, closed or full: the next reader finds it again.
-  if (!available_ || closed_ || queue_.size() >= options_.queue_max_objects) return;
+  if (!available() || closed_ || queue_.size() >= options_.queue_max_objects) return;
   queue_.push_back(Job{nullptr, kind, key, Retention::kBlock, 0});
   ++enqueued_;
   work_cv_.notify_all();
@@ -409,7 +341,7 @@ void RedisTier::drop_queue() {
 void RedisTier::worker_loop() {
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
-    if (!available_) {
+    if (!available()) {
       // Nothing can be written: drop what waits (put() drops too meanwhile).
       drop_queue();
       if (stop_) return;
@@ -424,7 +356,7 @@ void RedisTier::worker_loop() {
     }
     if (queue_.empty()) {
       if (stop_) return;
-      work_cv_.wait(l, [&] { return stop_ || !queue_.empty() || !available_; });
+      work_cv_.wait(l, [&] { return stop_ || !queue_.empty() || !available(); });
       continue;
     }
     std::vector<Job> batch;
@@ -448,27 +380,18 @@ void RedisTier::worker_loop() {
 }
 
 void RedisTier::probe() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ++stats_.probes;
-  }
-  std::unique_ptr<RedisConnection> conn;
-  Status s = connect(RedisClock::now() + options_.timeout, &conn);  // connects, authenticates, PINGs
-  bool back = false;
+  Status s = pool_->probe(RedisClock::now() + options_.timeout);
   std::string fresh_failure;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (s.is_ok()) {
-      idle_.push_back(std::move(conn));
-      available_ = true;
-      back = true;
       last_logged_.clear();
     } else {
       next_probe_ = RedisClock::now() + options_.retry_interval;
       if (s.message() != last_logged_) fresh_failure = last_logged_ = s.message();
     }
   }
-  if (back) log("available again at " + options_.address.url());
+  if (s.is_ok()) log("available again at " + options_.address.url());
   if (!fresh_failure.empty()) log("still unavailable: " + fresh_failure);
 }
 
@@ -622,23 +545,15 @@ TierStats RedisTier::stats() const {
 RedisStats RedisTier::redis_stats() const {
   std::lock_guard<std::mutex> l(mu_);
   RedisStats s = stats_;
-  s.available = available_;
+  s.available = available();
   s.queued = writing_ + queue_.size();
+  if (pool_) s += pool_->stats();
   if (cluster_) {
-    // The node-level counters are the cluster's; the tier's own stay for what it judges itself.
     const RedisClusterStats c = cluster_->stats();
     s.cluster = true;
     s.nodes = c;
     s.available = c.available;
-    s.trips += c.trips;
-    s.timeouts += c.timeouts;
-    s.failures += c.failures;
-    s.skipped_calls += c.skipped_calls;
-    s.probes += c.probes;
-    s.round_trips += c.round_trips;
-    s.in_flight += c.in_flight;
-    s.wire_bytes_sent += c.wire_bytes_sent;
-    s.wire_bytes_received += c.wire_bytes_received;
+    s += c;
   }
   return s;
 }

@@ -32,6 +32,7 @@
 
 #include "bank/remote/redis_cluster.h"
 #include "bank/remote/redis_connection.h"
+#include "bank/remote/redis_pool.h"
 #include "bank/tier.h"
 #include "runtime/state.h"
 
@@ -60,17 +61,11 @@ struct RedisOptions {
   RedisLog log;  // nullptr: stderr
 };
 
-struct RedisStats {
+// The call counters (trips, timeouts, ... wire bytes) are the pool's, or the
+// cluster's nodes' summed.
+struct RedisStats : RedisCallStats {
   TierStats tier;  // bytes/blocks/snapshots stay 0: the store is shared, its contents are not ours to count
   bool available = false;       // the breaker is closed
-  uint64_t trips = 0;           // times the tier became unavailable
-  uint64_t timeouts = 0;        // calls that ran out of time
-  uint64_t failures = 0;        // calls that failed otherwise (refused, reset, server error)
-  uint64_t skipped_calls = 0;   // calls answered as misses while unavailable (nothing sent)
-  uint64_t probes = 0;          // PINGs sent while unavailable
-  uint64_t round_trips = 0;     // exchanges started
-  uint64_t in_flight = 0;       // exchanges running now
-  uint64_t wire_bytes_sent = 0, wire_bytes_received = 0;  // RESP bytes on the sockets
   uint64_t queued = 0;          // objects waiting to be written
   uint64_t dropped_puts = 0;    // queue full or tier unavailable
   uint64_t write_errors = 0;    // SETs Redis refused (e.g. OOM at maxmemory with noeviction)
@@ -133,11 +128,14 @@ class RedisTier : public Tier {
   };
   explicit RedisTier(RedisOptions options);
   Status open_cluster();
-  // One exchange on a pooled connection, under the breaker. Not OK: the tier
-  // is (now) unavailable, or the exchange failed and tripped it.
+  // One exchange: on the pool under its breaker, or through the cluster. Not
+  // OK: the tier is (now) unavailable, or the exchange failed and tripped it.
   Status call(std::span<const RedisCommand> commands, std::vector<RedisReplyPtr>* replies) const;
-  Status connect(RedisDeadline deadline, std::unique_ptr<RedisConnection>* out) const;
+  bool available() const { return cluster_ || pool_->up(); }
+  // An error reply that says the server is not serving: the pool's breaker opens.
   void trip(const Status& why) const;
+  // The pool's breaker opened: schedule the probe, wake the writer, say so.
+  void tripped(const Status& why);
   // Checks one GET reply and turns it into an object or a miss.
   Status decode_reply(ObjectKind kind, const Key& key, const redisReply* reply, ObjectRef* out) const;
   void schedule_delete(ObjectKind kind, const Key& key) const;
@@ -157,15 +155,14 @@ class RedisTier : public Tier {
 
   // Constant after open.
   RedisOptions options_;
-  std::string numeric_host_;
   uint64_t schema_digest_ = 0;
   std::string ttl_text_;  // seconds, "" without a ttl
   std::unique_ptr<RedisCluster> cluster_;  // set for redis-cluster://: call() routes through it
+  std::unique_ptr<RedisPool> pool_;        // set for redis://
 
   mutable std::mutex mu_;
   mutable std::condition_variable work_cv_, done_cv_;
   // Guarded by mu_.
-  mutable std::vector<std::unique_ptr<RedisConnection>> idle_;
   mutable std::deque<Job> queue_;
   mutable uint64_t queue_bytes_ = 0;
   mutable std::set<std::pair<ObjectKind, Key>> pending_;  // queued or being written
@@ -177,7 +174,6 @@ class RedisTier : public Tier {
   bool stop_ = false;
   bool closed_ = false;  // close(): nothing more is written
 
-  mutable std::atomic<bool> available_{false};
   std::thread worker_;
 };
 

@@ -3,7 +3,7 @@
 // behind one interface, so routes, admission and limits are tested without
 // a model (tests/server) and the real one is a thin adapter
 // (server/backend/engine_backend.h). The bank's administration is the other view of
-// the same object: server/operator/bank_admin.h.
+// the same object: server/backend/bank_admin.h.
 //
 // Thread safety: every method may be called from many threads at once.
 // TextStream and ChatOutput objects belong to one request (one thread at a
@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,24 @@
 
 namespace sb {
 
-struct ChatParams;
+// What a chat template renders: the part of a chat request (ChatParams,
+// server/protocols/request_parse.h) that reaches the model.
+struct ChatConversation {
+  // Normalised messages: role, content (string), and where given
+  // reasoning_content, tool_calls (id, type, function{name, arguments: a JSON
+  // text, or from Messages' tool_use the object itself, parsed once}),
+  // tool_call_id, name. Content arrays of text parts are joined.
+  // In the request's key order: templates print schemas as the client sent them.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // [{type:function, function:{name, description, parameters}}]
+  std::string tool_choice = "auto";                // none, auto, required, or a function name
+  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
+  // Other chat_template_kwargs, passed to the template as variables.
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  // messages' tool-call arguments are parsed (ChatTemplate::parse_tool_arguments):
+  // done once a request, before its first render.
+  bool tool_arguments_parsed = false;
+};
 
 // Token ids to UTF-8 text, incrementally: push() returns the text completed
 // by this token (bytes of an unfinished character are held back).
@@ -80,8 +99,8 @@ class Backend {
   virtual std::string token_bytes(int32_t id) const = 0;
   virtual std::unique_ptr<TextStream> new_text_stream() const = 0;
 
-  virtual Status render_chat(const ChatParams& params, ChatPrompt* out) const = 0;
-  virtual std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const = 0;
+  virtual Status render_chat(const ChatConversation& chat, ChatPrompt* out) const = 0;
+  virtual std::unique_ptr<ChatOutput> new_chat_output(const ChatConversation& chat, const ChatPrompt& prompt) const = 0;
   // The token bytes that constrained decoding masks over; null when this
   // backend cannot constrain (requests that need it are refused).
   virtual std::shared_ptr<const constrain::Vocabulary> vocabulary() const = 0;
@@ -100,7 +119,7 @@ class Backend {
   // is draining).
   virtual Admission& admission() = 0;
   // The response to a completed request is finished (built, or its stream's
-  // last event written): the audit's hook (server/operator/audit.h). Not called for
+  // last event written): the audit's hook (server/backend/audit.h). Not called for
   // failed or client-cancelled requests; called when a stop string ended
   // generation. Must return at once.
   virtual void response_finished(const CompletionRequest& request, const CompletionResult& result) {}

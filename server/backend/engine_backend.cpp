@@ -6,10 +6,9 @@
 #include "bank/chain.h"
 #include "bank/key.h"
 #include "runtime/cpu/backend.h"
+#include "server/backend/chat_output.h"
 #include "server/backend/model_files.h"
-#include "server/protocols/chat_output.h"
-#include "server/protocols/decoding_rules.h"
-#include "server/protocols/request_parse.h"
+#include "server/backend/vocabulary.h"
 
 namespace sb {
 
@@ -102,7 +101,7 @@ std::unique_ptr<TextStream> EngineBackend::new_text_stream() const {
   return std::make_unique<DecoderStream>(*tokenizer_);
 }
 
-Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) const {
+Status EngineBackend::render_chat(const ChatConversation& params, ChatPrompt* out) const {
   if (!has_template_)
     return Status::unsupported("this model has no usable chat template: " + template_status_.message());
   ChatOptions options;
@@ -129,7 +128,8 @@ Status EngineBackend::render_chat(const ChatParams& params, ChatPrompt* out) con
   return Status::ok();
 }
 
-std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const {
+std::unique_ptr<ChatOutput> EngineBackend::new_chat_output(const ChatConversation& params,
+                                                           const ChatPrompt& prompt) const {
   return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
 }
 

@@ -4,7 +4,7 @@
 // requests through them.
 //
 // Audit (--audit RATE): response_finished() offers each finished request to
-// an Auditor (server/operator/audit.h), which recomputes a sampled share of the
+// an Auditor (server/backend/audit.h), which recomputes a sampled share of the
 // restored ones cold, in the background while no request runs, and
 // quarantines what a mismatch used.
 //
@@ -26,8 +26,8 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/backend/backend.h"
-#include "server/operator/audit.h"
-#include "server/operator/bank_admin.h"
+#include "server/backend/audit.h"
+#include "server/backend/bank_admin.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,8 +58,8 @@ class EngineBackend : public Backend, public BankAdmin {
   Status encode(const std::string& text, std::vector<int32_t>* ids) const override;
   std::string token_bytes(int32_t id) const override;
   std::unique_ptr<TextStream> new_text_stream() const override;
-  Status render_chat(const ChatParams& params, ChatPrompt* out) const override;
-  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override;
+  Status render_chat(const ChatConversation& params, ChatPrompt* out) const override;
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatConversation& params, const ChatPrompt& prompt) const override;
   std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return vocabulary_; }
   Status check(const CompletionRequest& request) const override { return engine_->check(request); }
   Admit submit(CompletionRequest request, CompletionDone on_done, const std::string& tenant) override;
@@ -80,7 +80,6 @@ class EngineBackend : public Backend, public BankAdmin {
 
  private:
   explicit EngineBackend(EngineBackendOptions options) : options_(std::move(options)) {}
-  bool enable_thinking(const ChatParams& params) const;
   void response_finished(const CompletionRequest& request, const CompletionResult& result) override;
   // The namespace whose root is `root`, among those served since start.
   nlohmann::json namespace_of(const Key& root) const;

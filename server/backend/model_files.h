@@ -4,14 +4,22 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
-#include "server/protocols/request_parse.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sb {
+
+// The model's recommended sampling, used for each field a request leaves
+// out (server/protocols/request_parse.h, apply_sampling_defaults). Unset
+// fields keep the API's own defaults (greedy: temperature 0).
+struct SamplingDefaults {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty;
+  std::optional<int> top_k;
+};
 
 Status load_model_tokenizer(const std::string& model, std::unique_ptr<Tokenizer>* out);
 Status load_model_chat_template(const std::string& model, ChatTemplate* out);

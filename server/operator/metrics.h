@@ -14,7 +14,7 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "server/operator/bank_admin.h"
+#include "server/backend/bank_admin.h"
 
 namespace sb {
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "constrain/grammar.h"
-#include "server/namespace.h"
+#include "server/protocols/namespace.h"
 #include "server/protocols/decoding_rules.h"
 #include "tokenizer/chat_template.h"
 

@@ -13,8 +13,8 @@
 
 #include "engine/engine.h"
 #include "server/backend/backend.h"
-#include "server/namespace.h"
-#include "server/operator/bank_admin.h"
+#include "server/protocols/namespace.h"
+#include "server/backend/bank_admin.h"
 #include "server/protocols/generation.h"
 #include "server/protocols/renderer.h"
 #include "server/protocols/request_parse.h"

@@ -18,7 +18,6 @@
 
 #include "constrain/constraint.h"
 #include "engine/logits_processor.h"
-#include "tokenizer/tokenizer.h"
 
 namespace sb {
 
@@ -37,11 +36,5 @@ struct DecodingRules {
   }
   std::unique_ptr<LogitsProcessor> make() const;
 };
-
-// The vocabulary a grammar masks over: every token's bytes, special tokens
-// (<|im_start|>, <|im_end|>, ...) never produced by a grammar, padding rows
-// of a larger embedding table empty; the tokenizer's stop tokens end a
-// complete output.
-std::shared_ptr<const constrain::Vocabulary> make_vocabulary(const Tokenizer& tokenizer, int64_t logits_size);
 
 }  // namespace sb

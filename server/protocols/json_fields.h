@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/errors.h"
+#include "server/protocols/errors.h"
 
 namespace sb::json_fields {
 

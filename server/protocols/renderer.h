@@ -20,7 +20,7 @@
 
 #include "engine/engine.h"
 #include "server/backend/backend.h"
-#include "server/errors.h"
+#include "server/protocols/errors.h"
 #include "server/transport/sse.h"
 
 namespace sb {

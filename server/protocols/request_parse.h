@@ -26,7 +26,9 @@
 #include "common/json_shape.h"
 #include "constrain/grammar.h"
 #include "engine/engine.h"
-#include "server/errors.h"
+#include "server/backend/backend.h"
+#include "server/backend/model_files.h"
+#include "server/protocols/errors.h"
 
 namespace sb {
 
@@ -42,14 +44,6 @@ inline constexpr size_t kPromptBytesPerToken = 16;
 // limit cuts"), so that a client retrying with a larger limit does not loop
 // into a 400. 2^53: what a JavaScript client can send exactly.
 inline constexpr int64_t kMaxTokensAccepted = int64_t{1} << 53;
-
-// The model's recommended sampling (server/backend/model_files.h reads it), used
-// for each field a request leaves out. Unset fields keep the API's own
-// defaults (greedy: temperature 0).
-struct SamplingDefaults {
-  std::optional<float> temperature, top_p, min_p, repetition_penalty, presence_penalty;
-  std::optional<int> top_k;
-};
 
 struct ParseLimits {
   int64_t vocab_size = 0;            // token ids must be in [0, vocab_size)
@@ -94,25 +88,13 @@ struct CompletionParams : CommonParams {
   bool echo = false;
 };
 
-struct ChatParams : CommonParams {
-  // Normalised messages: role, content (string), and where given
-  // reasoning_content, tool_calls (id, type, function{name, arguments: a JSON
-  // text, or from Messages' tool_use the object itself, parsed once}),
-  // tool_call_id, name. Content arrays of text parts are joined.
-  // In the request's key order: templates print schemas as the client sent them.
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // [{type:function, function:{name, description, parameters}}]
-  std::string tool_choice = "auto";                // none, auto, required, or a function name
-  bool tool_choice_named = false;                  // tool_choice names a function
+// The conversation (what the template renders, server/backend/backend.h),
+// and how the reply is given.
+struct ChatParams : CommonParams, ChatConversation {
+  bool tool_choice_named = false;  // tool_choice names a function
   bool parallel_tool_calls = true;
   bool logprobs = false;
   int top_logprobs = 0;
-  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking
-  // Other chat_template_kwargs, passed to the template as variables.
-  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
-  // messages' tool-call arguments are parsed (ChatTemplate::parse_tool_arguments):
-  // done once a request, before its first render.
-  bool tool_arguments_parsed = false;
 };
 
 // kPromptBytesPerToken * max_prompt_tokens; 0 (no limit) when that is 0.

@@ -135,18 +135,12 @@ TEST(RedisBank, AnotherKeysValidValueFallsBackToTheLongestGoodPrefix) {
   EXPECT_EQ(lookup_and_verify(healed, schema, tokens).plan.restore_point, 9 * kB);
 }
 
-// Block 2 of `tokens` with other numbers, encoded with fresh checksums: a
-// valid object image that passes every unkeyed check.
+// Block 2 of `tokens` with other numbers (forged_image).
 std::string forged_block_image(RedisTier& remote, const StateSchema& schema, const std::vector<int32_t>& tokens) {
   ObjectRef block;
   EXPECT_TRUE(remote.get(ObjectKind::kBlock, block_key(tokens, 2), &block).is_ok());
   if (!block) return "";
-  Object forged = *block;
-  float v;
-  std::memcpy(&v, forged.parts[0].data(), 4);
-  v += 1.0f;
-  std::memcpy(forged.parts[0].data(), &v, 4);
-  const auto image = encode_object(forged, Retention::kBlock, schema_digest(schema));
+  const auto image = forged_image(*block, schema);
   return std::string(image.begin(), image.end());
 }
 

@@ -118,12 +118,7 @@ TEST_F(RedisClusterTier, TheColdComparisonSeesAResealedForeignValue) {
   const Key key = chain_keys(root_key(kBankFormatVersion, "fp", "", kB), tokens, kB, 2)[2];
   ObjectRef block;
   ASSERT_TRUE(remote->get(ObjectKind::kBlock, key, &block).is_ok());
-  Object forged = *block;
-  float v;
-  std::memcpy(&v, forged.parts[0].data(), 4);
-  v += 1.0f;
-  std::memcpy(forged.parts[0].data(), &v, 4);
-  const auto image = encode_object(forged, Retention::kBlock, schema_digest(schema));
+  const auto image = forged_image(*block, schema);
   const std::string name = remote->redis_key(ObjectKind::kBlock, key);
   bool written = false;
   for (int m : cluster.masters())

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bank/chain.h"
+#include "bank/format.h"
 #include "bank/remote/redis_tier.h"
 
 namespace sb::testing {
@@ -29,6 +32,17 @@ inline std::unique_ptr<RedisTier> open_test_remote(const std::string& url, const
   Status s = RedisTier::open(std::move(o), &t);
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   return t;
+}
+
+// `block` with its first number changed, encoded with fresh checksums: a
+// valid object image that passes every unkeyed check.
+inline std::vector<uint8_t> forged_image(const Object& block, const StateSchema& schema) {
+  Object forged = block;
+  float v;
+  std::memcpy(&v, forged.parts[0].data(), 4);
+  v += 1.0f;
+  std::memcpy(forged.parts[0].data(), &v, 4);
+  return encode_object(forged, Retention::kBlock, schema_digest(schema));
 }
 
 }  // namespace sb::testing

@@ -18,6 +18,7 @@
 #include "bank/ram_tier.h"
 #include "constrain/constraint.h"
 #include "engine/engine.h"
+#include "server/backend/vocabulary.h"
 #include "server/protocols/decoding_rules.h"
 #include "tests/engine/equivalence.h"
 #include "tests/util/models.h"

@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <span>
 #include <tuple>
 
+#include "model/model_arg.h"
 #include "runtime/quant.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
@@ -599,6 +601,35 @@ TEST(GgufMtpTest, ADamagedNextnBlockNamesTheTensor) {
   const Status s = rewrite(B + "nextn.eh_proj.weight", false, {2 * H, H});
   expect_error(s, B + "nextn.eh_proj.weight");
   expect_error(s, "shape");
+}
+
+// --model takes a GGUF file whatever its name (a download's blob, .GGUF) and
+// a checkpoint directory; a missing path is an error naming what it takes.
+TEST(GgufModelArgTest, AFileOfAnyNameIsGgufAndAMissingPathSaysWhatIsExpected) {
+  testing::TempDir tmp;
+  const std::string dir = testing::tiny_checkpoint(Arch::kQwen3, 3, DType::kF32);
+  const std::string path = write(dir, GgufFileType::kF32, tmp, "m.gguf");
+  const std::vector<float> expected = all_logits(*testing::load_model(path));
+  std::string resolved;
+  for (const std::string name : {"M.GGUF", "blob-3f9a"}) {
+    std::filesystem::create_hard_link(path, tmp.file(name));
+    ASSERT_TRUE(resolve_model_dir(tmp.file(name), &resolved).is_ok()) << name;
+    EXPECT_EQ(resolved, tmp.file(name));
+    EXPECT_TRUE(is_gguf_path(resolved)) << name;
+  }
+  auto m = testing::load_model(resolved);  // the blob's name does not say GGUF: the loader reads it as one
+  ASSERT_TRUE(m);
+  const std::vector<float> got = all_logits(*m);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * 4), 0) << "logits differ";
+  EXPECT_TRUE(resolve_model_dir(dir, &resolved).is_ok());
+  for (const std::string missing : {tmp.file("none.gguf"), tmp.file("none")}) {
+    const Status s = resolve_model_dir(missing, &resolved);
+    EXPECT_EQ(s.code(), Code::kNotFound) << missing;
+    EXPECT_NE(s.message().find("--model takes a checkpoint directory, a GGUF file, or demo"), std::string::npos)
+        << s.message();
+    EXPECT_EQ(s.message().find("model directory"), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace

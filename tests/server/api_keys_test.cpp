@@ -1,6 +1,6 @@
-// Tenants (server/namespace.h): the --api-keys-file format and its errors,
+// Tenants (server/protocols/namespace.h): the --api-keys-file format and its errors,
 // constant-time key lookup, and namespaces that never run together.
-#include "server/namespace.h"
+#include "server/protocols/namespace.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

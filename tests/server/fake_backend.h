@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "server/backend/backend.h"
-#include "server/operator/bank_admin.h"
-#include "server/protocols/chat_output.h"
+#include "server/backend/bank_admin.h"
+#include "server/backend/chat_output.h"
 #include "server/protocols/request_parse.h"
 
 namespace sb::testing {
@@ -112,7 +112,7 @@ class FakeBackend : public Backend, public BankAdmin {
   }
   std::unique_ptr<TextStream> new_text_stream() const override { return std::make_unique<ByteTextStream>(); }
 
-  Status render_chat(const ChatParams& params, ChatPrompt* out) const override {
+  Status render_chat(const ChatConversation& params, ChatPrompt* out) const override {
     out->ids.clear();
     auto add_text = [&](const std::string& s) {
       for (unsigned char c : s) out->ids.push_back(c);
@@ -132,7 +132,7 @@ class FakeBackend : public Backend, public BankAdmin {
     return Status::ok();
   }
   std::shared_ptr<const constrain::Vocabulary> vocabulary() const override { return nullptr; }
-  std::unique_ptr<ChatOutput> new_chat_output(const ChatParams& params, const ChatPrompt& prompt) const override {
+  std::unique_ptr<ChatOutput> new_chat_output(const ChatConversation& params, const ChatPrompt& prompt) const override {
     return std::make_unique<ParserChatOutput>(prompt.flavour, prompt.opens_thinking, params.tools);
   }
 

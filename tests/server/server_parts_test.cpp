@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "server/namespace.h"
+#include "server/protocols/namespace.h"
 #include "server/operator/metrics.h"
 #include "server/protocols/generation.h"
 #include "server/protocols/stop_matcher.h"

@@ -44,7 +44,10 @@ class RedisTestCluster {
     for (const auto& n : nodes_) cmd += " 127.0.0.1:" + std::to_string(n->port());
     cmd += " --cluster-replicas 1 --cluster-yes > " + nodes_[0]->dir() + "/create.log 2>&1";
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("redis-cli --cluster create failed: " + cmd);
-    if (!eventually([&] { return settled(); })) throw std::runtime_error("the redis cluster did not settle");
+    // Replicas attach by gossip after the slots are assigned: a test that
+    // kills a master needs its replica known.
+    if (!eventually([&] { return settled() && replicated(); }))
+      throw std::runtime_error("the redis cluster did not settle");
   }
 
   RedisServer& node(size_t i) { return *nodes_[i]; }
@@ -110,6 +113,12 @@ class RedisTestCluster {
     for (const auto& n : nodes_)
       if (n->running() && n->command({"CLUSTER", "INFO"}).str.find("cluster_state:ok") == std::string::npos)
         return false;
+    return true;
+  }
+  // Every master has a replica, as a live node sees it.
+  bool replicated() const {
+    for (int m : masters())
+      if (replica_of(static_cast<size_t>(m)) < 0) return false;
     return true;
   }
   // The live master holding the most keys.

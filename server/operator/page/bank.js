@@ -140,7 +140,7 @@ function renderTtftChart(requests) {
   }
 }
 
-// A namespace as people read it (server/namespace.h): its length-prefixed
+// A namespace as people read it (server/protocols/namespace.h): its length-prefixed
 // parts, "t<len>:<tenant>" then "s<len>:<salt>", as "tenant X · salt Y".
 function namespaceText(ns) {
   if (ns === '') return '(default)';

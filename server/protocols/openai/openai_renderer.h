@@ -42,7 +42,7 @@ class OpenAiRenderer : public Renderer {
 // The chat (`chat` true) or completions route.
 const Protocol& openai_protocol(bool chat);
 
-// OpenAI's error shape: {"error": {message, type, param, code}} (server/errors.h).
+// OpenAI's error shape: {"error": {message, type, param, code}} (server/protocols/errors.h).
 std::string openai_error_body(const ApiError& e);
 
 }  // namespace sb

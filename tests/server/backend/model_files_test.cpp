@@ -16,6 +16,7 @@
 
 #include "gguf/vocab.h"
 #include "model/gguf_model.h"
+#include "server/protocols/request_parse.h"
 #include "tests/util/models.h"
 #include "tests/util/temp_dir.h"
 

@@ -23,6 +23,7 @@
 #include "bank/bank.h"
 #include "bank/ram_tier.h"
 #include "constrain/constraint.h"
+#include "server/backend/vocabulary.h"
 #include "server/protocols/decoding_rules.h"
 #include "tests/engine/equivalence.h"
 #include "tests/util/models.h"

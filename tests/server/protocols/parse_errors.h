@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "server/errors.h"
+#include "server/protocols/errors.h"
 #include "server/protocols/request_parse.h"
 
 namespace sb::testing {

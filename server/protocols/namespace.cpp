@@ -1,4 +1,4 @@
-#include "server/namespace.h"
+#include "server/protocols/namespace.h"
 
 #include <set>
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "server/namespace.h"
+#include "server/protocols/namespace.h"
 #include "server/page_assets.h"
 #include "server/server.h"
 #include "server/transport/connections.h"

@@ -1,4 +1,4 @@
-#include "server/errors.h"
+#include "server/protocols/errors.h"
 
 #include "engine/engine.h"
 

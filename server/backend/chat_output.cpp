@@ -1,4 +1,4 @@
-#include "server/protocols/chat_output.h"
+#include "server/backend/chat_output.h"
 
 namespace sb {
 

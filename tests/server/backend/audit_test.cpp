@@ -1,4 +1,4 @@
-// The audit (--audit RATE, server/operator/audit.h) on a real engine and bank:
+// The audit (--audit RATE, server/backend/audit.h) on a real engine and bank:
 //  - a valid-looking wrong object (right key, tokens, parent and shapes,
 //    wrong numbers) injected into the tier is served once, caught by the
 //    audit, quarantined with every object of its restore, and the next
@@ -6,7 +6,7 @@
 //  - the audit never delays the audited response: the response is in the
 //    caller's hands and the engine has not run the audit when offer()
 //    returns; the job starts only when the audit thread is let go.
-#include "server/operator/audit.h"
+#include "server/backend/audit.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/operator/audit.h"
+#include "server/backend/audit.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
