@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 
 namespace sb {
@@ -20,14 +19,12 @@ void set_background_nice(int n) { g_background_nice.store(std::clamp(n, 0, 19));
 
 int background_nice() { return g_background_nice.load(); }
 
+// PRIO_PROCESS with a thread id reads and sets that thread's nice value alone.
+int this_thread_nice() { return getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())); }
+
 bool lower_this_thread(int by) {
   if (by <= 0) return true;
-  // PRIO_PROCESS with a thread id sets that thread's nice value alone.
-  const id_t tid = static_cast<id_t>(gettid());
-  errno = 0;
-  const int now = getpriority(PRIO_PROCESS, tid);
-  if (errno != 0) return false;
-  return setpriority(PRIO_PROCESS, tid, std::min(19, now + by)) == 0;
+  return setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), std::min(19, this_thread_nice() + by)) == 0;
 }
 
 double this_thread_waited_ms() {

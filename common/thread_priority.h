@@ -16,6 +16,7 @@
 //    per thread), at most 19; by <= 0 does nothing. Without privilege it
 //    cannot be raised again, so it is for threads that do only such work.
 //    Returns false when the OS refused (then the thread keeps its priority);
+//  - this_thread_nice() is the calling thread's nice value;
 //  - this_thread_waited_ms() is the time the calling thread has spent
 //    runnable but waiting for a core since it started (Linux's schedstat),
 //    or -1 where the kernel does not say.
@@ -26,6 +27,7 @@ namespace sb {
 void set_background_nice(int n);
 int background_nice();
 bool lower_this_thread(int by);
+int this_thread_nice();
 double this_thread_waited_ms();
 
 }  // namespace sb

@@ -8,23 +8,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <thread>
 #include <vector>
 
 namespace sb {
 namespace {
 
-int nice_of_this_thread() {
-  errno = 0;
-  return getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
-}
-
 TEST(ThreadPriority, LowersOnlyTheCallingThreadByTheSetAmount) {
-  const int before = nice_of_this_thread();
+  const int before = this_thread_nice();
   ASSERT_LE(before, 12) << "the test needs room to lower this thread by 7";
   EXPECT_TRUE(lower_this_thread(0));  // off
-  EXPECT_EQ(nice_of_this_thread(), before);
+  EXPECT_EQ(this_thread_nice(), before);
   EXPECT_EQ(background_nice(), 0);  // until serve sets it
   set_background_nice(7);
   EXPECT_EQ(background_nice(), 7);
@@ -32,9 +26,9 @@ TEST(ThreadPriority, LowersOnlyTheCallingThreadByTheSetAmount) {
   int lowered = -100, after_other = -100;
   std::thread([&] {
     EXPECT_TRUE(lower_this_thread(7));
-    lowered = nice_of_this_thread();
+    lowered = this_thread_nice();
   }).join();
-  after_other = nice_of_this_thread();
+  after_other = this_thread_nice();
   EXPECT_EQ(lowered, before + 7);
   EXPECT_EQ(after_other, before);  // the caller's thread kept its priority
   set_background_nice(40);

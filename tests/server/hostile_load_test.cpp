@@ -78,48 +78,41 @@ httplib::Headers with_key() { return {{"Authorization", std::string("Bearer ") +
 // The hostile tenant of request k.
 const char* hostile_key(int k) { return kHostileKeys[k % 2]; }
 
-// CPU seconds of process `pid`, all its threads (thread_name empty) or those
-// of that name.
-double cpu_seconds(pid_t pid, const std::string& thread_name = "") {
-  const std::string dir = "/proc/" + std::to_string(pid);
-  std::vector<std::string> stats;
-  if (thread_name.empty())
-    stats.push_back(dir + "/stat");
-  else
-    for (const auto& e : fs::directory_iterator(dir + "/task")) stats.push_back((e.path() / "stat").string());
-  double seconds = 0;
-  for (const std::string& path : stats) {
-    std::ifstream in(path);
-    const std::string all((std::istreambuf_iterator<char>(in)), {});
-    const size_t open = all.find('('), close = all.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    if (!thread_name.empty() && all.substr(open + 1, close - open - 1) != thread_name) continue;
-    std::istringstream fields(all.substr(close + 2));  // from field 3, the state
-    std::string f;
-    long long ticks = 0;
-    for (int i = 3; i <= 15 && fields >> f; ++i)
-      if (i == 14 || i == 15) ticks += std::atoll(f.c_str());  // utime, stime
-    seconds += static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-  return seconds;
+// The CPU seconds (user and system) in a /proc .../stat file, and the
+// name it gives; false when unreadable.
+bool read_stat(const fs::path& path, double* seconds, std::string* name) {
+  std::ifstream in(path);
+  const std::string all((std::istreambuf_iterator<char>(in)), {});
+  const size_t open = all.find('('), close = all.rfind(')');
+  if (open == std::string::npos || close == std::string::npos) return false;
+  *name = all.substr(open + 1, close - open - 1);
+  std::istringstream fields(all.substr(close + 2));  // from field 3, the state
+  std::string f;
+  long long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i == 14 || i == 15) ticks += std::atoll(f.c_str());  // utime, stime
+  *seconds = static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return true;
 }
 
-// CPU seconds of each thread name of process `pid`, summed over its threads.
+// CPU seconds of each thread name of process `pid`, summed over its live
+// threads.
 std::map<std::string, double> cpu_by_thread_name(pid_t pid) {
   std::map<std::string, double> out;
-  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::ifstream in(e.path() / "stat");
-    const std::string all((std::istreambuf_iterator<char>(in)), {});
-    const size_t open = all.find('('), close = all.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    std::istringstream fields(all.substr(close + 2));
-    std::string f;
-    long long ticks = 0;
-    for (int i = 3; i <= 15 && fields >> f; ++i)
-      if (i == 14 || i == 15) ticks += std::atoll(f.c_str());
-    out[all.substr(open + 1, close - open - 1)] += static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
+  double seconds = 0;
+  std::string name;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task"))
+    if (read_stat(e.path() / "stat", &seconds, &name)) out[name] += seconds;
   return out;
+}
+
+// CPU seconds of process `pid`, all its threads (thread_name empty: the
+// ended ones too) or the live ones of that name.
+double cpu_seconds(pid_t pid, const std::string& thread_name = "") {
+  if (!thread_name.empty()) return cpu_by_thread_name(pid)[thread_name];
+  double seconds = 0;
+  std::string name;
+  return read_stat("/proc/" + std::to_string(pid) + "/stat", &seconds, &name) ? seconds : 0;
 }
 
 // Busy CPU seconds of the whole machine, all cores.

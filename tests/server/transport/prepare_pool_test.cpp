@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -18,13 +17,8 @@
 namespace sb {
 namespace {
 
-int nice_of_this_thread() {
-  errno = 0;
-  return getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
-}
-
 TEST(PreparePool, RunsJobsOnLoweredThreadsAndRethrowsTheirErrors) {
-  const int caller_nice = nice_of_this_thread();
+  const int caller_nice = this_thread_nice();
   ASSERT_LE(caller_nice, 14);
   set_background_nice(5);
   PreparePool pool(2);
@@ -32,7 +26,7 @@ TEST(PreparePool, RunsJobsOnLoweredThreadsAndRethrowsTheirErrors) {
   int job_nice = -100;
   pid_t job_tid = 0;
   EXPECT_TRUE(pool.run([&] {
-    job_nice = nice_of_this_thread();
+    job_nice = this_thread_nice();
     job_tid = gettid();
   }));
   EXPECT_EQ(job_nice, caller_nice + 5);
