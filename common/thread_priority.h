@@ -1,25 +1,18 @@
-// Thread scheduling. The CPU priority of work no running decode waits for: a request not yet
-// admitted (its body parsed, validated, rendered and tokenized), a
-// constrained request's token masks and the SSD writers. Lowered by
-// `serve --background-nice N`, such work takes the CPU the step thread and
-// the threads delivering admitted requests' tokens leave, so that a flood
-// of costly requests or masks slows itself, not other tenants' tokens
-// (docs/batching.md, "Under a hostile load"). Priority decides only when
-// work runs, never what it computes. And how long a thread waited for a
-// core, so that the step loop's latency bound measures what its steps cost,
-// not how busy the machine was.
+// Thread scheduling. Work no running decode waits for (a request before its
+// admission, constrained masks, the SSD writers) runs below the step thread
+// and the token delivery by `serve --background-nice N` (docs/batching.md,
+// "Under a hostile load"); priority decides when work runs, never what.
 // Contract:
-//  - set_background_nice(n) is called once, before the threads it concerns
-//    start; background_nice() is what it set (0 until then: off);
+//  - set_background_nice(n) before the threads it concerns start (0: off;
+//    clamped to 0-19); background_nice() returns it;
 //  - lower_this_thread(by) adds `by` (background_nice(), read by whoever
-//    starts the thread) to the calling thread's nice value (Linux keeps one
-//    per thread), at most 19; by <= 0 does nothing. Without privilege it
-//    cannot be raised again, so it is for threads that do only such work.
-//    Returns false when the OS refused (then the thread keeps its priority);
-//  - this_thread_nice() is the calling thread's nice value;
-//  - this_thread_waited_ms() is the time the calling thread has spent
-//    runnable but waiting for a core since it started (Linux's schedstat),
-//    or -1 where the kernel does not say.
+//    starts the thread) to the calling thread's nice value, at most 19;
+//    by <= 0: nothing. It cannot be raised again without privilege, so only
+//    for threads that do such work alone. False when the OS refused;
+//  - this_thread_nice(): the calling thread's nice value;
+//  - this_thread_waited_ms(): how long the calling thread has been runnable
+//    but waiting for a core (Linux schedstat), -1 where the kernel does not
+//    say; the step loop's latency bound leaves it out of a step's cost.
 #pragma once
 
 namespace sb {
