@@ -1,5 +1,6 @@
 #include "bank/ssd_tier.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "bank/format.h"
 #include "bank/ssd_versions.h"
 #include "bank/wall_clock.h"
+#include "common/thread_priority.h"
 
 namespace sb {
 namespace {
@@ -61,7 +63,11 @@ Status SsdTier::open(SsdOptions options, std::unique_ptr<SsdTier>* out) {
   std::unique_ptr<SsdTier> t(new SsdTier(std::move(options)));
   if (t->options_.mode != SsdMode::kOff) SB_RETURN_IF_ERROR(t->open_dir());
   if (t->options_.mode == SsdMode::kOn)
-    for (int i = 0; i < t->options_.writer_threads; ++i) t->writers_.emplace_back([p = t.get()] { p->writer_loop(); });
+    for (int i = 0; i < t->options_.writer_threads; ++i) t->writers_.emplace_back([p = t.get(), by = background_nice()] {
+        pthread_setname_np(pthread_self(), "sb-ssd-write");
+        lower_this_thread(by);  // no request waits for a write
+        p->writer_loop();
+      });
   *out = std::move(t);
   return Status::ok();
 }
@@ -446,7 +452,10 @@ void SsdTier::get_many(std::span<TierRead> reads) {
     // The pool starts with the first batch: most tiers opened by tools and
     // tests never need it.
     if (readers_.empty())
-      for (int i = 0; i < options_.reader_threads; ++i) readers_.emplace_back([this] { reader_loop(); });
+      for (int i = 0; i < options_.reader_threads; ++i) readers_.emplace_back([this] {
+          pthread_setname_np(pthread_self(), "sb-ssd-read");
+          reader_loop();
+        });
     for (auto& r : reads) {
       read_tasks_.push_back([this, &r, &done_mu, &done, &left] {
         r.status = get(r.kind, r.key, &r.object);

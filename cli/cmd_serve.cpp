@@ -29,6 +29,7 @@
 #include "bank/bank_factory.h"
 #include "model/model_arg.h"
 #include "common/args.h"
+#include "common/thread_priority.h"
 #include "server/backend/engine_backend.h"
 #include "server/backend/model_files.h"
 #include "server/server.h"
@@ -47,7 +48,7 @@ const char* kUsage =
     "[--speculative-acceptance exact|rejection] [--mtp-vocab 32768] "
     "[--max-queue N] [--max-tokens-limit N] [--request-timeout SECONDS] "
     "[--shutdown-deadline SECONDS] [--max-connections N] [--header-timeout SECONDS] [--body-timeout SECONDS] "
-    "[--write-timeout SECONDS] [--slow-reader-threads N] [--slow-reader-threads-per-peer N] "
+    "[--write-timeout SECONDS] [--slow-reader-threads N] [--slow-reader-threads-per-peer N] [--background-nice N] "
     "[--response-buffer SIZE] [--response-buffer-total SIZE] [--max-pins-per-tenant N] [--max-pinned-bytes SIZE] "
     "[--tenant-share F] [--insecure-no-key] [--served-model-name NAME ...] [--max-tokens-cap N] "
     "[--ignore-cache-control] [--keep-billing-header] [--sampling-defaults model|greedy] "
@@ -87,6 +88,7 @@ const std::set<std::string> kServeFlags = {"model",
                                            "write-timeout",
                                            "slow-reader-threads",
                                            "slow-reader-threads-per-peer",
+                                           "background-nice",
                                            "response-buffer",
                                            "response-buffer-total",
                                            "max-pins-per-tenant",
@@ -118,7 +120,7 @@ std::string base_name(const std::string& dir) {
 struct ServeFlags {
   int64_t port, threads, max_prompt, max_tokens_limit, max_tokens_cap, request_timeout_s, deadline_s, remote_ttl,
       remote_timeout, max_connections, header_timeout_s, body_timeout_s, write_timeout_s, max_pins, slow_readers,
-      slow_readers_per_peer;
+      slow_readers_per_peer, background_nice;
   uint64_t max_pinned_bytes, max_body, response_buffer, response_buffer_total;
   double audit;
 };
@@ -168,6 +170,7 @@ Status parse_flags(const Args& args, ServeFlags* f, EngineBackendOptions* eo) {
       // 0: the defaults (a quarter of the request threads; a quarter of that a client).
       !(s = args.get_int("slow-reader-threads", 0, 0, 1 << 20, &f->slow_readers)) ||
       !(s = args.get_int("slow-reader-threads-per-peer", 0, 0, 1 << 20, &f->slow_readers_per_peer)) ||
+      !(s = args.get_int("background-nice", 10, 0, 19, &f->background_nice)) ||
       !(s = args.get_size("response-buffer", 256u << 10, &f->response_buffer)) ||
       !(s = args.get_size("response-buffer-total", 64u << 20, &f->response_buffer_total)) ||
       !(s = args.get_int("max-pins-per-tenant", 32, 0, 1 << 20, &f->max_pins)) ||
@@ -380,6 +383,8 @@ int cmd_serve(int argc, char** argv) {
   eo.bank.kv_events = args.get("kv-events", "");  // checked when the bank opens
 
   if (!(s = server_options(args, f, &so))) return fail("serve", s.message());
+  // Before any thread it lowers starts (the bank's writers, the server's preparing threads).
+  set_background_nice(static_cast<int>(f.background_nice));
   raise_file_limit(f.max_connections);
   if (!(s = backend_options(args, f, &eo))) return fail("serve", s.message());
   if (!(s = sampling_defaults(args, eo.model_dir, &so.limits.sampling_defaults))) return fail("serve", s.message());

@@ -1,5 +1,6 @@
 #include "engine/admission.h"
 
+#include <pthread.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +18,10 @@ size_t tenant_limit(const AdmissionLimits& limits) {
 
 Admission::Admission(AdmissionLimits limits, Start start)
     : limits_(limits), tenant_limit_(tenant_limit(limits)), start_(std::move(start)) {
-  for (int i = 0; i < std::max(1, limits_.workers); ++i) workers_.emplace_back([this] { work(); });
+  for (int i = 0; i < std::max(1, limits_.workers); ++i) workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "sb-admit");
+      work();
+    });
 }
 
 Admission::~Admission() {

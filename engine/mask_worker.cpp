@@ -1,9 +1,17 @@
 #include "engine/mask_worker.h"
 
+#include <pthread.h>
+
+#include "common/thread_priority.h"
+
 namespace sb {
 
 MaskWorker::MaskWorker(std::function<void()> on_done) : on_done_(std::move(on_done)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this, by = background_nice()] {
+    pthread_setname_np(pthread_self(), "sb-mask");
+    lower_this_thread(by);  // a slow mask delays its own request's tokens, not the step thread
+    run();
+  });
 }
 
 MaskWorker::~MaskWorker() {

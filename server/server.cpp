@@ -11,7 +11,9 @@
 #include <deque>
 #include <cstdio>
 #include <random>
+#include <thread>
 
+#include "common/thread_priority.h"
 #include "engine/token_queue.h"
 #include "server/protocols/namespace.h"
 #include "server/protocols/anthropic/anthropic_renderer.h"
@@ -20,6 +22,7 @@
 #include "server/protocols/openai/openai_renderer.h"
 #include "server/protocols/responses/responses_protocol.h"
 #include "server/transport/connections.h"
+#include "server/transport/prepare_pool.h"
 #include "server/transport/sse.h"
 
 namespace sb {
@@ -105,6 +108,9 @@ Server::Server(Backend* backend, BankAdmin* bank, ServerOptions options)
     options_.max_body_bytes = std::min(options_.max_body_bytes, prompt_bytes + kBodyBeyondPrompt);
   started_at_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // As many preparing threads as cores: more would only queue for them.
+  prepare_ = std::make_unique<PreparePool>(
+      background_nice() > 0 ? std::max<size_t>(2, std::thread::hardware_concurrency()) : 0);
   // Every running and queued completion holds a request thread; the spares
   // answer 429s, the other routes and bodies on their way. Idle and
   // half-sent connections hold none (server/transport/connections.h).
@@ -493,7 +499,9 @@ void Server::handle_completion(const httplib::Request& req, const httplib::Conte
     const std::string body = read_body(req, reader);
     body_read = true;
     in.body = body;
-    PreparedCompletion prepared = protocol.prepare(*backend_, options_.limits, in);
+    PreparedCompletion prepared;
+    if (!prepare_->run([&] { prepared = protocol.prepare(*backend_, options_.limits, in); }))
+      throw ApiException{overloaded(503, "the server is shutting down")};
     std::vector<PinSpec> pins;
     if (options_.cache_control_pins) pins = std::move(prepared.pins);
     std::shared_ptr<Call> call = start_call(std::move(prepared), protocol, arrived, request_id);
@@ -571,10 +579,14 @@ void Server::handle_count_tokens(const httplib::Request& req, const httplib::Con
     const std::string body = read_body(req, reader);
     body_read = true;
     in.body = body;
-    MessagesParams params =
-        parse_messages_params(parse_body(body, options_.limits), options_.limits, /*count_only=*/true);
-    params.chat.max_tokens = 1;
-    const PreparedCompletion prepared = prepare_chat_completion(*backend_, options_.limits, in, std::move(params.chat));
+    PreparedCompletion prepared;
+    const bool ran = prepare_->run([&] {
+      MessagesParams params =
+          parse_messages_params(parse_body(body, options_.limits), options_.limits, /*count_only=*/true);
+      params.chat.max_tokens = 1;
+      prepared = prepare_chat_completion(*backend_, options_.limits, in, std::move(params.chat));
+    });
+    if (!ran) throw ApiException{overloaded(503, "the server is shutting down")};
     res.set_content(dump_json(ResponseJson{{"input_tokens", static_cast<int64_t>(prepared.request.prompt.size())}}),
                     kJson);
   } catch (const ApiException& e) {
@@ -777,8 +789,10 @@ Status Server::shutdown() {
   // The one gate closes: from now on the server is draining.
   Admission& admission = backend_->admission();
   admission.close();
-  // A body still arriving belongs to no accepted request: given up now.
+  // A body still arriving belongs to no accepted request: given up now,
+  // and so is a request waiting to be prepared.
   http_->connections().drain();
+  prepare_->shutdown();
   auto left = [&] {
     return std::max(std::chrono::milliseconds(0),
                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));

@@ -45,7 +45,8 @@ struct Response;
 
 namespace sb {
 
-class HttpServer;  // server/transport/connections.h
+class HttpServer;   // server/transport/connections.h
+class PreparePool;  // server/transport/prepare_pool.h
 
 // Room in a body for everything beside its prompt text (messages' and
 // tools' JSON count as prompt text; every other string field is bounded).
@@ -193,6 +194,9 @@ class Server {
   Metrics metrics_;
   PinBudget pin_budget_{options_.max_pins_per_tenant, options_.max_pinned_bytes_per_tenant};
   Activity activity_;
+  // Parsing and checking before admission, below the request threads'
+  // priority; declared before http_ so that it outlives the request threads.
+  std::unique_ptr<PreparePool> prepare_;
   std::unique_ptr<HttpServer> http_;
   int64_t started_at_ = 0;
   std::atomic<uint64_t> request_counter_{0};

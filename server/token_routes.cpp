@@ -12,6 +12,7 @@
 #include "server/protocols/request_parse.h"
 #include "server/server.h"
 #include "server/transport/connections.h"
+#include "server/transport/prepare_pool.h"
 #include "server/transport/sse.h"
 
 namespace sb {
@@ -50,9 +51,13 @@ void Server::install_token_routes() {
   http_->Post(
       "/tokenize", guarded_body([this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
         CompletionInput in = completion_input(req, res.get_header_value("X-Request-Id"));
-        const nlohmann::ordered_json parsed = parse_body(body, options_.limits);
-        in.chat = parsed.contains("messages");
-        const PreparedCompletion prepared = prepare_parsed_completion(*backend_, options_.limits, in, parsed);
+        PreparedCompletion prepared;
+        const bool ran = prepare_->run([&] {
+          const nlohmann::ordered_json parsed = parse_body(body, options_.limits);
+          in.chat = parsed.contains("messages");
+          prepared = prepare_parsed_completion(*backend_, options_.limits, in, parsed);
+        });
+        if (!ran) throw ApiException{overloaded(503, "the server is shutting down")};
         const std::vector<int32_t>& ids = prepared.request.prompt;
         const int64_t limit = options_.limits.max_prompt_tokens;
         res.set_content(dump_json(ResponseJson{{"count", static_cast<int64_t>(ids.size())},

@@ -1,5 +1,6 @@
 #include "server/transport/connections.h"
 
+#include <pthread.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -253,9 +254,13 @@ class ConnStream : public httplib::Stream {
 // `max_waiting` > 0, a few more wait): try_submit() never blocks.
 class Connections::Pool {
  public:
-  Pool(size_t threads, size_t max_waiting, std::function<void(std::unique_ptr<Conn>)> run)
+  Pool(const char* name, size_t threads, size_t max_waiting, std::function<void(std::unique_ptr<Conn>)> run)
       : max_waiting_(max_waiting), idle_(threads), run_(std::move(run)) {
-    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+    for (size_t i = 0; i < threads; ++i)
+      threads_.emplace_back([this, name] {
+        pthread_setname_np(pthread_self(), name);
+        work();
+      });
   }
   ~Pool() { shutdown(); }
 
@@ -321,9 +326,12 @@ Connections::Connections(ConnectionOptions options, Serve serve, Cheap cheap, Re
                                                          : std::max<size_t>(1, slow_total_cap_ / 4);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   auto run = [this](std::unique_ptr<Conn> c) { serve_on_thread(std::move(c)); };
-  requests_ = std::make_unique<Pool>(std::max<size_t>(1, options_.threads), 0, run);
-  cheap_pool_ = std::make_unique<Pool>(std::max<size_t>(1, options_.cheap_threads), 64, run);
-  poller_ = std::thread([this] { poll_loop(); });
+  requests_ = std::make_unique<Pool>("sb-request", std::max<size_t>(1, options_.threads), 0, run);
+  cheap_pool_ = std::make_unique<Pool>("sb-cheap", std::max<size_t>(1, options_.cheap_threads), 64, run);
+  poller_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sb-poll");
+    poll_loop();
+  });
 }
 
 Connections::~Connections() {

@@ -6,7 +6,8 @@
 // object) and 200 slowloris connections run; from issue 47 also 24
 // connections that pipeline 100 requests for /bank/bank.js or /metrics and
 // read nothing (findings 3, 4), and two tenants pinning a new prefix with
-// cache_control again and again (finding 6). The hostile requests come from
+// cache_control again and again (finding 6), and a chat whose every mask is
+// slow (finding 2). The hostile requests come from
 // two tenants, the normal clients are a third. Asserted:
 //  - every normal reply equals, chunk for chunk (text, token ids' logprobs,
 //    finish reason), the same request's reply on the quiet server;
@@ -20,14 +21,16 @@
 // inter-token latency p50 and p99 each alone, all at once on the quiet
 // server (the comparison: the same batch without the hostile load), and
 // under load; and where the machine's CPU went in each phase (the step
-// thread's share of a core, the attack threads', the whole machine's).
-// The attack threads run at nice 19: on a deployment the attackers' own
-// CPU is on their machines, not the server's, and on a 2-core test machine
-// it took a third of both cores from the step thread (issue 47); the
-// server's work on their behalf keeps its priority, and is what the
-// comparison measures. SB_HOSTILE_SECONDS=60 (the `long` label) keeps the
+// thread's share of a core, the attack threads', the whole machine's, the
+// server's threads by name).
+// The attack threads run under SCHED_IDLE: on a deployment the attackers'
+// own CPU is on their machines, not the server's, and on a 2-core test
+// machine it took a third of both cores from the step thread even at nice
+// 19 (issue 47); the server's work on their behalf is what the comparison
+// measures. SB_HOSTILE_SECONDS=60 (the `long` label) keeps the
 // load on for that long, and the quiet comparison for a quarter of it.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,30 +78,41 @@ httplib::Headers with_key() { return {{"Authorization", std::string("Bearer ") +
 // The hostile tenant of request k.
 const char* hostile_key(int k) { return kHostileKeys[k % 2]; }
 
-// CPU seconds of process `pid`, all its threads (thread_name empty) or those
-// of that name.
-double cpu_seconds(pid_t pid, const std::string& thread_name = "") {
-  const std::string dir = "/proc/" + std::to_string(pid);
-  std::vector<std::string> stats;
-  if (thread_name.empty())
-    stats.push_back(dir + "/stat");
-  else
-    for (const auto& e : fs::directory_iterator(dir + "/task")) stats.push_back((e.path() / "stat").string());
+// The CPU seconds (user and system) in a /proc .../stat file, and the
+// name it gives; false when unreadable.
+bool read_stat(const fs::path& path, double* seconds, std::string* name) {
+  std::ifstream in(path);
+  const std::string all((std::istreambuf_iterator<char>(in)), {});
+  const size_t open = all.find('('), close = all.rfind(')');
+  if (open == std::string::npos || close == std::string::npos) return false;
+  *name = all.substr(open + 1, close - open - 1);
+  std::istringstream fields(all.substr(close + 2));  // from field 3, the state
+  std::string f;
+  long long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i == 14 || i == 15) ticks += std::atoll(f.c_str());  // utime, stime
+  *seconds = static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return true;
+}
+
+// CPU seconds of each thread name of process `pid`, summed over its live
+// threads.
+std::map<std::string, double> cpu_by_thread_name(pid_t pid) {
+  std::map<std::string, double> out;
   double seconds = 0;
-  for (const std::string& path : stats) {
-    std::ifstream in(path);
-    const std::string all((std::istreambuf_iterator<char>(in)), {});
-    const size_t open = all.find('('), close = all.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    if (!thread_name.empty() && all.substr(open + 1, close - open - 1) != thread_name) continue;
-    std::istringstream fields(all.substr(close + 2));  // from field 3, the state
-    std::string f;
-    long long ticks = 0;
-    for (int i = 3; i <= 15 && fields >> f; ++i)
-      if (i == 14 || i == 15) ticks += std::atoll(f.c_str());  // utime, stime
-    seconds += static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-  return seconds;
+  std::string name;
+  for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task"))
+    if (read_stat(e.path() / "stat", &seconds, &name)) out[name] += seconds;
+  return out;
+}
+
+// CPU seconds of process `pid`, all its threads (thread_name empty: the
+// ended ones too) or the live ones of that name.
+double cpu_seconds(pid_t pid, const std::string& thread_name = "") {
+  if (!thread_name.empty()) return cpu_by_thread_name(pid)[thread_name];
+  double seconds = 0;
+  std::string name;
+  return read_stat("/proc/" + std::to_string(pid) + "/stat", &seconds, &name) ? seconds : 0;
 }
 
 // Busy CPU seconds of the whole machine, all cores.
@@ -113,7 +127,7 @@ double machine_busy_seconds() {
 // Where the CPU went between construction and print().
 class CpuSplit {
  public:
-  explicit CpuSplit(pid_t server) : server_(server) { start_ = now(); }
+  explicit CpuSplit(pid_t server) : server_(server), start_names_(cpu_by_thread_name(server)) { start_ = now(); }
   void print(const char* phase, double attack_seconds) const {
     const Sample end = now();
     const double wall = std::chrono::duration<double>(end.at - start_.at).count();
@@ -122,6 +136,15 @@ class CpuSplit {
                 phase, wall, end.machine - start_.machine, wall * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)),
                 end.server - start_.server, end.step - start_.step, 100 * (end.step - start_.step) / wall,
                 attack_seconds);
+    // Threads that ended in between (a request's mask worker) are not counted.
+    const auto names = cpu_by_thread_name(server_);
+    std::string by_name;
+    for (const auto& [name, s] : names) {
+      const auto was = start_names_.find(name);
+      const double d = s - (was == start_names_.end() ? 0.0 : was->second);
+      if (d >= 0.05) by_name += " " + name + " " + std::to_string(d).substr(0, std::to_string(d).find('.') + 3);
+    }
+    std::printf("hostile load: %s: server threads' CPU seconds by name:%s\n", phase, by_name.c_str());
   }
 
  private:
@@ -133,13 +156,17 @@ class CpuSplit {
     return {Clock::now(), machine_busy_seconds(), cpu_seconds(server_), cpu_seconds(server_, "sb-step")};
   }
   pid_t server_;
+  std::map<std::string, double> start_names_;
   Sample start_;
 };
 
 // An attack thread: below the server's priority (the file's opening says
 // why); its CPU time is added to *seconds_us when `body` returns.
 void run_attack(std::atomic<int64_t>* cpu_us, const std::function<void()>& body) {
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+  // SCHED_IDLE: below nice 19, and a waking nice-0 thread (the server's step
+  // thread, a normal client) takes the core from it at once.
+  const sched_param none{};
+  if (sched_setscheduler(gettid(), SCHED_IDLE, &none) != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
   body();
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -262,6 +289,21 @@ int hostile(int port, int k) {
   }
 }
 
+// Issue 47, finding 2: a chat constrained by an anyOf of 50 long string
+// schemas, whose every mask is slow (about half its budget); hostile
+// tenant 0's.
+int slow_masks(int port) {
+  json any = json::array();
+  for (int i = 0; i < 50; ++i) any.push_back({{"type", "string"}, {"minLength", 100}, {"maxLength", 3000 + i}});
+  json body = chat_with_schema({{"anyOf", any}});
+  body["max_tokens"] = 16;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300);
+  auto r = c.Post("/v1/chat/completions", {{"Authorization", std::string("Bearer ") + kHostileKeys[0]}}, body.dump(),
+                  "application/json");
+  return r ? r->status : 0;
+}
+
 // A Messages request from hostile tenant `t` marking a new system prompt
 // (number `n`) with cache_control: a pin each, were there no budget.
 int pin_spam(int port, const std::string& model, int t, int n) {
@@ -361,7 +403,13 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
   // 200 slowloris connections: a header begun and trickled a byte a second;
   // 24 slow readers: 100 pipelined requests each, nothing read (renewed
   // every 5 s, so that some are always fresh).
-  std::thread slow([&] { run_attack(&attack_cpu_us, [&] {
+  // SB_HOSTILE_ONLY=readers|bodies|pins|masks: that kind of attack alone
+  // (to see which costs the normal clients what; not in the suite).
+  const std::string only = std::getenv("SB_HOSTILE_ONLY") ? std::getenv("SB_HOSTILE_ONLY") : "";
+  auto want = [&](const char* kind) { return only.empty() || only == kind; };
+  std::thread slow([&] {
+    if (!want("readers")) return;
+    run_attack(&attack_cpu_us, [&] {
     std::vector<int> fds;
     for (int i = 0; i < 200; ++i) {
       int fd = connect_to(port);
@@ -387,9 +435,19 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
   std::mutex mu;
   std::vector<int> hostile_statuses;
   std::vector<int> pin_statuses;
-  std::atomic<int> attackers_left{7};
+  std::vector<int> mask_statuses;
+  std::atomic<int> attackers_left{(want("bodies") ? 5 : 0) + (want("pins") ? 2 : 0) + (want("masks") ? 1 : 0)};
   std::vector<std::thread> attackers;
-  for (int a = 0; a < 5; ++a)
+  if (want("masks"))
+    attackers.emplace_back([&] { run_attack(&attack_cpu_us, [&] {
+      for (int n = 0; n < 1 || Clock::now() < load_until; ++n) {
+        const int s = slow_masks(port);
+        std::lock_guard<std::mutex> lock(mu);
+        mask_statuses.push_back(s);
+      }
+      --attackers_left;
+    }); });
+  for (int a = 0; a < (want("bodies") ? 5 : 0); ++a)
     attackers.emplace_back([&, a] { run_attack(&attack_cpu_us, [&] {
       for (int i = 0; i < 10 || Clock::now() < load_until; ++i) {
         const int s = hostile(port, a * 10 + i % 10);
@@ -398,7 +456,7 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
       }
       --attackers_left;
     }); });
-  for (int t = 0; t < 2; ++t)
+  for (int t = 0; t < (want("pins") ? 2 : 0); ++t)
     attackers.emplace_back([&, t] { run_attack(&attack_cpu_us, [&] {
       for (int n = 0; n < 12 || Clock::now() < load_until; ++n) {
         const int s = pin_spam(port, model, t, n);
@@ -418,7 +476,7 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kClients; ++i)
     clients.emplace_back([&, i] {
-      for (int n = 0; n < kTurns || attackers_left > 0; ++n) {
+      for (int n = 0; n < kTurns || attackers_left > 0 || Clock::now() < load_until; ++n) {
         Reply r{n % kTurns, 0, {}};
         r.chunks = stream_reply(port, i, r.turn, &r.status, &loud_gaps[i]);
         loud[i].push_back(std::move(r));
@@ -439,12 +497,14 @@ TEST(HostileLoad, NormalClientsAreServedAsOnAQuietServer) {
       EXPECT_EQ(r.chunks, quiet[i][r.turn]) << "client " << i << " turn " << r.turn;
     }
   }
-  ASSERT_GE(hostile_statuses.size(), 50u);
+  if (want("bodies")) ASSERT_GE(hostile_statuses.size(), 50u);
   for (int s : hostile_statuses) {
     EXPECT_LT(s, 500) << "a hostile request got a 5xx";
     EXPECT_NE(s, 200) << "a hostile request was served";
   }
   for (int s : pin_statuses) EXPECT_TRUE(s == 200 || s == 429) << "a pinning request got " << s;
+  // Served (its masks within their budget), or refused for the tenant's share.
+  for (int s : mask_statuses) EXPECT_TRUE(s == 200 || s == 429) << "a slow-mask request got " << s;
   {
     httplib::Client c("127.0.0.1", port);
     auto r = c.Get("/v1/bank/pins", with_key());
