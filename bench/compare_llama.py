@@ -19,8 +19,8 @@ With --out DIR it writes DIR/runtime.md, DIR/runtime.csv and, with gnuplot,
 DIR/runtime.png.
 
 With --gguf-types q8_0,q4_k_m it measures GGUF files instead, for each
---preset (e.g. 0.8b,4b) and type: the bf16 checkpoint written once by
-`statebank quantize` (kept in the work directory), then `llama-bench` and
+--preset (e.g. 0.8b,4b) and type: the bf16 checkpoint's file written once by
+`statebank gen-model --gguf-type` (kept in the work directory), then `llama-bench` and
 `runtime_bench --model` on that very file, and one markdown table: the ratio
 statebank / llama.cpp, decode against the read-bandwidth bound (the file's
 weight bytes read per token over the probe's best pass; for statebank also
@@ -93,14 +93,14 @@ def same_weights(statebank: str, llama_bin: str, work: str, arch: str, preset: s
 
 
 def gguf_file(statebank: str, work: str, arch: str, preset: str, gguf_type: str) -> str:
-    """The preset's bf16 checkpoint as a GGUF file of gguf_type, written by statebank quantize once in `work`."""
+    """The preset as a GGUF file of gguf_type, written once in `work` by `statebank gen-model --gguf-type`:
+    the bytes `statebank quantize` makes of its bf16 checkpoint, without the checkpoint on disk (the
+    qwen4exp bench preset's is 16 GB)."""
     os.makedirs(work, exist_ok=True)
-    ckpt = os.path.join(work, f"{arch}-{preset}-bf16")
-    if not os.path.exists(os.path.join(ckpt, "config.json")):
-        run([statebank, "gen-model", "--arch", arch, "--preset", preset, "--dtype", "bf16", ckpt])
-    out = f"{ckpt}.{gguf_type}.gguf"
+    out = os.path.join(work, f"{arch}-{preset}-bf16.{gguf_type}.gguf")
     if not os.path.exists(out):
-        run([statebank, "quantize", ckpt, out + ".tmp.gguf", "--type", gguf_type])
+        run([statebank, "gen-model", "--arch", arch, "--preset", preset, "--dtype", "bf16", "--gguf-type", gguf_type,
+             out + ".tmp.gguf"])
         os.rename(out + ".tmp.gguf", out)
     return out
 
@@ -192,7 +192,7 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
     lines += ngram_rows(measured)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    lines += ["", f"Model: {a.arch}, random bf16 weights written by `statebank quantize`; both programs read the same "
+    lines += ["", f"Model: {a.arch}, random bf16 weights written by `statebank gen-model --gguf-type`; both programs read the same "
               f"file. t/s: best of {a.reps} (mean in brackets); llama.cpp with `-lm none`; kernels "
               f"{measured[0]['ours']['kernels']}. {cpu_name()}, {os.cpu_count()} CPUs; load average {load[0]:.1f} "
               f"before, {load[1]:.1f} after; statebank {commit}, llama.cpp v0.5.0 (de3ff81); {datetime.date.today()}; "

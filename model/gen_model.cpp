@@ -15,6 +15,7 @@
 
 #include "model/checkpoint.h"
 #include "model/qwen4exp.h"
+#include "model/random_weights.h"
 #include "model/safetensors_format.h"
 
 namespace sb {
@@ -266,42 +267,53 @@ Status copy_file(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-Status write_random_weights(const ModelConfig& config, uint64_t seed, DType dtype, const std::string& path) {
+std::vector<SafetensorsEntry> random_tensor_entries(const ModelConfig& config, DType dtype) {
   std::vector<TensorSpec> specs = expected_tensors(config);
   // The MTP head last: each tensor's values depend only on its name, so the
   // model's own tensors keep their bytes with or without a head.
   for (TensorSpec& s : mtp_tensors(config)) specs.push_back(std::move(s));
   std::vector<SafetensorsEntry> entries;
   for (const auto& s : specs) entries.push_back({s.name, stored_dtype(s, dtype), s.shape});
+  return entries;
+}
+
+bool random_tensor_bytes(const ModelConfig& config, const SafetensorsEntry& entry, uint64_t seed, const ByteSink& sink) {
+  TensorSpec spec{entry.name, entry.shape};
+  const Init in = init_for(config, spec);
+  const uint64_t key = XXH3_64bits_withSeed(entry.name.data(), entry.name.size(), seed);
+  const uint64_t numel = safetensors_nbytes(entry) / dtype_size(entry.dtype);
+  constexpr size_t kChunk = size_t{1} << 20;  // even, so chunks start on a pair
+  std::vector<float> vals(kChunk);
+  std::vector<uint16_t> half(kChunk);
+  for (uint64_t begin = 0; begin < numel; begin += kChunk) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, numel - begin));
+    fill(key, in, begin, n, vals.data());
+    bool ok;
+    if (entry.dtype == DType::kI64) {
+      std::vector<int64_t> ints;  // constants, not random: the config defines them
+      qwen4exp_constant(config, entry.name, &ints);
+      ints.resize(n);
+      ok = sink(ints.data(), 8 * n);
+    } else if (entry.dtype == DType::kF32) {
+      ok = sink(vals.data(), 4 * n);
+    } else {
+      for (size_t i = 0; i < n; ++i) half[i] = entry.dtype == DType::kBF16 ? f32_to_bf16(vals[i]) : f32_to_f16(vals[i]);
+      ok = sink(half.data(), 2 * n);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Status write_random_weights(const ModelConfig& config, uint64_t seed, DType dtype, const std::string& path) {
+  const std::vector<SafetensorsEntry> entries = random_tensor_entries(config, dtype);
   const std::string header = safetensors_header(entries);
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return Status::io_error(tmp + ": cannot create: " + std::strerror(errno));
   bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  constexpr size_t kChunk = size_t{1} << 20;  // even, so chunks start on a pair
-  std::vector<float> vals(kChunk);
-  std::vector<uint16_t> half(kChunk);
-  for (size_t t = 0; t < specs.size() && ok; ++t) {
-    const TensorSpec& s = specs[t];
-    const Init in = init_for(config, s);
-    const uint64_t key = XXH3_64bits_withSeed(s.name.data(), s.name.size(), seed);
-    const uint64_t numel = safetensors_nbytes(entries[t]) / dtype_size(entries[t].dtype);
-    for (uint64_t begin = 0; begin < numel && ok; begin += kChunk) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, numel - begin));
-      fill(key, in, begin, n, vals.data());
-      if (entries[t].dtype == DType::kI64) {
-        std::vector<int64_t> ints;  // constants, not random: the config defines them
-        qwen4exp_constant(config, s.name, &ints);
-        ints.resize(n);
-        ok = std::fwrite(ints.data(), 8, n, f) == n;
-      } else if (entries[t].dtype == DType::kF32) {
-        ok = std::fwrite(vals.data(), 4, n, f) == n;
-      } else {
-        for (size_t i = 0; i < n; ++i) half[i] = entries[t].dtype == DType::kBF16 ? f32_to_bf16(vals[i]) : f32_to_f16(vals[i]);
-        ok = std::fwrite(half.data(), 2, n, f) == n;
-      }
-    }
-  }
+  const ByteSink to_file = [f](const void* bytes, size_t n) { return std::fwrite(bytes, 1, n, f) == n; };
+  for (size_t t = 0; t < entries.size() && ok; ++t) ok = random_tensor_bytes(config, entries[t], seed, to_file);
   if (std::fclose(f) != 0) ok = false;
   if (!ok) {
     Status s = Status::io_error(tmp + ": write failed: " + std::strerror(errno));

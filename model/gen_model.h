@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "model/config.h"
+#include "model/gguf_model.h"
 #include "runtime/state.h"
 
 namespace sb {
@@ -50,5 +51,14 @@ Status find_tokenizer_dir(const std::string& explicit_dir, std::string* out);
 // tokenizer.json and tokenizer_config.json (copied from tokenizer_dir).
 Status write_random_checkpoint(const ModelConfig& config, uint64_t seed, DType dtype,
                                const std::string& tokenizer_dir, const std::string& out_dir);
+
+// The same checkpoint written straight as a GGUF file of `type`: the bytes
+// `statebank quantize` writes from the directory write_random_checkpoint
+// writes (same config, seed and dtype), with no safetensors file between.
+// Each layer's tensors are generated when the file reaches them and dropped
+// after, so memory holds the global tensors (embedding, head) and one layer,
+// whatever the model's size (model/gen_model_gguf.cpp).
+Status write_random_gguf(const ModelConfig& config, uint64_t seed, DType dtype, const std::string& tokenizer_dir,
+                         GgufFileType type, const std::string& out_path);
 
 }  // namespace sb

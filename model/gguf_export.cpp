@@ -399,21 +399,16 @@ uint32_t llama_file_type(GgufFileType t) {
   return 0;
 }
 
-}  // namespace
-
-Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path) {
-  ModelConfig c;
-  SB_RETURN_IF_ERROR(parse_config(dir, &c));
-  SB_RETURN_IF_ERROR(check_exportable(c, dir));
-  std::unique_ptr<Checkpoint> ck;
-  SB_RETURN_IF_ERROR(Checkpoint::open(dir, &ck));
+// The file from an open checkpoint; check_exportable has passed.
+Status write_gguf(ModelConfig c, const Checkpoint& ck, const std::string& vocab_dir, GgufFileType type,
+                  const std::string& out_path, const TensorHook& before_tensor) {
   WeightSet ws;
-  SB_RETURN_IF_ERROR(WeightSet::bind(*ck, c, &ws));
-  if (!ck->find("mtp.fc.weight")) c.mtp_layers = 0;  // a config naming a head whose tensors were stripped
+  SB_RETURN_IF_ERROR(WeightSet::bind(ck, c, &ws));
+  if (!ck.find("mtp.fc.weight")) c.mtp_layers = 0;  // a config naming a head whose tensors were stripped
   if (c.arch == Arch::kQwen4Exp) c.mtp_layers = 0;     // llama.cpp's converter leaves qwen4exp's head out
   const bool nextn = c.mtp_layers == 1 && c.arch != Arch::kQwen3;
   Head head;
-  if (nextn) SB_RETURN_IF_ERROR(bind_head(*ck, c, &head));
+  if (nextn) SB_RETURN_IF_ERROR(bind_head(ck, c, &head));
   GgufWriter w;
   w.set("general.architecture", GgufValue::string(gguf_arch_name(c.arch)));
   w.set("general.name", GgufValue::string(std::string("statebank ") + arch_name(c.arch)));
@@ -421,7 +416,7 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
   if (type != GgufFileType::kF32 && type != GgufFileType::kBF16)
     w.set("general.quantization_version", GgufValue::u32(2));
   put_config(c, &w);
-  SB_RETURN_IF_ERROR(put_vocab(dir, c.vocab_size, &w));
+  SB_RETURN_IF_ERROR(put_vocab(vocab_dir, c.vocab_size, &w));
 
   const std::vector<TensorSpec> specs = gguf_expected_tensors(c);
   TypePicker picker{type, c.n_layers + (nextn ? 1 : 0)};  // llama-quantize counts the nextn block's ffn_down
@@ -436,11 +431,30 @@ Status write_gguf_model(const std::string& dir, GgufFileType type, const std::st
   // one at a time: a file of the bench preset (GBs) never sits in memory.
   for (const TensorSpec& s : specs) {
     const DType t = picker.pick(s.name, s.shape);
-    w.add_tensor(s.name, t, s.shape, [&src, &head, name = s.name, t, cols = s.shape.back()](std::vector<uint8_t>* out) {
+    w.add_tensor(s.name, t, s.shape, [&, name = s.name, t, cols = s.shape.back()](std::vector<uint8_t>* out) {
+      if (before_tensor) SB_RETURN_IF_ERROR(before_tensor(name));
       return encode(name, t, values(src, &head, name), cols, out);
     });
   }
   return w.write(out_path);
+}
+
+}  // namespace
+
+Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path) {
+  ModelConfig c;
+  SB_RETURN_IF_ERROR(parse_config(dir, &c));
+  SB_RETURN_IF_ERROR(check_exportable(c, dir));
+  std::unique_ptr<Checkpoint> ck;
+  SB_RETURN_IF_ERROR(Checkpoint::open(dir, &ck));
+  return write_gguf(std::move(c), *ck, dir, type, out_path, {});
+}
+
+Status write_gguf_model(const ModelConfig& config, const Checkpoint& ck, const std::string& source,
+                        const std::string& vocab_dir, GgufFileType type, const std::string& out_path,
+                        const TensorHook& before_tensor) {
+  SB_RETURN_IF_ERROR(check_exportable(config, source));
+  return write_gguf(config, ck, vocab_dir, type, out_path, before_tensor);
 }
 
 Status parse_gguf_file_type(const std::string& text, GgufFileType* out) {

@@ -12,6 +12,7 @@
 // fact: docs/models.md, "The GGUF layout".
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,15 @@ const char* gguf_file_type_name(GgufFileType type);
 // Dense qwen3_next layers and norm_topk_prob false have no llama.cpp
 // counterpart and are refused.
 Status write_gguf_model(const std::string& dir, GgufFileType type, const std::string& out_path);
+// The same from a config and a checkpoint already open, the tokenizer files
+// in vocab_dir (`source` names the model in errors). before_tensor, when
+// given, runs before each GGUF tensor's values are read, with its name:
+// gen-model's direct GGUF file (model/gen_model.h) generates a layer's
+// tensors only when the file reaches it.
+using TensorHook = std::function<Status(const std::string& gguf_name)>;
+Status write_gguf_model(const ModelConfig& config, const Checkpoint& ck, const std::string& source,
+                        const std::string& vocab_dir, GgufFileType type, const std::string& out_path,
+                        const TensorHook& before_tensor);
 
 // The model in a GGUF file: its config from the metadata and its tensors
 // under the Hugging Face names of expected_tensors(config), rearranged back

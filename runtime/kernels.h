@@ -138,7 +138,7 @@ struct BlockMaskInput {
   const float* pooled = nullptr;
   int64_t block = 1;
   int64_t top_k = 0;
-  float w_scale = 1.0f, s_scale = 1.0f;
+  float s_scale = 1.0f;
   // ceil((first_pos + rows) / block): the mask's row length.
   int64_t stride() const { return (first_pos + rows + block - 1) / block; }
 };
@@ -250,9 +250,9 @@ class Kernels {
                      int64_t* chosen, float* weights) = 0;
   // The sparse indexer's score of each of `blocks` pooled keys [blocks, dim]
   // for one query row q [heads, dim] with head weights w [heads]:
-  // s_scale * sum over heads of (w_h * w_scale) * max(q_h . key, 0).
+  // s_scale * sum over heads of w_h * max(q_h . key, 0).
   virtual void index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled,
-                            int64_t blocks, float w_scale, float s_scale, float* scores) = 0;
+                            int64_t blocks, float s_scale, float* scores) = 0;
   // The indices of the k highest of n scores, highest first, ties to the
   // lower index.
   virtual void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) = 0;

@@ -91,7 +91,7 @@ class CpuKernels final : public Kernels {
   void route(const float* logits, int64_t rows, int64_t n_experts, int64_t top_k, bool renormalise, int64_t* chosen,
              float* weights) override;
   void index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled, int64_t blocks,
-                    float w_scale, float s_scale, float* scores) override;
+                    float s_scale, float* scores) override;
   void top_k(const float* scores, int64_t n, int64_t k, int64_t* out) override;
   void logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) override;
   void sparse_block_mask(const BlockMaskInput& in, uint8_t* mask) override;

@@ -118,7 +118,7 @@ void CpuKernels::route(const float* logits, int64_t rows, int64_t n_experts, int
 }
 
 void CpuKernels::index_scores(const float* q, const float* w, int64_t heads, int64_t dim, const float* pooled,
-                              int64_t blocks, float w_scale, float s_scale, float* scores) {
+                              int64_t blocks, float s_scale, float* scores) {
   FlushSubnormals mode;
   for (int64_t b = 0; b < blocks; ++b) {
     float score = 0.0f;
@@ -126,7 +126,7 @@ void CpuKernels::index_scores(const float* q, const float* w, int64_t heads, int
       float qk = 0.0f;
       const float* qh = q + h * dim;
       for (int64_t i = 0; i < dim; ++i) qk = std::fma(qh[i], pooled[b * dim + i], qk);
-      score = std::fma(w[h] * w_scale, std::max(qk, 0.0f), score);
+      score = std::fma(w[h], std::max(qk, 0.0f), score);
     }
     scores[b] = score * s_scale;
   }
@@ -145,8 +145,8 @@ void CpuKernels::sparse_block_mask(const BlockMaskInput& in, uint8_t* mask) {
       std::fill(row, row + closed, uint8_t{1});
     } else {
       scores.resize(static_cast<size_t>(closed));
-      index_scores(in.q + r * in.heads * in.dim, in.w + r * in.heads, in.heads, in.dim, in.pooled, closed, in.w_scale,
-                   in.s_scale, scores.data());
+      index_scores(in.q + r * in.heads * in.dim, in.w + r * in.heads, in.heads, in.dim, in.pooled, closed, in.s_scale,
+                   scores.data());
       top_k(scores.data(), closed, in.top_k, top.data());
       for (int64_t b : top) row[b] = 1;
     }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "model/gen_model.h"
 #include "model/gguf_model.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/dtype.h"
@@ -176,6 +177,27 @@ TEST(GgufQwen4ExpTest, QuantizedFilesServeWithTheTableInIq4Nl) {
     EXPECT_GT(err, 0.0);
     EXPECT_LT(std::sqrt(err / norm), bound);
   }
+}
+
+// gen-model --gguf-type (model/gen_model.h): the file written straight from
+// the generator, one layer in memory at a time, is byte for byte what
+// statebank quantize writes from the checkpoint directory of the same
+// config and seed (the Q4_K_M mix: K-quants, the IQ4_NL table, F32 indexer
+// projections), quantize's file made by the test above.
+TEST(GgufQwen4ExpTest, GenModelsDirectFileIsQuantizesFileByteForByte) {
+  const testing::CheckpointSpec spec{Arch::kQwen4Exp, "tiny", 3, DType::kF32, "_rows32", rows_of_32};
+  const std::string quantized = read_all(testing::gguf_file(spec, GgufFileType::kQ4_K_M));
+  ModelConfig c;
+  ASSERT_TRUE(preset_config(Arch::kQwen4Exp, "tiny", &c).is_ok());
+  rows_of_32(&c);
+  std::string tok;
+  ASSERT_TRUE(find_tokenizer_dir("", &tok).is_ok());
+  testing::TempDir dir;
+  Status s = write_random_gguf(c, spec.seed, spec.dtype, tok, GgufFileType::kQ4_K_M, dir.file("direct.gguf"));
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  const std::string direct = read_all(dir.file("direct.gguf"));
+  ASSERT_EQ(direct.size(), quantized.size());
+  EXPECT_TRUE(direct == quantized) << "the direct file differs from quantize's";
 }
 
 // ---- bad metadata ---------------------------------------------------------------------------------------------

@@ -820,7 +820,7 @@ TEST(MemoryKernels, SparseBlockMaskSelectsTheTopBlocksAndTheOpenOne) {
     BlockMaskInput in;
     in.rows = rows, in.first_pos = first_pos, in.heads = kHeads, in.dim = kDim;
     in.q = q.data(), in.w = w.data(), in.pooled = pooled.data();
-    in.block = kBlock, in.top_k = kTop, in.w_scale = 0.5f, in.s_scale = 0.25f;
+    in.block = kBlock, in.top_k = kTop, in.s_scale = 0.25f;
     const int64_t stride = in.stride();
     std::vector<uint8_t> got(rows * stride, 7), want(rows * stride, 0);
     k->sparse_block_mask(in, got.data());
@@ -837,7 +837,7 @@ TEST(MemoryKernels, SparseBlockMaskSelectsTheTopBlocksAndTheOpenOne) {
             float qk = 0.0f;
             for (int64_t i = 0; i < kDim; ++i)
               qk = std::fma(q[(r * kHeads + h) * kDim + i], pooled[b * kDim + i], qk);
-            score = std::fma(w[r * kHeads + h] * in.w_scale, std::max(qk, 0.0f), score);
+            score = std::fma(w[r * kHeads + h], std::max(qk, 0.0f), score);
           }
           scored.push_back({-score * in.s_scale, b});
         }
