@@ -570,6 +570,9 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
       __m512i de[R], dodd[R];
       for (int r = 0; r < R; ++r) de[r] = dodd[r] = _mm512_setzero_si512();
       const int64_t at0 = b * kSuperBlock + 64 * p;
+      // Unrolled: as a loop each row's activation pointer was a register
+      // stepped every turn, and an 8-row tile ran 1.15x slower per product.
+#pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         fetch_ahead(sub + 64 * k);
         __m512i v = _mm512_loadu_si512(sub + 64 * k);
