@@ -9,8 +9,9 @@
 // a call on every copy) of CPU time
 // per thread (process CPU time / threads, so that other load counts less).
 // Last, on AVX512-VNNI, each repacked kernel's own speed with its weights in
-// L2 (packed_tile_rates), and a decode product streaming from memory beside
-// a plain read of the same bytes (packed_stream_rates).
+// L2, for one row and per product in tiles of 1, 4 and 8 rows
+// (packed_tile_rates), and a decode product streaming from memory beside a
+// plain read of the same bytes (packed_stream_rates).
 //
 // usage: quant_bench [--threads 1] [--reps 5] [--rows 1,64] [--mib 160] [--isa auto|avx2|avx512vnni|scalar]
 //                    [--shapes NxK,...]
@@ -166,29 +167,40 @@ void activation_quantization(int reps, std::mt19937& rng) {
 void packed_tile_rates(std::mt19937& rng) {
   if (cpu::quant_isa_in_use() != cpu::QuantIsa::kAvx512Vnni) return;
   constexpr int64_t kCols = 2560, kGroups = 8, kRows = kGroups * cpu::kQuantPackedRows;
-  std::printf("\n| repacked tile, 1 row, in L2 | GB/s of weights per core |\n|---|---|\n");
+  constexpr int kTileRows[] = {1, 4, 8};
+  std::printf(
+      "\n| repacked tile, in L2 | GB/s of weights per core, 1 row | G products/s per core, tiles of 1 / 4 / 8 rows "
+      "|\n|---|---|---|\n");
   ThreadPool one(1);
   for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
     const Weights w = make_weights(dtype, kRows, kCols, 0, rng);  // two copies; the first is packed
     const auto packed = cpu::pack_quant(w.ref(dtype, 0), &one);
-    std::vector<float> row(kCols);
-    for (float& f : row) f = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+    std::vector<float> rows(cpu::kQuantPackedTileRows * kCols);
+    for (float& f : rows) f = std::normal_distribution<float>(0.0f, 1.0f)(rng);
     QuantizedRows xq;
-    xq.reset(dtype, 1, kCols);
-    xq.quantize(row.data(), 0, 1);
+    xq.reset(dtype, cpu::kQuantPackedTileRows, kCols);
+    xq.quantize(rows.data(), 0, cpu::kQuantPackedTileRows);
     const int64_t group_bytes = cpu::quant_packed_group_bytes(dtype, kCols);
     const std::vector<int32_t> offsets = cpu::quant_packed_offsets(dtype, xq);
-    float y[cpu::kQuantPackedRows];
-    double best = 1e30;
-    for (int rep = 0; rep < 50; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int pass = 0; pass < 200; ++pass)
-        for (int64_t g = 0; g < kGroups; ++g)
-          cpu::quant_packed_tile(dtype, packed->quant_bytes() + g * group_bytes, xq, offsets.data(), 0, 1, y, 0,
-                                 cpu::kQuantPackedRows);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    float y[cpu::kQuantPackedTileRows * cpu::kQuantPackedRows];
+    double products[std::size(kTileRows)], one_row_gbs = 0;
+    for (size_t i = 0; i < std::size(kTileRows); ++i) {
+      const int tile_rows = kTileRows[i];
+      double best = 1e30;
+      for (int rep = 0; rep < 50; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int pass = 0; pass < 200 / tile_rows; ++pass)
+          for (int64_t g = 0; g < kGroups; ++g)
+            cpu::quant_packed_tile(dtype, packed->quant_bytes() + g * group_bytes, xq, offsets.data(), 0, tile_rows, y,
+                                   cpu::kQuantPackedRows, cpu::kQuantPackedRows);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      const double passes = 200 / tile_rows;
+      products[i] = passes * kRows * kCols * tile_rows / best / 1e9;
+      if (tile_rows == 1) one_row_gbs = passes * kGroups * group_bytes / best / 1e9;
     }
-    std::printf("| %s | %.1f |\n", dtype_name(dtype), 200.0 * kGroups * group_bytes / best / 1e9);
+    std::printf("| %s | %.1f | %.0f / %.0f / %.0f |\n", dtype_name(dtype), one_row_gbs, products[0], products[1],
+                products[2]);
   }
 }
 
