@@ -68,17 +68,10 @@ TEST(HostilePins, RefusedRequestsPinNothing) {
       httplib::Client sc("127.0.0.1", server.port);
       sc.set_read_timeout(300);
       const json body = {{"prompt", {1000 + i, 2000, 3000}}, {"max_tokens", 30000}, {"stream", true}};
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v1/completions";
-      req.headers = with_key();
-      req.body = body.dump();
-      req.set_header("Content-Type", "application/json");
-      req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      (void)sc.send(streamed_post("/v1/completions", with_key(), body, [&](const char*, size_t, uint64_t, uint64_t) {
         started = 1;
         return !stop.load();
-      };
-      (void)sc.send(req);
+      }));
     });
   for (int i = 0; i < 600 && started == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(started.load(), 1) << "no stream started";

@@ -166,4 +166,18 @@ inline std::string wait_for_metrics_line(httplib::Client& c, const std::string& 
   return metrics;
 }
 
+// A streamed POST of `body` to `path`: `receiver` gets each piece of the
+// response as it arrives (returning false hangs up).
+inline httplib::Request streamed_post(const std::string& path, const httplib::Headers& headers,
+                                      const nlohmann::json& body, httplib::ContentReceiverWithProgress receiver) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers = headers;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = std::move(receiver);
+  return req;
+}
+
 }  // namespace sb::testing
