@@ -97,8 +97,11 @@ TEST_F(ServeCluster, ReplicasShareThroughAKilledMasterAndASlotMove) {
     ASSERT_TRUE(promoted);
   }
   // The tier recovers once the replica is promoted: B restores whole what A
-  // wrote before the kill (the replica held it) and after it.
-  ASSERT_TRUE(eventually([&] { return remote_of(*b)["available"] == 1; }));
+  // wrote before the kill (the replica held it) and after it. Each replica
+  // sees the promotion at its own map refresh (up to a retry interval apart),
+  // and until A's, A's writes to the dead master's slots are skipped: both
+  // must see it before A writes what B is to restore.
+  ASSERT_TRUE(eventually([&] { return remote_of(*b)["available"] == 1 && remote_of(*a)["available"] == 1; }));
   json recovered = turn(cb, 6, 2);
   EXPECT_EQ(recovered["restore"]["mode"], "remote");
   EXPECT_EQ(recovered["usage"]["prompt_tokens_details"]["cached_tokens"], 384) << recovered["restore"].dump() << remote_of(*b).dump();
