@@ -623,7 +623,7 @@ TEST(GgufModelArgTest, AFileOfAnyNameIsGgufAndAMissingPathSaysWhatIsExpected) {
   ASSERT_EQ(got.size(), expected.size());
   EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * 4), 0) << "logits differ";
   EXPECT_TRUE(resolve_model_dir(dir, &resolved).is_ok());
-  for (const std::string missing : {tmp.file("none.gguf"), tmp.file("none")}) {
+  for (const std::string& missing : {tmp.file("none.gguf"), tmp.file("none")}) {
     const Status s = resolve_model_dir(missing, &resolved);
     EXPECT_EQ(s.code(), Code::kNotFound) << missing;
     EXPECT_NE(s.message().find("--model takes a checkpoint directory, a GGUF file, or demo"), std::string::npos)

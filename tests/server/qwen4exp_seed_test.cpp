@@ -100,7 +100,9 @@ class Qwen4ExpSeed : public ::testing::Test {
   // restored keys.
   static void expect_seed_restore(const json& served, const std::string& mode) {
     const json& r = served["restore"];
-    if (!mode.empty()) EXPECT_EQ(r["mode"], mode) << r.dump();
+    if (!mode.empty()) {
+      EXPECT_EQ(r["mode"], mode) << r.dump();
+    }
     EXPECT_EQ(r["restore_point"], kRestorePoint) << r.dump();
     EXPECT_EQ(r["matched_tokens"], kRestorePoint) << "the donor's chain goes on past the shared prefix";
     EXPECT_EQ(r["blocks"], kRestorePoint / 64);
