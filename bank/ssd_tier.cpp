@@ -63,11 +63,8 @@ Status SsdTier::open(SsdOptions options, std::unique_ptr<SsdTier>* out) {
   std::unique_ptr<SsdTier> t(new SsdTier(std::move(options)));
   if (t->options_.mode != SsdMode::kOff) SB_RETURN_IF_ERROR(t->open_dir());
   if (t->options_.mode == SsdMode::kOn)
-    for (int i = 0; i < t->options_.writer_threads; ++i) t->writers_.emplace_back([p = t.get(), by = background_nice()] {
-        pthread_setname_np(pthread_self(), "sb-ssd-write");
-        lower_this_thread(by);  // no request waits for a write
-        p->writer_loop();
-      });
+    for (int i = 0; i < t->options_.writer_threads; ++i)  // lowered: no request waits for a write
+      t->writers_.push_back(background_thread("sb-ssd-write", [p = t.get()] { p->writer_loop(); }));
   *out = std::move(t);
   return Status::ok();
 }

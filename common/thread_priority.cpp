@@ -1,6 +1,7 @@
 #include "common/thread_priority.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -25,6 +26,14 @@ int this_thread_nice() { return getpriority(PRIO_PROCESS, static_cast<id_t>(gett
 bool lower_this_thread(int by) {
   if (by <= 0) return true;
   return setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), std::min(19, this_thread_nice() + by)) == 0;
+}
+
+std::thread background_thread(const char* name, std::function<void()> body) {
+  return std::thread([name, by = background_nice(), body = std::move(body)] {
+    pthread_setname_np(pthread_self(), name);
+    lower_this_thread(by);
+    body();
+  });
 }
 
 double this_thread_waited_ms() {

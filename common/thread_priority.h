@@ -15,11 +15,17 @@
 //    say; the step loop's latency bound leaves it out of a step's cost.
 #pragma once
 
+#include <functional>
+#include <thread>
+
 namespace sb {
 
 void set_background_nice(int n);
 int background_nice();
 bool lower_this_thread(int by);
+// A thread named `name` (what `top -H` shows) that lowers itself by
+// background_nice() as it is now, then runs `body`.
+std::thread background_thread(const char* name, std::function<void()> body);
 int this_thread_nice();
 double this_thread_waited_ms();
 

@@ -1,17 +1,12 @@
 #include "engine/mask_worker.h"
 
-#include <pthread.h>
-
 #include "common/thread_priority.h"
 
 namespace sb {
 
 MaskWorker::MaskWorker(std::function<void()> on_done) : on_done_(std::move(on_done)) {
-  thread_ = std::thread([this, by = background_nice()] {
-    pthread_setname_np(pthread_self(), "sb-mask");
-    lower_this_thread(by);  // a slow mask delays its own request's tokens, not the step thread
-    run();
-  });
+  // Lowered: a slow mask delays its own request's tokens, not the step thread.
+  thread_ = background_thread("sb-mask", [this] { run(); });
 }
 
 MaskWorker::~MaskWorker() {

@@ -1,7 +1,5 @@
 #include "server/transport/prepare_pool.h"
 
-#include <pthread.h>
-
 #include <exception>
 
 #include "common/thread_priority.h"
@@ -16,12 +14,7 @@ struct PreparePool::Job {
 };
 
 PreparePool::PreparePool(size_t threads) {
-  for (size_t i = 0; i < threads; ++i)
-    threads_.emplace_back([this, by = background_nice()] {
-      pthread_setname_np(pthread_self(), "sb-prepare");
-      lower_this_thread(by);
-      work();
-    });
+  for (size_t i = 0; i < threads; ++i) threads_.push_back(background_thread("sb-prepare", [this] { work(); }));
 }
 
 PreparePool::~PreparePool() {
