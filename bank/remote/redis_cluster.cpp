@@ -213,6 +213,7 @@ void RedisCluster::exchange(std::span<const RedisCommand> commands, std::vector<
         }
         if (!n->pool.up()) {
           ++stats_.skipped_calls;
+          kick = true;  // the map may name its successor by now
           continue;
         }
         auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.node == n; });
@@ -319,6 +320,7 @@ Status RedisCluster::refresh() {
 
 void RedisCluster::maintain_loop() {
   std::unique_lock<std::mutex> l(mu_);
+  RedisClock::time_point last_read{};
   while (!stop_) {
     cv_.wait_for(l, options_.retry_interval);
     if (stop_) return;
@@ -340,6 +342,10 @@ void RedisCluster::maintain_loop() {
     }
     l.lock();
     if (!stale_locked()) continue;
+    // Every command skipped for a dead owner wakes this loop: the map is
+    // read at most ten times an interval however many there are.
+    if (cv_.wait_until(l, last_read + options_.retry_interval / 10, [&] { return stop_; })) return;
+    last_read = RedisClock::now();
     l.unlock();
     (void)refresh();  // a failure: tried again next interval
     l.lock();

@@ -18,13 +18,14 @@ namespace sb::testing {
 
 inline std::unique_ptr<RedisTier> open_test_remote(const std::string& url, const std::string& secret,
                                                    const StateSchema& schema, std::chrono::milliseconds timeout,
-                                                   std::chrono::seconds ttl = {}) {
+                                                   std::chrono::seconds ttl = {},
+                                                   std::chrono::milliseconds retry_interval = std::chrono::milliseconds(50)) {
   RedisOptions o;
   EXPECT_TRUE(parse_redis_url(url, &o.address).is_ok());
   o.secret = secret;
   o.timeout = timeout;
   o.ttl = ttl;
-  o.retry_interval = std::chrono::milliseconds(50);
+  o.retry_interval = retry_interval;
   o.schema = schema;
   o.verify_block = [](const Object& b) { return chain_key(b.parent, b.tokens) == b.key; };
   o.log = [](const std::string&) {};
