@@ -73,8 +73,22 @@ def run(cmd: list[str], quiet: bool = False) -> str:
 
 
 def gguf_weight_bytes(path: str) -> int:
+    """The file's tensor bytes a decoded token reads: of the routed experts (`*_exps`), the share a
+    token is sent to (expert_used_count of expert_count), as runtime_bench counts them."""
     import gguf  # llama.cpp's gguf-py (compare_llama.sh puts it on PYTHONPATH)
-    return sum(int(t.n_bytes) for t in gguf.GGUFReader(path).tensors)
+    reader = gguf.GGUFReader(path)
+
+    def metadata(suffix: str) -> int:
+        for name, field in reader.fields.items():
+            if name.endswith(suffix):
+                return int(field.parts[field.data[0]][0])
+        return 0
+    experts, used = metadata(".expert_count"), metadata(".expert_used_count")
+    total = 0
+    for t in reader.tensors:
+        routed = experts > 0 and "_exps." in t.name
+        total += int(t.n_bytes) * used // experts if routed else int(t.n_bytes)
+    return total
 
 
 def same_weights(statebank: str, llama_bin: str, work: str, arch: str, preset: str) -> tuple[str, str, str]:

@@ -60,7 +60,8 @@ uint64_t resident_bytes() {
 // The weights a benchmark runs: a checkpoint directory (--dir, or the
 // preset's generated one) or a GGUF file (--model); its config and the bytes
 // read per decoded token (every matrix once; a tied embedding as the head,
-// an untied one not at all: a lookup reads one row; of qwen4exp's n-gram
+// an untied one not at all: a lookup reads one row; of the routed experts,
+// the n_experts_per_tok of n_experts a token is sent to; of qwen4exp's n-gram
 // table, the rows a token hashes to).
 struct Weights {
   std::string path;
@@ -77,9 +78,17 @@ bool is_ngram_table(const std::string& name) {
   return name == "per_layer_token_embd.weight" || name.find("ngram_embedding.shard_") != std::string::npos;
 }
 
+bool is_routed_expert(const std::string& name) {
+  return name.find(".experts.") != std::string::npos || name.find("_exps.") != std::string::npos;
+}
+
 void count_bytes_per_token(const Checkpoint& ckpt, const ModelConfig& config, Weights* out) {
-  uint64_t bytes = 0, table_rows = 0;
+  uint64_t bytes = 0, expert_bytes = 0, table_rows = 0;
   for (const auto& [name, t] : ckpt.tensors()) {
+    if (is_routed_expert(name)) {
+      expert_bytes += t.nbytes;
+      continue;
+    }
     if (!is_ngram_table(name)) {
       bytes += t.nbytes;
       continue;
@@ -88,6 +97,8 @@ void count_bytes_per_token(const Checkpoint& ckpt, const ModelConfig& config, We
     table_rows += static_cast<uint64_t>(t.shape[0]);
   }
   if (!config.tie_word_embeddings) bytes -= ckpt.find(config.tensor_prefix + "embed_tokens.weight")->nbytes;
+  if (config.n_experts > 0) bytes += expert_bytes / static_cast<uint64_t>(config.n_experts) *
+                                     static_cast<uint64_t>(config.n_experts_per_tok);
   if (table_rows) {  // every row of a table has the same bytes; a token reads ngram_heads() of each layer's
     const uint64_t row_bytes = out->ngram_table_bytes / table_rows;
     out->ngram_bytes_per_token = row_bytes * config.ngram_heads() * config.ple_layers.size();
