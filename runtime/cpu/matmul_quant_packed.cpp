@@ -351,12 +351,20 @@ inline void for_blocks(const T&, int64_t nb, Fold&& fold) {
 }
 
 // Q8_0: the rows inside the loop over the block's 8 weight vectors, so that
-// one weight vector and two integer chains per row (k even, k odd) are live,
-// not all 8 vectors beside 16 chains and the rows' float sums (a tile of 8
-// spilled and ran no faster than two of 4).
+// one weight vector and the rows' integer chains are live, not all 8 vectors
+// beside them and the rows' float sums. Two chains per row (k even, k odd)
+// in tiles of up to 5 rows, where one would leave the core waiting on each
+// vpdpbusd's latency; one in larger tiles, whose rows are chains enough:
+// with two, a tile of 8 kept its float sums on the stack, stored twice
+// and loaded once per block and row.
 template <class T>
 void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
   constexpr int R = T::kRows;
+  constexpr bool kTwoChains = R <= 5;
+  // The float sums in a local array: as the tile's members they were stored
+  // back every block.
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = t.acc[r];
   for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * 544;
     for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
@@ -370,14 +378,19 @@ void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
       const __m512i w0 = _mm512_loadu_si512(blk + 32 + 64 * k), w1 = _mm512_loadu_si512(blk + 96 + 64 * k);
       for (int r = 0; r < R; ++r) {
         I[r] = dpbusd_bcast(I[r], w0, t.q[r] + 32 * b + 4 * k);
-        J[r] = dpbusd_bcast(J[r], w1, t.q[r] + 32 * b + 4 * k + 4);
+        if (kTwoChains)
+          J[r] = dpbusd_bcast(J[r], w1, t.q[r] + 32 * b + 4 * k + 4);
+        else
+          I[r] = dpbusd_bcast(I[r], w1, t.q[r] + 32 * b + 4 * k + 4);
       }
     }
     const __m512 dw = halves16(blk);
-    for (int r = 0; r < R; ++r)
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])),
-                                 _mm512_cvtepi32_ps(_mm512_add_epi32(I[r], J[r])), t.acc[r]);
+    for (int r = 0; r < R; ++r) {
+      const __m512i sum = kTwoChains ? _mm512_add_epi32(I[r], J[r]) : I[r];
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(sum), acc[r]);
+    }
   });
+  for (int r = 0; r < R; ++r) t.acc[r] = acc[r];
 }
 
 template <class T>
