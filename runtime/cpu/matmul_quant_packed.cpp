@@ -244,6 +244,15 @@ std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
     const int32_t by = dtype == DType::kQ4_0 ? -8 : -128;
     out.resize(x.sums.size() / 2);
     for (size_t i = 0; i < out.size(); ++i) out[i] = by * (x.sums[2 * i] + x.sums[2 * i + 1]);
+  } else if (dtype == DType::kQ4_K) {
+    // Not offsets: each pair of sub-blocks' two sums of 32 as one 16-bit pair
+    // (|sum| <= 32 * 128), the operand of the mins' vpdpwssd.
+    out.resize(x.sums.size() / 4);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int32_t lo = x.sums[4 * i] + x.sums[4 * i + 1], hi = x.sums[4 * i + 2] + x.sums[4 * i + 3];
+      out[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                    (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+    }
   }
   return out;
 }
@@ -342,12 +351,20 @@ inline void for_blocks(const T&, int64_t nb, Fold&& fold) {
 }
 
 // Q8_0: the rows inside the loop over the block's 8 weight vectors, so that
-// one weight vector and two integer chains per row (k even, k odd) are live,
-// not all 8 vectors beside 16 chains and the rows' float sums (a tile of 8
-// spilled and ran no faster than two of 4).
+// one weight vector and the rows' integer chains are live, not all 8 vectors
+// beside them and the rows' float sums. Two chains per row (k even, k odd)
+// in tiles of up to 5 rows, where one would leave the core waiting on each
+// vpdpbusd's latency; one in larger tiles, whose rows are chains enough:
+// with two, a tile of 8 kept its float sums on the stack, stored twice
+// and loaded once per block and row.
 template <class T>
 void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
   constexpr int R = T::kRows;
+  constexpr bool kTwoChains = R <= 5;
+  // The float sums in a local array: as the tile's members they were stored
+  // back every block.
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = t.acc[r];
   for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * 544;
     for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
@@ -361,14 +378,19 @@ void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
       const __m512i w0 = _mm512_loadu_si512(blk + 32 + 64 * k), w1 = _mm512_loadu_si512(blk + 96 + 64 * k);
       for (int r = 0; r < R; ++r) {
         I[r] = dpbusd_bcast(I[r], w0, t.q[r] + 32 * b + 4 * k);
-        J[r] = dpbusd_bcast(J[r], w1, t.q[r] + 32 * b + 4 * k + 4);
+        if (kTwoChains)
+          J[r] = dpbusd_bcast(J[r], w1, t.q[r] + 32 * b + 4 * k + 4);
+        else
+          I[r] = dpbusd_bcast(I[r], w1, t.q[r] + 32 * b + 4 * k + 4);
       }
     }
     const __m512 dw = halves16(blk);
-    for (int r = 0; r < R; ++r)
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])),
-                                 _mm512_cvtepi32_ps(_mm512_add_epi32(I[r], J[r])), t.acc[r]);
+    for (int r = 0; r < R; ++r) {
+      const __m512i sum = kTwoChains ? _mm512_add_epi32(I[r], J[r]) : I[r];
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(sum), acc[r]);
+    }
   });
+  for (int r = 0; r < R; ++r) t.acc[r] = acc[r];
 }
 
 template <class T>
@@ -586,32 +608,30 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
       auto scales = [&](int s) {
         return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 + 16 * s)));
       };
-      const __m512i se = scales(2 * p), so = scales(2 * p + 1);
-      // The odd sums are 16 times the levels' (high nibbles): exact to divide.
+      // The odd sums are 16 times the levels' (high nibbles), so I holds 16
+      // times the block's sum (below 2^29 in magnitude), divided out once
+      // per block, exactly: the even scales times 16 are shared by the rows.
+      const __m512i se = _mm512_slli_epi32(scales(2 * p), 4), so = scales(2 * p + 1);
       for (int r = 0; r < R; ++r)
-        _mm512_store_si512(I[r], _mm512_add_epi32(_mm512_load_si512(I[r]),
-                                                  _mm512_add_epi32(_mm512_mullo_epi32(de[r], se),
-                                                                   _mm512_mullo_epi32(_mm512_srai_epi32(dodd[r], 4), so))));
+        _mm512_store_si512(I[r], _mm512_add_epi32(_mm512_load_si512(I[r]), _mm512_add_epi32(_mm512_mullo_epi32(de[r], se),
+                                                                                             _mm512_mullo_epi32(dodd[r], so))));
     }
-    // The mins of each sub-block as a 16-bit pair (mn, mn) per lane, once
-    // for all rows: each row's M is then one vpdpwssd per sub-block against
-    // its two sums of 16, broadcast from memory (the pair sums formed in
-    // general registers and moved over cost more than the levels' products).
-    __m512i mn2[8];
-    for (int p = 0; p < 4; ++p) {
-      const __m512i both =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
-      const __m512i lo = _mm512_and_si512(both, _mm512_set1_epi32(0xFFFF)), hi = _mm512_srli_epi32(both, 16);
-      mn2[2 * p] = _mm512_or_si512(lo, _mm512_slli_epi32(lo, 16));
-      mn2[2 * p + 1] = _mm512_or_si512(hi, _mm512_slli_epi32(hi, 16));
-    }
+    // Each pair of sub-blocks' mins as a 16-bit pair per lane, once for all
+    // rows: each row's M is then one vpdpwssd per pair against its pair of
+    // sums of 32 (quant_packed_offsets), broadcast from memory; against the
+    // sums of 16 it took one per sub-block, 9% of the 8-row tiles' samples
+    // in a Q4_K_M prefill.
+    __m512i mn[4];
+    for (int p = 0; p < 4; ++p)
+      mn[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 192 + 32 * p)));
     const __m512 d = halves16(blk), dmin = halves16(blk + 32);
     for (int r = 0; r < R; ++r) {
-      const int16_t* sums = t.sums[r] + b * 16;
+      const int16_t* sums = reinterpret_cast<const int16_t*>(t.offsets[r] + b * 4);
       __m512i M = _mm512_setzero_si512();
-      for (int s = 0; s < 8; ++s) M = dpwssd_bcast(M, mn2[s], sums + 2 * s);
+      for (int p = 0; p < 4; ++p) M = dpwssd_bcast(M, mn[p], sums + 2 * p);
       const __m512 dx = _mm512_set1_ps(t.d[r][b]);
-      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_load_si512(I[r])), t.acc[r]);
+      const __m512i sum = _mm512_srai_epi32(_mm512_load_si512(I[r]), 4);
+      t.acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum), t.acc[r]);
       t.acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(M), t.acc[r]);
     }
   });
@@ -620,8 +640,10 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
 template <int R, BlockOrder kOrder>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
-  // quant_packed_offsets' rows: one offset per 16 activations for Q6_K and Q3_K, per 32 for the others.
-  PackedTile<R, kOrder> t(x, offsets, x.cols / (dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 16 : 32), i0);
+  // quant_packed_offsets' rows: one entry per 16 activations for Q6_K and
+  // Q3_K, per 64 for Q4_K, per 32 for the others.
+  const int64_t per = dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 16 : dtype == DType::kQ4_K ? 64 : 32;
+  PackedTile<R, kOrder> t(x, offsets, x.cols / per, i0);
   const int64_t nb = x.cols / dtype_block(dtype).elems;
   switch (dtype) {
     case DType::kQ8_0:

@@ -58,7 +58,9 @@ int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
 // the activations' sums, where each integer sum starts (a broadcast from
 // memory; a vpdpwssd per row cost a tenth of a tile of 8 rows): for Q6_K
 // -32 and for Q3_K -4 times each of x's sums of 16, for Q8_0 and IQ4_XS -128
-// and for Q4_0 -8 times each sum of 32; empty for the other types.
+// and for Q4_0 -8 times each sum of 32; for Q4_K, not an offset, each two
+// consecutive sums of 32 as one 16-bit pair (the first low), the operand of
+// the mins' product; empty for the other types.
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x);
 // y[r * ldy + c] for c < cols of one group and rows <= kQuantPackedTileRows
 // activation rows, offsets = quant_packed_offsets(dtype, x).data(): the bits
