@@ -4,7 +4,8 @@
 # `--long` for the longer labelled runs too): release with `fast`, ASan+UBSan
 # with `sanitize`, the libFuzzer targets of fuzz/ under ASan and UBSan for
 # 15 s each (300 s with --long; tools/fuzz.sh), and ThreadSanitizer with
-# `tsan` (the concurrency tests; only their binaries are built). Prints one closing
+# `tsan` (the concurrency tests; only their binaries are built); each sanitizer
+# flavour compiles at nice 19 while the tests before it run. Prints one closing
 # line "N passed, N failed" over every ctest run and fuzz target.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,24 +32,38 @@ deps_ready() {
 jobs=$(nproc)
 passed=0
 failed=0
-run_suite() {  # flavour, ctest label regex
-  local flavour=$1 labels=$2
-  # The sanitizer flavours compile with clang, which installs beside the release build.
-  [[ "$flavour" == release ]] || deps_ready
-  phase "build $flavour"
-  local targets=()
+build_flavour() {  # flavour, ctest label regex
+  local flavour=$1 labels=$2 targets=()
   if [[ "$flavour" != release ]]; then
     # Only the binaries of the tests this flavour runs: a sanitizer build of
     # everything would double CI's compile time for nothing.
     "$root/tools/build.sh" "$flavour" sb_common >/dev/null 2>&1 || true
     mapfile -t targets < <(cd "$root/build/$flavour" && ctest -N -L "$labels" | awk '/Test +#[0-9]+:/ {print $3}')
   fi
-  if ! "$root/tools/build.sh" "$flavour" "${targets[@]}"; then
+  "$root/tools/build.sh" "$flavour" "${targets[@]}"
+}
+# The next flavour compiles at the lowest priority while a flavour's tests
+# run: the tests leave the cores idle much of the time (waiting on servers,
+# sockets and child processes), and the compile takes what they leave. Its
+# own build step then only finishes it (and reports any error).
+declare -A early_build=()
+build_early() {  # flavour, ctest label regex
+  (renice -n 19 "$BASHPID" >/dev/null; build_flavour "$1" "$2") >"$root/build/$1-early-build.log" 2>&1 &
+  early_build[$1]=$!
+}
+run_suite() {  # flavour, ctest label regex [, the next flavour and its labels, compiled meanwhile]
+  local flavour=$1 labels=$2
+  # The sanitizer flavours compile with clang, which installs beside the release build.
+  [[ "$flavour" == release ]] || deps_ready
+  phase "build $flavour"
+  [[ -n "${early_build[$flavour]:-}" ]] && { wait "${early_build[$flavour]}" || true; }
+  if ! build_flavour "$flavour" "$labels"; then
     echo "build $flavour FAILED" >&2
     failed=$((failed + 1))
     return
   fi
   deps_ready
+  [[ $# -ge 4 ]] && build_early "$3" "$4"
   phase "test $flavour ($labels)"
   local log="$root/build/$flavour/ctest.log"
   (cd "$root/build/$flavour" && ctest -L "$labels" -j "$jobs" --output-on-failure) 2>&1 | tee "$log"
@@ -74,8 +89,8 @@ run_fuzz() {  # the libFuzzer targets (tools/fuzz.sh), a bounded time each
 }
 labels="fast"
 ((long)) && labels="fast|long"
-run_suite release "$labels"
-run_suite asan "sanitize"
+run_suite release "$labels" asan "sanitize"
+run_suite asan "sanitize" tsan "tsan"
 # After the ASan suite: the fuzz targets link that build's libraries.
 run_fuzz "$( ((long)) && echo 300 || echo 15)"
 run_suite tsan "tsan"
