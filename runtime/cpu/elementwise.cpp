@@ -116,9 +116,11 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
         // prefetcher picks up late: each is fetched kConvAhead ahead.
         // Past the end of this state's channels, the next state's first.
         const int64_t ahead = c + kConvAhead;
-        const float* const p = ahead + 64 <= c1  ? state + ahead
-                               : q + 1 < q1      ? states[q + 1] + c0 + std::max<int64_t>(0, ahead - c1)
-                                                 : nullptr;
+        const float* p = nullptr;
+        if (ahead + 64 <= c1)
+          p = state + ahead;
+        else if (q + 1 < q1)
+          p = states[q + 1] + c0 + std::max<int64_t>(0, ahead - c1);
         if (p)
           for (int64_t i = 0; i < hist; ++i)
             for (int64_t l = 0; l < 64; l += 16) __builtin_prefetch(p + i * channels + l, 1);
