@@ -93,6 +93,9 @@ void conv_strip(const In& in, int64_t rows, int64_t channels, const float* weigh
 
 }  // namespace
 
+// How far ahead (floats) causal_conv_silu fetches each state row.
+constexpr int64_t kConvAhead = 512;
+
 void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                                   float* const* states, int64_t sequences, float* out) {
   FlushSubnormals mode;
@@ -107,7 +110,22 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
       // Input row i of [state | x rows]: a state row below hist.
       auto in = [&](int64_t i) { return i < hist ? state + i * channels : xq + (i - hist) * channels; };
       int64_t c = c0;
-      for (; c + 64 <= c1; c += 64) conv_strip<4>(in, rows, channels, weight, kernel, oq, c);
+      for (; c + 64 <= c1; c += 64) {
+        // The state's rows come from memory (a decode step's states far
+        // exceed the caches), three streams far apart that the hardware
+        // prefetcher picks up late: each is fetched kConvAhead ahead.
+        // Past the end of this state's channels, the next state's first.
+        const int64_t ahead = c + kConvAhead;
+        const float* p = nullptr;
+        if (ahead + 64 <= c1)
+          p = state + ahead;
+        else if (q + 1 < q1)
+          p = states[q + 1] + c0 + std::max<int64_t>(0, ahead - c1);
+        if (p)
+          for (int64_t i = 0; i < hist; ++i)
+            for (int64_t l = 0; l < 64; l += 16) __builtin_prefetch(p + i * channels + l, 1);
+        conv_strip<4>(in, rows, channels, weight, kernel, oq, c);
+      }
       for (; c + 16 <= c1; c += 16) conv_strip<1>(in, rows, channels, weight, kernel, oq, c);
       for (; c < c1; ++c)
         for (int64_t s = 0; s < rows; ++s) {
