@@ -57,22 +57,6 @@ CompletionRequest request_for(std::vector<int32_t> prompt, int64_t max_tokens, T
   return r;
 }
 
-// The length of the union of the spans [first token, last token] of the
-// requests that decoded at least one token after their first.
-double decoding_seconds(const std::vector<std::unique_ptr<Timeline>>& timelines) {
-  std::vector<std::pair<Clock::time_point, Clock::time_point>> spans;
-  for (const auto& t : timelines)
-    if (t->tokens.size() > 1) spans.emplace_back(t->tokens.front(), t->tokens.back());
-  std::sort(spans.begin(), spans.end());
-  double ms = 0;
-  for (size_t i = 0; i < spans.size();) {
-    auto [from, to] = spans[i];
-    for (++i; i < spans.size() && spans[i].first <= to; ++i) to = std::max(to, spans[i].second);
-    ms += ms_between(from, to);
-  }
-  return ms / 1000.0;
-}
-
 std::unique_ptr<Engine> make_engine(const Model& model, int max_running, int64_t batch_tokens, double itl_ratio,
                                     SpeculativeMode speculative, Status* s) {
   EngineOptions eo;
@@ -118,12 +102,13 @@ Status run_clients(const Model& model, const LoadOptions& o, int clients, int ro
   for (const auto& t : timelines) {
     out->tokens += static_cast<int64_t>(t->tokens.size());
     if (t->tokens.empty()) continue;
-    out->decode_tokens += static_cast<int64_t>(t->tokens.size()) - 1;
     out->ttft_samples.push_back(ms_between(t->submitted, t->tokens[0]));
     for (size_t i = 1; i < t->tokens.size(); ++i) out->itl_samples.push_back(ms_between(t->tokens[i - 1], t->tokens[i]));
   }
   out->tokens_per_s = static_cast<double>(out->tokens) / out->wall_s;
-  out->decode_s = decoding_seconds(timelines);
+  const EngineStats stats = engine->stats();
+  out->decode_tokens = static_cast<int64_t>(stats.decode_only_tokens);
+  out->decode_s = stats.decode_only_ms / 1000.0;
   out->decode_tokens_per_s = out->decode_s > 0 ? static_cast<double>(out->decode_tokens) / out->decode_s : 0;
   out->ttft_ms = percentiles(out->ttft_samples);
   out->itl_ms = percentiles(out->itl_samples);
@@ -308,11 +293,11 @@ std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadR
   md += fmt("- total wall time %.0f s; latencies are wall clock, percentiles by nearest rank\n\n", r.wall_s);
 
   md += "## Throughput and latency by concurrent clients\n\n";
-  md += "All rounds together, percentiles of every round's samples. Decode tokens/s: the tokens after each "
-        "request's first over the time some request was decoding (from a request's first token to its last, "
-        "spans that overlap counted once), what batching changes. Wall tokens/s: every token over the wall time, "
-        "which also holds every prompt's prefill (one per request, so 8 times as many with 8 clients). Each "
-        "round's ratio is its run over the same round's 1-client run.\n\n";
+  md += "All rounds together, percentiles of every round's samples. Decode tokens/s: the tokens drawn in the "
+        "engine's decode-only steps (no prompt rows in them) over those steps' wall time, what the batch size "
+        "changes. Wall tokens/s: every token over the wall time, which also holds every prompt's prefill (one per "
+        "request, so 8 times as many with 8 clients) and the decode steps slowed by a prompt prefilled beside them. "
+        "Each round's ratio is its run over the same round's 1-client run.\n\n";
   md += "| clients | decode tokens/s (aggregate) | vs 1 client | each round vs 1 | wall tokens/s | vs 1 client | "
         "TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | most sequences in one step |\n"
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
