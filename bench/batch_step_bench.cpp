@@ -7,9 +7,13 @@
 // a step of running decodes (sizing --batch-tokens).
 //
 // usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--threads 1] [--shape DECODES,PREFILL[,N]]
+//                         [--verify ROWS]
 // --shape measures that one shape only (e.g. under perf record); N
 // sequences (default 1, at most 8) prefill PREFILL rows each, as when
-// several prompts arrive together.
+// several prompts arrive together. --verify ROWS measures a speculative
+// verify step instead: ROWS decode rows of one sequence (its token and a
+// draft of ROWS - 1), every row's logits, the recurrent state after each
+// row kept for rollback, as the engine runs it.
 #include <time.h>
 
 #include <algorithm>
@@ -43,13 +47,15 @@ int main(int argc, char** argv) {
   // The engine's malloc settings: without them a step's fresh logits
   // vectors are page faults here that the server never pays.
   sb::tune_memory(argv);
-  sb::Args args({"reps", "history", "threads", "shape"}, {});
+  sb::Args args({"reps", "history", "threads", "shape", "verify"}, {});
   sb::Status s = args.parse(argc, argv);
   int64_t reps = 3, history = 64, threads = 1;
   if (s) s = args.get_int("reps", 3, 1, 1000, &reps);
   if (s) s = args.get_int("threads", 1, 1, 256, &threads);
   if (s) s = args.get_int("history", 64, 1, 1 << 20, &history);
   int shape_decodes = -1, shape_prefill = 0, shape_prefills = 1;
+  int64_t verify = 0;
+  if (s && args.has("verify")) s = args.get_int("verify", 0, 1, 9, &verify);
   if (s && args.has("shape")) {
     const int n = std::sscanf(args.get("shape").c_str(), "%d,%d,%d", &shape_decodes, &shape_prefill, &shape_prefills);
     if (n < 2 || shape_decodes < 0 || shape_decodes > 8 || shape_prefill < 0 || shape_prefill > 512 ||
@@ -60,7 +66,9 @@ int main(int argc, char** argv) {
           "not all 0)");
   }
   if (!s || args.positional().size() != 1) {
-    std::fprintf(stderr, "usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--threads 1] [--shape D,P[,N]]%s%s\n",
+    std::fprintf(stderr,
+                 "usage: batch_step_bench MODEL_DIR [--reps 3] [--history 64] [--threads 1] [--shape D,P[,N]] "
+                 "[--verify ROWS]%s%s\n",
                  s ? "" : ": ", s ? "" : s.message().c_str());
     return 2;
   }
@@ -91,6 +99,8 @@ int main(int argc, char** argv) {
   const std::vector<int32_t> next = tokens(9), chunk = tokens(512);
   // The min of the reps; *median, when given, gets their median (what the
   // engine's steps see on a busy machine).
+  // The verify step's row states, kept across reps as a sequence keeps them.
+  std::vector<sb::RecurrentSnapshot> row_states;
   auto step_ms = [&](int decodes, int64_t prefill, int prefills = 1, double* median = nullptr) {
     std::vector<double> times;
     // Assigned, not constructed, each rep: the copies reuse their storage, so
@@ -105,6 +115,15 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < reps; ++r) {
       std::copy(base.begin(), base.begin() + decodes + prefills, states.begin());
       std::vector<sb::SequenceStep> batch;
+      if (verify > 0) {
+        sb::SequenceStep st;
+        st.state = &states[0];
+        st.tokens = std::span<const int32_t>(next).first(static_cast<size_t>(verify));
+        st.decode = true;
+        st.logits = sb::LogitRows::kAll;
+        if (verify > 1) st.row_states = &row_states;
+        batch.push_back(st);
+      }
       for (int d = 0; d < decodes; ++d) {
         sb::SequenceStep st;
         st.state = &states[static_cast<size_t>(d)];
@@ -133,6 +152,12 @@ int main(int argc, char** argv) {
   std::printf("one forward step, %lld thread%s, %s ms (min of %lld); history %lld tokens per sequence\n",
               static_cast<long long>(threads), threads == 1 ? "" : "s", threads == 1 ? "CPU" : "wall",
               static_cast<long long>(reps), static_cast<long long>(history));
+  if (verify > 0) {
+    double median = 0;
+    const double best = step_ms(0, 0, 1, &median);
+    std::printf("a verify step of %lld rows: %.1f ms (median %.1f)\n", static_cast<long long>(verify), best, median);
+    return 0;
+  }
   if (shape_decodes >= 0) {
     double median = 0;
     const double best = step_ms(shape_decodes, shape_prefill, shape_prefills, &median);

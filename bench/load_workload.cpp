@@ -106,6 +106,10 @@ Status run_clients(const Model& model, const LoadOptions& o, int clients, int ro
     for (size_t i = 1; i < t->tokens.size(); ++i) out->itl_samples.push_back(ms_between(t->tokens[i - 1], t->tokens[i]));
   }
   out->tokens_per_s = static_cast<double>(out->tokens) / out->wall_s;
+  const EngineStats stats = engine->stats();
+  out->decode_tokens = static_cast<int64_t>(stats.decode_only_tokens);
+  out->decode_s = stats.decode_only_ms / 1000.0;
+  out->decode_tokens_per_s = out->decode_s > 0 ? static_cast<double>(out->decode_tokens) / out->decode_s : 0;
   out->ttft_ms = percentiles(out->ttft_samples);
   out->itl_ms = percentiles(out->itl_samples);
   out->peak_batch = engine->stats().peak_batch;
@@ -120,11 +124,14 @@ ClientsRun pooled(const std::vector<ClientsRun>& runs, int clients) {
     if (r.clients != clients) continue;
     all.wall_s += r.wall_s;
     all.tokens += r.tokens;
+    all.decode_tokens += r.decode_tokens;
+    all.decode_s += r.decode_s;
     all.peak_batch = std::max(all.peak_batch, r.peak_batch);
     all.ttft_samples.insert(all.ttft_samples.end(), r.ttft_samples.begin(), r.ttft_samples.end());
     all.itl_samples.insert(all.itl_samples.end(), r.itl_samples.begin(), r.itl_samples.end());
   }
   all.tokens_per_s = all.wall_s > 0 ? static_cast<double>(all.tokens) / all.wall_s : 0;
+  all.decode_tokens_per_s = all.decode_s > 0 ? static_cast<double>(all.decode_tokens) / all.decode_s : 0;
   all.ttft_ms = percentiles(all.ttft_samples);
   all.itl_ms = percentiles(all.itl_samples);
   return all;
@@ -232,8 +239,10 @@ Status run_load_workload(const Model& model, const LoadOptions& o, LoadResult* o
     for (int c : o.clients) {
       ClientsRun run;
       SB_RETURN_IF_ERROR(run_clients(model, o, c, round, &run));
-      say(fmt("round %d, %d clients: %.2f decode tokens/s, TTFT p50 %.0f ms p99 %.0f ms, ITL p50 %.0f ms p99 %.0f ms",
-              round, c, run.tokens_per_s, run.ttft_ms.p50, run.ttft_ms.p99, run.itl_ms.p50, run.itl_ms.p99));
+      say(fmt("round %d, %d clients: %.2f decode tokens/s (%.2f tokens/s over the wall time), TTFT p50 %.0f ms p99 "
+              "%.0f ms, ITL p50 %.0f ms p99 %.0f ms",
+              round, c, run.decode_tokens_per_s, run.tokens_per_s, run.ttft_ms.p50, run.ttft_ms.p99, run.itl_ms.p50,
+              run.itl_ms.p99));
       out->rounds.push_back(std::move(run));
     }
   for (int c : o.clients) out->clients.push_back(pooled(out->rounds, c));
@@ -255,15 +264,16 @@ Status run_load_workload(const Model& model, const LoadOptions& o, LoadResult* o
 std::string load_csv(const LoadResult& r) {
   std::string s =
       "phase,clients,batch_tokens,itl_ratio,tokens,wall_s,tokens_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,"
-      "idle_itl_p50_ms,idle_itl_p99_ms,prefill_s,round\n";
+      "idle_itl_p50_ms,idle_itl_p99_ms,prefill_s,round,decode_tokens,decode_s,decode_tokens_per_s\n";
   auto row = [&](const char* phase, const ClientsRun& c) {
-    s += fmt("%s,%d,,,%lld,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,,,,%d\n", phase, c.clients, static_cast<long long>(c.tokens),
-             c.wall_s, c.tokens_per_s, c.ttft_ms.p50, c.ttft_ms.p99, c.itl_ms.p50, c.itl_ms.p99, c.round);
+    s += fmt("%s,%d,,,%lld,%.3f,%.3f,%.1f,%.1f,%.1f,%.1f,,,,%d,%lld,%.3f,%.3f\n", phase, c.clients,
+             static_cast<long long>(c.tokens), c.wall_s, c.tokens_per_s, c.ttft_ms.p50, c.ttft_ms.p99, c.itl_ms.p50,
+             c.itl_ms.p99, c.round, static_cast<long long>(c.decode_tokens), c.decode_s, c.decode_tokens_per_s);
   };
   for (const auto& c : r.clients) row("clients", c);
   for (const auto& c : r.rounds) row("clients_round", c);
   for (const auto& l : r.long_prefill)
-    s += fmt("long_prefill,%d,%lld,%g,,,,,,%.1f,%.1f,%.1f,%.1f,%.2f,\n", l.decoders,
+    s += fmt("long_prefill,%d,%lld,%g,,,,,,%.1f,%.1f,%.1f,%.1f,%.2f,,,,\n", l.decoders,
              static_cast<long long>(l.batch_tokens), l.itl_ratio,
              l.during_itl_ms.p50, l.during_itl_ms.p99, l.idle_itl_ms.p50, l.idle_itl_ms.p99, l.prefill_s);
   return s;
@@ -283,35 +293,44 @@ std::string load_markdown(const LoadResult& r, const LoadOptions& o, const LoadR
   md += fmt("- total wall time %.0f s; latencies are wall clock, percentiles by nearest rank\n\n", r.wall_s);
 
   md += "## Throughput and latency by concurrent clients\n\n";
-  md += "All rounds together: tokens over wall time, percentiles of every round's samples. Each round's ratio is "
-        "its run over the same round's 1-client run.\n\n";
-  md += "| clients | decode tokens/s (aggregate) | vs 1 client | each round vs 1 | TTFT p50 | TTFT p99 | ITL p50 | "
-        "ITL p99 | most sequences in one step |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  md += "All rounds together, percentiles of every round's samples. Decode tokens/s: the tokens drawn in the "
+        "engine's decode-only steps (no prompt rows in them) over those steps' wall time, what the batch size "
+        "changes. Wall tokens/s: every token over the wall time, which also holds every prompt's prefill (one per "
+        "request, so 8 times as many with 8 clients) and the decode steps slowed by a prompt prefilled beside them. "
+        "Each round's ratio is its run over the same round's 1-client run.\n\n";
+  md += "| clients | decode tokens/s (aggregate) | vs 1 client | each round vs 1 | wall tokens/s | vs 1 client | "
+        "TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | most sequences in one step |\n"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   // Ratios are to the 1-client run wherever the sweep has it; none without one.
   const auto one_run =
       std::find_if(r.clients.begin(), r.clients.end(), [](const ClientsRun& x) { return x.clients == 1; });
-  const double one = one_run != r.clients.end() ? one_run->tokens_per_s : 0;
+  const double one = one_run != r.clients.end() ? one_run->decode_tokens_per_s : 0;
+  const double one_wall = one_run != r.clients.end() ? one_run->tokens_per_s : 0;
   // Round k's ratio for `clients`: its run over round k's 1-client run.
   auto per_round = [&](int clients) {
     std::string text;
     for (const ClientsRun& x : r.rounds) {
       if (x.clients != clients) continue;
       for (const ClientsRun& base : r.rounds)
-        if (base.round == x.round && base.clients == 1 && base.tokens_per_s > 0)
-          text += fmt("%s%.2fx", text.empty() ? "" : ", ", x.tokens_per_s / base.tokens_per_s);
+        if (base.round == x.round && base.clients == 1 && base.decode_tokens_per_s > 0)
+          text += fmt("%s%.2fx", text.empty() ? "" : ", ", x.decode_tokens_per_s / base.decode_tokens_per_s);
     }
     return text.empty() ? std::string("-") : text;
   };
   for (const auto& x : r.clients)
-    md += fmt("| %d | %.2f | %s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %llu |\n", x.clients, x.tokens_per_s,
-              one > 0 ? fmt("%.2fx", x.tokens_per_s / one).c_str() : "-", per_round(x.clients).c_str(), x.ttft_ms.p50,
-              x.ttft_ms.p99, x.itl_ms.p50, x.itl_ms.p99, static_cast<unsigned long long>(x.peak_batch));
+    md += fmt("| %d | %.2f | %s | %s | %.2f | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %llu |\n", x.clients,
+              x.decode_tokens_per_s, one > 0 ? fmt("%.2fx", x.decode_tokens_per_s / one).c_str() : "-",
+              per_round(x.clients).c_str(), x.tokens_per_s,
+              one_wall > 0 ? fmt("%.2fx", x.tokens_per_s / one_wall).c_str() : "-", x.ttft_ms.p50, x.ttft_ms.p99,
+              x.itl_ms.p50, x.itl_ms.p99, static_cast<unsigned long long>(x.peak_batch));
   if (one > 0) {
     const auto best = std::max_element(r.clients.begin(), r.clients.end(),
                                        [](const auto& a, const auto& b) { return a.clients < b.clients; });
-    const double ratio = best->tokens_per_s / one;
-    md += fmt("\nTarget: %d clients reach at least 4x the aggregate decode throughput of one: %.2fx, %s.\n",
-              best->clients, ratio, ratio >= 4.0 ? "met" : "**not met**");
+    const double ratio = best->decode_tokens_per_s / one;
+    md += fmt("\nTarget: %d clients reach at least 4x the aggregate decode throughput of one: %.2fx, %s (over the "
+              "wall time, the prompts' prefill included: %.2fx).\n",
+              best->clients, ratio, ratio >= 4.0 ? "met" : "**not met**",
+              one_wall > 0 ? best->tokens_per_s / one_wall : 0.0);
   }
   md += fmt("\n## Running decodes while a prompt of %lld tokens is prefilled\n\n", static_cast<long long>(o.long_prompt_tokens));
   md += fmt("%d clients decode; after an idle window of %lld tokens each, one request with a prompt of %lld tokens "

@@ -4,7 +4,8 @@
 // "The load benchmark's phases"):
 //  1. per client count, clients sending requests one after another, the sweep
 //     repeated `rounds` times so a slow spell falls on every count alike:
-//     aggregate decode tokens/s, TTFT and inter-token latency p50/p99;
+//     aggregate decode tokens/s (in decode-only steps) and tokens/s over
+//     the wall time, TTFT and inter-token latency p50/p99;
 //  2. per step budget and latency ratio, `long_decoders` endless decoders'
 //     inter-token latency idle and while a long prompt is prefilled.
 // Timings are wall clock (steady_clock): run it on a quiet machine.
@@ -59,7 +60,15 @@ struct ClientsRun {
   int round = 0;
   double wall_s = 0;
   int64_t tokens = 0;
-  double tokens_per_s = 0;
+  double tokens_per_s = 0;  // every token over the wall time, the prompts' prefill included
+  // Decode throughput, what the batch size changes: the tokens drawn in the
+  // engine's decode-only steps over those steps' wall time (EngineStats).
+  // The wall time above also holds every prompt's prefill, 8 of them for 8
+  // clients and one for one, and the decode steps a prompt's rows slowed, so
+  // its ratio mixes prefill speed into the batching ratio.
+  int64_t decode_tokens = 0;
+  double decode_s = 0;
+  double decode_tokens_per_s = 0;
   Percentiles ttft_ms, itl_ms;
   uint64_t peak_batch = 0;
   std::vector<double> ttft_samples, itl_samples;  // milliseconds

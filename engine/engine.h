@@ -227,6 +227,11 @@ struct EngineStats {
   // The step loop: forward steps run, tokens they consumed (decode and
   // prefill), the most sequences that ran in one step.
   uint64_t steps = 0, step_tokens = 0, peak_batch = 0;
+  // Steps of decode rows only (no prompt rows): how many, their wall time
+  // (sampling included) and the tokens drawn in them, the decode rate the
+  // batch size sets apart from the prompts prefilled beside it.
+  uint64_t decode_only_steps = 0, decode_only_tokens = 0;
+  double decode_only_ms = 0.0;
   // Speculative decoding: decode steps of sequences and the tokens they
   // emitted (tokens per step), draft tokens verified and accepted.
   uint64_t spec_decode_steps = 0, spec_decode_tokens = 0, spec_drafted = 0, spec_accepted = 0;

@@ -43,6 +43,9 @@ void StepLoop::add_stats(EngineStats* stats) const {
   stats->steps = steps_.load(std::memory_order_relaxed);
   stats->step_tokens = step_tokens_.load(std::memory_order_relaxed);
   stats->peak_batch = peak_batch_.load(std::memory_order_relaxed);
+  stats->decode_only_steps = decode_only_steps_.load(std::memory_order_relaxed);
+  stats->decode_only_tokens = decode_only_tokens_.load(std::memory_order_relaxed);
+  stats->decode_only_ms = decode_only_ms_.load(std::memory_order_relaxed);
   stats->verify_row_cost = row_cost_now_.load(std::memory_order_relaxed);
 }
 
@@ -188,6 +191,8 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
   } catch (const std::exception& e) {
     status = Status::internal(std::string("exception in the forward pass: ") + e.what());
   }
+  int64_t drawn = 0;  // tokens this step's sequences drew in it
+  for (const Slice& s : slices) drawn -= static_cast<int64_t>(s.seq->generated.size());
   for (size_t i = 0; i < slices.size(); ++i) {
     Sequence& seq = *slices[i].seq;
     if (!status.is_ok()) {
@@ -209,6 +214,10 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
   const double waited = waited_before >= 0 ? this_thread_waited_ms() - waited_before : 0;
   budget_.observe(decodes, tokens - decodes, std::max(ms - waited, 0.0));
   if (decodes == tokens) {
+    for (const Slice& s : slices) drawn += static_cast<int64_t>(s.seq->generated.size());
+    decode_only_steps_.fetch_add(1, std::memory_order_relaxed);
+    decode_only_tokens_.fetch_add(static_cast<uint64_t>(drawn), std::memory_order_relaxed);
+    decode_only_ms_.store(decode_only_ms_.load(std::memory_order_relaxed) + ms, std::memory_order_relaxed);
     row_cost_.observe(tokens, ms);
     row_cost_now_.store(row_cost_.value(), std::memory_order_relaxed);
   }

@@ -89,6 +89,8 @@ class StepLoop {
   bool stopping_ = false;            // guarded by mu_
   bool mask_done_ = false;           // guarded by mu_: a worker finished a job since the loop last looked
   std::atomic<uint64_t> steps_{0}, step_tokens_{0}, peak_batch_{0};
+  std::atomic<uint64_t> decode_only_steps_{0}, decode_only_tokens_{0};
+  std::atomic<double> decode_only_ms_{0.0};  // only this thread writes it
   std::thread thread_;
 };
 

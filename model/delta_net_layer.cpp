@@ -186,49 +186,51 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
   const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
   const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
   const int64_t base = seqs.front().first_row;
-  int64_t depth = 0;
-  for (const SequenceRows& seq : seqs) depth = std::max(depth, seq.rows);
+  int64_t depth = 0, total = 0;
+  for (const SequenceRows& seq : seqs) depth = std::max(depth, seq.rows), total += seq.rows;
   const int64_t most = static_cast<int64_t>(seqs.size());
-  Rows conv_out(most * conv_dim), q(most * key_dim), k(most * key_dim), v(most * value_dim);
-  // Verify rows (depth > 1) are gathered row i of each sequence at a time;
-  // plain decode rows (one each) are already adjacent, read in place.
-  Rows mixed_i, g_i, beta_i, o_i;
-  if (depth > 1)
-    mixed_i = Rows(most * conv_dim), g_i = Rows(most * nv), beta_i = Rows(most * nv), o_i = Rows(most * value_dim);
-  std::vector<int64_t> rows;
+  Rows conv_out(total * conv_dim), q(total * key_dim), k(total * key_dim), v(total * value_dim);
   std::vector<float*> conv_states, ssms;
-  std::vector<const float*> froms;
-  for (int64_t i = 0; i < depth; ++i) {
-    rows.clear(), conv_states.clear(), ssms.clear(), froms.clear();
+  if (depth == 1) {
+    // Plain decode rows, one a sequence, adjacent: read in place.
     for (SequenceRows& seq : seqs) {
-      if (seq.rows <= i) continue;
-      rows.push_back(seq.first_row - base + i);
       conv_states.push_back(seq.state->f32(w.comp_conv).data());
-      float* state = seq.state->f32(w.comp_ssm).data();
-      // Verify rows with row states: row i reads the state row i - 1 left
-      // and writes its own into its row state (the last row into the
-      // State), so no state is copied.
-      const bool keep = seq.row_states && seq.rows > 1;
-      froms.push_back(keep && i > 0 ? (*seq.row_states)[i - 1].parts[w.rec_ssm].data() : state);
-      ssms.push_back(keep && i + 1 < seq.rows ? row_ssm(w, seq, i) : state);
+      ssms.push_back(seq.state->f32(w.comp_ssm).data());
     }
-    const int64_t n = static_cast<int64_t>(rows.size());
-    const float *m_in = mixed, *g_in = g, *beta_in = beta;
-    float* o_out = o;
-    if (depth > 1) {
-      kernels_->gather_rows(mixed, rows.data(), n, conv_dim, mixed_i.data());
-      kernels_->gather_rows(g, rows.data(), n, nv, g_i.data());
-      kernels_->gather_rows(beta, rows.data(), n, nv, beta_i.data());
-      m_in = mixed_i.data(), g_in = g_i.data(), beta_in = beta_i.data(), o_out = o_i.data();
-    }
-    kernels_->causal_conv_silu(m_in, n, conv_dim, w.delta.conv.data(), c.conv_kernel, conv_states.data(), n,
+    kernels_->causal_conv_silu(mixed, most, conv_dim, w.delta.conv.data(), c.conv_kernel, conv_states.data(), most,
                                conv_out.data());
-    split_conv_rows(conv_out.data(), n, q.data(), k.data(), v.data());
-    const DeltaRuleInput in{n, nk, nv, dk, dv, q.data(), k.data(), v.data(), g_in, beta_in};
-    kernels_->delta_rule_recurrent(in, ssms.data(), o_out, depth > 1 ? froms.data() : nullptr);
-    if (depth > 1) kernels_->scatter_rows(o_i.data(), rows.data(), n, value_dim, o);
-    for (SequenceRows& seq : seqs)
-      if (seq.rows > i) keep_row_state(w, seq, i);
+    split_conv_rows(conv_out.data(), most, q.data(), k.data(), v.data());
+    const DeltaRuleInput in{most, nk, nv, dk, dv, q.data(), k.data(), v.data(), g, beta};
+    kernels_->delta_rule_recurrent(in, ssms.data(), o);
+  } else {
+    // Verify rows: each sequence's rows as one call of each kernel (the
+    // bits of one row at a time), so that a step of a few rows pays a few
+    // hand-offs between threads per layer, not a few per row. The delta rule
+    // runs a sequence's rows head by head, each head's state in cache.
+    std::vector<float> before;
+    for (SequenceRows& seq : seqs) {
+      const int64_t r0 = seq.first_row - base;
+      const std::span<float> conv_state = seq.state->f32(w.comp_conv);
+      const bool keep = seq.row_states && seq.rows > 1;
+      if (keep) before.assign(conv_state.begin(), conv_state.end());
+      float* cs = conv_state.data();
+      kernels_->causal_conv_silu(mixed + r0 * conv_dim, seq.rows, conv_dim, w.delta.conv.data(), c.conv_kernel, &cs,
+                                 1, conv_out.data() + r0 * conv_dim);
+      if (keep) keep_row_conv_states(w, seq, before, mixed + r0 * conv_dim);
+    }
+    split_conv_rows(conv_out.data(), total, q.data(), k.data(), v.data());
+    for (SequenceRows& seq : seqs) {
+      const int64_t r0 = seq.first_row - base;
+      float* state = seq.state->f32(w.comp_ssm).data();
+      // With row states, row i writes its own (the last row the State),
+      // so no state is copied; without, every row advances the State.
+      const bool keep = seq.row_states && seq.rows > 1;
+      ssms.clear();
+      for (int64_t i = 0; i < seq.rows; ++i) ssms.push_back(keep && i + 1 < seq.rows ? row_ssm(w, seq, i) : state);
+      const DeltaRuleInput in{seq.rows,           nk,      nv,          dk, dv, q.data() + r0 * key_dim,
+                              k.data() + r0 * key_dim, v.data() + r0 * value_dim, g + r0 * nv, beta + r0 * nv};
+      kernels_->delta_rule_rows(in, state, ssms.data(), o + r0 * value_dim);
+    }
   }
   for (SequenceRows& seq : seqs) {
     size_t next_capture = 0;
@@ -236,12 +238,21 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
   }
 }
 
-void Transformer::keep_row_state(const LayerWeights& w, SequenceRows& seq, int64_t row) const {
-  if (!seq.row_states || row + 1 >= seq.rows) return;
-  // The delta rule wrote this row's state in place (row_ssm()); the conv
-  // state, a few rows of inputs, is copied.
-  const std::span<const float> conv = seq.state->f32(w.comp_conv);
-  (*seq.row_states)[static_cast<size_t>(row)].parts[w.rec_conv].assign(conv.begin(), conv.end());
+void Transformer::keep_row_conv_states(const LayerWeights& w, SequenceRows& seq, std::span<const float> before,
+                                       const float* mixed) const {
+  // A conv state is the last kernel - 1 input rows, so row i's is rows
+  // i + 1 .. i + kernel - 1 of [the state before the step | the step's
+  // inputs]: copied, as the kernel itself moves the state on.
+  const int64_t hist = config_.conv_kernel - 1, width = static_cast<int64_t>(before.size()) / hist;
+  for (int64_t i = 0; i + 1 < seq.rows; ++i) {
+    std::vector<float>& part = (*seq.row_states)[static_cast<size_t>(i)].parts[w.rec_conv];
+    part.resize(before.size());
+    for (int64_t r = 0; r < hist; ++r) {
+      const int64_t j = i + 1 + r;
+      const float* from = j < hist ? before.data() + j * width : mixed + (j - hist) * width;
+      std::copy(from, from + width, part.data() + r * width);
+    }
+  }
 }
 
 float* Transformer::row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const {

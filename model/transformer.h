@@ -214,14 +214,16 @@ class Transformer final : public Model {
   void delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
                           const float* beta, float* o) const;
   // The same for consecutive decode sequences (rows adjacent in the call):
-  // row i of every sequence that has one goes through one kernel call per
-  // step, then row i + 1 (the verify form: each row on the state the row
-  // before it left, model/model.h).
+  // plain decode rows (one a sequence) through one call of each kernel;
+  // verify rows (several of one sequence, each row on the state the row
+  // before it left, model/model.h) one call of each kernel per sequence.
   void delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed, const float* g,
                         const float* beta, float* o) const;
-  // Keeps the recurrent state of this layer after decode row `row` of seq
-  // (verify: SequenceStep::row_states) unless it is the last.
-  void keep_row_state(const LayerWeights& w, SequenceRows& seq, int64_t row) const;
+  // Keeps the conv state of this layer after each decode row of seq but the
+  // last (verify: SequenceStep::row_states), from the state before the step
+  // (`before`) and the step's conv inputs (`mixed`, the sequence's rows).
+  void keep_row_conv_states(const LayerWeights& w, SequenceRows& seq, std::span<const float> before,
+                            const float* mixed) const;
   // Where decode row `row` of seq writes its Gated DeltaNet state of this
   // layer (its row state's buffer, sized to the state).
   float* row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const;

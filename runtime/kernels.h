@@ -194,6 +194,11 @@ class Kernels {
   virtual void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) = 0;
   virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out,
                                     const float* const* from = nullptr) = 0;
+  // Recurrent form over `in.tokens` consecutive rows of ONE sequence (a
+  // verify step): row t reads the state row t - 1 wrote (row 0: from) and
+  // writes states[t]; states[t] may be the state it reads (in place). The
+  // same bits as delta_rule_recurrent called row by row.
+  virtual void delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) = 0;
 
   // The small per-element and per-row steps between the big ones.
   // x[i] += y[i].

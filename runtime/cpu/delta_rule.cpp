@@ -210,45 +210,68 @@ void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int6
 
 }  // namespace
 
+namespace {
+
+// One (row, head) of the recurrent form: S_in's head state advanced by the
+// row's token into S (S_in == S: in place), its output into o.
+void recurrent_head(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
+                    const float* v, float alpha, float beta, float* o) {
+  int64_t c0 = 0;
+  for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o);
+  for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o);
+  if (c0 == dv) return;
+  // Columns past the last whole vector, element by element.
+  thread_local std::vector<float> mem, u;
+  mem.assign(dv, 0.0f);
+  u.resize(dv);
+  for (int64_t a = 0; a < dk; ++a) {
+    float* row = S + a * dv;
+    const float* row_in = S_in + a * dv;
+    for (int64_t c = c0; c < dv; ++c) {
+      row[c] = row_in[c] * alpha;
+      mem[c] = std::fma(k[a], row[c], mem[c]);
+    }
+  }
+  for (int64_t c = c0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
+  std::fill(o + c0, o + dv, 0.0f);
+  for (int64_t a = 0; a < dk; ++a) {
+    float* row = S + a * dv;
+    for (int64_t c = c0; c < dv; ++c) {
+      row[c] = std::fma(k[a], u[c], row[c]);
+      o[c] = std::fma(q[a], row[c], o[c]);
+    }
+  }
+}
+
+// Row t, head h of `in`: its state's head block advanced from S_in into S.
+void recurrent_item(const DeltaRuleInput& in, int64_t t, int64_t h, const float* S_in, float* S, float* out) {
+  const int64_t dk = in.d_k, dv = in.d_v, kh = h / (in.n_v / in.n_k);
+  const float* q = in.q + (t * in.n_k + kh) * dk;
+  const float* k = in.k + (t * in.n_k + kh) * dk;
+  const float* v = in.v + (t * in.n_v + h) * dv;
+  const float alpha = exp_f(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
+  recurrent_head(S_in + h * dk * dv, S + h * dk * dv, dk, dv, q, k, v, alpha, beta, out + (t * in.n_v + h) * dv);
+}
+
+}  // namespace
+
 void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out,
                                       const float* const* from) {
   FlushSubnormals mode;
-  const int64_t dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
   // One item per (row, head): each is a whole computation on its own state.
   pool_->parallel_for(in.tokens * in.n_v, [&](int64_t item) {
-    const int64_t t = item / in.n_v, h = item % in.n_v, kh = h / r;
-    float* S = states[t] + h * dk * dv;
-    const float* S_in = (from ? from[t] : states[t]) + h * dk * dv;
-    const float* q = in.q + (t * in.n_k + kh) * dk;
-    const float* k = in.k + (t * in.n_k + kh) * dk;
-    const float* v = in.v + (t * in.n_v + h) * dv;
-    const float alpha = exp_f(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
-    float* o = out + (t * in.n_v + h) * dv;
-    int64_t c0 = 0;
-    for (; c0 + 128 <= dv; c0 += 128) recurrent_columns<8>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o);
-    for (; c0 + 16 <= dv; c0 += 16) recurrent_columns<1>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o);
-    if (c0 == dv) return;
-    // Columns past the last whole vector, element by element.
-    thread_local std::vector<float> mem, u;
-    mem.assign(dv, 0.0f);
-    u.resize(dv);
-    for (int64_t a = 0; a < dk; ++a) {
-      float* row = S + a * dv;
-      const float* row_in = S_in + a * dv;
-      for (int64_t c = c0; c < dv; ++c) {
-        row[c] = row_in[c] * alpha;
-        mem[c] = std::fma(k[a], row[c], mem[c]);
-      }
-    }
-    for (int64_t c = c0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
-    std::fill(o + c0, o + dv, 0.0f);
-    for (int64_t a = 0; a < dk; ++a) {
-      float* row = S + a * dv;
-      for (int64_t c = c0; c < dv; ++c) {
-        row[c] = std::fma(k[a], u[c], row[c]);
-        o[c] = std::fma(q[a], row[c], o[c]);
-      }
-    }
+    const int64_t t = item / in.n_v, h = item % in.n_v;
+    recurrent_item(in, t, h, from ? from[t] : states[t], states[t], out);
+  });
+}
+
+void CpuKernels::delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) {
+  FlushSubnormals mode;
+  // One item per head, its rows in turn: the state row t - 1 wrote is still
+  // in cache when row t reads it (64 KiB a head at d_k = d_v = 128), where
+  // row-at-a-time calls read every head's state back from memory.
+  pool_->parallel_for(in.n_v, [&](int64_t h) {
+    for (int64_t t = 0; t < in.tokens; ++t) recurrent_item(in, t, h, t == 0 ? from : states[t - 1], states[t], out);
   });
 }
 

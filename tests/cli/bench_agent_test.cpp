@@ -227,31 +227,42 @@ TEST_F(BenchAgentTest, TinyLoadRunWritesItsReport) {
   // both rounds' (2 clients x 1 request x 6 tokens each round).
   EXPECT_NE(md.find("| 1.00x | 1.00x, 1.00x |"), std::string::npos) << md;
   EXPECT_NE(csv.find("\nclients,2,,,24,"), std::string::npos) << csv;
+  // Decode tokens: those of decode-only steps, for one client every token
+  // after the first (5 each round; with two clients a prompt that arrives a
+  // step late shares a step with the other's decode).
+  const size_t one = csv.find("\nclients,1,");
+  ASSERT_NE(one, std::string::npos) << csv;
+  const std::string line = csv.substr(one + 1, csv.find('\n', one + 1) - one - 1);
+  EXPECT_NE(line.find(",0,10,"), std::string::npos) << line;
 }
 
 // The "vs 1" columns and the target line divide by the 1-client run wherever
 // the sweep has it (here last), and say "-" and nothing without one.
 TEST(LoadReport, RatiosAreToTheOneClientRunWhereverItStands) {
+  // Wall tokens/s half the decode tokens/s, so that a ratio taken from the
+  // wrong one shows.
   auto run = [](int clients, int round, double tps) {
     sb::ClientsRun x;
     x.clients = clients;
     x.round = round;
-    x.tokens_per_s = tps;
+    x.decode_tokens_per_s = tps;
+    x.tokens_per_s = tps / (clients == 1 ? 1 : 2);
     return x;
   };
   sb::LoadResult r;
   r.clients = {run(4, 0, 30), run(1, 0, 10)};
   r.rounds = {run(4, 1, 24), run(1, 1, 8), run(4, 2, 36), run(1, 2, 12)};
   const std::string md = sb::load_markdown(r, sb::LoadOptions{}, sb::LoadReportContext{});
-  EXPECT_NE(md.find("| 4 | 30.00 | 3.00x | 3.00x, 3.00x |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 1 | 10.00 | 1.00x | 1.00x, 1.00x |"), std::string::npos) << md;
-  EXPECT_NE(md.find("4 clients reach at least 4x the aggregate decode throughput of one: 3.00x, **not met**"),
+  EXPECT_NE(md.find("| 4 | 30.00 | 3.00x | 3.00x, 3.00x | 15.00 | 1.50x |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 | 10.00 | 1.00x | 1.00x, 1.00x | 10.00 | 1.00x |"), std::string::npos) << md;
+  EXPECT_NE(md.find("4 clients reach at least 4x the aggregate decode throughput of one: 3.00x, **not met** (over "
+                    "the wall time, the prompts' prefill included: 1.50x)"),
             std::string::npos)
       << md;
   r.clients = {run(4, 0, 30), run(2, 0, 20)};
   r.rounds = {run(4, 1, 30), run(2, 1, 20)};
   const std::string without = sb::load_markdown(r, sb::LoadOptions{}, sb::LoadReportContext{});
-  EXPECT_NE(without.find("| 4 | 30.00 | - | - |"), std::string::npos) << without;
+  EXPECT_NE(without.find("| 4 | 30.00 | - | - | 15.00 | - |"), std::string::npos) << without;
   EXPECT_EQ(without.find("Target: 4 clients"), std::string::npos) << without;
 }
 

@@ -185,6 +185,28 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
     EXPECT_TRUE(std::memcmp(o_from.data(), o_kernel.data(), o_kernel.size() * 4) == 0) << "from: outputs, d_v " << dv;
     EXPECT_TRUE(std::memcmp(dst.data(), in_place.data(), dst.size() * 4) == 0) << "from: states, d_v " << dv;
     EXPECT_TRUE(src == src_copy) << "from: the sources changed, d_v " << dv;
+
+    // A verify step's rows of one sequence as one chain: row t's state and
+    // output those of the tokens one at a time, the start state untouched;
+    // and in place, the last state the same.
+    std::vector<float> start = randn(rng, S, 0.5f), start_copy = start, seq = start, chain(T * S);
+    std::vector<float> o_chain(T * O), o_seq(T * O), states_seq(T * S);
+    float* const chained[] = {chain.data(), chain.data() + S, chain.data() + 2 * S};
+    k->delta_rule_rows(in, start.data(), chained, o_chain.data());
+    for (int64_t t = 0; t < T; ++t) {
+      DeltaRuleInput one = in;
+      one.tokens = 1;
+      one.q += t * nk * dk, one.k += t * nk * dk, one.v += t * O, one.g += t * nv, one.beta += t * nv;
+      recurrent_by_definition(one, seq.data(), o_seq.data() + t * O);
+      std::copy(seq.begin(), seq.end(), states_seq.begin() + t * S);
+    }
+    EXPECT_TRUE(std::memcmp(o_chain.data(), o_seq.data(), o_seq.size() * 4) == 0) << "chain: outputs, d_v " << dv;
+    EXPECT_TRUE(std::memcmp(chain.data(), states_seq.data(), chain.size() * 4) == 0) << "chain: states, d_v " << dv;
+    EXPECT_TRUE(start == start_copy) << "chain: the start state changed, d_v " << dv;
+    float* const in_place_rows[] = {start.data(), start.data(), start.data()};
+    k->delta_rule_rows(in, start.data(), in_place_rows, o_chain.data());
+    EXPECT_TRUE(std::memcmp(o_chain.data(), o_seq.data(), o_seq.size() * 4) == 0) << "chain in place, d_v " << dv;
+    EXPECT_TRUE(std::memcmp(start.data(), seq.data(), seq.size() * 4) == 0) << "chain in place: state, d_v " << dv;
   }
 }
 

@@ -4,7 +4,7 @@
 #   png   output
 # Columns: 1 phase, 2 clients, 3 batch_tokens, 4 itl_ratio, 7 tokens_per_s,
 # 8 ttft_p50_ms, 9 ttft_p99_ms, 10 itl_p50_ms, 11 itl_p99_ms,
-# 12 idle_itl_p50_ms, 13 idle_itl_p99_ms. Rows of phase "long_prefill" hold
+# 12 idle_itl_p50_ms, 13 idle_itl_p99_ms, 18 decode_tokens_per_s. Rows of phase "long_prefill" hold
 # the ITL during the long prefill in columns 10 and 11. Rows of phase
 # "clients" are all rounds together; "clients_round" rows (column 15, round)
 # are each round's run.
@@ -26,8 +26,8 @@ set yrange [0:*]
 set xlabel "concurrent clients"
 set ylabel "tokens/s"
 set logscale x 2
-plot csv using (is_clients(1) ? $2 : 1/0):7 with linespoints pointtype 7 linewidth 2 linecolor rgb "#2471a3" title "statebank, all rounds", \
-     ''  using (is_round(1) ? $2 : 1/0):7 with points pointtype 1 pointsize 1.5 linecolor rgb "#5d6d7e" title "each round"
+plot csv using (is_clients(1) ? $2 : 1/0):18 with linespoints pointtype 7 linewidth 2 linecolor rgb "#2471a3" title "statebank, all rounds", \
+     ''  using (is_round(1) ? $2 : 1/0):18 with points pointtype 1 pointsize 1.5 linecolor rgb "#5d6d7e" title "each round"
 
 set title "latency by clients"
 set yrange [*:*]
