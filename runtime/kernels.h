@@ -187,17 +187,15 @@ class Kernels {
   // Chunked form (prefill): one chunk of at most 64 tokens of one sequence.
   // Recurrent form (decode): one token of each of t sequences, row i
   // advancing states[i] (distinct states); a row's bits do not depend on
-  // the others in the call. With `from`, row i reads its state from
-  // from[i] (left as it was, unless it is states[i]) and writes the
-  // advanced one to states[i], the same bits as in place: a verify step
-  // keeps every row's state without copying it (model/model.h).
+  // the others in the call.
   virtual void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) = 0;
-  virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out,
-                                    const float* const* from = nullptr) = 0;
+  virtual void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) = 0;
   // Recurrent form over `in.tokens` consecutive rows of ONE sequence (a
-  // verify step): row t reads the state row t - 1 wrote (row 0: from) and
-  // writes states[t]; states[t] may be the state it reads (in place). The
-  // same bits as delta_rule_recurrent called row by row.
+  // verify step): row t reads the state row t - 1 wrote (row 0: from, left
+  // as it was unless it is states[0]) and writes states[t]; states[t] may be
+  // the state it reads (in place). The same bits as delta_rule_recurrent
+  // called row by row: a verify step keeps every row's state without
+  // copying it (model/model.h).
   virtual void delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) = 0;
 
   // The small per-element and per-row steps between the big ones.

@@ -69,8 +69,7 @@ class CpuKernels final : public Kernels {
   void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                         float* const* states, int64_t sequences, float* out) override;
   void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) override;
-  void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out,
-                            const float* const* from = nullptr) override;
+  void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) override;
   void delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) override;
   void add(float* x, const float* y, int64_t n) override;
   void mul_activation(float* x, const float* gate, int64_t n, Activation act) override;

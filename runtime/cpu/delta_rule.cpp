@@ -208,10 +208,6 @@ void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int6
   for (int j = 0; j < NV; ++j) acc[j].store(o + c0 + 16 * j);
 }
 
-}  // namespace
-
-namespace {
-
 // One (row, head) of the recurrent form: S_in's head state advanced by the
 // row's token into S (S_in == S: in place), its output into o.
 void recurrent_head(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
@@ -255,13 +251,12 @@ void recurrent_item(const DeltaRuleInput& in, int64_t t, int64_t h, const float*
 
 }  // namespace
 
-void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out,
-                                      const float* const* from) {
+void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) {
   FlushSubnormals mode;
   // One item per (row, head): each is a whole computation on its own state.
   pool_->parallel_for(in.tokens * in.n_v, [&](int64_t item) {
     const int64_t t = item / in.n_v, h = item % in.n_v;
-    recurrent_item(in, t, h, from ? from[t] : states[t], states[t], out);
+    recurrent_item(in, t, h, states[t], states[t], out);
   });
 }
 

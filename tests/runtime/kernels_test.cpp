@@ -174,18 +174,6 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
     EXPECT_TRUE(std::memcmp(o_kernel.data(), o_def.data(), o_def.size() * 4) == 0) << "rows' outputs, d_v " << dv;
     EXPECT_TRUE(std::memcmp(states.data(), states_def.data(), states.size() * 4) == 0) << "rows' states, d_v " << dv;
 
-    // Out of place (a verify step's rows): the same bits, the sources untouched.
-    std::vector<float> src = randn(rng, T * S, 0.5f), src_copy = src, in_place = src, dst(T * S);
-    std::vector<float> o_from(T * O);
-    const float* const from[] = {src.data(), src.data() + S, src.data() + 2 * S};
-    float* const to[] = {dst.data(), dst.data() + S, dst.data() + 2 * S};
-    float* const same[] = {in_place.data(), in_place.data() + S, in_place.data() + 2 * S};
-    k->delta_rule_recurrent(in, to, o_from.data(), from);
-    k->delta_rule_recurrent(in, same, o_kernel.data());
-    EXPECT_TRUE(std::memcmp(o_from.data(), o_kernel.data(), o_kernel.size() * 4) == 0) << "from: outputs, d_v " << dv;
-    EXPECT_TRUE(std::memcmp(dst.data(), in_place.data(), dst.size() * 4) == 0) << "from: states, d_v " << dv;
-    EXPECT_TRUE(src == src_copy) << "from: the sources changed, d_v " << dv;
-
     // A verify step's rows of one sequence as one chain: row t's state and
     // output those of the tokens one at a time, the start state untouched;
     // and in place, the last state the same.
