@@ -140,8 +140,8 @@ void recurrent_by_definition(const DeltaRuleInput& in, float* state, float* out)
 // token after token of one sequence, and for one token of each of several
 // sequences in one call, each row on its own state.
 TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
-  ThreadPool pool(2);
-  auto k = make_cpu_kernels(&pool);
+  ThreadPool pool(2), pool1(1);
+  auto k = make_cpu_kernels(&pool), k1 = make_cpu_kernels(&pool1);
   std::mt19937 rng(12);
   constexpr int64_t T = 3, nk = 2, nv = 4, dk = 32;
   for (int64_t dv : {24, 128, 152}) {
@@ -161,18 +161,21 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
     EXPECT_TRUE(std::memcmp(o_kernel.data(), o_def.data(), o_def.size() * 4) == 0) << "output, d_v " << dv;
     EXPECT_TRUE(std::memcmp(s_kernel.data(), s_def.data(), s_def.size() * 4) == 0) << "state, d_v " << dv;
 
-    // Row t of one call on its own state: the bits of that token alone.
-    std::vector<float> states = randn(rng, T * S, 0.5f), states_def = states;
-    float* const rows[] = {states.data(), states.data() + S, states.data() + 2 * S};
-    k->delta_rule_recurrent(in, rows, o_kernel.data());
-    for (int64_t t = 0; t < T; ++t) {
-      DeltaRuleInput one = in;
-      one.tokens = 1;
-      one.q += t * nk * dk, one.k += t * nk * dk, one.v += t * O, one.g += t * nv, one.beta += t * nv;
-      recurrent_by_definition(one, states_def.data() + t * S, o_def.data() + t * O);
+    // Row t of one call on its own state: the bits of that token alone; with
+    // one thread a task is a row's every head, with two each head its own.
+    for (auto* kern : {k.get(), k1.get()}) {
+      std::vector<float> states = randn(rng, T * S, 0.5f), states_def = states;
+      float* const rows[] = {states.data(), states.data() + S, states.data() + 2 * S};
+      kern->delta_rule_recurrent(in, rows, o_kernel.data());
+      for (int64_t t = 0; t < T; ++t) {
+        DeltaRuleInput one = in;
+        one.tokens = 1;
+        one.q += t * nk * dk, one.k += t * nk * dk, one.v += t * O, one.g += t * nv, one.beta += t * nv;
+        recurrent_by_definition(one, states_def.data() + t * S, o_def.data() + t * O);
+      }
+      EXPECT_TRUE(std::memcmp(o_kernel.data(), o_def.data(), o_def.size() * 4) == 0) << "rows' outputs, d_v " << dv;
+      EXPECT_TRUE(std::memcmp(states.data(), states_def.data(), states.size() * 4) == 0) << "rows' states, d_v " << dv;
     }
-    EXPECT_TRUE(std::memcmp(o_kernel.data(), o_def.data(), o_def.size() * 4) == 0) << "rows' outputs, d_v " << dv;
-    EXPECT_TRUE(std::memcmp(states.data(), states_def.data(), states.size() * 4) == 0) << "rows' states, d_v " << dv;
 
     // A verify step's rows of one sequence as one chain: row t's state and
     // output those of the tokens one at a time, the start state untouched;
