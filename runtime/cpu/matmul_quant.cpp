@@ -148,7 +148,12 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
   const uint8_t* data = w.packed->quant_bytes();
   const std::vector<int32_t> offsets = quant_packed_offsets(w.dtype, xq);
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
-  const int64_t per = std::max<int64_t>(1, groups / (4 * pool_->size()));
+  // A task is a run of groups; a thread that runs out of tasks waits for
+  // the others' last. One row streams the weights at the memory's pace, and
+  // long runs keep the stream going; from 2 rows on a tile multiplies longer
+  // than its weights take to arrive, so tasks are 4 times finer, and a
+  // thread waits at most a sixteenth of its share at the end of a product.
+  const int64_t per = std::max<int64_t>(1, groups / ((m > 1 ? 16 : 4) * pool_->size()));
   constexpr int64_t kSlab = 64;
   pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
     const int64_t g1 = std::min(groups, (task + 1) * per);
