@@ -149,10 +149,11 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
   const std::vector<int32_t> offsets = quant_packed_offsets(w.dtype, xq);
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
   // A task is a run of groups; a thread that runs out of tasks waits for
-  // the others' last. One row streams the weights at the memory's pace, and
-  // long runs keep the stream going; from 2 rows on a tile multiplies longer
-  // than its weights take to arrive, so tasks are 4 times finer, and a
-  // thread waits at most a sixteenth of its share at the end of a product.
+  // the others' last. One row streams the weights at the memory's pace and
+  // each run starts the stream cold, so runs stay long; from 2 rows on a
+  // tile stays several times longer on each line (its own fetches run ahead
+  // of it), and runs 4 times finer cut the wait at the end of a product to
+  // at most a sixteenth of a thread's share.
   const int64_t per = std::max<int64_t>(1, groups / ((m > 1 ? 16 : 4) * pool_->size()));
   constexpr int64_t kSlab = 64;
   pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
