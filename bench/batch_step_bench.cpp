@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
   const std::vector<int32_t> next = tokens(9), chunk = tokens(512);
   // The min of the reps; *median, when given, gets their median (what the
   // engine's steps see on a busy machine).
-  // The verify step's row states, kept across reps as a sequence keeps them.
-  std::vector<sb::RecurrentSnapshot> row_states;
+  // What the verify step keeps for a rollback, kept across reps as a sequence keeps it.
+  sb::VerifyRollback rollback;
   auto step_ms = [&](int decodes, int64_t prefill, int prefills = 1, double* median = nullptr) {
     std::vector<double> times;
     // Assigned, not constructed, each rep: the copies reuse their storage, so
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
         st.tokens = std::span<const int32_t>(next).first(static_cast<size_t>(verify));
         st.decode = true;
         st.logits = sb::LogitRows::kAll;
-        if (verify > 1) st.row_states = &row_states;
+        if (verify > 1) st.rollback = &rollback;
         batch.push_back(st);
       }
       for (int d = 0; d < decodes; ++d) {
