@@ -221,14 +221,16 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
     split_conv_rows(conv_out.data(), total, q.data(), k.data(), v.data());
     for (SequenceRows& seq : seqs) {
       const int64_t r0 = seq.first_row - base;
+      // Every row advances the State (out of place from the kept state when
+      // a rollback keeps what runs the rows again).
+      const float* from = seq.rollback && seq.rows > 1
+                              ? keep_delta_rule(w, seq, r0, q.data(), k.data(), v.data(), g, beta)
+                              : seq.state->f32(w.comp_ssm).data();
       float* state = seq.state->f32(w.comp_ssm).data();
-      // Every row advances the State; a rollback keeps what runs them again.
-      if (seq.rollback && seq.rows > 1)
-        keep_delta_rule(w, seq, r0, q.data(), k.data(), v.data(), g, beta);
       ssms.assign(static_cast<size_t>(seq.rows), state);
       const DeltaRuleInput in{seq.rows,           nk,      nv,          dk, dv, q.data() + r0 * key_dim,
                               k.data() + r0 * key_dim, v.data() + r0 * value_dim, g + r0 * nv, beta + r0 * nv};
-      kernels_->delta_rule_rows(in, state, ssms.data(), o + r0 * value_dim);
+      kernels_->delta_rule_rows(in, from, ssms.data(), o + r0 * value_dim);
     }
   }
   for (SequenceRows& seq : seqs) {
@@ -254,22 +256,24 @@ void Transformer::keep_row_conv_states(const LayerWeights& w, SequenceRows& seq,
   }
 }
 
-void Transformer::keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* q,
-                                  const float* k, const float* v, const float* g, const float* beta) const {
+const float* Transformer::keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* q,
+                                         const float* k, const float* v, const float* g, const float* beta) const {
   const ModelConfig& c = config_;
   const int64_t key_dim = c.lin_n_key_heads * c.lin_key_head_dim, nv = c.lin_n_value_heads;
   const int64_t value_dim = nv * c.lin_value_head_dim, n = seq.rows;
   VerifyRollback::DeltaRule& kept = seq.rollback->delta[static_cast<size_t>(w.comp_ssm)];
-  const std::span<const float> state = seq.state->f32(w.comp_ssm);
-  kept.state.assign(state.begin(), state.end());
+  std::vector<uint8_t>& storage = seq.state->storage(static_cast<size_t>(w.comp_ssm));
+  kept.state.swap(storage);
+  storage.resize(kept.state.size());  // allocates only the first time
   kept.q.assign(q + r0 * key_dim, q + (r0 + n) * key_dim);
   kept.k.assign(k + r0 * key_dim, k + (r0 + n) * key_dim);
   kept.v.assign(v + r0 * value_dim, v + (r0 + n) * value_dim);
   kept.g.assign(g + r0 * nv, g + (r0 + n) * nv);
   kept.beta.assign(beta + r0 * nv, beta + (r0 + n) * nv);
+  return reinterpret_cast<const float*>(kept.state.data());
 }
 
-Status Transformer::roll_back(State& state, const VerifyRollback& kept, int64_t rows) const {
+Status Transformer::roll_back(State& state, VerifyRollback& kept, int64_t rows) const {
   if (!(state.schema() == schema_)) return Status::invalid("state was made for another model");
   if (rows < 1 || rows > static_cast<int64_t>(kept.rows.size()) ||
       state.position() != kept.start + static_cast<int64_t>(kept.rows.size()) + 1)
@@ -278,19 +282,23 @@ Status Transformer::roll_back(State& state, const VerifyRollback& kept, int64_t 
                            ", the state at " + std::to_string(state.position()));
   const ModelConfig& c = config_;
   const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
+  for (size_t comp = 0; comp < kept.delta.size(); ++comp)
+    if (!kept.delta[comp].state.empty() && kept.delta[comp].state.size() != state.bytes(comp).size())
+      return Status::invalid("roll_back: a kept delta-rule state of another size");
   // The small parts and the truncation first (rewind() leaves the empty
-  // Gated DeltaNet parts alone), then each such layer's rows run again from
-  // its state before the step, in place in the State.
+  // Gated DeltaNet parts alone); then each such layer's state before the
+  // step moves back into the State (the step's state out to `kept`, whose
+  // buffer the next step reuses) and its accepted rows run again in place.
   rewind(state, kept.rows[static_cast<size_t>(rows - 1)]);
   std::vector<float> out(static_cast<size_t>(rows * nv * dv));
   for (size_t comp = 0; comp < kept.delta.size(); ++comp) {
-    const VerifyRollback::DeltaRule& d = kept.delta[comp];
+    VerifyRollback::DeltaRule& d = kept.delta[comp];
     if (d.state.empty()) continue;
-    const std::span<float> ssm = state.f32(comp);
-    if (ssm.size() != d.state.size()) return Status::invalid("roll_back: a kept delta-rule state of another size");
-    const std::vector<float*> states(static_cast<size_t>(rows), ssm.data());
+    d.state.swap(state.storage(comp));
+    float* ssm = state.f32(comp).data();
+    const std::vector<float*> states(static_cast<size_t>(rows), ssm);
     const DeltaRuleInput in{rows, nk, nv, dk, dv, d.q.data(), d.k.data(), d.v.data(), d.g.data(), d.beta.data()};
-    kernels_->delta_rule_rows(in, d.state.data(), states.data(), out.data());
+    kernels_->delta_rule_rows(in, ssm, states.data(), out.data());
   }
   return Status::ok();
 }

@@ -128,7 +128,9 @@ enum class LogitRows { kNone, kLast, kAll };
 // after each row is not kept: writing five of them cost a verify step more
 // than its five rows' arithmetic. Kept instead are each such layer's state
 // before the step and the rows' delta-rule inputs, from which the accepted
-// rows are run again by the same kernel, giving the same bits.
+// rows are run again by the same kernel, giving the same bits. The state
+// before the step is not copied: its buffer moves here and the State gets
+// this one's (swapped), so a step and its rollback copy no state at all.
 struct VerifyRollback {
   int64_t start = 0;  // the position before the step
   // The other recurrent parts (conv states, the MTP head's row, ...) after
@@ -136,9 +138,11 @@ struct VerifyRollback {
   // the Gated DeltaNet states are left empty.
   std::vector<RecurrentSnapshot> rows;
   // Per schema component (empty unless a Gated DeltaNet state): the state
-  // before the step and the rows' q, k, v, gates and betas.
+  // before the step (the State's storage, f32) and the rows' q, k, v, gates
+  // and betas.
   struct DeltaRule {
-    std::vector<float> state, q, k, v, g, beta;
+    std::vector<uint8_t> state;
+    std::vector<float> q, k, v, g, beta;
   };
   std::vector<DeltaRule> delta;
 };
@@ -240,8 +244,9 @@ class Model {
   // the position after its first `rows` rows (1 <= rows < the step's rows):
   // what plain decoding has there, bit for bit (docs/model-spec.md,
   // "Verification"). Costs the Gated DeltaNet layers' recurrent steps of
-  // those rows.
-  virtual Status roll_back(State& state, const VerifyRollback& kept, int64_t rows) const = 0;
+  // those rows. Uses up `kept` (its states move back into `state`): one
+  // rollback a step; a second is refused.
+  virtual Status roll_back(State& state, VerifyRollback& kept, int64_t rows) const = 0;
 };
 
 }  // namespace sb
