@@ -100,12 +100,7 @@ TEST_P(VerifyTest, ARollbackOutOfRangeIsRefused) {
   const std::vector<int32_t> rows = testing::random_tokens(14u, 3, model.vocab_size());
   State state = prefilled(model, testing::random_tokens(15u, 20, model.vocab_size()));
   VerifyRollback kept;
-  SequenceStep step;
-  step.state = &state;
-  step.tokens = rows;
-  step.decode = true;
-  step.logits = LogitRows::kAll;
-  step.rollback = &kept;
+  const SequenceStep step{.state = &state, .tokens = rows, .decode = true, .logits = LogitRows::kAll, .rollback = &kept};
   std::vector<SequenceOutput> outs;
   ASSERT_TRUE(model.forward(std::span<const SequenceStep>(&step, 1), &outs).is_ok());
   const State after = state;
