@@ -12,8 +12,9 @@
 // sequences (default 1, at most 8) prefill PREFILL rows each, as when
 // several prompts arrive together. --verify ROWS measures a speculative
 // verify step instead: ROWS decode rows of one sequence (its token and a
-// draft of ROWS - 1), every row's logits, the recurrent state after each
-// row kept for rollback, as the engine runs it.
+// draft of ROWS - 1), every row's logits, what a rollback needs kept
+// (model/model.h, VerifyRollback), as the engine runs it; then the rollback
+// to each shorter prefix of its rows.
 #include <time.h>
 
 #include <algorithm>
@@ -99,8 +100,8 @@ int main(int argc, char** argv) {
   const std::vector<int32_t> next = tokens(9), chunk = tokens(512);
   // The min of the reps; *median, when given, gets their median (what the
   // engine's steps see on a busy machine).
-  // The verify step's row states, kept across reps as a sequence keeps them.
-  std::vector<sb::RecurrentSnapshot> row_states;
+  // What the verify step keeps for a rollback, kept across reps as a sequence keeps it.
+  sb::VerifyRollback rollback;
   auto step_ms = [&](int decodes, int64_t prefill, int prefills = 1, double* median = nullptr) {
     std::vector<double> times;
     // Assigned, not constructed, each rep: the copies reuse their storage, so
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
         st.tokens = std::span<const int32_t>(next).first(static_cast<size_t>(verify));
         st.decode = true;
         st.logits = sb::LogitRows::kAll;
-        if (verify > 1) st.row_states = &row_states;
+        if (verify > 1) st.rollback = &rollback;
         batch.push_back(st);
       }
       for (int d = 0; d < decodes; ++d) {
@@ -156,6 +157,35 @@ int main(int argc, char** argv) {
     double median = 0;
     const double best = step_ms(0, 0, 1, &median);
     std::printf("a verify step of %lld rows: %.1f ms (median %.1f)\n", static_cast<long long>(verify), best, median);
+    // What a rejection then costs: the rollback to the first n rows (the
+    // Gated DeltaNet layers' n rows run again), from the State the last rep
+    // of the step left, which `rollback` describes.
+    sb::State after = base[0];
+    {
+      sb::SequenceStep st;
+      st.state = &after;
+      st.tokens = std::span<const int32_t>(next).first(static_cast<size_t>(verify));
+      st.decode = true;
+      st.logits = sb::LogitRows::kAll;
+      st.rollback = &rollback;
+      std::vector<sb::SequenceOutput> out;
+      if (verify < 2 || !model->forward(std::span<const sb::SequenceStep>(&st, 1), &out)) return 0;
+    }
+    sb::State back = after;
+    sb::VerifyRollback once = rollback;
+    for (int64_t n = 1; n < verify; ++n) {
+      std::vector<double> times;
+      for (int64_t r = 0; r < reps; ++r) {
+        back = after;
+        once = rollback;  // a rollback uses up what it reads
+        const double t0 = now_ms();
+        if (!model->roll_back(back, once, n)) std::abort();
+        times.push_back(now_ms() - t0);
+      }
+      std::sort(times.begin(), times.end());
+      std::printf("  rolled back to its first %lld rows: %.2f ms (median %.2f)\n", static_cast<long long>(n),
+                  times.front(), times[times.size() / 2]);
+    }
     return 0;
   }
   if (shape_decodes >= 0) {

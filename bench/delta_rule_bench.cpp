@@ -6,11 +6,13 @@
 // builds show they give the same bits.
 //
 // usage: delta_rule_bench [--threads 2] [--reps 200] [--heads 16] [--dim 128] [--rows 64] [--layers 18]
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/args.h"
@@ -129,6 +131,45 @@ int main(int argc, char** argv) {
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     std::printf("| %lld | %lld | %.2f |\n", static_cast<long long>(seqs), static_cast<long long>(layers), best * 1e3);
+  }
+  // A verify step of one sequence: each layer's rows in one call, in place
+  // in the sequence's state (as the engine runs it: model/model.h,
+  // VerifyRollback), or with the state after each row but the last written
+  // to a buffer of its own (kept: what the engine did before).
+  std::printf("\n| verify step: rows | row states | layers | ms per step (states from memory) | hash of outputs and states |\n"
+              "|---|---|---|---|---|\n");
+  for (const auto& [n, keep] : {std::pair<int64_t, bool>{1, false}, {std::min<int64_t>(5, rows), false},
+                                {std::min<int64_t>(5, rows), true}}) {
+    const size_t S = state0.size();
+    std::vector<float> states(layers * n * S), out(n * heads * dim);
+    for (int64_t i = 0; i < layers * n; ++i) std::copy(state0.begin(), state0.end(), states.begin() + i * S);
+    std::vector<float> qs(n * heads * dim), ks(qs.size()), vs(qs.size()), gs(n * heads), bs(n * heads);
+    for (int64_t t = 0; t < n; ++t) {
+      std::copy(q.begin() + t * heads * dim, q.begin() + (t + 1) * heads * dim, qs.begin() + t * heads * dim);
+      std::copy(k.begin() + t * heads * dim, k.begin() + (t + 1) * heads * dim, ks.begin() + t * heads * dim);
+      std::copy(v.begin() + t * heads * dim, v.begin() + (t + 1) * heads * dim, vs.begin() + t * heads * dim);
+      std::copy(g.begin() + t * heads, g.begin() + (t + 1) * heads, gs.begin() + t * heads);
+      std::copy(beta.begin() + t * heads, beta.begin() + (t + 1) * heads, bs.begin() + t * heads);
+    }
+    DeltaRuleInput step = in;
+    step.tokens = n;
+    step.q = qs.data(), step.k = ks.data(), step.v = vs.data(), step.g = gs.data(), step.beta = bs.data();
+    double best = 1e30;
+    uint64_t h = 0;
+    for (int64_t r = 0; r < std::max<int64_t>(3, reps / 20); ++r) {
+      // Every rep from the same start states, so the hash is the same whatever the reps.
+      for (int64_t l = 0; l < layers; ++l) std::copy(state0.begin(), state0.end(), states.begin() + (l * n + n - 1) * S);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t l = 0; l < layers; ++l) {
+        std::vector<float*> ptrs;
+        for (int64_t t = 0; t < n; ++t) ptrs.push_back(states.data() + (l * n + (keep ? t : n - 1)) * S);
+        kernels->delta_rule_rows(step, ptrs.back(), ptrs.data(), out.data());
+      }
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      h = hash(states, hash(out));
+    }
+    std::printf("| %lld | %s | %lld | %.2f | %016llx |\n", static_cast<long long>(n), keep ? "kept" : "in place",
+                static_cast<long long>(layers), best * 1e3, static_cast<unsigned long long>(h));
   }
   return 0;
 }

@@ -267,7 +267,7 @@ struct EngineStats {
 //  4. sample and decode (engine/next_token.cpp), one token per step, or with
 //     a draft (engine/speculation.h) its k + 1 rows in one step and every
 //     token up to the first draft token that differs from the sampler's draw,
-//     the rejected rows rolled back (rewind(), runtime/state.h), until a
+//     the rejected rows rolled back (Model::roll_back(), model/model.h), until a
 //     stop token, max_tokens, or cancellation (on_token returning false,
 //     cancelled() true), which frees its slot at the next step; its
 //     on_done runs on the step thread.

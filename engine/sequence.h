@@ -70,7 +70,7 @@ struct Sequence {
   SpeculativeAcceptance acceptance = SpeculativeAcceptance::kExact;
   std::vector<int32_t> generated;             // the ids of result.tokens (what drafters read)
   std::vector<int32_t> draft;                 // this step's proposal
-  std::vector<RecurrentSnapshot> row_states;  // the verify rows' states (reused buffers)
+  VerifyRollback rollback;                    // what undoes a verify step's rejected rows (reused buffers)
 
   // The rows of the last step whose tokens are still to be drawn: a decode
   // slice's verify rows, or a prompt's last row. They wait here while the

@@ -161,7 +161,7 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
       step.decode = true;
       if (s.tokens.size() > 1) {
         step.logits = LogitRows::kAll;
-        step.row_states = &s.seq->row_states;
+        step.rollback = &s.seq->rollback;
       }
       continue;
     }
@@ -301,8 +301,10 @@ void StepLoop::end_verify(Sequence& seq) {
   while (accepted < emitted && accepted + 1 < rows && seq.generated[before + accepted] == d.tokens[accepted + 1])
     ++accepted;
   // Rows 0..emitted-1 are what plain decoding consumed; the rest roll back.
-  if (emitted > 0 && emitted < rows && !context_.hooks.keep_rejected_rows)
-    rewind(seq.state, seq.row_states[emitted - 1]);
+  if (emitted > 0 && emitted < rows && !context_.hooks.keep_rejected_rows) {
+    seq.status = context_.model.roll_back(seq.state, seq.rollback, static_cast<int64_t>(emitted));
+    if (!seq.status.is_ok()) return finish(seq, FinishReason::kError);
+  }
   SpeculativeRecord& record = seq.result.speculative;
   ++record.steps;
   record.tokens += static_cast<int64_t>(emitted);

@@ -221,15 +221,16 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
     split_conv_rows(conv_out.data(), total, q.data(), k.data(), v.data());
     for (SequenceRows& seq : seqs) {
       const int64_t r0 = seq.first_row - base;
+      // Every row advances the State (out of place from the kept state when
+      // a rollback keeps what runs the rows again).
+      const float* from = seq.rollback && seq.rows > 1
+                              ? keep_delta_rule(w, seq, r0, q.data(), k.data(), v.data(), g, beta)
+                              : seq.state->f32(w.comp_ssm).data();
       float* state = seq.state->f32(w.comp_ssm).data();
-      // With row states, row i writes its own (the last row the State),
-      // so no state is copied; without, every row advances the State.
-      const bool keep = seq.row_states && seq.rows > 1;
-      ssms.clear();
-      for (int64_t i = 0; i < seq.rows; ++i) ssms.push_back(keep && i + 1 < seq.rows ? row_ssm(w, seq, i) : state);
+      ssms.assign(static_cast<size_t>(seq.rows), state);
       const DeltaRuleInput in{seq.rows,           nk,      nv,          dk, dv, q.data() + r0 * key_dim,
                               k.data() + r0 * key_dim, v.data() + r0 * value_dim, g + r0 * nv, beta + r0 * nv};
-      kernels_->delta_rule_rows(in, state, ssms.data(), o + r0 * value_dim);
+      kernels_->delta_rule_rows(in, from, ssms.data(), o + r0 * value_dim);
     }
   }
   for (SequenceRows& seq : seqs) {
@@ -255,10 +256,51 @@ void Transformer::keep_row_conv_states(const LayerWeights& w, SequenceRows& seq,
   }
 }
 
-float* Transformer::row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const {
-  std::vector<float>& part = (*seq.row_states)[static_cast<size_t>(row)].parts[w.rec_ssm];
-  part.resize(seq.state->f32(w.comp_ssm).size());  // keeps its memory from step to step
-  return part.data();
+const float* Transformer::keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* q,
+                                         const float* k, const float* v, const float* g, const float* beta) const {
+  const ModelConfig& c = config_;
+  const int64_t key_dim = c.lin_n_key_heads * c.lin_key_head_dim, nv = c.lin_n_value_heads;
+  const int64_t value_dim = nv * c.lin_value_head_dim, n = seq.rows;
+  VerifyRollback::DeltaRule& kept = seq.rollback->delta[static_cast<size_t>(w.comp_ssm)];
+  std::vector<uint8_t>& storage = seq.state->storage(static_cast<size_t>(w.comp_ssm));
+  kept.state.swap(storage);
+  storage.resize(kept.state.size());  // allocates only the first time
+  kept.q.assign(q + r0 * key_dim, q + (r0 + n) * key_dim);
+  kept.k.assign(k + r0 * key_dim, k + (r0 + n) * key_dim);
+  kept.v.assign(v + r0 * value_dim, v + (r0 + n) * value_dim);
+  kept.g.assign(g + r0 * nv, g + (r0 + n) * nv);
+  kept.beta.assign(beta + r0 * nv, beta + (r0 + n) * nv);
+  return reinterpret_cast<const float*>(kept.state.data());
+}
+
+Status Transformer::roll_back(State& state, VerifyRollback& kept, int64_t rows) const {
+  if (!(state.schema() == schema_)) return Status::invalid("state was made for another model");
+  if (rows < 1 || rows > static_cast<int64_t>(kept.rows.size()) ||
+      state.position() != kept.start + static_cast<int64_t>(kept.rows.size()) + 1)
+    return Status::invalid("roll_back: " + std::to_string(rows) + " rows of a verify step of " +
+                           std::to_string(kept.rows.size() + 1) + " from position " + std::to_string(kept.start) +
+                           ", the state at " + std::to_string(state.position()));
+  const ModelConfig& c = config_;
+  const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
+  for (size_t comp = 0; comp < kept.delta.size(); ++comp)
+    if (!kept.delta[comp].state.empty() && kept.delta[comp].state.size() != state.bytes(comp).size())
+      return Status::invalid("roll_back: a kept delta-rule state of another size");
+  // The small parts and the truncation first (rewind() leaves the empty
+  // Gated DeltaNet parts alone); then each such layer's state before the
+  // step moves back into the State (the step's state out to `kept`, whose
+  // buffer the next step reuses) and its accepted rows run again in place.
+  rewind(state, kept.rows[static_cast<size_t>(rows - 1)]);
+  std::vector<float> out(static_cast<size_t>(rows * nv * dv));
+  for (size_t comp = 0; comp < kept.delta.size(); ++comp) {
+    VerifyRollback::DeltaRule& d = kept.delta[comp];
+    if (d.state.empty()) continue;
+    d.state.swap(state.storage(comp));
+    float* ssm = state.f32(comp).data();
+    const std::vector<float*> states(static_cast<size_t>(rows), ssm);
+    const DeltaRuleInput in{rows, nk, nv, dk, dv, d.q.data(), d.k.data(), d.v.data(), d.g.data(), d.beta.data()};
+    kernels_->delta_rule_rows(in, ssm, states.data(), out.data());
+  }
+  return Status::ok();
 }
 
 void Transformer::delta_rule_with_carry(const LayerWeights& w, SequenceRows& seq, int64_t s, int64_t e,

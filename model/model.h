@@ -120,6 +120,33 @@ struct MtpOutput {
 // prefill chunk that does not end the prompt), the last, or every row (echo).
 enum class LogitRows { kNone, kLast, kAll };
 
+// What a verify step keeps so that its rejected rows can be undone
+// (Model::roll_back(); docs/model-spec.md, "Verification"). Owned by the
+// caller and reused from step to step, so its buffers keep their memory.
+//
+// A Gated DeltaNet state is large (18.9 MB a sequence at 0.8b), so the state
+// after each row is not kept: writing five of them cost a verify step more
+// than its five rows' arithmetic. Kept instead are each such layer's state
+// before the step and the rows' delta-rule inputs, from which the accepted
+// rows are run again by the same kernel, giving the same bits. The state
+// before the step is not copied: its buffer moves here and the State gets
+// this one's (swapped), so a step and its rollback copy no state at all.
+struct VerifyRollback {
+  int64_t start = 0;  // the position before the step
+  // The other recurrent parts (conv states, the MTP head's row, ...) after
+  // each row but the last, row i's at position start + i + 1; the parts of
+  // the Gated DeltaNet states are left empty.
+  std::vector<RecurrentSnapshot> rows;
+  // Per schema component (empty unless a Gated DeltaNet state): the state
+  // before the step (the State's storage, f32) and the rows' q, k, v, gates
+  // and betas.
+  struct DeltaRule {
+    std::vector<uint8_t> state;
+    std::vector<float> q, k, v, g, beta;
+  };
+  std::vector<DeltaRule> delta;
+};
+
 // One sequence's share of a forward step: a prefill chunk (chunked Gated
 // DeltaNet form on the absolute kGrid grid) or decode rows (recurrent form),
 // consumed at positions [state->position(), +tokens.size()).
@@ -129,10 +156,8 @@ enum class LogitRows { kNone, kLast, kAll };
 // decode step would after rows 0..i-1 (the recurrent form, row by row, and
 // attention over the keys up to its own position), so its logits and the
 // state after it carry the bits of plain decoding; every row's attention
-// keys and values are appended. With row_states, the recurrent state after
-// each row but the last is handed out (row_states[i] at position start + i +
-// 1), so that rejected rows are undone by rewind() (runtime/state.h) without
-// recomputation.
+// keys and values are appended. With a rollback, what undoing rejected rows
+// needs is kept there (Model::roll_back()).
 struct SequenceStep {
   State* state = nullptr;
   std::span<const int32_t> tokens;
@@ -140,10 +165,8 @@ struct SequenceStep {
   std::vector<int64_t> capture_positions;  // prefill only; as PrefillOptions
   LogitRows logits = LogitRows::kLast;
   PrefillCarry* carry = nullptr;           // prefill only; as PrefillOptions
-  // Decode only, optional: resized to tokens.size() - 1 and filled as above.
-  // Owned by the caller and reused from step to step (its buffers keep their
-  // memory; a fresh 0.8b state is about 18 MB to fault in per row).
-  std::vector<RecurrentSnapshot>* row_states = nullptr;
+  // Decode only, optional: filled as VerifyRollback says.
+  VerifyRollback* rollback = nullptr;
 };
 using SequenceOutput = PrefillOutput;
 
@@ -217,6 +240,13 @@ class Model {
   // invariants 1-3) and every derived component equals what its sources give
   // (a pooled row recomputed from its block's raw keys, bit for bit).
   virtual Status verify_state(const State& state) const = 0;
+  // Takes `state`, just after the verify step that filled `kept`, back to
+  // the position after its first `rows` rows (1 <= rows < the step's rows):
+  // what plain decoding has there, bit for bit (docs/model-spec.md,
+  // "Verification"). Costs the Gated DeltaNet layers' recurrent steps of
+  // those rows. Uses up `kept` (its states move back into `state`): one
+  // rollback a step; a second is refused.
+  virtual Status roll_back(State& state, VerifyRollback& kept, int64_t rows) const = 0;
 };
 
 }  // namespace sb

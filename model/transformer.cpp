@@ -385,8 +385,8 @@ int64_t logit_rows(const SequenceStep& step) {
 Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, SequenceOutput* out) const {
   if (step.state == nullptr) return Status::invalid("a sequence of the step has no state");
   SB_RETURN_IF_ERROR(check_tokens(*step.state, step.tokens));
-  if (!step.decode && step.row_states)
-    return Status::invalid("row states are kept for decode rows only, not for a prefill");
+  if (!step.decode && step.rollback)
+    return Status::invalid("a rollback is kept for decode rows only, not for a prefill");
   for (const SequenceRows& other : call->sequences)
     if (other.state == step.state) return Status::invalid("a state appears twice in one forward step");
   SequenceRows seq;
@@ -398,13 +398,17 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
   const size_t n_recurrent =
       static_cast<size_t>(std::count_if(schema_.components.begin(), schema_.components.end(),
                                         [](const ComponentSpec& c) { return c.kind == ComponentKind::kRecurrent; }));
-  if (step.decode && step.row_states) {
-    step.row_states->resize(static_cast<size_t>(seq.rows - 1));
-    for (size_t i = 0; i < step.row_states->size(); ++i) {
-      (*step.row_states)[i].position = seq.first_pos + static_cast<int64_t>(i) + 1;
-      (*step.row_states)[i].parts.resize(n_recurrent);
+  if (step.decode && step.rollback) {
+    VerifyRollback& kept = *step.rollback;
+    kept.start = seq.first_pos;
+    kept.rows.resize(static_cast<size_t>(seq.rows - 1));
+    for (size_t i = 0; i < kept.rows.size(); ++i) {
+      kept.rows[i].position = seq.first_pos + static_cast<int64_t>(i) + 1;
+      kept.rows[i].parts.resize(n_recurrent);
     }
-    seq.row_states = step.row_states;
+    kept.delta.resize(schema_.components.size());
+    seq.row_states = &kept.rows;
+    seq.rollback = &kept;
   }
   const int64_t start = seq.first_pos, end = start + seq.rows;
   if (step.carry && !step.decode) {

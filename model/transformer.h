@@ -119,7 +119,8 @@ struct SequenceRows {
   std::vector<int64_t> capture;  // absolute positions, ascending, at chunk ends
   std::vector<RecurrentSnapshot>* snapshots = nullptr;  // one per capture
   PrefillCarry* carry = nullptr;  // prefill with a carry: may start or end inside a chunk
-  std::vector<RecurrentSnapshot>* row_states = nullptr;  // decode: as SequenceStep::row_states
+  std::vector<RecurrentSnapshot>* row_states = nullptr;  // decode: SequenceStep::rollback's rows
+  VerifyRollback* rollback = nullptr;                    // decode: as SequenceStep::rollback
 };
 
 // What one forward call over the rows of several sequences needs to know
@@ -145,6 +146,7 @@ class Transformer final : public Model {
   const std::string& kernels_name() const override { return kernels_->name(); }
   Status forward(std::span<const SequenceStep> batch, std::vector<SequenceOutput>* out) const override;
   Status verify_state(const State& state) const override;
+  Status roll_back(State& state, VerifyRollback& kept, int64_t rows) const override;
   bool has_mtp() const override { return mtp_ != nullptr; }
   State new_mtp_state() const override { return mtp_ ? State(mtp_->schema) : State(); }
   Status mtp_forward(const MtpStep& step, MtpOutput* out) const override;
@@ -220,13 +222,17 @@ class Transformer final : public Model {
   void delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed, const float* g,
                         const float* beta, float* o) const;
   // Keeps the conv state of this layer after each decode row of seq but the
-  // last (verify: SequenceStep::row_states), from the state before the step
+  // last (verify: VerifyRollback::rows), from the state before the step
   // (`before`) and the step's conv inputs (`mixed`, the sequence's rows).
   void keep_row_conv_states(const LayerWeights& w, SequenceRows& seq, std::span<const float> before,
                             const float* mixed) const;
-  // Where decode row `row` of seq writes its Gated DeltaNet state of this
-  // layer (its row state's buffer, sized to the state).
-  float* row_ssm(const LayerWeights& w, SequenceRows& seq, int64_t row) const;
+  // Keeps this layer's Gated DeltaNet state before a verify step (its
+  // buffer swapped out of the State, which gets a buffer of the same size to
+  // write the step's state into) and the delta-rule inputs of seq's rows
+  // (r0: seq's first row among q, k, v, g, beta), what roll_back() runs
+  // again (VerifyRollback). Returns the kept state: what the step reads.
+  const float* keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* q,
+                               const float* k, const float* v, const float* g, const float* beta) const;
   // Splits conv output rows into q, k (L2-normalised, q scaled) and v.
   void split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const;
   // Keeps the sequence's recurrent state of this layer if a capture falls

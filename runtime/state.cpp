@@ -157,7 +157,8 @@ void rewind(State& state, const RecurrentSnapshot& snapshot) {
   for (size_t c = 0; c < state.n_components(); ++c) {
     const ComponentSpec& spec = schema.components[c];
     if (spec.kind == ComponentKind::kRecurrent) {
-      state.set_recurrent(c, snapshot.parts[part++]);
+      const std::vector<float>& values = snapshot.parts[part++];
+      if (!values.empty()) state.set_recurrent(c, values);
       continue;
     }
     std::vector<uint8_t>& rows = state.storage(c);

@@ -120,9 +120,11 @@ RecurrentSnapshot capture_recurrent(const State& state);
 // [0, state.position()]: drops the sequence and pooled rows beyond it and
 // installs the snapshot's recurrent parts, so the State is what it was when
 // it stood there (a pooled row depends only on its own block's tokens, so
-// the rows kept are unchanged). How a speculative step's rejected rows are
-// undone without recomputation (docs/model-spec.md, "Verification").
-// REQUIRES: the snapshot was taken from this State (same schema) at that position.
+// the rows kept are unchanged). A part left empty is not installed: a
+// verify step's rollback (model/model.h, VerifyRollback) keeps the small
+// parts this way and computes the Gated DeltaNet states again.
+// REQUIRES: the snapshot was taken from this State (same schema) at that
+// position, or its non-empty parts were.
 void rewind(State& state, const RecurrentSnapshot& snapshot);
 
 }  // namespace sb

@@ -175,18 +175,18 @@ TEST(MtpHead, VerifyRowsRollBackTheHeadStateWithTheRest) {
   std::vector<float> logits;
   ASSERT_TRUE(m->decode(plain, rows[0], &logits).is_ok());
   ASSERT_TRUE(m->decode(plain, rows[1], &logits).is_ok());
-  std::vector<RecurrentSnapshot> row_states;
+  VerifyRollback kept;
   SequenceStep step;
   step.state = &verified;
   step.tokens = rows;
   step.decode = true;
   step.logits = LogitRows::kAll;
-  step.row_states = &row_states;
+  step.rollback = &kept;
   std::vector<SequenceOutput> outs;
   ASSERT_TRUE(m->forward(std::span<const SequenceStep>(&step, 1), &outs).is_ok());
-  ASSERT_EQ(row_states.size(), 2u);
+  ASSERT_EQ(kept.rows.size(), 2u);
   EXPECT_FALSE(verified.bitwise_equal(plain));
-  rewind(verified, row_states[1]);
+  ASSERT_TRUE(m->roll_back(verified, kept, 2).is_ok());
   EXPECT_TRUE(verified.bitwise_equal(plain));
   EXPECT_EQ(draft_logits(*m, verified, 7, 2), draft_logits(*m, plain, 7, 2));
 }

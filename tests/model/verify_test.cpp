@@ -1,9 +1,9 @@
 // The verify form of a decode step (model/model.h, SequenceStep): k + 1
 // tokens of one sequence in one step give every row the logits of plain
-// one-token decode steps, bit for bit, beside other sequences too; the row
-// states it hands out, installed by rewind(), are the States plain decoding
-// reaches, so rejected rows roll back without recomputation. Every
-// architecture (Gated DeltaNet, dense and sparse attention).
+// one-token decode steps, bit for bit, beside other sequences too; rolled
+// back to any row (Model::roll_back(), from what the step kept), the State is
+// the one plain decoding reaches there. Every architecture (Gated DeltaNet,
+// dense and sparse attention).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -53,7 +53,7 @@ TEST_P(VerifyTest, RowsEqualPlainDecodeStepsAndRewindUndoesThem) {
   State other_alone = other;
   std::vector<float> other_logits;
   ASSERT_TRUE(model.decode(other_alone, rows[0], &other_logits).is_ok());
-  std::vector<RecurrentSnapshot> row_states;
+  VerifyRollback kept;
   std::vector<SequenceStep> batch(2);
   batch[0].state = &other;
   batch[0].tokens = std::span<const int32_t>(rows.data(), 1);
@@ -62,7 +62,7 @@ TEST_P(VerifyTest, RowsEqualPlainDecodeStepsAndRewindUndoesThem) {
   batch[1].tokens = rows;
   batch[1].decode = true;
   batch[1].logits = LogitRows::kAll;
-  batch[1].row_states = &row_states;
+  batch[1].rollback = &kept;
   std::vector<SequenceOutput> outs;
   ASSERT_TRUE(model.forward(batch, &outs).is_ok());
   EXPECT_TRUE(same_bits(outs[0].logits, other_logits));
@@ -71,11 +71,18 @@ TEST_P(VerifyTest, RowsEqualPlainDecodeStepsAndRewindUndoesThem) {
   for (size_t i = 0; i < rows.size(); ++i)
     EXPECT_TRUE(same_bits(std::span<const float>(outs[1].logits).subspan(i * V, V), plain_logits[i])) << "row " << i;
   EXPECT_TRUE(verified.bitwise_equal(after.back()));
-  ASSERT_EQ(row_states.size(), 4u);
-  for (size_t i = 0; i < row_states.size(); ++i) {
+  ASSERT_EQ(kept.rows.size(), 4u);
+  const bool delta_net = model.config().lin_n_value_heads > 0;
+  for (size_t i = 0; i < kept.rows.size(); ++i) {
     State back = verified;
-    rewind(back, row_states[i]);
-    EXPECT_TRUE(back.bitwise_equal(after[i])) << "rewound to row " << i;
+    VerifyRollback once = kept;  // a rollback uses up what it reads
+    ASSERT_TRUE(model.roll_back(back, once, static_cast<int64_t>(i) + 1).is_ok());
+    EXPECT_TRUE(back.bitwise_equal(after[i])) << "rolled back to row " << i;
+    // The check would notice a rejected row's state kept: the small parts
+    // and the truncation alone leave the Gated DeltaNet states of the last row.
+    State truncated = verified;
+    rewind(truncated, kept.rows[i]);
+    if (delta_net) EXPECT_FALSE(truncated.bitwise_equal(after[i])) << "row " << i;
     EXPECT_TRUE(model.verify_state(back).is_ok());
     // And decoding goes on from there as plain decoding does.
     std::vector<float> next, want;
@@ -86,15 +93,38 @@ TEST_P(VerifyTest, RowsEqualPlainDecodeStepsAndRewindUndoesThem) {
   }
 }
 
-TEST_P(VerifyTest, RowStatesAreRefusedForAPrefill) {
+// A rollback of no row, of every row, or of a State that moved since the
+// step is refused, the State untouched.
+TEST_P(VerifyTest, ARollbackOutOfRangeIsRefused) {
+  const Model& model = testing::shared_model(GetParam());
+  const std::vector<int32_t> rows = testing::random_tokens(14u, 3, model.vocab_size());
+  State state = prefilled(model, testing::random_tokens(15u, 20, model.vocab_size()));
+  VerifyRollback kept;
+  const SequenceStep step{.state = &state, .tokens = rows, .decode = true, .logits = LogitRows::kAll, .rollback = &kept};
+  std::vector<SequenceOutput> outs;
+  ASSERT_TRUE(model.forward(std::span<const SequenceStep>(&step, 1), &outs).is_ok());
+  const State after = state;
+  for (int64_t n : {0, 3}) {
+    const Status s = model.roll_back(state, kept, n);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << n;
+    EXPECT_NE(s.message().find("verify step of 3"), std::string::npos) << s.message();
+    EXPECT_TRUE(state.bitwise_equal(after));
+  }
+  ASSERT_TRUE(model.roll_back(state, kept, 1).is_ok());
+  const State once = state;
+  EXPECT_EQ(model.roll_back(state, kept, 1).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(state.bitwise_equal(once));
+}
+
+TEST_P(VerifyTest, ARollbackIsRefusedForAPrefill) {
   const Model& model = testing::shared_model(GetParam());
   State state = model.new_state();
   const std::vector<int32_t> tokens = {1, 2, 3};
-  std::vector<RecurrentSnapshot> row_states;
+  VerifyRollback kept;
   SequenceStep step;
   step.state = &state;
   step.tokens = tokens;
-  step.row_states = &row_states;
+  step.rollback = &kept;
   std::vector<SequenceOutput> outs;
   const Status s = model.forward(std::span<const SequenceStep>(&step, 1), &outs);
   EXPECT_FALSE(s.is_ok());

@@ -270,8 +270,8 @@ TEST_P(BatchInvariance, ABadSequenceFailsTheStepBeforeAnyStateChanges) {
   batch[1].tokens = good;
   EXPECT_EQ(model_->forward(batch, &out).code(), Code::kInvalidArgument);
   batch[1].state = &b;
-  std::vector<RecurrentSnapshot> row_states;
-  batch[1].row_states = &row_states;
+  VerifyRollback kept;
+  batch[1].rollback = &kept;
   EXPECT_EQ(model_->forward(batch, &out).code(), Code::kInvalidArgument);
   EXPECT_TRUE(a.bitwise_equal(a0));
   EXPECT_TRUE(b.bitwise_equal(b0));
