@@ -376,6 +376,8 @@ void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y)
 
 void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) {
   if (m <= 0) return;
+  if (m == 1 && !w.parts.empty() && std::all_of(w.parts.begin(), w.parts.end(), runs_packed))
+    return matmul_quant_row(x, w.parts, outs);
   if (options_.precision == Precision::kF32 || !w.packed) {
     for (size_t i = 0; i < w.parts.size(); ++i) matmul(x, m, w.parts[i], outs[i]);
     return;
