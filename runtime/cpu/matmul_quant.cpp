@@ -116,8 +116,9 @@ bool CpuKernels::runs_packed(const WeightRef& w) {
 
 void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y) {
   if (m == 1 && runs_packed(w)) {
+    const float* const xs[1] = {x};
     float* const outs[1] = {y};
-    return matmul_quant_row(x, std::span<const WeightRef>(&w, 1), outs);
+    return matmul_quant_row(xs, std::span<const WeightRef>(&w, 1), outs);
   }
   FlushSubnormals mode;
   const int64_t K = w.cols, N = w.rows;
@@ -185,7 +186,8 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
 // of the vocabulary's head were 26 MB each on the 0.8b preset, so a thread
 // held up by the machine left the other idle for milliseconds at the end.
 // Each group's tile is the one matmul_quant_packed runs for it: same bits.
-void CpuKernels::matmul_quant_row(const float* x, std::span<const WeightRef> parts, std::span<float* const> outs) {
+void CpuKernels::matmul_quant_row(std::span<const float* const> xs, std::span<const WeightRef> parts,
+                                  std::span<float* const> outs) {
   FlushSubnormals mode;
   struct Part {
     const uint8_t* data;
@@ -193,23 +195,26 @@ void CpuKernels::matmul_quant_row(const float* x, std::span<const WeightRef> par
     const QuantizedRows* xq;
     std::vector<int32_t> offsets;
   };
-  // Activations quantized once per weight type among the parts.
+  // Activations quantized once per input and weight type among the parts.
   std::vector<QuantizedRows> xqs;
+  std::vector<const float*> quantized;  // xqs[k]'s input
   xqs.reserve(parts.size());
   std::vector<Part> ps;
   ps.reserve(parts.size());
   int64_t groups = 0, bytes = 0;
   const QuantIsa isa = quant_isa_in_use();
-  for (const WeightRef& w : parts) {
-    auto same = std::find_if(xqs.begin(), xqs.end(), [&](const QuantizedRows& q) { return q.weight == w.dtype; });
-    if (same == xqs.end()) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightRef& w = parts[i];
+    size_t k = 0;
+    while (k < xqs.size() && !(quantized[k] == xs[i] && xqs[k].weight == w.dtype && xqs[k].cols == w.cols)) ++k;
+    if (k == xqs.size()) {
       QuantizedRows& q = xqs.emplace_back();
       q.reset(w.dtype, 1, w.cols);
-      quantize_activations(isa, x, 0, 1, &q);
-      same = xqs.end() - 1;
+      quantize_activations(isa, xs[i], 0, 1, &q);
+      quantized.push_back(xs[i]);
     }
     Part p{w.packed->quant_bytes(), groups, (w.rows + kQuantPackedRows - 1) / kQuantPackedRows,
-           quant_packed_group_bytes(w.dtype, w.cols), &*same, quant_packed_offsets(w.dtype, *same)};
+           quant_packed_group_bytes(w.dtype, w.cols), &xqs[k], quant_packed_offsets(w.dtype, xqs[k])};
     groups += p.groups;
     bytes += p.groups * p.group_bytes;
     ps.push_back(std::move(p));
