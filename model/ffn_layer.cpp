@@ -1,5 +1,7 @@
 // Feed-forward blocks: the SwiGLU MLP and the sparse mixture of experts with
 // a sigmoid-gated shared expert (docs/model-spec.md 2.6).
+#include <algorithm>
+
 #include "model/transformer.h"
 
 namespace sb {
@@ -21,7 +23,8 @@ void swiglu(Kernels& k, const FusedWeight& gate_up, const WeightRef& down, const
 // weights were too few to keep two threads busy between the hand-offs. Each
 // product and activation is the call it was, so the bits are the same.
 // expert_out[rank]; shared_u: the shared expert's activated row (or null),
-// its down projection into shared_out.
+// its down projection into shared_out. REQUIRES: no chosen expert's gate_up
+// is packed as a whole (its parts are what matmul_each multiplies).
 void experts_of_one_row(Kernels& k, const FfnWeights& w, const float* xn, const int64_t* chosen, int64_t top,
                         int64_t H, const float* shared_u, float* expert_out, float* shared_out) {
   int64_t width = 0;
@@ -88,7 +91,10 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
   kernels_->route(router.data(), rows, E, top, config_.norm_topk_prob, chosen.data(), weight.data());
   std::vector<float> expert_out(rows * top * H), shared(w.shared_expert ? rows * H : 0);
   if (w.shared_expert) kernels_->mul_activation(u.data(), g.data(), rows * I, Activation::kSilu);
-  if (rows == 1) {
+  // A fused set packed whole (bf16) multiplies its parts only together.
+  const bool parts_alone =
+      std::none_of(chosen.begin(), chosen.end(), [&](int64_t e) { return w.experts[e].gate_up.packed != nullptr; });
+  if (rows == 1 && parts_alone) {
     experts_of_one_row(*kernels_, w, xn, chosen.data(), top, H, w.shared_expert ? u.data() : nullptr,
                        expert_out.data(), shared.data());
   } else {
