@@ -8,8 +8,15 @@ BF16 GGUF, bench/compare_llama.py's same_weights): for each client count c,
 c client threads each send REQUESTS requests one after another to
 /v1/completions, a distinct prompt of PROMPT random token ids and
 DECODE greedy tokens, streamed. Reported per server and client count:
-  - aggregate decode tokens/s: every completion token (the usage the server
-    returns) over the phase's wall time, and its ratio to one client;
+  - decode tokens/s: the tokens after each request's first over the time
+    some request was decoding (the union of every request's span from its
+    first streamed event to its last), measured alike on both servers from
+    the client's side, and its ratio to one client; it leaves out the time
+    when every client waits for a first token (a prompt's prefill) or is
+    between requests. The engine's own decode-only-step rate (`statebank
+    bench load`) needs the server's inside view, which llama-server lacks;
+  - wall tokens/s: every completion token (the usage the server returns)
+    over the phase's wall time, prefill included;
   - time to first token p50/p99: from sending the request to its first
     streamed event (queueing, prefill and the first token);
   - inter-token latency p50/p99, per request: (last event - first event) /
@@ -65,6 +72,16 @@ def one_request(port: int, body: dict) -> tuple[float, list[float], int]:
     return start, events, tokens
 
 
+def union_seconds(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of the [start, end] spans."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -102,10 +119,16 @@ def run_clients(port: int, clients: int, a, extra: dict) -> dict:
     if errors:
         die(f"{clients} clients: {errors[0]}")
     tokens = sum(n for _, _, n in results)
+    decoding = [(ev[0], ev[-1]) for _, ev, n in results if len(ev) > 1 and n > 1]
+    decode_tokens = sum(n - 1 for _, ev, n in results if len(ev) > 1 and n > 1)
+    decode_s = union_seconds(decoding)
+    if decode_s <= 0:
+        die(f"{clients} clients: no request streamed two events, so no decode time to measure")
     ttft = [ev[0] - start for start, ev, _ in results if ev]
     itl = [(ev[-1] - ev[0]) / (n - 1) for _, ev, n in results if len(ev) > 1 and n > 1]
     ms = 1000.0
-    return {"clients": clients, "tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
+    return {"clients": clients, "tokens": tokens, "wall_s": wall, "wall_tokens_per_s": tokens / wall,
+            "decode_tokens": decode_tokens, "decode_s": decode_s, "tokens_per_s": decode_tokens / decode_s,
             "ttft_p50_ms": percentile(ttft, 0.5) * ms, "ttft_p99_ms": percentile(ttft, 0.99) * ms,
             "itl_p50_ms": percentile(itl, 0.5) * ms, "itl_p99_ms": percentile(itl, 0.99) * ms}
 
@@ -126,7 +149,8 @@ def measure_served(name: str, port: int, a, extra: dict) -> list[dict]:
     rows = []
     for c in a.clients:
         row = run_clients(port, c, a, extra)
-        print(f"compare_llama_load: {name}, {c} clients: {row['tokens_per_s']:.2f} decode tokens/s, "
+        print(f"compare_llama_load: {name}, {c} clients: {row['tokens_per_s']:.2f} decode tokens/s "
+              f"({row['wall_tokens_per_s']:.2f} over the wall time), "
               f"TTFT p50 {row['ttft_p50_ms']:.0f} ms, ITL p50 {row['itl_p50_ms']:.0f} ms", file=sys.stderr, flush=True)
         rows.append(row)
     return rows
@@ -170,18 +194,23 @@ def main():
     load_after = os.getloadavg()
 
     one = {"statebank": ours[0]["tokens_per_s"], "llama.cpp": theirs[0]["tokens_per_s"]}
-    lines = ["| clients | statebank t/s | vs 1 | llama.cpp -np %d t/s | vs 1 | statebank / llama.cpp | "
-             "TTFT p50 (statebank / llama.cpp) | ITL p50 (statebank / llama.cpp) |" % slots,
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    csv = ["server,clients,tokens,wall_s,tokens_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms"]
+    lines = ["| clients | statebank decode t/s | vs 1 | llama.cpp -np %d decode t/s | vs 1 | statebank / llama.cpp | "
+             "wall t/s (statebank / llama.cpp) | TTFT p50 (statebank / llama.cpp) | "
+             "ITL p50 (statebank / llama.cpp) |" % slots,
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    csv = ["server,clients,tokens,wall_s,wall_tokens_per_s,decode_tokens,decode_s,decode_tokens_per_s,"
+           "ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms"]
     for o, t in zip(ours, theirs):
         lines.append(f"| {o['clients']} | {o['tokens_per_s']:.2f} | {o['tokens_per_s'] / one['statebank']:.2f}x | "
                      f"{t['tokens_per_s']:.2f} | {t['tokens_per_s'] / one['llama.cpp']:.2f}x | "
-                     f"**{o['tokens_per_s'] / t['tokens_per_s']:.2f}x** | {o['ttft_p50_ms']:.0f} / {t['ttft_p50_ms']:.0f} ms | "
+                     f"**{o['tokens_per_s'] / t['tokens_per_s']:.2f}x** | "
+                     f"{o['wall_tokens_per_s']:.2f} / {t['wall_tokens_per_s']:.2f} | "
+                     f"{o['ttft_p50_ms']:.0f} / {t['ttft_p50_ms']:.0f} ms | "
                      f"{o['itl_p50_ms']:.0f} / {t['itl_p50_ms']:.0f} ms |")
     for name, rows in (("statebank", ours), ("llama.cpp", theirs)):
         for r in rows:
-            csv.append(f"{name},{r['clients']},{r['tokens']},{r['wall_s']:.3f},{r['tokens_per_s']:.3f},"
+            csv.append(f"{name},{r['clients']},{r['tokens']},{r['wall_s']:.3f},{r['wall_tokens_per_s']:.3f},"
+                       f"{r['decode_tokens']},{r['decode_s']:.3f},{r['tokens_per_s']:.3f},"
                        f"{r['ttft_p50_ms']:.1f},{r['ttft_p99_ms']:.1f},{r['itl_p50_ms']:.1f},{r['itl_p99_ms']:.1f}")
     table = "\n".join(lines)
     print(table)
@@ -206,8 +235,10 @@ def main():
                 f"{a.requests} requests one after another to `/v1/completions`, a distinct prompt of "
                 f"{a.prompt_tokens} random token ids and {a.decode_tokens} greedy tokens, streamed. statebank: "
                 f"`serve --ssd off` with its defaults (--max-running 8, --batch-tokens 512); llama.cpp v0.5.0: "
-                f"`llama-server -np {slots} -c {slots * 512}`. Aggregate decode tokens/s = every completion token "
-                f"over the phase's wall time; TTFT from sending to the first streamed event; ITL per request = "
+                f"`llama-server -np {slots} -c {slots * 512}`. Decode tokens/s = the tokens after each request's "
+                f"first over the time some request was decoding (the union of the requests' spans from first to "
+                f"last streamed event), measured alike on both servers from the client; wall t/s = every "
+                f"completion token over the phase's wall time, prefill included; TTFT from sending to the first streamed event; ITL per request = "
                 f"(last event - first event) / (tokens - 1).\n\n{table}\n\n"
                 f"Every figure, p99 included: [load-llama.csv](load-llama.csv). The in-process view of the same "
                 f"engine, with the long-prefill phase: [load.md](load.md).\n")

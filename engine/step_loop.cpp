@@ -186,13 +186,12 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
     peak_batch_.store(batch.size(), std::memory_order_relaxed);  // only this thread writes it
   std::vector<SequenceOutput> outs;
   Status status;
+  drawn_in_step_ = 0;
   try {
     status = context_.model.forward(batch, &outs);
   } catch (const std::exception& e) {
     status = Status::internal(std::string("exception in the forward pass: ") + e.what());
   }
-  int64_t drawn = 0;  // tokens this step's sequences drew in it
-  for (const Slice& s : slices) drawn -= static_cast<int64_t>(s.seq->generated.size());
   for (size_t i = 0; i < slices.size(); ++i) {
     Sequence& seq = *slices[i].seq;
     if (!status.is_ok()) {
@@ -214,9 +213,8 @@ void StepLoop::run_step(std::vector<Slice>& slices) {
   const double waited = waited_before >= 0 ? this_thread_waited_ms() - waited_before : 0;
   budget_.observe(decodes, tokens - decodes, std::max(ms - waited, 0.0));
   if (decodes == tokens) {
-    for (const Slice& s : slices) drawn += static_cast<int64_t>(s.seq->generated.size());
     decode_only_steps_.fetch_add(1, std::memory_order_relaxed);
-    decode_only_tokens_.fetch_add(static_cast<uint64_t>(drawn), std::memory_order_relaxed);
+    decode_only_tokens_.fetch_add(static_cast<uint64_t>(drawn_in_step_), std::memory_order_relaxed);
     decode_only_ms_.store(decode_only_ms_.load(std::memory_order_relaxed) + ms, std::memory_order_relaxed);
     row_cost_.observe(tokens, ms);
     row_cost_now_.store(row_cost_.value(), std::memory_order_relaxed);
@@ -328,6 +326,7 @@ void StepLoop::emit_token(Sequence& seq, const DraftToken* draft) {
   if (first) seq.result.ttft_ms = ms_since(seq.submitted);
   seq.result.tokens.push_back(g);
   seq.generated.push_back(g.token);
+  ++drawn_in_step_;
   bool go_on = true;
   if (req.on_token) {
     try {

@@ -91,6 +91,9 @@ class StepLoop {
   std::atomic<uint64_t> steps_{0}, step_tokens_{0}, peak_batch_{0};
   std::atomic<uint64_t> decode_only_steps_{0}, decode_only_tokens_{0};
   std::atomic<double> decode_only_ms_{0.0};  // only this thread writes it
+  // Tokens appended since run_step() began its forward pass (a draw resumed
+  // by loop() after its step is outside any step's time, so it is not counted).
+  int64_t drawn_in_step_ = 0;  // step thread only
   std::thread thread_;
 };
 

@@ -162,6 +162,11 @@ class Kernels {
   virtual FusedWeight fuse(std::span<const WeightRef> parts) = 0;
   // outs[i][m, w.parts[i].rows] = x · w.parts[i]ᵀ.
   virtual void matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) = 0;
+  // One row through each weight: outs[i][ws[i].rows] = xs[i] · ws[i]ᵀ, each
+  // the bits of matmul(xs[i], 1, ws[i], outs[i]) (a token's experts, whose
+  // inputs differ, in one parallel region rather than one per expert).
+  virtual void matmul_each(std::span<const float* const> xs, std::span<const WeightRef> ws,
+                           std::span<float* const> outs) = 0;
   // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
   virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                         float* y) = 0;

@@ -61,6 +61,8 @@ class CpuKernels final : public Kernels {
   void matmul(const float* x, int64_t m, const WeightRef& w, float* y) override;
   FusedWeight fuse(std::span<const WeightRef> parts) override;
   void matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) override;
+  void matmul_each(std::span<const float* const> xs, std::span<const WeightRef> ws,
+                   std::span<float* const> outs) override;
   void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset, float* y) override;
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
             double theta) override;
@@ -112,6 +114,11 @@ class CpuKernels final : public Kernels {
   // A block-quantized w (matmul_quant.cpp), whatever the precision.
   void matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y);
   void matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w, float* y);
+  // Activation row xs[i] through parts[i] (every one runs_packed) into
+  // outs[i], all in one parallel region; the bits of matmul_quant_packed's.
+  void matmul_quant_row(std::span<const float* const> xs, std::span<const WeightRef> parts,
+                        std::span<float* const> outs);
+  static bool runs_packed(const WeightRef& w);  // w's product runs on its AVX512-VNNI repacked copy
   std::shared_ptr<const PackedWeight> pack(std::span<const WeightRef> parts);
 
   std::unique_ptr<ThreadPool> owned_pool_;  // when made on a pool of its own

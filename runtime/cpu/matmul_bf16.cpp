@@ -376,11 +376,19 @@ void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y)
 
 void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) {
   if (m <= 0) return;
+  if (m == 1 && !w.parts.empty() && std::all_of(w.parts.begin(), w.parts.end(), runs_packed))
+    return matmul_quant_row(std::vector<const float*>(w.parts.size(), x), w.parts, outs);
   if (options_.precision == Precision::kF32 || !w.packed) {
     for (size_t i = 0; i < w.parts.size(); ++i) matmul(x, m, w.parts[i], outs[i]);
     return;
   }
   matmul_bf16(x, m, *w.packed, outs);
+}
+
+void CpuKernels::matmul_each(std::span<const float* const> xs, std::span<const WeightRef> ws,
+                             std::span<float* const> outs) {
+  if (!ws.empty() && std::all_of(ws.begin(), ws.end(), runs_packed)) return matmul_quant_row(xs, ws, outs);
+  for (size_t i = 0; i < ws.size(); ++i) matmul(xs[i], 1, ws[i], outs[i]);
 }
 
 void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs) {

@@ -109,15 +109,24 @@ QuantIsa quant_isa_in_use() {
 }
 
 
+bool CpuKernels::runs_packed(const WeightRef& w) {
+  return dtype_is_quantized(w.dtype) && w.packed && w.packed->quant == w.dtype &&
+         quant_isa_in_use() == QuantIsa::kAvx512Vnni;
+}
+
 void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y) {
+  if (m == 1 && runs_packed(w)) {
+    const float* const xs[1] = {x};
+    float* const outs[1] = {y};
+    return matmul_quant_row(xs, std::span<const WeightRef>(&w, 1), outs);
+  }
   FlushSubnormals mode;
   const int64_t K = w.cols, N = w.rows;
   QuantizedRows xq;
   xq.reset(w.dtype, m, K);
   const QuantIsa isa = quant_isa_in_use();
   for_ranges(m, K, [&](int64_t r0, int64_t r1) { quantize_activations(isa, x + r0 * K, r0, r1, &xq); });
-  if (w.packed && w.packed->quant == w.dtype && quant_isa_in_use() == QuantIsa::kAvx512Vnni)
-    return matmul_quant_packed(xq, w, y);
+  if (runs_packed(w)) return matmul_quant_packed(xq, w, y);
   const QuantTileKernel kernel = quant_tile_kernel(quant_isa_in_use(), block_order_);
   const int64_t row_bytes = dtype_row_bytes(w.dtype, K);
   const uint8_t* data = static_cast<const uint8_t*>(w.data);
@@ -172,6 +181,68 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
           tile(w.dtype, data + g * group_bytes, xq, offsets.data(), a, static_cast<int>(e - a), y + a * N + j, N, cols);
         }
       }
+    }
+  });
+}
+
+// A decode step's row: every part's groups numbered one after another and cut
+// into tasks of about equal bytes, in one parallel region. Per part a product
+// took its own hand-off (the small ones, a delta-net layer's b and a, ran on
+// the calling thread alone while the others waited), and 4 tasks per thread
+// of the vocabulary's head were 26 MB each on the 0.8b preset, so a thread
+// held up by the machine left the other idle for milliseconds at the end.
+// Each group's tile is the one matmul_quant_packed runs for it: same bits.
+void CpuKernels::matmul_quant_row(std::span<const float* const> xs, std::span<const WeightRef> parts,
+                                  std::span<float* const> outs) {
+  FlushSubnormals mode;
+  struct Part {
+    const uint8_t* data;
+    int64_t first, groups, group_bytes;
+    const QuantizedRows* xq;
+    std::vector<int32_t> offsets;
+  };
+  // Activations quantized once per input and weight type among the parts.
+  std::vector<QuantizedRows> xqs;
+  std::vector<const float*> quantized;  // xqs[k]'s input
+  xqs.reserve(parts.size());
+  std::vector<Part> ps;
+  ps.reserve(parts.size());
+  int64_t groups = 0, bytes = 0;
+  const QuantIsa isa = quant_isa_in_use();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightRef& w = parts[i];
+    size_t k = 0;
+    while (k < xqs.size() && !(quantized[k] == xs[i] && xqs[k].weight == w.dtype && xqs[k].cols == w.cols)) ++k;
+    if (k == xqs.size()) {
+      QuantizedRows& q = xqs.emplace_back();
+      q.reset(w.dtype, 1, w.cols);
+      quantize_activations(isa, xs[i], 0, 1, &q);
+      quantized.push_back(xs[i]);
+    }
+    Part p{w.packed->quant_bytes(), groups, (w.rows + kQuantPackedRows - 1) / kQuantPackedRows,
+           quant_packed_group_bytes(w.dtype, w.cols), &xqs[k], quant_packed_offsets(w.dtype, xqs[k])};
+    groups += p.groups;
+    bytes += p.groups * p.group_bytes;
+    ps.push_back(std::move(p));
+  }
+  if (groups == 0) return;
+  // 4 tasks per thread, none over kMaxTaskBytes (the tail one thread may
+  // wait for), each at least a group.
+  constexpr int64_t kMaxTaskBytes = int64_t{1} << 20;
+  const int64_t group_bytes = std::max<int64_t>(1, bytes / groups);
+  const int64_t per =
+      std::max<int64_t>(1, std::min(groups / (4 * pool_->size()), kMaxTaskBytes / group_bytes));
+  const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
+  pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
+    const int64_t g0 = task * per, g1 = std::min(groups, g0 + per);
+    size_t i = 0;
+    while (ps[i].first + ps[i].groups <= g0) ++i;
+    for (int64_t g = g0; g < g1; ++g) {
+      while (g >= ps[i].first + ps[i].groups) ++i;
+      const Part& p = ps[i];
+      const int64_t local = g - p.first, j = local * kQuantPackedRows, N = parts[i].rows;
+      const int cols = static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j));
+      tile(parts[i].dtype, p.data + local * p.group_bytes, *p.xq, p.offsets.data(), 0, 1, outs[i] + j, N, cols);
     }
   });
 }

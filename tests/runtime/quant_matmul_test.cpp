@@ -168,14 +168,20 @@ TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
 TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool, {.precision = Precision::kBF16});
+  // A decode step's row runs every part in one region (a type's activations
+  // quantized once, shared by its parts), a step of rows part by part.
   const Case a = make_case(DType::kQ4_K), b = make_case(DType::kQ8_0);
-  const WeightRef parts[2] = {a.ref(), b.ref()};
+  const WeightRef parts[3] = {a.ref(), b.ref(), a.ref()};
   const FusedWeight fused = k->fuse(parts);
-  std::vector<float> ya(5 * kOut), yb(5 * kOut);
-  float* const outs[2] = {ya.data(), yb.data()};
-  k->matmul(a.x.data(), 5, fused, outs);
-  EXPECT_TRUE(same_bits(ya.data(), a.want.data(), 5 * kOut));
-  EXPECT_TRUE(same_bits(yb.data(), b.want.data(), 5 * kOut));
+  for (int64_t m : {1, 5}) {
+    SCOPED_TRACE("rows " + std::to_string(m));
+    std::vector<float> ya(m * kOut), yb(m * kOut), ya2(m * kOut);
+    float* const outs[3] = {ya.data(), yb.data(), ya2.data()};
+    k->matmul(a.x.data(), m, fused, outs);
+    EXPECT_TRUE(same_bits(ya.data(), a.want.data(), m * kOut));
+    EXPECT_TRUE(same_bits(yb.data(), b.want.data(), m * kOut));
+    EXPECT_TRUE(same_bits(ya2.data(), a.want.data(), m * kOut));
+  }
 
   // An embedding table of each type (Qwen3.8-Flash-Next's n-gram table is
   // IQ4_NL): the rows looked up are the dequantized rows.
