@@ -211,7 +211,7 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
     for (SequenceRows& seq : seqs) {
       const int64_t r0 = seq.first_row - base;
       const std::span<float> conv_state = seq.state->f32(w.comp_conv);
-      const bool keep = seq.row_states && seq.rows > 1;
+      const bool keep = seq.rollback && seq.rows > 1;
       if (keep) before.assign(conv_state.begin(), conv_state.end());
       float* cs = conv_state.data();
       kernels_->causal_conv_silu(mixed + r0 * conv_dim, seq.rows, conv_dim, w.delta.conv.data(), c.conv_kernel, &cs,
@@ -246,7 +246,7 @@ void Transformer::keep_row_conv_states(const LayerWeights& w, SequenceRows& seq,
   // inputs]: copied, as the kernel itself moves the state on.
   const int64_t hist = config_.conv_kernel - 1, width = static_cast<int64_t>(before.size()) / hist;
   for (int64_t i = 0; i + 1 < seq.rows; ++i) {
-    std::vector<float>& part = (*seq.row_states)[static_cast<size_t>(i)].parts[w.rec_conv];
+    std::vector<float>& part = seq.rollback->rows[static_cast<size_t>(i)].parts[w.rec_conv];
     part.resize(before.size());
     for (int64_t r = 0; r < hist; ++r) {
       const int64_t j = i + 1 + r;

@@ -136,7 +136,7 @@ void Transformer::ple_sequence(const LayerWeights& w, SequenceRows& seq, const s
   size_t next = 0;
   for (int64_t s = 0; s < seq.rows;) {
     int64_t e = seq.rows;
-    if (seq.row_states) e = s + 1;
+    if (seq.rollback) e = s + 1;
     while (next < seq.capture.size() && seq.capture[next] <= seq.first_pos + s) ++next;
     if (next < seq.capture.size()) e = std::min(e, seq.capture[next] - seq.first_pos);
     kernels_->causal_conv_silu_dilated(conv_in + (seq.first_row + s) * W, e - s, W, w.ple->conv.data(),
@@ -147,8 +147,8 @@ void Transformer::ple_sequence(const LayerWeights& w, SequenceRows& seq, const s
       snap.parts[w.rec_ple_tokens].assign(tokens.begin(), tokens.end());
       snap.parts[w.rec_ple_conv].assign(conv.begin(), conv.end());
     }
-    if (seq.row_states && e < seq.rows) {
-      RecurrentSnapshot& row = (*seq.row_states)[static_cast<size_t>(e - 1)];
+    if (seq.rollback && e < seq.rows) {
+      RecurrentSnapshot& row = seq.rollback->rows[static_cast<size_t>(e - 1)];
       row.parts[w.rec_ple_tokens].assign(tokens.begin(), tokens.end());
       row.parts[w.rec_ple_conv].assign(conv.begin(), conv.end());
     }

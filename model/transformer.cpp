@@ -407,7 +407,6 @@ Status Transformer::add_sequence(const SequenceStep& step, ForwardCall* call, Se
       kept.rows[i].parts.resize(n_recurrent);
     }
     kept.delta.resize(schema_.components.size());
-    seq.row_states = &kept.rows;
     seq.rollback = &kept;
   }
   const int64_t start = seq.first_pos, end = start + seq.rows;

@@ -119,8 +119,7 @@ struct SequenceRows {
   std::vector<int64_t> capture;  // absolute positions, ascending, at chunk ends
   std::vector<RecurrentSnapshot>* snapshots = nullptr;  // one per capture
   PrefillCarry* carry = nullptr;  // prefill with a carry: may start or end inside a chunk
-  std::vector<RecurrentSnapshot>* row_states = nullptr;  // decode: SequenceStep::rollback's rows
-  VerifyRollback* rollback = nullptr;                    // decode: as SequenceStep::rollback
+  VerifyRollback* rollback = nullptr;  // decode: as SequenceStep::rollback
 };
 
 // What one forward call over the rows of several sequences needs to know

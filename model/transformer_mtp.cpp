@@ -317,10 +317,10 @@ void Transformer::mtp_state_rows(std::span<const SequenceStep> batch, ForwardCal
       const std::span<const float> h = row(seq.first_row + snap.position - 1 - seq.first_pos);
       snap.parts[m.rec_hidden].assign(h.begin(), h.end());
     }
-    if (!seq.row_states) continue;
-    for (size_t i = 0; i < seq.row_states->size(); ++i) {
+    if (!seq.rollback) continue;
+    for (size_t i = 0; i < seq.rollback->rows.size(); ++i) {
       const std::span<const float> h = row(seq.first_row + static_cast<int64_t>(i));
-      (*seq.row_states)[i].parts[m.rec_hidden].assign(h.begin(), h.end());
+      seq.rollback->rows[i].parts[m.rec_hidden].assign(h.begin(), h.end());
     }
   }
 }
