@@ -114,9 +114,10 @@ class CpuKernels final : public Kernels {
   // A block-quantized w (matmul_quant.cpp), whatever the precision.
   void matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y);
   void matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w, float* y);
-  // Activation row xs[i] through parts[i] (every one runs_packed) into
-  // outs[i], all in one parallel region; the bits of matmul_quant_packed's.
-  void matmul_quant_row(std::span<const float* const> xs, std::span<const WeightRef> parts,
+  // The m <= kQuantFewRows activation rows at xs[i] through parts[i] (every
+  // one runs_packed) into outs[i], all in one parallel region; the bits of
+  // matmul_quant_packed's.
+  void matmul_quant_few(std::span<const float* const> xs, int64_t m, std::span<const WeightRef> parts,
                         std::span<float* const> outs);
   static bool runs_packed(const WeightRef& w);  // w's product runs on its AVX512-VNNI repacked copy
   std::shared_ptr<const PackedWeight> pack(std::span<const WeightRef> parts);

@@ -376,8 +376,8 @@ void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y)
 
 void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) {
   if (m <= 0) return;
-  if (m == 1 && !w.parts.empty() && std::all_of(w.parts.begin(), w.parts.end(), runs_packed))
-    return matmul_quant_row(std::vector<const float*>(w.parts.size(), x), w.parts, outs);
+  if (m <= kQuantFewRows && !w.parts.empty() && std::all_of(w.parts.begin(), w.parts.end(), runs_packed))
+    return matmul_quant_few(std::vector<const float*>(w.parts.size(), x), m, w.parts, outs);
   if (options_.precision == Precision::kF32 || !w.packed) {
     for (size_t i = 0; i < w.parts.size(); ++i) matmul(x, m, w.parts[i], outs[i]);
     return;
@@ -387,7 +387,7 @@ void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::sp
 
 void CpuKernels::matmul_each(std::span<const float* const> xs, std::span<const WeightRef> ws,
                              std::span<float* const> outs) {
-  if (!ws.empty() && std::all_of(ws.begin(), ws.end(), runs_packed)) return matmul_quant_row(xs, ws, outs);
+  if (!ws.empty() && std::all_of(ws.begin(), ws.end(), runs_packed)) return matmul_quant_few(xs, 1, ws, outs);
   for (size_t i = 0; i < ws.size(); ++i) matmul(xs[i], 1, ws[i], outs[i]);
 }
 

@@ -115,10 +115,10 @@ bool CpuKernels::runs_packed(const WeightRef& w) {
 }
 
 void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y) {
-  if (m == 1 && runs_packed(w)) {
+  if (m <= kQuantFewRows && runs_packed(w)) {
     const float* const xs[1] = {x};
     float* const outs[1] = {y};
-    return matmul_quant_row(xs, std::span<const WeightRef>(&w, 1), outs);
+    return matmul_quant_few(xs, m, std::span<const WeightRef>(&w, 1), outs);
   }
   FlushSubnormals mode;
   const int64_t K = w.cols, N = w.rows;
@@ -151,6 +151,24 @@ void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, flo
   });
 }
 
+namespace {
+
+// The tiles of one group for activation rows [i0, i1), of equal size (a
+// 9-row step as 5 and 4, not 8 and 1): each tile decodes the group's blocks
+// once, and a lone row's tile is the slowest per row. y is the group's first
+// column of row 0. Both paths below run a group through this, so a row's
+// bits never depend on which of them ran it.
+void group_tiles(QuantPackedTileKernel tile, DType dtype, const uint8_t* group, const QuantizedRows& xq,
+                 const int32_t* offsets, int64_t i0, int64_t i1, float* y, int64_t N, int cols) {
+  const int64_t tiles = (i1 - i0 + kQuantPackedTileRows - 1) / kQuantPackedTileRows;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t a = i0 + t * (i1 - i0) / tiles, e = i0 + (t + 1) * (i1 - i0) / tiles;
+    tile(dtype, group, xq, offsets, a, static_cast<int>(e - a), y + a * N, N, cols);
+  }
+}
+
+}  // namespace
+
 void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w, float* y) {
   const int64_t m = xq.rows, N = w.rows, groups = (N + kQuantPackedRows - 1) / kQuantPackedRows;
   const int64_t group_bytes = quant_packed_group_bytes(w.dtype, w.cols);
@@ -158,12 +176,11 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
   const std::vector<int32_t> offsets = quant_packed_offsets(w.dtype, xq);
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
   // A task is a run of groups; a thread that runs out of tasks waits for
-  // the others' last. One row streams the weights at the memory's pace and
-  // each run starts the stream cold, so runs stay long; from 2 rows on a
-  // tile stays several times longer on each line (its own fetches run ahead
-  // of it), and runs 4 times finer cut the wait at the end of a product to
-  // at most a sixteenth of a thread's share.
-  const int64_t per = std::max<int64_t>(1, groups / ((m > 1 ? 16 : 4) * pool_->size()));
+  // the others' last. From 2 rows on a tile stays several times longer on
+  // each line than one row's (its own fetches run ahead of it), and 16 runs
+  // per thread cut the wait at the end of a product to at most a sixteenth
+  // of a thread's share.
+  const int64_t per = std::max<int64_t>(1, groups / (16 * pool_->size()));
   constexpr int64_t kSlab = 64;
   pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
     const int64_t g1 = std::min(groups, (task + 1) * per);
@@ -171,28 +188,22 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
       const int64_t i1 = std::min(m, i0 + kSlab);
       for (int64_t g = task * per; g < g1; ++g) {
         const int64_t j = g * kQuantPackedRows;
-        const int cols = static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j));
-        // Tiles of equal size (a 9-row step as 5 and 4, not 8 and 1): each
-        // tile decodes the group's blocks once, and a lone row's tile is the
-        // slowest per row.
-        const int64_t tiles = (i1 - i0 + kQuantPackedTileRows - 1) / kQuantPackedTileRows;
-        for (int64_t t = 0; t < tiles; ++t) {
-          const int64_t a = i0 + t * (i1 - i0) / tiles, e = i0 + (t + 1) * (i1 - i0) / tiles;
-          tile(w.dtype, data + g * group_bytes, xq, offsets.data(), a, static_cast<int>(e - a), y + a * N + j, N, cols);
-        }
+        group_tiles(tile, w.dtype, data + g * group_bytes, xq, offsets.data(), i0, i1, y + j, N,
+                    static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j)));
       }
     }
   });
 }
 
-// A decode step's row: every part's groups numbered one after another and cut
-// into tasks of about equal bytes, in one parallel region. Per part a product
-// took its own hand-off (the small ones, a delta-net layer's b and a, ran on
-// the calling thread alone while the others waited), and 4 tasks per thread
-// of the vocabulary's head were 26 MB each on the 0.8b preset, so a thread
+// A step of a few rows: every part's groups numbered one after another and
+// cut into tasks of about equal bytes, in one parallel region, the
+// activations quantized on the calling thread (a decode step's row, a
+// verify step's 5). Per part a product took its own hand-off and one more
+// to quantize (the small ones, a delta-net layer's b and a, ran on the
+// calling thread alone while the others waited), and 4 tasks per thread of
+// the vocabulary's head were 26 MB each on the 0.8b preset, so a thread
 // held up by the machine left the other idle for milliseconds at the end.
-// Each group's tile is the one matmul_quant_packed runs for it: same bits.
-void CpuKernels::matmul_quant_row(std::span<const float* const> xs, std::span<const WeightRef> parts,
+void CpuKernels::matmul_quant_few(std::span<const float* const> xs, int64_t m, std::span<const WeightRef> parts,
                                   std::span<float* const> outs) {
   FlushSubnormals mode;
   struct Part {
@@ -215,8 +226,8 @@ void CpuKernels::matmul_quant_row(std::span<const float* const> xs, std::span<co
     while (k < xqs.size() && !(quantized[k] == xs[i] && xqs[k].weight == w.dtype && xqs[k].cols == w.cols)) ++k;
     if (k == xqs.size()) {
       QuantizedRows& q = xqs.emplace_back();
-      q.reset(w.dtype, 1, w.cols);
-      quantize_activations(isa, xs[i], 0, 1, &q);
+      q.reset(w.dtype, m, w.cols);
+      quantize_activations(isa, xs[i], 0, m, &q);
       quantized.push_back(xs[i]);
     }
     Part p{w.packed->quant_bytes(), groups, (w.rows + kQuantPackedRows - 1) / kQuantPackedRows,
@@ -226,12 +237,13 @@ void CpuKernels::matmul_quant_row(std::span<const float* const> xs, std::span<co
     ps.push_back(std::move(p));
   }
   if (groups == 0) return;
-  // 4 tasks per thread, none over kMaxTaskBytes (the tail one thread may
-  // wait for), each at least a group.
+  // 4 tasks per thread for one row, 16 for several (matmul_quant_packed
+  // says why), none over kMaxTaskBytes (the tail one thread may wait for),
+  // each at least a group.
   constexpr int64_t kMaxTaskBytes = int64_t{1} << 20;
   const int64_t group_bytes = std::max<int64_t>(1, bytes / groups);
-  const int64_t per =
-      std::max<int64_t>(1, std::min(groups / (4 * pool_->size()), kMaxTaskBytes / group_bytes));
+  const int64_t per = std::max<int64_t>(
+      1, std::min(groups / ((m > 1 ? 16 : 4) * pool_->size()), kMaxTaskBytes / group_bytes));
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
   pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
     const int64_t g0 = task * per, g1 = std::min(groups, g0 + per);
@@ -241,8 +253,8 @@ void CpuKernels::matmul_quant_row(std::span<const float* const> xs, std::span<co
       while (g >= ps[i].first + ps[i].groups) ++i;
       const Part& p = ps[i];
       const int64_t local = g - p.first, j = local * kQuantPackedRows, N = parts[i].rows;
-      const int cols = static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j));
-      tile(parts[i].dtype, p.data + local * p.group_bytes, *p.xq, p.offsets.data(), 0, 1, outs[i] + j, N, cols);
+      group_tiles(tile, parts[i].dtype, p.data + local * p.group_bytes, *p.xq, p.offsets.data(), 0, m, outs[i] + j, N,
+                  static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j)));
     }
   });
 }

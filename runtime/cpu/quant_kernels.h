@@ -52,6 +52,11 @@ QuantTileKernel quant_tile_kernel(QuantIsa isa, BlockOrder order = BlockOrder::k
 // AVX512-VNNI (matmul_quant_packed.cpp, made by prepare()): groups of
 // kQuantPackedRows weight rows.
 constexpr int kQuantPackedRows = 16, kQuantPackedTileRows = 8;
+// Steps of up to this many rows run every part of a product in one parallel
+// region, their activations quantized on the calling thread
+// (CpuKernels::matmul_quant_few): a decode or verify step's handful of rows
+// is a few microseconds of quantizing, less than a hand-off to the pool.
+constexpr int64_t kQuantFewRows = 16;
 bool quant_packs(DType dtype);
 int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
 // What the packed tiles of dtype read beside x, the levels' offsets times

@@ -168,12 +168,13 @@ TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
 TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool, {.precision = Precision::kBF16});
-  // A decode step's row runs every part in one region (a type's activations
-  // quantized once, shared by its parts), a step of rows part by part.
+  // A step of up to kQuantFewRows rows runs every part in one region (a
+  // type's activations quantized once, shared by its parts), a larger one
+  // part by part.
   const Case a = make_case(DType::kQ4_K), b = make_case(DType::kQ8_0);
   const WeightRef parts[3] = {a.ref(), b.ref(), a.ref()};
   const FusedWeight fused = k->fuse(parts);
-  for (int64_t m : {1, 5}) {
+  for (int64_t m : {int64_t{1}, int64_t{5}, kQuantFewRows + 1}) {
     SCOPED_TRACE("rows " + std::to_string(m));
     std::vector<float> ya(m * kOut), yb(m * kOut), ya2(m * kOut);
     float* const outs[3] = {ya.data(), yb.data(), ya2.data()};
