@@ -5,8 +5,10 @@
 // the read-only bandwidth probe (bench/read_probe.h) with the same number of
 // threads, run before and after the measurements. Beside it, decode against
 // the bandwidth of the same moment (this machine's drifts 2x within minutes):
-// 6 chunks of 8 tokens, each between two probe passes, each chunk's weight
-// GB/s over the mean of its two passes; the median and range are printed.
+// 12 chunks, each between two probe passes and about as long as both, each
+// chunk's weight GB/s over the mean of its two passes; the median and range
+// are printed, and the median again counting the recurrent state, which every
+// token reads and writes whole, beside the weights.
 //
 // usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR | --model FILE.gguf] [--threads 1,2]
 //                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json] [--help]
@@ -27,6 +29,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -133,20 +136,28 @@ struct Sample {
   std::vector<double> ts, cpu_ts;  // tokens per second of wall clock and of CPU time, one per repetition
 };
 
-constexpr int kPairedChunks = 6, kPairedTokens = 8;
+constexpr int kPairedChunks = 12;
 
 // Decode chunks each between two probe passes (bench/read_probe.h): per
-// chunk, the weight bytes it read per second over the mean of its passes.
-Status decode_beside_probe(Model& model, int threads, uint64_t weight_bytes, std::vector<double>* ratios) {
+// chunk, the weight bytes it read per second over the mean of its passes. A
+// chunk lasts about as long as its two passes (`tokens_per_second`, the timed
+// decode's rate, sets its tokens), so that the decode and the probe sample
+// moments of the same length: chunks of a fixed 8 tokens lasted 2 passes on
+// the 0.8b files and 20 on the 4b Q8_0 one.
+Status decode_beside_probe(Model& model, int threads, uint64_t weight_bytes, double tokens_per_second,
+                           std::vector<double>* ratios, int* chunk_tokens) {
   bench::ReadProbe probe(threads);
   State state = model.new_state();
   std::vector<float> logits;
   SB_RETURN_IF_ERROR(model.decode(state, 0, &logits));
   double before = probe.pass();
+  const double pass_seconds = static_cast<double>(probe.buffer_bytes()) / before;
+  *chunk_tokens = static_cast<int>(std::clamp(std::lround(2 * pass_seconds * tokens_per_second), 1L, 16L));
+  int32_t token = 1;
   for (int c = 0; c < kPairedChunks; ++c) {
     const double w0 = bench::wall_seconds();
-    for (int i = 0; i < kPairedTokens; ++i) SB_RETURN_IF_ERROR(model.decode(state, 1 + c * kPairedTokens + i, &logits));
-    const double gbs = kPairedTokens * static_cast<double>(weight_bytes) / (bench::wall_seconds() - w0);
+    for (int i = 0; i < *chunk_tokens; ++i) SB_RETURN_IF_ERROR(model.decode(state, token++, &logits));
+    const double gbs = *chunk_tokens * static_cast<double>(weight_bytes) / (bench::wall_seconds() - w0);
     const double after = probe.pass();
     ratios->push_back(gbs / (0.5 * (before + after)));
     before = after;
@@ -198,6 +209,8 @@ int main(int argc, char** argv) {
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % 151643);
   std::vector<Sample> samples;
   std::map<int64_t, std::vector<double>> paired;  // per thread count: decode over the probe of the same moment
+  std::map<int64_t, int> paired_tokens;           // per thread count: tokens per chunk
+  uint64_t recurrent_bytes = 0;                   // the state a decoded token reads and writes whole
   std::string kernels;
   for (int64_t threads : thread_counts) {
     std::unique_ptr<Model> model;
@@ -228,7 +241,10 @@ int main(int argc, char** argv) {
       samples.back().ts.push_back(n_decode / (bench::wall_seconds() - w0));
       samples.back().cpu_ts.push_back(n_decode * threads / (bench::process_cpu_seconds() - c0));
     }
-    if (!(s = decode_beside_probe(*model, static_cast<int>(threads), weight_bytes, &paired[threads])))
+    recurrent_bytes = model->new_state().schema().snapshot_bytes();
+    const double tg = *std::max_element(samples.back().ts.begin(), samples.back().ts.end());
+    if (!(s = decode_beside_probe(*model, static_cast<int>(threads), weight_bytes, tg, &paired[threads],
+                                  &paired_tokens[threads])))
       return bench::fail(s);
   }
 
@@ -246,11 +262,12 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"model\": \"%s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
         "\"file_bytes\": %llu, \"ngram_table_bytes\": %llu, \"ngram_bytes_per_token\": %llu, "
-        "\"rss_after_load\": %llu, \"rss_after_decode\": %llu, \"read_bandwidth\": {",
+        "\"rss_after_load\": %llu, \"rss_after_decode\": %llu, \"recurrent_state_bytes\": %llu, "
+        "\"read_bandwidth\": {",
         model_name.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes),
         static_cast<unsigned long long>(weights.file_bytes), static_cast<unsigned long long>(weights.ngram_table_bytes),
         static_cast<unsigned long long>(weights.ngram_bytes_per_token), static_cast<unsigned long long>(rss_after_load),
-        static_cast<unsigned long long>(rss_after_decode));
+        static_cast<unsigned long long>(rss_after_decode), static_cast<unsigned long long>(recurrent_bytes));
     bool first = true;
     for (const auto& [t, bw] : bandwidth) {
       std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw);
@@ -310,13 +327,16 @@ int main(int argc, char** argv) {
         "GB\n",
         static_cast<long long>(t), probe.best() / 1e9, probe.median() / 1e9, probe.worst() / 1e9, probe.passes.size(),
         probe.buffer_bytes / 1e9);
+  // The recurrent state (the delta rule's, the convs') is read and written
+  // whole by every token: bytes the decode must move beside the weights.
+  const double with_state = static_cast<double>(weight_bytes + 2 * recurrent_bytes) / static_cast<double>(weight_bytes);
   for (auto& [t, ratios] : paired) {
     std::sort(ratios.begin(), ratios.end());
     std::printf(
         "decode over the read bandwidth of the same moment, %lld threads: median %.2f (%.2f-%.2f) over %zu chunks of "
-        "%d tokens\n",
+        "%d tokens; %.2f counting the recurrent state's %.1f MB read and written per token\n",
         static_cast<long long>(t), ratios[ratios.size() / 2], ratios.front(), ratios.back(), ratios.size(),
-        kPairedTokens);
+        paired_tokens[t], ratios[ratios.size() / 2] * with_state, recurrent_bytes / 1e6);
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "runtime/threads.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/cpu/float_mode.h"
@@ -17,15 +18,27 @@ void cpu_relax() {
 #endif
 }
 
-// Spins until done() or `budget` passes; true if done.
+// How many cpu_relax() iterations take `micros` of a running thread: the
+// fastest of a few timed batches (a batch the machine interrupted is slower).
+int64_t iterations_for(int micros) {
+  constexpr int kBatch = 4096;
+  double best = 1e9;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBatch; ++i) cpu_relax();
+    best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return std::max<int64_t>(kBatch, static_cast<int64_t>(micros * kBatch / std::max(best, 1e-3)));
+}
+
+// Spins until done() or `iterations` spins have passed; true if done.
 template <typename Done>
-bool spin_until(Done done, std::chrono::microseconds budget) {
-  const auto until = std::chrono::steady_clock::now() + budget;
-  for (int i = 0;; ++i) {
+bool spin_until(Done done, int64_t iterations) {
+  for (int64_t i = 0; i < iterations; ++i) {
     if (done()) return true;
     cpu_relax();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return done();
   }
+  return done();
 }
 
 }  // namespace
@@ -42,6 +55,8 @@ struct ThreadPool::Job {
 };
 
 ThreadPool::ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {
+  static const int64_t spins = iterations_for(kSpinMicros);
+  spin_iterations_ = spins;
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -94,7 +109,7 @@ void ThreadPool::worker_loop() {
     // Between the kernels of one forward pass the gap is short: spin on the
     // epoch for a while (a wake-up through the kernel costs tens of
     // microseconds on a VM), then sleep until a job or stop arrives.
-    if (spin_until([&] { return epoch_.load() != seen; }, std::chrono::microseconds(kSpinMicros))) continue;
+    if (spin_until([&] { return epoch_.load() != seen; }, spin_iterations_)) continue;
     std::unique_lock<std::mutex> lock(mu_);
     ++sleepers_;
     cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
@@ -132,10 +147,30 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
       }
   }
   auto finished = [&] { return job.done.load() == job.n && job.users.load() == 0; };
-  if (spin_until(finished, std::chrono::microseconds(kSpinMicros))) return;
+  if (spin_until(finished, spin_iterations_)) return;
   std::unique_lock<std::mutex> lock(job.mu);
   job.caller_sleeps.store(true);
   while (!finished()) job.cv.wait_for(lock, std::chrono::microseconds(200));
+}
+
+void ThreadPool::parallel_ranges(int64_t n, int64_t min_grain, int64_t max_grain,
+                                 const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  // One index per thread, each claiming ranges until none are left; a worker
+  // that arrives late (or never) leaves its index to whoever is free, whose
+  // claim then finds the ranges gone.
+  std::atomic<int64_t> next{0};
+  const int64_t share = 2 * static_cast<int64_t>(threads_);
+  parallel_for(threads_, [&](int64_t) {
+    int64_t begin = next.load();
+    for (;;) {
+      if (begin >= n) return;
+      const int64_t take = std::min(n - begin, std::clamp((n - begin) / share, min_grain, max_grain));
+      if (!next.compare_exchange_weak(begin, begin + take)) continue;
+      fn(begin, begin + take);
+      begin = next.load();
+    }
+  });
 }
 
 }  // namespace sb

@@ -29,17 +29,29 @@ class ThreadPool {
   int size() const { return threads_; }
   // Runs fn(i) for every i in [0, n) and returns when all have finished.
   void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
+  // Runs fn(begin, end) over ranges that cover [0, n) once, each claimed by
+  // whichever thread is free: a claim takes a share of what is left, between
+  // min_grain and max_grain items (REQUIRES: 1 <= min_grain <= max_grain), so
+  // the ranges shrink towards the end and the threads finish close together.
+  // Which thread runs which range, and where ranges start, vary from call to
+  // call: fn must give the same result for any split.
+  void parallel_ranges(int64_t n, int64_t min_grain, int64_t max_grain,
+                       const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   struct Job;
   // How long an idle worker, or a caller waiting for the last index of its
-  // job, spins before it blocks.
+  // job, spins before it blocks, counted in the spinning thread's own
+  // iterations (calibrated once to this length): a budget of wall time is
+  // used up while the machine runs another process on the thread's core, and
+  // the thread then sleeps on its return, to cost a wake-up at the next job.
   static constexpr int kSpinMicros = 100;
   void worker_loop();
   Job* take_job();  // a queued job with indices left, marked as used; or null
   static void run_some(Job& job);
 
   int threads_;
+  int64_t spin_iterations_;  // kSpinMicros of spinning
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job*> jobs_;            // guarded by mu_

@@ -237,16 +237,16 @@ void CpuKernels::matmul_quant_few(std::span<const float* const> xs, int64_t m, s
     ps.push_back(std::move(p));
   }
   if (groups == 0) return;
-  // 4 tasks per thread for one row, 16 for several (matmul_quant_packed
-  // says why), none over kMaxTaskBytes (the tail one thread may wait for),
-  // each at least a group.
+  // Ranges of groups claimed as threads come free (ThreadPool::parallel_ranges),
+  // none over kMaxTaskBytes, shrinking to a group at the end, for one row
+  // and for several alike: a region's tail, where one thread waits for the
+  // other's last range, is then about a group; tasks of a fixed size (4 per
+  // thread) left it up to a whole task.
   constexpr int64_t kMaxTaskBytes = int64_t{1} << 20;
   const int64_t group_bytes = std::max<int64_t>(1, bytes / groups);
-  const int64_t per = std::max<int64_t>(
-      1, std::min(groups / ((m > 1 ? 16 : 4) * pool_->size()), kMaxTaskBytes / group_bytes));
+  const int64_t max_groups = std::max<int64_t>(1, kMaxTaskBytes / group_bytes);
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
-  pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
-    const int64_t g0 = task * per, g1 = std::min(groups, g0 + per);
+  pool_->parallel_ranges(groups, 1, max_groups, [&](int64_t g0, int64_t g1) {
     size_t i = 0;
     while (ps[i].first + ps[i].groups <= g0) ++i;
     for (int64_t g = g0; g < g1; ++g) {

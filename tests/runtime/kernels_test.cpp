@@ -875,5 +875,34 @@ TEST(ThreadPool, ConcurrentCallersEachGetAllTheirWork) {
   EXPECT_EQ(total.load(), 4 * 50 * (16 * 17 / 2));
 }
 
+// Every item once, in ranges within the grains, whatever the threads, the
+// grains and the callers beside it.
+TEST(ThreadPool, RangesCoverEveryItemOnce) {
+  ThreadPool one(1), two(2);
+  for (ThreadPool* pool : {&one, &two})
+    for (int64_t n : {1, 2, 7, 64, 1000})
+      for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, 1}, {1, 8}, {3, 3}, {5, 1000}}) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::atomic<int> bad{0};
+        pool->parallel_ranges(n, lo, hi, [&](int64_t b, int64_t e) {
+          if (b < 0 || e > n || e <= b || e - b > hi || (e - b < lo && e != n)) ++bad;
+          for (int64_t i = std::max<int64_t>(b, 0); i < std::min(e, n); ++i) ++seen[static_cast<size_t>(i)];
+        });
+        EXPECT_EQ(bad.load(), 0) << "n " << n << " grains " << lo << "-" << hi;
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)].load(), 1) << "n " << n << " item " << i;
+      }
+  std::vector<std::thread> callers;
+  std::atomic<int64_t> total{0};
+  for (int c = 0; c < 3; ++c)
+    callers.emplace_back([&] {
+      for (int rep = 0; rep < 50; ++rep)
+        two.parallel_ranges(100, 1, 16, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) total += i;
+        });
+    });
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(total.load(), 3 * 50 * (99 * 100 / 2));
+}
+
 }  // namespace
 }  // namespace sb
