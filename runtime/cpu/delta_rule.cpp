@@ -179,7 +179,7 @@ constexpr int64_t kPrefetchRows = 32;
 // 16 NV columns, dv apart), or null.
 template <int NV>
 void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
-                       const float* v, float alpha, float beta, float* o, const float* next) {
+                       const float* v, float alpha, float beta, float* o, const float* next, float* u_out) {
   const V16 va = V16::set1(alpha);
   V16 acc[NV];
   for (int j = 0; j < NV; ++j) acc[j] = V16::zero();
@@ -204,6 +204,8 @@ void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int6
     u[j] = vb * (V16::load(v + c0 + 16 * j) - acc[j]);
     acc[j] = V16::zero();
   }
+  if (u_out)
+    for (int j = 0; j < NV; ++j) u[j].store(u_out + c0 + 16 * j);
   for (int64_t a = 0; a < dk; ++a) {
     float* row = S + a * dv + c0;
     const V16 ka = V16::set1(k[a]), qa = V16::set1(q[a]);
@@ -221,12 +223,12 @@ void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int6
 // head block read after this one, or null; fetched ahead when d_v is one
 // block of columns (128 or 16, the models' d_v is 128).
 void recurrent_head(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
-                    const float* v, float alpha, float beta, float* o, const float* next = nullptr) {
+                    const float* v, float alpha, float beta, float* o, const float* next, float* u_out) {
   int64_t c0 = 0;
   for (; c0 + 128 <= dv; c0 += 128)
-    recurrent_columns<8>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 128 ? next : nullptr);
+    recurrent_columns<8>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 128 ? next : nullptr, u_out);
   for (; c0 + 16 <= dv; c0 += 16)
-    recurrent_columns<1>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 16 ? next : nullptr);
+    recurrent_columns<1>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 16 ? next : nullptr, u_out);
   if (c0 == dv) return;
   // Columns past the last whole vector, element by element.
   thread_local std::vector<float> mem, u;
@@ -241,6 +243,7 @@ void recurrent_head(const float* S_in, float* S, int64_t dk, int64_t dv, const f
     }
   }
   for (int64_t c = c0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
+  if (u_out) std::copy(u.begin() + c0, u.end(), u_out + c0);
   std::fill(o + c0, o + dv, 0.0f);
   for (int64_t a = 0; a < dk; ++a) {
     float* row = S + a * dv;
@@ -260,7 +263,31 @@ void recurrent_item(const DeltaRuleInput& in, int64_t t, int64_t h, const float*
   const float* k = in.k + (t * in.n_k + kh) * dk;
   const float* v = in.v + (t * in.n_v + h) * dv;
   const float alpha = exp_f(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
-  recurrent_head(S_in + h * dk * dv, S + h * dk * dv, dk, dv, q, k, v, alpha, beta, out + (t * in.n_v + h) * dv, next);
+  float* u_out = in.updates ? in.updates + (t * in.n_v + h) * dv : nullptr;
+  recurrent_head(S_in + h * dk * dv, S + h * dk * dv, dk, dv, q, k, v, alpha, beta, out + (t * in.n_v + h) * dv, next,
+                 u_out);
+}
+
+// Columns [c0, c0 + 16 NV) of one head's state after rows [0, n): each
+// element's decay and rank-one update per row, as recurrent_columns does
+// them (the decayed value rounded, then one fma), held in registers from
+// row to row. k: row t's key at k + t * ldk; u: its update at u + t * ldu.
+template <int NV>
+void replay_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int64_t c0, int64_t n, const float* alpha,
+                    const float* k, int64_t ldk, const float* u, int64_t ldu) {
+  for (int64_t a = 0; a < dk; ++a) {
+    const float* in = S_in + a * dv + c0;
+    float* row = S + a * dv + c0;
+    if (a + kPrefetchRows < dk)
+      for (int j = 0; j < NV; ++j) __builtin_prefetch(in + kPrefetchRows * dv + 16 * j);
+    V16 s[NV];
+    for (int j = 0; j < NV; ++j) s[j] = V16::load(in + 16 * j);
+    for (int64_t t = 0; t < n; ++t) {
+      const V16 va = V16::set1(alpha[t]), ka = V16::set1(k[t * ldk + a]);
+      for (int j = 0; j < NV; ++j) s[j] = fma(ka, V16::load(u + t * ldu + c0 + 16 * j), s[j] * va);
+    }
+    for (int j = 0; j < NV; ++j) s[j].store(row + 16 * j);
+  }
 }
 
 }  // namespace
@@ -276,6 +303,34 @@ void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* st
     const int64_t block = in.d_k * in.d_v;
     for (int64_t h = h0; h < h1; ++h)
       recurrent_item(in, t, h, states[t], states[t], out, h + 1 < h1 ? states[t] + (h + 1) * block : nullptr);
+  });
+}
+
+void CpuKernels::delta_rule_replay(const DeltaRuleInput& in, const float* updates, const float* from, float* state) {
+  FlushSubnormals mode;
+  const int64_t dk = in.d_k, dv = in.d_v, n = in.tokens, r = in.n_v / in.n_k;
+  const int64_t ldk = in.n_k * dk, ldu = in.n_v * dv;
+  pool_->parallel_for(in.n_v, [&](int64_t h) {
+    thread_local std::vector<float> alpha;
+    alpha.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) alpha[static_cast<size_t>(t)] = exp_f(in.g[t * in.n_v + h]);
+    const float* S_in = from + h * dk * dv;
+    float* S = state + h * dk * dv;
+    const float* k = in.k + (h / r) * dk;
+    const float* u = updates + h * dv;
+    int64_t c0 = 0;
+    for (; c0 + 128 <= dv; c0 += 128) replay_columns<8>(S_in, S, dk, dv, c0, n, alpha.data(), k, ldk, u, ldu);
+    for (; c0 + 16 <= dv; c0 += 16) replay_columns<1>(S_in, S, dk, dv, c0, n, alpha.data(), k, ldk, u, ldu);
+    // The columns recurrent_head updates one by one, likewise here.
+    for (int64_t a = 0; a < dk; ++a)
+      for (int64_t c = c0; c < dv; ++c) {
+        float x = S_in[a * dv + c];
+        for (int64_t t = 0; t < n; ++t) {
+          const float decayed = x * alpha[static_cast<size_t>(t)];
+          x = std::fma(k[t * ldk + a], u[t * ldu + c], decayed);
+        }
+        S[a * dv + c] = x;
+      }
   });
 }
 
