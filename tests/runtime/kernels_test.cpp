@@ -144,7 +144,7 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
   auto k = make_cpu_kernels(&pool), k1 = make_cpu_kernels(&pool1);
   std::mt19937 rng(12);
   constexpr int64_t T = 3, nk = 2, nv = 4, dk = 32;
-  for (int64_t dv : {24, 128, 152}) {
+  for (int64_t dv : {24, 128, 144, 152}) {
     std::vector<float> q = randn(rng, T * nk * dk), key = randn(rng, T * nk * dk), v = randn(rng, T * nv * dv);
     normalise_heads(q, dk, 1.0f / std::sqrt(float(dk)));
     normalise_heads(key, dk, 1.0f);
