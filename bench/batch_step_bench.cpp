@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
     const double best = step_ms(0, 0, 1, &median);
     std::printf("a verify step of %lld rows: %.1f ms (median %.1f)\n", static_cast<long long>(verify), best, median);
     // What a rejection then costs: the rollback to the first n rows (the
-    // Gated DeltaNet layers' n rows run again), from the State the last rep
+    // Gated DeltaNet layers' first n rows replayed), from the State the last rep
     // of the step left, which `rollback` describes.
     sb::State after = base[0];
     {

@@ -30,7 +30,7 @@ Status next_token(Sequence& seq, GeneratedToken* out, const DraftToken* draft) {
   if (req.on_logits) req.on_logits(seq.logits);
   GeneratedToken g;
   if (seq.processor) {
-    seq.processed = seq.logits;
+    seq.processed.assign(seq.logits.begin(), seq.logits.end());
     const int64_t left = req.max_tokens - static_cast<int64_t>(seq.result.tokens.size());
     SB_RETURN_IF_ERROR(seq.processor->process(seq.processed, left, req.cancelled));
     g.token = draft ? seq.sampler->sample_draft(seq.processed, nullptr, *draft) : seq.sampler->sample(seq.processed);

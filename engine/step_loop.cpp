@@ -239,7 +239,7 @@ void StepLoop::end_prefill_chunk(const Slice& slice, SequenceOutput& out) {
   d.active = true;
   d.decode = false;
   d.tokens.clear();
-  d.logits.assign(out.logits.end() - vocab, out.logits.end());
+  d.logits = std::move(out.logits);
   d.stats.assign(1, out.stats.back());
   d.rows = 1;
   d.row = 0;
@@ -264,6 +264,7 @@ void StepLoop::verify_rows(const Slice& slice, SequenceOutput& out) {
 void StepLoop::draw_rows(Sequence& seq) {
   Sequence::Draw& d = seq.draw;
   const size_t vocab = static_cast<size_t>(context_.model.vocab_size());
+  const size_t first = d.logits.size() / vocab - d.rows;  // a prompt's rows before its last
   const bool rejection = seq.acceptance == SpeculativeAcceptance::kRejection && seq.drafter;
   while (d.row < d.rows) {
     if (!seq.mask_ready()) return;  // resumed by loop() once the worker is done
@@ -272,10 +273,7 @@ void StepLoop::draw_rows(Sequence& seq) {
       break;
     }
     const size_t row = d.row++;
-    if (d.rows == 1)
-      seq.logits = std::move(d.logits);
-    else
-      seq.logits.assign(d.logits.begin() + row * vocab, d.logits.begin() + (row + 1) * vocab);
+    seq.logits = std::span<const float>(d.logits).subspan((first + row) * vocab, vocab);
     seq.logit_stats = d.stats[row];
     // Rejection acceptance judges the row's draft token by p/q; exact
     // acceptance draws as plain decoding does and compares below.

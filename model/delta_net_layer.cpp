@@ -228,8 +228,9 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
                               : seq.state->f32(w.comp_ssm).data();
       float* state = seq.state->f32(w.comp_ssm).data();
       ssms.assign(static_cast<size_t>(seq.rows), state);
-      const DeltaRuleInput in{seq.rows,           nk,      nv,          dk, dv, q.data() + r0 * key_dim,
-                              k.data() + r0 * key_dim, v.data() + r0 * value_dim, g + r0 * nv, beta + r0 * nv};
+      DeltaRuleInput in{seq.rows,           nk,      nv,          dk, dv, q.data() + r0 * key_dim,
+                        k.data() + r0 * key_dim, v.data() + r0 * value_dim, g + r0 * nv, beta + r0 * nv};
+      if (seq.rollback && seq.rows > 1) in.updates = seq.rollback->delta[static_cast<size_t>(w.comp_ssm)].updates.data();
       kernels_->delta_rule_rows(in, from, ssms.data(), o + r0 * value_dim);
     }
   }
@@ -265,11 +266,9 @@ const float* Transformer::keep_delta_rule(const LayerWeights& w, SequenceRows& s
   std::vector<uint8_t>& storage = seq.state->storage(static_cast<size_t>(w.comp_ssm));
   kept.state.swap(storage);
   storage.resize(kept.state.size());  // allocates only the first time
-  kept.q.assign(q + r0 * key_dim, q + (r0 + n) * key_dim);
   kept.k.assign(k + r0 * key_dim, k + (r0 + n) * key_dim);
-  kept.v.assign(v + r0 * value_dim, v + (r0 + n) * value_dim);
   kept.g.assign(g + r0 * nv, g + (r0 + n) * nv);
-  kept.beta.assign(beta + r0 * nv, beta + (r0 + n) * nv);
+  kept.updates.resize(static_cast<size_t>(n * value_dim));  // the kernel writes them
   return reinterpret_cast<const float*>(kept.state.data());
 }
 
@@ -288,17 +287,17 @@ Status Transformer::roll_back(State& state, VerifyRollback& kept, int64_t rows) 
   // The small parts and the truncation first (rewind() leaves the empty
   // Gated DeltaNet parts alone); then each such layer's state before the
   // step moves back into the State (the step's state out to `kept`, whose
-  // buffer the next step reuses) and its accepted rows run again in place.
+  // buffer the next step reuses) and its accepted rows' updates are replayed
+  // in place.
   rewind(state, kept.rows[static_cast<size_t>(rows - 1)]);
-  std::vector<float> out(static_cast<size_t>(rows * nv * dv));
   for (size_t comp = 0; comp < kept.delta.size(); ++comp) {
     VerifyRollback::DeltaRule& d = kept.delta[comp];
     if (d.state.empty()) continue;
     d.state.swap(state.storage(comp));
     float* ssm = state.f32(comp).data();
-    const std::vector<float*> states(static_cast<size_t>(rows), ssm);
-    const DeltaRuleInput in{rows, nk, nv, dk, dv, d.q.data(), d.k.data(), d.v.data(), d.g.data(), d.beta.data()};
-    kernels_->delta_rule_rows(in, ssm, states.data(), out.data());
+    DeltaRuleInput in{rows, nk, nv, dk, dv};
+    in.k = d.k.data(), in.g = d.g.data();
+    kernels_->delta_rule_replay(in, d.updates.data(), ssm, ssm);
   }
   return Status::ok();
 }

@@ -127,8 +127,10 @@ enum class LogitRows { kNone, kLast, kAll };
 // A Gated DeltaNet state is large (18.9 MB a sequence at 0.8b), so the state
 // after each row is not kept: writing five of them cost a verify step more
 // than its five rows' arithmetic. Kept instead are each such layer's state
-// before the step and the rows' delta-rule inputs, from which the accepted
-// rows are run again by the same kernel, giving the same bits. The state
+// before the step and, per row, its keys, gates and the rank-one update the
+// kernel applied (DeltaRuleInput::updates), from which the accepted rows'
+// updates are replayed (Kernels::delta_rule_replay) in one pass over the
+// state, giving the same bits without running the rows again. The state
 // before the step is not copied: its buffer moves here and the State gets
 // this one's (swapped), so a step and its rollback copy no state at all.
 struct VerifyRollback {
@@ -138,11 +140,11 @@ struct VerifyRollback {
   // the Gated DeltaNet states are left empty.
   std::vector<RecurrentSnapshot> rows;
   // Per schema component (empty unless a Gated DeltaNet state): the state
-  // before the step (the State's storage, f32) and the rows' q, k, v, gates
-  // and betas.
+  // before the step (the State's storage, f32), the rows' keys and gates and
+  // the updates the kernel wrote.
   struct DeltaRule {
     std::vector<uint8_t> state;
-    std::vector<float> q, k, v, g, beta;
+    std::vector<float> k, g, updates;
   };
   std::vector<DeltaRule> delta;
 };

@@ -457,19 +457,27 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
     for (int64_t r = seq.first_row + seq.rows - logit_rows(batch[i]); r < seq.first_row + seq.rows; ++r)
       rows.push_back(r);
   }
-  Rows xn(n * H), logits(n * V);
+  Rows xn(n * H);
   kernels_->gather_rows(x.data(), rows.data(), n, H, xn.data());
   if (!final_norm_.empty())  // qwen4exp's head mixer ran in run_layers
     kernels_->rms_norm(xn.data(), n, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
                        config_.norm_weight_offset, xn.data());
-  kernels_->matmul(xn.data(), n, lm_head_, logits.data());
+  // When one sequence wants every row (a verify step, a prompt's last row)
+  // the head writes its output in place: a copy of 1 MB a row at a 248k
+  // vocabulary costs the step thread about twice the clearing of it.
+  const auto only = std::find_if(batch.begin(), batch.end(), [&](const SequenceStep& s) { return logit_rows(s) == n; });
+  std::vector<float>* own = only != batch.end() ? &(*out)[static_cast<size_t>(only - batch.begin())].logits : nullptr;
+  Rows shared(own ? 0 : n * V);
+  if (own) own->resize(static_cast<size_t>(n * V));
+  float* logits = own ? own->data() : shared.data();
+  kernels_->matmul(xn.data(), n, lm_head_, logits);
   std::vector<LogitStats> stats(n);
-  kernels_->logit_stats(logits.data(), n, V, stats.data());
+  kernels_->logit_stats(logits, n, V, stats.data());
   int64_t at = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t k = logit_rows(batch[i]);
     (*out)[i].n_rows = k;
-    (*out)[i].logits.assign(logits.data() + at * V, logits.data() + (at + k) * V);
+    if (&(*out)[i].logits != own) (*out)[i].logits.assign(logits + at * V, logits + (at + k) * V);
     (*out)[i].stats.assign(stats.begin() + at, stats.begin() + at + k);
     if (mtp_) (*out)[i].hidden.assign(xn.data() + at * H, xn.data() + (at + k) * H);
     at += k;

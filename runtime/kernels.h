@@ -89,6 +89,11 @@ struct DeltaRuleInput {
   // chunk of `tokens` rows gives, at the cost of the new rows (and the state).
   int64_t first = 0;
   float* parts = nullptr;
+  // Recurrent forms, optional: each row's rank-one update vector u [tokens,
+  // n_v, d_v] written here (the row's state is alpha S + k u^T, each element
+  // one fma on its decayed value), what delta_rule_replay() redoes the
+  // state's update from.
+  float* updates = nullptr;
 };
 
 // The chunked form's largest chunk, and the size of `parts` for it.
@@ -202,6 +207,13 @@ class Kernels {
   // called row by row: a verify step keeps every row's state without
   // copying it (model/model.h).
   virtual void delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) = 0;
+  // The state delta_rule_rows leaves after rows [0, in.tokens), written into
+  // `state` from `from` (they may be the same), bit for bit, without the
+  // rows' products over the state: each element replays its decays and
+  // rank-one updates from in.k, in.g and the `updates` the rows wrote
+  // (DeltaRuleInput::updates; q, v and beta are not read). A rollback of a
+  // verify step's rejected rows in one pass over the state (model/model.h).
+  virtual void delta_rule_replay(const DeltaRuleInput& in, const float* updates, const float* from, float* state) = 0;
 
   // The small per-element and per-row steps between the big ones.
   // x[i] += y[i].

@@ -73,6 +73,7 @@ class CpuKernels final : public Kernels {
   void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) override;
   void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) override;
   void delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) override;
+  void delta_rule_replay(const DeltaRuleInput& in, const float* updates, const float* from, float* state) override;
   void add(float* x, const float* y, int64_t n) override;
   void mul_activation(float* x, const float* gate, int64_t n, Activation act) override;
   void add_scaled_rows(float* out, const float* y, int64_t ld_y, const float* scale, int64_t scale_stride,

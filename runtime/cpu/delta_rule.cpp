@@ -179,7 +179,7 @@ constexpr int64_t kPrefetchRows = 32;
 // 16 NV columns, dv apart), or null.
 template <int NV>
 void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int64_t c0, const float* q, const float* k,
-                       const float* v, float alpha, float beta, float* o, const float* next) {
+                       const float* v, float alpha, float beta, float* o, const float* next, float* u_out) {
   const V16 va = V16::set1(alpha);
   V16 acc[NV];
   for (int j = 0; j < NV; ++j) acc[j] = V16::zero();
@@ -204,6 +204,8 @@ void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int6
     u[j] = vb * (V16::load(v + c0 + 16 * j) - acc[j]);
     acc[j] = V16::zero();
   }
+  if (u_out)
+    for (int j = 0; j < NV; ++j) u[j].store(u_out + c0 + 16 * j);
   for (int64_t a = 0; a < dk; ++a) {
     float* row = S + a * dv + c0;
     const V16 ka = V16::set1(k[a]), qa = V16::set1(q[a]);
@@ -221,12 +223,12 @@ void recurrent_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int6
 // head block read after this one, or null; fetched ahead when d_v is one
 // block of columns (128 or 16, the models' d_v is 128).
 void recurrent_head(const float* S_in, float* S, int64_t dk, int64_t dv, const float* q, const float* k,
-                    const float* v, float alpha, float beta, float* o, const float* next = nullptr) {
+                    const float* v, float alpha, float beta, float* o, const float* next, float* u_out) {
   int64_t c0 = 0;
   for (; c0 + 128 <= dv; c0 += 128)
-    recurrent_columns<8>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 128 ? next : nullptr);
+    recurrent_columns<8>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 128 ? next : nullptr, u_out);
   for (; c0 + 16 <= dv; c0 += 16)
-    recurrent_columns<1>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 16 ? next : nullptr);
+    recurrent_columns<1>(S_in, S, dk, dv, c0, q, k, v, alpha, beta, o, dv == 16 ? next : nullptr, u_out);
   if (c0 == dv) return;
   // Columns past the last whole vector, element by element.
   thread_local std::vector<float> mem, u;
@@ -241,6 +243,7 @@ void recurrent_head(const float* S_in, float* S, int64_t dk, int64_t dv, const f
     }
   }
   for (int64_t c = c0; c < dv; ++c) u[c] = beta * (v[c] - mem[c]);
+  if (u_out) std::copy(u.begin() + c0, u.end(), u_out + c0);
   std::fill(o + c0, o + dv, 0.0f);
   for (int64_t a = 0; a < dk; ++a) {
     float* row = S + a * dv;
@@ -260,7 +263,113 @@ void recurrent_item(const DeltaRuleInput& in, int64_t t, int64_t h, const float*
   const float* k = in.k + (t * in.n_k + kh) * dk;
   const float* v = in.v + (t * in.n_v + h) * dv;
   const float alpha = exp_f(in.g[t * in.n_v + h]), beta = in.beta[t * in.n_v + h];
-  recurrent_head(S_in + h * dk * dv, S + h * dk * dv, dk, dv, q, k, v, alpha, beta, out + (t * in.n_v + h) * dv, next);
+  float* u_out = in.updates ? in.updates + (t * in.n_v + h) * dv : nullptr;
+  recurrent_head(S_in + h * dk * dv, S + h * dk * dv, dk, dv, q, k, v, alpha, beta, out + (t * in.n_v + h) * dv, next,
+                 u_out);
+}
+
+// Rows [0, in.tokens) of one sequence on columns [c0, c0 + 16 NV) of head
+// h, each element's operations and their order those of recurrent_columns
+// row after row, but row t's rank-one update and q^T S share one pass over
+// the head with row t + 1's decay and k^T S: in.tokens + 1 passes, not two
+// a row. Row t's state goes to states[t] (with row t + 1's decay applied
+// when states[t + 1] is the same buffer: only the last row's is kept then).
+template <int NV>
+void chained_columns(const DeltaRuleInput& in, int64_t h, int64_t c0, const float* from, float* const* states,
+                     float* out) {
+  const int64_t dk = in.d_k, dv = in.d_v, n = in.tokens, kh = h / (in.n_v / in.n_k), block = dk * dv;
+  auto key = [&](int64_t t) { return in.k + (t * in.n_k + kh) * dk; };
+  auto alpha = [&](int64_t t) { return V16::set1(exp_f(in.g[t * in.n_v + h])); };
+  // u of row t from its k^T S (acc, zeroed for the next use).
+  auto update = [&](int64_t t, V16* acc, V16* u) {
+    const V16 vb = V16::set1(in.beta[t * in.n_v + h]);
+    const float* v = in.v + (t * in.n_v + h) * dv + c0;
+    float* keep = in.updates ? in.updates + (t * in.n_v + h) * dv + c0 : nullptr;
+    for (int j = 0; j < NV; ++j) {
+      u[j] = vb * (V16::load(v + 16 * j) - acc[j]);
+      acc[j] = V16::zero();
+      if (keep) u[j].store(keep + 16 * j);
+    }
+  };
+  V16 acc[NV], u[NV], o[NV];
+  for (int j = 0; j < NV; ++j) acc[j] = o[j] = V16::zero();
+  {  // row 0's decay and k^T S, from the state before the rows
+    const V16 va = alpha(0);
+    const float* k = key(0);
+    const float* S_in = from + h * block + c0;
+    float* S = states[0] + h * block + c0;
+    for (int64_t a = 0; a < dk; ++a) {
+      if (a + kPrefetchRows < dk)
+        for (int j = 0; j < NV; ++j) __builtin_prefetch(S_in + (a + kPrefetchRows) * dv + 16 * j);
+      const V16 ka = V16::set1(k[a]);
+      for (int j = 0; j < NV; ++j) {
+        const V16 s = V16::load(S_in + a * dv + 16 * j) * va;
+        s.store(S + a * dv + 16 * j);
+        acc[j] = fma(ka, s, acc[j]);
+      }
+    }
+  }
+  update(0, acc, u);
+  for (int64_t t = 0; t < n; ++t) {
+    const bool next = t + 1 < n;
+    const float* q = in.q + (t * in.n_k + kh) * dk;
+    const float* k = key(t);
+    const float* k1 = next ? key(t + 1) : k;
+    const V16 va1 = next ? alpha(t + 1) : V16::zero();
+    float* S = states[t] + h * block + c0;
+    float* S1 = next ? states[t + 1] + h * block + c0 : S;
+    for (int64_t a = 0; a < dk; ++a) {
+      const V16 ka = V16::set1(k[a]), qa = V16::set1(q[a]), ka1 = V16::set1(k1[a]);
+      for (int j = 0; j < NV; ++j) {
+        const V16 s = fma(ka, u[j], V16::load(S + a * dv + 16 * j));
+        o[j] = fma(qa, s, o[j]);
+        if (!next) {
+          s.store(S + a * dv + 16 * j);
+          continue;
+        }
+        if (S1 != S) s.store(S + a * dv + 16 * j);
+        const V16 d = s * va1;
+        d.store(S1 + a * dv + 16 * j);
+        acc[j] = fma(ka1, d, acc[j]);
+      }
+    }
+    float* o_row = out + (t * in.n_v + h) * dv + c0;
+    for (int j = 0; j < NV; ++j) {
+      o[j].store(o_row + 16 * j);
+      o[j] = V16::zero();
+    }
+    if (next) update(t + 1, acc, u);
+  }
+}
+
+// A head of delta_rule_rows whose width is whole vectors: chained_columns
+// over its blocks of 64 columns, then of 16.
+void chained_head(const DeltaRuleInput& in, int64_t h, const float* from, float* const* states, float* out) {
+  int64_t c0 = 0;
+  for (; c0 + 64 <= in.d_v; c0 += 64) chained_columns<4>(in, h, c0, from, states, out);
+  for (; c0 + 16 <= in.d_v; c0 += 16) chained_columns<1>(in, h, c0, from, states, out);
+}
+
+// Columns [c0, c0 + 16 NV) of one head's state after rows [0, n): each
+// element's decay and rank-one update per row, as recurrent_columns does
+// them (the decayed value rounded, then one fma), held in registers from
+// row to row. k: row t's key at k + t * ldk; u: its update at u + t * ldu.
+template <int NV>
+void replay_columns(const float* S_in, float* S, int64_t dk, int64_t dv, int64_t c0, int64_t n, const float* alpha,
+                    const float* k, int64_t ldk, const float* u, int64_t ldu) {
+  for (int64_t a = 0; a < dk; ++a) {
+    const float* in = S_in + a * dv + c0;
+    float* row = S + a * dv + c0;
+    if (a + kPrefetchRows < dk)
+      for (int j = 0; j < NV; ++j) __builtin_prefetch(in + kPrefetchRows * dv + 16 * j);
+    V16 s[NV];
+    for (int j = 0; j < NV; ++j) s[j] = V16::load(in + 16 * j);
+    for (int64_t t = 0; t < n; ++t) {
+      const V16 va = V16::set1(alpha[t]), ka = V16::set1(k[t * ldk + a]);
+      for (int j = 0; j < NV; ++j) s[j] = fma(ka, V16::load(u + t * ldu + c0 + 16 * j), s[j] * va);
+    }
+    for (int j = 0; j < NV; ++j) s[j].store(row + 16 * j);
+  }
 }
 
 }  // namespace
@@ -279,12 +388,42 @@ void CpuKernels::delta_rule_recurrent(const DeltaRuleInput& in, float* const* st
   });
 }
 
+void CpuKernels::delta_rule_replay(const DeltaRuleInput& in, const float* updates, const float* from, float* state) {
+  FlushSubnormals mode;
+  const int64_t dk = in.d_k, dv = in.d_v, n = in.tokens, r = in.n_v / in.n_k;
+  const int64_t ldk = in.n_k * dk, ldu = in.n_v * dv;
+  pool_->parallel_for(in.n_v, [&](int64_t h) {
+    thread_local std::vector<float> alpha;
+    alpha.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) alpha[static_cast<size_t>(t)] = exp_f(in.g[t * in.n_v + h]);
+    const float* S_in = from + h * dk * dv;
+    float* S = state + h * dk * dv;
+    const float* k = in.k + (h / r) * dk;
+    const float* u = updates + h * dv;
+    int64_t c0 = 0;
+    for (; c0 + 128 <= dv; c0 += 128) replay_columns<8>(S_in, S, dk, dv, c0, n, alpha.data(), k, ldk, u, ldu);
+    for (; c0 + 16 <= dv; c0 += 16) replay_columns<1>(S_in, S, dk, dv, c0, n, alpha.data(), k, ldk, u, ldu);
+    // The columns recurrent_head updates one by one, likewise here.
+    for (int64_t a = 0; a < dk; ++a)
+      for (int64_t c = c0; c < dv; ++c) {
+        float x = S_in[a * dv + c];
+        for (int64_t t = 0; t < n; ++t) {
+          const float decayed = x * alpha[static_cast<size_t>(t)];
+          x = std::fma(k[t * ldk + a], u[t * ldu + c], decayed);
+        }
+        S[a * dv + c] = x;
+      }
+  });
+}
+
 void CpuKernels::delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) {
   FlushSubnormals mode;
   // One item per head, its rows in turn: the state row t - 1 wrote is still
   // in cache when row t reads it (64 KiB a head at d_k = d_v = 128), where
-  // row-at-a-time calls read every head's state back from memory.
+  // row-at-a-time calls read every head's state back from memory. Heads of
+  // whole vectors run the rows chained, one pass over the head per row.
   pool_->parallel_for(in.n_v, [&](int64_t h) {
+    if (in.d_v % 16 == 0) return chained_head(in, h, from, states, out);
     for (int64_t t = 0; t < in.tokens; ++t) recurrent_item(in, t, h, t == 0 ? from : states[t - 1], states[t], out);
   });
 }

@@ -144,7 +144,7 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
   auto k = make_cpu_kernels(&pool), k1 = make_cpu_kernels(&pool1);
   std::mt19937 rng(12);
   constexpr int64_t T = 3, nk = 2, nv = 4, dk = 32;
-  for (int64_t dv : {24, 128, 152}) {
+  for (int64_t dv : {24, 128, 144, 152}) {
     std::vector<float> q = randn(rng, T * nk * dk), key = randn(rng, T * nk * dk), v = randn(rng, T * nv * dv);
     normalise_heads(q, dk, 1.0f / std::sqrt(float(dk)));
     normalise_heads(key, dk, 1.0f);
@@ -198,6 +198,34 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
     k->delta_rule_rows(in, start.data(), in_place_rows, o_chain.data());
     EXPECT_TRUE(std::memcmp(o_chain.data(), o_seq.data(), o_seq.size() * 4) == 0) << "chain in place, d_v " << dv;
     EXPECT_TRUE(std::memcmp(start.data(), seq.data(), seq.size() * 4) == 0) << "chain in place: state, d_v " << dv;
+
+    // The replay of the first n rows' updates gives the state after row n - 1
+    // bit for bit, out of place and in place; a replay that misses a row's
+    // decay or takes another row's update does not.
+    std::vector<float> updates(T * O, -1.0f), o_rows(T * O);
+    DeltaRuleInput with_updates = in;
+    with_updates.updates = updates.data();
+    k->delta_rule_rows(with_updates, start_copy.data(), chained, o_rows.data());
+    EXPECT_TRUE(std::memcmp(o_rows.data(), o_seq.data(), o_seq.size() * 4) == 0) << "updates kept: outputs, d_v " << dv;
+    for (auto* kern : {k.get(), k1.get()})
+      for (int64_t n = 1; n <= T; ++n) {
+        DeltaRuleInput first = in;
+        first.tokens = n;
+        std::vector<float> replayed(S, 0.0f), in_place = start_copy;
+        kern->delta_rule_replay(first, updates.data(), start_copy.data(), replayed.data());
+        kern->delta_rule_replay(first, updates.data(), in_place.data(), in_place.data());
+        const float* want = states_seq.data() + (n - 1) * S;
+        EXPECT_TRUE(std::memcmp(replayed.data(), want, S * 4) == 0) << "replay of " << n << " rows, d_v " << dv;
+        EXPECT_TRUE(std::memcmp(in_place.data(), want, S * 4) == 0) << "replay in place, " << n << " rows, d_v " << dv;
+        std::vector<float> no_decay_g(T * nv, 0.0f), wrong_u = updates;
+        DeltaRuleInput undecayed = first;
+        undecayed.g = no_decay_g.data();
+        kern->delta_rule_replay(undecayed, updates.data(), start_copy.data(), replayed.data());
+        EXPECT_FALSE(std::memcmp(replayed.data(), want, S * 4) == 0) << "replay without decay, d_v " << dv;
+        std::rotate(wrong_u.begin(), wrong_u.begin() + O, wrong_u.end());  // row t gets row t + 1's updates
+        kern->delta_rule_replay(first, wrong_u.data(), start_copy.data(), replayed.data());
+        EXPECT_FALSE(std::memcmp(replayed.data(), want, S * 4) == 0) << "replay of other updates, d_v " << dv;
+      }
   }
 }
 
