@@ -909,7 +909,8 @@ TEST(ThreadPool, RangesCoverEveryItemOnce) {
   ThreadPool one(1), two(2);
   for (ThreadPool* pool : {&one, &two})
     for (int64_t n : {1, 2, 7, 64, 1000})
-      for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, 1}, {1, 8}, {3, 3}, {5, 1000}}) {
+      for (const auto& grains : {std::pair<int64_t, int64_t>{1, 1}, {1, 8}, {3, 3}, {5, 1000}}) {
+        const int64_t lo = grains.first, hi = grains.second;  // Clang 14's lambdas capture no structured binding
         std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
         std::atomic<int> bad{0};
         pool->parallel_ranges(n, lo, hi, [&](int64_t b, int64_t e) {
