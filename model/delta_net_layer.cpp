@@ -222,15 +222,14 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
     for (SequenceRows& seq : seqs) {
       const int64_t r0 = seq.first_row - base;
       // Every row advances the State (out of place from the kept state when
-      // a rollback keeps what runs the rows again).
-      const float* from = seq.rollback && seq.rows > 1
-                              ? keep_delta_rule(w, seq, r0, q.data(), k.data(), v.data(), g, beta)
-                              : seq.state->f32(w.comp_ssm).data();
+      // a rollback keeps what replays the rows' updates).
+      const bool keep = seq.rollback && seq.rows > 1;
+      const float* from = keep ? keep_delta_rule(w, seq, r0, k.data(), g) : seq.state->f32(w.comp_ssm).data();
       float* state = seq.state->f32(w.comp_ssm).data();
       ssms.assign(static_cast<size_t>(seq.rows), state);
       DeltaRuleInput in{seq.rows,           nk,      nv,          dk, dv, q.data() + r0 * key_dim,
                         k.data() + r0 * key_dim, v.data() + r0 * value_dim, g + r0 * nv, beta + r0 * nv};
-      if (seq.rollback && seq.rows > 1) in.updates = seq.rollback->delta[static_cast<size_t>(w.comp_ssm)].updates.data();
+      if (keep) in.updates = seq.rollback->delta[static_cast<size_t>(w.comp_ssm)].updates.data();
       kernels_->delta_rule_rows(in, from, ssms.data(), o + r0 * value_dim);
     }
   }
@@ -257,8 +256,8 @@ void Transformer::keep_row_conv_states(const LayerWeights& w, SequenceRows& seq,
   }
 }
 
-const float* Transformer::keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* q,
-                                         const float* k, const float* v, const float* g, const float* beta) const {
+const float* Transformer::keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* k,
+                                         const float* g) const {
   const ModelConfig& c = config_;
   const int64_t key_dim = c.lin_n_key_heads * c.lin_key_head_dim, nv = c.lin_n_value_heads;
   const int64_t value_dim = nv * c.lin_value_head_dim, n = seq.rows;

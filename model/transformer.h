@@ -227,11 +227,12 @@ class Transformer final : public Model {
                             const float* mixed) const;
   // Keeps this layer's Gated DeltaNet state before a verify step (its
   // buffer swapped out of the State, which gets a buffer of the same size to
-  // write the step's state into) and the delta-rule inputs of seq's rows
-  // (r0: seq's first row among q, k, v, g, beta), what roll_back() runs
-  // again (VerifyRollback). Returns the kept state: what the step reads.
-  const float* keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* q,
-                               const float* k, const float* v, const float* g, const float* beta) const;
+  // write the step's state into), the keys and gates of seq's rows (r0:
+  // seq's first row among k and g) and room for the updates the step's
+  // kernel writes, what roll_back() replays (VerifyRollback). Returns the
+  // kept state: what the step reads.
+  const float* keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* k,
+                               const float* g) const;
   // Splits conv output rows into q, k (L2-normalised, q scaled) and v.
   void split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const;
   // Keeps the sequence's recurrent state of this layer if a capture falls
