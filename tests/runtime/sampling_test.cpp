@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -175,6 +176,29 @@ TEST(Sampler, PlainTemperatureSamplingFollowsTheSoftmax) {
   for (size_t i = 0; i < logits.size(); ++i) {
     const double expected = std::exp(logits[i] / 0.7) / total;
     EXPECT_NEAR(static_cast<double>(count[i]) / n, expected, 0.015) << "id " << i;
+  }
+}
+
+// best_ids against a stable sort of the whole row: rows with many equal
+// logits (ties to the lower id), -infinity (masked) entries, k of 0, 1, 20
+// and beyond the row, and the largest logits first, last or spread.
+TEST(BestIds, AreTheFirstKOfTheRowRankedBestFirstTiesToTheLowerId) {
+  std::vector<std::vector<float>> rows = {random_logits(5003, 3), random_logits(2048, 4)};
+  for (auto& x : rows[1]) x = std::round(x);  // a few values, many ties
+  std::vector<float> masked = random_logits(3001, 5);
+  for (size_t i = 0; i < masked.size(); i += 3) masked[i] = -std::numeric_limits<float>::infinity();
+  rows.push_back(masked);
+  std::vector<float> rising(1000), falling(1000);
+  std::iota(rising.begin(), rising.end(), 0.0f);
+  std::iota(falling.rbegin(), falling.rend(), 0.0f);
+  rows.push_back(rising);
+  rows.push_back(falling);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::vector<int32_t> all = ranked(rows[r]);
+    for (size_t k : {size_t{0}, size_t{1}, size_t{20}, size_t{999}, rows[r].size() + 5}) {
+      const std::vector<int32_t> want(all.begin(), all.begin() + static_cast<ptrdiff_t>(std::min(k, all.size())));
+      EXPECT_EQ(best_ids(rows[r], k), want) << "row " << r << " k " << k;
+    }
   }
 }
 
