@@ -23,7 +23,7 @@ std::vector<double> weights_in_id_order(std::span<const float> logits, double mx
 
 // Ids by logit, best first, ties to the lower id: a total order, so a
 // sampler's candidates are a function of the logits alone.
-bool better(std::span<const float> logits, int32_t a, int32_t b) {
+bool ranks_before(std::span<const float> logits, int32_t a, int32_t b) {
   const float x = logits[static_cast<size_t>(a)], y = logits[static_cast<size_t>(b)];
   return x > y || (x == y && a < b);
 }
@@ -35,7 +35,7 @@ std::vector<int32_t> best_ids(std::span<const float> logits, size_t k) {
   std::vector<int32_t> heap;  // the best so far, the worst of them in front
   heap.reserve(k);
   if (k == 0) return heap;
-  auto order = [&](int32_t a, int32_t b) { return better(logits, a, b); };
+  auto order = [&](int32_t a, int32_t b) { return ranks_before(logits, a, b); };
   for (size_t i = 0; i < k; ++i) {
     heap.push_back(static_cast<int32_t>(i));
     std::push_heap(heap.begin(), heap.end(), order);
@@ -76,7 +76,7 @@ Sampler::Candidates Sampler::candidates(std::span<const float> logits, int32_t b
 
   // Candidates: with neither cut, the whole vocabulary in id order, unsorted
   // (a full sort of a 152k vocabulary per token costs more than the sampling
-  // itself); otherwise by logit, ties to the lower id (better()).
+  // itself); otherwise by logit, ties to the lower id (ranks_before()).
   Candidates c;
   std::vector<int32_t>& ids = c.ids;
   std::vector<double>& p = c.weights;
@@ -86,7 +86,7 @@ Sampler::Candidates Sampler::candidates(std::span<const float> logits, int32_t b
     ids.resize(logits.size());
     std::iota(ids.begin(), ids.end(), 0);
   }
-  auto order = [&](int32_t a, int32_t b) { return better(logits, a, b); };
+  auto order = [&](int32_t a, int32_t b) { return ranks_before(logits, a, b); };
   // The nucleus needs the mass of the candidates it drops, so top-p alone
   // weighs everything; the best candidates are then sorted in growing
   // prefixes until the nucleus fits in one.
