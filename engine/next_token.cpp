@@ -1,8 +1,5 @@
 // Sampling one sequence's next token from its own logits row, and the echo
 // logprobs of prompt rows.
-#include <algorithm>
-#include <numeric>
-
 #include "engine/sequence.h"
 
 namespace sb {
@@ -12,14 +9,8 @@ namespace {
 std::vector<TokenLogprob> top_alternatives(std::span<const float> logits, double log_norm, int k) {
   std::vector<TokenLogprob> out;
   if (k <= 0) return out;
-  std::vector<int32_t> ids(logits.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  const size_t keep = std::min(static_cast<size_t>(k), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(keep), ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  for (size_t i = 0; i < keep; ++i)
-    out.push_back({ids[i], logprob(logits, static_cast<size_t>(ids[i]), log_norm)});
+  for (int32_t id : best_ids(logits, static_cast<size_t>(k)))
+    out.push_back({id, logprob(logits, static_cast<size_t>(id), log_norm)});
   return out;
 }
 

@@ -45,23 +45,27 @@ inline float exp_f(float x0) {
 // 2^n for an integer n in [-1022, 1023].
 inline double exp2i_d(int64_t n) { return std::bit_cast<double>(static_cast<uint64_t>(n + 1023) << 52); }
 
-// e^x in double.
+// e^x in double. Without branches (NaN and the ends are selected after the
+// arithmetic, on an argument clamped into range), so a loop over an array
+// of it vectorizes: the sampler weighs a whole vocabulary with it per token.
 inline double exp_d(double x) {
-  if (x != x) return x;
-  if (x > 709.0) return std::numeric_limits<double>::infinity();
-  if (x < -708.0) return 0.0;
   constexpr double kLog2e = 1.4426950408889634, kMagic = 6755399441055744.0;  // 1.5 * 2^52
   // ln 2 in two parts, the first with 32 significant bits (n times it is exact).
   constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
-  const double n = std::fma(x, kLog2e, kMagic) - kMagic;  // round(x / ln 2)
-  double r = std::fma(-n, kLn2Hi, x);
+  const double xc = x < -708.0 ? -708.0 : x > 709.0 ? 709.0 : x == x ? x : 0.0;
+  const double n = std::fma(xc, kLog2e, kMagic) - kMagic;  // round(x / ln 2)
+  double r = std::fma(-n, kLn2Hi, xc);
   r = std::fma(-n, kLn2Lo, r);  // |r| <= 0.347
   // e^r by its Taylor series to r^13 (truncation under 2^-57 of the result).
   double p = 1.0 / 6227020800.0;
+#pragma GCC unroll 16
   for (double c : {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
                    1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0})
     p = std::fma(p, r, c);
-  return p * exp2i_d(static_cast<int64_t>(n));
+  double y = p * exp2i_d(static_cast<int64_t>(n));
+  y = x > 709.0 ? std::numeric_limits<double>::infinity() : y;
+  y = x < -708.0 ? 0.0 : y;
+  return x == x ? y : x;
 }
 
 // The natural logarithm in double.

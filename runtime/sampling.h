@@ -34,6 +34,11 @@ struct SamplerConfig {
 // Greedy sampling's token.
 int32_t argmax(std::span<const float> logits);
 
+// The min(k, logits.size()) ids of the largest logits, best first, ties to
+// the lower id (top-k sampling's candidates, the top_logprobs alternatives):
+// one pass over the row against the k-th best so far, not a sort of it.
+std::vector<int32_t> best_ids(std::span<const float> logits, size_t k);
+
 // log sum_i e^logits[i], the normaliser of the softmax: token i's log
 // probability is logprob(logits, i, log_normaliser(logits)). The terms are
 // e^(logit - max) from the CPU kernels' vexp, summed in one fixed order (16

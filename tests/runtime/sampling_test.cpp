@@ -1,6 +1,7 @@
 // Sampler: greedy ties, determinism by seed, the top-k, top-p and min-p
-// cuts, masked (-infinity) logits never drawn, and the frequencies of plain
-// temperature sampling against softmax.
+// cuts, masked (-infinity) logits never drawn, the frequencies of plain
+// temperature sampling against softmax, and its draws against a scan of the
+// weights in id order.
 #include "runtime/sampling.h"
 
 #include <gtest/gtest.h>
@@ -8,11 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
 #include <set>
 #include <vector>
+
+#include "runtime/math.h"
 
 namespace sb {
 namespace {
@@ -172,6 +176,57 @@ TEST(Sampler, PlainTemperatureSamplingFollowsTheSoftmax) {
   for (size_t i = 0; i < logits.size(); ++i) {
     const double expected = std::exp(logits[i] / 0.7) / total;
     EXPECT_NEAR(static_cast<double>(count[i]) / n, expected, 0.015) << "id " << i;
+  }
+}
+
+// best_ids against a stable sort of the whole row: rows with many equal
+// logits (ties to the lower id), -infinity (masked) entries, k of 0, 1, 20
+// and beyond the row, and the largest logits first, last or spread.
+TEST(BestIds, AreTheFirstKOfTheRowRankedBestFirstTiesToTheLowerId) {
+  std::vector<std::vector<float>> rows = {random_logits(5003, 3), random_logits(2048, 4)};
+  for (auto& x : rows[1]) x = std::round(x);  // a few values, many ties
+  std::vector<float> masked = random_logits(3001, 5);
+  for (size_t i = 0; i < masked.size(); i += 3) masked[i] = -std::numeric_limits<float>::infinity();
+  rows.push_back(masked);
+  std::vector<float> rising(1000), falling(1000);
+  std::iota(rising.begin(), rising.end(), 0.0f);
+  std::iota(falling.rbegin(), falling.rend(), 0.0f);
+  rows.push_back(rising);
+  rows.push_back(falling);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::vector<int32_t> all = ranked(rows[r]);
+    for (size_t k : {size_t{0}, size_t{1}, size_t{20}, size_t{999}, rows[r].size() + 5}) {
+      const std::vector<int32_t> want(all.begin(), all.begin() + static_cast<ptrdiff_t>(std::min(k, all.size())));
+      EXPECT_EQ(best_ids(rows[r], k), want) << "row " << r << " k " << k;
+    }
+  }
+}
+
+// Plain temperature sampling draws the token a scan of the cumulative
+// weights e^((logit - max) / T), each by exp_d and summed one id after
+// another in id order, reaches at u times their total (u the request's
+// stream: splitmix64 of seed and counter, one a draw). The sampler weighs the
+// whole row in one vectorized pass; its draws must stay this scan's. On a
+// real model's vocabulary with a tail that is not a whole vector, with ids
+// whose weights underflow to zero.
+TEST(Sampler, TemperatureDrawsAreTheScanOfWeightsSummedInIdOrder) {
+  std::vector<float> logits = random_logits(248320 + 3, 21);
+  for (size_t i = 0; i < logits.size(); i += 97) logits[i] = -1000.0f;
+  SamplerConfig c;
+  c.temperature = 0.8f;
+  c.seed = 5;
+  const std::vector<int32_t> got = draw(c, logits, 40);
+  const int32_t best = argmax(logits);
+  const double inv_t = 1.0 / c.temperature, mx = logits[static_cast<size_t>(best)];
+  std::vector<double> w(logits.size());
+  double total = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) total += w[i] = exp_d((logits[i] - mx) * inv_t);
+  for (uint64_t k = 0; k < got.size(); ++k) {
+    const double u = static_cast<double>(splitmix64(c.seed ^ splitmix64(k)) >> 11) * (1.0 / 9007199254740992.0);
+    double acc = 0.0;
+    size_t want = 0;
+    while (want + 1 < w.size() && !(u * total < (acc += w[want]))) ++want;
+    EXPECT_EQ(got[k], static_cast<int32_t>(want)) << "draw " << k;
   }
 }
 
