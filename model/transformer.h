@@ -59,8 +59,9 @@ struct PleWeights {
 struct DeltaNetWeights {
   // qwen3_5 (flat): parts qkv, z, b, a. qwen3_next (grouped per key head):
   // parts qkvz, ba. Tiled (ModelConfig::value_heads_tiled, weights as the
-  // GGUF file holds them): parts qkv's q and k rows, its v rows, z, b, a,
-  // value heads tiled in all but the first (put in order after the product).
+  // GGUF file holds them, several value heads per key head): parts qkv's q
+  // and k rows, its v rows, z, b, a, value heads tiled in all but the first
+  // (put in order after the product); one value head per key head is flat.
   bool grouped = false;
   // Grouped, from a GGUF file (ModelConfig::qkvz_split): parts qkv, z, ba,
   // qkv and z in the layer's order.
