@@ -192,20 +192,20 @@ void Transformer::delta_rule_stretch(const LayerWeights& w, SequenceRows& seq, i
   };
   // With a carry, a part of a chunk at either end goes through it; the whole
   // chunks between in one call.
-  int64_t a = s, b = e;
+  int64_t a = s;
   if (seq.carry && (pos + a) % kGrid != 0) {
-    const int64_t end = std::min(b, a + kGrid - (pos + a) % kGrid);
+    const int64_t end = std::min(e, a + kGrid - (pos + a) % kGrid);
     carried(a, end);
     a = end;
   }
-  const int64_t tail = seq.carry ? std::max(a, b - (pos + b) % kGrid) : b;
+  const int64_t tail = seq.carry ? std::max(a, e - (pos + e) % kGrid) : e;
   if (a < tail) {
     DeltaRuleInput in{tail - a, nk, nv, dk, dv, q + a * key_dim, k + a * key_dim, v + a * value_dim, g + a * nv,
                       beta + a * nv};
     in.phase = (pos + a) % kGrid;
     kernels_->delta_rule_chunk(in, ssm, o + a * value_dim);
   }
-  if (tail < b) carried(tail, b);
+  if (tail < e) carried(tail, e);
 }
 
 void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed,
