@@ -138,46 +138,74 @@ void Transformer::capture_recurrent(const LayerWeights& w, SequenceRows& seq, in
   snap.parts[w.rec_ssm].assign(st.f32(w.comp_ssm).begin(), st.f32(w.comp_ssm).end());
 }
 
+namespace {
+
+// Where the stretch of seq's rows from s ends: at the first capture after s
+// on the grid (its state is handed out there), else at the call's end.
+int64_t stretch_end(const SequenceRows& seq, int64_t s) {
+  for (const int64_t p : seq.capture) {
+    const int64_t e = p - seq.first_pos;
+    if (e > s && e < seq.rows && p % kGrid == 0) return e;
+  }
+  return seq.rows;
+}
+
+}  // namespace
+
 void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
                                      const float* beta, float* o) const {
   const ModelConfig& c = config_;
   const DeltaNetWeights& dw = w.delta;
-  const int64_t T = seq.rows, nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim,
-                dv = c.lin_value_head_dim, K = c.conv_kernel;
-  const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
+  const int64_t T = seq.rows, nk = c.lin_n_key_heads, dk = c.lin_key_head_dim, K = c.conv_kernel;
+  const int64_t key_dim = nk * dk, value_dim = c.lin_n_value_heads * c.lin_value_head_dim,
+                conv_dim = 2 * key_dim + value_dim;
   State& st = *seq.state;
   float* const conv_state[] = {st.f32(w.comp_conv).data()};
   float* ssm = st.f32(w.comp_ssm).data();
   Rows conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim);
   size_t next_capture = 0;
-  // Segments end at grid multiples (and the call's end), so a prefill split on
-  // the grid runs exactly the same segments as an unsplit one.
+  // Each kernel once per stretch: the conv and the split work row by row
+  // and the delta rule chunk by chunk of the grid, so that the bits are those
+  // of a call per grid segment, in a few parallel regions per layer instead
+  // of a few per 64 rows.
   for (int64_t s = 0; s < T;) {
-    const int64_t pos = seq.first_pos + s;
-    const int64_t e = std::min(T, s + (kGrid - pos % kGrid));
-    const int64_t n = e - s;
+    const int64_t e = stretch_end(seq, s), n = e - s;
     kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state, 1,
                                conv_out.data() + s * conv_dim);
     split_conv_rows(conv_out.data() + s * conv_dim, n, q.data() + s * key_dim, k.data() + s * key_dim,
                     v.data() + s * value_dim);
-    DeltaRuleInput in;
-    in.tokens = n;
-    in.n_k = nk;
-    in.n_v = nv;
-    in.d_k = dk;
-    in.d_v = dv;
-    in.q = q.data() + s * key_dim;
-    in.k = k.data() + s * key_dim;
-    in.v = v.data() + s * value_dim;
-    in.g = g + s * nv;
-    in.beta = beta + s * nv;
-    if (seq.carry)
-      delta_rule_with_carry(w, seq, s, e, in.q, in.k, in.v, in.g, in.beta, ssm, o + s * value_dim);
-    else
-      kernels_->delta_rule_chunk(in, ssm, o + s * value_dim);
+    delta_rule_stretch(w, seq, s, e, q.data(), k.data(), v.data(), g, beta, ssm, o);
     capture_recurrent(w, seq, seq.first_pos + e, &next_capture);
     s = e;
   }
+}
+
+void Transformer::delta_rule_stretch(const LayerWeights& w, SequenceRows& seq, int64_t s, int64_t e, const float* q,
+                                     const float* k, const float* v, const float* g, const float* beta, float* ssm,
+                                     float* o) const {
+  const ModelConfig& c = config_;
+  const int64_t nk = c.lin_n_key_heads, nv = c.lin_n_value_heads, dk = c.lin_key_head_dim, dv = c.lin_value_head_dim;
+  const int64_t key_dim = nk * dk, value_dim = nv * dv, pos = seq.first_pos;
+  auto carried = [&](int64_t a, int64_t b) {
+    delta_rule_with_carry(w, seq, a, b, q + a * key_dim, k + a * key_dim, v + a * value_dim, g + a * nv,
+                          beta + a * nv, ssm, o + a * value_dim);
+  };
+  // With a carry, a part of a chunk at either end goes through it; the whole
+  // chunks between in one call.
+  int64_t a = s;
+  if (seq.carry && (pos + a) % kGrid != 0) {
+    const int64_t end = std::min(e, a + kGrid - (pos + a) % kGrid);
+    carried(a, end);
+    a = end;
+  }
+  const int64_t tail = seq.carry ? std::max(a, e - (pos + e) % kGrid) : e;
+  if (a < tail) {
+    DeltaRuleInput in{tail - a, nk, nv, dk, dv, q + a * key_dim, k + a * key_dim, v + a * value_dim, g + a * nv,
+                      beta + a * nv};
+    in.phase = (pos + a) % kGrid;
+    kernels_->delta_rule_chunk(in, ssm, o + a * value_dim);
+  }
+  if (tail < e) carried(tail, e);
 }
 
 void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows> seqs, const float* mixed,

@@ -225,6 +225,15 @@ std::vector<float> permuted(const std::vector<float>& v, const UnitMap& map, int
   return out;
 }
 
+// Whether the value heads lie tiled in the weights (ModelConfig::
+// value_heads_tiled) in an order other than their own: with one value head
+// per key head (the 0.8b preset's 16 and 16) the tiled order is the heads'
+// order, and putting them in order would copy each prefill row's 8224
+// projected floats and 2048 of out's input for nothing.
+bool heads_out_of_order(const ModelConfig& c) {
+  return c.value_heads_tiled && c.lin_n_value_heads != c.lin_n_key_heads;
+}
+
 }  // namespace
 
 void Transformer::bind_delta_net(int64_t l, DeltaNetWeights* d) {
@@ -232,7 +241,7 @@ void Transformer::bind_delta_net(int64_t l, DeltaNetWeights* d) {
   auto t = [&](const char* name) -> const TensorView& { return weights_.layer(l, std::string("linear_attn.") + name); };
   d->grouped = !(c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe || c.arch == Arch::kQwen4Exp);
   d->qkvz_split = d->grouped && c.qkvz_split;
-  d->tiled = c.value_heads_tiled;
+  d->tiled = heads_out_of_order(c);
   if (d->qkvz_split)
     d->in =
         fused(l, {"linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_ba.weight"});
@@ -282,8 +291,8 @@ WeightRef Transformer::delta_net_out(int64_t l, bool* tile_input) {
   // A quantized one is used as it lies (a value head need not be whole
   // blocks, so its columns cannot move): its input is tiled instead, and the
   // products sum in the file's column order, as llama.cpp's do.
-  *tile_input = c.value_heads_tiled && dtype_is_quantized(t.dtype);
-  if (!c.value_heads_tiled || *tile_input) return ref(t);
+  *tile_input = heads_out_of_order(c) && dtype_is_quantized(t.dtype);
+  if (!heads_out_of_order(c) || *tile_input) return ref(t);
   // Floats: columns put in head order, so the products sum in the
   // checkpoint's order (the bits of the checkpoint the file was made from).
   const int64_t dv = c.lin_value_head_dim, elem = static_cast<int64_t>(dtype_size(t.dtype));

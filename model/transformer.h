@@ -59,8 +59,9 @@ struct PleWeights {
 struct DeltaNetWeights {
   // qwen3_5 (flat): parts qkv, z, b, a. qwen3_next (grouped per key head):
   // parts qkvz, ba. Tiled (ModelConfig::value_heads_tiled, weights as the
-  // GGUF file holds them): parts qkv's q and k rows, its v rows, z, b, a,
-  // value heads tiled in all but the first (put in order after the product).
+  // GGUF file holds them, several value heads per key head): parts qkv's q
+  // and k rows, its v rows, z, b, a, value heads tiled in all but the first
+  // (put in order after the product); one value head per key head is flat.
   bool grouped = false;
   // Grouped, from a GGUF file (ModelConfig::qkvz_split): parts qkv, z, ba,
   // qkv and z in the layer's order.
@@ -211,9 +212,16 @@ class Transformer final : public Model {
                    std::vector<uint8_t>* mask) const;
   void delta_net_layer(const LayerWeights& w, ForwardCall& call, const float* xn, float* out) const;
   // Conv, normalisation and the delta rule of one sequence's prefill rows,
-  // in segments that end on the absolute kGrid grid (and at its last row).
+  // in stretches that end at its captures and its last row; the delta rule
+  // in the chunks of the absolute kGrid grid.
   void delta_net_sequence(const LayerWeights& w, SequenceRows& seq, const float* mixed, const float* g,
                           const float* beta, float* o) const;
+  // The delta rule of rows [s, e) of seq (q, k, v indexed by seq's row; g,
+  // beta and o from seq's first row): its whole chunks in one kernel call,
+  // with a carry the parts of chunks at either end through it.
+  void delta_rule_stretch(const LayerWeights& w, SequenceRows& seq, int64_t s, int64_t e, const float* q,
+                          const float* k, const float* v, const float* g, const float* beta, float* ssm,
+                          float* o) const;
   // The same for consecutive decode sequences (rows adjacent in the call):
   // plain decode rows (one a sequence) through one call of each kernel;
   // verify rows (several of one sequence, each row on the state the row

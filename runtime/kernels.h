@@ -94,6 +94,12 @@ struct DeltaRuleInput {
   // one fma on its decayed value), what delta_rule_replay() redoes the
   // state's update from.
   float* updates = nullptr;
+  // Chunked form: row 0's place in its chunk of the absolute grid (its
+  // position mod kDeltaChunkRows). A call runs rows [0, tokens) as the
+  // chunks they fall in, each head through them in turn, the bits of one
+  // call per chunk (one parallel region for all, where a call per chunk
+  // was one each). With parts, one chunk and phase 0.
+  int64_t phase = 0;
 };
 
 // The chunked form's largest chunk, and the size of `parts` for it.
@@ -194,7 +200,8 @@ class Kernels {
   virtual void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
                                 float* const* states, int64_t sequences, float* out) = 0;
   // Gated delta rule, states [n_v, d_k, d_v] advanced, out [t, n_v, d_v].
-  // Chunked form (prefill): one chunk of at most 64 tokens of one sequence.
+  // Chunked form (prefill): the chunks of the 64-token grid that rows
+  // [0, t) of one sequence fall in (DeltaRuleInput::phase).
   // Recurrent form (decode): one token of each of t sequences, row i
   // advancing states[i] (distinct states); a row's bits do not depend on
   // the others in the call.

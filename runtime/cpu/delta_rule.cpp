@@ -1,9 +1,10 @@
 // The gated delta rule (docs/model-spec.md 2.5 (6) and (8)), per value head.
 //
-// Chunked form for prefill: one call is one chunk of the absolute 64-token
-// grid, so a prefill split at grid multiples runs exactly the same chunks; a
-// chunk may come in parts (DeltaRuleInput::parts), each part computing its
-// own rows from the kept rows of the parts before it.
+// Chunked form for prefill: a call runs the chunks of the absolute 64-token
+// grid that its rows fall in, so a prefill split anywhere on the grid runs
+// exactly the same chunks; a chunk may come in parts
+// (DeltaRuleInput::parts), each part computing its own rows from the kept
+// rows of the parts before it.
 // The chunk is a handful of small matrix products (small_gemm.h), each with
 // a fixed order per element; the forward substitution and the decays run in
 // ascending index order. Recurrent form for decode: one token of each of
@@ -46,10 +47,8 @@ void substitute(V16* acc, const float* W, int64_t ldw, const float* m, int64_t l
   }
 }
 
-}  // namespace
-
-void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) {
-  FlushSubnormals mode;
+// One head's chunk: rows [0, in.tokens) of `in` (rows [in.first, ...) new).
+void chunk_head(const DeltaRuleInput& in, int64_t h, float* state, float* out) {
   const int64_t L = in.tokens, b = in.first, dk = in.d_k, dv = in.d_v, r = in.n_v / in.n_k;
   const int64_t ldk = in.n_k * dk, ldv = in.n_v * dv;
   // Rows of W (below) are kDeltaChunkRows wide whatever the chunk's length;
@@ -59,101 +58,124 @@ void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float*
   // k^T is as wide too, its columns past L zero, so that the products with it
   // run on whole vectors for any L; their columns past L are never read.
   const int64_t ldt = kDeltaChunkRows;
-  pool_->parallel_for(in.n_v, [&](int64_t h) {
-    thread_local ChunkScratch sc;
-    sc.resize(L, dk, dv);
-    float* S = state + h * dk * dv;
-    const float* Q = in.q + (h / r) * dk;  // token i at Q + i * ldk
-    const float* K = in.k + (h / r) * dk;
-    const float* V = in.v + h * dv;  // token i at V + i * ldv
-    float* W = in.parts ? in.parts + h * kDeltaChunkRows * (kDeltaChunkRows + dv) : sc.W.data();
-    float* Vp = in.parts ? W + kDeltaChunkRows * kDeltaChunkRows : sc.Vp.data();
-    float *G = sc.G.data(), *beta = sc.beta.data(), *eG = sc.eG.data();
-    float run = 0.0f;
-    for (int64_t i = 0; i < L; ++i) {
-      run += in.g[i * in.n_v + h];
-      G[i] = run;
-      eG[i] = exp_f(run);
-      beta[i] = in.beta[i * in.n_v + h];
+  thread_local ChunkScratch sc;
+  sc.resize(L, dk, dv);
+  float* S = state + h * dk * dv;
+  const float* Q = in.q + (h / r) * dk;  // token i at Q + i * ldk
+  const float* K = in.k + (h / r) * dk;
+  const float* V = in.v + h * dv;  // token i at V + i * ldv
+  float* W = in.parts ? in.parts + h * kDeltaChunkRows * (kDeltaChunkRows + dv) : sc.W.data();
+  float* Vp = in.parts ? W + kDeltaChunkRows * kDeltaChunkRows : sc.Vp.data();
+  float *G = sc.G.data(), *beta = sc.beta.data(), *eG = sc.eG.data();
+  float run = 0.0f;
+  for (int64_t i = 0; i < L; ++i) {
+    run += in.g[i * in.n_v + h];
+    G[i] = run;
+    eG[i] = exp_f(run);
+    beta[i] = in.beta[i * in.n_v + h];
+  }
+  // k^T [dk, ldt], in blocks of 16 x 16: the rows of K lie ldk floats
+  // apart (a multiple of 4 KiB at the usual shapes), so reading a column of
+  // K straight down would keep evicting its own lines from L1.
+  float* Kt = sc.Kt.data();
+  for (int64_t i0 = 0; i0 < L; i0 += 16)
+    for (int64_t a0 = 0; a0 < dk; a0 += 16) {
+      const int64_t ni = std::min<int64_t>(16, L - i0), na = std::min<int64_t>(16, dk - a0);
+      float block[16][16];
+      for (int64_t i = 0; i < ni; ++i) std::copy(K + (i0 + i) * ldk + a0, K + (i0 + i) * ldk + a0 + na, block[i]);
+      for (int64_t a = 0; a < na; ++a)
+        for (int64_t i = 0; i < ni; ++i) Kt[(a0 + a) * ldt + i0 + i] = block[i][a];
     }
-    // k^T [dk, ldt], in blocks of 16 x 16: the rows of K lie ldk floats
-    // apart (a multiple of 4 KiB at the usual shapes), so reading a column of
-    // K straight down would keep evicting its own lines from L1.
-    float* Kt = sc.Kt.data();
-    for (int64_t i0 = 0; i0 < L; i0 += 16)
-      for (int64_t a0 = 0; a0 < dk; a0 += 16) {
-        const int64_t ni = std::min<int64_t>(16, L - i0), na = std::min<int64_t>(16, dk - a0);
-        float block[16][16];
-        for (int64_t i = 0; i < ni; ++i) std::copy(K + (i0 + i) * ldk + a0, K + (i0 + i) * ldk + a0 + na, block[i]);
-        for (int64_t a = 0; a < na; ++a)
-          for (int64_t i = 0; i < ni; ++i) Kt[(a0 + a) * ldt + i0 + i] = block[i][a];
-      }
-    for (int64_t a = 0; a < dk; ++a) std::fill(Kt + a * ldt + L, Kt + (a + 1) * ldt, 0.0f);
-    // From here on, only rows [b, L) (each element's chain is its own).
-    const int64_t n = L - b;
-    // Row i of k.k and q.k is read at columns j <= i only: bands of 16 rows
-    // stop at the first 16-column block past their last row.
-    for (int64_t r0 = b; r0 < L; r0 += 16) {
-      const int64_t rows = std::min<int64_t>(16, L - r0), cols = (r0 + rows + 15) / 16 * 16;
-      small_gemm(rows, cols, dk, K + r0 * ldk, ldk, Kt, ldt, sc.KK.data() + r0 * ldt, ldt, false);
-      small_gemm(rows, cols, dk, Q + r0 * ldk, ldk, Kt, ldt, sc.QK.data() + r0 * ldt, ldt, false);
-    }
-    // E_ij = exp(G_i - G_j), j <= i: the decay from row j to row i, which M,
-    // P and the state update below all use.
-    float* E = sc.E.data();
-    // vexp over whole vectors of j <= i, exp_f (the same bits) for the rest.
-    for (int64_t i = b; i < L; ++i) {
-      const V16 gi = V16::set1(G[i]);
-      int64_t j = 0;
-      for (; j + 16 <= i + 1; j += 16) vexp(gi - V16::load(G + j)).store(E + i * L + j);
-      for (; j <= i; ++j) E[i * L + j] = exp_f(G[i] - G[j]);
-    }
+  for (int64_t a = 0; a < dk; ++a) std::fill(Kt + a * ldt + L, Kt + (a + 1) * ldt, 0.0f);
+  // From here on, only rows [b, L) (each element's chain is its own).
+  const int64_t n = L - b;
+  // Row i of k.k and q.k is read at columns j <= i only: bands of 16 rows
+  // stop at the first 16-column block past their last row.
+  for (int64_t r0 = b; r0 < L; r0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, L - r0), cols = (r0 + rows + 15) / 16 * 16;
+    small_gemm(rows, cols, dk, K + r0 * ldk, ldk, Kt, ldt, sc.KK.data() + r0 * ldt, ldt, false);
+    small_gemm(rows, cols, dk, Q + r0 * ldk, ldk, Kt, ldt, sc.QK.data() + r0 * ldt, ldt, false);
+  }
+  // E_ij = exp(G_i - G_j), j <= i: the decay from row j to row i, which M,
+  // P and the state update below all use.
+  float* E = sc.E.data();
+  // vexp over whole vectors of j <= i, exp_f (the same bits) for the rest.
+  for (int64_t i = b; i < L; ++i) {
+    const V16 gi = V16::set1(G[i]);
+    int64_t j = 0;
+    for (; j + 16 <= i + 1; j += 16) vexp(gi - V16::load(G + j)).store(E + i * L + j);
+    for (; j <= i; ++j) E[i * L + j] = exp_f(G[i] - G[j]);
+  }
 
-    // W = (I + M)^-1 by forward substitution, M_il = beta_i E_il k_i.k_l (l < i):
-    // row i is -sum over l < i of M_il W_l, accumulated in ascending l, in
-    // registers. Row l of W is +0 past column l, so each step runs over the
-    // whole vectors that hold columns [0, l]: m * +0 added to a +0 that no
-    // earlier l has touched leaves +0, the bits of stopping at column l.
-    for (int64_t i = b; i < L; ++i) {
-      float* wi = W + i * ldw;
-      float* m = sc.m.data();
-      for (int64_t l = 0; l < i; ++l) m[l] = beta[i] * E[i * L + l] * sc.KK[i * ldt + l];
-      V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
-      substitute<1>(acc, W, ldw, m, 0, std::min<int64_t>(i, 16));
-      substitute<2>(acc, W, ldw, m, 16, std::min<int64_t>(i, 32));
-      substitute<3>(acc, W, ldw, m, 32, std::min<int64_t>(i, 48));
-      substitute<4>(acc, W, ldw, m, 48, i);
-      for (int v = 0; v < 4; ++v) acc[v].store(wi + 16 * v);
-      for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
-      wi[i] = 1.0f;
+  // W = (I + M)^-1 by forward substitution, M_il = beta_i E_il k_i.k_l (l < i):
+  // row i is -sum over l < i of M_il W_l, accumulated in ascending l, in
+  // registers. Row l of W is +0 past column l, so each step runs over the
+  // whole vectors that hold columns [0, l]: m * +0 added to a +0 that no
+  // earlier l has touched leaves +0, the bits of stopping at column l.
+  for (int64_t i = b; i < L; ++i) {
+    float* wi = W + i * ldw;
+    float* m = sc.m.data();
+    for (int64_t l = 0; l < i; ++l) m[l] = beta[i] * E[i * L + l] * sc.KK[i * ldt + l];
+    V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
+    substitute<1>(acc, W, ldw, m, 0, std::min<int64_t>(i, 16));
+    substitute<2>(acc, W, ldw, m, 16, std::min<int64_t>(i, 32));
+    substitute<3>(acc, W, ldw, m, 32, std::min<int64_t>(i, 48));
+    substitute<4>(acc, W, ldw, m, 48, i);
+    for (int v = 0; v < 4; ++v) acc[v].store(wi + 16 * v);
+    for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
+    wi[i] = 1.0f;
+  }
+  // V' = W diag(beta) V - W diag(beta e^G) K S.
+  float *Wb = sc.Wb.data(), *Wk = sc.Wk.data(), *Kd = sc.Kd.data();
+  for (int64_t i = b; i < L; ++i)
+    for (int64_t j = 0; j < L; ++j) {
+      Wb[i * L + j] = W[i * ldw + j] * beta[j];
+      Wk[i * L + j] = -(Wb[i * L + j] * eG[j]);
     }
-    // V' = W diag(beta) V - W diag(beta e^G) K S.
-    float *Wb = sc.Wb.data(), *Wk = sc.Wk.data(), *Kd = sc.Kd.data();
-    for (int64_t i = b; i < L; ++i)
-      for (int64_t j = 0; j < L; ++j) {
-        Wb[i * L + j] = W[i * ldw + j] * beta[j];
-        Wk[i * L + j] = -(Wb[i * L + j] * eG[j]);
-      }
-    small_gemm(n, dv, L, Wb + b * L, L, V, ldv, Vp + b * dv, dv, false, /*lower=*/true, b);
-    small_gemm(n, dk, L, Wk + b * L, L, K, ldk, Kd + b * dk, dk, false, /*lower=*/true, b);
-    small_gemm(n, dv, dk, Kd + b * dk, dk, S, dv, Vp + b * dv, dv, true);
-    // O = diag(e^G) Q S + P V', P_ij = (q_i.k_j) e^{G_i - G_j} for j <= i.
-    float *Qe = sc.Qe.data(), *P = sc.P.data();
-    for (int64_t i = b; i < L; ++i)
-      for (int64_t a = 0; a < dk; ++a) Qe[i * dk + a] = Q[i * ldk + a] * eG[i];
-    for (int64_t i = b; i < L; ++i)
-      for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * ldt + j] * E[i * L + j] : 0.0f;
-    float* O = out + h * dv;  // row b
-    small_gemm(n, dv, dk, Qe + b * dk, dk, S, dv, O, ldv, false);
-    small_gemm(n, dv, L, P + b * L, L, Vp, dv, O, ldv, true, /*lower=*/true, b);
-    // S <- e^{G_last} S + sum_j e^{G_last - G_j} k_j V'_j^T, over every row.
-    const float elast = eG[L - 1];
-    for (int64_t a = 0; a < dk * dv; ++a) S[a] *= elast;
-    float* Ktd = sc.Ktd.data();
-    const float* decay = E + (L - 1) * L;
-    for (int64_t a = 0; a < dk; ++a)
-      for (int64_t j = 0; j < L; ++j) Ktd[a * L + j] = Kt[a * ldt + j] * decay[j];
-    small_gemm(dk, dv, L, Ktd, L, Vp, dv, S, dv, true);
+  small_gemm(n, dv, L, Wb + b * L, L, V, ldv, Vp + b * dv, dv, false, /*lower=*/true, b);
+  small_gemm(n, dk, L, Wk + b * L, L, K, ldk, Kd + b * dk, dk, false, /*lower=*/true, b);
+  small_gemm(n, dv, dk, Kd + b * dk, dk, S, dv, Vp + b * dv, dv, true);
+  // O = diag(e^G) Q S + P V', P_ij = (q_i.k_j) e^{G_i - G_j} for j <= i.
+  float *Qe = sc.Qe.data(), *P = sc.P.data();
+  for (int64_t i = b; i < L; ++i)
+    for (int64_t a = 0; a < dk; ++a) Qe[i * dk + a] = Q[i * ldk + a] * eG[i];
+  for (int64_t i = b; i < L; ++i)
+    for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * ldt + j] * E[i * L + j] : 0.0f;
+  float* O = out + h * dv;  // row b
+  small_gemm(n, dv, dk, Qe + b * dk, dk, S, dv, O, ldv, false);
+  small_gemm(n, dv, L, P + b * L, L, Vp, dv, O, ldv, true, /*lower=*/true, b);
+  // S <- e^{G_last} S + sum_j e^{G_last - G_j} k_j V'_j^T, over every row.
+  const float elast = eG[L - 1];
+  for (int64_t a = 0; a < dk * dv; ++a) S[a] *= elast;
+  float* Ktd = sc.Ktd.data();
+  const float* decay = E + (L - 1) * L;
+  for (int64_t a = 0; a < dk; ++a)
+    for (int64_t j = 0; j < L; ++j) Ktd[a * L + j] = Kt[a * ldt + j] * decay[j];
+  small_gemm(dk, dv, L, Ktd, L, Vp, dv, S, dv, true);
+}
+
+}  // namespace
+
+void CpuKernels::delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) {
+  FlushSubnormals mode;
+  const int64_t ldk = in.n_k * in.d_k, ldv = in.n_v * in.d_v;
+  // A head's chunks in turn on one thread: its state stays in that
+  // thread's cache from one chunk to the next, and a prefill of 512 rows is
+  // one region per layer, not 8 (each a hand-off and a wait for the last
+  // head at its end).
+  pool_->parallel_for(in.n_v, [&](int64_t h) {
+    for (int64_t c0 = 0; c0 < in.tokens;) {
+      const int64_t c1 = std::min(in.tokens, c0 + kDeltaChunkRows - (in.phase + c0) % kDeltaChunkRows);
+      DeltaRuleInput chunk = in;
+      chunk.tokens = c1 - c0;
+      chunk.q = in.q + c0 * ldk;
+      chunk.k = in.k + c0 * ldk;
+      chunk.v = in.v + c0 * ldv;
+      chunk.g = in.g + c0 * in.n_v;
+      chunk.beta = in.beta + c0 * in.n_v;
+      chunk_head(chunk, h, state, out + c0 * ldv);
+      c0 = c1;
+    }
   });
 }
 

@@ -175,18 +175,19 @@ void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w
   const uint8_t* data = w.packed->quant_bytes();
   const std::vector<int32_t> offsets = quant_packed_offsets(w.dtype, xq);
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
-  // A task is a run of groups; a thread that runs out of tasks waits for
-  // the others' last. From 2 rows on a tile stays several times longer on
-  // each line than one row's (its own fetches run ahead of it), and 16 runs
-  // per thread cut the wait at the end of a product to at most a sixteenth
-  // of a thread's share.
-  const int64_t per = std::max<int64_t>(1, groups / (16 * pool_->size()));
+  // Ranges of groups claimed as threads come free (ThreadPool::parallel_ranges),
+  // as matmul_quant_few's: at most a sixteenth of a thread's share (from 2
+  // rows on a tile stays several times longer on each line than one row's,
+  // and a range's groups are read again for each slab of rows while they
+  // stay in L2), shrinking to a group at the end, so that one thread waits
+  // for the other's last range of about a group, where tasks of a fixed
+  // size left it waiting up to a whole task.
+  const int64_t max_groups = std::max<int64_t>(1, groups / (16 * pool_->size()));
   constexpr int64_t kSlab = 64;
-  pool_->parallel_for((groups + per - 1) / per, [&](int64_t task) {
-    const int64_t g1 = std::min(groups, (task + 1) * per);
+  pool_->parallel_ranges(groups, 1, max_groups, [&](int64_t g0, int64_t g1) {
     for (int64_t i0 = 0; i0 < m; i0 += kSlab) {
       const int64_t i1 = std::min(m, i0 + kSlab);
-      for (int64_t g = task * per; g < g1; ++g) {
+      for (int64_t g = g0; g < g1; ++g) {
         const int64_t j = g * kQuantPackedRows;
         group_tiles(tile, w.dtype, data + g * group_bytes, xq, offsets.data(), i0, i1, y + j, N,
                     static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j)));

@@ -74,6 +74,24 @@ TEST_P(GgufModelTest, Bf16FileOfABf16CheckpointIsBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Families, GgufModelTest, ::testing::ValuesIn(kGgufArchs),
                          [](const auto& info) { return std::string(arch_name(info.param)); });
 
+// One value head per key head (the 0.8b preset's shape): the file's tiled
+// order is the heads' own, so the layer binds it flat and copies nothing
+// (Transformer::bind_delta_net); the logits stay the checkpoint's.
+TEST(GgufModelTest, Qwen35WithOneValueHeadPerKeyHeadIsBitForBit) {
+  testing::TempDir tmp;
+  const std::string dir = testing::tiny_checkpoint(Arch::kQwen35, 3, DType::kF32, "_one_value_head",
+                                                   [](ModelConfig* c) { c->lin_n_value_heads = c->lin_n_key_heads; });
+  const std::string path = write(dir, GgufFileType::kF32, tmp, "m.gguf");
+  auto a = testing::load_model(dir);
+  auto b = testing::load_model(path);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(b->config().value_heads_tiled);
+  EXPECT_EQ(b->config().lin_n_value_heads, b->config().lin_n_key_heads);
+  const std::vector<float> la = all_logits(*a), lb = all_logits(*b);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << "logits differ";
+}
+
 // Quantized files: every tensor type of the file recorded in the
 // fingerprint; the logits near the f32 model's: Q8_0 weights times int8
 // activations (runtime/quant.h) move a tiny random model's logits by a few

@@ -53,19 +53,22 @@ void normalise_heads(std::vector<float>& x, int64_t d, float scale) {
 struct DeltaChunk {
   static constexpr int64_t L = 64, nk = 2, nv = 4, dk = 16, dv = 24;
   std::vector<float> q, key, v, g, beta, state0;
-  explicit DeltaChunk(std::mt19937& rng) {
-    q = randn(rng, L * nk * dk), key = randn(rng, L * nk * dk), v = randn(rng, L * nv * dv);
+  explicit DeltaChunk(std::mt19937& rng, int64_t rows = L) {
+    q = randn(rng, rows * nk * dk), key = randn(rng, rows * nk * dk), v = randn(rng, rows * nv * dv);
     normalise_heads(q, dk, 1.0f / 4.0f);
     normalise_heads(key, dk, 1.0f);
-    g.resize(L * nv), beta.resize(L * nv);
+    g.resize(rows * nv), beta.resize(rows * nv);
     std::uniform_real_distribution<float> ug(-2.0f, 0.0f), ub(0.0f, 1.0f);
     for (auto& x : g) x = ug(rng);
     for (auto& x : beta) x = ub(rng);
     state0 = randn(rng, nv * dk * dv, 0.5f);
   }
   // Its first t rows.
-  DeltaRuleInput rows(int64_t t) const {
-    return DeltaRuleInput{t, nk, nv, dk, dv, q.data(), key.data(), v.data(), g.data(), beta.data()};
+  DeltaRuleInput rows(int64_t t) const { return rows(0, t); }
+  // Rows [a, b).
+  DeltaRuleInput rows(int64_t a, int64_t b) const {
+    return DeltaRuleInput{b - a, nk, nv, dk, dv, q.data() + a * nk * dk, key.data() + a * nk * dk,
+                          v.data() + a * nv * dv, g.data() + a * nv, beta.data() + a * nv};
   }
 };
 
@@ -325,6 +328,30 @@ TEST(DeltaRule, AChunksFirstRowsGiveTheWholeChunksFirstOutputs) {
     std::vector<float> s = c.state0, o(t * nv * dv);
     k->delta_rule_chunk(c.rows(t), s.data(), o.data());
     EXPECT_EQ(std::memcmp(o.data(), o_all.data(), o.size() * 4), 0) << "first " << t << " rows";
+  }
+}
+
+// Rows over several chunks of the grid (DeltaRuleInput::phase) give the bits
+// of a call per chunk: the first chunk ends where the phase says, then every
+// 64 rows.
+TEST(DeltaRule, RowsOverSeveralChunksGiveACallPerChunksBits) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(10);
+  constexpr int64_t T = 200, L = DeltaChunk::L, nv = DeltaChunk::nv, dv = DeltaChunk::dv;
+  const DeltaChunk c(rng, T);
+  for (int64_t phase : {0, 5, 63}) {
+    std::vector<float> s = c.state0, o(T * nv * dv), s_each = c.state0, o_each(T * nv * dv);
+    DeltaRuleInput in = c.rows(0, T);
+    in.phase = phase;
+    k->delta_rule_chunk(in, s.data(), o.data());
+    for (int64_t a = 0; a < T;) {
+      const int64_t b = std::min(T, a + L - (phase + a) % L);
+      k->delta_rule_chunk(c.rows(a, b), s_each.data(), o_each.data() + a * nv * dv);
+      a = b;
+    }
+    EXPECT_EQ(std::memcmp(o.data(), o_each.data(), o.size() * 4), 0) << "phase " << phase;
+    EXPECT_EQ(std::memcmp(s.data(), s_each.data(), s.size() * 4), 0) << "phase " << phase;
   }
 }
 
