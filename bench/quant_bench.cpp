@@ -9,7 +9,7 @@
 // a call on every copy) of CPU time
 // per thread (process CPU time / threads, so that other load counts less).
 // Last, on AVX512-VNNI, each repacked kernel's own speed with its weights in
-// L2, for one row and per product in tiles of 1, 4 and 8 rows
+// L2, for one row and per product in tiles of 1 to 8 rows
 // (packed_tile_rates), and a decode product streaming from memory beside a
 // plain read of the same bytes (packed_stream_rates).
 //
@@ -167,9 +167,9 @@ void activation_quantization(int reps, std::mt19937& rng) {
 void packed_tile_rates(std::mt19937& rng) {
   if (cpu::quant_isa_in_use() != cpu::QuantIsa::kAvx512Vnni) return;
   constexpr int64_t kCols = 2560, kGroups = 8, kRows = kGroups * cpu::kQuantPackedRows;
-  constexpr int kTileRows[] = {1, 4, 8};
+  constexpr int kTileRows[] = {1, 2, 3, 4, 5, 6, 7, 8};
   std::printf(
-      "\n| repacked tile, in L2 | GB/s of weights per core, 1 row | G products/s per core, tiles of 1 / 4 / 8 rows "
+      "\n| repacked tile, in L2 | GB/s of weights per core, 1 row | G products/s per core, tiles of 1 / 2 / ... / 8 rows "
       "|\n|---|---|---|\n");
   ThreadPool one(1);
   for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ5_K, DType::kQ4_K, DType::kQ4_0, DType::kQ3_K, DType::kQ2_K, DType::kIQ4_XS}) {
@@ -199,8 +199,9 @@ void packed_tile_rates(std::mt19937& rng) {
       products[i] = passes * kRows * kCols * tile_rows / best / 1e9;
       if (tile_rows == 1) one_row_gbs = passes * kGroups * group_bytes / best / 1e9;
     }
-    std::printf("| %s | %.1f | %.0f / %.0f / %.0f |\n", dtype_name(dtype), one_row_gbs, products[0], products[1],
-                products[2]);
+    std::printf("| %s | %.1f |", dtype_name(dtype), one_row_gbs);
+    for (size_t i = 0; i < std::size(kTileRows); ++i) std::printf("%s%.0f", i ? " / " : " ", products[i]);
+    std::printf(" |\n");
   }
 }
 

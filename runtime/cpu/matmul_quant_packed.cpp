@@ -301,10 +301,8 @@ struct PackedTile {
   const float* d[R];
   const int16_t* sums[R];
   const int32_t* offsets[R];  // quant_packed_offsets' rows
-  int64_t ldq, ldd, ldo;      // the distance from one row to the next in q, d and offsets
   __m512 acc[R];
-  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t per_row, int64_t i0)
-      : ldq(x.cols), ldd(x.cols / x.block), ldo(per_row) {
+  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t per_row, int64_t i0) {
     for (int r = 0; r < R; ++r) {
       q[r] = x.row_q(i0 + r);
       d[r] = x.row_d(i0 + r);
@@ -352,65 +350,20 @@ inline void for_blocks(const T&, int64_t nb, Fold&& fold) {
   }
 }
 
-// Q8_0 in tiles of more than 5 rows (prefill's): the block's 8 weight
-// vectors stay in registers and the rows run one after another, each row's
-// 32 levels read in two loads of 16 bytes spread over the lanes, each group
-// of four then moved into every lane by a shuffle: 2 loads and 8 shuffles
-// where the broadcast operands were 8 loads. With the rows inside the loop
-// over the weight vectors, GCC kept 24 row pointers, parked half of them in
-// vector registers and moved each accumulator around every vpdpbusd; here
-// each row's pointers are stepped from the first row's (the rows lie a fixed
-// distance apart). Two chains per row (k even, k odd). Integer sums are
-// exact in any order and each row's fold is the same, so the bits are the
-// other tiles'.
-template <class T>
-void packed_q8_0_rows(const uint8_t* g, int64_t nb, T& t) {
-  constexpr int R = T::kRows;
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = t.acc[r];
-  for_blocks(t, nb, [&](int64_t b) {
-    const uint8_t* blk = g + b * 544;
-    for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
-    __m512i w[8];
-    for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
-    const __m512 dw = halves16(blk);
-    const int8_t* q = t.q[0] + 32 * b;
-    const float* d = t.d[0] + b;
-    const int32_t* o = t.offsets[0] + b;
-    for (int r = 0; r < R; ++r) {
-      // The offset, -128 times the activations' block sum, is where I starts.
-      __m512i I = _mm512_set1_epi32(*o), J = _mm512_setzero_si512();
-      const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-      const __m512i hi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16)));
-      I = _mm512_dpbusd_epi32(I, w[0], _mm512_shuffle_epi32(lo, _MM_PERM_AAAA));
-      J = _mm512_dpbusd_epi32(J, w[1], _mm512_shuffle_epi32(lo, _MM_PERM_BBBB));
-      I = _mm512_dpbusd_epi32(I, w[2], _mm512_shuffle_epi32(lo, _MM_PERM_CCCC));
-      J = _mm512_dpbusd_epi32(J, w[3], _mm512_shuffle_epi32(lo, _MM_PERM_DDDD));
-      I = _mm512_dpbusd_epi32(I, w[4], _mm512_shuffle_epi32(hi, _MM_PERM_AAAA));
-      J = _mm512_dpbusd_epi32(J, w[5], _mm512_shuffle_epi32(hi, _MM_PERM_BBBB));
-      I = _mm512_dpbusd_epi32(I, w[6], _mm512_shuffle_epi32(hi, _MM_PERM_CCCC));
-      J = _mm512_dpbusd_epi32(J, w[7], _mm512_shuffle_epi32(hi, _MM_PERM_DDDD));
-      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(*d)), _mm512_cvtepi32_ps(_mm512_add_epi32(I, J)), acc[r]);
-      q += t.ldq;
-      d += t.ldd;
-      o += t.ldo;
-      // Stepped, not recomputed: otherwise GCC hoists each row's pointers out
-      // of the loop over blocks, and they are 24 again.
-      __asm__("" : "+r"(q), "+r"(d), "+r"(o));
-    }
-  });
-  for (int r = 0; r < R; ++r) t.acc[r] = acc[r];
-}
-
-// Q8_0 in tiles of up to 5 rows: the rows inside the loop over the block's 8
-// weight vectors, so that one weight vector and the rows' integer chains are
-// live, not all 8 vectors beside them and the rows' float sums. Two chains per
-// row (k even, k odd), where one would leave the core waiting on each
-// vpdpbusd's latency.
+// Q8_0: the rows inside the loop over the block's 8 weight vectors, so that
+// one pair of weight vectors and the rows' integer chains are live, two
+// chains per row (k even, k odd), where one would leave the core waiting on
+// each vpdpbusd's latency. GCC loads the weight vectors again for every
+// row; one load each for all rows (an empty asm on them) made tiles of 2-3
+// rows 1.3-1.5x faster with the weights in L2, but a 3-row decode step
+// streaming them from memory 1.2x slower (a 5-row one 1.1x faster), cause not
+// found: not kept. A form for 6-8 rows that kept the block's 8 weight vectors in
+// registers and spread each row's 32 levels by shuffles took 1.2-1.3x this
+// one's time per tile on a Zen 4, also over prefill's 64-row slabs (it had
+// been the faster on an earlier machine: docs/bench/runtime.md).
 template <class T>
 void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
   constexpr int R = T::kRows;
-  if constexpr (R > 5) return packed_q8_0_rows(g, nb, t);
   // The float sums in a local array: as the tile's members they were stored
   // back every block.
   __m512 acc[R];
