@@ -166,9 +166,11 @@ void tile_native(const uint16_t* x, int64_t ldx, const uint32_t* panel, int64_t 
     // A step reads each panel from memory once, and the hardware prefetcher
     // alone leaves the loop waiting on it (decode ran 35 % faster with this
     // at 2 threads): ask for the lines kPrefetchPairs pairs ahead, which
-    // run on into the next panel of the task.
+    // run on into the next panel of the task. Into L2, not L1: on Zen 4 a
+    // tile of 8 rows streaming from memory ran 15-20 % slower with its
+    // prefetches aimed at L1 (docs/kernels.md), one row no faster.
     const char* ahead = reinterpret_cast<const char*>(wq + kPrefetchPairs * kCols);
-    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T1);
     const __m512bh w0 = (__m512bh)_mm512_load_si512(wq), w1 = (__m512bh)_mm512_load_si512(wq + 16),
                    w2 = (__m512bh)_mm512_load_si512(wq + 32), w3 = (__m512bh)_mm512_load_si512(wq + 48);
     for (int i = 0; i < MR; ++i) {
