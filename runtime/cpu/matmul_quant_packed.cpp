@@ -335,6 +335,20 @@ inline __m512i dpwssd_bcast(__m512i acc, __m512i u, const int16_t* s) {
 constexpr int64_t kAhead = 4096;
 inline void fetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0); }
 
+// Q8_0 tiles of 3 rows or more fetch 16 KiB ahead into L2 instead
+// (prefetcht1): fetched into L1 4 KiB ahead, a decode step of 8 rows on the
+// 0.8b Q8_0 file spent about as long waiting on the weights as computing
+// (76-80 ms against 52-57, 4 rows 51-53 against 41-42, 3 rows 37-40 against
+// 34-36; 8-32 KiB ahead ran alike, 2 KiB as slow as L1). Tiles of 1 and 2
+// rows keep fetch_ahead (into L2 their steps ran 1.25x and 1.15x slower),
+// and so do the other types (with every type fetching into L2, the Q4_K_M
+// file's steps of 4 and 8 rows ran 1.15-1.25x slower). docs/kernels.md
+// "Small steps".
+constexpr int64_t kAheadL2 = 16384;
+inline void fetch_ahead_l2(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + kAheadL2), _MM_HINT_T1);
+}
+
 inline __m512 halves16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -370,7 +384,12 @@ void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
   for (int r = 0; r < R; ++r) acc[r] = t.acc[r];
   for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * 544;
-    for (int l = 0; l < 544; l += 64) fetch_ahead(blk + l);
+    for (int l = 0; l < 544; l += 64) {
+      if constexpr (R <= 2)
+        fetch_ahead(blk + l);
+      else
+        fetch_ahead_l2(blk + l);
+    }
     __m512i I[R], J[R];
     // The offset, -128 times the activations' block sum, is where I starts.
     for (int r = 0; r < R; ++r) {
