@@ -340,13 +340,23 @@ inline void fetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const 
 // 0.8b Q8_0 file spent about as long waiting on the weights as computing
 // (76-80 ms against 52-57, 4 rows 51-53 against 41-42, 3 rows 37-40 against
 // 34-36; 8-32 KiB ahead ran alike, 2 KiB as slow as L1). Tiles of 1 and 2
-// rows keep fetch_ahead (into L2 their steps ran 1.25x and 1.15x slower),
-// and so do the other types (with every type fetching into L2, the Q4_K_M
-// file's steps of 4 and 8 rows ran 1.15-1.25x slower). docs/kernels.md
+// rows keep fetch_ahead (into L2 their steps ran 1.25x and 1.15x slower;
+// with both hints, as the K types below, no faster). docs/kernels.md
 // "Small steps".
 constexpr int64_t kAheadL2 = 16384;
 inline void fetch_ahead_l2(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kAheadL2), _MM_HINT_T1);
+}
+
+// The K types' (and IQ4_XS's) tiles of 2 rows or more fetch each line both
+// ways, 4 KiB ahead into L1 and 16 KiB ahead into L2: on the 0.8b Q4_K_M
+// file a step of 2, 3, 4, 6 or 8 rows then ran 0.75-0.93x its time with
+// the L1 prefetch alone (4 rows 43 -> 31-32 ms), where the L2 prefetch alone
+// ran 1.2x slower. One row keeps fetch_ahead (both: 1.02-1.06x slower).
+template <int R>
+inline void fetch_ahead_k(const uint8_t* p) {
+  fetch_ahead(p);
+  if constexpr (R >= 2) fetch_ahead_l2(p);
 }
 
 inline __m512 halves16(const uint8_t* p) {
@@ -440,10 +450,10 @@ void packed_q4_0(const uint8_t* g, int64_t nb, T& t) {
 }
 
 // The levels of sub-block s's 8 groups of 4 (lev[j]: levels 32s + 4j..+3 of each lane).
-template <DType kType>
+template <DType kType, int R>
 inline void sub_levels(const uint8_t* sub, __m512i* lev) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  for (int l = 0; l < k_layout(kType).sub; l += 64) fetch_ahead(sub + l);
+  for (int l = 0; l < k_layout(kType).sub; l += 64) fetch_ahead_k<R>(sub + l);
   if constexpr (kType == DType::kQ3_K || kType == DType::kQ2_K) {
     // The low two bits moved down and masked; for Q3_K 4 added where the third is set.
     const __m512i low2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
@@ -521,7 +531,7 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
     auto add = [](int32_t* at, __m512i v) { _mm512_store_si512(at, _mm512_add_epi32(_mm512_load_si512(at), v)); };
     for (int s = 0; s < 8; ++s) {
       __m512i lev[8];
-      sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
+      sub_levels<kType, R>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
         // Two sub-blocks of 16 with signed scales; levels n - 32 (Q3_K n - 4):
@@ -615,7 +625,7 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
       // stepped every turn, and an 8-row tile ran 1.15x slower per product.
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        fetch_ahead(sub + 64 * k);
+        fetch_ahead_k<R>(sub + 64 * k);
         __m512i v = _mm512_loadu_si512(sub + 64 * k);
         __asm__("" : "+v"(v));  // one load for both ANDs (the compiler would fold it into each)
         const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(v, high4);
