@@ -341,7 +341,8 @@ inline void fetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const 
 // (76-80 ms against 52-57, 4 rows 51-53 against 41-42, 3 rows 37-40 against
 // 34-36; 8-32 KiB ahead ran alike, 2 KiB as slow as L1). Tiles of 1 and 2
 // rows keep fetch_ahead (into L2 their steps ran 1.25x and 1.15x slower;
-// with both hints, as the K types below, no faster). docs/kernels.md
+// a 2-row step with both hints, as the K types below, no faster; neither
+// were 4- and 8-row steps with both). docs/kernels.md
 // "Small steps".
 constexpr int64_t kAheadL2 = 16384;
 inline void fetch_ahead_l2(const uint8_t* p) {
@@ -350,7 +351,7 @@ inline void fetch_ahead_l2(const uint8_t* p) {
 
 // The K types' (and IQ4_XS's) tiles of 2 rows or more fetch each line both
 // ways, 4 KiB ahead into L1 and 16 KiB ahead into L2: on the 0.8b Q4_K_M
-// file a step of 2, 3, 4, 6 or 8 rows then ran 0.75-0.93x its time with
+// file a step of 2, 3, 4, 6 or 8 rows then ran 0.72-0.96x its time with
 // the L1 prefetch alone (4 rows 43 -> 31-32 ms), where the L2 prefetch alone
 // ran 1.2x slower. One row keeps fetch_ahead (both: 1.02-1.06x slower).
 template <int R>
