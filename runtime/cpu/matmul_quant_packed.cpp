@@ -341,12 +341,34 @@ inline void fetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const 
 // (76-80 ms against 52-57, 4 rows 51-53 against 41-42, 3 rows 37-40 against
 // 34-36; 8-32 KiB ahead ran alike, 2 KiB as slow as L1). Tiles of 1 and 2
 // rows keep fetch_ahead (into L2 their steps ran 1.25x and 1.15x slower),
-// and so do the other types (with every type fetching into L2, the Q4_K_M
-// file's steps of 4 and 8 rows ran 1.15-1.25x slower). docs/kernels.md
-// "Small steps".
+// and so do the other types' tiles of 2 rows or more (with every type
+// fetching into L2, the Q4_K_M file's steps of 4 and 8 rows ran 1.15-1.25x
+// slower). docs/kernels.md "Small steps".
 constexpr int64_t kAheadL2 = 16384;
 inline void fetch_ahead_l2(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kAheadL2), _MM_HINT_T1);
+}
+
+// The K types' tiles of 1 row (decode) wait on memory, not on the core
+// (in L2 they run 3-5x faster than a decode step reads): each line goes
+// into L2 16 KiB ahead and from there into L1 2 KiB ahead. With
+// fetch_ahead alone, two thirds of a 1-row Q4_K_M decode step's tile
+// samples sat just after a weight load, and the step took longer than a
+// 2-row one. Not taken for Q8_0 (its 1-row step ran 1.1x slower) nor for
+// tiles of 2 rows (1.03x slower). docs/kernels.md "Small steps".
+constexpr int64_t kAheadOne = 2048;
+inline void fetch_ahead_one(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + kAheadOne), _MM_HINT_T0);
+  fetch_ahead_l2(p);
+}
+
+// The prefetch of a K type's tile of R rows.
+template <int R>
+inline void fetch_k(const uint8_t* p) {
+  if constexpr (R == 1)
+    fetch_ahead_one(p);
+  else
+    fetch_ahead(p);
 }
 
 inline __m512 halves16(const uint8_t* p) {
@@ -440,10 +462,10 @@ void packed_q4_0(const uint8_t* g, int64_t nb, T& t) {
 }
 
 // The levels of sub-block s's 8 groups of 4 (lev[j]: levels 32s + 4j..+3 of each lane).
-template <DType kType>
+template <DType kType, int R>
 inline void sub_levels(const uint8_t* sub, __m512i* lev) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  for (int l = 0; l < k_layout(kType).sub; l += 64) fetch_ahead(sub + l);
+  for (int l = 0; l < k_layout(kType).sub; l += 64) fetch_k<R>(sub + l);
   if constexpr (kType == DType::kQ3_K || kType == DType::kQ2_K) {
     // The low two bits moved down and masked; for Q3_K 4 added where the third is set.
     const __m512i low2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
@@ -521,7 +543,7 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
     auto add = [](int32_t* at, __m512i v) { _mm512_store_si512(at, _mm512_add_epi32(_mm512_load_si512(at), v)); };
     for (int s = 0; s < 8; ++s) {
       __m512i lev[8];
-      sub_levels<kType>(blk + lay.header + lay.sub * s, lev);
+      sub_levels<kType, R>(blk + lay.header + lay.sub * s, lev);
       auto bytes16 = [&](int at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + at)); };
       if constexpr (kSix) {
         // Two sub-blocks of 16 with signed scales; levels n - 32 (Q3_K n - 4):
@@ -615,7 +637,7 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
       // stepped every turn, and an 8-row tile ran 1.15x slower per product.
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        fetch_ahead(sub + 64 * k);
+        fetch_k<R>(sub + 64 * k);
         __m512i v = _mm512_loadu_si512(sub + 64 * k);
         __asm__("" : "+v"(v));  // one load for both ANDs (the compiler would fold it into each)
         const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(v, high4);
