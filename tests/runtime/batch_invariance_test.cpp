@@ -19,7 +19,7 @@ using testing::kAllArchs;
 using testing::load_model;
 using testing::tiny_checkpoint;
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
