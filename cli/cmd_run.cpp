@@ -128,13 +128,14 @@ Status run_direct(const Model& model, const std::vector<int32_t>& prompt, const 
   options.all_logits = std::any_of(rows.begin(), rows.end(), [n](int64_t r) { return r != n - 1; });
   const int64_t first = f.split_at > 0 ? f.split_at : n;
   SB_RETURN_IF_ERROR(model.prefill(state, std::span<const int32_t>(prompt).first(static_cast<size_t>(first)), options, &out));
-  for (int64_t i = first; i < n; ++i) SB_RETURN_IF_ERROR(model.decode(state, prompt[static_cast<size_t>(i)], &out.logits));
+  std::vector<float> prompt_logits = out.logits.to_vector();
+  for (int64_t i = first; i < n; ++i) SB_RETURN_IF_ERROR(model.decode(state, prompt[static_cast<size_t>(i)], &prompt_logits));
   const double prefill_s = seconds_since(t0);
   for (int64_t r : rows) {
-    const size_t at = options.all_logits ? static_cast<size_t>(r) * vocab : out.logits.size() - vocab;
-    logits_out.write(std::span<const float>(out.logits).subspan(at, vocab));
+    const size_t at = options.all_logits ? static_cast<size_t>(r) * vocab : prompt_logits.size() - vocab;
+    logits_out.write(std::span<const float>(prompt_logits).subspan(at, vocab));
   }
-  logits.assign(out.logits.end() - static_cast<std::ptrdiff_t>(vocab), out.logits.end());
+  logits.assign(prompt_logits.end() - static_cast<std::ptrdiff_t>(vocab), prompt_logits.end());
 
   Sampler sampler({f.sampling.temperature, f.sampling.top_p, f.sampling.top_k, f.sampling.seed});
   int64_t generated = 0;

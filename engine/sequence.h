@@ -61,8 +61,8 @@ struct Sequence {
   std::unique_ptr<MaskWorker> worker;
   std::vector<float> processed;                // the processor's copy of `logits`
   // The row the next token is sampled from: a row of draw.logits, which
-  // holds it until the next step's rows replace them (not copied out: a
-  // verify step's rows are 1 MB each at a 248k vocabulary).
+  // holds the step's logits until the next step's rows replace them (not
+  // copied out: a row is 1 MB at a 248k vocabulary).
   std::span<const float> logits;
   LogitStats logit_stats;                      // its argmax and log-normaliser, from the forward pass
   bool published = false;
@@ -82,7 +82,7 @@ struct Sequence {
     bool active = false;
     bool decode = false;            // a decode slice (speculation's record counts it)
     std::vector<int32_t> tokens;    // decode: the rows' input tokens (the draft after row 0)
-    std::vector<float> logits;      // rows x vocabulary (a prompt's: its last `rows` rows, after any others)
+    StepLogits logits;              // rows x vocabulary (a prompt's: its last `rows` rows, after any others)
     std::vector<LogitStats> stats;  // per row
     size_t rows = 0, row = 0;       // rows in all; the next one to draw from
     size_t before = 0;              // generated tokens before the slice

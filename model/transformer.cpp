@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "model/gguf_layout.h"
 #include "model/gguf_model.h"
@@ -471,22 +472,17 @@ void Transformer::logits_for_rows(std::span<const SequenceStep> batch, const For
   if (!final_norm_.empty())  // qwen4exp's head mixer ran in run_layers
     kernels_->rms_norm(xn.data(), n, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps),
                        config_.norm_weight_offset, xn.data());
-  // When one sequence wants every row (a verify step, a prompt's last row)
-  // the head writes its output in place: a copy of 1 MB a row at a 248k
-  // vocabulary costs the step thread about twice the clearing of it.
-  const auto only = std::find_if(batch.begin(), batch.end(), [&](const SequenceStep& s) { return logit_rows(s) == n; });
-  std::vector<float>* own = only != batch.end() ? &(*out)[static_cast<size_t>(only - batch.begin())].logits : nullptr;
-  Rows shared(own ? 0 : n * V);
-  if (own) own->resize(static_cast<size_t>(n * V));
-  float* logits = own ? own->data() : shared.data();
-  kernels_->matmul(xn.data(), n, lm_head_, logits);
+  // One buffer for the step, not cleared (the head writes it whole), of
+  // which each sequence's output is a view (StepLogits).
+  std::shared_ptr<float[]> logits = std::make_shared_for_overwrite<float[]>(static_cast<size_t>(n * V));
+  kernels_->matmul(xn.data(), n, lm_head_, logits.get());
   std::vector<LogitStats> stats(n);
-  kernels_->logit_stats(logits, n, V, stats.data());
+  kernels_->logit_stats(logits.get(), n, V, stats.data());
   int64_t at = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t k = logit_rows(batch[i]);
     (*out)[i].n_rows = k;
-    if (&(*out)[i].logits != own) (*out)[i].logits.assign(logits + at * V, logits + (at + k) * V);
+    if (k > 0) (*out)[i].logits = StepLogits(logits, static_cast<size_t>(at * V), static_cast<size_t>(k * V));
     (*out)[i].stats.assign(stats.begin() + at, stats.begin() + at + k);
     if (mtp_) (*out)[i].hidden.assign(xn.data() + at * H, xn.data() + (at + k) * H);
     at += k;
@@ -509,6 +505,7 @@ Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<Seq
   // one pass, and a pass's activations stay small enough to be reused
   // rather than mapped afresh.
   std::vector<SequenceOutput> outs(batch.size());
+  std::vector<std::vector<StepLogits>> logits(batch.size());  // each pass's rows
   std::vector<size_t> done(batch.size(), 0);
   for (;;) {
     std::vector<SequenceStep> steps;
@@ -543,13 +540,14 @@ Status Transformer::forward(std::span<const SequenceStep> batch, std::vector<Seq
     for (size_t j = 0; j < steps.size(); ++j) {
       SequenceOutput& o = outs[owner[j]];
       o.n_rows += part[j].n_rows;
-      o.logits.insert(o.logits.end(), part[j].logits.begin(), part[j].logits.end());
+      logits[owner[j]].push_back(std::move(part[j].logits));
       o.stats.insert(o.stats.end(), part[j].stats.begin(), part[j].stats.end());
       o.hidden.insert(o.hidden.end(), part[j].hidden.begin(), part[j].hidden.end());
       for (RecurrentSnapshot& snap : part[j].snapshots) o.snapshots.push_back(std::move(snap));
       done[owner[j]] += steps[j].tokens.size();
     }
   }
+  for (size_t i = 0; i < batch.size(); ++i) outs[i].logits = StepLogits::join(logits[i]);
   *out = std::move(outs);
   return Status::ok();
 }

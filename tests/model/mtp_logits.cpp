@@ -39,7 +39,7 @@ void check(const sb::Status& s) {
   if (!s) die(s.to_string());
 }
 
-int32_t argmax(const std::vector<float>& row, size_t offset, size_t n) {
+int32_t argmax(std::span<const float> row, size_t offset, size_t n) {
   size_t best = 0;
   for (size_t i = 1; i < n; ++i)
     if (row[offset + i] > row[offset + best]) best = i;

@@ -19,7 +19,7 @@ using testing::kAllArchs;
 using testing::load_model;
 using testing::tiny_checkpoint;
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
@@ -152,6 +152,10 @@ TEST_P(BatchInvariance, DecodingTogetherForManyStepsMatchesDecodingAlone) {
     alone.push_back(s);
     next[i] = tokens(rng, 1)[0];
   }
+  // A view of a step's logits outlives the step's outputs (the engine's
+  // draw keeps it until the next step).
+  StepLogits kept;
+  std::vector<float> kept_bits;
   for (int step = 0; step < 6; ++step) {
     std::vector<SequenceStep> batch(n);
     for (int i = 0; i < n; ++i) {
@@ -161,6 +165,12 @@ TEST_P(BatchInvariance, DecodingTogetherForManyStepsMatchesDecodingAlone) {
     }
     std::vector<SequenceOutput> out;
     ASSERT_TRUE(model_->forward(batch, &out).is_ok());
+    EXPECT_TRUE(same_bits(kept, kept_bits)) << "step " << step;
+    kept = out[n - 1].logits;
+    kept_bits = kept.to_vector();
+    // The sequences' rows lie in one buffer, in batch order: none copied out.
+    const size_t vocab = static_cast<size_t>(model_->vocab_size());
+    for (int i = 0; i < n; ++i) EXPECT_EQ(out[i].logits.data(), out[0].logits.data() + i * vocab) << "sequence " << i;
     for (int i = 0; i < n; ++i) {
       std::vector<float> logits;
       ASSERT_TRUE(model_->decode(alone[i], next[i], &logits).is_ok());

@@ -20,7 +20,7 @@ std::vector<float> last_logits(const Model& m, const std::vector<int32_t>& token
   PrefillOutput out;
   EXPECT_TRUE(m.prefill(s, tokens, {}, &out).is_ok());
   if (state) *state = s;
-  return out.logits;
+  return out.logits.to_vector();
 }
 
 double rel(const std::vector<float>& a, const std::vector<float>& b) {

@@ -60,7 +60,7 @@ std::vector<float> runtime_logits(const Loaded& l, const std::vector<int32_t>& t
   State s = l.model->new_state();
   PrefillOutput out;
   EXPECT_TRUE(l.model->prefill(s, tokens, {}, &out).is_ok());
-  return out.logits;
+  return out.logits.to_vector();
 }
 
 class Reference : public ::testing::TestWithParam<std::tuple<Arch, PrecisionCase>> {};

@@ -23,7 +23,7 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t vocab) 
   return testing::random_tokens(rng, n, std::min<int64_t>(vocab, testing::kPlainVocab));
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+bool same_bits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 

@@ -111,8 +111,9 @@ std::vector<float> prefill_and_step_logits(const Model& m, std::span<const int32
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   std::vector<float> step;
   EXPECT_TRUE(m.decode(st, next, &step).is_ok());
-  out.logits.insert(out.logits.end(), step.begin(), step.end());
-  return out.logits;
+  std::vector<float> logits = out.logits.to_vector();
+  logits.insert(logits.end(), step.begin(), step.end());
+  return logits;
 }
 
 }  // namespace sb::testing
