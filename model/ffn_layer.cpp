@@ -119,13 +119,13 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
   const int64_t E = config_.n_experts, top = config_.n_experts_per_tok;
   // One product for the router and the shared expert's projections.
   const int64_t I = w.shared_expert ? w.in.parts[1].rows : 0;
-  std::vector<float> router(rows * E), g(rows * I), u(rows * I), shared_gate(rows);
+  Rows router(rows * E), g(rows * I), u(rows * I), shared_gate(rows);
   float* const outs[] = {router.data(), g.data(), u.data(), shared_gate.data()};
   kernels_->matmul(xn, rows, w.in, std::span<float* const>(outs, w.in.parts.size()));
   std::vector<int64_t> chosen(rows * top);
-  std::vector<float> weight(rows * top);
+  Rows weight(rows * top);
   kernels_->route(router.data(), rows, E, top, config_.norm_topk_prob, chosen.data(), weight.data());
-  std::vector<float> expert_out(rows * top * H), shared(w.shared_expert ? rows * H : 0);
+  Rows expert_out(rows * top * H), shared(w.shared_expert ? rows * H : 0);
   if (w.shared_expert) kernels_->mul_activation(u.data(), g.data(), rows * I, Activation::kSilu);
   // A fused set packed whole (bf16) multiplies its parts only together.
   const bool parts_alone =
