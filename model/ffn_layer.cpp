@@ -51,25 +51,61 @@ void experts_of_one_row(Kernels& k, const FfnWeights& w, const float* xn, const 
   k.matmul_each(xs, ws, outs);
 }
 
-// Each expert runs once over the rows routed to it (gathered, then its
-// outputs scattered to their slots [row, rank]); the row kernels make a row's
-// result independent of which other rows share the call.
+// The experts of a step of several rows, each with the rows routed to it
+// (the rows in expert order, each expert's in row order: one gather, one
+// scatter of the outputs to their slots [row, rank]). Parts multiplied
+// alone: every expert's gate and up projections in one matmul_each, one
+// activation over all, every down projection and the shared expert's
+// (shared_u, into shared_out, when not null) in a second matmul_each,
+// where an expert at a time took a gather, a scatter, an activation and
+// the products' hand-offs of its own: 9 regions an expert. Gate_up packed
+// whole (bf16): an expert at a time. The row kernels make a row's result
+// independent of which other rows share a call, so the bits are those of
+// an expert at a time.
 void experts_by_expert(Kernels& k, const FfnWeights& w, const float* xn, int64_t rows, const int64_t* chosen,
-                       int64_t top, int64_t H, float* expert_out) {
-  std::vector<int64_t> slots, tokens;
-  Rows xs, ys;
-  for (int64_t e = 0; e < static_cast<int64_t>(w.experts.size()); ++e) {
-    slots.clear();
-    tokens.clear();
-    for (int64_t i = 0; i < rows * top; ++i)
-      if (chosen[i] == e) slots.push_back(i), tokens.push_back(i / top);
-    if (slots.empty()) continue;
-    const int64_t n = static_cast<int64_t>(slots.size());
-    if (xs.size() < static_cast<size_t>(n * H)) xs = Rows(n * H), ys = Rows(n * H);
-    k.gather_rows(xn, tokens.data(), n, H, xs.data());
-    swiglu(k, w.experts[e].gate_up, w.experts[e].down, xs.data(), n, ys.data());
-    k.scatter_rows(ys.data(), slots.data(), n, H, expert_out);
+                       int64_t top, int64_t H, bool parts_alone, const float* shared_u, float* expert_out,
+                       float* shared_out) {
+  const int64_t E = static_cast<int64_t>(w.experts.size()), n = rows * top;
+  std::vector<int64_t> start(E + 1, 0), slots(n), tokens(n);
+  for (int64_t i = 0; i < n; ++i) ++start[chosen[i] + 1];
+  for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
+  for (int64_t i = 0; i < n; ++i) slots[next[chosen[i]]] = i, tokens[next[chosen[i]]++] = i / top;
+  Rows xs(n * H), ys(n * H);
+  k.gather_rows(xn, tokens.data(), n, H, xs.data());
+  if (!parts_alone) {
+    for (int64_t e = 0; e < E; ++e)
+      swiglu(k, w.experts[e].gate_up, w.experts[e].down, xs.data() + start[e] * H, start[e + 1] - start[e],
+             ys.data() + start[e] * H);
+    if (shared_u) k.matmul(shared_u, rows, w.down, shared_out);
+  } else {
+    int64_t width = 0;  // the activations' floats: each expert's rows times its intermediate size
+    for (int64_t e = 0; e < E; ++e) width += (start[e + 1] - start[e]) * w.experts[e].gate_up.parts[0].rows;
+    Rows g(width), u(width);
+    std::vector<const float*> ins;
+    std::vector<int64_t> ms;
+    std::vector<WeightRef> ws;
+    std::vector<float*> outs;
+    for (int64_t e = 0, at = 0; e < E; at += (start[e + 1] - start[e]) * w.experts[e].gate_up.parts[0].rows, ++e) {
+      if (start[e + 1] == start[e]) continue;
+      const FusedWeight& gate_up = w.experts[e].gate_up;
+      ins.insert(ins.end(), 2, xs.data() + start[e] * H);
+      ms.insert(ms.end(), 2, start[e + 1] - start[e]);
+      ws.insert(ws.end(), {gate_up.parts[0], gate_up.parts[1]});
+      outs.insert(outs.end(), {g.data() + at, u.data() + at});
+    }
+    k.matmul_each(ins, ms, ws, outs);
+    k.mul_activation(u.data(), g.data(), width, Activation::kSilu);
+    ins.clear(), ms.clear(), ws.clear(), outs.clear();
+    for (int64_t e = 0, at = 0; e < E; at += (start[e + 1] - start[e]) * w.experts[e].gate_up.parts[0].rows, ++e) {
+      if (start[e + 1] == start[e]) continue;
+      ins.push_back(u.data() + at), ms.push_back(start[e + 1] - start[e]), ws.push_back(w.experts[e].down);
+      outs.push_back(ys.data() + start[e] * H);
+    }
+    if (shared_u) ins.push_back(shared_u), ms.push_back(rows), ws.push_back(w.down), outs.push_back(shared_out);
+    k.matmul_each(ins, ms, ws, outs);
   }
+  k.scatter_rows(ys.data(), slots.data(), n, H, expert_out);
 }
 
 }  // namespace
@@ -83,13 +119,13 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
   const int64_t E = config_.n_experts, top = config_.n_experts_per_tok;
   // One product for the router and the shared expert's projections.
   const int64_t I = w.shared_expert ? w.in.parts[1].rows : 0;
-  std::vector<float> router(rows * E), g(rows * I), u(rows * I), shared_gate(rows);
+  Rows router(rows * E), g(rows * I), u(rows * I), shared_gate(rows);
   float* const outs[] = {router.data(), g.data(), u.data(), shared_gate.data()};
   kernels_->matmul(xn, rows, w.in, std::span<float* const>(outs, w.in.parts.size()));
   std::vector<int64_t> chosen(rows * top);
-  std::vector<float> weight(rows * top);
+  Rows weight(rows * top);
   kernels_->route(router.data(), rows, E, top, config_.norm_topk_prob, chosen.data(), weight.data());
-  std::vector<float> expert_out(rows * top * H), shared(w.shared_expert ? rows * H : 0);
+  Rows expert_out(rows * top * H), shared(w.shared_expert ? rows * H : 0);
   if (w.shared_expert) kernels_->mul_activation(u.data(), g.data(), rows * I, Activation::kSilu);
   // A fused set packed whole (bf16) multiplies its parts only together.
   const bool parts_alone =
@@ -98,8 +134,8 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
     experts_of_one_row(*kernels_, w, xn, chosen.data(), top, H, w.shared_expert ? u.data() : nullptr,
                        expert_out.data(), shared.data());
   } else {
-    experts_by_expert(*kernels_, w, xn, rows, chosen.data(), top, H, expert_out.data());
-    if (w.shared_expert) kernels_->matmul(u.data(), rows, w.down, shared.data());
+    experts_by_expert(*kernels_, w, xn, rows, chosen.data(), top, H, parts_alone,
+                      w.shared_expert ? u.data() : nullptr, expert_out.data(), shared.data());
   }
   // out = sum over the top-k of weight * expert output, in rank order.
   kernels_->weighted_sum_rows(expert_out.data(), weight.data(), rows, top, H, out);

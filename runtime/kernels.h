@@ -178,6 +178,12 @@ class Kernels {
   // inputs differ, in one parallel region rather than one per expert).
   virtual void matmul_each(std::span<const float* const> xs, std::span<const WeightRef> ws,
                            std::span<float* const> outs) = 0;
+  // ms[i] rows through each weight: outs[i][ms[i], ws[i].rows] = xs[i] ·
+  // ws[i]ᵀ, each the bits of matmul(xs[i], ms[i], ws[i], outs[i]) (a
+  // prefill's experts, each with the rows routed to it, in as few parallel
+  // regions as the backend can).
+  virtual void matmul_each(std::span<const float* const> xs, std::span<const int64_t> ms,
+                           std::span<const WeightRef> ws, std::span<float* const> outs) = 0;
   // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
   virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                         float* y) = 0;

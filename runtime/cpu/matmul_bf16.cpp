@@ -378,8 +378,11 @@ void CpuKernels::matmul(const float* x, int64_t m, const WeightRef& w, float* y)
 
 void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) {
   if (m <= 0) return;
-  if (m <= kQuantFewRows && !w.parts.empty() && std::all_of(w.parts.begin(), w.parts.end(), runs_packed))
-    return matmul_quant_few(std::vector<const float*>(w.parts.size(), x), m, w.parts, outs);
+  if (!w.parts.empty() && std::all_of(w.parts.begin(), w.parts.end(), runs_packed)) {
+    const std::vector<const float*> xs(w.parts.size(), x);
+    if (m <= kQuantFewRows) return matmul_quant_few(xs, m, w.parts, outs);
+    return matmul_quant_many(xs, std::vector<int64_t>(w.parts.size(), m), w.parts, outs);
+  }
   if (options_.precision == Precision::kF32 || !w.packed) {
     for (size_t i = 0; i < w.parts.size(); ++i) matmul(x, m, w.parts[i], outs[i]);
     return;
@@ -391,6 +394,12 @@ void CpuKernels::matmul_each(std::span<const float* const> xs, std::span<const W
                              std::span<float* const> outs) {
   if (!ws.empty() && std::all_of(ws.begin(), ws.end(), runs_packed)) return matmul_quant_few(xs, 1, ws, outs);
   for (size_t i = 0; i < ws.size(); ++i) matmul(xs[i], 1, ws[i], outs[i]);
+}
+
+void CpuKernels::matmul_each(std::span<const float* const> xs, std::span<const int64_t> ms,
+                             std::span<const WeightRef> ws, std::span<float* const> outs) {
+  if (!ws.empty() && std::all_of(ws.begin(), ws.end(), runs_packed)) return matmul_quant_many(xs, ms, ws, outs);
+  for (size_t i = 0; i < ws.size(); ++i) matmul(xs[i], ms[i], ws[i], outs[i]);
 }
 
 void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs) {

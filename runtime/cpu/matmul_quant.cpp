@@ -120,13 +120,14 @@ void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, flo
     float* const outs[1] = {y};
     return matmul_quant_few(xs, m, std::span<const WeightRef>(&w, 1), outs);
   }
+  if (runs_packed(w)) return matmul_quant_many(std::span<const float* const>(&x, 1), std::span<const int64_t>(&m, 1),
+                                               std::span<const WeightRef>(&w, 1), std::span<float* const>(&y, 1));
   FlushSubnormals mode;
   const int64_t K = w.cols, N = w.rows;
   QuantizedRows xq;
   xq.reset(w.dtype, m, K);
   const QuantIsa isa = quant_isa_in_use();
   for_ranges(m, K, [&](int64_t r0, int64_t r1) { quantize_activations(isa, x + r0 * K, r0, r1, &xq); });
-  if (runs_packed(w)) return matmul_quant_packed(xq, w, y);
   const QuantTileKernel kernel = quant_tile_kernel(quant_isa_in_use(), block_order_);
   const int64_t row_bytes = dtype_row_bytes(w.dtype, K);
   const uint8_t* data = static_cast<const uint8_t*>(w.data);
@@ -169,28 +170,72 @@ void group_tiles(QuantPackedTileKernel tile, DType dtype, const uint8_t* group, 
 
 }  // namespace
 
-void CpuKernels::matmul_quant_packed(const QuantizedRows& xq, const WeightRef& w, float* y) {
-  const int64_t m = xq.rows, N = w.rows, groups = (N + kQuantPackedRows - 1) / kQuantPackedRows;
-  const int64_t group_bytes = quant_packed_group_bytes(w.dtype, w.cols);
-  const uint8_t* data = w.packed->quant_bytes();
-  const std::vector<int32_t> offsets = quant_packed_offsets(w.dtype, xq);
+// Every input quantized once (parts with the same input, type and width
+// share it), all inputs' rows in one region; then every part's groups
+// numbered one after another in a second, each range of them streamed once
+// per slab of 64 rows of its part's input, so a prefill's fused
+// projections, or all the experts of a step with their own rows each, take
+// two hand-offs where a product per part took two each and quantized the
+// same rows again. Ranges are claimed as threads come free
+// (ThreadPool::parallel_ranges): at most a sixteenth of a thread's share
+// (a range's groups are read again for each slab while they stay in L2),
+// shrinking to a group at the end, so that one thread waits for the other's
+// last range of about a group.
+void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<const int64_t> ms,
+                                   std::span<const WeightRef> parts, std::span<float* const> outs) {
+  FlushSubnormals mode;
+  struct Input {
+    const float* x;
+    int64_t first;  // its first row among all inputs' rows
+    QuantizedRows q;
+    std::vector<int32_t> offsets;
+  };
+  std::vector<Input> ins;
+  ins.reserve(parts.size());
+  std::vector<size_t> input_of(parts.size());
+  int64_t rows = 0, widest = 0, groups = 0, slabs = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightRef& w = parts[i];
+    size_t k = 0;
+    while (k < ins.size() && !(ins[k].x == xs[i] && ins[k].q.rows == ms[i] && ins[k].q.weight == w.dtype &&
+                               ins[k].q.cols == w.cols))
+      ++k;
+    if (k == ins.size()) {
+      Input& in = ins.emplace_back(Input{xs[i], rows, {}, {}});
+      in.q.reset(w.dtype, ms[i], w.cols);
+      rows += ms[i], widest = std::max(widest, w.cols);
+    }
+    input_of[i] = k;
+    groups += (w.rows + kQuantPackedRows - 1) / kQuantPackedRows;
+    slabs = std::max(slabs, ms[i]);
+  }
+  if (groups == 0 || rows == 0) return;
+  const QuantIsa isa = quant_isa_in_use();
+  for_ranges(rows, widest, [&](int64_t r0, int64_t r1) {
+    for (Input& in : ins) {
+      const int64_t a = std::max(r0, in.first) - in.first, e = std::min(r1, in.first + in.q.rows) - in.first;
+      if (a < e) quantize_activations(isa, in.x + a * in.q.cols, a, e, &in.q);
+    }
+  });
+  for (Input& in : ins) in.offsets = quant_packed_offsets(in.q.weight, in.q);
+  std::vector<int64_t> first_group(parts.size() + 1, 0);
+  for (size_t i = 0; i < parts.size(); ++i)
+    first_group[i + 1] = first_group[i] + (parts[i].rows + kQuantPackedRows - 1) / kQuantPackedRows;
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
-  // Ranges of groups claimed as threads come free (ThreadPool::parallel_ranges),
-  // as matmul_quant_few's: at most a sixteenth of a thread's share (from 2
-  // rows on a tile stays several times longer on each line than one row's,
-  // and a range's groups are read again for each slab of rows while they
-  // stay in L2), shrinking to a group at the end, so that one thread waits
-  // for the other's last range of about a group, where tasks of a fixed
-  // size left it waiting up to a whole task.
-  const int64_t max_groups = std::max<int64_t>(1, groups / (16 * pool_->size()));
   constexpr int64_t kSlab = 64;
+  const int64_t max_groups = std::max<int64_t>(1, groups / (16 * pool_->size()));
   pool_->parallel_ranges(groups, 1, max_groups, [&](int64_t g0, int64_t g1) {
-    for (int64_t i0 = 0; i0 < m; i0 += kSlab) {
-      const int64_t i1 = std::min(m, i0 + kSlab);
+    for (int64_t i0 = 0; i0 < slabs; i0 += kSlab) {
+      size_t i = std::upper_bound(first_group.begin(), first_group.end(), g0) - first_group.begin() - 1;
       for (int64_t g = g0; g < g1; ++g) {
-        const int64_t j = g * kQuantPackedRows;
-        group_tiles(tile, w.dtype, data + g * group_bytes, xq, offsets.data(), i0, i1, y + j, N,
-                    static_cast<int>(std::min<int64_t>(kQuantPackedRows, N - j)));
+        while (g >= first_group[i + 1]) ++i;
+        const WeightRef& w = parts[i];
+        const Input& in = ins[input_of[i]];
+        if (i0 >= in.q.rows) continue;
+        const int64_t local = g - first_group[i], j = local * kQuantPackedRows;
+        group_tiles(tile, w.dtype, w.packed->quant_bytes() + local * quant_packed_group_bytes(w.dtype, w.cols),
+                    in.q, in.offsets.data(), i0, std::min(in.q.rows, i0 + kSlab), outs[i] + j, w.rows,
+                    static_cast<int>(std::min<int64_t>(kQuantPackedRows, w.rows - j)));
       }
     }
   });

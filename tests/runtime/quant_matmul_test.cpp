@@ -168,9 +168,9 @@ TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
 TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
   ThreadPool pool(2);
   auto k = make_cpu_kernels(&pool, {.precision = Precision::kBF16});
-  // A step of up to kQuantFewRows rows runs every part in one region (a
-  // type's activations quantized once, shared by its parts), a larger one
-  // part by part.
+  // A step of up to kQuantFewRows rows runs every part in one region, a
+  // larger one in two (matmul_quant_many); either way a type's activations
+  // are quantized once, shared by its parts.
   const Case a = make_case(DType::kQ4_K), b = make_case(DType::kQ8_0);
   const WeightRef parts[3] = {a.ref(), b.ref(), a.ref()};
   const FusedWeight fused = k->fuse(parts);
@@ -183,6 +183,24 @@ TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
     EXPECT_TRUE(same_bits(yb.data(), b.want.data(), m * kOut));
     EXPECT_TRUE(same_bits(ya2.data(), a.want.data(), m * kOut));
   }
+
+  // Each weight with rows of its own (a prefill's experts): two slabs and a
+  // part of one, 17 rows (more than kQuantFewRows), a lone row, and two
+  // parts that share their input; every row the bits of its product alone.
+  const WeightRef pa = k->prepare(a.ref()), pb = k->prepare(b.ref());
+  const WeightRef ws[4] = {pa, pb, pa, pa};
+  const int64_t first[4] = {0, 3, 100, 0}, ms[4] = {70, 17, 1, 70};
+  std::vector<std::vector<float>> ys(4);
+  const float* xs[4];
+  float* outs[4];
+  for (int i = 0; i < 4; ++i) {
+    xs[i] = (i == 1 ? b : a).x.data() + first[i] * kCols;
+    ys[i].resize(ms[i] * kOut);
+    outs[i] = ys[i].data();
+  }
+  k->matmul_each(xs, ms, ws, outs);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(same_bits(ys[i].data(), (i == 1 ? b : a).want.data() + first[i] * kOut, ms[i] * kOut)) << "part " << i;
 
   // An embedding table of each type (Qwen3.8-Flash-Next's n-gram table is
   // IQ4_NL): the rows looked up are the dequantized rows.
