@@ -378,7 +378,9 @@ inline void for_blocks(const T&, int64_t nb, Fold&& fold) {
   }
 }
 
-// Q8_0: the rows inside the loop over the block's 8 weight vectors, so that
+// One block of R rows into acc: w(k) gives the block's weight vector k
+// (levels 4k..4k+3 of each lane).
+// The rows inside the loop over the block's 8 weight vectors, so that
 // one pair of weight vectors and the rows' integer chains are live, two
 // chains per row (k even, k odd), where one would leave the core waiting on
 // each vpdpbusd's latency. GCC loads the weight vectors again for every
@@ -389,41 +391,91 @@ inline void for_blocks(const T&, int64_t nb, Fold&& fold) {
 // registers and spread each row's 32 levels by shuffles took 1.2-1.3x this
 // one's time per tile on a Zen 4, also over prefill's 64-row slabs (it had
 // been the faster on an earlier machine: docs/bench/runtime.md).
+template <class T, class Weights>
+inline void q8_0_block(const uint8_t* blk, int64_t b, const T& t, __m512* acc, Weights&& w) {
+  constexpr int R = T::kRows;
+  __m512i I[R], J[R];
+  // The offset, -128 times the activations' block sum, is where I starts.
+  for (int r = 0; r < R; ++r) {
+    I[r] = _mm512_set1_epi32(t.offsets[r][b]);
+    J[r] = _mm512_setzero_si512();
+  }
+  for (int k = 0; k < 8; k += 2) {
+    const __m512i w0 = w(k), w1 = w(k + 1);
+    for (int r = 0; r < R; ++r) {
+      I[r] = dpbusd_bcast(I[r], w0, t.q[r] + 32 * b + 4 * k);
+      J[r] = dpbusd_bcast(J[r], w1, t.q[r] + 32 * b + 4 * k + 4);
+    }
+  }
+  const __m512 dw = halves16(blk);
+  for (int r = 0; r < R; ++r) {
+    const __m512i sum = _mm512_add_epi32(I[r], J[r]);
+    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(sum), acc[r]);
+  }
+}
+
+// A Q8_0 block's lines: tiles of 1-2 rows into L1, of 3 or more into L2
+// (kAheadL2's comment).
+template <int R>
+inline void q8_0_fetch_ahead(const uint8_t* blk) {
+  for (int l = 0; l < 544; l += 64) {
+    if constexpr (R <= 2)
+      fetch_ahead(blk + l);
+    else
+      fetch_ahead_l2(blk + l);
+  }
+}
+
+// A tile of 4 rows loads the next block's 8 weight vectors (in the tile's
+// order) before it computes this one's (the empty asm keeps GCC from folding
+// the loads into later uses; it keeps them on the stack). The 4-row tile's
+// samples had sat on its weight loads (6-8% of them after each of four),
+// the loads issued behind the previous vectors' vpdpbusd, and its step was
+// slower than a 5-row one. On the 0.8b Q8_0 file the 4-row step took
+// 0.84-0.93x its time; steps of 3 and 5 rows ran alike, 1, 6 and 8 rows
+// 1.04-1.16x slower this way (8 rows spill): docs/kernels.md "Small steps".
+template <class T>
+void packed_q8_0_loads_ahead(const uint8_t* g, int64_t nb, T& t) {
+  constexpr int R = T::kRows;
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = t.acc[r];
+  __m512i next[8];
+  const int64_t first = T::kReversed ? nb - 1 : 0;
+  for (int k = 0; k < 8; ++k) next[k] = _mm512_loadu_si512(g + first * 544 + 32 + 64 * k);
+  for_blocks(t, nb, [&](int64_t b) {
+    const uint8_t* blk = g + b * 544;
+    q8_0_fetch_ahead<R>(blk);
+    // The last block loads itself again: nothing past the group is read.
+    const int64_t n = T::kReversed ? (b > 0 ? b - 1 : b) : (b + 1 < nb ? b + 1 : b);
+    __m512i w[8];
+    for (int k = 0; k < 8; ++k) {
+      w[k] = next[k];
+      next[k] = _mm512_loadu_si512(g + n * 544 + 32 + 64 * k);
+      __asm__("" : "+v"(next[k]));
+    }
+    q8_0_block(blk, b, t, acc, [&](int k) { return w[k]; });
+  });
+  for (int r = 0; r < R; ++r) t.acc[r] = acc[r];
+}
+
+// Q8_0's tiles: the 4-row one loads a block ahead (above).
 template <class T>
 void packed_q8_0(const uint8_t* g, int64_t nb, T& t) {
   constexpr int R = T::kRows;
-  // The float sums in a local array: as the tile's members they were stored
-  // back every block.
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = t.acc[r];
-  for_blocks(t, nb, [&](int64_t b) {
-    const uint8_t* blk = g + b * 544;
-    for (int l = 0; l < 544; l += 64) {
-      if constexpr (R <= 2)
-        fetch_ahead(blk + l);
-      else
-        fetch_ahead_l2(blk + l);
-    }
-    __m512i I[R], J[R];
-    // The offset, -128 times the activations' block sum, is where I starts.
-    for (int r = 0; r < R; ++r) {
-      I[r] = _mm512_set1_epi32(t.offsets[r][b]);
-      J[r] = _mm512_setzero_si512();
-    }
-    for (int k = 0; k < 8; k += 2) {
-      const __m512i w0 = _mm512_loadu_si512(blk + 32 + 64 * k), w1 = _mm512_loadu_si512(blk + 96 + 64 * k);
-      for (int r = 0; r < R; ++r) {
-        I[r] = dpbusd_bcast(I[r], w0, t.q[r] + 32 * b + 4 * k);
-        J[r] = dpbusd_bcast(J[r], w1, t.q[r] + 32 * b + 4 * k + 4);
-      }
-    }
-    const __m512 dw = halves16(blk);
-    for (int r = 0; r < R; ++r) {
-      const __m512i sum = _mm512_add_epi32(I[r], J[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d[r][b])), _mm512_cvtepi32_ps(sum), acc[r]);
-    }
-  });
-  for (int r = 0; r < R; ++r) t.acc[r] = acc[r];
+  if constexpr (R == 4) {
+    packed_q8_0_loads_ahead(g, nb, t);
+  } else {
+    // The float sums in a local array: as the tile's members they were stored
+    // back every block.
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = t.acc[r];
+    for_blocks(t, nb, [&](int64_t b) {
+      const uint8_t* blk = g + b * 544;
+      q8_0_fetch_ahead<R>(blk);
+      q8_0_block(blk, b, t, acc, [&](int k) { return _mm512_loadu_si512(blk + 32 + 64 * k); });
+    });
+    for (int r = 0; r < R; ++r) t.acc[r] = acc[r];
+  }
 }
 
 template <class T>

@@ -147,8 +147,9 @@ TEST_F(QuantMatmulTest, AMutatedReductionOrderInAnyKernelIsCaught) {
         if (isa == QuantIsa::kScalar) continue;  // the reference has no tiles to mutate
         SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + quant_isa_name(isa) + (prepared ? " prepared" : ""));
         force_quant_isa(isa);
-        // 7: one tile; 8: the largest; 33: five tiles of 6 and 7 rows.
-        for (int64_t m : {7, 8, 33}) {
+        // 4: Q8_0's tile that loads a block ahead; 7: one tile; 8: the
+        // largest; 33: five tiles of 6 and 7 rows.
+        for (int64_t m : {4, 7, 8, 33}) {
           SCOPED_TRACE("rows " + std::to_string(m));
           const std::vector<float> alone = run(*mutated, c, 1, prepared), batch = run(*mutated, c, m, prepared);
           EXPECT_TRUE(same_bits(alone.data(), c.want.data(), kOut)) << "a lone row keeps the order";
