@@ -76,6 +76,7 @@ std::span<const float> State::f32(size_t c) const {
 void State::read_rows(size_t c, uint64_t first, uint64_t n, float* out) const {
   const ComponentSpec& spec = schema_.components[c];
   const uint64_t begin = first * spec.row_elems, count = n * spec.row_elems;
+  if (count == 0) return;  // `out` may be an empty vector's null data(), which memcpy must not get
   if (spec.dtype == DType::kF32) {
     std::memcpy(out, data_[c].data() + begin * 4, count * 4);
     return;
