@@ -193,7 +193,8 @@ void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<c
   std::vector<Input> ins;
   ins.reserve(parts.size());
   std::vector<size_t> input_of(parts.size());
-  int64_t rows = 0, widest = 0, groups = 0, slabs = 0;
+  std::vector<int64_t> first_group(parts.size() + 1, 0);  // part i's groups: [first_group[i], first_group[i + 1])
+  int64_t rows = 0, widest = 0, most_rows = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const WeightRef& w = parts[i];
     size_t k = 0;
@@ -206,9 +207,10 @@ void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<c
       rows += ms[i], widest = std::max(widest, w.cols);
     }
     input_of[i] = k;
-    groups += (w.rows + kQuantPackedRows - 1) / kQuantPackedRows;
-    slabs = std::max(slabs, ms[i]);
+    first_group[i + 1] = first_group[i] + (w.rows + kQuantPackedRows - 1) / kQuantPackedRows;
+    most_rows = std::max(most_rows, ms[i]);
   }
+  const int64_t groups = first_group.back();
   if (groups == 0 || rows == 0) return;
   const QuantIsa isa = quant_isa_in_use();
   for_ranges(rows, widest, [&](int64_t r0, int64_t r1) {
@@ -218,14 +220,11 @@ void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<c
     }
   });
   for (Input& in : ins) in.offsets = quant_packed_offsets(in.q.weight, in.q);
-  std::vector<int64_t> first_group(parts.size() + 1, 0);
-  for (size_t i = 0; i < parts.size(); ++i)
-    first_group[i + 1] = first_group[i] + (parts[i].rows + kQuantPackedRows - 1) / kQuantPackedRows;
   const QuantPackedTileKernel tile = quant_packed_tile_kernel(block_order_);
   constexpr int64_t kSlab = 64;
   const int64_t max_groups = std::max<int64_t>(1, groups / (16 * pool_->size()));
   pool_->parallel_ranges(groups, 1, max_groups, [&](int64_t g0, int64_t g1) {
-    for (int64_t i0 = 0; i0 < slabs; i0 += kSlab) {
+    for (int64_t i0 = 0; i0 < most_rows; i0 += kSlab) {
       size_t i = std::upper_bound(first_group.begin(), first_group.end(), g0) - first_group.begin() - 1;
       for (int64_t g = g0; g < g1; ++g) {
         while (g >= first_group[i + 1]) ++i;
