@@ -26,7 +26,12 @@ statebank / llama.cpp, decode against the read-bandwidth bound (the file's
 weight bytes read per token over the probe's best pass; for statebank also
 over the probe passes right before and after each of runtime_bench's decode
 chunks, the bandwidth of the same moment), and statebank's resident memory
-after loading the file and after the first decode, over the file's size.
+after loading the file and after the first decode, over the file's size,
+with what runtime_bench saw of the conditions: the share of its anonymous
+memory in 2 MiB pages, and per decode repetition its rate by CPU time, its
+threads' runnable wait and the host's steal (a wall-clock decode lower than
+the CPU-time one with a high wait was kept off the CPUs, not slowed by the
+memory).
 With --out DIR that table replaces the quantized section of DIR/runtime.md
 (the BF16 section stays). With --ik-llama-bin DIR as well, ik_llama.cpp's
 llama-bench runs on the same files, once with -rtr 0 and once with -rtr 1
@@ -119,6 +124,25 @@ def gguf_file(statebank: str, work: str, arch: str, preset: str, gguf_type: str)
     return out
 
 
+def huge_page_text(ours: dict) -> str:
+    """The share of runtime_bench's anonymous memory (the packed weights, mostly) in 2 MiB pages after load."""
+    anon = ours.get("anon_bytes", 0)
+    return f"{ours['anon_huge_bytes'] / anon:.0%} of {anon / 1e9:.2f} GB" if anon else "-"
+
+
+def decode_conditions_text(ours: dict, threads: list[int]) -> str:
+    """Per thread count, statebank's decode repetitions: the rate by CPU time (what a slower memory lowers and
+    other work on the machine does not), then the share of the threads' wall time spent waiting for a CPU and of
+    the machine's CPU time the host stole (what lowers the wall-clock rate beside it)."""
+    parts = []
+    for r in ours["results"]:
+        if r["test"].startswith("tg") and r["n_threads"] in threads and "samples_runnable_wait" in r:
+            waits = ", ".join(f"{w:.0%}" for w in r["samples_runnable_wait"])
+            steal = ", ".join(f"{x:.1%}" for x in r["samples_steal"])
+            parts.append(f"{r['n_threads']} threads: {max(r['samples_cpu_ts']):.1f}; {waits}; {steal}")
+    return "; ".join(parts) or "-"
+
+
 def samples_of(results: list[dict], test: str, t: int, what: str) -> list[float]:
     for r in results:
         name = r.get("test") or (f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}")
@@ -194,7 +218,8 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
     for m in measured:
         lines += gguf_rows(m, tests, threads)
     lines += ["", "| preset | type | file | statebank reads per token | resident after load | after the first decode | "
-              "read bandwidth |", "|---|---|---|---|---|---|---|"]
+              "anonymous memory in 2 MiB pages | read bandwidth | statebank's decode: t/s of CPU time, runnable wait, "
+              "host steal |", "|---|---|---|---|---|---|---|---|---|"]
     for m in measured:
         o = m["ours"]
         size = o["file_bytes"]
@@ -202,7 +227,8 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
         lines.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | "
                      f"{o['weight_bytes_per_token'] / 1e9:.2f} GB | "
                      f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
-                     f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | {bws} |")
+                     f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | "
+                     f"{huge_page_text(o)} | {bws} | {decode_conditions_text(o, threads)} |")
     lines += ngram_rows(measured)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
