@@ -26,7 +26,14 @@ statebank / llama.cpp, decode against the read-bandwidth bound (the file's
 weight bytes read per token over the probe's best pass; for statebank also
 over the probe passes right before and after each of runtime_bench's decode
 chunks, the bandwidth of the same moment), and statebank's resident memory
-after loading the file and after the first decode, over the file's size.
+after loading the file and after the first decode, over the file's size,
+with what runtime_bench saw of the conditions: the share of its anonymous
+memory in 2 MiB pages, and per decode repetition its rate by CPU time, its
+threads' runnable wait and the host's steal (a wall-clock decode lower than
+the CPU-time one with a high wait was kept off the CPUs, not slowed by the
+memory), and for every engine's run the share of its wall time in which some
+task waited for a CPU (/proc/pressure/cpu): other work on the machine, seen
+alike for each engine.
 With --out DIR that table replaces the quantized section of DIR/runtime.md
 (the BF16 section stays). With --ik-llama-bin DIR as well, ik_llama.cpp's
 llama-bench runs on the same files, once with -rtr 0 and once with -rtr 1
@@ -119,6 +126,49 @@ def gguf_file(statebank: str, work: str, arch: str, preset: str, gguf_type: str)
     return out
 
 
+def huge_page_text(ours: dict) -> str:
+    """The share of runtime_bench's anonymous memory (the packed weights, mostly) in 2 MiB pages after load."""
+    anon = ours.get("anon_bytes", 0)
+    return f"{ours['anon_huge_bytes'] / anon:.0%} of {anon / 1e9:.2f} GB" if anon else "-"
+
+
+def decode_conditions_text(ours: dict, threads: list[int]) -> str:
+    """Per thread count, statebank's decode repetitions: the rate by CPU time (what a slower memory lowers and
+    other work on the machine does not), then the share of the threads' wall time spent waiting for a CPU and of
+    the machine's CPU time the host stole (what lowers the wall-clock rate beside it)."""
+    parts = []
+    for r in ours["results"]:
+        if r["test"].startswith("tg") and r["n_threads"] in threads and "samples_runnable_wait" in r:
+            waits = ", ".join(f"{w:.0%}" for w in r["samples_runnable_wait"])
+            steal = ", ".join(f"{x:.1%}" for x in r["samples_steal"])
+            parts.append(f"{r['n_threads']} threads: {max(r['samples_cpu_ts']):.1f}; {waits}; {steal}")
+    return "; ".join(parts) or "-"
+
+
+def cpu_pressure_us():
+    """The kernel's count of microseconds in which some runnable task waited for a CPU (PSI); None without it."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().split("total=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_under_watch(cmd: list[str], pressure: dict, key: str, quiet: bool = False) -> str:
+    """run(), recording in pressure[key] the share of its wall time in which some task waited for a CPU: with the
+    engines' threads as many as the cores, any other work on the machine shows here, measured alike for every
+    engine (the engines' own rates cannot say whether they were kept off the CPUs)."""
+    before, t0 = cpu_pressure_us(), time.monotonic()
+    out = run(cmd, quiet=quiet)
+    after, wall = cpu_pressure_us(), time.monotonic() - t0
+    pressure[key] = (after - before) / 1e6 / wall if before is not None and after is not None and wall > 0 else None
+    return out
+
+
+def pressure_text(pressure: dict) -> str:
+    return ", ".join(f"{k} {'-' if v is None else f'{v:.0%}'}" for k, v in pressure.items())
+
+
 def samples_of(results: list[dict], test: str, t: int, what: str) -> list[float]:
     for r in results:
         name = r.get("test") or (f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}")
@@ -132,19 +182,22 @@ def measure_gguf(a, preset: str, gguf_type: str) -> dict:
     path = gguf_file(a.statebank, a.work, a.arch, preset, gguf_type)
     print(f"compare_llama: {preset} {gguf_type}: llama-bench ({a.prefill}, tg{a.decode}, {a.reps} reps)",
           file=sys.stderr, flush=True)
-    llama = json.loads(run([os.path.join(a.llama_bin, "llama-bench"), "-m", path, "-lm", "none", "-p", a.prefill,
-                            "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"], quiet=True))
+    pressure = {}
+    llama = json.loads(run_under_watch([os.path.join(a.llama_bin, "llama-bench"), "-m", path, "-lm", "none", "-p",
+                                        a.prefill, "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o",
+                                        "json"], pressure, "llama.cpp", quiet=True))
     ik = {}
     for rtr in (0, 1) if a.ik_llama_bin else ():  # ik_llama.cpp without and with its run-time repacking
         print(f"compare_llama: {preset} {gguf_type}: ik_llama.cpp llama-bench -rtr {rtr}", file=sys.stderr, flush=True)
-        ik[rtr] = json.loads(run([os.path.join(a.ik_llama_bin, "llama-bench"), "-m", path, "-rtr", str(rtr), "-p",
-                                  a.prefill, "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"],
-                                 quiet=True))
+        ik[rtr] = json.loads(run_under_watch([os.path.join(a.ik_llama_bin, "llama-bench"), "-m", path, "-rtr",
+                                              str(rtr), "-p", a.prefill, "-n", str(a.decode), "-t", a.threads, "-r",
+                                              str(a.reps), "-o", "json"], pressure, f"ik -rtr {rtr}", quiet=True))
     print(f"compare_llama: {preset} {gguf_type}: runtime_bench", file=sys.stderr, flush=True)
-    ours = json.loads(run([a.runtime_bench, "--model", path, "--threads", a.threads, "--prefill", a.prefill,
-                           "--decode", str(a.decode), "--reps", str(a.reps), "--json"]))
+    ours = json.loads(run_under_watch([a.runtime_bench, "--model", path, "--threads", a.threads, "--prefill",
+                                       a.prefill, "--decode", str(a.decode), "--reps", str(a.reps), "--json"],
+                                      pressure, "statebank"))
     return {"preset": preset, "type": gguf_type, "path": path, "llama": llama, "ours": ours, "ik": ik,
-            "llama_bytes": gguf_weight_bytes(path)}
+            "llama_bytes": gguf_weight_bytes(path), "pressure": pressure}
 
 
 def gguf_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
@@ -194,7 +247,8 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
     for m in measured:
         lines += gguf_rows(m, tests, threads)
     lines += ["", "| preset | type | file | statebank reads per token | resident after load | after the first decode | "
-              "read bandwidth |", "|---|---|---|---|---|---|---|"]
+              "anonymous memory in 2 MiB pages | read bandwidth | statebank's decode: t/s of CPU time, runnable wait, "
+              "host steal | CPU pressure over each engine's run |", "|---|---|---|---|---|---|---|---|---|---|"]
     for m in measured:
         o = m["ours"]
         size = o["file_bytes"]
@@ -202,7 +256,9 @@ def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], l
         lines.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | "
                      f"{o['weight_bytes_per_token'] / 1e9:.2f} GB | "
                      f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
-                     f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | {bws} |")
+                     f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | "
+                     f"{huge_page_text(o)} | {bws} | {decode_conditions_text(o, threads)} | "
+                     f"{pressure_text(m.get('pressure', {}))} |")
     lines += ngram_rows(measured)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()

@@ -40,6 +40,7 @@
 #include "bench/bench_flags.h"
 #include "bench/bench_model.h"
 #include "bench/read_probe.h"
+#include "bench/run_conditions.h"
 #include "common/args.h"
 #include "common/memory_tuning.h"
 #include "model/checkpoint.h"
@@ -134,6 +135,7 @@ struct Sample {
   std::string test;  // pp512, tg32
   int threads = 0;
   std::vector<double> ts, cpu_ts;  // tokens per second of wall clock and of CPU time, one per repetition
+  std::vector<bench::WaitShares> waits;  // decode only: what kept it from running, one per repetition
 };
 
 constexpr int kPairedChunks = 12;
@@ -198,6 +200,7 @@ int main(int argc, char** argv) {
   const std::string model_name = args.has("model") ? std::string(arch_name(weights.config.arch)) : arch + " " + preset;
   const uint64_t weight_bytes = weights.bytes_per_token;
   uint64_t rss_after_load = 0, rss_after_decode = 0;
+  bench::HugePageCoverage huge_pages;  // after the first load: the packed weights are most of it
   // Probed before and again after the measurements, so that one busy moment
   // of a shared machine does not set the bound.
   constexpr int kProbePasses = 8;
@@ -217,10 +220,13 @@ int main(int argc, char** argv) {
     options.threads = static_cast<int>(threads);
     if (!(s = Model::load(dir, options, cpu_kernels_factory(), &model))) return bench::fail(s);
     kernels = model->kernels_name();
-    if (!rss_after_load) rss_after_load = resident_bytes();
+    if (!rss_after_load) {
+      rss_after_load = resident_bytes();
+      huge_pages = bench::huge_page_coverage();
+    }
     const size_t first = samples.size();
-    for (int64_t n : prefills) samples.push_back({"pp" + std::to_string(n), static_cast<int>(threads), {}, {}});
-    samples.push_back({"tg" + std::to_string(n_decode), static_cast<int>(threads), {}, {}});
+    for (int64_t n : prefills) samples.push_back({"pp" + std::to_string(n), static_cast<int>(threads), {}, {}, {}});
+    samples.push_back({"tg" + std::to_string(n_decode), static_cast<int>(threads), {}, {}, {}});
     for (int64_t rep = 0; rep < reps; ++rep) {
       for (size_t k = 0; k < prefills.size(); ++k) {
         State state = model->new_state();
@@ -235,11 +241,14 @@ int main(int argc, char** argv) {
       std::vector<float> logits;
       if (!(s = model->decode(state, 0, &logits))) return bench::fail(s);  // first touch outside the timing
       if (!rss_after_decode) rss_after_decode = resident_bytes();
+      const bench::WaitClocks k0 = bench::wait_clocks();
       const double w0 = bench::wall_seconds(), c0 = bench::process_cpu_seconds();
       for (int64_t i = 0; i < n_decode; ++i)
         if (!(s = model->decode(state, static_cast<int32_t>(i % 1000), &logits))) return bench::fail(s);
-      samples.back().ts.push_back(n_decode / (bench::wall_seconds() - w0));
+      const double wall = bench::wall_seconds() - w0;
+      samples.back().ts.push_back(n_decode / wall);
       samples.back().cpu_ts.push_back(n_decode * threads / (bench::process_cpu_seconds() - c0));
+      samples.back().waits.push_back(bench::wait_shares(k0, bench::wait_clocks(), wall, static_cast<int>(threads)));
     }
     recurrent_bytes = model->new_state().schema().snapshot_bytes();
     const double tg = *std::max_element(samples.back().ts.begin(), samples.back().ts.end());
@@ -263,11 +272,12 @@ int main(int argc, char** argv) {
         "{\"model\": \"%s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
         "\"file_bytes\": %llu, \"ngram_table_bytes\": %llu, \"ngram_bytes_per_token\": %llu, "
         "\"rss_after_load\": %llu, \"rss_after_decode\": %llu, \"recurrent_state_bytes\": %llu, "
-        "\"read_bandwidth\": {",
+        "\"anon_bytes\": %llu, \"anon_huge_bytes\": %llu, \"read_bandwidth\": {",
         model_name.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes),
         static_cast<unsigned long long>(weights.file_bytes), static_cast<unsigned long long>(weights.ngram_table_bytes),
         static_cast<unsigned long long>(weights.ngram_bytes_per_token), static_cast<unsigned long long>(rss_after_load),
-        static_cast<unsigned long long>(rss_after_decode), static_cast<unsigned long long>(recurrent_bytes));
+        static_cast<unsigned long long>(rss_after_decode), static_cast<unsigned long long>(recurrent_bytes),
+        static_cast<unsigned long long>(huge_pages.anon_bytes), static_cast<unsigned long long>(huge_pages.anon_huge_bytes));
     bool first = true;
     for (const auto& [t, bw] : bandwidth) {
       std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw);
@@ -297,6 +307,12 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < x.ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.ts[k]);
       std::printf("], \"samples_cpu_ts\": [");
       for (size_t k = 0; k < x.cpu_ts.size(); ++k) std::printf("%s%.3f", k ? ", " : "", x.cpu_ts[k]);
+      if (!x.waits.empty()) {
+        std::printf("], \"samples_runnable_wait\": [");
+        for (size_t k = 0; k < x.waits.size(); ++k) std::printf("%s%.4f", k ? ", " : "", x.waits[k].runnable_wait);
+        std::printf("], \"samples_steal\": [");
+        for (size_t k = 0; k < x.waits.size(); ++k) std::printf("%s%.4f", k ? ", " : "", x.waits[k].steal);
+      }
       std::printf("]}%s\n", i + 1 < samples.size() ? "," : "");
     }
     std::printf(" ]}\n");
@@ -312,6 +328,16 @@ int main(int argc, char** argv) {
       std::snprintf(frac, sizeof frac, "%.2f", best(x.ts) * weight_bytes / bandwidth[x.threads]);
     std::printf("| %s | %d | %.2f [%.2f] | %s |\n", x.test.c_str(), x.threads, best(x.ts), best(x.cpu_ts), frac);
   }
+  for (const Sample& x : samples)
+    if (!x.waits.empty()) {
+      std::printf("%s, %d threads, per repetition: the threads waited runnable", x.test.c_str(), x.threads);
+      for (size_t k = 0; k < x.waits.size(); ++k) std::printf("%s %.0f%%", k ? "," : "", 100 * x.waits[k].runnable_wait);
+      std::printf(" of their wall time; the host stole");
+      for (size_t k = 0; k < x.waits.size(); ++k) std::printf("%s %.1f%%", k ? "," : "", 100 * x.waits[k].steal);
+      std::printf(" of the CPUs\n");
+    }
+  std::printf("anonymous memory after load: %.1f MB, %.0f%% of it in 2 MiB pages\n", huge_pages.anon_bytes / 1e6,
+              100 * huge_pages.share());
   if (weights.file_bytes)
     std::printf("resident memory: %.1f MB after load, %.1f MB after the first decode; file %.1f MB\n",
                 rss_after_load / 1e6, rss_after_decode / 1e6, weights.file_bytes / 1e6);
