@@ -553,12 +553,13 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
     return;
   }
   if constexpr (kType == DType::kQ6_K) {
-    // Six levels masked out of bits 0-5; the other two gathered from bits
-    // 6-7 of three vectors each: c's stay, b's move to 4-5 and a's to 2-3
-    // (16-bit shifts, the bits they carry in from the next byte fall outside
-    // each selection's mask), two bit selections (vpternlogd) join them, and
-    // one more shift and mask bring bits 2-7 down. 18 instructions for the 8
-    // level vectors, against 26 for nibbles and separate top bits.
+    // Six level vectors masked out of bits 0-5; each of the other two from
+    // bits 6-7 of three vectors: the third's stay, the second's move to bits
+    // 4-5 and the first's to 2-3 (16-bit shifts: the bits they carry in from
+    // the next byte fall outside each selection's mask), two bit selections
+    // (vpternlogd) join them, one more shift and mask bring bits 2-7 down.
+    // 18 instructions for the 8 level vectors, against 26 for nibbles and
+    // separate top bits.
     const __m512i low6 = _mm512_set1_epi8(0x3F);
     __m512i v[6];
     for (int i = 0; i < 6; ++i) {
