@@ -20,13 +20,15 @@
 //        level 4k + i of sub-block 2t low and of sub-block 2t + 1 high, so
 //        that one AND each (0x0F, 0xF0) gives the two operands; the high
 //        one's sums are 16 times the level's, divided out once per block.
-//   Q5_K, Q6_K: 16 x f16 d; Q5_K 16 x f16 dmin, [8][16] 6-bit scales and
-//        [8][16] mins, a byte each; Q6_K [16][16] int8 scales. Then per
-//        sub-block s of 32 levels: 4 x 64 bytes of nibbles (lane c byte t of
-//        the k-th: level 32s + 8k + t low, 32s + 8k + 4 + t high); Q5_K one
-//        more 64 bytes of fifth bits (bit 2k and 2k + 1 of lane c byte t: the
-//        k-th chunk's two levels), Q6_K two of the top two bits (byte t of
-//        the h-th: chunk 2h's two levels in bits 0-3, chunk 2h + 1's in 4-7).
+//   Q5_K: 16 x f16 d, 16 x f16 dmin, [8][16] 6-bit scales and [8][16]
+//        mins, a byte each. Then per sub-block s of 32 levels: 4 x 64 bytes
+//        of nibbles (lane c byte t of the k-th: level 32s + 8k + t low,
+//        32s + 8k + 4 + t high) and 64 bytes of fifth bits (bit 2k and
+//        2k + 1 of lane c byte t: the k-th chunk's two levels).
+//   Q6_K: 16 x f16 d, [16][16] int8 scales. Then per sub-block s of 32
+//        levels, 6 x 64 bytes: bits 0-5 of lane c byte t of the j-th hold
+//        level 32s + 4j + t whole; bits 6-7 of the j-th hold bits
+//        2(j % 3)..2(j % 3) + 1 of level 32s + 4(6 + j / 3) + t.
 //   Q3_K: 16 x f16 d; [16][16] int8 scales (the file's 6-bit scale - 32, as
 //        Q6_K's), then per sub-block s of 32 levels (0..7, the file's n + 4):
 //        2 x 64 bytes of the low two bits (bits 2m..2m+1 of lane c byte t of
@@ -110,6 +112,24 @@ void pack_q8_0_group(const uint8_t* rows[kLanes], int64_t nb, uint8_t* out) {
   }
 }
 
+// Lane c's Q6_K levels (0..63) into the sub-blocks from `subs` on, `sub`
+// bytes apart: level vector j < 6 of a sub-block in bits 0-5 of the j-th
+// 64 bytes, level vectors 6 and 7 in bits 6-7 of vectors 0-2 and 3-5, two
+// bits each, lowest first.
+void pack_q6_k_levels(const int* lev, int c, uint8_t* subs, int sub) {
+  for (int s = 0; s < 8; ++s)
+    for (int j = 0; j < 8; ++j)
+      for (int t = 0; t < 4; ++t) {
+        const int e = lev[32 * s + 4 * j + t];
+        uint8_t* at = subs + sub * s + 4 * c + t;
+        if (j < 6) {
+          at[64 * j] |= static_cast<uint8_t>(e);
+        } else {
+          for (int i = 0; i < 3; ++i) at[64 * (3 * (j - 6) + i)] |= static_cast<uint8_t>(((e >> (2 * i)) & 3) << 6);
+        }
+      }
+}
+
 // One row's K block into lane c of a packed block.
 void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
   const KLayout lay = k_layout(dtype);
@@ -130,6 +150,7 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
   }
   int lev[kSuperBlock];
   block_levels(dtype, blk, lev);
+  if (six) return pack_q6_k_levels(lev, c, out + lay.header, lay.sub);
   for (int s = 0; s < 8; ++s) {
     uint8_t* sub = out + lay.header + lay.sub * s;
     for (int k = 0; k < 4; ++k)
@@ -138,8 +159,6 @@ void pack_k_lane(DType dtype, const uint8_t* blk, int c, uint8_t* out) {
         sub[64 * k + 4 * c + t] = static_cast<uint8_t>((e0 & 0xF) | ((e1 & 0xF) << 4));
         if (dtype == DType::kQ5_K)
           sub[256 + 4 * c + t] |= static_cast<uint8_t>(((e0 >> 4) << (2 * k)) | ((e1 >> 4) << (2 * k + 1)));
-        if (six)
-          sub[256 + 64 * (k / 2) + 4 * c + t] |= static_cast<uint8_t>(((e0 >> 4) | ((e1 >> 4) << 2)) << (4 * (k % 2)));
       }
   }
 }
@@ -349,18 +368,23 @@ inline void fetch_ahead_l2(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kAheadL2), _MM_HINT_T1);
 }
 
-// The K types' (and IQ4_XS's) tiles fetch each line both ways, into L2
-// 16 KiB ahead and from there into L1: few-row steps wait on memory, not on
-// the core (in L2 the tiles run 3-5x faster than a decode step reads). On
-// the 0.8b Q4_K_M file a step of 2, 3, 4, 6 or 8 rows ran 0.72-0.96x its
-// time with the L1 prefetch alone (4 rows 43 -> 31-32 ms; the L2 prefetch
-// alone 1.2x slower), and a 1-row step 0.85-0.9x with L1 2 KiB ahead (4 KiB
-// ahead, as for more rows, was 1.02-1.06x slower than L1 alone).
+// The K types' (and IQ4_XS's) tiles of 2 or more rows fetch each line both
+// ways, into L2 16 KiB ahead and from there into L1 4 KiB ahead: few-row
+// steps wait on memory, not on the core (in L2 the tiles run 3-5x faster
+// than a decode step reads). On the 0.8b Q4_K_M file a step of 2, 3, 4, 6 or
+// 8 rows ran 0.72-0.96x its time with the L1 prefetch alone (4 rows 43 ->
+// 31-32 ms; the L2 prefetch alone 1.2x slower). Tiles of 1 row issue none:
+// the hardware's prefetchers alone streamed a decode step faster on a Zen 4
+// (`batch_step_bench /work/kq/m08-q4km.gguf --reps 12 --shape 1,0`, 1
+// thread, CPU ms, load average 6-7: 20.5-21.9 without, 26.4-26.8 with both
+// as above but L1 2 KiB ahead, 34.3-34.6 with the L2 one alone, 26.6-26.8
+// with the L1 one alone; docs/kernels.md "Small steps").
 template <int R>
 inline void fetch_ahead_k(const uint8_t* p) {
-  constexpr int64_t l1_ahead = R == 1 ? 2048 : 4096;
-  _mm_prefetch(reinterpret_cast<const char*>(p + l1_ahead), _MM_HINT_T0);
-  fetch_ahead_l2(p);
+  if constexpr (R > 1) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + 4096), _MM_HINT_T0);
+    fetch_ahead_l2(p);
+  }
 }
 
 inline __m512 halves16(const uint8_t* p) {
@@ -528,6 +552,33 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
     }
     return;
   }
+  if constexpr (kType == DType::kQ6_K) {
+    // Six level vectors masked out of bits 0-5; each of the other two from
+    // bits 6-7 of three vectors: the third's stay, the second's move to bits
+    // 4-5 and the first's to 2-3 (16-bit shifts: the bits they carry in from
+    // the next byte fall outside each selection's mask), two bit selections
+    // (vpternlogd) join them, one more shift and mask bring bits 2-7 down.
+    // 18 instructions for the 8 level vectors, against 26 for nibbles and
+    // separate top bits.
+    const __m512i low6 = _mm512_set1_epi8(0x3F);
+    __m512i v[6];
+    for (int i = 0; i < 6; ++i) {
+      v[i] = _mm512_loadu_si512(sub + 64 * i);
+      __asm__("" : "+v"(v[i]));  // one load for its two uses
+      lev[i] = _mm512_and_si512(v[i], low6);
+    }
+    const __m512i top2 = _mm512_set1_epi8(static_cast<char>(0xC0)), top4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i* a = v + 3 * h;
+      // vpternlogd 0xD8: where the third operand's bit is set, the second's,
+      // else the first's (the first is the one overwritten: a shift's result,
+      // not a constant to copy first).
+      const __m512i bc = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a[1], 2), a[2], top2, 0xD8);
+      const __m512i abc = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a[0], 4), bc, top4, 0xD8);
+      lev[6 + h] = _mm512_and_si512(_mm512_srli_epi16(abc, 2), low6);
+    }
+    return;
+  }
   for (int k = 0; k < 4; ++k) {
     __m512i v = _mm512_loadu_si512(sub + 64 * k);
     __asm__("" : "+v"(v));  // one load for both uses (the compiler would fold it into each)
@@ -550,18 +601,6 @@ inline void sub_levels(const uint8_t* sub, __m512i* lev) {
     }();
     const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable.data())));
     for (int j = 0; j < 8; ++j) lev[j] = _mm512_shuffle_epi8(table, lev[j]);
-  }
-  if constexpr (kType == DType::kQ6_K) {
-    // Bits 2m..2m+1 of a byte moved to bits 4-5 (a shift by 4 - 2m, whose
-    // spill into the next byte the mask drops), then (h & 0x30) | nibble in
-    // one vpternlogd.
-    const __m512i top = _mm512_set1_epi8(0x30);
-    for (int half = 0; half < 2; ++half) {
-      __m512i h = _mm512_loadu_si512(sub + 256 + 64 * half);
-      __asm__("" : "+v"(h));
-      const __m512i at4[4] = {_mm512_slli_epi16(h, 4), _mm512_slli_epi16(h, 2), h, _mm512_srli_epi16(h, 2)};
-      for (int m = 0; m < 4; ++m) lev[4 * half + m] = _mm512_ternarylogic_epi32(at4[m], top, lev[4 * half + m], 0xEA);
-    }
   }
 }
 
