@@ -23,13 +23,20 @@
 namespace sb::cpu {
 namespace {
 
+// Rows of W the forward substitution carries side by side: each row's sum is
+// a chain of fmas, 4 cycles apart, so one row at a time waited on them.
+constexpr int64_t kSubstituteRows = 4;
+
 // Per-thread working memory of one head's chunk.
 struct ChunkScratch {
   std::vector<float> G, beta, eG, m, Kt, E, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
   void resize(int64_t L, int64_t dk, int64_t dv) {
-    for (auto* v : {&G, &beta, &eG, &m}) v->resize(L);
-    for (auto* v : {&E, &Wb, &Wk, &P}) v->resize(L * L);
-    for (auto* v : {&KK, &QK, &W}) v->resize(L * kDeltaChunkRows);
+    for (auto* v : {&beta, &eG}) v->resize(L);
+    // G at the chunk's whole width (+0 past L), for E's rows in whole vectors.
+    G.assign(kDeltaChunkRows, 0.0f);
+    for (auto* v : {&Wb, &Wk, &P}) v->resize(L * L);
+    for (auto* v : {&KK, &QK, &W, &E}) v->resize(L * kDeltaChunkRows);
+    m.resize(kSubstituteRows * kDeltaChunkRows);
     Kt.resize(dk * kDeltaChunkRows);
     for (auto* v : {&Kd, &Qe, &Ktd}) v->resize(L * dk);
     Vp.resize(L * dv);
@@ -38,12 +45,67 @@ struct ChunkScratch {
 
 static_assert(kDeltaChunkRows == 4 * 16, "a row of W is four vectors");
 
-// acc[v] += m_l W_l[16 v, 16 v + 16) for v < NV, l in [l0, l1) ascending.
-template <int NV>
-void substitute(V16* acc, const float* W, int64_t ldw, const float* m, int64_t l0, int64_t l1) {
+// acc[r][v] += m_r,l W_l[16 v, 16 v + 16) for rows r < R, v < NV, l in
+// [l0, l1) ascending; m_r,l at m[r * kDeltaChunkRows + l].
+template <int R, int NV>
+void substitute(V16 (&acc)[kSubstituteRows][4], const float* W, int64_t ldw, const float* m, int64_t l0, int64_t l1) {
   for (int64_t l = l0; l < l1; ++l) {
-    const V16 ml = V16::set1(m[l]);
-    for (int v = 0; v < NV; ++v) acc[v] = fma(ml, V16::load(W + l * ldw + 16 * v), acc[v]);
+    V16 w[NV];
+    for (int v = 0; v < NV; ++v) w[v] = V16::load(W + l * ldw + 16 * v);
+    for (int r = 0; r < R; ++r) {
+      const V16 ml = V16::set1(m[r * kDeltaChunkRows + l]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = fma(ml, w[v], acc[r][v]);
+    }
+  }
+}
+
+// Rows [i0, i0 + R) of W = (I + M)^-1, M_il = m_i,l (l < i; m_i0+r,l at
+// m[r * kDeltaChunkRows + l]), by forward substitution: row i is -sum over
+// l < i of M_il W_l, accumulated in ascending l, in registers. Row l of W is
+// +0 past column l, so each step runs over the whole vectors that hold
+// columns [0, l]: m * +0 added to a +0 that no earlier l has touched leaves
+// +0, the bits of stopping at column l. The rows run together over the
+// earlier rows' l, then each row is stored and is the next ones' last steps.
+template <int R>
+void substitute_rows(float* W, int64_t ldw, const float* m, int64_t i0) {
+  V16 acc[kSubstituteRows][4];
+  for (auto& row : acc)
+    for (auto& x : row) x = V16::zero();
+  substitute<R, 1>(acc, W, ldw, m, 0, std::min<int64_t>(i0, 16));
+  substitute<R, 2>(acc, W, ldw, m, 16, std::min<int64_t>(i0, 32));
+  substitute<R, 3>(acc, W, ldw, m, 32, std::min<int64_t>(i0, 48));
+  substitute<R, 4>(acc, W, ldw, m, 48, i0);
+#pragma GCC unroll 4
+  for (int t = 0; t < R; ++t) {
+    const int64_t i = i0 + t;
+    float* wi = W + i * ldw;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[t][v].store(wi + 16 * v);
+    for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
+    wi[i] = 1.0f;
+#pragma GCC unroll 4
+    for (int r = t + 1; r < R; ++r) {
+      const V16 ml = V16::set1(m[r * kDeltaChunkRows + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+        if (16 * v <= i) acc[r][v] = fma(ml, V16::load(wi + 16 * v), acc[r][v]);
+    }
+  }
+}
+
+// W's rows [b, L), M_il = beta_i E_il k_i.k_l.
+void invert(float* W, int64_t ldw, const float* beta, const float* E, int64_t lde, const float* KK, int64_t ldt,
+            float* m, int64_t b, int64_t L) {
+  for (int64_t i0 = b; i0 < L; i0 += kSubstituteRows) {
+    const int64_t R = std::min(kSubstituteRows, L - i0);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t i = i0 + r;
+      for (int64_t l = 0; l < i; ++l) m[r * kDeltaChunkRows + l] = beta[i] * E[i * lde + l] * KK[i * ldt + l];
+    }
+    if (R == 4) substitute_rows<4>(W, ldw, m, i0);
+    if (R == 3) substitute_rows<3>(W, ldw, m, i0);
+    if (R == 2) substitute_rows<2>(W, ldw, m, i0);
+    if (R == 1) substitute_rows<1>(W, ldw, m, i0);
   }
 }
 
@@ -97,34 +159,15 @@ void chunk_head(const DeltaRuleInput& in, int64_t h, float* state, float* out) {
     small_gemm(rows, cols, dk, Q + r0 * ldk, ldk, Kt, ldt, sc.QK.data() + r0 * ldt, ldt, false);
   }
   // E_ij = exp(G_i - G_j), j <= i: the decay from row j to row i, which M,
-  // P and the state update below all use.
+  // P and the state update below all use. vexp over whole vectors (its lanes
+  // are exp_f's bits), past the diagonal too (never read).
   float* E = sc.E.data();
-  // vexp over whole vectors of j <= i, exp_f (the same bits) for the rest.
+  const int64_t lde = kDeltaChunkRows;
   for (int64_t i = b; i < L; ++i) {
     const V16 gi = V16::set1(G[i]);
-    int64_t j = 0;
-    for (; j + 16 <= i + 1; j += 16) vexp(gi - V16::load(G + j)).store(E + i * L + j);
-    for (; j <= i; ++j) E[i * L + j] = exp_f(G[i] - G[j]);
+    for (int64_t j = 0; j <= i; j += 16) vexp(gi - V16::load(G + j)).store(E + i * lde + j);
   }
-
-  // W = (I + M)^-1 by forward substitution, M_il = beta_i E_il k_i.k_l (l < i):
-  // row i is -sum over l < i of M_il W_l, accumulated in ascending l, in
-  // registers. Row l of W is +0 past column l, so each step runs over the
-  // whole vectors that hold columns [0, l]: m * +0 added to a +0 that no
-  // earlier l has touched leaves +0, the bits of stopping at column l.
-  for (int64_t i = b; i < L; ++i) {
-    float* wi = W + i * ldw;
-    float* m = sc.m.data();
-    for (int64_t l = 0; l < i; ++l) m[l] = beta[i] * E[i * L + l] * sc.KK[i * ldt + l];
-    V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
-    substitute<1>(acc, W, ldw, m, 0, std::min<int64_t>(i, 16));
-    substitute<2>(acc, W, ldw, m, 16, std::min<int64_t>(i, 32));
-    substitute<3>(acc, W, ldw, m, 32, std::min<int64_t>(i, 48));
-    substitute<4>(acc, W, ldw, m, 48, i);
-    for (int v = 0; v < 4; ++v) acc[v].store(wi + 16 * v);
-    for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
-    wi[i] = 1.0f;
-  }
+  invert(W, ldw, beta, E, lde, sc.KK.data(), ldt, sc.m.data(), b, L);
   // V' = W diag(beta) V - W diag(beta e^G) K S.
   float *Wb = sc.Wb.data(), *Wk = sc.Wk.data(), *Kd = sc.Kd.data();
   for (int64_t i = b; i < L; ++i)
@@ -140,7 +183,7 @@ void chunk_head(const DeltaRuleInput& in, int64_t h, float* state, float* out) {
   for (int64_t i = b; i < L; ++i)
     for (int64_t a = 0; a < dk; ++a) Qe[i * dk + a] = Q[i * ldk + a] * eG[i];
   for (int64_t i = b; i < L; ++i)
-    for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * ldt + j] * E[i * L + j] : 0.0f;
+    for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * ldt + j] * E[i * lde + j] : 0.0f;
   float* O = out + h * dv;  // row b
   small_gemm(n, dv, dk, Qe + b * dk, dk, S, dv, O, ldv, false);
   small_gemm(n, dv, L, P + b * L, L, Vp, dv, O, ldv, true, /*lower=*/true, b);
@@ -148,7 +191,7 @@ void chunk_head(const DeltaRuleInput& in, int64_t h, float* state, float* out) {
   const float elast = eG[L - 1];
   for (int64_t a = 0; a < dk * dv; ++a) S[a] *= elast;
   float* Ktd = sc.Ktd.data();
-  const float* decay = E + (L - 1) * L;
+  const float* decay = E + (L - 1) * lde;
   for (int64_t a = 0; a < dk; ++a)
     for (int64_t j = 0; j < L; ++j) Ktd[a * L + j] = Kt[a * ldt + j] * decay[j];
   small_gemm(dk, dv, L, Ktd, L, Vp, dv, S, dv, true);
