@@ -23,10 +23,6 @@
 namespace sb::cpu {
 namespace {
 
-// Rows of W the forward substitution carries side by side: each row's sum is
-// a chain of fmas, 4 cycles apart, so one row at a time waited on them.
-constexpr int64_t kSubstituteRows = 4;
-
 // Per-thread working memory of one head's chunk.
 struct ChunkScratch {
   std::vector<float> G, beta, eG, m, Kt, E, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
@@ -36,7 +32,7 @@ struct ChunkScratch {
     G.assign(kDeltaChunkRows, 0.0f);
     for (auto* v : {&Wb, &Wk, &P}) v->resize(L * L);
     for (auto* v : {&KK, &QK, &W, &E}) v->resize(L * kDeltaChunkRows);
-    m.resize(kSubstituteRows * kDeltaChunkRows);
+    m.resize(kDeltaChunkRows);
     Kt.resize(dk * kDeltaChunkRows);
     for (auto* v : {&Kd, &Qe, &Ktd}) v->resize(L * dk);
     Vp.resize(L * dv);
@@ -45,67 +41,33 @@ struct ChunkScratch {
 
 static_assert(kDeltaChunkRows == 4 * 16, "a row of W is four vectors");
 
-// acc[r][v] += m_r,l W_l[16 v, 16 v + 16) for rows r < R, v < NV, l in
-// [l0, l1) ascending; m_r,l at m[r * kDeltaChunkRows + l].
-template <int R, int NV>
-void substitute(V16 (&acc)[kSubstituteRows][4], const float* W, int64_t ldw, const float* m, int64_t l0, int64_t l1) {
+// acc[v] += m_l W_l[16 v, 16 v + 16) for v < NV, l in [l0, l1) ascending.
+template <int NV>
+void substitute(V16* acc, const float* W, int64_t ldw, const float* m, int64_t l0, int64_t l1) {
   for (int64_t l = l0; l < l1; ++l) {
-    V16 w[NV];
-    for (int v = 0; v < NV; ++v) w[v] = V16::load(W + l * ldw + 16 * v);
-    for (int r = 0; r < R; ++r) {
-      const V16 ml = V16::set1(m[r * kDeltaChunkRows + l]);
-      for (int v = 0; v < NV; ++v) acc[r][v] = fma(ml, w[v], acc[r][v]);
-    }
+    const V16 ml = V16::set1(m[l]);
+    for (int v = 0; v < NV; ++v) acc[v] = fma(ml, V16::load(W + l * ldw + 16 * v), acc[v]);
   }
 }
 
-// Rows [i0, i0 + R) of W = (I + M)^-1, M_il = m_i,l (l < i; m_i0+r,l at
-// m[r * kDeltaChunkRows + l]), by forward substitution: row i is -sum over
-// l < i of M_il W_l, accumulated in ascending l, in registers. Row l of W is
-// +0 past column l, so each step runs over the whole vectors that hold
-// columns [0, l]: m * +0 added to a +0 that no earlier l has touched leaves
-// +0, the bits of stopping at column l. The rows run together over the
-// earlier rows' l, then each row is stored and is the next ones' last steps.
-template <int R>
-void substitute_rows(float* W, int64_t ldw, const float* m, int64_t i0) {
-  V16 acc[kSubstituteRows][4];
-  for (auto& row : acc)
-    for (auto& x : row) x = V16::zero();
-  substitute<R, 1>(acc, W, ldw, m, 0, std::min<int64_t>(i0, 16));
-  substitute<R, 2>(acc, W, ldw, m, 16, std::min<int64_t>(i0, 32));
-  substitute<R, 3>(acc, W, ldw, m, 32, std::min<int64_t>(i0, 48));
-  substitute<R, 4>(acc, W, ldw, m, 48, i0);
-#pragma GCC unroll 4
-  for (int t = 0; t < R; ++t) {
-    const int64_t i = i0 + t;
-    float* wi = W + i * ldw;
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[t][v].store(wi + 16 * v);
-    for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
-    wi[i] = 1.0f;
-#pragma GCC unroll 4
-    for (int r = t + 1; r < R; ++r) {
-      const V16 ml = V16::set1(m[r * kDeltaChunkRows + i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v)
-        if (16 * v <= i) acc[r][v] = fma(ml, V16::load(wi + 16 * v), acc[r][v]);
-    }
-  }
-}
-
-// W's rows [b, L), M_il = beta_i E_il k_i.k_l.
+// Rows [b, L) of W = (I + M)^-1 by forward substitution, M_il = beta_i E_il
+// k_i.k_l (l < i): row i is -sum over l < i of M_il W_l, accumulated in
+// ascending l, in registers. Row l of W is +0 past column l, so each step
+// runs over the whole vectors that hold columns [0, l]: m * +0 added to a +0
+// that no earlier l has touched leaves +0, the bits of stopping at column l.
 void invert(float* W, int64_t ldw, const float* beta, const float* E, int64_t lde, const float* KK, int64_t ldt,
             float* m, int64_t b, int64_t L) {
-  for (int64_t i0 = b; i0 < L; i0 += kSubstituteRows) {
-    const int64_t R = std::min(kSubstituteRows, L - i0);
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t i = i0 + r;
-      for (int64_t l = 0; l < i; ++l) m[r * kDeltaChunkRows + l] = beta[i] * E[i * lde + l] * KK[i * ldt + l];
-    }
-    if (R == 4) substitute_rows<4>(W, ldw, m, i0);
-    if (R == 3) substitute_rows<3>(W, ldw, m, i0);
-    if (R == 2) substitute_rows<2>(W, ldw, m, i0);
-    if (R == 1) substitute_rows<1>(W, ldw, m, i0);
+  for (int64_t i = b; i < L; ++i) {
+    float* wi = W + i * ldw;
+    for (int64_t l = 0; l < i; ++l) m[l] = beta[i] * E[i * lde + l] * KK[i * ldt + l];
+    V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
+    substitute<1>(acc, W, ldw, m, 0, std::min<int64_t>(i, 16));
+    substitute<2>(acc, W, ldw, m, 16, std::min<int64_t>(i, 32));
+    substitute<3>(acc, W, ldw, m, 32, std::min<int64_t>(i, 48));
+    substitute<4>(acc, W, ldw, m, 48, i);
+    for (int v = 0; v < 4; ++v) acc[v].store(wi + 16 * v);
+    for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
+    wi[i] = 1.0f;
   }
 }
 
