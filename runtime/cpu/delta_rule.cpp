@@ -27,9 +27,12 @@ namespace {
 struct ChunkScratch {
   std::vector<float> G, beta, eG, m, Kt, E, KK, QK, W, Wb, Wk, P, Vp, Kd, Qe, Ktd;
   void resize(int64_t L, int64_t dk, int64_t dv) {
-    for (auto* v : {&G, &beta, &eG, &m}) v->resize(L);
-    for (auto* v : {&E, &Wb, &Wk, &P}) v->resize(L * L);
-    for (auto* v : {&KK, &QK, &W}) v->resize(L * kDeltaChunkRows);
+    for (auto* v : {&beta, &eG}) v->resize(L);
+    // G at the chunk's whole width (+0 past L), for E's rows in whole vectors.
+    G.assign(kDeltaChunkRows, 0.0f);
+    for (auto* v : {&Wb, &Wk, &P}) v->resize(L * L);
+    for (auto* v : {&KK, &QK, &W, &E}) v->resize(L * kDeltaChunkRows);
+    m.resize(kDeltaChunkRows);
     Kt.resize(dk * kDeltaChunkRows);
     for (auto* v : {&Kd, &Qe, &Ktd}) v->resize(L * dk);
     Vp.resize(L * dv);
@@ -44,6 +47,27 @@ void substitute(V16* acc, const float* W, int64_t ldw, const float* m, int64_t l
   for (int64_t l = l0; l < l1; ++l) {
     const V16 ml = V16::set1(m[l]);
     for (int v = 0; v < NV; ++v) acc[v] = fma(ml, V16::load(W + l * ldw + 16 * v), acc[v]);
+  }
+}
+
+// Rows [b, L) of W = (I + M)^-1 by forward substitution, M_il = beta_i E_il
+// k_i.k_l (l < i): row i is -sum over l < i of M_il W_l, accumulated in
+// ascending l, in registers. Row l of W is +0 past column l, so each step
+// runs over the whole vectors that hold columns [0, l]: m * +0 added to a +0
+// that no earlier l has touched leaves +0, the bits of stopping at column l.
+void invert(float* W, int64_t ldw, const float* beta, const float* E, int64_t lde, const float* KK, int64_t ldt,
+            float* m, int64_t b, int64_t L) {
+  for (int64_t i = b; i < L; ++i) {
+    float* wi = W + i * ldw;
+    for (int64_t l = 0; l < i; ++l) m[l] = beta[i] * E[i * lde + l] * KK[i * ldt + l];
+    V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
+    substitute<1>(acc, W, ldw, m, 0, std::min<int64_t>(i, 16));
+    substitute<2>(acc, W, ldw, m, 16, std::min<int64_t>(i, 32));
+    substitute<3>(acc, W, ldw, m, 32, std::min<int64_t>(i, 48));
+    substitute<4>(acc, W, ldw, m, 48, i);
+    for (int v = 0; v < 4; ++v) acc[v].store(wi + 16 * v);
+    for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
+    wi[i] = 1.0f;
   }
 }
 
@@ -97,34 +121,15 @@ void chunk_head(const DeltaRuleInput& in, int64_t h, float* state, float* out) {
     small_gemm(rows, cols, dk, Q + r0 * ldk, ldk, Kt, ldt, sc.QK.data() + r0 * ldt, ldt, false);
   }
   // E_ij = exp(G_i - G_j), j <= i: the decay from row j to row i, which M,
-  // P and the state update below all use.
+  // P and the state update below all use. vexp over whole vectors (its lanes
+  // are exp_f's bits), past the diagonal too (never read).
   float* E = sc.E.data();
-  // vexp over whole vectors of j <= i, exp_f (the same bits) for the rest.
+  const int64_t lde = kDeltaChunkRows;
   for (int64_t i = b; i < L; ++i) {
     const V16 gi = V16::set1(G[i]);
-    int64_t j = 0;
-    for (; j + 16 <= i + 1; j += 16) vexp(gi - V16::load(G + j)).store(E + i * L + j);
-    for (; j <= i; ++j) E[i * L + j] = exp_f(G[i] - G[j]);
+    for (int64_t j = 0; j <= i; j += 16) vexp(gi - V16::load(G + j)).store(E + i * lde + j);
   }
-
-  // W = (I + M)^-1 by forward substitution, M_il = beta_i E_il k_i.k_l (l < i):
-  // row i is -sum over l < i of M_il W_l, accumulated in ascending l, in
-  // registers. Row l of W is +0 past column l, so each step runs over the
-  // whole vectors that hold columns [0, l]: m * +0 added to a +0 that no
-  // earlier l has touched leaves +0, the bits of stopping at column l.
-  for (int64_t i = b; i < L; ++i) {
-    float* wi = W + i * ldw;
-    float* m = sc.m.data();
-    for (int64_t l = 0; l < i; ++l) m[l] = beta[i] * E[i * L + l] * sc.KK[i * ldt + l];
-    V16 acc[4] = {V16::zero(), V16::zero(), V16::zero(), V16::zero()};
-    substitute<1>(acc, W, ldw, m, 0, std::min<int64_t>(i, 16));
-    substitute<2>(acc, W, ldw, m, 16, std::min<int64_t>(i, 32));
-    substitute<3>(acc, W, ldw, m, 32, std::min<int64_t>(i, 48));
-    substitute<4>(acc, W, ldw, m, 48, i);
-    for (int v = 0; v < 4; ++v) acc[v].store(wi + 16 * v);
-    for (int64_t j = 0; j < i; ++j) wi[j] = -wi[j];
-    wi[i] = 1.0f;
-  }
+  invert(W, ldw, beta, E, lde, sc.KK.data(), ldt, sc.m.data(), b, L);
   // V' = W diag(beta) V - W diag(beta e^G) K S.
   float *Wb = sc.Wb.data(), *Wk = sc.Wk.data(), *Kd = sc.Kd.data();
   for (int64_t i = b; i < L; ++i)
@@ -140,7 +145,7 @@ void chunk_head(const DeltaRuleInput& in, int64_t h, float* state, float* out) {
   for (int64_t i = b; i < L; ++i)
     for (int64_t a = 0; a < dk; ++a) Qe[i * dk + a] = Q[i * ldk + a] * eG[i];
   for (int64_t i = b; i < L; ++i)
-    for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * ldt + j] * E[i * L + j] : 0.0f;
+    for (int64_t j = 0; j < L; ++j) P[i * L + j] = j <= i ? sc.QK[i * ldt + j] * E[i * lde + j] : 0.0f;
   float* O = out + h * dv;  // row b
   small_gemm(n, dv, dk, Qe + b * dk, dk, S, dv, O, ldv, false);
   small_gemm(n, dv, L, P + b * L, L, Vp, dv, O, ldv, true, /*lower=*/true, b);
@@ -148,7 +153,7 @@ void chunk_head(const DeltaRuleInput& in, int64_t h, float* state, float* out) {
   const float elast = eG[L - 1];
   for (int64_t a = 0; a < dk * dv; ++a) S[a] *= elast;
   float* Ktd = sc.Ktd.data();
-  const float* decay = E + (L - 1) * L;
+  const float* decay = E + (L - 1) * lde;
   for (int64_t a = 0; a < dk; ++a)
     for (int64_t j = 0; j < L; ++j) Ktd[a * L + j] = Kt[a * ldt + j] * decay[j];
   small_gemm(dk, dv, L, Ktd, L, Vp, dv, S, dv, true);

@@ -1,8 +1,8 @@
 // Small fp32 matrix products inside one kernel call (the chunked delta rule,
 // attention tiles): C[i, j] (+)= sum over k of A[i, k] * B[k, j], each element
 // one fused multiply-add chain in ascending k, starting from C's value (or
-// +0). Register tiles of 4 rows by up to 64 columns only decide which chains run
-// side by side, so the bits depend on the operands alone.
+// +0). Register tiles of up to 6 rows by up to 64 columns only decide which
+// chains run side by side, so the bits depend on the operands alone.
 #pragma once
 
 #include <algorithm>
@@ -48,27 +48,64 @@ inline void tile(int64_t K, const float* a, int64_t lda, const float* b, int64_t
     for (int v = 0; v < NV; ++v) acc[i][v].store(c + i * ldc + 16 * v);
 }
 
-// All rows in tiles of 4 (then 1), for the columns [j, j + NV * 16). With
-// `lower`, row i's chain runs over k <= row0 + i exactly: a tile runs to its
-// first row's diagonal, then each later row finishes its own chain alone.
-template <int NV>
-inline void column_block(int64_t M, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                         int64_t ldc, bool accumulate, bool lower, int64_t row0) {
-  int64_t i = 0;
-  for (; i + 4 <= M; i += 4) {
-    if (!lower) {
-      tile<4, NV>(K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
-      continue;
-    }
-    const int64_t k0 = std::min(K, row0 + i + 1);
-    tile<4, NV>(k0, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
-    for (int64_t r = i + 1; r < i + 4; ++r) {
-      const int64_t k1 = std::min(K, row0 + r + 1);
-      if (k1 > k0) tile<1, NV>(k1 - k0, a + r * lda + k0, lda, b + k0 * ldb, ldb, c + r * ldc, ldc, true);
+// A tile's lower triangle past its first row's diagonal: `steps` more
+// steps k = 0, 1, ... (a, b at that diagonal), step k for rows k + 1 and
+// later only, so row r's chain ends min(r, steps) steps on. Apart from
+// tile's loop (with it, GCC kept tile's sums in memory); unrolled whole, so
+// that every index into acc is a constant.
+template <int MR, int NV>
+inline void triangle(int64_t steps, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                     int64_t ldc) {
+  V16 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 1; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = V16::load(c + i * ldc + 16 * v);
+#pragma GCC unroll 8
+  for (int k = 0; k < MR - 1; ++k) {
+    if (k >= steps) break;
+    V16 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = V16::load(b + k * ldb + 16 * v);
+#pragma GCC unroll 8
+    for (int i = k + 1; i < MR; ++i) {
+      const V16 av = V16::set1(a[i * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = fma(av, bv[v], acc[i][v]);
     }
   }
-  for (; i < M; ++i)
-    tile<1, NV>(lower ? std::min(K, row0 + i + 1) : K, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate);
+#pragma GCC unroll 8
+  for (int i = 1; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v].store(c + i * ldc + 16 * v);
+}
+
+// The most rows of a tile: 6 x 4 vectors of sums, 4 of B and one of A fill
+// 29 of the 32 vector registers, and each k loads 4 vectors and 6 floats
+// for 24 fmas (4 rows: 4 and 4 for 16).
+constexpr int kTileRows = 6;
+
+// Rows [0, R) of a row tile (R <= kTileRows), columns [0, 16 NV): K steps,
+// then the triangle's `tail` steps.
+template <int R, int NV>
+inline void rows_of(int64_t K, int64_t tail, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, bool accumulate) {
+  tile<R, NV>(K, a, lda, b, ldb, c, ldc, accumulate);
+  if (tail > 0) triangle<R, NV>(tail, a + K, lda, b + K * ldb, ldb, c, ldc);
+}
+
+// rows_of for a row count known at run time.
+template <int NV>
+inline void row_tile(int64_t R, int64_t K, int64_t tail, const float* a, int64_t lda, const float* b, int64_t ldb,
+                     float* c, int64_t ldc, bool accumulate) {
+  switch (R) {
+    case 6: return rows_of<6, NV>(K, tail, a, lda, b, ldb, c, ldc, accumulate);
+    case 5: return rows_of<5, NV>(K, tail, a, lda, b, ldb, c, ldc, accumulate);
+    case 4: return rows_of<4, NV>(K, tail, a, lda, b, ldb, c, ldc, accumulate);
+    case 3: return rows_of<3, NV>(K, tail, a, lda, b, ldb, c, ldc, accumulate);
+    case 2: return rows_of<2, NV>(K, tail, a, lda, b, ldb, c, ldc, accumulate);
+    default: return rows_of<1, NV>(K, tail, a, lda, b, ldb, c, ldc, accumulate);
+  }
 }
 
 }  // namespace small_gemm_detail
@@ -81,18 +118,22 @@ inline void column_block(int64_t M, int64_t K, const float* a, int64_t lda, cons
 inline void small_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
                        float* c, int64_t ldc, bool accumulate, bool lower = false, int64_t row0 = 0) {
   using namespace small_gemm_detail;
-  // Columns outer: a block of B (K x 64 floats) stays in L1 while every row
-  // tile passes over it.
-  int64_t j = 0;
-  for (; j + 64 <= N; j += 64) column_block<4>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
-  // The rest in one block of 16, 32 or 48 columns (a tile of one vector
-  // per row loads as much as it computes).
-  const int64_t rest = (N - j) / 16;
-  if (rest == 3) column_block<3>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
-  if (rest == 2) column_block<2>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
-  if (rest == 1) column_block<1>(M, K, a, lda, b + j, ldb, c + j, ldc, accumulate, lower, row0);
-  j += 16 * rest;
-  for (; j < N; ++j)
+  // Rows outer: a tile's rows of A stay in L1 while it passes over B's
+  // columns, 64 at a time, then the rest in one block of 16, 32 or 48 (a
+  // tile of one vector per row loads as much as it computes). Columns outer,
+  // a block of B (128 x 64 floats, all of L1) was evicted by its own rows.
+  const int64_t N64 = N / 64 * 64, rest = (N - N64) / 16;
+  for (int64_t i = 0; i < M; i += kTileRows) {
+    const int64_t R = std::min<int64_t>(kTileRows, M - i);
+    const int64_t k0 = lower ? std::min(K, row0 + i + 1) : K, tail = std::min(R - 1, K - k0);
+    const float* ai = a + i * lda;
+    float* ci = c + i * ldc;
+    for (int64_t j = 0; j < N64; j += 64) row_tile<4>(R, k0, tail, ai, lda, b + j, ldb, ci + j, ldc, accumulate);
+    if (rest == 3) row_tile<3>(R, k0, tail, ai, lda, b + N64, ldb, ci + N64, ldc, accumulate);
+    if (rest == 2) row_tile<2>(R, k0, tail, ai, lda, b + N64, ldb, ci + N64, ldc, accumulate);
+    if (rest == 1) row_tile<1>(R, k0, tail, ai, lda, b + N64, ldb, ci + N64, ldc, accumulate);
+  }
+  for (int64_t j = N64 + 16 * rest; j < N; ++j)
     for (int64_t i = 0; i < M; ++i) {
       const int64_t depth = lower ? std::min(K, row0 + i + 1) : K;
       float s = accumulate ? c[i * ldc + j] : 0.0f;

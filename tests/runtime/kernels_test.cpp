@@ -1,7 +1,8 @@
 // CPU kernels: the chunked and recurrent delta rule agree, and the recurrent
 // one and the causal conv give the bits of their definitions; GEMM and attention
 // give each row the same bits whatever rows share the call and whatever the
-// thread count; RoPE rotates only the first `rot` dims, in rotate-half pairs.
+// thread count, small_gemm those of its definition; RoPE rotates only the
+// first `rot` dims, in rotate-half pairs.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "runtime/cpu/activations.h"
 #include "runtime/cpu/bf16.h"
 #include "runtime/cpu/simd.h"
+#include "runtime/cpu/small_gemm.h"
 #include "runtime/cpu/backend.h"
 #include "runtime/kernels.h"
 #include "runtime/math.h"
@@ -425,6 +427,32 @@ float bf16_product(const float* x, const uint16_t* w, int64_t K) {
 // for both precisions, with 1 and 2 threads; weights of odd K and of N not a
 // multiple of the 64-column panel. K is large enough that 512 rows are
 // rounded to bf16 in ranges on the 2-thread pool.
+// small_gemm's bits are its definition's: each element one fma chain in
+// ascending k from C's value (or +0), stopping at row0 + i + 1 when lower,
+// whatever the tiles (rows 1 to 13, whole and partial vectors of columns).
+TEST(SmallGemm, EachElementIsOneFmaChainInAscendingK) {
+  std::mt19937 rng(23);
+  for (int64_t M : {1, 5, 6, 7, 13})
+    for (int64_t N : {3, 16, 48, 64, 85, 128})
+      for (int64_t K : {1, 9, 64})
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool accumulate = variant & 1, lower = variant & 2;
+          const int64_t row0 = lower ? M % 3 : 0, lda = K + 2, ldb = N + 1, ldc = N + 3;
+          const auto a = randn(rng, M * lda), b = randn(rng, K * ldb), c0 = randn(rng, M * ldc);
+          std::vector<float> c = c0, want = c0;
+          cpu::small_gemm(M, N, K, a.data(), lda, b.data(), ldb, c.data(), ldc, accumulate, lower, row0);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              float s = accumulate ? c0[i * ldc + j] : 0.0f;
+              for (int64_t k = 0; k < (lower ? std::min(K, row0 + i + 1) : K); ++k)
+                s = std::fma(a[i * lda + k], b[k * ldb + j], s);
+              want[i * ldc + j] = s;
+            }
+          ASSERT_EQ(0, std::memcmp(c.data(), want.data(), c.size() * sizeof(float)))
+              << "M " << M << " N " << N << " K " << K << " accumulate " << accumulate << " lower " << lower;
+        }
+}
+
 TEST(Matmul, EachRowGetsTheSameBitsWhateverTheCall) {
   std::mt19937 rng(5);
   const int64_t K = 129, N = 141, M = 512;
