@@ -7,6 +7,7 @@
 #include "runtime/cpu/activations.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cpu/float_mode.h"
+#include "runtime/cpu/logits.h"
 #include "runtime/cpu/simd.h"
 #include "runtime/math.h"
 
@@ -150,6 +151,16 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
 }
 
 void CpuKernels::logit_stats(const float* logits, int64_t rows, int64_t vocab, LogitStats* out) {
+  // Fewer rows than threads (a decode step's one row): each row's passes in
+  // blocks across the pool, not a whole vocabulary on one thread while the
+  // others wait.
+  if (rows < pool_->size()) {
+    const BlockRanges ranges = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+      for_ranges(n, vocab / std::max<int64_t>(n, 1) + 1, fn);
+    };
+    for (int64_t r = 0; r < rows; ++r) out[r] = cpu::logit_stats(std::span<const float>(logits + r * vocab, vocab), ranges);
+    return;
+  }
   for_ranges(rows, vocab, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) out[r] = sb::logit_stats(std::span<const float>(logits + r * vocab, vocab));
   });

@@ -16,6 +16,8 @@
 #include "model/checkpoint.h"
 #include "runtime/cpu/activations.h"
 #include "runtime/cpu/bf16.h"
+#include "runtime/cpu/float_mode.h"
+#include "runtime/cpu/logits.h"
 #include "runtime/cpu/simd.h"
 #include "runtime/cpu/small_gemm.h"
 #include "runtime/cpu/backend.h"
@@ -768,6 +770,59 @@ TEST(LogitStats, EachRowGetsTheStatsOfItsOwn) {
     EXPECT_EQ(got[4].argmax, 17);
     EXPECT_EQ(got[6].argmax, 3);
     EXPECT_EQ(got[6].log_norm, 1.0);
+  }
+}
+
+// The log-normaliser's one order, written out: 16 lanes of vexp over each
+// block of 1024 logits (whole vectors only), the blocks' float sums added in
+// double in block order, then the tail one logit at a time.
+double normaliser_in_block_order(std::span<const float> x, float mx) {
+  cpu::FlushSubnormals mode;
+  const size_t vector_end = x.size() - x.size() % 16;
+  double sum = 0.0;
+  for (size_t b = 0; b < vector_end; b += 1024) {
+    cpu::V16 acc = cpu::V16::zero();
+    for (size_t i = b; i < std::min(vector_end, b + 1024); i += 16)
+      acc = acc + cpu::vexp(cpu::V16::load(x.data() + i) - cpu::V16::set1(mx));
+    sum += static_cast<double>(cpu::hsum(acc));
+  }
+  for (size_t i = vector_end; i < x.size(); ++i) sum += static_cast<double>(exp_f(x[i] - mx));
+  return static_cast<double>(mx) + log_d(sum);
+}
+
+// One row (fewer rows than threads) runs its passes in blocks on the pool:
+// the first of the largest logits and the normaliser in its one order,
+// whatever the threads, and whatever ranges the blocks come in.
+TEST(LogitStats, OneRowOnThePoolKeepsTheBlockOrder) {
+  std::mt19937 rng(31);
+  const int64_t vocab = 248077;  // a real vocabulary, its tail not a whole vector
+  std::vector<float> x = randn(rng, 2 * vocab);
+  for (float& v : x) v *= 4.0f;
+  x[200000] = x[vocab - 3] = x[vocab + 7] = x[vocab + 190000] = 30.0f;  // ties in other blocks
+  for (int64_t r = 0; r < 2; ++r) {
+    const std::span<const float> row(x.data() + r * vocab, vocab);
+    const LogitStats want{r == 0 ? 200000 : 7, normaliser_in_block_order(row, 30.0f)};
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      auto k = make_cpu_kernels(&pool);
+      for (int64_t rows : {int64_t{1}, int64_t{2}}) {
+        if (rows == 2 && r == 1) continue;
+        std::vector<LogitStats> got(rows);
+        k->logit_stats(row.data(), rows, vocab, got.data());
+        EXPECT_EQ(got[0].argmax, want.argmax) << threads << " threads, row " << r;
+        EXPECT_EQ(std::memcmp(&got[0].log_norm, &want.log_norm, sizeof(double)), 0) << threads << " threads, row " << r;
+      }
+    }
+    // Ranges of random lengths, run last first.
+    const cpu::BlockRanges backwards = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+      std::vector<int64_t> cuts{0, n};
+      for (int i = 0; i < 5; ++i) cuts.push_back(std::uniform_int_distribution<int64_t>(0, n)(rng));
+      std::sort(cuts.begin(), cuts.end());
+      for (size_t i = cuts.size() - 1; i > 0; --i) fn(cuts[i - 1], cuts[i]);
+    };
+    const LogitStats split = cpu::logit_stats(row, backwards);
+    EXPECT_EQ(split.argmax, want.argmax) << "row " << r;
+    EXPECT_EQ(std::memcmp(&split.log_norm, &want.log_norm, sizeof(double)), 0) << "row " << r;
   }
 }
 
