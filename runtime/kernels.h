@@ -181,9 +181,13 @@ class Kernels {
   // ms[i] rows through each weight: outs[i][ms[i], ws[i].rows] = xs[i] ·
   // ws[i]ᵀ, each the bits of matmul(xs[i], ms[i], ws[i], outs[i]) (a
   // prefill's experts, each with the rows routed to it, in as few parallel
-  // regions as the backend can).
-  virtual void matmul_each(std::span<const float* const> xs, std::span<const int64_t> ms,
-                           std::span<const WeightRef> ws, std::span<float* const> outs) = 0;
+  // regions as the backend can). Where rows is not empty and rows[i] not
+  // null, part i's row j is row rows[i][j] of xs[i] (rows of ws[i].cols
+  // floats), read where it is: a prefill's experts take the routed rows of
+  // the layer's input without a gathered copy of them.
+  virtual void matmul_each(std::span<const float* const> xs, std::span<const int64_t* const> rows,
+                           std::span<const int64_t> ms, std::span<const WeightRef> ws,
+                           std::span<float* const> outs) = 0;
   // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
   virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                         float* y) = 0;
