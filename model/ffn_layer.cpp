@@ -90,8 +90,10 @@ void expert_parts_together(Kernels& k, const FfnWeights& w, const float* xn, con
 }
 
 // The experts of a step of several rows, each with the rows routed to it
-// (the rows in expert order, each expert's in row order; one scatter of the
-// outputs to their slots [row, rank]). Parts multiplied alone:
+// (the rows in expert order, each expert's in row order): their outputs in
+// that order into expert_out, at[row * top + rank] the row of each slot (the
+// combine reads them there: a scatter to the slots had copied 8 MB a layer
+// in a 512-row prefill of the 0.8b MoE preset). Parts multiplied alone:
 // expert_parts_together, where an expert at a time took a gather, a
 // scatter, an activation and the products' hand-offs of its own: 9 regions
 // an expert. Its products read the routed rows in place: a gathered copy of
@@ -102,25 +104,23 @@ void expert_parts_together(Kernels& k, const FfnWeights& w, const float* xn, con
 // time.
 void experts_by_expert(Kernels& k, const FfnWeights& w, const float* xn, int64_t rows, const int64_t* chosen,
                        int64_t top, int64_t H, bool parts_alone, const float* shared_u, float* expert_out,
-                       float* shared_out) {
+                       int64_t* at, float* shared_out) {
   const int64_t E = static_cast<int64_t>(w.experts.size()), n = rows * top;
-  std::vector<int64_t> start(E + 1, 0), slots(n), tokens(n);
+  std::vector<int64_t> start(E + 1, 0), tokens(n);
   for (int64_t i = 0; i < n; ++i) ++start[chosen[i] + 1];
   for (int64_t e = 0; e < E; ++e) start[e + 1] += start[e];
   std::vector<int64_t> next(start.begin(), start.end() - 1);
-  for (int64_t i = 0; i < n; ++i) slots[next[chosen[i]]] = i, tokens[next[chosen[i]]++] = i / top;
-  Rows ys(n * H);
+  for (int64_t i = 0; i < n; ++i) at[i] = next[chosen[i]], tokens[next[chosen[i]]++] = i / top;
   if (parts_alone) {
-    expert_parts_together(k, w, xn, tokens, start, rows, H, shared_u, ys.data(), shared_out);
+    expert_parts_together(k, w, xn, tokens, start, rows, H, shared_u, expert_out, shared_out);
   } else {
     Rows xs(n * H);
     k.gather_rows(xn, tokens.data(), n, H, xs.data());
     for (int64_t e = 0; e < E; ++e)
       swiglu(k, w.experts[e].gate_up, w.experts[e].down, xs.data() + start[e] * H, start[e + 1] - start[e],
-             ys.data() + start[e] * H);
+             expert_out + start[e] * H);
     if (shared_u) k.matmul(shared_u, rows, w.down, shared_out);
   }
-  k.scatter_rows(ys.data(), slots.data(), n, H, expert_out);
 }
 
 }  // namespace
@@ -141,6 +141,7 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
   Rows weight(rows * top);
   kernels_->route(router.data(), rows, E, top, config_.norm_topk_prob, chosen.data(), weight.data());
   Rows expert_out(rows * top * H), shared(w.shared_expert ? rows * H : 0);
+  std::vector<int64_t> at;  // expert_out's row of each [row, rank] slot, where not the slot's own
   if (w.shared_expert) kernels_->mul_activation(u.data(), g.data(), rows * I, Activation::kSilu);
   // A fused set packed whole (bf16) multiplies its parts only together.
   const bool parts_alone =
@@ -149,11 +150,12 @@ void Transformer::ffn_layer(const FfnWeights& w, const float* xn, int64_t rows, 
     experts_of_one_row(*kernels_, w, xn, chosen.data(), top, H, w.shared_expert ? u.data() : nullptr,
                        expert_out.data(), shared.data());
   } else {
+    at.resize(rows * top);
     experts_by_expert(*kernels_, w, xn, rows, chosen.data(), top, H, parts_alone,
-                      w.shared_expert ? u.data() : nullptr, expert_out.data(), shared.data());
+                      w.shared_expert ? u.data() : nullptr, expert_out.data(), at.data(), shared.data());
   }
   // out = sum over the top-k of weight * expert output, in rank order.
-  kernels_->weighted_sum_rows(expert_out.data(), weight.data(), rows, top, H, out);
+  kernels_->weighted_sum_rows(expert_out.data(), at.empty() ? nullptr : at.data(), weight.data(), rows, top, H, out);
   if (w.shared_expert)
     kernels_->add_scaled_rows(out, shared.data(), H, shared_gate.data(), 1, rows, H, Activation::kSigmoid);
 }

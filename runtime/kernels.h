@@ -308,11 +308,13 @@ class Kernels {
   virtual void gather_rows(const float* x, const int64_t* rows, int64_t n, int64_t dim, float* out) = 0;
   // out[rows[j], :] = y[j, :] for j < n. REQUIRES: rows distinct.
   virtual void scatter_rows(const float* y, const int64_t* rows, int64_t n, int64_t dim, float* out) = 0;
-  // out[r, :] = sum over i < k of weights[r * k + i] * y[r * k + i, :],
-  // starting from +0, in ascending i, each product rounded before its sum
-  // (the MoE combine of each row's top-k expert outputs, in rank order).
-  virtual void weighted_sum_rows(const float* y, const float* weights, int64_t rows, int64_t k, int64_t dim,
-                                 float* out) = 0;
+  // out[r, :] = sum over i < k of weights[r * k + i] * y[s, :], s = at[r *
+  // k + i] (r * k + i where at is null), starting from +0, in ascending i,
+  // each product rounded before its sum (the MoE combine of each row's top-k
+  // expert outputs, in rank order; at: where a step's outputs lie in expert
+  // order, read in place rather than scattered to their slots first).
+  virtual void weighted_sum_rows(const float* y, const int64_t* at, const float* weights, int64_t rows, int64_t k,
+                                 int64_t dim, float* out) = 0;
   // x [rows, groups, sum of the parts' widths]: group g of row r is split
   // into the parts in order, part p to parts[p].out + r * parts[p].ld +
   // g * parts[p].width (un-grouping a fused projection, splitting the conv

@@ -102,7 +102,7 @@ class CpuKernels final : public Kernels {
   void sparse_block_mask(const BlockMaskInput& in, uint8_t* mask) override;
   void gather_rows(const float* x, const int64_t* rows, int64_t n, int64_t dim, float* out) override;
   void scatter_rows(const float* y, const int64_t* rows, int64_t n, int64_t dim, float* out) override;
-  void weighted_sum_rows(const float* y, const float* weights, int64_t rows, int64_t k, int64_t dim,
+  void weighted_sum_rows(const float* y, const int64_t* at, const float* weights, int64_t rows, int64_t k, int64_t dim,
                          float* out) override;
   void split_rows(const float* x, int64_t rows, int64_t groups, std::span<const RowPart> parts) override;
   void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* out) override;
