@@ -221,7 +221,8 @@ void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<c
     for (Input& in : ins) {
       const int64_t a = std::max(r0, in.first) - in.first, e = std::min(r1, in.first + in.q.rows) - in.first;
       if (a < e && !in.picked) quantize_activations(isa, in.x + a * in.q.cols, a, e, &in.q);
-      for (int64_t r = a; in.picked && r < e; ++r) quantize_activations(isa, in.x + in.picked[r] * in.q.cols, r, r + 1, &in.q);
+      for (int64_t r = a; in.picked && r < e; ++r)
+        quantize_activations(isa, in.x + in.picked[r] * in.q.cols, r, r + 1, &in.q);
     }
   });
   for (Input& in : ins) in.offsets = quant_packed_offsets(in.q.weight, in.q);
