@@ -181,9 +181,13 @@ class Kernels {
   // ms[i] rows through each weight: outs[i][ms[i], ws[i].rows] = xs[i] ·
   // ws[i]ᵀ, each the bits of matmul(xs[i], ms[i], ws[i], outs[i]) (a
   // prefill's experts, each with the rows routed to it, in as few parallel
-  // regions as the backend can).
-  virtual void matmul_each(std::span<const float* const> xs, std::span<const int64_t> ms,
-                           std::span<const WeightRef> ws, std::span<float* const> outs) = 0;
+  // regions as the backend can). Where rows is not empty and rows[i] not
+  // null, part i's row j is row rows[i][j] of xs[i] (rows of ws[i].cols
+  // floats), read where it is: a prefill's experts take the routed rows of
+  // the layer's input without a gathered copy of them.
+  virtual void matmul_each(std::span<const float* const> xs, std::span<const int64_t* const> rows,
+                           std::span<const int64_t> ms, std::span<const WeightRef> ws,
+                           std::span<float* const> outs) = 0;
   // Per row of `dim`: y = x / sqrt(mean(x²) + eps) ⊙ (offset ? 1 + w : w). y may alias x.
   virtual void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset,
                         float* y) = 0;
@@ -304,11 +308,13 @@ class Kernels {
   virtual void gather_rows(const float* x, const int64_t* rows, int64_t n, int64_t dim, float* out) = 0;
   // out[rows[j], :] = y[j, :] for j < n. REQUIRES: rows distinct.
   virtual void scatter_rows(const float* y, const int64_t* rows, int64_t n, int64_t dim, float* out) = 0;
-  // out[r, :] = sum over i < k of weights[r * k + i] * y[r * k + i, :],
-  // starting from +0, in ascending i, each product rounded before its sum
-  // (the MoE combine of each row's top-k expert outputs, in rank order).
-  virtual void weighted_sum_rows(const float* y, const float* weights, int64_t rows, int64_t k, int64_t dim,
-                                 float* out) = 0;
+  // out[r, :] = sum over i < k of weights[r * k + i] * y[s, :], s = at[r *
+  // k + i] (r * k + i where at is null), starting from +0, in ascending i,
+  // each product rounded before its sum (the MoE combine of each row's top-k
+  // expert outputs, in rank order; at: where a step's outputs lie in expert
+  // order, read in place rather than scattered to their slots first).
+  virtual void weighted_sum_rows(const float* y, const int64_t* at, const float* weights, int64_t rows, int64_t k,
+                                 int64_t dim, float* out) = 0;
   // x [rows, groups, sum of the parts' widths]: group g of row r is split
   // into the parts in order, part p to parts[p].out + r * parts[p].ld +
   // g * parts[p].width (un-grouping a fused projection, splitting the conv

@@ -63,8 +63,8 @@ class CpuKernels final : public Kernels {
   void matmul(const float* x, int64_t m, const FusedWeight& w, std::span<float* const> outs) override;
   void matmul_each(std::span<const float* const> xs, std::span<const WeightRef> ws,
                    std::span<float* const> outs) override;
-  void matmul_each(std::span<const float* const> xs, std::span<const int64_t> ms, std::span<const WeightRef> ws,
-                   std::span<float* const> outs) override;
+  void matmul_each(std::span<const float* const> xs, std::span<const int64_t* const> rows,
+                   std::span<const int64_t> ms, std::span<const WeightRef> ws, std::span<float* const> outs) override;
   void rms_norm(const float* x, int64_t rows, int64_t dim, const float* w, float eps, bool offset, float* y) override;
   void rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rot, const int64_t* positions,
             double theta) override;
@@ -102,7 +102,7 @@ class CpuKernels final : public Kernels {
   void sparse_block_mask(const BlockMaskInput& in, uint8_t* mask) override;
   void gather_rows(const float* x, const int64_t* rows, int64_t n, int64_t dim, float* out) override;
   void scatter_rows(const float* y, const int64_t* rows, int64_t n, int64_t dim, float* out) override;
-  void weighted_sum_rows(const float* y, const float* weights, int64_t rows, int64_t k, int64_t dim,
+  void weighted_sum_rows(const float* y, const int64_t* at, const float* weights, int64_t rows, int64_t k, int64_t dim,
                          float* out) override;
   void split_rows(const float* x, int64_t rows, int64_t groups, std::span<const RowPart> parts) override;
   void embed_rows(const WeightRef& table, std::span<const int32_t> tokens, float* out) override;
@@ -116,11 +116,13 @@ class CpuKernels final : public Kernels {
   void matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs);
   // A block-quantized w (matmul_quant.cpp), whatever the precision.
   void matmul_quant(const float* x, int64_t m, const WeightRef& w, float* y);
-  // The ms[i] activation rows at xs[i] through parts[i] (every one
-  // runs_packed) into outs[i], in two parallel regions whatever the parts;
-  // each the bits of matmul_quant(xs[i], ms[i], parts[i], outs[i]).
-  void matmul_quant_many(std::span<const float* const> xs, std::span<const int64_t> ms,
-                         std::span<const WeightRef> parts, std::span<float* const> outs);
+  // The ms[i] activation rows at xs[i] (or, as matmul_each's, rows[i] of
+  // them) through parts[i] (every one runs_packed) into outs[i], in two
+  // parallel regions whatever the parts; each the bits of
+  // matmul_quant(xs[i], ms[i], parts[i], outs[i]) on those rows.
+  void matmul_quant_many(std::span<const float* const> xs, std::span<const int64_t* const> rows,
+                         std::span<const int64_t> ms, std::span<const WeightRef> parts,
+                         std::span<float* const> outs);
   // The m <= kQuantFewRows activation rows at xs[i] through parts[i] (every
   // one runs_packed) into outs[i], all in one parallel region; the bits of
   // matmul_quant_many's.

@@ -381,7 +381,7 @@ void CpuKernels::matmul(const float* x, int64_t m, const FusedWeight& w, std::sp
   if (!w.parts.empty() && std::all_of(w.parts.begin(), w.parts.end(), runs_packed)) {
     const std::vector<const float*> xs(w.parts.size(), x);
     if (m <= kQuantFewRows) return matmul_quant_few(xs, m, w.parts, outs);
-    return matmul_quant_many(xs, std::vector<int64_t>(w.parts.size(), m), w.parts, outs);
+    return matmul_quant_many(xs, {}, std::vector<int64_t>(w.parts.size(), m), w.parts, outs);
   }
   if (options_.precision == Precision::kF32 || !w.packed) {
     for (size_t i = 0; i < w.parts.size(); ++i) matmul(x, m, w.parts[i], outs[i]);
@@ -396,10 +396,20 @@ void CpuKernels::matmul_each(std::span<const float* const> xs, std::span<const W
   for (size_t i = 0; i < ws.size(); ++i) matmul(xs[i], 1, ws[i], outs[i]);
 }
 
-void CpuKernels::matmul_each(std::span<const float* const> xs, std::span<const int64_t> ms,
-                             std::span<const WeightRef> ws, std::span<float* const> outs) {
-  if (!ws.empty() && std::all_of(ws.begin(), ws.end(), runs_packed)) return matmul_quant_many(xs, ms, ws, outs);
-  for (size_t i = 0; i < ws.size(); ++i) matmul(xs[i], ms[i], ws[i], outs[i]);
+void CpuKernels::matmul_each(std::span<const float* const> xs, std::span<const int64_t* const> rows,
+                             std::span<const int64_t> ms, std::span<const WeightRef> ws,
+                             std::span<float* const> outs) {
+  if (!ws.empty() && std::all_of(ws.begin(), ws.end(), runs_packed))
+    return matmul_quant_many(xs, rows, ms, ws, outs);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (rows.empty() || !rows[i]) {
+      matmul(xs[i], ms[i], ws[i], outs[i]);
+      continue;
+    }
+    std::vector<float> picked(ms[i] * ws[i].cols);
+    gather_rows(xs[i], rows[i], ms[i], ws[i].cols, picked.data());
+    matmul(picked.data(), ms[i], ws[i], outs[i]);
+  }
 }
 
 void CpuKernels::matmul_bf16(const float* x, int64_t m, const PackedWeight& w, std::span<float* const> outs) {

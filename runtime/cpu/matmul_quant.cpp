@@ -120,8 +120,9 @@ void CpuKernels::matmul_quant(const float* x, int64_t m, const WeightRef& w, flo
     float* const outs[1] = {y};
     return matmul_quant_few(xs, m, std::span<const WeightRef>(&w, 1), outs);
   }
-  if (runs_packed(w)) return matmul_quant_many(std::span<const float* const>(&x, 1), std::span<const int64_t>(&m, 1),
-                                               std::span<const WeightRef>(&w, 1), std::span<float* const>(&y, 1));
+  if (runs_packed(w))
+    return matmul_quant_many(std::span<const float* const>(&x, 1), {}, std::span<const int64_t>(&m, 1),
+                             std::span<const WeightRef>(&w, 1), std::span<float* const>(&y, 1));
   FlushSubnormals mode;
   const int64_t K = w.cols, N = w.rows;
   QuantizedRows xq;
@@ -181,12 +182,14 @@ void group_tiles(QuantPackedTileKernel tile, DType dtype, const uint8_t* group, 
 // (a range's groups are read again for each slab while they stay in L2),
 // shrinking to a group at the end, so that one thread waits for the other's
 // last range of about a group.
-void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<const int64_t> ms,
-                                   std::span<const WeightRef> parts, std::span<float* const> outs) {
+void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<const int64_t* const> rows_of,
+                                   std::span<const int64_t> ms, std::span<const WeightRef> parts,
+                                   std::span<float* const> outs) {
   FlushSubnormals mode;
   struct Input {
     const float* x;
-    int64_t first;  // its first row among all inputs' rows
+    const int64_t* picked;  // its rows of x, or null: x's first q.rows
+    int64_t first;          // its first row among all inputs' rows
     QuantizedRows q;
     std::vector<int32_t> offsets;
   };
@@ -197,12 +200,13 @@ void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<c
   int64_t rows = 0, widest = 0, most_rows = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const WeightRef& w = parts[i];
+    const int64_t* picked = rows_of.empty() ? nullptr : rows_of[i];
     size_t k = 0;
-    while (k < ins.size() && !(ins[k].x == xs[i] && ins[k].q.rows == ms[i] && ins[k].q.weight == w.dtype &&
-                               ins[k].q.cols == w.cols))
+    while (k < ins.size() && !(ins[k].x == xs[i] && ins[k].picked == picked && ins[k].q.rows == ms[i] &&
+                               ins[k].q.weight == w.dtype && ins[k].q.cols == w.cols))
       ++k;
     if (k == ins.size()) {
-      Input& in = ins.emplace_back(Input{xs[i], rows, {}, {}});
+      Input& in = ins.emplace_back(Input{xs[i], picked, rows, {}, {}});
       in.q.reset(w.dtype, ms[i], w.cols);
       rows += ms[i], widest = std::max(widest, w.cols);
     }
@@ -216,7 +220,9 @@ void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<c
   for_ranges(rows, widest, [&](int64_t r0, int64_t r1) {
     for (Input& in : ins) {
       const int64_t a = std::max(r0, in.first) - in.first, e = std::min(r1, in.first + in.q.rows) - in.first;
-      if (a < e) quantize_activations(isa, in.x + a * in.q.cols, a, e, &in.q);
+      if (a < e && !in.picked) quantize_activations(isa, in.x + a * in.q.cols, a, e, &in.q);
+      for (int64_t r = a; in.picked && r < e; ++r)
+        quantize_activations(isa, in.x + in.picked[r] * in.q.cols, r, r + 1, &in.q);
     }
   });
   for (Input& in : ins) in.offsets = quant_packed_offsets(in.q.weight, in.q);

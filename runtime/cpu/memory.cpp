@@ -24,8 +24,8 @@ void CpuKernels::scatter_rows(const float* y, const int64_t* rows, int64_t n, in
   });
 }
 
-void CpuKernels::weighted_sum_rows(const float* y, const float* weights, int64_t rows, int64_t k, int64_t dim,
-                                   float* out) {
+void CpuKernels::weighted_sum_rows(const float* y, const int64_t* at, const float* weights, int64_t rows, int64_t k,
+                                   int64_t dim, float* out) {
   FlushSubnormals mode;
   for_ranges(rows, k * dim, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -33,7 +33,7 @@ void CpuKernels::weighted_sum_rows(const float* y, const float* weights, int64_t
       std::fill(o, o + dim, 0.0f);
       for (int64_t i = 0; i < k; ++i) {
         const float s = weights[r * k + i];
-        const float* yr = y + (r * k + i) * dim;
+        const float* yr = y + (at ? at[r * k + i] : r * k + i) * dim;
         for (int64_t d = 0; d < dim; ++d) o[d] += s * yr[d];
       }
     }

@@ -882,7 +882,7 @@ TEST(MemoryKernels, WeightedSumRowsAddsTheRanksInOrder) {
     constexpr int64_t kTop = 4, kDim = 1000;
     const std::vector<float> y = randn(rng, rows * kTop * kDim), w = randn(rng, rows * kTop);
     std::vector<float> got(rows * kDim), want(rows * kDim, 0.0f), by_rank(rows * kDim, 0.0f);
-    k->weighted_sum_rows(y.data(), w.data(), rows, kTop, kDim, got.data());
+    k->weighted_sum_rows(y.data(), nullptr, w.data(), rows, kTop, kDim, got.data());
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < kTop; ++i)
         for (int64_t d = 0; d < kDim; ++d) {
@@ -894,6 +894,15 @@ TEST(MemoryKernels, WeightedSumRowsAddsTheRanksInOrder) {
                          Activation::kIdentity);
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << rows << " rows";
     EXPECT_EQ(std::memcmp(got.data(), by_rank.data(), got.size() * 4), 0) << rows << " rows";
+    // The outputs in another order (a step's, by expert), read where they lie.
+    std::vector<int64_t> at(rows * kTop);
+    std::iota(at.begin(), at.end(), 0);
+    std::shuffle(at.begin(), at.end(), rng);
+    std::vector<float> moved(y.size());
+    for (int64_t s = 0; s < rows * kTop; ++s) std::copy_n(y.data() + s * kDim, kDim, moved.data() + at[s] * kDim);
+    std::vector<float> got_at(rows * kDim);
+    k->weighted_sum_rows(moved.data(), at.data(), w.data(), rows, kTop, kDim, got_at.data());
+    EXPECT_EQ(std::memcmp(got_at.data(), want.data(), got_at.size() * 4), 0) << rows << " rows, moved";
   }
 }
 

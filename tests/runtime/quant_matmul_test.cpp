@@ -199,9 +199,31 @@ TEST_F(QuantMatmulTest, FusedPartsAndEmbeddingRowsReadTheBlocks) {
     ys[i].resize(ms[i] * kOut);
     outs[i] = ys[i].data();
   }
-  k->matmul_each(xs, ms, ws, outs);
+  k->matmul_each(xs, {}, ms, ws, outs);
   for (int i = 0; i < 4; ++i)
     EXPECT_TRUE(same_bits(ys[i].data(), (i == 1 ? b : a).want.data() + first[i] * kOut, ms[i] * kOut)) << "part " << i;
+
+  // Rows picked from the input where they are (a prefill's experts reading
+  // the routed rows in place), repeats and all, the tiny row among them; two
+  // parts share a list and one reads its input's first rows.
+  std::vector<int64_t> list_a(70), list_b(17);
+  for (int64_t j = 0; j < 70; ++j) list_a[j] = (37 * j + 3) % 100;
+  for (int64_t j = 0; j < 17; ++j) list_b[j] = 99 - 5 * j;
+  const int64_t* picked[4] = {list_a.data(), list_b.data(), list_a.data(), nullptr};
+  const int64_t pms[4] = {70, 17, 70, 20};
+  const float* pxs[4] = {a.x.data(), b.x.data(), a.x.data(), a.x.data()};
+  // Then with a weight not repacked among them (each part a product of its own).
+  const WeightRef unpacked[4] = {pa, pb, a.ref(), pa};
+  for (const WeightRef* set : {ws, unpacked}) {
+    for (int i = 0; i < 4; ++i) ys[i].assign(pms[i] * kOut, 0.0f), outs[i] = ys[i].data();
+    k->matmul_each(pxs, picked, pms, std::span<const WeightRef>(set, 4), outs);
+    for (int i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < pms[i]; ++j) {
+        const int64_t row = picked[i] ? picked[i][j] : j;
+        EXPECT_TRUE(same_bits(ys[i].data() + j * kOut, (i == 1 ? b : a).want.data() + row * kOut, kOut))
+            << "part " << i << " row " << j << (set == ws ? "" : ", one weight not repacked");
+      }
+  }
 
   // An embedding table of each type (Qwen3.8-Flash-Next's n-gram table is
   // IQ4_NL): the rows looked up are the dequantized rows.
