@@ -425,10 +425,6 @@ float bf16_product(const float* x, const uint16_t* w, int64_t K) {
   return acc;
 }
 
-// Row counts 1..70 and 512 in one call give each row the bits it gets alone,
-// for both precisions, with 1 and 2 threads; weights of odd K and of N not a
-// multiple of the 64-column panel. K is large enough that 512 rows are
-// rounded to bf16 in ranges on the 2-thread pool.
 // small_gemm's bits are its definition's: each element one fma chain in
 // ascending k from C's value (or +0), stopping at row0 + i + 1 when lower,
 // whatever the tiles (rows 1 to 13, whole and partial vectors of columns).
@@ -455,6 +451,10 @@ TEST(SmallGemm, EachElementIsOneFmaChainInAscendingK) {
         }
 }
 
+// Row counts 1..70 and 512 in one call give each row the bits it gets alone,
+// for both precisions, with 1 and 2 threads; weights of odd K and of N not a
+// multiple of the 64-column panel. K is large enough that 512 rows are
+// rounded to bf16 in ranges on the 2-thread pool.
 TEST(Matmul, EachRowGetsTheSameBitsWhateverTheCall) {
   std::mt19937 rng(5);
   const int64_t K = 129, N = 141, M = 512;
