@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "runtime/threads.h"
 
@@ -93,6 +94,24 @@ ReadBandwidth probe_read_bandwidth(int threads, int passes) {
   out.buffer_bytes = probe.buffer_bytes();
   for (int pass = 0; pass < passes; ++pass) out.passes.push_back(probe.pass());
   return out;
+}
+
+std::string read_bandwidth_json(const std::map<int64_t, ReadBandwidth>& probes) {
+  std::string best = "\"read_bandwidth\": {", passes = "\"read_bandwidth_passes\": {";
+  char num[64];
+  for (const auto& [t, probe] : probes) {
+    const char* sep = t == probes.begin()->first ? "" : ", ";
+    std::snprintf(num, sizeof num, "%s\"%lld\": %.0f", sep, static_cast<long long>(t), probe.best());
+    best += num;
+    std::snprintf(num, sizeof num, "%s\"%lld\": [", sep, static_cast<long long>(t));
+    passes += num;
+    for (size_t k = 0; k < probe.passes.size(); ++k) {
+      std::snprintf(num, sizeof num, "%s%.0f", k ? ", " : "", probe.passes[k]);
+      passes += num;
+    }
+    passes += "]";
+  }
+  return best + "}, " + passes + "}";
 }
 
 }  // namespace sb::bench

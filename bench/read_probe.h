@@ -11,7 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace sb {
@@ -64,5 +66,12 @@ class ReadProbe {
 
 // REQUIRES: threads >= 1, passes >= 1. A ReadProbe's passes.
 ReadBandwidth probe_read_bandwidth(int threads, int passes);
+
+// Per thread count, the best pass and every pass in bytes per second, as two
+// members of a JSON object (no braces): "read_bandwidth": {"2": best, ...},
+// "read_bandwidth_passes": {"2": [pass, ...], ...}. runtime_bench prints
+// them in its --json report and alone with --probe; compare_llama.py reads
+// both.
+std::string read_bandwidth_json(const std::map<int64_t, ReadBandwidth>& probes);
 
 }  // namespace sb::bench

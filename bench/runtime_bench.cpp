@@ -13,6 +13,12 @@
 // usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR | --model FILE.gguf] [--threads 1,2]
 //                      [--prefill 512[,2048]] [--decode 32] [--reps 1] [--precision bf16|f32] [--json] [--help]
 //
+//        runtime_bench --probe PASSES [--threads 1,2] [--json]
+//
+// --probe runs only the read probe, PASSES timed passes per thread count, and
+// prints them (--json: read_bandwidth and read_bandwidth_passes, as in the
+// full report): the bandwidth of a moment, for another engine's run beside it.
+//
 // --model runs a GGUF file (any type `--model` takes elsewhere) and reports
 // the process's resident memory after loading it and after the first decode
 // (every weight touched) beside the file's size: the file is mapped, so the
@@ -167,11 +173,34 @@ Status decode_beside_probe(Model& model, int threads, uint64_t weight_bytes, dou
   return Status::ok();
 }
 
+void print_probes(const std::map<int64_t, bench::ReadBandwidth>& probes) {
+  for (const auto& [t, probe] : probes)
+    std::printf(
+        "read bandwidth, %lld threads: best %.1f GB/s (the bound), median %.1f, worst %.1f over %zu passes of %.1f "
+        "GB\n",
+        static_cast<long long>(t), probe.best() / 1e9, probe.median() / 1e9, probe.worst() / 1e9, probe.passes.size(),
+        probe.buffer_bytes / 1e9);
+}
+
+// --probe: the probe alone, no model, which compare_llama.py runs between the
+// engines' runs so that each engine's decode is set against the bandwidth of
+// its own moment, measured alike for all of them.
+int probe_only(const std::vector<int64_t>& thread_counts, int passes, bool json) {
+  std::map<int64_t, bench::ReadBandwidth> probes;
+  for (int64_t t : thread_counts) probes[t] = bench::probe_read_bandwidth(static_cast<int>(t), passes);
+  if (json)
+    std::printf("{%s}\n", bench::read_bandwidth_json(probes).c_str());
+  else
+    print_probes(probes);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   sb::tune_memory(argv);
-  Args args({"arch", "preset", "dir", "model", "threads", "prefill", "decode", "reps", "precision"}, {"json", "help"});
+  Args args({"arch", "preset", "dir", "model", "threads", "prefill", "decode", "reps", "precision", "probe"},
+            {"json", "help"});
   std::vector<int64_t> thread_counts, prefills;
   int64_t n_decode = 0, reps = 0;
   Status s = args.parse(argc, argv);
@@ -179,13 +208,17 @@ int main(int argc, char** argv) {
     std::printf(
         "usage: runtime_bench [--arch qwen3_5] [--preset 0.8b] [--dir DIR | --model FILE.gguf] [--threads 1,2]"
         " [--prefill 512[,2048]]"
-        " [--decode 32] [--reps 1] [--precision bf16|f32] [--json]\n");
+        " [--decode 32] [--reps 1] [--precision bf16|f32] [--json]\n"
+        "       runtime_bench --probe PASSES [--threads 1,2] [--json]\n");
     return 0;
   }
   if (s) s = bench::positive_ints("threads", args.get("threads", "1,2"), ',', &thread_counts);
   if (s) s = bench::positive_ints("prefill", args.get("prefill", "512"), ',', &prefills);
   if (s) s = args.get_int("decode", 32, 1, int64_t{1} << 24, &n_decode);
   if (s) s = args.get_int("reps", 1, 1, 1000, &reps);
+  int64_t probe_passes = 0;
+  if (s && args.has("probe") && (s = args.get_int("probe", 1, 1, 1000, &probe_passes)))
+    return probe_only(thread_counts, static_cast<int>(probe_passes), args.has("json"));
   RuntimeOptions options;
   if (s && args.has("precision")) {
     Precision p;
@@ -272,27 +305,14 @@ int main(int argc, char** argv) {
         "{\"model\": \"%s\", \"dir\": \"%s\", \"kernels\": \"%s\", \"weight_bytes_per_token\": %llu, "
         "\"file_bytes\": %llu, \"ngram_table_bytes\": %llu, \"ngram_bytes_per_token\": %llu, "
         "\"rss_after_load\": %llu, \"rss_after_decode\": %llu, \"recurrent_state_bytes\": %llu, "
-        "\"anon_bytes\": %llu, \"anon_huge_bytes\": %llu, \"read_bandwidth\": {",
+        "\"anon_bytes\": %llu, \"anon_huge_bytes\": %llu, ",
         model_name.c_str(), dir.c_str(), kernels.c_str(), static_cast<unsigned long long>(weight_bytes),
         static_cast<unsigned long long>(weights.file_bytes), static_cast<unsigned long long>(weights.ngram_table_bytes),
         static_cast<unsigned long long>(weights.ngram_bytes_per_token), static_cast<unsigned long long>(rss_after_load),
         static_cast<unsigned long long>(rss_after_decode), static_cast<unsigned long long>(recurrent_bytes),
         static_cast<unsigned long long>(huge_pages.anon_bytes), static_cast<unsigned long long>(huge_pages.anon_huge_bytes));
+    std::printf("%s, \"decode_over_adjacent_probe\": {", bench::read_bandwidth_json(probes).c_str());
     bool first = true;
-    for (const auto& [t, bw] : bandwidth) {
-      std::printf("%s\"%lld\": %.0f", first ? "" : ", ", static_cast<long long>(t), bw);
-      first = false;
-    }
-    std::printf("}, \"read_bandwidth_passes\": {");
-    first = true;
-    for (const auto& [t, probe] : probes) {
-      std::printf("%s\"%lld\": [", first ? "" : ", ", static_cast<long long>(t));
-      for (size_t k = 0; k < probe.passes.size(); ++k) std::printf("%s%.0f", k ? ", " : "", probe.passes[k]);
-      std::printf("]");
-      first = false;
-    }
-    std::printf("}, \"decode_over_adjacent_probe\": {");
-    first = true;
     for (const auto& [t, ratios] : paired) {
       std::printf("%s\"%lld\": [", first ? "" : ", ", static_cast<long long>(t));
       for (size_t k = 0; k < ratios.size(); ++k) std::printf("%s%.3f", k ? ", " : "", ratios[k]);
@@ -347,12 +367,7 @@ int main(int argc, char** argv) {
                 weights.ngram_table_bytes / 1e6, static_cast<unsigned long long>(weights.ngram_bytes_per_token),
                 weights.file_bytes ? static_cast<double>(rss_after_load) / (weights.file_bytes - weights.ngram_table_bytes)
                                    : 0.0);
-  for (const auto& [t, probe] : probes)
-    std::printf(
-        "read bandwidth, %lld threads: best %.1f GB/s (the bound), median %.1f, worst %.1f over %zu passes of %.1f "
-        "GB\n",
-        static_cast<long long>(t), probe.best() / 1e9, probe.median() / 1e9, probe.worst() / 1e9, probe.passes.size(),
-        probe.buffer_bytes / 1e9);
+  print_probes(probes);
   // The recurrent state (the delta rule's, the convs') is read and written
   // whole by every token: bytes the decode must move beside the weights.
   const double with_state = static_cast<double>(weight_bytes + 2 * recurrent_bytes) / static_cast<double>(weight_bytes);
