@@ -20,26 +20,34 @@ DIR/runtime.png.
 
 With --gguf-types q8_0,q4_k_m it measures GGUF files instead, for each
 --preset (e.g. 0.8b,4b) and type: the bf16 checkpoint's file written once by
-`statebank gen-model --gguf-type` (kept in the work directory), then `llama-bench` and
-`runtime_bench --model` on that very file, and one markdown table: the ratio
-statebank / llama.cpp, decode against the read-bandwidth bound (the file's
-weight bytes read per token over the probe's best pass; for statebank also
-over the probe passes right before and after each of runtime_bench's decode
-chunks, the bandwidth of the same moment), and statebank's resident memory
-after loading the file and after the first decode, over the file's size,
-with what runtime_bench saw of the conditions: the share of its anonymous
-memory in 2 MiB pages, and per decode repetition its rate by CPU time, its
-threads' runnable wait and the host's steal (a wall-clock decode lower than
-the CPU-time one with a high wait was kept off the CPUs, not slowed by the
-memory), and for every engine's run the share of its wall time in which some
-task waited for a CPU (/proc/pressure/cpu): other work on the machine, seen
-alike for each engine.
-With --out DIR that table replaces the quantized section of DIR/runtime.md
-(the BF16 section stays). With --ik-llama-bin DIR as well, ik_llama.cpp's
-llama-bench runs on the same files, once with -rtr 0 and once with -rtr 1
-(its run-time repacking into its own interleaved layouts), and the table
-gains its two rates and statebank over the better one. Progress goes to stderr. Wall-clock numbers move with load: compare ratios from one
-run on a quiet machine; the report records the load average.
+`statebank gen-model --gguf-type` (kept in the work directory), then the
+engines on that very file: `runtime_bench --model` and `llama-bench`, and
+with --ik-llama-bin DIR ik_llama.cpp's llama-bench too, with -rtr 0 and
+-rtr 1 (its run-time repacking into its own interleaved layouts). This VM's
+memory reads at half speed for minutes at a time, so two engines run minutes
+apart can meet different memories. Hence rounds (--rounds N): in each,
+statebank and its partner (ik_llama.cpp -rtr 1, its best setting, or
+llama.cpp without ik_llama.cpp) run one right after the other, in turns
+first; the other engines run once, in the first round. Each run is
+bracketed by read probes (`runtime_bench --probe`, the bandwidth of that
+moment). The tables: per test, each engine's best rate and statebank over
+it, the median of the rounds' ratios (their range); each engine's decode
+over the mean of the probes right before and after its run (median of its
+runs; for statebank also runtime_bench's own chunks between probe passes);
+per round, the runs in order with the probes between them; and statebank's
+resident memory after loading the file and after the first decode, over
+the file's size, with what runtime_bench saw of the conditions: the share
+of its anonymous memory in 2 MiB pages, and per decode repetition its rate
+by CPU time, its threads' runnable wait and the host's steal (a wall-clock
+decode lower than the CPU-time one with a high wait was kept off the CPUs,
+not slowed by the memory), and per engine the largest share of one of its
+runs' wall time in which some task waited for a CPU (/proc/pressure/cpu):
+other work on the machine, seen alike for each engine. docs/bench/runtime.md
+says how to read the columns.
+With --out DIR the tables replace the quantized section of DIR/runtime.md
+(the BF16 section stays). Progress goes to stderr. Wall-clock numbers move
+with load: compare ratios from a quiet machine; the report records the
+load average.
 """
 from __future__ import annotations
 
@@ -50,6 +58,7 @@ import os
 import platform
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -132,12 +141,12 @@ def huge_page_text(ours: dict) -> str:
     return f"{ours['anon_huge_bytes'] / anon:.0%} of {anon / 1e9:.2f} GB" if anon else "-"
 
 
-def decode_conditions_text(ours: dict, threads: list[int]) -> str:
+def decode_conditions_text(results: list[dict], threads: list[int]) -> str:
     """Per thread count, statebank's decode repetitions: the rate by CPU time (what a slower memory lowers and
     other work on the machine does not), then the share of the threads' wall time spent waiting for a CPU and of
     the machine's CPU time the host stole (what lowers the wall-clock rate beside it)."""
     parts = []
-    for r in ours["results"]:
+    for r in results:
         if r["test"].startswith("tg") and r["n_threads"] in threads and "samples_runnable_wait" in r:
             waits = ", ".join(f"{w:.0%}" for w in r["samples_runnable_wait"])
             steal = ", ".join(f"{x:.1%}" for x in r["samples_steal"])
@@ -154,73 +163,151 @@ def cpu_pressure_us():
         return None
 
 
-def run_under_watch(cmd: list[str], pressure: dict, key: str, quiet: bool = False) -> str:
-    """run(), recording in pressure[key] the share of its wall time in which some task waited for a CPU: with the
-    engines' threads as many as the cores, any other work on the machine shows here, measured alike for every
-    engine (the engines' own rates cannot say whether they were kept off the CPUs)."""
+def run_under_watch(cmd: list[str], quiet: bool = False) -> tuple[str, float | None]:
+    """run(), and the share of its wall time in which some task waited for a CPU: with the engines' threads as
+    many as the cores, any other work on the machine shows here, measured alike for every engine (the engines'
+    own rates cannot say whether they were kept off the CPUs)."""
     before, t0 = cpu_pressure_us(), time.monotonic()
     out = run(cmd, quiet=quiet)
     after, wall = cpu_pressure_us(), time.monotonic() - t0
-    pressure[key] = (after - before) / 1e6 / wall if before is not None and after is not None and wall > 0 else None
-    return out
+    return out, (after - before) / 1e6 / wall if before is not None and after is not None and wall > 0 else None
 
 
-def pressure_text(pressure: dict) -> str:
-    return ", ".join(f"{k} {'-' if v is None else f'{v:.0%}'}" for k, v in pressure.items())
+def test_name(r: dict) -> str:
+    """runtime_bench names its tests; llama-bench gives their prompt and generated lengths."""
+    return r.get("test") or (f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}")
 
 
 def samples_of(results: list[dict], test: str, t: int, what: str) -> list[float]:
     for r in results:
-        name = r.get("test") or (f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}")
-        if name == test and r["n_threads"] == t:
+        if test_name(r) == test and r["n_threads"] == t:
             return [float(x) for x in r["samples_ts"]]
     die(f"{what} gave no {test} at {t} threads")
 
 
+def merged_results(runs: list[dict]) -> list[dict]:
+    """An engine's runs (all rounds) as one result list: each test's samples_* lists of every run, in run order."""
+    merged = {}
+    for run_ in runs:
+        for r in run_["results"]:
+            key = (test_name(r), r["n_threads"])
+            if key not in merged:
+                merged[key] = {k: (list(v) if k.startswith("samples_") else v) for k, v in r.items()}
+                merged[key]["test"] = key[0]
+            else:
+                for k, v in r.items():
+                    if k.startswith("samples_"):
+                        merged[key].setdefault(k, []).extend(v)
+    return list(merged.values())
+
+
+# The engines of the GGUF table, in its column order. In every round statebank and its partner (ik_llama.cpp
+# -rtr 1, its best setting, or mainline without ik_llama.cpp) run one right after the other, in turns first;
+# the others run once, in the first round.
+STATEBANK, IK0, IK1, LLAMA = "statebank", "ik_llama.cpp -rtr 0", "ik_llama.cpp -rtr 1", "llama.cpp"
+PROBE_PASSES = 4  # timed passes of each probe between two runs; its best pass is that moment's bandwidth
+
+
+def engines(a) -> list[str]:
+    return [STATEBANK, IK1, IK0, LLAMA] if a.ik_llama_bin else [STATEBANK, LLAMA]
+
+
+def round_order(a, r: int) -> list[str]:
+    partner = IK1 if a.ik_llama_bin else LLAMA
+    pair = [partner, STATEBANK] if r % 2 == 0 else [STATEBANK, partner]
+    return ([e for e in (LLAMA, IK0) if e in engines(a) and e not in pair] if r == 0 else []) + pair
+
+
+def engine_cmd(a, engine: str, path: str) -> list[str]:
+    if engine == STATEBANK:
+        return [a.runtime_bench, "--model", path, "--threads", a.threads, "--prefill", a.prefill, "--decode",
+                str(a.decode), "--reps", str(a.reps), "--json"]
+    common = ["-m", path, "-p", a.prefill, "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o", "json"]
+    if engine == LLAMA:
+        return [os.path.join(a.llama_bin, "llama-bench"), "-lm", "none"] + common
+    return [os.path.join(a.ik_llama_bin, "llama-bench"), "-rtr", engine[-1]] + common
+
+
+def probe(a) -> dict[int, float]:
+    """The read bandwidth of this moment per thread count: the best of runtime_bench --probe's passes."""
+    out = json.loads(run([a.runtime_bench, "--probe", str(PROBE_PASSES), "--threads", a.threads, "--json"]))
+    return {int(t): float(bw) for t, bw in out["read_bandwidth"].items()}
+
+
 def measure_gguf(a, preset: str, gguf_type: str) -> dict:
-    """llama-bench and runtime_bench on the same file, one after the other."""
+    """The engines on the same file, a.rounds rounds (round_order), a probe before each run and after the last:
+    every run has the bandwidth right before and right after it."""
     path = gguf_file(a.statebank, a.work, a.arch, preset, gguf_type)
-    print(f"compare_llama: {preset} {gguf_type}: llama-bench ({a.prefill}, tg{a.decode}, {a.reps} reps)",
-          file=sys.stderr, flush=True)
-    pressure = {}
-    llama = json.loads(run_under_watch([os.path.join(a.llama_bin, "llama-bench"), "-m", path, "-lm", "none", "-p",
-                                        a.prefill, "-n", str(a.decode), "-t", a.threads, "-r", str(a.reps), "-o",
-                                        "json"], pressure, "llama.cpp", quiet=True))
-    ik = {}
-    for rtr in (0, 1) if a.ik_llama_bin else ():  # ik_llama.cpp without and with its run-time repacking
-        print(f"compare_llama: {preset} {gguf_type}: ik_llama.cpp llama-bench -rtr {rtr}", file=sys.stderr, flush=True)
-        ik[rtr] = json.loads(run_under_watch([os.path.join(a.ik_llama_bin, "llama-bench"), "-m", path, "-rtr",
-                                              str(rtr), "-p", a.prefill, "-n", str(a.decode), "-t", a.threads, "-r",
-                                              str(a.reps), "-o", "json"], pressure, f"ik -rtr {rtr}", quiet=True))
-    print(f"compare_llama: {preset} {gguf_type}: runtime_bench", file=sys.stderr, flush=True)
-    ours = json.loads(run_under_watch([a.runtime_bench, "--model", path, "--threads", a.threads, "--prefill",
-                                       a.prefill, "--decode", str(a.decode), "--reps", str(a.reps), "--json"],
-                                      pressure, "statebank"))
-    return {"preset": preset, "type": gguf_type, "path": path, "llama": llama, "ours": ours, "ik": ik,
-            "llama_bytes": gguf_weight_bytes(path), "pressure": pressure}
+    runs, sequence = {e: [] for e in engines(a)}, []
+    before = probe(a)
+    for r in range(a.rounds):
+        for engine in round_order(a, r):
+            print(f"compare_llama: {preset} {gguf_type}: round {r + 1} of {a.rounds}: {engine} ({a.prefill}, "
+                  f"tg{a.decode}, {a.reps} reps)", file=sys.stderr, flush=True)
+            text, pressure = run_under_watch(engine_cmd(a, engine, path), quiet=engine != STATEBANK)
+            out, after = json.loads(text), probe(a)
+            runs[engine].append({"round": r, "out": out, "results": out["results"] if engine == STATEBANK else out,
+                                 "before": before, "after": after, "pressure": pressure})
+            sequence.append((engine, runs[engine][-1]))
+            before = after
+    return {"preset": preset, "type": gguf_type, "path": path, "runs": runs, "sequence": sequence,
+            "ours": runs[STATEBANK][0]["out"], "llama_bytes": gguf_weight_bytes(path)}
+
+
+def round_ratios(m: dict, engine: str, test: str, t: int) -> list[float]:
+    """statebank's rate over engine's, each from one round (the two runs adjacent, or nearly so)."""
+    theirs = {run_["round"]: run_ for run_ in m["runs"][engine]}
+    return [best(samples_of(ours["results"], test, t, STATEBANK)) /
+            best(samples_of(theirs[ours["round"]]["results"], test, t, engine))
+            for ours in m["runs"][STATEBANK] if ours["round"] in theirs]
+
+
+def adjacent_share(m: dict, engine: str, run_: dict, test: str, t: int) -> float:
+    """One run's decode: the weight bytes it read per second over the mean of the probes right before and after."""
+    nbytes = m["ours"]["weight_bytes_per_token"] if engine == STATEBANK else m["llama_bytes"]
+    return best(samples_of(run_["results"], test, t, engine)) * nbytes / (0.5 * (run_["before"][t] + run_["after"][t]))
+
+
+def ratio_text(ratios: list[float]) -> str:
+    text = f"{statistics.median(ratios):.2f}x"
+    return text + (f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else "")
 
 
 def gguf_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
-    ours, bw = m["ours"], {int(k): float(v) for k, v in m["ours"]["read_bandwidth"].items()}
     rows = []
     for test in tests:
         for t in threads:
-            s = samples_of(ours["results"], test, t, "runtime_bench")
-            ll = samples_of(m["llama"], test, t, "llama-bench")
-            bound = ""
+            cells = [m["preset"], m["type"], test, str(t)]
+            for engine, runs in m["runs"].items():
+                s = samples_of(merged_results(runs), test, t, engine)
+                cells.append(f"{best(s):.1f} ({mean(s):.1f})")
+                if engine != STATEBANK:
+                    cells.append(ratio_text(round_ratios(m, engine, test, t)))
+            share = ""
             if test.startswith("tg"):
-                bound = (f"{best(s) * ours['weight_bytes_per_token'] / bw[t]:.0%} / "
-                         f"{best(ll) * m['llama_bytes'] / bw[t]:.0%}")
-                paired = sorted(ours.get("decode_over_adjacent_probe", {}).get(str(t), []))
-                if paired:
-                    bound += f" (statebank, same moment: {paired[len(paired) // 2]:.0%})"
-            ik = ""
-            if m["ik"]:  # -rtr 0 / -rtr 1, and statebank over the better of the two
-                k0, k1 = (samples_of(m["ik"][r], test, t, "ik_llama.cpp llama-bench") for r in (0, 1))
-                ik = (f" {best(k0):.1f} / {best(k1):.1f} | "
-                      f"{best(s) / max(best(k0), best(k1)):.2f}x |")
-            rows.append(f"| {m['preset']} | {m['type']} | {test} | {t} | {best(s):.1f} ({mean(s):.1f}) | "
-                        f"{best(ll):.1f} ({mean(ll):.1f}) | {best(s) / best(ll):.2f}x |{ik} {bound} |")
+                share = " / ".join(f"{statistics.median(adjacent_share(m, e, x, test, t) for x in runs):.0%}"
+                                  for e, runs in m["runs"].items())
+                chunks = [x for run_ in m["runs"][STATEBANK]
+                          for x in run_["out"].get("decode_over_adjacent_probe", {}).get(str(t), [])]
+                if chunks:
+                    share += f" (statebank's chunks: {statistics.median(chunks):.0%})"
+            rows.append("| " + " | ".join(cells + [share]) + " |")
+    return rows
+
+
+def round_rows(m: dict, tests: list[str], threads: list[int]) -> list[str]:
+    """Per round: the runs in order with the probe's best pass (GB/s, per thread count) before each and after the
+    last; statebank over its partner; each run's decode over its adjacent probes."""
+    partner = list(m["runs"])[1]
+    gbs = lambda bw: "/".join(f"{bw[t] / 1e9:.1f}" for t in threads)
+    rows = []
+    for r in range(len(m["runs"][STATEBANK])):
+        in_round = [(e, x) for e, x in m["sequence"] if x["round"] == r]
+        order = "".join(f"{gbs(x['before'])} · {e} · " for e, x in in_round) + gbs(in_round[-1][1]["after"])
+        ratios = [" / ".join(f"{round_ratios(m, partner, test, t)[r]:.2f}x" for t in threads) for test in tests]
+        shares = ", ".join(f"{e} " + " / ".join(f"{adjacent_share(m, e, x, tests[-1], t):.0%}" for t in threads)
+                           for e, x in in_round)
+        rows.append("| " + " | ".join([m["preset"], m["type"], str(r + 1), order] + ratios + [shares]) + " |")
     return rows
 
 
@@ -239,34 +326,62 @@ def ngram_rows(measured: list[dict]) -> list[str]:
     return rows
 
 
+def table(head: list[str], rows: list[str]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + rows
+
+
+def probes_text(m: dict, threads: list[int]) -> str:
+    """The range of the file's probes (each one's best pass), per thread count."""
+    seen = [x["before"] for _, x in m["sequence"]] + [m["sequence"][-1][1]["after"]]
+    return "; ".join(f"{t} threads: {min(p[t] for p in seen) / 1e9:.1f}-{max(p[t] for p in seen) / 1e9:.1f} GB/s"
+                     for t in threads) + f" ({len(seen)} probes)"
+
+
+def pressure_text(m: dict) -> str:
+    """Per engine, the largest share of one of its runs' wall time in which some task waited for a CPU."""
+    worst = lambda runs: max((x["pressure"] for x in runs if x["pressure"] is not None), default=None)
+    return ", ".join(f"{e} {'-' if worst(runs) is None else f'{worst(runs):.0%}'}" for e, runs in m["runs"].items())
+
+
+def conditions_rows(measured: list[dict], threads: list[int]) -> list[str]:
+    rows = []
+    for m in measured:
+        o, size = m["ours"], m["ours"]["file_bytes"]
+        rows.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | {o['weight_bytes_per_token'] / 1e9:.2f} GB | "
+                    f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
+                    f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | "
+                    f"{huge_page_text(o)} | {probes_text(m, threads)} | "
+                    f"{decode_conditions_text(merged_results(m['runs'][STATEBANK]), threads)} | {pressure_text(m)} |")
+    return rows
+
+
 def gguf_report(a, measured: list[dict], tests: list[str], threads: list[int], load: tuple, minutes: float) -> str:
-    ik = " ik_llama.cpp t/s, -rtr 0 / 1 | statebank / ik_llama.cpp |" if a.ik_llama_bin else ""
-    lines = ["| preset | type | test | threads | statebank t/s | llama.cpp t/s | statebank / llama.cpp |" + ik +
-             " decode / read-bandwidth bound: statebank / llama.cpp |",
-             "|---|---|---|---|---|---|---|" + ("---|---|" if ik else "") + "---|"]
-    for m in measured:
-        lines += gguf_rows(m, tests, threads)
-    lines += ["", "| preset | type | file | statebank reads per token | resident after load | after the first decode | "
-              "anonymous memory in 2 MiB pages | read bandwidth | statebank's decode: t/s of CPU time, runnable wait, "
-              "host steal | CPU pressure over each engine's run |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for m in measured:
-        o = m["ours"]
-        size = o["file_bytes"]
-        bws = ", ".join(bandwidth_text(o, k) for k in o["read_bandwidth"])
-        lines.append(f"| {m['preset']} | {m['type']} | {size / 1e9:.2f} GB | "
-                     f"{o['weight_bytes_per_token'] / 1e9:.2f} GB | "
-                     f"{o['rss_after_load'] / 1e9:.2f} GB ({o['rss_after_load'] / size:.2f}x) | "
-                     f"{o['rss_after_decode'] / 1e9:.2f} GB ({o['rss_after_decode'] / size:.2f}x) | "
-                     f"{huge_page_text(o)} | {bws} | {decode_conditions_text(o, threads)} | "
-                     f"{pressure_text(m.get('pressure', {}))} |")
+    names = engines(a)
+    head = ["preset", "type", "test", "threads", "statebank t/s"]
+    for e in names[1:]:
+        head += [f"{e} t/s", f"statebank / {e}"]
+    lines = table(head + ["decode / adjacent probes: " + " / ".join(names)],
+                  [row for m in measured for row in gguf_rows(m, tests, threads)])
+    lines += [""] + table(["preset", "type", "round", "runs in order, the probe (GB/s) before each and after the last"]
+                          + [f"{test}: statebank / {names[1]}" for test in tests] + [f"{tests[-1]} / adjacent probes"],
+                          [row for m in measured for row in round_rows(m, tests, threads)])
+    lines += [""] + table(["preset", "type", "file", "statebank reads per token", "resident after load",
+                           "after the first decode", "anonymous memory in 2 MiB pages", "read bandwidth: the probes",
+                           "statebank's decode: t/s of CPU time, runnable wait, host steal",
+                           "CPU pressure: each engine's worst run"], conditions_rows(measured, threads))
     lines += ngram_rows(measured)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    lines += ["", f"Model: {a.arch}, random bf16 weights written by `statebank gen-model --gguf-type`; both programs read the same "
-              f"file. t/s: best of {a.reps} (mean in brackets); llama.cpp with `-lm none`; kernels "
-              f"{measured[0]['ours']['kernels']}. {cpu_name()}, {os.cpu_count()} CPUs; load average {load[0]:.1f} "
-              f"before, {load[1]:.1f} after; statebank {commit}, llama.cpp v0.5.0 (de3ff81); {datetime.date.today()}; "
-              f"{minutes:.0f} min."]
+    lines += ["", f"Model: {a.arch}, random bf16 weights written by `statebank gen-model --gguf-type`; every engine "
+              f"reads the same file. {a.rounds} round{'s' if a.rounds > 1 else ''} per file ({names[1]} and "
+              f"statebank in each, in turns first{'; the others in the first' if len(names) > 2 else ''}), "
+              f"each run with {a.reps} rep"
+              f"{'s' if a.reps > 1 else ''}: t/s the best of all (mean in brackets), statebank / X the median of the "
+              f"rounds' ratios (their range); decode over the mean of the read probes right before and after its run "
+              f"(`runtime_bench --probe {PROBE_PASSES}`, best pass), the median of the runs. llama.cpp with `-lm none`; "
+              f"kernels {measured[0]['ours']['kernels']}. {cpu_name()}, {os.cpu_count()} CPUs; load average "
+              f"{load[0]:.1f} before, {load[1]:.1f} after; statebank {commit}, llama.cpp v0.5.0 (de3ff81); "
+              f"{datetime.date.today()}; {minutes:.0f} min."]
     return "\n".join(lines)
 
 
@@ -346,15 +461,19 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--prefill", default="512,2048")
     ap.add_argument("--decode", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3, help="repetitions in each run of an engine")
+    ap.add_argument("--rounds", type=int, default=1, help="with --gguf-types: per file, rounds of statebank and "
+                    "ik_llama.cpp -rtr 1 (or llama.cpp) run one after the other, each ratio taken within a round")
     ap.add_argument("--out", default="", help="write runtime.md, runtime.csv, runtime.png here (e.g. docs/bench)")
     ap.add_argument("--note", default="", help="a line for the report (e.g. 'measured under load')")
     ap.add_argument("--gguf-types", default="", help="measure GGUF files of these types (q8_0,q4_k_m) instead of BF16")
     ap.add_argument("--ik-llama-bin", default="", help="with --gguf-types: ik_llama.cpp's build/bin too, "
                     "its llama-bench without and with -rtr on the same files (bench/compare_llama.sh --ik-llama)")
     a = ap.parse_args()
-    if a.reps < 1:
-        die("--reps must be at least 1")
+    if a.reps < 1 or a.rounds < 1:
+        die("--reps and --rounds must be at least 1")
+    if a.rounds > 1 and not a.gguf_types:
+        die("--rounds needs --gguf-types")
     if a.ik_llama_bin and not a.gguf_types:
         die("--ik-llama-bin needs --gguf-types (ik_llama.cpp is compared on the GGUF files)")
     if a.gguf_types:

@@ -11,6 +11,9 @@
 #   bench/compare_llama.sh --ik-llama SRC_DIR --gguf-types q8_0,q4_k_m ...
 #     (ik_llama.cpp too, built from a checkout of github.com/ikawrakow/ik_llama.cpp
 #     at SRC_DIR by tools/llama/build_ik_llama.sh; by hand only, never in CI)
+#   bench/compare_llama.sh ... --gguf-types q8_0,q4_k_m --reps 1 --rounds 5
+#     (statebank and ik_llama.cpp -rtr 1, or llama.cpp, run one right after the
+#     other 5 times per file, a read probe between every two runs; the .py)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 args=()
