@@ -375,7 +375,7 @@ void chained_columns(const DeltaRuleInput& in, int64_t h, int64_t c0, const floa
 // head's whole 64 KiB, one run of memory: blocks of 64 columns took half
 // of each 512-byte row, so that a pass's 32 KiB filled only half of L1's
 // sets and each row of `from` was fetched in two streams (the rows from a
-// kept state, 18 layers of the 0.8b preset: 4.2 -> 3.2-3.5 ms, 1 thread).
+// kept state, 18 layers of the 0.8b preset: 4.3-4.4 -> 3.4-3.75 ms, 1 thread).
 void chained_head(const DeltaRuleInput& in, int64_t h, const float* from, float* const* states, float* out) {
   int64_t c0 = 0;
   for (; c0 + 128 <= in.d_v; c0 += 128) chained_columns<8>(in, h, c0, from, states, out);

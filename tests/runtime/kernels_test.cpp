@@ -207,7 +207,7 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
     EXPECT_TRUE(std::memcmp(start.data(), seq.data(), seq.size() * 4) == 0) << "chain in place: state, d_v " << dv;
     // From a state kept aside into the sequence's state, every row's state
     // that one buffer (a speculative verify): the last row's state, the kept
-    // state untouched; with one thread a task is every head in turn.
+    // state untouched; on one thread and on two.
     for (auto* kern : {k.get(), k1.get()}) {
       const std::vector<float> kept = start_copy;
       std::vector<float> into(S, 0.0f);
