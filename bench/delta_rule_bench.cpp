@@ -31,6 +31,15 @@ uint64_t hash(const std::vector<float>& v, uint64_t h = 1469598103934665603ull) 
   return h;
 }
 
+// Reads and writes 64 MiB, more than the caches of the machines this runs on
+// hold, so that the next call finds its states in memory, as a step of the
+// engine does (a layer's weights pass through the caches between two
+// layers' delta rules).
+void evict_caches() {
+  static std::vector<float> junk(16 << 20, 1.0f);
+  for (float& x : junk) x += 1.0f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,15 +142,22 @@ int main(int argc, char** argv) {
     std::printf("| %lld | %lld | %.2f |\n", static_cast<long long>(seqs), static_cast<long long>(layers), best * 1e3);
   }
   // A verify step of one sequence: each layer's rows in one call, in place
-  // in the sequence's state (as the engine runs it: model/model.h,
-  // VerifyRollback), or with the state after each row but the last written
-  // to a buffer of its own (kept: what the engine did before).
+  // in the sequence's state (a verify step without a rollback), from the
+  // state kept for a rollback into the sequence's state (as the engine runs
+  // a speculative verify: model/model.h, VerifyRollback), or with the state
+  // after each row but the last written to a buffer of its own (kept: what
+  // the engine did before). The first two give the same hash.
   std::printf("\n| verify step: rows | row states | layers | ms per step (states from memory) | hash of outputs and states |\n"
               "|---|---|---|---|---|\n");
-  for (const auto& [n, keep] : {std::pair<int64_t, bool>{1, false}, {std::min<int64_t>(5, rows), false},
-                                {std::min<int64_t>(5, rows), true}}) {
+  enum class Form { kInPlace, kFromKept, kEachRow };
+  const int64_t five = std::min<int64_t>(5, rows);
+  for (const auto& [n, form] : {std::pair<int64_t, Form>{1, Form::kInPlace}, {five, Form::kInPlace},
+                                {five, Form::kFromKept}, {five, Form::kEachRow}}) {
     const size_t S = state0.size();
-    std::vector<float> states(layers * n * S), out(n * heads * dim);
+    const bool keep = form == Form::kEachRow;
+    std::vector<float> states(layers * n * S), out(n * heads * dim), kept;
+    if (form == Form::kFromKept)
+      for (int64_t l = 0; l < layers; ++l) kept.insert(kept.end(), state0.begin(), state0.end());
     for (int64_t i = 0; i < layers * n; ++i) std::copy(state0.begin(), state0.end(), states.begin() + i * S);
     std::vector<float> qs(n * heads * dim), ks(qs.size()), vs(qs.size()), gs(n * heads), bs(n * heads);
     for (int64_t t = 0; t < n; ++t) {
@@ -157,18 +173,24 @@ int main(int argc, char** argv) {
     double best = 1e30;
     uint64_t h = 0;
     for (int64_t r = 0; r < std::max<int64_t>(3, reps / 20); ++r) {
-      // Every rep from the same start states, so the hash is the same whatever the reps.
-      for (int64_t l = 0; l < layers; ++l) std::copy(state0.begin(), state0.end(), states.begin() + (l * n + n - 1) * S);
+      // Every rep from the same start states, so the hash is the same whatever the reps
+      // (from the kept state, the rows write the whole state without reading it).
+      if (form != Form::kFromKept)
+        for (int64_t l = 0; l < layers; ++l)
+          std::copy(state0.begin(), state0.end(), states.begin() + (l * n + n - 1) * S);
+      evict_caches();
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t l = 0; l < layers; ++l) {
         std::vector<float*> ptrs;
         for (int64_t t = 0; t < n; ++t) ptrs.push_back(states.data() + (l * n + (keep ? t : n - 1)) * S);
-        kernels->delta_rule_rows(step, ptrs.back(), ptrs.data(), out.data());
+        const float* from = form == Form::kFromKept ? kept.data() + l * S : ptrs.back();
+        kernels->delta_rule_rows(step, from, ptrs.data(), out.data());
       }
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       h = hash(states, hash(out));
     }
-    std::printf("| %lld | %s | %lld | %.2f | %016llx |\n", static_cast<long long>(n), keep ? "kept" : "in place",
+    const char* name = form == Form::kInPlace ? "in place" : form == Form::kFromKept ? "from the kept state" : "kept";
+    std::printf("| %lld | %s | %lld | %.2f | %016llx |\n", static_cast<long long>(n), name,
                 static_cast<long long>(layers), best * 1e3, static_cast<unsigned long long>(h));
   }
   return 0;

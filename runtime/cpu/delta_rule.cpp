@@ -371,10 +371,14 @@ void chained_columns(const DeltaRuleInput& in, int64_t h, int64_t c0, const floa
 }
 
 // A head of delta_rule_rows whose width is whole vectors: chained_columns
-// over its blocks of 64 columns, then of 16.
+// over its blocks of 128 columns, then of 16. At d_v = 128 a block is the
+// head's whole 64 KiB, one run of memory: blocks of 64 columns took half
+// of each 512-byte row, so that a pass's 32 KiB filled only half of L1's
+// sets and each row of `from` was fetched in two streams (the rows from a
+// kept state, 18 layers of the 0.8b preset: 4.3-4.4 -> 3.4-3.75 ms, 1 thread).
 void chained_head(const DeltaRuleInput& in, int64_t h, const float* from, float* const* states, float* out) {
   int64_t c0 = 0;
-  for (; c0 + 64 <= in.d_v; c0 += 64) chained_columns<4>(in, h, c0, from, states, out);
+  for (; c0 + 128 <= in.d_v; c0 += 128) chained_columns<8>(in, h, c0, from, states, out);
   for (; c0 + 16 <= in.d_v; c0 += 16) chained_columns<1>(in, h, c0, from, states, out);
 }
 

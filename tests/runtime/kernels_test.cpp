@@ -205,6 +205,18 @@ TEST(DeltaRule, RecurrentFormGivesTheBitsOfItsDefinition) {
     k->delta_rule_rows(in, start.data(), in_place_rows, o_chain.data());
     EXPECT_TRUE(std::memcmp(o_chain.data(), o_seq.data(), o_seq.size() * 4) == 0) << "chain in place, d_v " << dv;
     EXPECT_TRUE(std::memcmp(start.data(), seq.data(), seq.size() * 4) == 0) << "chain in place: state, d_v " << dv;
+    // From a state kept aside into the sequence's state, every row's state
+    // that one buffer (a speculative verify): the last row's state, the kept
+    // state untouched; on one thread and on two.
+    for (auto* kern : {k.get(), k1.get()}) {
+      const std::vector<float> kept = start_copy;
+      std::vector<float> into(S, 0.0f);
+      float* const into_rows[] = {into.data(), into.data(), into.data()};
+      kern->delta_rule_rows(in, kept.data(), into_rows, o_chain.data());
+      EXPECT_TRUE(std::memcmp(o_chain.data(), o_seq.data(), o_seq.size() * 4) == 0) << "chain from kept, d_v " << dv;
+      EXPECT_TRUE(std::memcmp(into.data(), seq.data(), seq.size() * 4) == 0) << "chain from kept: state, d_v " << dv;
+      EXPECT_TRUE(kept == start_copy) << "chain from kept: the kept state changed, d_v " << dv;
+    }
 
     // The replay of the first n rows' updates gives the state after row n - 1
     // bit for bit, out of place and in place; a replay that misses a row's
