@@ -489,6 +489,23 @@ TEST(SmallGemm, EachElementIsOneFmaChainInAscendingK) {
         }
 }
 
+// small_dots' bits are dot()'s for every element, whatever the 4 x 4 tiles,
+// the blocks of keys (rows of b) and the tails of rows and keys around them.
+TEST(SmallDots, EachElementIsDotOfItsRows) {
+  std::mt19937 rng(29);
+  for (int64_t M : {1, 3, 4, 7, 64})
+    for (int64_t N : {1, 5, 16, 21, 64})
+      for (int64_t K : {7, 16, 100, 256}) {
+        const int64_t lda = K + 3, ldb = K + 1, lds = N + 2;
+        const auto a = randn(rng, M * lda), b = randn(rng, N * ldb);
+        std::vector<float> s(M * lds, -1.0f), want(M * lds, -1.0f);
+        cpu::small_dots(M, N, K, a.data(), lda, b.data(), ldb, s.data(), lds);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) want[i * lds + j] = cpu::dot(a.data() + i * lda, b.data() + j * ldb, K);
+        ASSERT_EQ(0, std::memcmp(s.data(), want.data(), s.size() * sizeof(float))) << "M " << M << " N " << N << " K " << K;
+      }
+}
+
 // Row counts 1..70 and 512 in one call give each row the bits it gets alone,
 // for both precisions, with 1 and 2 threads; weights of odd K and of N not a
 // multiple of the 64-column panel. K is large enough that 512 rows are
