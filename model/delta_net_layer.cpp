@@ -125,6 +125,11 @@ void Transformer::split_conv_rows(const float* conv_out, int64_t rows, float* q,
                 value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
   const RowPart parts[] = {{key_dim, q, key_dim}, {key_dim, k, key_dim}, {value_dim, v, value_dim}};
   kernels_->split_rows(conv_out, rows, 1, parts);
+  normalise_keys(q, k, rows);
+}
+
+void Transformer::normalise_keys(float* q, float* k, int64_t rows) const {
+  const int64_t nk = config_.lin_n_key_heads, dk = config_.lin_key_head_dim;
   kernels_->l2_normalise(q, rows * nk, dk, static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk))));
   kernels_->l2_normalise(k, rows * nk, dk, 1.0f);
 }
@@ -162,18 +167,20 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
   State& st = *seq.state;
   float* const conv_state[] = {st.f32(w.comp_conv).data()};
   float* ssm = st.f32(w.comp_ssm).data();
-  Rows conv_out(T * conv_dim), q(T * key_dim), k(T * key_dim), v(T * value_dim);
+  Rows q(T * key_dim), k(T * key_dim), v(T * value_dim);
   size_t next_capture = 0;
-  // Each kernel once per stretch: the conv and the split work row by row
+  // Each kernel once per stretch: the conv and the norms work row by row
   // and the delta rule chunk by chunk of the grid, so that the bits are those
   // of a call per grid segment, in a few parallel regions per layer instead
-  // of a few per 64 rows.
+  // of a few per 64 rows. The conv writes q, k and v in their own rows: a
+  // copy of its whole output cost about 1% of a prefill (docs/kernels.md).
   for (int64_t s = 0; s < T;) {
     const int64_t e = stretch_end(seq, s), n = e - s;
-    kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state, 1,
-                               conv_out.data() + s * conv_dim);
-    split_conv_rows(conv_out.data() + s * conv_dim, n, q.data() + s * key_dim, k.data() + s * key_dim,
-                    v.data() + s * value_dim);
+    const RowPart qkv[] = {{key_dim, q.data() + s * key_dim, key_dim},
+                           {key_dim, k.data() + s * key_dim, key_dim},
+                           {value_dim, v.data() + s * value_dim, value_dim}};
+    kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state, 1, qkv);
+    normalise_keys(q.data() + s * key_dim, k.data() + s * key_dim, n);
     delta_rule_stretch(w, seq, s, e, q.data(), k.data(), v.data(), g, beta, ssm, o);
     capture_recurrent(w, seq, seq.first_pos + e, &next_capture);
     s = e;

@@ -243,6 +243,8 @@ class Transformer final : public Model {
                                const float* g) const;
   // Splits conv output rows into q, k (L2-normalised, q scaled) and v.
   void split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const;
+  // q and k rows as the delta rule takes them: L2-normalised, q scaled.
+  void normalise_keys(float* q, float* k, int64_t rows) const;
   // Keeps the sequence's recurrent state of this layer if a capture falls
   // at end_pos; next indexes seq.capture and moves past end_pos.
   void capture_recurrent(const LayerWeights& w, SequenceRows& seq, int64_t end_pos, size_t* next) const;

@@ -2,40 +2,6 @@
 
 namespace sb {
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI64: return 8;
-    default: return 0;
-  }
-}
-
-DTypeBlock dtype_block(DType dtype) {
-  switch (dtype) {
-    case DType::kQ8_0: return {32, 34};    // f16 scale, 32 int8
-    case DType::kQ4_0: return {32, 18};    // f16 scale, 32 4-bit
-    case DType::kQ5_0: return {32, 22};    // f16 scale, 32 fifth bits, 32 4-bit
-    case DType::kQ5_1: return {32, 24};    // f16 scale and min, 32 fifth bits, 32 4-bit
-    case DType::kQ4_K: return {256, 144};  // f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of 4-bit
-    case DType::kQ5_K: return {256, 176};  // as Q4_K plus 32 bytes of high bits
-    case DType::kQ6_K: return {256, 210};  // 128 low 4-bit, 64 high 2-bit, 16 int8 scales, f16 d
-    case DType::kQ2_K: return {256, 84};    // 16 4-bit scale/min pairs, 64 bytes of 2-bit, f16 d, dmin
-    case DType::kQ3_K: return {256, 110};   // 32 bytes of high bits, 64 of low 2-bit, 12 of 6-bit scales, f16 d
-    case DType::kIQ4_NL: return {32, 18};   // f16 scale, 32 4-bit indices into a 16-value table
-    case DType::kIQ4_XS: return {256, 136}; // f16 d, 8 6-bit scales (2 + 4 bytes), 128 bytes of 4-bit indices
-    default: return {1, static_cast<int64_t>(dtype_size(dtype))};
-  }
-}
-
-bool dtype_is_quantized(DType dtype) { return dtype_block(dtype).elems > 1; }
-
-int64_t dtype_row_bytes(DType dtype, int64_t cols) {
-  const DTypeBlock b = dtype_block(dtype);
-  return cols / b.elems * b.bytes;
-}
-
 const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "f32";

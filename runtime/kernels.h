@@ -128,7 +128,8 @@ struct AttentionInput {
   int64_t mask_block = 1;
 };
 
-// One part of each group of a row for Kernels::split_rows: `width` floats
+// One part of each group of a row for Kernels::split_rows (and of the
+// output channels for Kernels::causal_conv_silu): `width` floats
 // written to out + r * ld + g * width for row r, group g.
 struct RowPart {
   int64_t width = 0;
@@ -207,8 +208,17 @@ class Kernels {
   // advanced. weight [kernel, channels] (tap-major, so that neighbouring
   // channels are one vector load), the last tap multiplies the current
   // token. A sequence's bits do not depend on the others in the call.
+  // The output's channels go to `out`'s parts in order, part p's row s at
+  // out[p].out + s * out[p].ld (the widths sum to channels): a prefill's
+  // q, k and v each in its own rows, without a copy of the whole output.
   virtual void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
-                                float* const* states, int64_t sequences, float* out) = 0;
+                                float* const* states, int64_t sequences, std::span<const RowPart> out) = 0;
+  // The output as one array [t, channels].
+  void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
+                        float* const* states, int64_t sequences, float* out) {
+    const RowPart whole{channels, out, channels};
+    causal_conv_silu(x, t, channels, weight, kernel, states, sequences, std::span<const RowPart>(&whole, 1));
+  }
   // Gated delta rule, states [n_v, d_k, d_v] advanced, out [t, n_v, d_v].
   // Chunked form (prefill): the chunks of the 64-token grid that rows
   // [0, t) of one sequence fall in (DeltaRuleInput::phase).

@@ -71,7 +71,8 @@ class CpuKernels final : public Kernels {
   void attention(std::span<const AttentionInput> calls, float* const* outs) override;
   using Kernels::attention;
   void causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
-                        float* const* states, int64_t sequences, float* out) override;
+                        float* const* states, int64_t sequences, std::span<const RowPart> out) override;
+  using Kernels::causal_conv_silu;
   void delta_rule_chunk(const DeltaRuleInput& in, float* state, float* out) override;
   void delta_rule_recurrent(const DeltaRuleInput& in, float* const* states, float* out) override;
   void delta_rule_rows(const DeltaRuleInput& in, const float* from, float* const* states, float* out) override;

@@ -72,15 +72,23 @@ void CpuKernels::rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, i
 namespace {
 
 // Output rows [0, rows) of the channels [c, c + 16 NV) of one sequence, in
-// rows x; in(i) is row i of [state | x]. Rows run inside a strip of
-// channels: the strip's last kernel input rows stay in L1 for the next row,
-// and each new input row is read once. Across a range of channels a row at a
-// time, every output row read kernel input rows afresh (3 KiB pieces 24 KiB
-// apart at the 0.8b shapes): a quarter slower (docs/kernels.md).
+// rows x; in(i) is row i of [state | x]; o is channel c's output in row 0,
+// rows ld apart. Rows run inside a strip of channels: the strip's last
+// kernel input rows stay in L1 for the next row, and each new input row is
+// read once. Across a range of channels a row at a time, every output row
+// read kernel input rows afresh (3 KiB pieces 24 KiB apart at the 0.8b
+// shapes): a quarter slower (docs/kernels.md).
+// A prefill's input rows are `channels` floats apart (24 KiB at the 0.8b
+// shapes), too far for the hardware prefetcher: each row's new input piece
+// came from memory while the strip waited on it (60% of the conv's samples
+// on its loads); it is fetched kConvRowsAhead rows ahead.
 template <int NV, class In>
-void conv_strip(const In& in, int64_t rows, int64_t channels, const float* weight, int64_t kernel, float* out,
-                int64_t c) {
+void conv_strip(const In& in, int64_t rows, int64_t channels, const float* weight, int64_t kernel, int64_t c, float* o,
+                int64_t ld) {
+  constexpr int64_t kConvRowsAhead = 8;
   for (int64_t s = 0; s < rows; ++s) {
+    if (s + kConvRowsAhead < rows)
+      for (int v = 0; v < NV; ++v) __builtin_prefetch(in(s + kConvRowsAhead + kernel - 1) + c + 16 * v);
     V16 acc[NV];
     for (int v = 0; v < NV; ++v) acc[v] = V16::zero();
     for (int64_t j = 0; j < kernel; ++j) {
@@ -88,8 +96,27 @@ void conv_strip(const In& in, int64_t rows, int64_t channels, const float* weigh
       const float* w = weight + j * channels + c;
       for (int v = 0; v < NV; ++v) acc[v] = fma(V16::load(w + 16 * v), V16::load(x + 16 * v), acc[v]);
     }
-    for (int v = 0; v < NV; ++v) silu(acc[v]).store(out + s * channels + c + 16 * v);
+    for (int v = 0; v < NV; ++v) silu(acc[v]).store(o + s * ld + 16 * v);
   }
+}
+
+// Channels [lo, hi) of one sequence's output rows, o channel lo's in row 0,
+// rows ld apart; fetch_ahead(c) before each strip of 64 from c.
+template <class In, class Ahead>
+void conv_columns(const In& in, int64_t rows, int64_t channels, const float* weight, int64_t kernel, int64_t lo,
+                  int64_t hi, float* o, int64_t ld, const Ahead& fetch_ahead) {
+  int64_t c = lo;
+  for (; c + 64 <= hi; c += 64) {
+    fetch_ahead(c);
+    conv_strip<4>(in, rows, channels, weight, kernel, c, o + (c - lo), ld);
+  }
+  for (; c + 16 <= hi; c += 16) conv_strip<1>(in, rows, channels, weight, kernel, c, o + (c - lo), ld);
+  for (; c < hi; ++c)
+    for (int64_t s = 0; s < rows; ++s) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[j * channels + c], in(s + j)[c], acc);
+      o[s * ld + (c - lo)] = silu(acc);
+    }
 }
 
 }  // namespace
@@ -98,7 +125,7 @@ void conv_strip(const In& in, int64_t rows, int64_t channels, const float* weigh
 constexpr int64_t kConvAhead = 512;
 
 void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, const float* weight, int64_t kernel,
-                                  float* const* states, int64_t sequences, float* out) {
+                                  float* const* states, int64_t sequences, std::span<const RowPart> out) {
   FlushSubnormals mode;
   const int64_t hist = kernel - 1, rows = t / sequences;
   // Channels never mix, so each range of them is a whole computation: its
@@ -107,15 +134,13 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
     for (int64_t q = q0; q < q1; ++q) {
       float* state = states[q];
       const float* xq = x + q * rows * channels;
-      float* oq = out + q * rows * channels;
       // Input row i of [state | x rows]: a state row below hist.
       auto in = [&](int64_t i) { return i < hist ? state + i * channels : xq + (i - hist) * channels; };
-      int64_t c = c0;
-      for (; c + 64 <= c1; c += 64) {
-        // The state's rows come from memory (a decode step's states far
-        // exceed the caches), three streams far apart that the hardware
-        // prefetcher picks up late: each is fetched kConvAhead ahead.
-        // Past the end of this state's channels, the next state's first.
+      // The state's rows come from memory (a decode step's states far
+      // exceed the caches), three streams far apart that the hardware
+      // prefetcher picks up late: each is fetched kConvAhead ahead.
+      // Past the end of this state's channels, the next state's first.
+      auto fetch_ahead = [&](int64_t c) {
         const int64_t ahead = c + kConvAhead;
         const float* p = nullptr;
         if (ahead + 64 <= c1)
@@ -125,15 +150,15 @@ void CpuKernels::causal_conv_silu(const float* x, int64_t t, int64_t channels, c
         if (p)
           for (int64_t i = 0; i < hist; ++i)
             for (int64_t l = 0; l < 64; l += 16) __builtin_prefetch(p + i * channels + l, 1);
-        conv_strip<4>(in, rows, channels, weight, kernel, oq, c);
+      };
+      int64_t p0 = 0;  // the part's first channel
+      for (const RowPart& part : out) {
+        const int64_t lo = std::max(c0, p0), hi = std::min(c1, p0 + part.width);
+        if (lo < hi)
+          conv_columns(in, rows, channels, weight, kernel, lo, hi, part.out + q * rows * part.ld + (lo - p0),
+                       part.ld, fetch_ahead);
+        p0 += part.width;
       }
-      for (; c + 16 <= c1; c += 16) conv_strip<1>(in, rows, channels, weight, kernel, oq, c);
-      for (; c < c1; ++c)
-        for (int64_t s = 0; s < rows; ++s) {
-          float acc = 0.0f;
-          for (int64_t j = 0; j < kernel; ++j) acc = std::fma(weight[j * channels + c], in(s + j)[c], acc);
-          oq[s * channels + c] = silu(acc);
-        }
       // The state becomes the last hist input rows; ascending rows read
       // only rows at or above the one they write.
       for (int64_t i = 0; i < hist; ++i) std::copy(in(rows + i) + c0, in(rows + i) + c1, state + i * channels + c0);

@@ -329,6 +329,44 @@ TEST(CausalConv, GivesTheBitsOfItsDefinitionForOneSequenceOrOneRowOfEach) {
   }
 }
 
+// A prefill's conv writes q, k and v into their own arrays: every part gets
+// the bits of the same channels of the one-array output, with strips of 64
+// and 16 channels and single channels on either side of a part's edge, and
+// the state advances the same.
+TEST(CausalConv, WritesItsChannelsIntoPartsWithTheBitsOfOneArray) {
+  ThreadPool pool(2);
+  auto k = make_cpu_kernels(&pool);
+  std::mt19937 rng(9);
+  constexpr int64_t kernel = 4, hist = kernel - 1;
+  const std::vector<std::vector<int64_t>> splits = {{2048, 2048, 2048}, {40, 1000, 5104}, {1, 63, 6080}};
+  for (const std::vector<int64_t>& widths : splits) {
+    constexpr int64_t channels = 6144;
+    const std::vector<float> w = randn(rng, kernel * channels, 0.5f), x_all = randn(rng, 70 * channels);
+    for (int64_t t : {1, 5, 70}) {
+      const std::vector<float> x(x_all.begin(), x_all.begin() + t * channels);
+      std::vector<float> state = randn(rng, hist * channels), state_parts = state;
+      std::vector<float> whole(t * channels);
+      float* const one[] = {state.data()};
+      k->causal_conv_silu(x.data(), t, channels, w.data(), kernel, one, 1, whole.data());
+      std::vector<std::vector<float>> outs;
+      std::vector<RowPart> parts;
+      for (const int64_t width : widths) outs.emplace_back(t * (width + 3), -1.0f);  // 3 floats between rows
+      for (size_t p = 0; p < widths.size(); ++p) parts.push_back({widths[p], outs[p].data(), widths[p] + 3});
+      float* const other[] = {state_parts.data()};
+      k->causal_conv_silu(x.data(), t, channels, w.data(), kernel, other, 1, parts);
+      int64_t first = 0;
+      for (size_t p = 0; p < widths.size(); first += widths[p], ++p)
+        for (int64_t s = 0; s < t; ++s) {
+          EXPECT_EQ(std::memcmp(outs[p].data() + s * (widths[p] + 3), whole.data() + s * channels + first,
+                                widths[p] * 4), 0)
+              << "part " << p << " of " << widths.size() << ", row " << s << " of " << t;
+          for (int64_t i = widths[p]; i < widths[p] + 3; ++i) EXPECT_EQ(outs[p][s * (widths[p] + 3) + i], -1.0f);
+        }
+      EXPECT_EQ(std::memcmp(state.data(), state_parts.data(), state.size() * 4), 0) << t << " rows";
+    }
+  }
+}
+
 // What PrefillCarry relies on: the chunked form's output row i reads only
 // rows <= i and the state at the chunk's start, so the first t rows of a
 // chunk give the bits of the whole chunk's first t output rows.
@@ -461,6 +499,23 @@ TEST(SmallGemm, EachElementIsOneFmaChainInAscendingK) {
           ASSERT_EQ(0, std::memcmp(c.data(), want.data(), c.size() * sizeof(float)))
               << "M " << M << " N " << N << " K " << K << " accumulate " << accumulate << " lower " << lower;
         }
+}
+
+// small_dots' bits are dot()'s for every element, whatever the 4 x 4 tiles,
+// the blocks of keys (rows of b) and the tails of rows and keys around them.
+TEST(SmallDots, EachElementIsDotOfItsRows) {
+  std::mt19937 rng(29);
+  for (int64_t M : {1, 3, 4, 7, 64})
+    for (int64_t N : {1, 5, 16, 21, 64})
+      for (int64_t K : {7, 16, 100, 256}) {
+        const int64_t lda = K + 3, ldb = K + 1, lds = N + 2;
+        const auto a = randn(rng, M * lda), b = randn(rng, N * ldb);
+        std::vector<float> s(M * lds, -1.0f), want(M * lds, -1.0f);
+        cpu::small_dots(M, N, K, a.data(), lda, b.data(), ldb, s.data(), lds);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) want[i * lds + j] = cpu::dot(a.data() + i * lda, b.data() + j * ldb, K);
+        ASSERT_EQ(0, std::memcmp(s.data(), want.data(), s.size() * sizeof(float))) << "M " << M << " N " << N << " K " << K;
+      }
 }
 
 // Row counts 1..70 and 512 in one call give each row the bits it gets alone,
