@@ -358,11 +358,14 @@ inline void fetch_ahead(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const 
 // (prefetcht1): fetched into L1 4 KiB ahead, a decode step of 8 rows on the
 // 0.8b Q8_0 file spent about as long waiting on the weights as computing
 // (76-80 ms against 52-57, 4 rows 51-53 against 41-42, 3 rows 37-40 against
-// 34-36; 8-32 KiB ahead ran alike, 2 KiB as slow as L1). Tiles of 1 and 2
-// rows keep fetch_ahead (into L2 their steps ran 1.25x and 1.15x slower;
-// a 2-row step with both hints, as the K types below, no faster; neither
-// were 4- and 8-row steps with both). docs/kernels.md
-// "Small steps".
+// 34-36; 8-32 KiB ahead ran alike, 2 KiB as slow as L1). Tiles of 2 rows
+// keep fetch_ahead (into L2 the step ran 1.15x slower; with both hints, as
+// the K types below, no faster; neither were 4- and 8-row steps with both).
+// Tiles of 1 row issue none, as the K types' (fetch_ahead_k): the hardware's
+// prefetchers alone streamed the 0.8b Q8_0 file's decode step faster in
+// four of five alternated pairs at 1 thread and in all five at 2, and the
+// 4b Q8_0 file's decode at 0.85-0.88 of the read bound against 0.63-0.80.
+// docs/kernels.md "Small steps".
 constexpr int64_t kAheadL2 = 16384;
 inline void fetch_ahead_l2(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kAheadL2), _MM_HINT_T1);
@@ -438,12 +441,13 @@ inline void q8_0_block(const uint8_t* blk, int64_t b, const T& t, __m512* acc, W
   }
 }
 
-// A Q8_0 block's lines: tiles of 1-2 rows into L1, of 3 or more into L2
-// (kAheadL2's comment).
+// A Q8_0 block's lines: none for a tile of 1 row, into L1 for 2 rows, into
+// L2 for 3 or more (kAheadL2's comment).
 template <int R>
 inline void q8_0_fetch_ahead(const uint8_t* blk) {
+  if constexpr (R == 1) return;
   for (int l = 0; l < 544; l += 64) {
-    if constexpr (R <= 2)
+    if constexpr (R == 2)
       fetch_ahead(blk + l);
     else
       fetch_ahead_l2(blk + l);
