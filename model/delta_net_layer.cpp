@@ -119,13 +119,11 @@ void Transformer::tile_heads(const float* x, int64_t rows, int64_t width, float*
   kernels_->split_rows(x, rows, nk, parts);
 }
 
-void Transformer::split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const {
+std::array<RowPart, 3> Transformer::conv_parts(float* q, float* k, float* v, int64_t row) const {
   const ModelConfig& c = config_;
-  const int64_t nk = c.lin_n_key_heads, dk = c.lin_key_head_dim, key_dim = nk * dk,
-                value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
-  const RowPart parts[] = {{key_dim, q, key_dim}, {key_dim, k, key_dim}, {value_dim, v, value_dim}};
-  kernels_->split_rows(conv_out, rows, 1, parts);
-  normalise_keys(q, k, rows);
+  const int64_t key_dim = c.lin_n_key_heads * c.lin_key_head_dim, value_dim = c.lin_n_value_heads * c.lin_value_head_dim;
+  return {RowPart{key_dim, q + row * key_dim, key_dim}, RowPart{key_dim, k + row * key_dim, key_dim},
+          RowPart{value_dim, v + row * value_dim, value_dim}};
 }
 
 void Transformer::normalise_keys(float* q, float* k, int64_t rows) const {
@@ -176,10 +174,8 @@ void Transformer::delta_net_sequence(const LayerWeights& w, SequenceRows& seq, c
   // copy of its whole output cost about 1% of a prefill (docs/kernels.md).
   for (int64_t s = 0; s < T;) {
     const int64_t e = stretch_end(seq, s), n = e - s;
-    const RowPart qkv[] = {{key_dim, q.data() + s * key_dim, key_dim},
-                           {key_dim, k.data() + s * key_dim, key_dim},
-                           {value_dim, v.data() + s * value_dim, value_dim}};
-    kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state, 1, qkv);
+    kernels_->causal_conv_silu(mixed + s * conv_dim, n, conv_dim, dw.conv.data(), K, conv_state, 1,
+                               conv_parts(q.data(), k.data(), v.data(), s));
     normalise_keys(q.data() + s * key_dim, k.data() + s * key_dim, n);
     delta_rule_stretch(w, seq, s, e, q.data(), k.data(), v.data(), g, beta, ssm, o);
     capture_recurrent(w, seq, seq.first_pos + e, &next_capture);
@@ -224,7 +220,8 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
   int64_t depth = 0, total = 0;
   for (const SequenceRows& seq : seqs) depth = std::max(depth, seq.rows), total += seq.rows;
   const int64_t most = static_cast<int64_t>(seqs.size());
-  Rows conv_out(total * conv_dim), q(total * key_dim), k(total * key_dim), v(total * value_dim);
+  // The conv writes q, k and v in their own rows (conv_parts), as in a prefill.
+  Rows q(total * key_dim), k(total * key_dim), v(total * value_dim);
   std::vector<float*> conv_states, ssms;
   if (depth == 1) {
     // Plain decode rows, one a sequence, adjacent: read in place.
@@ -233,8 +230,8 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
       ssms.push_back(seq.state->f32(w.comp_ssm).data());
     }
     kernels_->causal_conv_silu(mixed, most, conv_dim, w.delta.conv.data(), c.conv_kernel, conv_states.data(), most,
-                               conv_out.data());
-    split_conv_rows(conv_out.data(), most, q.data(), k.data(), v.data());
+                               conv_parts(q.data(), k.data(), v.data(), 0));
+    normalise_keys(q.data(), k.data(), most);
     const DeltaRuleInput in{most, nk, nv, dk, dv, q.data(), k.data(), v.data(), g, beta};
     kernels_->delta_rule_recurrent(in, ssms.data(), o);
   } else {
@@ -250,10 +247,10 @@ void Transformer::delta_net_decode(const LayerWeights& w, std::span<SequenceRows
       if (keep) before.assign(conv_state.begin(), conv_state.end());
       float* cs = conv_state.data();
       kernels_->causal_conv_silu(mixed + r0 * conv_dim, seq.rows, conv_dim, w.delta.conv.data(), c.conv_kernel, &cs,
-                                 1, conv_out.data() + r0 * conv_dim);
+                                 1, conv_parts(q.data(), k.data(), v.data(), r0));
       if (keep) keep_row_conv_states(w, seq, before, mixed + r0 * conv_dim);
     }
-    split_conv_rows(conv_out.data(), total, q.data(), k.data(), v.data());
+    normalise_keys(q.data(), k.data(), total);
     for (SequenceRows& seq : seqs) {
       const int64_t r0 = seq.first_row - base;
       // Every row advances the State (out of place from the kept state when

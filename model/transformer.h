@@ -7,6 +7,7 @@
 // Internal to model/: users hold a Model (model/model.h).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -241,8 +242,9 @@ class Transformer final : public Model {
   // kept state: what the step reads.
   const float* keep_delta_rule(const LayerWeights& w, SequenceRows& seq, int64_t r0, const float* k,
                                const float* g) const;
-  // Splits conv output rows into q, k (L2-normalised, q scaled) and v.
-  void split_conv_rows(const float* conv_out, int64_t rows, float* q, float* k, float* v) const;
+  // The conv's output channels as q, k and v from row `row` of each
+  // (Kernels::causal_conv_silu's parts): the conv writes them in their own rows.
+  std::array<RowPart, 3> conv_parts(float* q, float* k, float* v, int64_t row) const;
   // q and k rows as the delta rule takes them: L2-normalised, q scaled.
   void normalise_keys(float* q, float* k, int64_t rows) const;
   // Keeps the sequence's recurrent state of this layer if a capture falls
