@@ -371,20 +371,21 @@ inline void fetch_ahead_l2(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kAheadL2), _MM_HINT_T1);
 }
 
-// The K types' (and IQ4_XS's) tiles of 2 or more rows fetch each line both
+// The K types' (and IQ4_XS's) tiles of 3 or more rows fetch each line both
 // ways, into L2 16 KiB ahead and from there into L1 4 KiB ahead: few-row
 // steps wait on memory, not on the core (in L2 the tiles run 3-5x faster
-// than a decode step reads). On the 0.8b Q4_K_M file a step of 2, 3, 4, 6 or
-// 8 rows ran 0.72-0.96x its time with the L1 prefetch alone (4 rows 43 ->
-// 31-32 ms; the L2 prefetch alone 1.2x slower). Tiles of 1 row issue none:
-// the hardware's prefetchers alone streamed a decode step faster on a Zen 4
-// (`batch_step_bench /work/kq/m08-q4km.gguf --reps 12 --shape 1,0`, 1
+// than a decode step reads). On the 0.8b Q4_K_M file a step of 3, 4, 6 or 8
+// rows ran 0.72-0.96x its time with the L1 prefetch alone (4 rows 43 ->
+// 31-32 ms; the L2 prefetch alone 1.2x slower). Tiles of 1 or 2 rows issue
+// none: the hardware's prefetchers alone streamed those steps faster on a
+// Zen 4 (`batch_step_bench /work/kq/m08-q4km.gguf --reps 12 --shape 1,0`, 1
 // thread, CPU ms, load average 6-7: 20.5-21.9 without, 26.4-26.8 with both
 // as above but L1 2 KiB ahead, 34.3-34.6 with the L2 one alone, 26.6-26.8
-// with the L1 one alone; docs/kernels.md "Small steps").
+// with the L1 one alone; 2 rows, quiet: 30.4-31.5 with both, 24.0-24.8
+// without; docs/kernels.md "Small steps").
 template <int R>
 inline void fetch_ahead_k(const uint8_t* p) {
-  if constexpr (R > 1) {
+  if constexpr (R > 2) {
     _mm_prefetch(reinterpret_cast<const char*>(p + 4096), _MM_HINT_T0);
     fetch_ahead_l2(p);
   }
