@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -592,6 +593,7 @@ void QuantizedRows::reset(DType weight_type, int64_t n_rows, int64_t n_cols) {
   q.resize(static_cast<size_t>(rows * cols));
   d.resize(static_cast<size_t>(rows * (cols / block)));
   sums.resize(static_cast<size_t>(rows * (cols / 16)));
+  magnitudes.resize(sums.size());
 }
 
 void QuantizedRows::quantize(const float* x, int64_t r0, int64_t r1) {
@@ -612,9 +614,10 @@ void QuantizedRows::quantize(const float* x, int64_t r0, int64_t r1) {
       d[static_cast<size_t>(r * (cols / block) + b)] = activation_block_scale(block, amax);
     }
     for (int64_t g = 0; g < cols / 16; ++g) {
-      int s = 0;
-      for (int i = 0; i < 16; ++i) s += qr[g * 16 + i];
+      int s = 0, m = 0;
+      for (int i = 0; i < 16; ++i) s += qr[g * 16 + i], m += std::abs(qr[g * 16 + i]);
       sums[static_cast<size_t>(r * (cols / 16) + g)] = static_cast<int16_t>(s);
+      magnitudes[static_cast<size_t>(r * (cols / 16) + g)] = static_cast<int16_t>(m);
     }
   }
 }

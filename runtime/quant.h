@@ -120,18 +120,22 @@ Status dequantize_row(DType dtype, const void* in, int64_t n, float* out);
 // Activation rows quantized for products with `weight` blocks: per block of
 // B values (32 for Q8_0/Q4_0/Q5_0/Q5_1/IQ4_NL, 256 for the K types and IQ4_XS), the levels
 // q = round-half-even(x * (127 / amax)) in [-127, 127] (0 for a block of
-// zeros), the scale d of activation_block_scale, and the sums of q over each
-// 16 values (what the offsets and mins of the weights multiply). Quantized
+// zeros), the scale d of activation_block_scale, the sums of q over each 16
+// values (what the offsets and mins of the weights multiply) and the sums of
+// |q| (which bound any product's sum over those 16: the repacked tiles scale
+// two sums in 16 bits where they fit). Quantized
 // once per product on the calling thread: a row's bits depend on the row alone.
 struct QuantizedRows {
   DType weight = DType::kQ8_0;
   int64_t rows = 0, cols = 0, block = 32;
   std::vector<int8_t> q;      // [rows][cols]
   std::vector<float> d;       // [rows][cols / block]
-  std::vector<int16_t> sums;  // [rows][cols / 16]
+  std::vector<int16_t> sums;        // [rows][cols / 16]
+  std::vector<int16_t> magnitudes;  // [rows][cols / 16]
   const int8_t* row_q(int64_t r) const { return q.data() + r * cols; }
   const float* row_d(int64_t r) const { return d.data() + r * (cols / block); }
   const int16_t* row_sums(int64_t r) const { return sums.data() + r * (cols / 16); }
+  const int16_t* row_magnitudes(int64_t r) const { return magnitudes.data() + r * (cols / 16); }
   // Sizes the buffers for rows x cols values against `weight` blocks.
   void reset(DType weight, int64_t rows, int64_t cols);
   // Quantizes rows [r0, r1) from x (row r0 first); rows are independent, so

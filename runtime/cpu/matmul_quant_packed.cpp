@@ -13,9 +13,9 @@
 //        times the activations' block sum, which they carry).
 //   Q4_0 (288 bytes): 16 x f16 scale; 4 x 64 bytes of nibbles (lane c byte t
 //        of the k-th: level 8k + t low, 8k + 4 + t high).
-//   Q4_K: 16 x f16 d, 16 x f16 dmin, [8][16] 6-bit scales, a byte each,
-//        and the mins as [4][16][2] bytes (pair t of lane c: sub-blocks 2t
-//        and 2t + 1, one 16-bit pair each for vpdpwssd). Then per pair t of
+//   Q4_K: 16 x f16 d, 16 x f16 dmin, the 6-bit scales and the mins, a byte
+//        each, as [4][16][2] bytes each (pair t of lane c: sub-blocks 2t and
+//        2t + 1, one 16-bit pair each for vpdpwssd). Then per pair t of
 //        sub-blocks, 8 x 64 bytes of nibbles: lane c byte i of the k-th holds
 //        level 4k + i of sub-block 2t low and of sub-block 2t + 1 high, so
 //        that one AND each (0x0F, 0xF0) gives the two operands; the high
@@ -201,7 +201,7 @@ void pack_q4_k_lane(const uint8_t* blk, int c, uint8_t* out) {
   for (int s = 0; s < 8; ++s) {
     int sc, mn;
     kscale_min(blk + 4, s, &sc, &mn);
-    out[64 + 16 * s + c] = static_cast<uint8_t>(sc);
+    out[64 + 32 * (s / 2) + 2 * c + s % 2] = static_cast<uint8_t>(sc);
     out[192 + 32 * (s / 2) + 2 * c + s % 2] = static_cast<uint8_t>(mn);
   }
   int lev[kSuperBlock];
@@ -252,26 +252,73 @@ bool quant_packs(DType dtype) {
   }
 }
 
+namespace {
+
+// Whether every group's sum of products with any weight levels fits 16 bits
+// in an activation block of 256 levels, from its magnitudes per 16: Q4_K's
+// groups of 32 against levels 0..15, Q6_K's of 16 against n - 32
+// (-32..31), so that the group's magnitude times 15 (32) is at most 32767.
+// A block of normal values comes to about half of that; one that holds
+// near its largest level throughout does not fit.
+bool pair_sums_fit(DType dtype, const int16_t* magnitudes) {
+  for (int g = 0; g < kSuperBlock / 16; g += dtype == DType::kQ4_K ? 2 : 1) {
+    const int bound = dtype == DType::kQ4_K ? 15 * (magnitudes[g] + magnitudes[g + 1]) : 32 * magnitudes[g];
+    if (bound > 32767) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t quant_packed_offsets_per_row(DType dtype, int64_t cols) {
+  switch (dtype) {
+    case DType::kQ6_K:
+      return cols / 16 + cols / kSuperBlock;
+    case DType::kQ3_K:
+      return cols / 16;
+    case DType::kQ4_K:
+      return cols / 64 + cols / kSuperBlock;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kIQ4_XS:
+      return cols / 32;
+    default:
+      return 0;
+  }
+}
+
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
-  std::vector<int32_t> out;
-  if (dtype == DType::kQ6_K || dtype == DType::kQ3_K) {
-    const int32_t by = dtype == DType::kQ6_K ? -32 : -4;
-    out.resize(x.sums.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = by * x.sums[i];
-  } else if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kIQ4_XS) {
-    // IQ4_XS's table values are stored + 128 (the unsigned operand).
-    const int32_t by = dtype == DType::kQ4_0 ? -8 : -128;
-    out.resize(x.sums.size() / 2);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = by * (x.sums[2 * i] + x.sums[2 * i + 1]);
-  } else if (dtype == DType::kQ4_K) {
-    // Not offsets: each pair of sub-blocks' two sums of 32 as one 16-bit pair
-    // (|sum| <= 32 * 128), the operand of the mins' vpdpwssd.
-    out.resize(x.sums.size() / 4);
-    for (size_t i = 0; i < out.size(); ++i) {
-      const int32_t lo = x.sums[4 * i] + x.sums[4 * i + 1], hi = x.sums[4 * i + 2] + x.sums[4 * i + 3];
-      out[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                    (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+  const int64_t per_row = quant_packed_offsets_per_row(dtype, x.cols), nb = x.cols / kSuperBlock;
+  std::vector<int32_t> out(static_cast<size_t>(x.rows * per_row));
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const int16_t* sums = x.row_sums(r);
+    int32_t* row = out.data() + r * per_row;
+    switch (dtype) {
+      case DType::kQ6_K:
+      case DType::kQ3_K:
+        for (int64_t i = 0; i < x.cols / 16; ++i) row[i] = (dtype == DType::kQ6_K ? -32 : -4) * sums[i];
+        break;
+      case DType::kQ8_0:
+      case DType::kQ4_0:
+      case DType::kIQ4_XS:
+        // IQ4_XS's table values are stored + 128 (the unsigned operand).
+        for (int64_t i = 0; i < x.cols / 32; ++i)
+          row[i] = (dtype == DType::kQ4_0 ? -8 : -128) * (sums[2 * i] + sums[2 * i + 1]);
+        break;
+      case DType::kQ4_K:
+        // Not offsets: each pair of sub-blocks' two sums of 32 as one 16-bit
+        // pair (|sum| <= 32 * 128), the operand of the mins' vpdpwssd.
+        for (int64_t i = 0; i < x.cols / 64; ++i) {
+          const int32_t lo = sums[4 * i] + sums[4 * i + 1], hi = sums[4 * i + 2] + sums[4 * i + 3];
+          row[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                        (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+        }
+        break;
+      default:
+        break;
     }
+    if (dtype == DType::kQ6_K || dtype == DType::kQ4_K)
+      for (int64_t b = 0; b < nb; ++b) row[per_row - nb + b] = pair_sums_fit(dtype, x.row_magnitudes(r) + b * 16);
   }
   return out;
 }
@@ -320,15 +367,23 @@ struct PackedTile {
   const float* d[R];
   const int16_t* sums[R];
   const int32_t* offsets[R];  // quant_packed_offsets' rows
+  const int32_t* fits[R];     // their blocks' pair_sums_fit (Q4_K, Q6_K)
   __m512 acc[R];
-  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t per_row, int64_t i0) {
+  PackedTile(const QuantizedRows& x, const int32_t* offs, int64_t per_row, int64_t fit_at, int64_t i0) {
     for (int r = 0; r < R; ++r) {
       q[r] = x.row_q(i0 + r);
       d[r] = x.row_d(i0 + r);
       sums[r] = x.row_sums(i0 + r);
       offsets[r] = offs ? offs + (i0 + r) * per_row : nullptr;
+      fits[r] = offs && fit_at >= 0 ? offsets[r] + fit_at : nullptr;
       acc[r] = _mm512_setzero_ps();
     }
+  }
+  // Whether block b's sums fit 16 bits in every row of the tile.
+  bool pairs_fit(int64_t b) const {
+    bool all = true;
+    for (int r = 0; r < R; ++r) all &= fits[r][b] != 0;
+    return all;
   }
 };
 
@@ -345,6 +400,17 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* s) {
 inline __m512i dpwssd_bcast(__m512i acc, __m512i u, const int16_t* s) {
   __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
   return acc;
+}
+
+// Lane c's low 16 bits of lo and of hi << kShift as one 16-bit pair (lo's
+// low): the operand of a vpdpwssd that scales two sub-blocks' sums at once,
+// exact where both sums fit 16 bits. Against a multiply each (vpmulld,
+// which takes vpdpbusd's issue slot) and an add, tiles of 4 to 8 rows in L2
+// ran 1.07-1.10x faster on Q6_K and Q3_K, 1.05x on Q4_K (docs/kernels.md,
+// "Small steps").
+template <int kShift = 16>
+inline __m512i pair16(__m512i lo, __m512i hi) {
+  return _mm512_mask_mov_epi16(_mm512_slli_epi32(hi, kShift), 0x55555555, lo);
 }
 
 // The weights' stream runs ahead of the tile by kAhead bytes: a tile of
@@ -620,11 +686,13 @@ inline void dots(const T& t, const __m512i* lev, int64_t at, __m512i* acc) {
 }
 
 // Rows [r0, r0 + n) of a Q6_K or Q3_K sub-block s of 32 levels into I: each
-// half of 16 a chain per row from its offset, then times its signed scale.
+// half of 16 a chain per row from its offset, then times its signed scale,
+// both halves by one vpdpwssd where `pairs` (their sums fit 16 bits).
 // A row's two chains advance together, one vpdpbusd each per level vector
 // (the halves one after the other, 2 rows in L2: 141 G products/s against 145).
 template <int r0, int n, class T>
-inline void six_rows(const T& t, const __m512i* lev, int64_t b, int s, __m512i sa, __m512i sb, int32_t (*I)[16]) {
+inline void six_rows(const T& t, const __m512i* lev, int64_t b, int s, __m512i sa, __m512i sb, bool pairs,
+                     int32_t (*I)[16]) {
   const int64_t at = b * kSuperBlock + 32 * s;
   __m512i da[n], db[n];
   for (int r = 0; r < n; ++r) {
@@ -637,6 +705,12 @@ inline void six_rows(const T& t, const __m512i* lev, int64_t b, int s, __m512i s
       da[r] = dpbusd_bcast(da[r], lev[j], t.q[r0 + r] + at + 4 * j);
       db[r] = dpbusd_bcast(db[r], lev[4 + j], t.q[r0 + r] + at + 16 + 4 * j);
     }
+  if (pairs) {
+    const __m512i scales = pair16(sa, sb);
+    for (int r = 0; r < n; ++r)
+      _mm512_store_si512(I[r0 + r], _mm512_dpwssd_epi32(_mm512_load_si512(I[r0 + r]), pair16(da[r], db[r]), scales));
+    return;
+  }
   for (int r = 0; r < n; ++r) {
     const __m512i sum = _mm512_add_epi32(_mm512_mullo_epi32(da[r], sa), _mm512_mullo_epi32(db[r], sb));
     _mm512_store_si512(I[r0 + r], _mm512_add_epi32(_mm512_load_si512(I[r0 + r]), sum));
@@ -650,6 +724,9 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
   const KLayout lay = k_layout(kType);
   for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
+    // Q3_K's sums of 16 fit 16 bits whatever the activations (|n - 4| <= 4).
+    bool pairs = false;
+    if constexpr (kSix) pairs = kType == DType::kQ3_K || t.pairs_fit(b);
     // In memory, once per sub-block: the registers are the levels'.
     alignas(64) int32_t I[R][16] = {}, M[R][16] = {};
     auto add = [](int32_t* at, __m512i v) { _mm512_store_si512(at, _mm512_add_epi32(_mm512_load_si512(at), v)); };
@@ -667,18 +744,19 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
         // of registers: two groups of rows (Q6_K, 8 rows in L2: 172 G
         // products/s, one group 168-170).
         if constexpr (R > 4) {
-          six_rows<0, (R + 1) / 2>(t, lev, b, s, sa, sb, I);
-          six_rows<(R + 1) / 2, R / 2>(t, lev, b, s, sa, sb, I);
+          six_rows<0, (R + 1) / 2>(t, lev, b, s, sa, sb, pairs, I);
+          six_rows<(R + 1) / 2, R / 2>(t, lev, b, s, sa, sb, pairs, I);
         } else {
-          six_rows<0, R>(t, lev, b, s, sa, sb, I);
+          six_rows<0, R>(t, lev, b, s, sa, sb, pairs, I);
         }
       } else if constexpr (kType == DType::kQ2_K) {
-        // Unsigned scales per 16 (the bytes' low nibbles); the mins' sum one
-        // vpdpwssd per row against the two mins as a 16-bit pair (high nibbles).
+        // Unsigned scales per 16 (the bytes' low nibbles), the two as a
+        // 16-bit pair against the sums' (at most 3 * 16 * 127 in magnitude,
+        // so they always fit); the mins' sum one vpdpwssd per row against the
+        // two mins as a 16-bit pair (high nibbles).
         const __m512i both =
             _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * s)));
-        const __m512i low4 = _mm512_set1_epi32(0xF);
-        const __m512i sa = _mm512_and_si512(both, low4), sb = _mm512_and_si512(_mm512_srli_epi32(both, 16), low4);
+        const __m512i scales = _mm512_and_si512(both, _mm512_set1_epi16(0xF));
         const __m512i mn2 = _mm512_srli_epi16(both, 4);
         const int64_t at = b * kSuperBlock + 32 * s;
         __m512i da[R], db[R];
@@ -686,8 +764,8 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
         dots<4>(t, lev, at, da);
         dots<4>(t, lev + 4, at + 16, db);
         for (int r = 0; r < R; ++r) {
-          add(I[r], _mm512_add_epi32(_mm512_mullo_epi32(da[r], sa), _mm512_mullo_epi32(db[r], sb)));
-          add(M[r], dpwssd_bcast(_mm512_setzero_si512(), mn2, t.sums[r] + b * 16 + 2 * s));
+          _mm512_store_si512(I[r], _mm512_dpwssd_epi32(_mm512_load_si512(I[r]), pair16(da[r], db[r]), scales));
+          _mm512_store_si512(M[r], dpwssd_bcast(_mm512_load_si512(M[r]), mn2, t.sums[r] + b * 16 + 2 * s));
         }
       } else if constexpr (kType == DType::kIQ4_XS) {
         // One signed scale per 32; the sum starts from the offset, -128 times
@@ -728,7 +806,9 @@ void packed_k(const uint8_t* g, int64_t nb, T& t) {
 // scaled into one running integer per row at once, and the mins' sum (one
 // vpdpwssd per pair against the activations' two sub-block sums) runs after
 // the levels, so that a tile of 8 rows keeps its 24 integer accumulators in
-// registers. Integer sums: exact in any order, so the bits are the others'.
+// registers. Where the block's sums fit 16 bits in every row of the tile
+// (quant_packed_offsets), one vpdpwssd scales a pair's two. Integer sums:
+// exact in any order, so the bits are the others'.
 template <class T>
 void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
   constexpr int R = T::kRows;
@@ -736,6 +816,7 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
   const KLayout lay = k_layout(DType::kQ4_K);
   for_blocks(t, nb, [&](int64_t b) {
     const uint8_t* blk = g + b * lay.block();
+    const bool pairs = t.pairs_fit(b);
     // In memory, once per pair: the registers are the inner loop's.
     alignas(64) int32_t I[R][16] = {};
     for (int p = 0; p < 4; ++p) {
@@ -756,16 +837,22 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
           dodd[r] = dpbusd_bcast(dodd[r], hi, t.q[r] + at0 + 32 + 4 * k);
         }
       }
-      auto scales = [&](int s) {
-        return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 + 16 * s)));
-      };
       // The odd sums are 16 times the levels' (high nibbles), so I holds 16
       // times the block's sum (below 2^29 in magnitude), divided out once
-      // per block, exactly: the even scales times 16 are shared by the rows.
-      const __m512i se = _mm512_slli_epi32(scales(2 * p), 4), so = scales(2 * p + 1);
-      for (int r = 0; r < R; ++r)
-        _mm512_store_si512(I[r], _mm512_add_epi32(_mm512_load_si512(I[r]), _mm512_add_epi32(_mm512_mullo_epi32(de[r], se),
-                                                                                             _mm512_mullo_epi32(dodd[r], so))));
+      // per block, exactly. `both` is the pair's two scales times 16, shared
+      // by the rows: against the sums as a pair (dodd << 12 is the odd sum's
+      // half), or split into the even one times 16 and the odd one alone.
+      const __m512i both = _mm512_slli_epi16(
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 + 32 * p))), 4);
+      if (pairs) {
+        for (int r = 0; r < R; ++r)
+          _mm512_store_si512(I[r], _mm512_dpwssd_epi32(_mm512_load_si512(I[r]), pair16<12>(de[r], dodd[r]), both));
+      } else {
+        const __m512i se = _mm512_and_si512(both, _mm512_set1_epi32(0xFFFF)), so = _mm512_srli_epi32(both, 20);
+        for (int r = 0; r < R; ++r)
+          _mm512_store_si512(I[r], _mm512_add_epi32(_mm512_load_si512(I[r]), _mm512_add_epi32(_mm512_mullo_epi32(de[r], se),
+                                                                                               _mm512_mullo_epi32(dodd[r], so))));
+      }
     }
     // Each pair of sub-blocks' mins as a 16-bit pair per lane, once for all
     // rows: each row's M is then one vpdpwssd per pair against its pair of
@@ -791,11 +878,9 @@ void packed_q4_k(const uint8_t* g, int64_t nb, T& t) {
 template <int R, BlockOrder kOrder>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
-  // quant_packed_offsets' rows: one entry per 16 activations for Q6_K and
-  // Q3_K, per 64 for Q4_K, per 32 for the others.
-  const int64_t per = dtype == DType::kQ6_K || dtype == DType::kQ3_K ? 16 : dtype == DType::kQ4_K ? 64 : 32;
-  PackedTile<R, kOrder> t(x, offsets, x.cols / per, i0);
-  const int64_t nb = x.cols / dtype_block(dtype).elems;
+  const int64_t per_row = quant_packed_offsets_per_row(dtype, x.cols), nb = x.cols / dtype_block(dtype).elems;
+  const bool fits = dtype == DType::kQ4_K || dtype == DType::kQ6_K;  // each row's last nb entries
+  PackedTile<R, kOrder> t(x, offsets, per_row, fits ? per_row - nb : -1, i0);
   switch (dtype) {
     case DType::kQ8_0:
       packed_q8_0(g, nb, t);

@@ -65,8 +65,13 @@ int64_t quant_packed_group_bytes(DType dtype, int64_t cols);
 // -32 and for Q3_K -4 times each of x's sums of 16, for Q8_0 and IQ4_XS -128
 // and for Q4_0 -8 times each sum of 32; for Q4_K, not an offset, each two
 // consecutive sums of 32 as one 16-bit pair (the first low), the operand of
-// the mins' product; empty for the other types.
+// the mins' product; empty for the other types. For Q4_K and Q6_K each row's
+// entries end with one per block of 256: 1 where the block's sums of 32
+// (Q4_K) or 16 (Q6_K) times any weight level fit 16 bits, so that the tiles
+// scale two sub-blocks' sums with one vpdpwssd, else 0.
 std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x);
+// The entries per row of quant_packed_offsets(dtype, x) for x.cols == cols.
+int64_t quant_packed_offsets_per_row(DType dtype, int64_t cols);
 // y[r * ldy + c] for c < cols of one group and rows <= kQuantPackedTileRows
 // activation rows, offsets = quant_packed_offsets(dtype, x).data(): the bits
 // of the other kernels.

@@ -5,6 +5,7 @@
 // embedding lookup, fused projections) agree.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -34,9 +35,12 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
 }
 
 // kOut rows of random weights quantized to dtype; one block's f16 scale made
-// subnormal, so that the kernels' reading of halves is checked there too.
+// subnormal, so that the kernels' reading of halves is checked there too, and
+// row kLevelsAtTheTop all 1 (every level of Q4_K 15, of Q6_K 63).
+constexpr int64_t kLevelsAtTheTop = 2;
 std::vector<uint8_t> random_weights(DType dtype, uint32_t seed) {
-  const std::vector<float> w = random_floats(kOut * kCols, seed);
+  std::vector<float> w = random_floats(kOut * kCols, seed);
+  std::fill_n(w.begin() + kLevelsAtTheTop * kCols, kCols, 1.0f);
   const int64_t row_bytes = dtype_row_bytes(dtype, kCols);
   std::vector<uint8_t> q(static_cast<size_t>(kOut * row_bytes));
   for (int64_t j = 0; j < kOut; ++j)
@@ -57,9 +61,18 @@ struct Case {
   WeightRef ref() const { return WeightRef{dtype, kOut, kCols, weights.data(), nullptr}; }
 };
 
+// Activations whose levels are all 127, so that the repacked Q4_K and Q6_K
+// tiles' sums of 32 or 16 need more than 16 bits against weight row
+// kLevelsAtTheTop (quant_packed_offsets): row kWideRow whole, block
+// kWideBlock of row 0.
+constexpr int64_t kWideRow = 5, kWideBlock = 1;
+void make_wide(float* x, int64_t n) { std::fill_n(x, n, 1.0f); }
+
 Case make_case(DType dtype) {
   Case c{dtype, random_weights(dtype, 7 + static_cast<uint32_t>(dtype)), random_floats(kMaxRows * kCols, 99), {}};
   for (int64_t i = 0; i < kCols; ++i) c.x[static_cast<size_t>(3 * kCols + i)] *= 1e-30f;  // a row of tiny values
+  make_wide(c.x.data() + kWideRow * kCols, kCols);
+  make_wide(c.x.data() + kWideBlock * kSuperBlock, kSuperBlock);
   QuantizedRows xq;
   quantize_rows(dtype, c.x.data(), kMaxRows, kCols, &xq);
   c.want.resize(static_cast<size_t>(kMaxRows * kOut));
@@ -129,6 +142,34 @@ TEST_F(QuantMatmulTest, EveryVariantGivesTheReferenceBitsForEveryBatchAndThreadC
         }
       }
     }
+  }
+}
+
+// The cases above run both of the repacked Q4_K and Q6_K tiles' ways of
+// scaling their sums: the rows of normal values fit 16 bits (two sub-blocks
+// at once), the wide blocks do not (one multiply each).
+TEST(QuantPackedOffsetsTest, TheCasesRunSumsThatFitSixteenBitsAndSumsThatDoNot) {
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Case c = make_case(dtype);
+    QuantizedRows xq;
+    quantize_rows(dtype, c.x.data(), kMaxRows, kCols, &xq);
+    const std::vector<int32_t> offsets = quant_packed_offsets(dtype, xq);
+    const int64_t per_row = quant_packed_offsets_per_row(dtype, kCols), nb = kCols / kSuperBlock;
+    ASSERT_EQ(offsets.size(), static_cast<size_t>(kMaxRows * per_row));
+    int64_t fit = 0;
+    for (int64_t r = 0; r < kMaxRows; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int32_t fits = offsets[static_cast<size_t>(r * per_row + per_row - nb + b)];
+        ASSERT_TRUE(fits == 0 || fits == 1);
+        if (r == kWideRow || (r == 0 && b == kWideBlock))
+          EXPECT_EQ(fits, 0) << "row " << r << " block " << b;
+        else
+          fit += fits;
+      }
+    // Normal values fit but for a few blocks (Q6_K: 2 of the 2040 here)
+    // whose largest level stands out less than most.
+    EXPECT_GE(fit, (kMaxRows * nb - nb - 1) * 99 / 100);
   }
 }
 
@@ -318,6 +359,8 @@ TEST(QuantRowsTest, EveryActivationVariantGivesTheReferenceBits) {
         EXPECT_EQ(0, std::memcmp(got.row_q(r), want.row_q(r), 512)) << "levels of row " << r;
         EXPECT_TRUE(same_bits(got.row_d(r), want.row_d(r), 512 / want.block)) << "scales of row " << r;
         EXPECT_EQ(0, std::memcmp(got.row_sums(r), want.row_sums(r), 512 / 16 * 2)) << "sums of row " << r;
+        EXPECT_EQ(0, std::memcmp(got.row_magnitudes(r), want.row_magnitudes(r), 512 / 16 * 2))
+            << "magnitudes of row " << r;
       }
     }
   }
@@ -337,11 +380,13 @@ TEST(QuantRowsTest, ActivationBlocksScaleTheirLargestMagnitudeTo127) {
   EXPECT_EQ(q.row_d(0)[1], 0.0f);  // a block of zeros
   EXPECT_EQ(q.row_q(0)[40], 0);
   EXPECT_EQ(q.row_sums(0)[0], -127 + 64);
+  EXPECT_EQ(q.row_magnitudes(0)[0], 127 + 64);
   EXPECT_EQ(q.block, 32);
   quantize_rows(DType::kQ6_K, random_floats(512, 1).data(), 1, 512, &q);
   EXPECT_EQ(q.block, 256);
   EXPECT_EQ(q.d.size(), 2u);
   EXPECT_EQ(q.sums.size(), 32u);
+  EXPECT_EQ(q.magnitudes.size(), 32u);
 }
 
 // The scales of llama.cpp's x86 activations: q8_0's (blocks of 32) is stored
