@@ -62,18 +62,13 @@ float quantize_block(const float* x, int64_t n, int8_t* q) {
   return activation_block_scale(n, max);
 }
 
-// The sum of the 16 levels at q (integers: exact in any order).
+// The sum of v's 16 int8 lanes (integers: exact in any order).
 inline int16_t sum16_of(__m128i v) {
   __m128i s = _mm_madd_epi16(_mm_add_epi16(_mm_cvtepi8_epi16(v), _mm_cvtepi8_epi16(_mm_srli_si128(v, 8))),
                              _mm_set1_epi16(1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
   return static_cast<int16_t>(_mm_cvtsi128_si32(s));
-}
-inline int16_t sum16(const int8_t* q) { return sum16_of(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))); }
-// Levels lie in [-127, 127], so their magnitudes are int8 too.
-inline int16_t magnitude16(const int8_t* q) {
-  return sum16_of(_mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
 }
 
 }  // namespace

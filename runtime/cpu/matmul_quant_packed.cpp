@@ -268,16 +268,19 @@ bool pair_sums_fit(DType dtype, const int16_t* magnitudes) {
   return true;
 }
 
+// Whether quant_packed_offsets' rows end with their blocks' pair_sums_fit.
+bool offsets_end_with_fits(DType dtype) { return dtype == DType::kQ4_K || dtype == DType::kQ6_K; }
+
 }  // namespace
 
 int64_t quant_packed_offsets_per_row(DType dtype, int64_t cols) {
+  const int64_t fits = offsets_end_with_fits(dtype) ? cols / kSuperBlock : 0;
   switch (dtype) {
     case DType::kQ6_K:
-      return cols / 16 + cols / kSuperBlock;
     case DType::kQ3_K:
-      return cols / 16;
+      return cols / 16 + fits;
     case DType::kQ4_K:
-      return cols / 64 + cols / kSuperBlock;
+      return cols / 64 + fits;
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kIQ4_XS:
@@ -317,7 +320,7 @@ std::vector<int32_t> quant_packed_offsets(DType dtype, const QuantizedRows& x) {
       default:
         break;
     }
-    if (dtype == DType::kQ6_K || dtype == DType::kQ4_K)
+    if (offsets_end_with_fits(dtype))
       for (int64_t b = 0; b < nb; ++b) row[per_row - nb + b] = pair_sums_fit(dtype, x.row_magnitudes(r) + b * 16);
   }
   return out;
@@ -879,8 +882,7 @@ template <int R, BlockOrder kOrder>
 void packed_tile(DType dtype, const uint8_t* g, const QuantizedRows& x, const int32_t* offsets, int64_t i0, float* y,
                  int64_t ldy, int cols) {
   const int64_t per_row = quant_packed_offsets_per_row(dtype, x.cols), nb = x.cols / dtype_block(dtype).elems;
-  const bool fits = dtype == DType::kQ4_K || dtype == DType::kQ6_K;  // each row's last nb entries
-  PackedTile<R, kOrder> t(x, offsets, per_row, fits ? per_row - nb : -1, i0);
+  PackedTile<R, kOrder> t(x, offsets, per_row, offsets_end_with_fits(dtype) ? per_row - nb : -1, i0);
   switch (dtype) {
     case DType::kQ8_0:
       packed_q8_0(g, nb, t);

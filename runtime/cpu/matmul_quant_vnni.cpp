@@ -51,12 +51,8 @@ float quantize_block(const float* x, int64_t n, int8_t* q) {
   return activation_block_scale(n, max);
 }
 
-// The sum of the 16 levels at q (integers: exact in any order).
+// The sum of v's 16 int8 lanes (integers: exact in any order).
 inline int16_t sum16_of(__m128i v) { return static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(v))); }
-inline int16_t sum16(const int8_t* q) { return sum16_of(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))); }
-inline int16_t magnitude16(const int8_t* q) {
-  return sum16_of(_mm_abs_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
-}
 
 }  // namespace
 

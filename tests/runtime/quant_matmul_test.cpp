@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -167,9 +168,19 @@ TEST(QuantPackedOffsetsTest, TheCasesRunSumsThatFitSixteenBitsAndSumsThatDoNot) 
         else
           fit += fits;
       }
-    // Normal values fit but for a few blocks (Q6_K: 2 of the 2040 here)
+    // Normal values fit but for a few blocks (Q6_K: 2 of the 2039 here)
     // whose largest level stands out less than most.
     EXPECT_GE(fit, (kMaxRows * nb - nb - 1) * 99 / 100);
+    // And a wide block's first sum against the weight row of top levels
+    // really needs more than 16 bits, so that a tile pairing it anyway
+    // would miss the reference bits above.
+    int lev[kSuperBlock];
+    block_levels(dtype, c.weights.data() + kLevelsAtTheTop * dtype_row_bytes(dtype, kCols) +
+                            kWideBlock * dtype_block(dtype).bytes, lev);
+    const int group = dtype == DType::kQ4_K ? 32 : 16, offset = dtype == DType::kQ6_K ? 32 : 0;
+    int sum = 0;
+    for (int i = 0; i < group; ++i) sum += (lev[i] - offset) * xq.row_q(0)[kWideBlock * kSuperBlock + i];
+    EXPECT_GT(std::abs(sum), 32767);
   }
 }
 
