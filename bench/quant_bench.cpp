@@ -10,8 +10,8 @@
 // per thread (process CPU time / threads, so that other load counts less).
 // Last, on AVX512-VNNI, each repacked kernel's own speed with its weights in
 // L2, for one row and per product in tiles of 1 to 8 rows
-// (packed_tile_rates), and a decode product streaming from memory beside a
-// plain read of the same bytes (packed_stream_rates).
+// (packed_tile_rates), and products of 1, 5 and 8 rows streaming from memory
+// beside a plain read of the same bytes (packed_stream_rates).
 //
 // usage: quant_bench [--threads 1] [--reps 5] [--rows 1,64] [--mib 160] [--isa auto|avx2|avx512vnni|scalar]
 //                    [--shapes NxK,...]
@@ -215,32 +215,27 @@ std::string spread(std::vector<double> v, const char* fmt) {
   return out;
 }
 
-// A decode product (one row, through Kernels::matmul) on the pool's threads
-// streaming its packed weights from memory, beside a plain read of the same
-// packed bytes (the read-bandwidth probe's loop, each thread a contiguous
-// share), alternating pass by pass so that both see the same moments of a
-// machine whose bandwidth drifts: how much of the read bandwidth the product
-// itself reaches. A model's decode step adds its other work to this.
-void packed_stream_rates(Kernels& kernels, ThreadPool& pool, int64_t stream, std::mt19937& rng) {
-  if (cpu::quant_isa_in_use() != cpu::QuantIsa::kAvx512Vnni) return;
-  constexpr int64_t kRows = 16384, kCols = 2560;  // a 4b gate/up projection's shape
-  constexpr int kPasses = 16;
-  std::printf(
-      "\n| repacked product, 1 row of %lldx%lld, from memory, %d threads | plain read of the same bytes, GB/s | "
-      "product, GB/s | product / read, per pass |\n|---|---|---|---|\n",
-      static_cast<long long>(kRows), static_cast<long long>(kCols), pool.size());
-  for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ4_K}) {
-    Weights w = make_weights(dtype, kRows, kCols, stream, rng);
-    std::vector<WeightRef> refs;
-    for (size_t c = 0; c < w.copies.size(); ++c) refs.push_back(kernels.prepare(w.ref(dtype, c)));
-    w.copies.clear();  // the packed copies are what is read
-    std::vector<float> x(kCols), y(kRows);
-    for (float& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
-    // A pass reads every copy `rounds` times, at least 512 MB: tens of milliseconds, not one hiccup long.
-    const int rounds = static_cast<int>((size_t(512) << 20) / (refs.size() * refs[0].packed->bytes) + 1);
-    const double bytes = static_cast<double>(rounds * refs.size() * refs[0].packed->bytes);
-    std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()));
-    auto read_pass = [&] {
+// The passes of packed_stream_rates over one type's copies, each timed as
+// GB/s of weights.
+struct StreamPasses {
+  Kernels& kernels;
+  ThreadPool& pool;
+  const std::vector<WeightRef>& refs;
+  // A pass reads every copy this many times, at least 512 MB: tens of
+  // milliseconds, not one hiccup long.
+  int rounds;
+  double bytes;
+  std::vector<uint64_t> sinks;
+  StreamPasses(Kernels& k, ThreadPool& p, const std::vector<WeightRef>& r)
+      : kernels(k),
+        pool(p),
+        refs(r),
+        rounds(static_cast<int>((size_t(512) << 20) / (r.size() * r[0].packed->bytes) + 1)),
+        bytes(static_cast<double>(rounds * r.size() * r[0].packed->bytes)),
+        sinks(static_cast<size_t>(p.size())) {}
+  // The read-bandwidth probe's loop, each thread a contiguous share.
+  double read() {
+    return timed(bytes, [&] {
       for (int round = 0; round < rounds; ++round)
         for (const WeightRef& ref : refs)
           pool.parallel_for(pool.size(), [&](int64_t t) {
@@ -249,28 +244,93 @@ void packed_stream_rates(Kernels& kernels, ThreadPool& pool, int64_t stream, std
             sinks[static_cast<size_t>(t)] +=
                 bench::sum_words(reinterpret_cast<const uint64_t*>(ref.packed->data) + b, e - b);
           });
-    };
-    auto product_pass = [&] {
+    });
+  }
+  double product(const float* x, int64_t m, float* y) {
+    return timed(bytes, [&] {
       for (int round = 0; round < rounds; ++round)
-        for (const WeightRef& ref : refs) kernels.matmul(x.data(), 1, ref, y.data());
-    };
-    auto gbs = [&](auto pass) {
-      const auto t0 = std::chrono::steady_clock::now();
-      pass();
-      return bytes / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
-    };
-    std::vector<double> read, product, ratio;
-    for (int pass = 0; pass < kPasses; ++pass) {
-      double p, r;
-      if (pass % 2) {  // which goes first alternates too
-        p = gbs(product_pass), r = gbs(read_pass);
-      } else {
-        r = gbs(read_pass), p = gbs(product_pass);
+        for (const WeightRef& ref : refs) kernels.matmul(x, m, ref, y);
+    });
+  }
+  // The m-row tiles on every thread at once, each over the same few groups
+  // that stay in its L2 (`l2`): what the arithmetic alone allows now.
+  double tiles_in_l2(const PackedWeight& l2, const QuantizedRows& xq, const std::vector<int32_t>& offsets, int m) {
+    const DType dtype = l2.quant;
+    const int64_t group_bytes = cpu::quant_packed_group_bytes(dtype, l2.cols);
+    const int64_t groups = static_cast<int64_t>(l2.bytes) / group_bytes;
+    const int64_t turns = std::max<int64_t>(1, (int64_t{256} << 20) / (pool.size() * l2.bytes));
+    return timed(static_cast<double>(turns * pool.size()) * static_cast<double>(l2.bytes), [&] {
+      pool.parallel_for(pool.size(), [&](int64_t) {
+        float y[cpu::kQuantPackedTileRows * cpu::kQuantPackedRows];
+        for (int64_t turn = 0; turn < turns; ++turn)
+          for (int64_t g = 0; g < groups; ++g)
+            cpu::quant_packed_tile(dtype, l2.quant_bytes() + g * group_bytes, xq, offsets.data(), 0, m, y,
+                                   cpu::kQuantPackedRows, cpu::kQuantPackedRows);
+      });
+    });
+  }
+  template <class Pass>
+  static double timed(double pass_bytes, Pass pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();
+    return pass_bytes / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
+  }
+};
+
+// Products of 1 row (a decode step's), 5 (a verify step's at depth 4) and 8
+// (a batched step's), through Kernels::matmul on the pool's threads,
+// streaming their packed weights from memory, beside a plain read of the
+// same packed bytes and beside the same rows' tiles with their weights in
+// L2, the three alternating pass by pass so that they see the same moments
+// of a machine whose bandwidth (and, on a shared host, whose cores' speed)
+// drifts. The product over the read says how much of the bandwidth it
+// reaches; several rows' products may be bound by their arithmetic instead,
+// and the product over the lower of the read and the tiles in L2 is 1 where
+// arithmetic and stream overlap whole. A model's step adds its other work
+// to this.
+void packed_stream_rates(Kernels& kernels, ThreadPool& pool, int64_t stream, std::mt19937& rng) {
+  if (cpu::quant_isa_in_use() != cpu::QuantIsa::kAvx512Vnni) return;
+  constexpr int64_t kRows = 16384, kCols = 2560;  // a 4b gate/up projection's shape
+  constexpr int64_t kL2Rows = 8 * cpu::kQuantPackedRows;  // 8 groups: 0.2-0.4 MB
+  constexpr int kPasses = 16;
+  std::printf(
+      "\n| repacked product of %lldx%lld, from memory, %d threads | rows | plain read of the same bytes, GB/s | "
+      "product, GB/s | tiles in L2, GB/s | product / read | product / min(read, tiles in L2) |\n"
+      "|---|---|---|---|---|---|---|\n",
+      static_cast<long long>(kRows), static_cast<long long>(kCols), pool.size());
+  for (DType dtype : {DType::kQ8_0, DType::kQ6_K, DType::kQ4_K}) {
+    Weights w = make_weights(dtype, kRows, kCols, stream, rng);
+    std::vector<WeightRef> refs;
+    for (size_t c = 0; c < w.copies.size(); ++c) refs.push_back(kernels.prepare(w.ref(dtype, c)));
+    w.copies.clear();  // the packed copies are what is read
+    const Weights small = make_weights(dtype, kL2Rows, kCols, 0, rng);
+    const auto l2 = cpu::pack_quant(small.ref(dtype, 0), &pool);
+    StreamPasses passes(kernels, pool, refs);
+    for (int64_t m : {1, 5, 8}) {
+      std::vector<float> x(static_cast<size_t>(m * kCols)), y(static_cast<size_t>(m * kRows));
+      for (float& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+      QuantizedRows xq;
+      xq.reset(dtype, m, kCols);
+      xq.quantize(x.data(), 0, m);
+      const std::vector<int32_t> offsets = cpu::quant_packed_offsets(dtype, xq);
+      std::vector<double> read, product, tiles, ratio, overlap;
+      for (int pass = 0; pass < kPasses; ++pass) {
+        double r = 0, p = 0, t = 0;
+        auto read_pass = [&] { r = passes.read(); };
+        auto product_pass = [&] { p = passes.product(x.data(), m, y.data()); };
+        auto tiles_pass = [&] { t = passes.tiles_in_l2(*l2, xq, offsets, static_cast<int>(m)); };
+        if (pass % 2) {  // which goes first alternates too
+          product_pass(), tiles_pass(), read_pass();
+        } else {
+          read_pass(), tiles_pass(), product_pass();
+        }
+        read.push_back(r), product.push_back(p), tiles.push_back(t);
+        ratio.push_back(p / r), overlap.push_back(p / std::min(r, t));
       }
-      product.push_back(p), read.push_back(r), ratio.push_back(p / r);
+      std::printf("| %s | %lld | %s | %s | %s | %s | %s |\n", dtype_name(dtype), static_cast<long long>(m),
+                  spread(read, "%.1f").c_str(), spread(product, "%.1f").c_str(), spread(tiles, "%.1f").c_str(),
+                  spread(ratio, "%.2f").c_str(), spread(overlap, "%.2f").c_str());
     }
-    std::printf("| %s | %s | %s | %s |\n", dtype_name(dtype), spread(read, "%.1f").c_str(),
-                spread(product, "%.1f").c_str(), spread(ratio, "%.2f").c_str());
   }
 }
 
