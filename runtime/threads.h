@@ -29,12 +29,16 @@ class ThreadPool {
   int size() const { return threads_; }
   // Runs fn(i) for every i in [0, n) and returns when all have finished.
   void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
-  // Runs fn(begin, end) over ranges that cover [0, n) once, each claimed by
-  // whichever thread is free: a claim takes a share of what is left, between
-  // min_grain and max_grain items (REQUIRES: 1 <= min_grain <= max_grain), so
-  // the ranges shrink towards the end and the threads finish close together.
-  // Which thread runs which range, and where ranges start, vary from call to
-  // call: fn must give the same result for any split.
+  // Runs fn(begin, end) over ranges that cover [0, n) once, each of
+  // min_grain to max_grain items (the one that ends at n may be shorter;
+  // REQUIRES: 1 <= min_grain <= max_grain, n / min_grain < 2^32). Each
+  // thread takes ranges from the front of a contiguous share of its own, one
+  // after another (one run of memory for the hardware's prefetchers), each
+  // a part of what its share has left, so the ranges shrink towards its
+  // end; a thread whose share is done takes ranges from the back of the
+  // share with the most left, so the threads finish close together. Which
+  // thread runs which range, and where ranges start, vary from call to call:
+  // fn must give the same result for any split.
   void parallel_ranges(int64_t n, int64_t min_grain, int64_t max_grain,
                        const std::function<void(int64_t, int64_t)>& fn);
 

@@ -178,10 +178,11 @@ void group_tiles(QuantPackedTileKernel tile, DType dtype, const uint8_t* group, 
 // projections, or all the experts of a step with their own rows each, take
 // two hand-offs where a product per part took two each and quantized the
 // same rows again. Ranges are claimed as threads come free
-// (ThreadPool::parallel_ranges): at most a sixteenth of a thread's share
-// (a range's groups are read again for each slab while they stay in L2),
-// shrinking to a group at the end, so that one thread waits for the other's
-// last range of about a group.
+// (ThreadPool::parallel_ranges: each thread's from the front of a share of
+// its own, then from the back of another's): at most a sixteenth of a
+// thread's share (a range's groups are read again for each slab while they
+// stay in L2), shrinking to a group at the end, so that one thread waits for
+// the other's last range of about a group.
 void CpuKernels::matmul_quant_many(std::span<const float* const> xs, std::span<const int64_t* const> rows_of,
                                    std::span<const int64_t> ms, std::span<const WeightRef> parts,
                                    std::span<float* const> outs) {
@@ -292,7 +293,10 @@ void CpuKernels::matmul_quant_few(std::span<const float* const> xs, int64_t m, s
   // none over kMaxTaskBytes, shrinking to a group at the end, for one row
   // and for several alike: a region's tail, where one thread waits for the
   // other's last range, is then about a group; tasks of a fixed size (4 per
-  // thread) left it up to a whole task.
+  // thread) left it up to a whole task. Each thread's ranges are one run of
+  // memory until it turns to the other's share: as ranges of one shared
+  // cursor, two threads' alternated, and the verify step of 5 rows ran
+  // 1.05x, a decode step 1.01-1.03x slower (docs/kernels.md, "Small steps").
   constexpr int64_t kMaxTaskBytes = int64_t{1} << 20;
   const int64_t group_bytes = std::max<int64_t>(1, bytes / groups);
   const int64_t max_groups = std::max<int64_t>(1, kMaxTaskBytes / group_bytes);

@@ -5,11 +5,15 @@
 // first `rot` dims, in rotate-half pairs.
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -1117,6 +1121,49 @@ TEST(ThreadPool, RangesCoverEveryItemOnce) {
     });
   for (auto& t : callers) t.join();
   EXPECT_EQ(total.load(), 3 * 50 * (99 * 100 / 2));
+}
+
+// Each thread's ranges are one run from the front of a share of its own,
+// then (once that is done) runs taken from the back of what is left:
+// every range starts where the same thread's previous one ended, until it
+// turns to the back, after which every range ends where its previous began.
+TEST(ThreadPool, EachThreadsRangesAreOneRunThenRunsFromTheBack) {
+  ThreadPool one(1), two(2);
+  int both = 0;  // calls of the two-thread pool whose ranges both threads ran
+  for (ThreadPool* pool : {&one, &two})
+    for (int rep = 0; rep < 20; ++rep) {
+      std::mutex mu;
+      std::map<std::thread::id, std::vector<std::pair<int64_t, int64_t>>> ranges;
+      pool->parallel_ranges(1000, 1, 64, [&](int64_t b, int64_t e) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ranges[std::this_thread::get_id()].emplace_back(b, e);
+        }
+        // Long enough a range that the other thread joins in.
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      });
+      both += pool->size() == 2 && ranges.size() == 2;
+      int64_t items = 0;
+      for (const auto& [id, runs] : ranges) {
+        bool back = false;
+        for (size_t i = 1; i < runs.size(); ++i) {
+          if (!back && runs[i].first == runs[i - 1].second) continue;  // its run from the front goes on
+          if (!back) {
+            back = true;  // its first range from the back of another share
+            continue;
+          }
+          EXPECT_EQ(runs[i].second, runs[i - 1].first) << "threads " << pool->size() << " range " << i;
+        }
+        for (const auto& [b, e] : runs) items += e - b;
+      }
+      EXPECT_EQ(items, 1000);
+      if (pool->size() == 1) {
+        ASSERT_EQ(ranges.size(), 1u);
+        EXPECT_EQ(ranges.begin()->second.front().first, 0);
+        EXPECT_EQ(ranges.begin()->second.back().second, 1000);
+      }
+    }
+  EXPECT_GT(both, 0);
 }
 
 }  // namespace
