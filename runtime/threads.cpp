@@ -170,6 +170,8 @@ void ThreadPool::parallel_ranges(int64_t n, int64_t min_grain, int64_t max_grain
   auto pack = [](int64_t front, int64_t back) {
     return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
   };
+  auto front_of = [](uint64_t span) { return static_cast<int64_t>(span >> 32); };
+  auto back_of = [](uint64_t span) { return static_cast<int64_t>(span & 0xFFFFFFFFu); };
   const int64_t units = (n + min_grain - 1) / min_grain, most = max_grain / min_grain;
   std::vector<Share> shares(static_cast<size_t>(threads_));
   for (int t = 0; t < threads_; ++t)
@@ -180,7 +182,7 @@ void ThreadPool::parallel_ranges(int64_t n, int64_t min_grain, int64_t max_grain
   auto claim = [&](Share& share, int64_t part, bool from_front) {
     uint64_t span = share.span.load();
     for (;;) {
-      const int64_t front = static_cast<int64_t>(span >> 32), back = static_cast<int64_t>(span & 0xFFFFFFFFu);
+      const int64_t front = front_of(span), back = back_of(span);
       if (front >= back) return false;
       const int64_t take = std::clamp((back - front) / part, int64_t{1}, most);
       const uint64_t next = from_front ? pack(front + take, back) : pack(front, back - take);
@@ -203,7 +205,7 @@ void ThreadPool::parallel_ranges(int64_t n, int64_t min_grain, int64_t max_grain
       int64_t left = 0;
       for (Share& share : shares) {
         const uint64_t span = share.span.load();
-        const int64_t l = static_cast<int64_t>(span & 0xFFFFFFFFu) - static_cast<int64_t>(span >> 32);
+        const int64_t l = back_of(span) - front_of(span);
         if (l > left) left = l, most_left = &share;
       }
       if (!most_left) return;
